@@ -1,0 +1,214 @@
+"""Options of a measurement: parsing, validation and precedence.
+
+Pure module (no pytest, no torch). Every user-settable option of a measurement is described once in
+``OPTIONS``; the pytest layer feeds it the values from each layer and gets back one resolved
+:class:`MeasureOptions`. Precedence, highest first: keyword of the ``torchperf(...)`` call, keyword of
+the ``@pytest.mark.torchperf`` marker, command-line option, ini key, built-in default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Mapping
+
+
+class OptionError(ValueError):
+    """A user-supplied option value or keyword is invalid; the message names it and the fix."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Value parsers. Each accepts the forms a user would type in a marker, on the command line or in an
+# ini file, and raises OptionError quoting the bad value and the accepted forms.
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_fraction(value: Any) -> float:
+    """Parse a relative threshold: ``"10%"``, ``"0.1"``, ``0.1`` -> 0.1.
+
+    Bare numbers must be fractions below 1 so that ``10`` (meaning 10 %? 1000 %?) is never guessed;
+    larger thresholds are written with a percent sign (``150%``).
+    """
+    text = str(value).strip()
+    try:
+        if text.endswith("%"):
+            result = float(text[:-1].strip()) / 100.0
+        else:
+            if isinstance(value, bool):
+                raise ValueError
+            result = float(text)
+            if result >= 1.0:
+                raise OptionError(
+                    f"{value!r} is ambiguous as a relative threshold: write a percentage such as "
+                    f"'{text}%' or a fraction below 1 such as 0.1"
+                )
+    except ValueError as exc:
+        if isinstance(exc, OptionError):
+            raise
+        raise OptionError(
+            f"{value!r} is not a percentage or fraction (examples: '10%', 0.1)"
+        ) from None
+    if not math.isfinite(result) or result <= 0.0:
+        raise OptionError(f"{value!r} must be a positive percentage or fraction (examples: '10%', 0.1)")
+    return result
+
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us)?\s*$")
+_DURATION_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+def parse_duration(value: Any) -> float:
+    """Parse a duration: ``"1s"``, ``"500ms"``, ``"0.5"`` or ``0.5`` (seconds) -> seconds (> 0)."""
+    if isinstance(value, bool):
+        raise OptionError(f"{value!r} is not a duration (examples: '1s', '500ms', 0.5)")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = _DURATION_RE.match(str(value))
+        if not match:
+            raise OptionError(f"{value!r} is not a duration (examples: '1s', '500ms', 0.5)")
+        seconds = float(match.group(1)) * _DURATION_SCALE[match.group(2)]
+    if not math.isfinite(seconds) or seconds <= 0.0:
+        raise OptionError(f"{value!r} must be a positive duration (examples: '1s', '500ms', 0.5)")
+    return seconds
+
+
+def parse_positive_int(value: Any) -> int:
+    """Parse a positive integer such as a thread count (``"1"``, ``4``)."""
+    if isinstance(value, bool):
+        raise OptionError(f"{value!r} is not a positive integer")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise OptionError(f"{value!r} is not a positive integer (example: 1)") from None
+    if number < 1:
+        raise OptionError(f"{value!r} is not a positive integer (example: 1)")
+    return number
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def parse_bool(value: Any) -> bool:
+    """Parse a boolean from a Python bool or an ini word (``true``/``false``/``1``/``0``/``yes``/``no``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise OptionError(f"{value!r} is not a boolean (use true or false)")
+
+
+def parse_label(value: Any) -> str:
+    """Parse a measurement name or group: a non-empty string without path separators or newlines."""
+    if not isinstance(value, str) or not value.strip():
+        raise OptionError(f"{value!r} is not a non-empty string")
+    if any(ch in value for ch in "/\\\n\r"):
+        raise OptionError(f"{value!r} must not contain '/', '\\' or line breaks")
+    return value.strip()
+
+
+# --------------------------------------------------------------------------------------------------
+# The option table.
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """Resolved options of one measurement (one ``torchperf(...)`` call or one whole-test measurement)."""
+
+    #: Fail when the candidate is slower than the baseline by more than this fraction.
+    max_slowdown: float = 0.10
+    #: Seconds of timed blocks to collect per measurement (STATS.md: 1 s; below 0.5 s FP doubles).
+    min_time: float = 1.0
+    #: Seconds of untimed warm-up calls (at least 3 calls are always made).
+    warmup: float = 0.2
+    #: Intra-op threads during timing (``torch.set_num_threads``); 1 is the stable choice on CI.
+    threads: int = 1
+    #: Inconclusive verdicts fail the test instead of warning.
+    strict: bool = False
+    #: Time modules in ``eval()`` mode under ``torch.inference_mode()`` (restored afterwards).
+    inference: bool = True
+    #: Fail when the target's outputs contain NaN or inf.
+    check_finite: bool = True
+    #: Free-form group shown in the summary and reports.
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """How one option is parsed and where it may be set."""
+
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    cli: bool = True  #: settable with ``--torchperf-<name>`` and ini ``torchperf_<name>``
+
+
+OPTIONS: dict[str, OptionSpec] = {
+    spec.name: spec
+    for spec in (
+        OptionSpec("max_slowdown", parse_fraction, "Slowdown beyond which a test fails, e.g. 10% or 0.1 (default 10%)"),
+        OptionSpec("min_time", parse_duration, "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)"),
+        OptionSpec("warmup", parse_duration, "Seconds of untimed warm-up calls before timing (default 0.2s)"),
+        OptionSpec("threads", parse_positive_int, "Intra-op threads while timing (default 1)"),
+        OptionSpec("strict", parse_bool, "Inconclusive verdicts fail the test"),
+        OptionSpec("inference", parse_bool, "Time modules in eval() mode under inference_mode (default true)", cli=False),
+        OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
+        OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),
+    )
+}
+
+#: Keywords accepted by ``@pytest.mark.torchperf`` and by a ``torchperf(...)`` call.
+VALID_KEYWORDS: tuple[str, ...] = tuple(sorted([*OPTIONS, "name"]))
+
+
+def check_keywords(keywords: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`OptionError` for an unknown keyword, naming ``where`` and the valid keywords."""
+    for key in keywords:
+        if key not in VALID_KEYWORDS:
+            close = difflib.get_close_matches(key, VALID_KEYWORDS, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise OptionError(
+                f"{where}: unknown torchperf option {key!r}.{hint} "
+                f"Valid options: {', '.join(VALID_KEYWORDS)}."
+            )
+
+
+def parse_layer(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate and parse one layer of option values (marker, call, CLI or ini)."""
+    check_keywords(values, where)
+    parsed: dict[str, Any] = {}
+    for key, raw in values.items():
+        if key == "name":
+            parsed[key] = None if raw is None else _parse_or_raise(parse_label, raw, where, key)
+            continue
+        if raw is None:
+            continue  # "not set at this layer": fall through to the next one
+        parsed[key] = _parse_or_raise(OPTIONS[key].parse, raw, where, key)
+    return parsed
+
+
+def _parse_or_raise(parse: Callable[[Any], Any], raw: Any, where: str, key: str) -> Any:
+    try:
+        return parse(raw)
+    except OptionError as exc:
+        raise OptionError(f"{where}: invalid value for {key}: {exc}") from None
+
+
+def resolve(*layers: Mapping[str, Any]) -> MeasureOptions:
+    """Merge parsed layers, highest precedence first, over the defaults of :class:`MeasureOptions`."""
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        merged.update({k: v for k, v in layer.items() if k in OPTIONS and v is not None})
+    return replace(MeasureOptions(), **merged)
+
+
+def option_names() -> tuple[str, ...]:
+    """Names of the :class:`MeasureOptions` fields (for documentation and tests)."""
+    return tuple(f.name for f in fields(MeasureOptions))

@@ -1,0 +1,166 @@
+"""Timing a target with torch.utils.benchmark under the block protocol.
+
+This is the only place that runs user code for timing. It prepares the call (eval mode and
+``inference_mode`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
+``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.sampling.collect` as the block
+runner. Devices are synchronised around every timed block, never per call: a block measures
+finished work, not asynchronous launches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from .config import MeasureOptions
+from .sampling import RawSamples, collect
+
+
+class NonFiniteOutputError(AssertionError):
+    """The target returned NaN or inf values."""
+
+
+@dataclass(frozen=True)
+class TimedPass:
+    """One sampling pass plus where it ran."""
+
+    raw: RawSamples
+    device: str
+
+
+def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
+    """Device of the first tensor among the inputs, else of the module's parameters, else ``cpu``."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    for leaf in tree_leaves((list(inputs), kwargs or {})):
+        if isinstance(leaf, torch.Tensor):
+            return str(leaf.device)
+    if isinstance(target, torch.nn.Module):
+        for tensor in (*target.parameters(), *target.buffers()):
+            return str(tensor.device)
+    return "cpu"
+
+
+def default_device_for_whole_test() -> str:
+    """Device recorded for a whole-test measurement: the accelerator if one is really present."""
+    import torch
+
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    return str(accelerator) if accelerator is not None else "cpu"
+
+
+def make_clock(device: str) -> Callable[[], float]:
+    """A block clock that first waits for the device to finish queued work (no-op on CPU)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return time.perf_counter
+    if dev.type == "cuda" and torch.cuda.is_available():
+        def cuda_clock() -> float:
+            torch.cuda.synchronize(dev)
+            return time.perf_counter()
+        return cuda_clock
+
+    def accelerator_clock() -> float:
+        if torch.accelerator.is_available():
+            torch.accelerator.synchronize()
+        return time.perf_counter()
+    return accelerator_clock
+
+
+def count_non_finite(output: Any) -> tuple[int, int]:
+    """(non-finite values, total values) over all floating tensors in a nested output."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    bad = total = 0
+    for leaf in tree_leaves(output):
+        if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
+            total += leaf.numel()
+            bad += int((~torch.isfinite(leaf)).sum().item())
+        elif isinstance(leaf, float):
+            total += 1
+            bad += 0 if math.isfinite(leaf) else 1
+    return bad, total
+
+
+@contextlib.contextmanager
+def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
+    """Put modules in eval mode and enter ``inference_mode`` when ``options.inference``; restore after."""
+    import torch
+
+    if not options.inference:
+        yield
+        return
+    modes: list[tuple[Any, bool]] = []
+    if isinstance(target, torch.nn.Module):
+        modes = [(m, m.training) for m in target.modules()]
+        target.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+class Measurer:
+    """Times one target on fixed inputs; :meth:`sample` may be called again to re-measure."""
+
+    def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
+                 options: MeasureOptions, device: str | None = None) -> None:
+        if not callable(target):
+            raise TypeError(f"torchperf target must be an nn.Module or a callable, got "
+                            f"{type(target).__name__}")
+        self.target = target
+        self.inputs = tuple(inputs)
+        self.kwargs = dict(kwargs)
+        self.options = options
+        self.device = device or infer_device(target, self.inputs, self.kwargs)
+        self.number_per_block: int | None = None
+        self._checked_outputs = False
+
+    def _call(self) -> Any:
+        return self.target(*self.inputs, **self.kwargs)
+
+    def check_outputs(self, label: str) -> None:
+        """Call the target once and fail clearly on NaN/inf outputs (when ``check_finite``)."""
+        __tracebackhide__ = True
+        with prepared(self.target, self.options):
+            output = self._call()
+        self._checked_outputs = True
+        if not self.options.check_finite:
+            return
+        bad, total = count_non_finite(output)
+        if bad:
+            raise NonFiniteOutputError(
+                f"{label}: the target's output contains {bad} NaN/inf of {total} values; timings of a "
+                f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False.")
+
+    def sample(self) -> TimedPass:
+        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks."""
+        __tracebackhide__ = True
+        from torch.utils.benchmark import Timer
+
+        timer = Timer(stmt="__torchperf_call()", globals={"__torchperf_call": self._call},
+                      num_threads=self.options.threads, timer=make_clock(self.device))
+
+        def run_block(number: int) -> float:
+            return float(timer.timeit(number).raw_times[0])
+
+        with prepared(self.target, self.options):
+            raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
+                          number=self.number_per_block)
+        self.number_per_block = raw.number_per_block
+        return TimedPass(raw=raw, device=self.device)
+
+    def run_once(self) -> Any:
+        """Call the target once under the same preparation (``--torchperf-disable``)."""
+        __tracebackhide__ = True
+        with prepared(self.target, self.options):
+            return self._call()

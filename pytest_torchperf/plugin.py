@@ -1,0 +1,385 @@
+"""The pytest plugin: options, marker, fixture, hooks. Thin glue over :mod:`pytest_torchperf.session`.
+
+Loaded in every pytest run of an environment (entry point ``pytest11: torchperf``), so it imports
+nothing heavy: torch is imported only when a measurement runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from . import summary as _summary
+from .config import OPTIONS, OptionError, check_keywords, parse_layer
+from .result import Result
+from .session import PerfSession, RunSettings, TestState, default_lock_path
+from .storage import BaselineFileError
+
+SESSION_KEY = pytest.StashKey[PerfSession]()
+STATE_KEY = pytest.StashKey[TestState]()
+RECORDS_KEY = pytest.StashKey[list]()
+#: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
+RECORDS_PROPERTY = "torchperf"
+MARKER = "torchperf"
+FIXTURE = "torchperf"
+
+
+# ------------------------------------------------------------------------------------------------
+# Options
+# ------------------------------------------------------------------------------------------------
+
+
+def _cli_type(name: str) -> Callable[[str], Any]:
+    """argparse converter: parse with the option's parser, fail quoting the value."""
+    parse = OPTIONS[name].parse
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
+    # Help style: capitalised, no final period for single phrases.
+    group = parser.getgroup("torchperf", "performance regressions of PyTorch models (pytest-torchperf)")
+    group.addoption("--torchperf-save", action="store_true", default=False,
+                    help="Measure marked tests and record the results as baselines")
+    group.addoption("--torchperf-compare", action="store_true", default=False,
+                    help="Measure marked tests and fail those slower than their stored baseline")
+    group.addoption("--torchperf-storage", metavar="DIR", default=None,
+                    help="Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)")
+    group.addoption("--torchperf-reset", action="store_true", default=False,
+                    help="With --torchperf-save: replace the stored history of each measured test "
+                         "instead of appending a session")
+    group.addoption("--torchperf-max-slowdown", metavar="PCT", type=_cli_type("max_slowdown"),
+                    default=None, help=OPTIONS["max_slowdown"].help)
+    group.addoption("--torchperf-min-time", metavar="SECONDS", type=_cli_type("min_time"), default=None,
+                    help=OPTIONS["min_time"].help)
+    group.addoption("--torchperf-warmup", metavar="SECONDS", type=_cli_type("warmup"), default=None,
+                    help=OPTIONS["warmup"].help)
+    group.addoption("--torchperf-threads", metavar="N", type=_cli_type("threads"), default=None,
+                    help=OPTIONS["threads"].help)
+    group.addoption("--torchperf-strict", action="store_const", const=True, default=None,
+                    help="Inconclusive verdicts (noisy machine) fail the test instead of warning")
+    group.addoption("--torchperf-disable", action="store_true", default=False,
+                    help="Run each perf test once without timing (fast correctness CI)")
+    group.addoption("--torchperf-skip", action="store_true", default=False,
+                    help="Skip perf tests (marked or using the torchperf fixture)")
+    group.addoption("--torchperf-only", action="store_true", default=False,
+                    help="Run only perf tests")
+    parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
+    for name in ("max_slowdown", "min_time", "warmup", "threads", "strict"):
+        parser.addini(f"torchperf_{name}", OPTIONS[name].help)
+
+
+def _ini_layer(config: pytest.Config) -> dict[str, Any]:
+    raw = {}
+    for name in ("max_slowdown", "min_time", "warmup", "threads", "strict"):
+        value = config.getini(f"torchperf_{name}")
+        if value not in ("", None, []):
+            raw[name] = value
+    try:
+        return parse_layer(raw, "ini file")
+    except OptionError as exc:
+        raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{_bad_key(exc)})") from None
+
+
+def _bad_key(exc: OptionError) -> str:
+    text = str(exc)
+    return next((name for name in OPTIONS if f"for {name}:" in text), "?")
+
+
+def _storage_dir(config: pytest.Config) -> Path:
+    cli = config.getoption("torchperf_storage")
+    if cli:
+        return Path(cli).expanduser().resolve()
+    ini = config.getini("torchperf_storage")
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return (base / Path(ini).expanduser()).resolve()
+    return config.rootpath / ".torchperf"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, check option combinations and create the run's :class:`PerfSession`."""
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(**options): measure this test with pytest-torchperf. Options: "
+        + ", ".join(sorted([*OPTIONS, "name"])) + ". Without the torchperf fixture the test body "
+        "itself is timed.")
+    opt = config.getoption
+    if opt("torchperf_skip") and opt("torchperf_only"):
+        raise pytest.UsageError("--torchperf-skip and --torchperf-only exclude each other; pick one")
+    if opt("torchperf_disable") and (opt("torchperf_save") or opt("torchperf_compare")):
+        raise pytest.UsageError("--torchperf-disable runs perf tests without timing, so it cannot be "
+                                "combined with --torchperf-save or --torchperf-compare")
+    if opt("torchperf_reset") and not opt("torchperf_save"):
+        raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
+    cli = {name: opt(f"torchperf_{name}") for name in ("max_slowdown", "min_time", "warmup", "threads",
+                                                        "strict")}
+    settings = RunSettings(
+        storage=_storage_dir(config), save=opt("torchperf_save"), compare=opt("torchperf_compare"),
+        disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
+        cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
+    config.stash[SESSION_KEY] = PerfSession(settings, lock_path=default_lock_path())
+    config.stash[RECORDS_KEY] = []
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line naming the mode and storage (torch is not imported for it)."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not (session.settings.save or session.settings.compare
+                               or session.settings.disable):
+        return None
+    return f"torchperf: {session.settings.mode}, storage={session.settings.storage}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Collection: marker validation, --torchperf-skip / --torchperf-only
+# ------------------------------------------------------------------------------------------------
+
+
+def marker_options(item: pytest.Item) -> dict[str, Any]:
+    """Merged keyword arguments of the torchperf markers on ``item`` (closest marker wins)."""
+    merged: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers(MARKER))):
+        if mark.args:
+            raise OptionError(f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
+                              f"got positional {mark.args!r}")
+        merged.update(mark.kwargs)
+    return merged
+
+
+def is_perf_test(item: pytest.Item) -> bool:
+    """Marked with torchperf, or requesting the torchperf fixture."""
+    return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Reject bad marker arguments up front and apply --torchperf-skip / --torchperf-only."""
+    skip_perf = config.getoption("torchperf_skip")
+    only_perf = config.getoption("torchperf_only")
+    for item in items:
+        perf = is_perf_test(item)
+        if item.get_closest_marker(MARKER) is not None:
+            try:
+                kwargs = marker_options(item)
+                check_keywords(kwargs, f"{item.nodeid}: @pytest.mark.torchperf")
+                parse_layer(kwargs, f"{item.nodeid}: @pytest.mark.torchperf")
+            except OptionError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if skip_perf and perf:
+            item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
+        elif only_perf and not perf:
+            item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
+
+
+# ------------------------------------------------------------------------------------------------
+# The fixture
+# ------------------------------------------------------------------------------------------------
+
+
+class TorchperfFixture:
+    """Callable handed to tests as the ``torchperf`` fixture.
+
+    ``torchperf(target, *inputs, name=None, kwargs=None, **options)`` measures ``target`` (an
+    ``nn.Module`` or any callable) called as ``target(*inputs, **kwargs)`` and returns a
+    :class:`~pytest_torchperf.result.Result`. Options override the marker, command line and ini
+    (see the README's option table). Each call in one test needs its own ``name``.
+    """
+
+    def __init__(self, item: pytest.Item, session: PerfSession, state: TestState) -> None:
+        self._item = item
+        self._session = session
+        self._state = state
+
+    def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> Result:
+        __tracebackhide__ = True
+        nodeid = self._item.nodeid
+        try:
+            resolved, explicit = self._session.resolve_options(
+                {**options, "name": name}, marker_options(self._item), nodeid)
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        measurement_name = name or (explicit if not self._state.names else None) or _target_name(target)
+        try:
+            return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
+                                         kwargs or {}, resolved)
+        except BaselineFileError as exc:
+            pytest.fail(f"torchperf: {exc}", pytrace=False)
+        except OptionError as exc:
+            pytest.fail(f"torchperf: {exc}", pytrace=False)
+
+    @property
+    def results(self) -> list[Result]:
+        """Results of the measurements made so far in this test."""
+        return list(self._state.results)
+
+
+def _target_name(target: Any) -> str:
+    """Default measurement name: the module's class name or the callable's ``__name__``."""
+    inner = target.func if isinstance(target, functools.partial) else target
+    name = getattr(inner, "__name__", None)
+    if not name or name == "<lambda>":
+        name = type(inner).__name__
+    return name
+
+
+def _state(item: pytest.Item) -> TestState:
+    state = item.stash.get(STATE_KEY, None)
+    if state is None:
+        state = item.stash[STATE_KEY] = TestState()
+    return state
+
+
+@pytest.fixture
+def torchperf(request: pytest.FixtureRequest) -> TorchperfFixture:
+    """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
+
+    Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
+    compares with the stored baseline under ``--torchperf-compare`` and records one under
+    ``--torchperf-save``. Returns a :class:`~pytest_torchperf.result.Result`.
+    """
+    return TorchperfFixture(request.node, request.config.stash[SESSION_KEY], _state(request.node))
+
+
+# ------------------------------------------------------------------------------------------------
+# Running: whole-test measurement, verdicts into the test outcome, baseline writes
+# ------------------------------------------------------------------------------------------------
+
+
+def _measures_whole_test(item: pytest.Item) -> bool:
+    return (isinstance(item, pytest.Function) and item.get_closest_marker(MARKER) is not None
+            and FIXTURE not in item.fixturenames)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A marked test that does not request the fixture is timed as a whole: its body is the workload."""
+    __tracebackhide__ = True
+    if not _measures_whole_test(pyfuncitem):
+        return None
+    session = pyfuncitem.config.stash[SESSION_KEY]
+    if session.settings.disable:
+        return None  # pytest's own call runs the body once
+    function = pyfuncitem.obj
+    if inspect.iscoroutinefunction(function):
+        pytest.skip("torchperf cannot time async test functions as a whole; call the torchperf "
+                    "fixture on a synchronous callable instead")
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    body = functools.partial(function, **args)
+    try:
+        options, name = session.resolve_options({}, marker_options(pyfuncitem), pyfuncitem.nodeid)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    from .measure import default_device_for_whole_test
+
+    options = _whole_test_options(options)
+    try:
+        session.measure(_state(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
+                        (), {}, options, device=default_device_for_whole_test())
+    except BaselineFileError as exc:
+        pytest.fail(f"torchperf: {exc}", pytrace=False)
+    return True
+
+
+def _whole_test_options(options: Any) -> Any:
+    """A test body is not a module and returns None: no eval()/inference handling, no output check."""
+    from dataclasses import replace
+
+    return replace(options, check_finite=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Turn failed verdicts into a failure of the test itself; save baselines of passing tests."""
+    state = item.stash.get(STATE_KEY, None)
+    try:
+        result = yield
+    finally:
+        state = item.stash.get(STATE_KEY, None)
+        if state is not None and state.results:
+            records = [r.to_record() for r in state.results]
+            item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+    if state is None:
+        return result
+    session = item.config.stash[SESSION_KEY]
+    failures = state.failure_messages()
+    if failures:
+        state.pending.clear()
+        pytest.fail("\n".join(failures), pytrace=False)
+    try:
+        session.flush(state)
+    except BaselineFileError as exc:
+        pytest.fail(f"torchperf: {exc}", pytrace=False)
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# Reporting
+# ------------------------------------------------------------------------------------------------
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect measurement records from call reports (works on the xdist controller too)."""
+    if report.when != "call":
+        return
+    for key, value in report.user_properties:
+        if key == RECORDS_PROPERTY:
+            _COLLECTED.append(json.loads(value))
+
+
+_COLLECTED: list[list[dict[str, Any]]] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start each run with an empty record list (pytester runs several sessions per process)."""
+    _COLLECTED.clear()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Print the torchperf table: every measurement, failures first, with an environment line."""
+    if hasattr(config, "workerinput"):
+        return  # xdist worker: the controller prints the summary
+    records = [r for batch in _COLLECTED for r in batch]
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not records:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "torchperf")
+    tr.write_line(_environment_line(session, records))
+    for line in _summary.render_table(records, width=tr._tw.fullwidth):
+        tr.write_line(line)
+    for line in _summary.detail_lines(records):
+        tr.write_line(line)
+    tr.write_line(f"torchperf: {_summary.count_line(records)}")
+
+
+def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> str:
+    devices = sorted({r["device"] for r in records})
+    threads = sorted({str(r["threads"]) for r in records})
+    envs = sorted({r["environment_id"] for r in records if r.get("environment_id")})
+    try:
+        import torch  # already imported when measurements ran
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover
+        torch_version = "?"
+    return (f"torchperf: {session.settings.mode}; device={','.join(devices)}, torch {torch_version}, "
+            f"threads={','.join(threads)}, storage={session.settings.storage}, "
+            f"env={','.join(envs) or '-'}")
+
+
+__all__ = ["TorchperfFixture", "is_perf_test", "marker_options", "torchperf"]

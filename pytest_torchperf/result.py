@@ -1,0 +1,114 @@
+"""The result object a test gets back from ``torchperf(...)``, and its JSON record.
+
+Pure module: a :class:`Result` is built from per-call samples and an optional :class:`Verdict`.
+Its :meth:`Result.to_record` form is what travels to the terminal summary (also across xdist
+workers, through the test report) and what reports read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .stats import Summary, summarize
+from .units import format_change, format_time
+from .verdict import Outcome, Verdict
+
+
+@dataclass
+class Result:
+    """Timing of one measurement (all times in seconds per call).
+
+    ``samples`` holds one per-call time per timed block; ``median``, ``p25``, ``iqr`` and friends
+    summarise them. ``verdict`` is set in ``--torchperf-compare`` runs.
+    """
+
+    name: str
+    nodeid: str
+    samples: list[float]
+    number_per_block: int
+    device: str
+    threads: int
+    cpu_share: float | None
+    environment_id: str | None = None
+    verdict: Verdict | None = None
+    group: str | None = None
+    #: True when ``--torchperf-disable`` ran the target once without timing.
+    disabled: bool = False
+    summary: Summary | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.summary is None and self.samples:
+            self.summary = summarize(self.samples)
+
+    # Convenience accessors -------------------------------------------------------------------
+    def _stat(self, attr: str) -> float:
+        if self.summary is None:
+            raise ValueError(f"measurement {self.name!r} was not timed (--torchperf-disable)")
+        return float(getattr(self.summary, attr))
+
+    @property
+    def median(self) -> float:
+        """Median per-call time in seconds."""
+        return self._stat("median")
+
+    @property
+    def p25(self) -> float:
+        """25th percentile of per-call time in seconds: the statistic compared with baselines."""
+        return self._stat("p25")
+
+    @property
+    def p75(self) -> float:
+        """75th percentile of per-call time in seconds."""
+        return self._stat("p75")
+
+    @property
+    def iqr(self) -> float:
+        """Inter-quartile range of per-call time in seconds."""
+        return self._stat("iqr")
+
+    @property
+    def min(self) -> float:
+        """Fastest per-call time in seconds."""
+        return self._stat("min")
+
+    @property
+    def mean(self) -> float:
+        """Mean per-call time in seconds."""
+        return self._stat("mean")
+
+    @property
+    def outcome(self) -> Outcome:
+        """Verdict outcome, or ``MEASURED`` when no comparison was made."""
+        return self.verdict.outcome if self.verdict else Outcome.MEASURED
+
+    def __repr__(self) -> str:
+        if self.summary is None:
+            return f"<torchperf Result {self.name!r}: not timed (--torchperf-disable)>"
+        s = self.summary
+        text = (f"<torchperf Result {self.name!r}: median {format_time(s.median)} "
+                f"(p25 {format_time(s.p25)}, IQR {format_time(s.iqr)}, {s.n} blocks x "
+                f"{self.number_per_block} calls, {self.device}, {self.threads} thread"
+                f"{'s' if self.threads != 1 else ''})")
+        if self.verdict is not None:
+            text += f" {self.verdict.outcome.value}"
+            if self.verdict.ratio is not None:
+                text += f" {format_change(self.verdict.ratio)}"
+        return text + ">"
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-friendly record for summaries and reports."""
+        return {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "group": self.group,
+            "device": self.device,
+            "threads": self.threads,
+            "environment_id": self.environment_id,
+            "disabled": self.disabled,
+            "number_per_block": self.number_per_block,
+            "cpu_share": self.cpu_share,
+            "stats": self.summary.to_dict() if self.summary else None,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "outcome": self.outcome.value if not self.disabled else "disabled",
+        }

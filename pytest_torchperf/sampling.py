@@ -1,0 +1,82 @@
+"""The block-sampling protocol (STATS.md 4.1), independent of torch so it can run on a fake clock.
+
+1. Warm up: untimed single calls until at least ``MIN_WARMUP_CALLS`` calls and ``warmup`` seconds.
+2. Size blocks: ``number`` calls per block so that one block takes about ``block_target`` (10 ms).
+   This gives 50-100 samples per second even for sub-millisecond models, unlike the power-of-ten
+   rule of ``blocked_autorange``.
+3. Collect blocks until ``min_time`` seconds and at least ``MIN_BLOCKS`` blocks.
+4. Report per-call times (block time / number) and the process CPU share over the timed blocks.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+#: Untimed calls made before timing, whatever ``warmup`` says.
+MIN_WARMUP_CALLS = 3
+#: Blocks collected at least, so quantiles exist even for a model slower than ``min_time``.
+MIN_BLOCKS = 5
+#: Target duration of one timed block, in seconds.
+BLOCK_TARGET = 0.010
+
+#: Runs ``number`` calls of the target and returns their total duration in seconds.
+RunBlock = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class RawSamples:
+    """What one sampling pass collected."""
+
+    #: Per-call seconds, one value per block.
+    times: list[float]
+    number_per_block: int
+    #: Wall seconds spent in the timed blocks (excludes warm-up).
+    wall_time: float
+    #: Process CPU seconds over the same interval.
+    cpu_time: float
+    warmup_calls: int
+
+    @property
+    def cpu_share(self) -> float:
+        """Process CPU time / wall time during timing (1.0 = had a core the whole time)."""
+        return self.cpu_time / self.wall_time if self.wall_time > 0 else 0.0
+
+
+def block_size(per_call: float, block_target: float = BLOCK_TARGET) -> int:
+    """Calls per block so one block lasts about ``block_target`` seconds (at least 1)."""
+    if per_call <= 0:
+        return 1000  # an immeasurably fast call: plenty of calls per block
+    return max(1, round(block_target / per_call))
+
+
+def collect(run_block: RunBlock, *, min_time: float, warmup: float,
+            clock: Callable[[], float] = time.perf_counter,
+            cpu_clock: Callable[[], float] = time.process_time,
+            block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
+            number: int | None = None) -> RawSamples:
+    """Warm up, size the blocks and collect timed blocks (see module docstring).
+
+    ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
+    size of the first pass so both passes time the same thing).
+    """
+    warm: list[float] = []
+    start = clock()
+    while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
+        warm.append(run_block(1))
+    if number is None:
+        # The first call often pays one-off costs (allocator growth, lazy init): size from the rest.
+        number = block_size(statistics.median(warm[1:] or warm), block_target)
+
+    times: list[float] = []
+    cpu0, wall0 = cpu_clock(), clock()
+    while True:
+        times.append(run_block(number) / number)
+        elapsed = clock() - wall0
+        if elapsed >= min_time and len(times) >= min_blocks:
+            break
+    cpu_time = cpu_clock() - cpu0
+    return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
+                      warmup_calls=len(warm))

@@ -1,0 +1,255 @@
+"""One pytest run's measurements: options, timing, verdicts and baseline writes.
+
+This module is free of pytest: the plugin hands it node ids and option layers and gets back
+:class:`~pytest_torchperf.result.Result` objects plus the baseline writes to perform if the test
+passes. Flow of one ``torchperf(...)`` call:
+
+options resolved -> outputs checked once -> timed pass (under the cross-worker timing lock) ->
+fingerprint -> [compare: load sessions, judge with re-measure] -> [save: queue a session record]
+-> Result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import subprocess
+import tempfile
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from . import __version__
+from .config import MeasureOptions, OptionError, parse_layer, resolve
+from .result import Result
+from .stats import summarize
+from .storage import BaselineStore, file_lock
+from .verdict import Outcome, Sample, Verdict, guard_problem, judge
+
+
+class TorchperfWarning(UserWarning):
+    """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Session-wide settings from the command line and ini file."""
+
+    storage: Path
+    save: bool = False
+    compare: bool = False
+    disable: bool = False
+    reset: bool = False
+    #: Parsed option layers (see :mod:`pytest_torchperf.config`); ``None`` values mean "unset".
+    cli: Mapping[str, Any] = field(default_factory=dict)
+    ini: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """Human-readable run mode for headers."""
+        if self.disable:
+            return "disabled (each target run once, no timing)"
+        parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
+        return "+".join(parts) if parts else "measure only (no baseline)"
+
+
+@dataclass
+class PendingSave:
+    """A session record to write once the test has passed."""
+
+    env_id: str
+    environment: dict[str, Any]
+    nodeid: str
+    name: str
+    record: dict[str, Any]
+
+
+@dataclass
+class TestState:
+    """Measurements made by one test item."""
+
+    results: list[Result] = field(default_factory=list)
+    pending: list[PendingSave] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    strict_failures: list[str] = field(default_factory=list)
+
+    def failure_messages(self) -> list[str]:
+        """Messages of measurements that must fail the test."""
+        messages = [r.verdict.message for r in self.results if r.verdict and r.verdict.failed]
+        return messages + self.strict_failures
+
+
+class PerfSession:
+    """State of one pytest run (or one xdist worker)."""
+
+    def __init__(self, settings: RunSettings, *, lock_path: Path | None = None) -> None:
+        self.settings = settings
+        self.store = BaselineStore(settings.storage)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.lock_path = lock_path
+        self._git_sha: str | None | bool = False
+        self._fingerprints: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------------------------------
+    def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
+        """Environment id and fingerprint for a device/thread count (cached)."""
+        from .environment import environment_id, fingerprint
+
+        key = (device, threads)
+        if key not in self._fingerprints:
+            fp = fingerprint(device, threads)
+            self._fingerprints[key] = (environment_id(fp["exact"]), fp)
+        return self._fingerprints[key]
+
+    def git_sha(self) -> str | None:
+        """Commit of the working tree, recorded with saved sessions (None outside git)."""
+        if self._git_sha is False:
+            try:
+                out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                     timeout=5, check=False)
+                self._git_sha = out.stdout.strip() or None if out.returncode == 0 else None
+            except (OSError, subprocess.SubprocessError):
+                self._git_sha = None
+        return self._git_sha or None
+
+    @contextlib.contextmanager
+    def timing_lock(self, device: str) -> Iterator[None]:
+        """Serialise timed sections of sibling xdist workers on CPU (they would share the cores)."""
+        if self.lock_path is None or not device.startswith("cpu"):
+            yield
+            return
+        with file_lock(self.lock_path):
+            yield
+
+    # ------------------------------------------------------------------------------------------
+    def resolve_options(self, call: Mapping[str, Any], marker: Mapping[str, Any],
+                        where: str) -> tuple[MeasureOptions, str | None]:
+        """Resolve a call's options over marker, CLI and ini; return options and the explicit name."""
+        call_layer = parse_layer(call, f"{where}: torchperf(...) call")
+        marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
+        options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
+        name = call_layer.get("name") or marker_layer.get("name")
+        return options, name
+
+    def measure(self, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
+                inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
+                device: str | None = None) -> Result:
+        """Measure ``target`` for test ``nodeid`` under measurement ``name``; see module docstring."""
+        __tracebackhide__ = True
+        from .measure import Measurer
+
+        if name in state.names:
+            raise OptionError(
+                f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
+                f"torchperf(...) call its own name=")
+        state.names.add(name)
+
+        measurer = Measurer(target, inputs, dict(kwargs), options, device=device)
+        if self.settings.disable:
+            measurer.run_once()
+            result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
+                            device=measurer.device, threads=options.threads, cpu_share=None,
+                            group=options.group, disabled=True)
+            state.results.append(result)
+            return result
+
+        measurer.check_outputs(name)
+        on_cpu = measurer.device.startswith("cpu")
+
+        def take_sample() -> Sample:
+            with self.timing_lock(measurer.device):
+                timed = measurer.sample()
+            times = tuple(timed.raw.times)
+            return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times)
+
+        first = take_sample()
+        env_id, environment = self.environment(measurer.device, options.threads)
+        final, verdict = first, None
+        if self.settings.compare:
+            sessions = self.store.load_sessions(env_id, nodeid, name)
+            judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
+                              take_sample)
+            final, verdict = judgement.sample, judgement.verdict
+            if verdict.outcome is Outcome.NEW:
+                verdict = self._explain_new(verdict, environment, nodeid, name)
+            if verdict.outcome is Outcome.INCONCLUSIVE:
+                if options.strict:
+                    state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
+                else:
+                    warnings.warn(TorchperfWarning(verdict.message), stacklevel=2)
+        elif self.settings.save and guard_problem(first):
+            final = take_sample()  # a contaminated baseline would poison every later comparison
+
+        result = Result(name=name, nodeid=nodeid, samples=list(final.times),
+                        number_per_block=measurer.number_per_block or 0, device=measurer.device,
+                        threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
+                        verdict=verdict, group=options.group, summary=final.summary)
+        state.results.append(result)
+
+        if self.settings.save and (verdict is None or verdict.outcome in
+                                   (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
+            problem = guard_problem(final)
+            if problem:
+                warnings.warn(TorchperfWarning(
+                    f"{name}: baseline not saved: {problem} (measured twice). Save again on a "
+                    f"quieter machine."), stacklevel=2)
+            else:
+                state.pending.append(PendingSave(env_id, environment, nodeid, name,
+                                                 self._session_record(result, options)))
+        return result
+
+    def _explain_new(self, verdict: Verdict, environment: dict[str, Any], nodeid: str,
+                     name: str) -> Verdict:
+        """Say which fingerprint field differs when baselines exist only for other environments."""
+        from dataclasses import replace
+
+        from .environment import describe_difference
+
+        others = self.store.environments_with(nodeid, name)
+        if not others:
+            return verdict
+        env_id, stored = others[0]
+        diff = describe_difference(environment["exact"], stored.get("exact", {}))
+        return replace(verdict, message=(
+            f"{name}: no comparable baseline: {diff} (stored under {self.store.root / env_id}); "
+            f"record one for this environment with pytest --torchperf-save"))
+
+    def _session_record(self, result: Result, options: MeasureOptions) -> dict[str, Any]:
+        """The JSON record of one saved session."""
+        assert result.summary is not None
+        return {
+            "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "run_id": self.run_id,
+            "git_sha": self.git_sha(),
+            "pytest_torchperf": __version__,
+            "statistic": result.summary.p25,
+            "stats": {k: v if k == "n" else float(f"{v:.6g}")
+                      for k, v in result.summary.to_dict().items()},
+            "times": [float(f"{t:.6g}") for t in result.samples],
+            "number_per_block": result.number_per_block,
+            "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
+            "threads": result.threads,
+            "device": result.device,
+            "min_time": options.min_time,
+            "group": result.group,
+        }
+
+    def flush(self, state: TestState) -> list[Path]:
+        """Write the pending baseline sessions of a test that passed; return the files written."""
+        written = []
+        for pending in state.pending:
+            written.append(self.store.record(pending.env_id, pending.environment, pending.nodeid,
+                                             pending.name, pending.record, reset=self.settings.reset))
+        state.pending.clear()
+        return written
+
+
+def default_lock_path() -> Path | None:
+    """Lock file shared by the xdist workers of one run; None outside xdist."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not uid:
+        return None
+    return Path(tempfile.gettempdir()) / f"pytest-torchperf-{uid}.lock"

@@ -1,0 +1,81 @@
+"""The terminal summary table: one row per measurement, failures first.
+
+Pure module working on the JSON records of :meth:`pytest_torchperf.result.Result.to_record`, so the
+same rendering serves a plain run and an xdist controller that only sees test reports.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from .units import format_change, format_time
+
+#: Row order of outcomes: what needs attention first.
+OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
+
+
+def sort_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Records ordered by outcome severity, then test id and name."""
+    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
+    return sorted(records, key=lambda r: (rank.get(r["outcome"], 99), r["nodeid"], r["name"]))
+
+
+def _row(record: Mapping[str, Any]) -> list[str]:
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    outcome = record["outcome"]
+    label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
+    if verdict.get("suspicious"):
+        label += " (re-measured)"
+    return [
+        record["nodeid"],
+        record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
+        format_time(stats.get("median")),
+        format_time(stats.get("p25")),
+        format_time(verdict.get("baseline_statistic")),
+        format_change(verdict.get("ratio")),
+        label,
+    ]
+
+
+HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
+
+
+def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+    """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
+    rows = [_row(r) for r in sort_records(records)]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(HEADERS)]
+    other = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
+    max_test = max(20, width - other)
+    if widths[0] > max_test:
+        widths[0] = max_test
+        for row in rows:
+            if len(row[0]) > max_test:
+                row[0] = "..." + row[0][-(max_test - 3):]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip()]
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(row[2:6], widths[2:6])]
+        cells.append(row[6])
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def count_line(records: Iterable[Mapping[str, Any]]) -> str:
+    """``1 fail, 3 pass, 1 new`` in severity order."""
+    counts = Counter(r["outcome"] for r in records)
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts[o])
+
+
+def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured)."""
+    lines = []
+    for record in sort_records(records):
+        verdict = record.get("verdict") or {}
+        if record["outcome"] in ("fail", "inconclusive", "improved", "new") or verdict.get("suspicious"):
+            lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
+        for note in verdict.get("notes", ()):
+            lines.append(f"{record['nodeid']}: note: {note}")
+    return lines

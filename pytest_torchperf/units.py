@@ -1,0 +1,48 @@
+"""Human-readable formatting of durations, ratios and byte counts.
+
+Pure functions, no torch: used by result reprs, failure messages and the terminal summary.
+"""
+
+from __future__ import annotations
+
+import math
+
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
+
+
+def format_time(seconds: float | None, digits: int = 3) -> str:
+    """Format a duration in seconds with the largest unit that keeps it >= 1 (``12.4 ms``)."""
+    if seconds is None:
+        return "-"
+    if not math.isfinite(seconds):
+        return str(seconds)
+    magnitude = abs(seconds)
+    for scale, unit in _TIME_UNITS:
+        if magnitude >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    return f"{seconds / 1e-9:.{digits}g} ns"
+
+
+def format_change(ratio: float | None) -> str:
+    """Format a candidate/baseline ratio as a signed percentage (``+23.4%``)."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{(ratio - 1.0) * 100:+.1f}%"
+
+
+def format_percent(fraction: float) -> str:
+    """Format a fraction as a percentage without a sign (``0.1`` -> ``10%``)."""
+    text = f"{fraction * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def format_bytes(n: float | None) -> str:
+    """Format a byte count with binary units (``46.8 MiB``)."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover - loop always returns

@@ -1,0 +1,250 @@
+"""The decision: is this measurement slower than its baseline, and how sure are we?
+
+Pure module (no torch, no pytest). Implements the three-outcome procedure of STATS.md section 4.2:
+
+1. **Guard.** A measurement during which the process did not get the CPU (CPU share < 0.9) or whose
+   spread is gross (IQR/median > 0.25) is re-measured once; if it is still bad the verdict is
+   *inconclusive*, never *fail*.
+2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the median
+   of the stored sessions' p25. Timing interference only adds time, so p25 is steadier than the median.
+3. **Confirm.** A suspected slowdown is re-measured once and fails only if the re-measurement agrees.
+4. **Noise-aware tolerance.** With >= 5 stored sessions, the tolerance is widened (never narrowed) to
+   3x the robust CV of their p25s, and the widening is reported.
+
+Measuring is injected as a callable so this module can be driven by synthetic samples in unit tests.
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .stats import Summary, robust_cv
+from .units import format_change, format_percent, format_time
+
+#: Below this CPU share (process CPU time / wall time) the process was starved: inconclusive.
+MIN_CPU_SHARE = 0.9
+#: Above this IQR/median the samples are too spread to judge (torch.utils.benchmark's gross warning).
+MAX_RELATIVE_IQR = 0.25
+#: Stored sessions needed before the tolerance is widened from their spread.
+NOISE_AWARE_MIN_SESSIONS = 5
+#: Tolerance is widened to this multiple of the sessions' robust CV.
+NOISE_CV_FACTOR = 3.0
+
+
+class Outcome(str, enum.Enum):
+    """What a measurement's comparison concluded."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    IMPROVED = "improved"
+    NEW = "new"  #: no baseline for this environment yet
+    MEASURED = "measured"  #: measured without comparing (no --torchperf-compare)
+
+    def __str__(self) -> str:  # "fail", not "Outcome.FAIL", in messages and JSON
+        return self.value
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement pass: summary of per-call times plus what the guard needs."""
+
+    summary: Summary
+    #: Process CPU time / wall time during the timed blocks; None where it does not apply (GPU).
+    cpu_share: float | None = None
+    #: The per-call times summarised (kept for storage and reports; may be empty in unit tests).
+    times: tuple[float, ...] = ()
+
+    @property
+    def statistic(self) -> float:
+        """The statistic compared against baselines: p25 of per-call times."""
+        return self.summary.p25
+
+
+def guard_problem(sample: Sample, *, min_cpu_share: float = MIN_CPU_SHARE,
+                  max_relative_iqr: float = MAX_RELATIVE_IQR) -> str | None:
+    """Return why ``sample`` cannot be trusted, or None when it can."""
+    if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
+        return (f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: another process competed for "
+                f"the CPU while timing")
+    rel = sample.summary.relative_iqr
+    if rel > max_relative_iqr:
+        return (f"spread IQR/median {format_percent(rel)} > {format_percent(max_relative_iqr)}: "
+                f"timings too unstable to judge")
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one measurement against its baseline."""
+
+    outcome: Outcome
+    message: str
+    #: Candidate statistic / baseline statistic of the first pass (None without a baseline).
+    ratio: float | None = None
+    #: Ratio of the confirming re-measurement, when one was made.
+    confirm_ratio: float | None = None
+    baseline_statistic: float | None = None
+    candidate_statistic: float | None = None
+    tolerance: float | None = None
+    #: Tolerance actually applied (widened by baseline noise when enough sessions exist).
+    effective_tolerance: float | None = None
+    baseline_sessions: int = 0
+    #: Robust CV of the baseline sessions' statistic.
+    baseline_cv: float | None = None
+    #: Passed, but only after a re-measurement contradicted a first suspicious pass.
+    suspicious: bool = False
+    #: How many extra measurement passes the decision needed.
+    remeasures: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed(self) -> bool:
+        """True when the outcome is FAIL."""
+        return self.outcome is Outcome.FAIL
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-friendly representation for reports."""
+        return {
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "ratio": self.ratio,
+            "confirm_ratio": self.confirm_ratio,
+            "baseline_statistic": self.baseline_statistic,
+            "candidate_statistic": self.candidate_statistic,
+            "tolerance": self.tolerance,
+            "effective_tolerance": self.effective_tolerance,
+            "baseline_sessions": self.baseline_sessions,
+            "baseline_cv": self.baseline_cv,
+            "suspicious": self.suspicious,
+            "remeasures": self.remeasures,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Judgement:
+    """A verdict and the sample it was reached on (the last trustworthy pass)."""
+
+    verdict: Verdict
+    sample: Sample
+    samples: list[Sample]
+
+
+def effective_tolerance(tolerance: float, baseline_stats: Sequence[float]) -> tuple[float, float | None]:
+    """Widen ``tolerance`` to ``3 x robust CV`` of the stored sessions when there are >= 5 of them."""
+    if len(baseline_stats) < NOISE_AWARE_MIN_SESSIONS:
+        return tolerance, (robust_cv(baseline_stats) if len(baseline_stats) >= 2 else None)
+    cv = robust_cv(baseline_stats)
+    return max(tolerance, NOISE_CV_FACTOR * cv), cv
+
+
+def judge(
+    label: str,
+    first: Sample,
+    baseline_stats: Sequence[float],
+    tolerance: float,
+    remeasure: Callable[[], Sample],
+) -> Judgement:
+    """Decide the outcome of ``first`` against stored per-session statistics ``baseline_stats``.
+
+    ``remeasure`` is called (at most twice) to take another pass with the same budget: once when the
+    guard rejects the first pass, once to confirm a suspected slowdown.
+    """
+    samples = [first]
+    if not baseline_stats:
+        return Judgement(
+            Verdict(Outcome.NEW, f"{label}: no baseline for this environment yet; "
+                    f"record one with pytest --torchperf-save", tolerance=tolerance),
+            first, samples)
+
+    baseline = statistics.median(baseline_stats)
+    t_eff, cv = effective_tolerance(tolerance, baseline_stats)
+    notes: list[str] = []
+    if t_eff > tolerance:
+        notes.append(
+            f"baseline noise (CV {format_percent(cv or 0.0)} over {len(baseline_stats)} sessions) is too "
+            f"high to resolve a {format_percent(tolerance)} slowdown on this runner; judged at "
+            f"{format_percent(t_eff)}")
+    common = dict(baseline_statistic=baseline, tolerance=tolerance, effective_tolerance=t_eff,
+                  baseline_sessions=len(baseline_stats), baseline_cv=cv)
+
+    current = first
+    problem = guard_problem(current)
+    if problem:
+        current = remeasure()
+        samples.append(current)
+        second_problem = guard_problem(current)
+        if second_problem:
+            ratio = current.statistic / baseline
+            return Judgement(Verdict(
+                Outcome.INCONCLUSIVE,
+                f"{label}: inconclusive, {format_change(ratio)} vs baseline cannot be trusted: "
+                f"{second_problem} (re-measured once, still bad). Re-run on a quieter machine; "
+                f"--torchperf-strict turns this into a failure.",
+                ratio=ratio, candidate_statistic=current.statistic, remeasures=len(samples) - 1,
+                notes=tuple(notes), **common), current, samples)
+
+    ratio = current.statistic / baseline
+    limit = 1.0 + t_eff
+    if ratio > limit:
+        confirm = remeasure()
+        samples.append(confirm)
+        confirm_problem = guard_problem(confirm)
+        confirm_ratio = confirm.statistic / baseline
+        extra = dict(ratio=ratio, confirm_ratio=confirm_ratio, remeasures=len(samples) - 1,
+                     notes=tuple(notes), **common)
+        if confirm_problem:
+            return Judgement(Verdict(
+                Outcome.INCONCLUSIVE,
+                f"{label}: inconclusive, {format_change(ratio)} vs baseline but the confirming "
+                f"re-measure could not be trusted: {confirm_problem}. Re-run on a quieter machine; "
+                f"--torchperf-strict turns this into a failure.",
+                candidate_statistic=confirm.statistic, **extra), confirm, samples)
+        if confirm_ratio > limit:
+            pooled = statistics.median([current.statistic, confirm.statistic])
+            message = (
+                f"{label}: {(ratio - 1) * 100:.1f}% slower than baseline "
+                f"(p25 {format_time(current.statistic)} vs {format_time(baseline)}; "
+                f"confirmed by re-measure: {format_change(confirm_ratio)}; "
+                f"limit {format_percent(t_eff)})\n"
+                + _confidence_line(current, confirm, len(baseline_stats), cv))
+            return Judgement(Verdict(Outcome.FAIL, message, candidate_statistic=pooled, **extra),
+                             confirm, samples)
+        return Judgement(Verdict(
+            Outcome.PASS,
+            f"{label}: within limit after re-measure ({format_change(ratio)} first, "
+            f"{format_change(confirm_ratio)} re-measured; limit {format_percent(t_eff)})",
+            candidate_statistic=confirm.statistic, suspicious=True, **extra), confirm, samples)
+
+    common_result = dict(ratio=ratio, candidate_statistic=current.statistic,
+                         remeasures=len(samples) - 1, notes=tuple(notes), **common)
+    if ratio < 1.0 - t_eff:
+        return Judgement(Verdict(
+            Outcome.IMPROVED,
+            f"{label}: {(1 - ratio) * 100:.1f}% faster than baseline (p25 "
+            f"{format_time(current.statistic)} vs {format_time(baseline)}; limit "
+            f"{format_percent(t_eff)}): the baseline is stale; refresh it with "
+            f"pytest --torchperf-save --torchperf-reset",
+            **common_result), current, samples)
+    return Judgement(Verdict(
+        Outcome.PASS,
+        f"{label}: {format_change(ratio)} vs baseline (limit {format_percent(t_eff)})",
+        **common_result), current, samples)
+
+
+def _confidence_line(first: Sample, confirm: Sample, sessions: int, cv: float | None) -> str:
+    """One line saying how much noise the decision had to beat."""
+    parts = [f"spread within run IQR/median {format_percent(first.summary.relative_iqr)} and "
+             f"{format_percent(confirm.summary.relative_iqr)}"]
+    if cv is not None:
+        parts.append(f"baseline: median of {sessions} sessions, CV {format_percent(cv)}")
+    else:
+        parts.append(f"baseline: {sessions} saved session{'s' if sessions != 1 else ''}")
+    shares = [s.cpu_share for s in (first, confirm) if s.cpu_share is not None]
+    if shares:
+        parts.append(f"CPU share {min(shares):.2f}")
+    return "  how sure: " + "; ".join(parts)
