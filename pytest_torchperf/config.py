@@ -104,6 +104,20 @@ def parse_bool(value: Any) -> bool:
     raise OptionError(f"{value!r} is not a boolean (use true or false)")
 
 
+def parse_share(value: Any) -> float:
+    """Parse a share between 0 and 1 (``0.9``, ``"90%"``); 0 disables the check it feeds."""
+    text = str(value).strip()
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        share = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')") from None
+    if not 0.0 <= share <= 1.0:
+        raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')")
+    return share
+
+
 def parse_label(value: Any) -> str:
     """Parse a measurement name or group: a non-empty string without path separators or newlines."""
     if not isinstance(value, str) or not value.strip():
@@ -132,6 +146,11 @@ class MeasureOptions:
     threads: int = 1
     #: Inconclusive verdicts fail the test instead of warning.
     strict: bool = False
+    #: Contention guard: below this process CPU share (CPU time / wall time) a CPU measurement is
+    #: re-measured, then inconclusive. 0 disables the guard.
+    min_cpu_share: float = 0.9
+    #: Spread guard: above this IQR/median a measurement is re-measured, then inconclusive.
+    max_spread: float = 0.25
     #: Time modules in ``eval()`` mode under ``torch.inference_mode()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -158,6 +177,10 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec("warmup", parse_duration, "Seconds of untimed warm-up calls before timing (default 0.2s)"),
         OptionSpec("threads", parse_positive_int, "Intra-op threads while timing (default 1)"),
         OptionSpec("strict", parse_bool, "Inconclusive verdicts fail the test"),
+        OptionSpec("min_cpu_share", parse_share, "Contention guard: CPU measurements with a lower process "
+                   "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
+        OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
+                   "are inconclusive, e.g. 25% (default)"),
         OptionSpec("inference", parse_bool, "Time modules in eval() mode under inference_mode (default true)", cli=False),
         OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
         OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),

@@ -23,10 +23,11 @@ from .storage import BaselineFileError
 
 SESSION_KEY = pytest.StashKey[PerfSession]()
 STATE_KEY = pytest.StashKey[TestState]()
-RECORDS_KEY = pytest.StashKey[list]()
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
 RECORDS_PROPERTY = "torchperf"
 MARKER = "torchperf"
+#: Measurement options that also have a ``--torchperf-<name>`` option and a ``torchperf_<name>`` ini key.
+CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
 FIXTURE = "torchperf"
 
 
@@ -72,6 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=OPTIONS["threads"].help)
     group.addoption("--torchperf-strict", action="store_const", const=True, default=None,
                     help="Inconclusive verdicts (noisy machine) fail the test instead of warning")
+    group.addoption("--torchperf-min-cpu-share", metavar="SHARE", type=_cli_type("min_cpu_share"),
+                    default=None, help=OPTIONS["min_cpu_share"].help)
+    group.addoption("--torchperf-max-spread", metavar="PCT", type=_cli_type("max_spread"),
+                    default=None, help=OPTIONS["max_spread"].help)
     group.addoption("--torchperf-disable", action="store_true", default=False,
                     help="Run each perf test once without timing (fast correctness CI)")
     group.addoption("--torchperf-skip", action="store_true", default=False,
@@ -79,13 +84,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchperf-only", action="store_true", default=False,
                     help="Run only perf tests")
     parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
-    for name in ("max_slowdown", "min_time", "warmup", "threads", "strict"):
+    for name in CLI_OPTIONS:
         parser.addini(f"torchperf_{name}", OPTIONS[name].help)
 
 
 def _ini_layer(config: pytest.Config) -> dict[str, Any]:
     raw = {}
-    for name in ("max_slowdown", "min_time", "warmup", "threads", "strict"):
+    for name in CLI_OPTIONS:
         value = config.getini(f"torchperf_{name}")
         if value not in ("", None, []):
             raw[name] = value
@@ -126,14 +131,13 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "combined with --torchperf-save or --torchperf-compare")
     if opt("torchperf_reset") and not opt("torchperf_save"):
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
-    cli = {name: opt(f"torchperf_{name}") for name in ("max_slowdown", "min_time", "warmup", "threads",
-                                                        "strict")}
+    cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     settings = RunSettings(
         storage=_storage_dir(config), save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
     config.stash[SESSION_KEY] = PerfSession(settings, lock_path=default_lock_path())
-    config.stash[RECORDS_KEY] = []
+    config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -217,10 +221,10 @@ class TorchperfFixture:
         try:
             return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
                                          kwargs or {}, resolved)
-        except BaselineFileError as exc:
-            pytest.fail(f"torchperf: {exc}", pytrace=False)
-        except OptionError as exc:
-            pytest.fail(f"torchperf: {exc}", pytrace=False)
+        except (BaselineFileError, OptionError) as exc:
+            message = f"torchperf: {exc}"
+        # Failing outside the except block keeps our internals out of the report (no chained trace).
+        pytest.fail(message, pytrace=False)
 
     @property
     def results(self) -> list[Result]:
@@ -290,9 +294,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     try:
         session.measure(_state(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
                         (), {}, options, device=default_device_for_whole_test())
-    except BaselineFileError as exc:
-        pytest.fail(f"torchperf: {exc}", pytrace=False)
-    return True
+        return True
+    except (BaselineFileError, OptionError) as exc:
+        message = f"torchperf: {exc}"
+    pytest.fail(message, pytrace=False)
 
 
 def _whole_test_options(options: Any) -> Any:
@@ -322,9 +327,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         pytest.fail("\n".join(failures), pytrace=False)
     try:
         session.flush(state)
+        return result
     except BaselineFileError as exc:
-        pytest.fail(f"torchperf: {exc}", pytrace=False)
-    return result
+        message = f"torchperf: {exc}"
+    pytest.fail(message, pytrace=False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,39 +338,37 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 # ------------------------------------------------------------------------------------------------
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect measurement records from call reports (works on the xdist controller too)."""
-    if report.when != "call":
-        return
-    for key, value in report.user_properties:
-        if key == RECORDS_PROPERTY:
-            _COLLECTED.append(json.loads(value))
+class SummaryReporter:
+    """Collects measurement records from call reports and prints the torchperf table.
 
+    Registered per run in ``pytest_configure`` (state lives on the instance, not in module globals,
+    so nested pytester runs cannot mix their records). On the xdist controller it sees the workers'
+    reports, which carry the records in ``user_properties``.
+    """
 
-_COLLECTED: list[list[dict[str, Any]]] = []
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: list[dict[str, Any]] = []
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key == RECORDS_PROPERTY:
+                self.records.extend(json.loads(value))
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Start each run with an empty record list (pytester runs several sessions per process)."""
-    _COLLECTED.clear()
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Print the torchperf table: every measurement, failures first, with an environment line."""
-    if hasattr(config, "workerinput"):
-        return  # xdist worker: the controller prints the summary
-    records = [r for batch in _COLLECTED for r in batch]
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None or not records:
-        return
-    tr = terminalreporter
-    tr.write_sep("=", "torchperf")
-    tr.write_line(_environment_line(session, records))
-    for line in _summary.render_table(records, width=tr._tw.fullwidth):
-        tr.write_line(line)
-    for line in _summary.detail_lines(records):
-        tr.write_line(line)
-    tr.write_line(f"torchperf: {_summary.count_line(records)}")
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.records:
+            return  # xdist workers stay quiet: the controller prints the summary
+        session = self.config.stash[SESSION_KEY]
+        tr = terminalreporter
+        tr.write_sep("=", "torchperf")
+        tr.write_line(_environment_line(session, self.records))
+        for line in _summary.render_table(self.records, width=tr._tw.fullwidth):
+            tr.write_line(line)
+        for line in _summary.detail_lines(self.records):
+            tr.write_line(line)
+        tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
 
 
 def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> str:

@@ -35,6 +35,8 @@ class Result:
     group: str | None = None
     #: True when ``--torchperf-disable`` ran the target once without timing.
     disabled: bool = False
+    #: The resolved options the measurement ran with (after marker/CLI/ini precedence).
+    options: Any = field(default=None, repr=False)
     summary: Summary | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

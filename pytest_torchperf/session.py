@@ -152,12 +152,16 @@ class PerfSession:
             measurer.run_once()
             result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
                             device=measurer.device, threads=options.threads, cpu_share=None,
-                            group=options.group, disabled=True)
+                            group=options.group, disabled=True, options=options)
             state.results.append(result)
             return result
 
         measurer.check_outputs(name)
         on_cpu = measurer.device.startswith("cpu")
+
+        def guard(sample: Sample) -> str | None:
+            return guard_problem(sample, min_cpu_share=options.min_cpu_share,
+                                 max_relative_iqr=options.max_spread)
 
         def take_sample() -> Sample:
             with self.timing_lock(measurer.device):
@@ -171,7 +175,8 @@ class PerfSession:
         if self.settings.compare:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
-                              take_sample)
+                              take_sample, min_cpu_share=options.min_cpu_share,
+                              max_relative_iqr=options.max_spread)
             final, verdict = judgement.sample, judgement.verdict
             if verdict.outcome is Outcome.NEW:
                 verdict = self._explain_new(verdict, environment, nodeid, name)
@@ -179,23 +184,24 @@ class PerfSession:
                 if options.strict:
                     state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
                 else:
-                    warnings.warn(TorchperfWarning(verdict.message), stacklevel=2)
-        elif self.settings.save and guard_problem(first):
+                    warnings.warn(TorchperfWarning(verdict.message), stacklevel=3)
+        elif self.settings.save and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
                         threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
-                        verdict=verdict, group=options.group, summary=final.summary)
+                        verdict=verdict, group=options.group, summary=final.summary,
+                        options=options)
         state.results.append(result)
 
         if self.settings.save and (verdict is None or verdict.outcome in
                                    (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
-            problem = guard_problem(final)
+            problem = guard(final)
             if problem:
                 warnings.warn(TorchperfWarning(
                     f"{name}: baseline not saved: {problem} (measured twice). Save again on a "
-                    f"quieter machine."), stacklevel=2)
+                    f"quieter machine."), stacklevel=3)
             else:
                 state.pending.append(PendingSave(env_id, environment, nodeid, name,
                                                  self._session_record(result, options)))

@@ -148,12 +148,18 @@ def judge(
     baseline_stats: Sequence[float],
     tolerance: float,
     remeasure: Callable[[], Sample],
+    *,
+    min_cpu_share: float = MIN_CPU_SHARE,
+    max_relative_iqr: float = MAX_RELATIVE_IQR,
 ) -> Judgement:
     """Decide the outcome of ``first`` against stored per-session statistics ``baseline_stats``.
 
     ``remeasure`` is called (at most twice) to take another pass with the same budget: once when the
     guard rejects the first pass, once to confirm a suspected slowdown.
     """
+    def guard(sample: Sample) -> str | None:
+        return guard_problem(sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_relative_iqr)
+
     samples = [first]
     if not baseline_stats:
         return Judgement(
@@ -173,11 +179,11 @@ def judge(
                   baseline_sessions=len(baseline_stats), baseline_cv=cv)
 
     current = first
-    problem = guard_problem(current)
+    problem = guard(current)
     if problem:
         current = remeasure()
         samples.append(current)
-        second_problem = guard_problem(current)
+        second_problem = guard(current)
         if second_problem:
             ratio = current.statistic / baseline
             return Judgement(Verdict(
@@ -193,7 +199,7 @@ def judge(
     if ratio > limit:
         confirm = remeasure()
         samples.append(confirm)
-        confirm_problem = guard_problem(confirm)
+        confirm_problem = guard(confirm)
         confirm_ratio = confirm.statistic / baseline
         extra = dict(ratio=ratio, confirm_ratio=confirm_ratio, remeasures=len(samples) - 1,
                      notes=tuple(notes), **common)

@@ -1,0 +1,65 @@
+"""Shared fixtures for the end-to-end tests.
+
+Every pytester run gets a pytest.ini with very short sampling (these tests check workflows, not
+speed), and verdicts are made deterministic by editing stored baselines to extreme values rather
+than by making anything slower (no sleeping, no timing races).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+# Import torch (and the parts the plugin loads lazily) in the outer process before any pytester
+# run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
+# process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
+import torch  # noqa: F401  isort: skip
+import torch.utils.benchmark  # noqa: F401  isort: skip
+
+FAST_INI = """
+[pytest]
+torchperf_min_time = 0.02s
+torchperf_warmup = 0.005s
+# The machine running this suite is shared: the contention and spread guards are switched off
+# here (tests of the guards switch them back on), so verdicts depend only on edited baselines.
+torchperf_min_cpu_share = 0
+torchperf_max_spread = 1000%
+console_output_style = classic
+filterwarnings =
+    ignore:.*No CUDA runtime.*
+"""
+
+
+@pytest.fixture
+def perf(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester with fast torchperf sampling configured."""
+    pytester.makefile(".ini", pytest=FAST_INI)
+    return pytester
+
+
+def baseline_files(storage: Path) -> list[Path]:
+    """All module baseline files under a storage folder."""
+    return sorted(p for p in storage.glob("*/*.json") if p.name != "environment.json")
+
+
+def edit_baselines(storage: Path, edit: Callable[[str, str, dict[str, Any]], None]) -> None:
+    """Apply ``edit(nodeid, name, session)`` to every stored session, in place."""
+    for path in baseline_files(storage):
+        doc = json.loads(path.read_text())
+        for nodeid, measurements in doc["tests"].items():
+            for name, entry in measurements.items():
+                for session in entry["sessions"]:
+                    edit(nodeid, name, session)
+        path.write_text(json.dumps(doc))
+
+
+def scale_baselines(storage: Path, factor: float, name: str | None = None) -> None:
+    """Multiply stored times by ``factor`` (< 1 makes the current code look slower)."""
+    def edit(_nodeid: str, measurement: str, session: dict[str, Any]) -> None:
+        if name is None or measurement == name:
+            session["statistic"] *= factor
+            session["times"] = [t * factor for t in session["times"]]
+    edit_baselines(storage, edit)

@@ -1,0 +1,175 @@
+"""The whole user lifecycle: no baseline -> save -> compare passes -> slower fails -> faster is
+reported as improved -> corrupt file gives a clear error and is left untouched."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import baseline_files, scale_baselines
+
+TWO_MODELS = """
+import pytest, torch
+
+@pytest.mark.torchperf
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    result = torchperf(model, torch.randn(8, 32), name="mlp")
+    assert result.median > 0 and result.p25 <= result.median
+
+@pytest.mark.torchperf
+def test_conv(torchperf):
+    model = torch.nn.Conv2d(3, 4, 3)
+    torchperf(model, torch.randn(1, 3, 16, 16), name="conv")
+"""
+
+
+def test_compare_without_baseline_reports_new_and_passes(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    result = perf.runpytest("--torchperf-compare")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*= torchperf =*",
+        "torchperf: compare; device=cpu, torch *, threads=1, storage=*, env=cpu-*",
+        "*test_conv*conv*new*",
+        "*mlp: no baseline for this environment yet; record one with pytest --torchperf-save*",
+        "torchperf: 2 new",
+    ])
+
+
+def test_save_then_compare_passes(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    files = baseline_files(perf.path / ".torchperf")
+    assert len(files) == 1
+    doc = json.loads(files[0].read_text())
+    assert doc["schema_version"] == 1 and doc["format"] == "pytest-torchperf-baselines"
+    session = doc["tests"]["test_save_then_compare_passes.py::test_mlp"]["mlp"]["sessions"][0]
+    assert session["statistic"] == pytest.approx(session["stats"]["p25"], rel=1e-5)
+    assert session["threads"] == 1 and session["device"] == "cpu" and len(session["times"]) >= 5
+    assert 0 < session["cpu_share"] <= 1.5
+    env = json.loads((files[0].parent / "environment.json").read_text())
+    assert env["exact"]["torch"].startswith("2.") and env["exact"]["threads"] == 1
+    # An unchanged model passes; the huge tolerance makes this independent of machine noise.
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown", "500%")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["torchperf: 2 pass"])
+
+
+def test_slower_target_fails_exactly_that_test(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    storage = perf.path / ".torchperf"
+    scale_baselines(storage, 0.01, name="mlp")  # stored mlp is 100x faster: the code "got slower"
+    xml = perf.path / "junit.xml"
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown", "500%",
+                            f"--junitxml={xml}")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*_ test_mlp _*",
+        "mlp: *% slower than baseline (p25 * vs *; confirmed by re-measure: +*%; limit 500%)",
+        "  how sure: spread within run IQR/median *; baseline: 1 saved session; CPU share *",
+    ])
+    result.stdout.fnmatch_lines(["FAILED *::test_mlp - Failed: mlp:*"])
+    assert "test_conv - " not in result.stdout.str()
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    failed = [tc for tc in suite.iter("testcase") if tc.find("failure") is not None]
+    assert [tc.get("name") for tc in failed] == ["test_mlp"]
+    props = {p.get("name"): p.get("value") for p in failed[0].iter("property")}
+    record = json.loads(props["torchperf"])[0]
+    assert record["outcome"] == "fail" and record["name"] == "mlp"
+
+
+def test_regression_stops_the_run_under_dash_x(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01)
+    result = perf.runpytest("--torchperf-compare", "-x")
+    result.assert_outcomes(failed=1)
+
+
+def test_faster_target_reports_improved(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 100.0)
+    result = perf.runpytest("--torchperf-compare")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*test_conv*improved*",
+        "*conv: *% faster than baseline*the baseline is stale; refresh it with pytest "
+        "--torchperf-save --torchperf-reset",
+        "torchperf: 2 improved",
+    ])
+
+
+def test_corrupt_baseline_is_a_clear_error_and_left_untouched(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    truncated = path.read_bytes()[:120]
+    path.write_bytes(truncated)
+    for mode in ("--torchperf-compare", "--torchperf-save"):
+        result = perf.runpytest(mode)
+        result.assert_outcomes(failed=2)
+        result.stdout.fnmatch_lines([
+            f"*torchperf: baseline file {path}: is not valid JSON*. The file was left untouched. "
+            f"Fix it, restore it (git checkout -- {path}), or delete it and record a new baseline "
+            f"with pytest --torchperf-save.",
+        ])
+        assert "Traceback" not in result.stdout.str()
+        assert path.read_bytes() == truncated
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"hello": 1}', "*not a pytest-torchperf baseline file (key 'format' is None*"),
+        ('{"format": "pytest-torchperf-baselines", "schema_version": 99, "tests": {}}',
+         "*written by a newer pytest-torchperf (schema_version 99 > 1 understood here)*Upgrade*"),
+        ('{"format": "pytest-torchperf-baselines", "schema_version": 1, "tests": {"t": {"mlp": '
+         '{"sessions": [{"times": [1.0]}]}}}}',
+         "*key tests[[]'t'[]][[]'mlp'[]].sessions[[]0[]].statistic is None, expected a positive "
+         "number*"),
+    ],
+    ids=["foreign", "newer-schema", "missing-field"],
+)
+def test_bad_baseline_files_name_file_and_key(perf: pytest.Pytester, content: str,
+                                              expected: str) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    path.write_text(content)
+    result = perf.runpytest("--torchperf-compare")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([expected])
+    assert "During handling" not in result.stdout.str()
+    assert path.read_text() == content
+
+
+def test_saving_again_appends_a_session_and_reset_replaces(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    for _ in range(2):
+        perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    sessions = json.loads(path.read_text())["tests"]
+    assert all(len(m["sessions"]) == 2 for t in sessions.values() for m in t.values())
+    perf.runpytest("--torchperf-save", "--torchperf-reset").assert_outcomes(passed=2)
+    sessions = json.loads(path.read_text())["tests"]
+    assert all(len(m["sessions"]) == 1 for t in sessions.values() for m in t.values())
+
+
+def test_compare_and_save_together_record_only_passing_measurements(perf: pytest.Pytester) -> None:
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
+    perf.runpytest("--torchperf-compare", "--torchperf-save").assert_outcomes(passed=1, failed=1)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    tests = json.loads(path.read_text())["tests"]
+    assert len(tests["test_compare_and_save_together_record_only_passing_measurements.py::test_mlp"]
+               ["mlp"]["sessions"]) == 1
+    assert len(tests["test_compare_and_save_together_record_only_passing_measurements.py::test_conv"]
+               ["conv"]["sessions"]) == 2
