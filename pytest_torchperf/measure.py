@@ -126,6 +126,7 @@ class Measurer:
         self._checked_outputs = False
 
     def _call(self) -> Any:
+        __tracebackhide__ = True  # the user's traceback starts at their target
         return self.target(*self.inputs, **self.kwargs)
 
     def check_outputs(self, label: str) -> None:

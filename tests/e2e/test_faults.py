@@ -1,0 +1,161 @@
+"""Faults and bad input: a target that raises or returns NaN fails only its own test, a starved
+measurement is inconclusive (or fails under --torchperf-strict), baselines from another environment
+are named, and loading the plugin never imports torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import baseline_files
+
+RAISES = """
+import torch
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("shape mismatch in user code")
+
+def test_broken(torchperf):
+    torchperf(Broken(), torch.randn(2))
+
+def test_fine(torchperf):
+    torchperf(torch.nn.Linear(2, 2), torch.randn(1, 2))
+"""
+
+
+def test_target_that_raises_fails_only_its_test_with_its_own_traceback(perf: pytest.Pytester) -> None:
+    perf.makepyfile(RAISES)
+    result = perf.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*raise ValueError(\"shape mismatch in user code\")",
+        "E       ValueError: shape mismatch in user code",
+    ])
+    assert "pytest_torchperf/measure.py" not in result.stdout.str()
+
+
+def test_nan_outputs_are_reported_not_timed(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_nan(torchperf):
+            torchperf(lambda x: x / 0 * 0, torch.ones(4), name="nan")
+
+        def test_nan_allowed(torchperf):
+            torchperf(lambda x: x / 0 * 0, torch.ones(4), name="nan", check_finite=False)
+    """)
+    result = perf.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*nan: the target's output contains 4 NaN/inf of 4 values; timings of a broken model are "
+        "meaningless. Fix the model or inputs, or pass check_finite=False."])
+
+
+SLEEPY = """
+import time
+import pytest
+
+@pytest.mark.torchperf
+def test_sleepy(torchperf):
+    # Sleeping uses no CPU: the contention guard sees a CPU share near 0, as under a CPU hog.
+    torchperf(lambda: time.sleep(0.002), name="sleepy")
+"""
+
+
+def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytester) -> None:
+    perf.makepyfile(SLEEPY)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    guard_on = ["--torchperf-compare", "--torchperf-min-cpu-share=0.9"]
+    result = perf.runpytest(*guard_on)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted: CPU share 0.* < "
+        "0.90: another process competed for the CPU while timing (re-measured once, still bad)*",
+        "*test_sleepy*sleepy*INCONCLUSIVE*",
+        "torchperf: 1 inconclusive",
+    ])
+    strict = perf.runpytest(*guard_on, "--torchperf-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*sleepy: inconclusive*(failing: --torchperf-strict)"])
+    ini_strict = perf.path / "pytest.ini"
+    ini_strict.write_text(ini_strict.read_text() + "\ntorchperf_strict = true\n")
+    perf.runpytest(*guard_on).assert_outcomes(failed=1)
+
+
+def test_starved_save_is_not_recorded(perf: pytest.Pytester) -> None:
+    perf.makepyfile(SLEEPY)
+    result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share 0.* < 0.90*"])
+    assert baseline_files(perf.path / ".torchperf") == []
+
+
+def test_baseline_from_another_environment_names_the_difference(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_m(torchperf):
+            torchperf(torch.nn.Linear(2, 2), torch.randn(1, 2), name="lin")
+    """)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    env_dir = path.parent
+    env = json.loads((env_dir / "environment.json").read_text())
+    env["exact"]["torch"] = "2.13.0"
+    foreign = env_dir.parent / "cpu-other-torch2.13.0-t1-00000000"
+    env_dir.rename(foreign)
+    (foreign / "environment.json").write_text(json.dumps(env))
+    result = perf.runpytest("--torchperf-compare")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*lin: no comparable baseline: torch 2.14* here vs 2.13.0 stored (stored under "
+        "*cpu-other-torch2.13.0-t1-00000000); record one for this environment with pytest "
+        "--torchperf-save"])
+
+
+def test_threads_are_part_of_the_environment(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_m(torchperf):
+            torchperf(torch.nn.Linear(2, 2), torch.randn(1, 2), name="lin")
+    """)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    result = perf.runpytest("--torchperf-compare", "--torchperf-threads=2")
+    result.stdout.fnmatch_lines(["*no comparable baseline: threads 2 here vs 1 stored*"])
+
+
+def test_loading_the_plugin_does_not_import_torch(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import sys
+        def pytest_sessionfinish(session):
+            with open("torch_loaded.txt", "w") as fh:
+                fh.write(str("torch" in sys.modules))
+    """)
+    pytester.makepyfile("def test_plain(): assert True")
+    result = pytester.runpytest_subprocess("-p", "torchperf")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "torch_loaded.txt").read_text() == "False"
+    code = "import sys, pytest_torchperf, pytest_torchperf.plugin; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    perf.makepyfile(**{f"test_mod{i}": textwrap.dedent(f"""
+        import torch
+        def test_m{i}(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(4, 8), name="lin{i}")
+    """) for i in range(4)})
+    save = perf.runpytest_subprocess("-n", "2", "--torchperf-save")
+    save.assert_outcomes(passed=4)
+    assert len(baseline_files(perf.path / ".torchperf")) == 4
+    compare = perf.runpytest_subprocess("-n", "2", "--torchperf-compare",
+                                        "--torchperf-max-slowdown=900%")
+    compare.assert_outcomes(passed=4)
+    text = compare.stdout.str()
+    assert text.count("= torchperf =") == 1
+    assert "torchperf: 4 pass" in text

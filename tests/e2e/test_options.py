@@ -1,0 +1,246 @@
+"""Options: marker validation, value parsing, precedence (call > marker > CLI > ini > default),
+and the run modes --torchperf-disable / --torchperf-skip / --torchperf-only."""
+
+from __future__ import annotations
+
+import pytest
+
+PRECEDENCE = """
+import pytest, torch
+
+@pytest.mark.torchperf({marker})
+def test_options(torchperf):
+    r = torchperf(torch.nn.Linear(4, 4), torch.randn(2, 4){call})
+    with open("resolved.txt", "w") as fh:
+        fh.write(f"{{r.options.max_slowdown}} {{r.options.min_time}} {{r.options.threads}}")
+"""
+
+
+def run_precedence(pytester: pytest.Pytester, ini: str, cli: list[str], marker: str,
+                   call: str) -> tuple[float, float, int]:
+    pytester.makefile(".ini", pytest=f"[pytest]\ntorchperf_warmup = 0.005s\n{ini}")
+    pytester.makepyfile(PRECEDENCE.format(marker=marker, call=call))
+    result = pytester.runpytest(*cli)
+    result.assert_outcomes(passed=1)
+    slowdown, min_time, threads = (pytester.path / "resolved.txt").read_text().split()
+    return float(slowdown), float(min_time), int(threads)
+
+
+@pytest.mark.parametrize(
+    ("ini", "cli", "marker", "call", "expected"),
+    [
+        ("", [], "", "", (0.10, 1.0, 1)),  # defaults
+        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s\ntorchperf_threads = 2", [], "",
+         "", (0.40, 0.03, 2)),  # ini over default
+        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
+         ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"], "", "",
+         (0.30, 0.02, 1)),  # CLI over ini
+        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
+         ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"],
+         "max_slowdown='20%', min_time=0.025", "", (0.20, 0.025, 1)),  # marker over CLI
+        ("torchperf_max_slowdown = 40%", ["--torchperf-max-slowdown=30%"],
+         "max_slowdown='20%', min_time=0.025", ", max_slowdown=0.05, min_time='15ms'",
+         (0.05, 0.015, 1)),  # call over marker
+    ],
+    ids=["default", "ini", "cli-over-ini", "marker-over-cli", "call-over-marker"],
+)
+def test_precedence(pytester: pytest.Pytester, ini: str, cli: list[str], marker: str, call: str,
+                    expected: tuple[float, float, int]) -> None:
+    assert run_precedence(pytester, ini, cli, marker, call) == pytest.approx(expected)
+
+
+def test_unknown_marker_keyword_names_test_and_valid_options(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import pytest
+        @pytest.mark.torchperf(max_slowdwon="5%")
+        def test_typo():
+            pass
+    """)
+    result = perf.runpytest("--strict-markers")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: test_unknown_marker_keyword_names_test_and_valid_options.py::test_typo: "
+        "@pytest.mark.torchperf: unknown torchperf option 'max_slowdwon'. Did you mean "
+        "'max_slowdown'? Valid options: check_finite, group, inference, max_slowdown, max_spread, "
+        "min_cpu_share, min_time, name, strict, threads, warmup.",
+    ])
+
+
+def test_marker_is_registered_for_strict_markers(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import pytest
+        @pytest.mark.torchperf(max_slowdown="20%")
+        def test_body():
+            sum(range(100))
+    """)
+    perf.runpytest("--strict-markers").assert_outcomes(passed=1)
+    perf.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.torchperf(**options): *"])
+
+
+def test_invalid_marker_value_quotes_it(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import pytest
+        @pytest.mark.torchperf(min_time="fast")
+        def test_bad():
+            pass
+    """)
+    result = perf.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*test_bad: @pytest.mark.torchperf: invalid value for min_time: 'fast' is not a duration "
+        "(examples: '1s', '500ms', 0.5)"])
+
+
+def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_bad(torchperf):
+            torchperf(torch.nn.Linear(2, 2), torch.randn(1, 2), max_slowdown=12)
+    """)
+    result = perf.runpytest()
+    result.stdout.fnmatch_lines([
+        "*torchperf(...) call: invalid value for max_slowdown: 12 is ambiguous as a relative "
+        "threshold: write a percentage such as '12%' or a fraction below 1 such as 0.1*"])
+    assert result.ret != 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--torchperf-max-slowdown=ten"],
+         "*argument --torchperf-max-slowdown: 'ten' is not a percentage or fraction (examples: "
+         "'10%', 0.1)"),
+        (["--torchperf-min-time=-1s"], "*argument --torchperf-min-time: '-1s' is not a duration*"),
+        (["--torchperf-threads=0"], "*argument --torchperf-threads: '0' is not a positive integer*"),
+        (["--torchperf-skip", "--torchperf-only"],
+         "*--torchperf-skip and --torchperf-only exclude each other; pick one"),
+        (["--torchperf-disable", "--torchperf-compare"],
+         "*--torchperf-disable runs perf tests without timing, so it cannot be combined with*"),
+        (["--torchperf-reset"], "*--torchperf-reset only makes sense with --torchperf-save"),
+    ],
+)
+def test_invalid_command_line_is_a_usage_error(perf: pytest.Pytester, args: list[str],
+                                               expected: str) -> None:
+    perf.makepyfile("def test_x(): pass")
+    result = perf.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest="[pytest]\ntorchperf_max_slowdown = lots\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*torchperf: ini file: invalid value for max_slowdown: 'lots' is not a percentage or "
+        "fraction*(ini key torchperf_max_slowdown)"])
+
+
+COUNTING = """
+import pytest, torch
+CALLS = {"model": 0, "body": 0}
+
+class Counting(torch.nn.Module):
+    def forward(self, x):
+        CALLS["model"] += 1
+        return x * 2
+
+def test_fixture(torchperf):
+    torchperf(Counting(), torch.ones(3))
+    with open("model_calls.txt", "w") as fh:
+        fh.write(str(CALLS["model"]))
+
+@pytest.mark.torchperf
+def test_body():
+    CALLS["body"] += 1
+    with open("body_calls.txt", "w") as fh:
+        fh.write(str(CALLS["body"]))
+
+def test_plain():
+    pass
+"""
+
+
+def test_disable_runs_each_target_once_without_timing(perf: pytest.Pytester) -> None:
+    perf.makepyfile(COUNTING)
+    result = perf.runpytest("--torchperf-disable")
+    result.assert_outcomes(passed=3)
+    assert (perf.path / "model_calls.txt").read_text() == "1"
+    assert (perf.path / "body_calls.txt").read_text() == "1"
+    result.stdout.fnmatch_lines(["*Counting*disabled*"])
+    assert not (perf.path / ".torchperf").exists()
+
+
+def test_whole_test_body_is_the_workload(perf: pytest.Pytester) -> None:
+    path = perf.makepyfile(COUNTING)
+    result = perf.runpytest(f"{path.name}::test_body")
+    result.assert_outcomes(passed=1)
+    assert int((perf.path / "body_calls.txt").read_text()) > 10  # warm-up plus timed blocks
+    result.stdout.fnmatch_lines(["*test_body  *measured*"])
+
+
+def test_skip_and_only_select_perf_tests(perf: pytest.Pytester) -> None:
+    perf.makepyfile(COUNTING)
+    perf.runpytest("--torchperf-skip").assert_outcomes(passed=1, skipped=2)
+    result = perf.runpytest("--torchperf-only", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*not a perf test (--torchperf-only)*"])
+
+
+def test_several_named_measurements_in_one_test(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_batches(torchperf):
+            model = torch.nn.Linear(16, 16)
+            small = torchperf(model, torch.randn(1, 16), name="bs1")
+            large = torchperf(model, torch.randn(64, 16), name="bs64")
+            assert (small.name, large.name) == ("bs1", "bs64")
+            assert torchperf.results == [small, large]
+    """)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*bs1*pass*", "*bs64*pass*"])
+
+
+def test_duplicate_measurement_names_fail_with_a_hint(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_twice(torchperf):
+            model = torch.nn.Linear(4, 4)
+            torchperf(model, torch.randn(1, 4))
+            torchperf(model, torch.randn(8, 4))
+    """)
+    result = perf.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*measurement name 'Linear' is used twice in this test; give each torchperf(...) call its "
+        "own name="])
+
+
+def test_result_repr_is_unit_aware(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_repr(torchperf):
+            r = torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4), name="lin")
+            text = repr(r)
+            assert text.startswith("<torchperf Result 'lin': median ")
+            assert any(u in text for u in (" ns", " us", " ms")), text
+            assert len(r.samples) >= 5 and r.iqr >= 0 and r.min <= r.p25 <= r.median <= r.p75
+    """)
+    perf.runpytest().assert_outcomes(passed=1)
+
+
+def test_storage_option_and_ini(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_s(torchperf):
+            torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4))
+    """)
+    perf.runpytest("--torchperf-save", "--torchperf-storage", "cli_store").assert_outcomes(passed=1)
+    assert list((perf.path / "cli_store").glob("*/test_storage_option_and_ini.py.json"))
+    ini = (perf.path / "pytest.ini").read_text() + "\ntorchperf_storage = perf/baselines\n"
+    (perf.path / "pytest.ini").write_text(ini)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    assert list((perf.path / "perf" / "baselines").glob("*/test_storage_option_and_ini.py.json"))
