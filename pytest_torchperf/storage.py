@@ -15,6 +15,7 @@ rewritten: :class:`BaselineFileError` names it, the problem and the remedy.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
@@ -180,7 +181,7 @@ class BaselineStore:
     def __init__(self, root: Path | str, max_history: int = DEFAULT_MAX_HISTORY) -> None:
         self.root = Path(root)
         self.max_history = max_history
-        self._cache: dict[Path, tuple[float, dict[str, Any]]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
     def module_file(self, env_id: str, nodeid: str) -> Path:
         """Path of the file holding ``nodeid``'s baselines in environment ``env_id``."""
@@ -189,14 +190,17 @@ class BaselineStore:
     def _read(self, path: Path) -> dict[str, Any] | None:
         """Parse and validate ``path``; None when it does not exist."""
         try:
-            mtime = path.stat().st_mtime_ns
+            info = path.stat()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise BaselineFileError(path, f"cannot be read ({exc.strerror})",
                                     "Check the permissions of the storage folder.") from None
+        # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement even
+        # within the filesystem's timestamp resolution.
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
         cached = self._cache.get(path)
-        if cached and cached[0] == mtime:
+        if cached and cached[0] == stamp:
             return cached[1]
         try:
             text = path.read_text(encoding="utf-8")
@@ -209,7 +213,7 @@ class BaselineStore:
             what = "is empty" if not text.strip() else f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             raise BaselineFileError(path, what) from None
         validate_document(doc, path)
-        self._cache[path] = (mtime, doc)
+        self._cache[path] = (stamp, doc)
         return doc
 
     def load_sessions(self, env_id: str, nodeid: str, name: str) -> list[dict[str, Any]]:
@@ -233,14 +237,16 @@ class BaselineStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             with file_lock(path.parent):
                 self._cache.pop(path, None)
-                doc = self._read(path) or {
+                # Work on a copy: a failed write must not leave the new session in the read cache.
+                doc = copy.deepcopy(self._read(path)) or {
                     "format": FORMAT, "schema_version": SCHEMA_VERSION,
                     "environment_id": env_id, "module": nodeid.split("::", 1)[0], "tests": {}}
                 entry = doc["tests"].setdefault(nodeid, {}).setdefault(name, {"sessions": []})
                 sessions = [] if reset else list(entry["sessions"])
                 sessions.append(dict(session))
                 entry["sessions"] = sessions[-self.max_history:]
-                atomic_write_text(path, dumps(doc) + "\n")
+                text = dumps(doc) + "\n"  # serialise before touching the file: bad values fail here
+                atomic_write_text(path, text)
                 env_path = path.parent / ENVIRONMENT_FILE
                 if not env_path.exists():
                     atomic_write_text(env_path, dumps(dict(environment)) + "\n")

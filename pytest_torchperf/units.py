@@ -16,11 +16,13 @@ def format_time(seconds: float | None, digits: int = 3) -> str:
         return "-"
     if not math.isfinite(seconds):
         return str(seconds)
-    magnitude = abs(seconds)
+    # Round to the shown precision first, so 0.9999 s reads "1 s", not "1e+03 ms".
+    rounded = float(f"{seconds:.{digits}g}")
+    magnitude = abs(rounded)
     for scale, unit in _TIME_UNITS:
         if magnitude >= scale:
-            return f"{seconds / scale:.{digits}g} {unit}"
-    return f"{seconds / 1e-9:.{digits}g} ns"
+            return f"{rounded / scale:.{digits}g} {unit}"
+    return f"{rounded / 1e-9:.{digits}g} ns"
 
 
 def format_change(ratio: float | None) -> str:

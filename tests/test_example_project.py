@@ -1,0 +1,112 @@
+"""End to end on the shipped example project, as a user runs it: real pytest processes.
+
+save -> compare passes -> one stored baseline made 3x faster (so the real code looks 200 % slower)
+-> compare fails exactly that test, with the confirmed-slowdown message.
+
+Verdicts here must not depend on the machine: this suite runs on shared 2-vCPU runners where two
+pytest processes timing the same sub-millisecond MLP were seen to differ by 50 % with a CPU share
+of 0.99 (a neighbour on the sibling hyperthread slows us without taking our core). So the guards
+are switched off (a busy runner must neither block the save nor turn the regression inconclusive)
+and the stored baselines are edited, never the code, never by sleeping: every baseline is made 2x
+slower before comparing (the untouched tests can only pass or "improve"), and the resnet18 one is
+then made 3x faster than measured (ratio about 3, far over its 10 % limit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
+RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
+
+
+def _run(project: Path, storage: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest <project> ...`` in a fresh process, isolated from the outer pytest run."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "COV_CORE_"))}  # outer xdist/addopts must not leak in
+    env["COLUMNS"] = "200"  # keep test ids in the summary table unshortened
+    command = [sys.executable, "-m", "pytest", str(project), "-p", "no:cacheprovider", "-rfE",
+               "--torchperf-storage", str(storage), "--torchperf-min-time", "0.2",
+               "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%", *args]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def _explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+
+
+def _module_file(storage: Path) -> Path:
+    files = [p for p in storage.glob("*/*.json") if p.name != "environment.json"]
+    assert [p.name for p in files] == ["tests__test_perf.py.json"], files
+    return files[0]
+
+
+def _scale(path: Path, factor: float, nodeid: str | None = None) -> None:
+    """Multiply the stored times of every measurement (or only ``nodeid``'s) by ``factor``."""
+    doc = json.loads(path.read_text())
+    for test, measurements in doc["tests"].items():
+        if nodeid not in (None, test):
+            continue
+        for entry in measurements.values():
+            for session in entry["sessions"]:
+                session["statistic"] *= factor
+                session["times"] = [t * factor for t in session["times"]]
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def _failed_cases(junit: Path) -> list[ET.Element]:
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    return [case for case in suite.iter("testcase") if case.find("failure") is not None]
+
+
+def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
+    project = tmp_path / "example_project"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
+        ".torchperf", "__pycache__", "*.egg-info", ".pytest_cache"))
+    storage = tmp_path / "baselines"
+
+    # 1. Record baselines.
+    saved = _run(project, storage, "--torchperf-save")
+    assert saved.returncode == 0, _explain(saved)
+    assert "= torchperf =" in saved.stdout and "baseline p25" in saved.stdout, _explain(saved)
+    assert "torchperf: 4 measured" in saved.stdout, _explain(saved)
+    baseline_file = _module_file(storage)
+    doc = json.loads(baseline_file.read_text())
+    assert sorted(doc["tests"]) == [  # node ids relative to the project's rootdir, not to the copy
+        "tests/test_perf.py::test_mlp_batch_sizes", "tests/test_perf.py::test_preprocess_speed",
+        RESNET_TEST], _explain(saved)
+    assert sorted(doc["tests"]["tests/test_perf.py::test_mlp_batch_sizes"]) == ["mlp-bs1", "mlp-bs64"]
+
+    # 2. Unchanged code compares clean (baselines given a 2x margin against runner noise).
+    _scale(baseline_file, 2.0)
+    compared = _run(project, storage, "--torchperf-compare")
+    assert compared.returncode == 0, _explain(compared)
+    assert "= torchperf =" in compared.stdout and "baseline p25" in compared.stdout, _explain(compared)
+    assert "9 passed" in compared.stdout, _explain(compared)
+    counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")][-1]
+    assert "fail" not in counts and "inconclusive" not in counts, _explain(compared)
+
+    # 3. Make the stored resnet18 baseline 3x faster: the same code now looks 200 % slower.
+    _scale(baseline_file, 1 / 2 / 3, RESNET_TEST)
+
+    junit = tmp_path / "junit.xml"
+    regressed = _run(project, storage, "--torchperf-compare", f"--junitxml={junit}")
+    assert regressed.returncode == 1, _explain(regressed)
+    assert "1 failed, 8 passed" in regressed.stdout, _explain(regressed)
+    failed = _failed_cases(junit)
+    assert [(c.get("classname"), c.get("name")) for c in failed] == [
+        ("tests.test_perf", "test_resnet18_batch1")], _explain(regressed)
+    message = failed[0].find("failure").get("message", "") + (failed[0].find("failure").text or "")
+    assert "resnet18:" in message and "slower than baseline" in message, message
+    assert "confirmed by re-measure" in message, message
+    assert f"FAILED {RESNET_TEST}" in regressed.stdout, _explain(regressed)
+    # The summary table and its detail lines name the regression too.
+    assert f"{RESNET_TEST}: resnet18: " in regressed.stdout, _explain(regressed)
