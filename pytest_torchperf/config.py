@@ -118,6 +118,23 @@ def parse_share(value: Any) -> float:
     return share
 
 
+def parse_counter_names(value: Any) -> tuple[str, ...]:
+    """Parse counter names to ignore: a list/tuple or a comma-separated string (``"memory,ops"``)."""
+    from .counters import COUNTER_NAMES
+
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        names = [str(v).strip() for v in value]
+    else:
+        raise OptionError(f"{value!r} is not a list of counter names (choose from "
+                          f"{', '.join(COUNTER_NAMES)})")
+    unknown = [n for n in names if n not in COUNTER_NAMES]
+    if unknown:
+        raise OptionError(f"unknown counter {unknown[0]!r}; counters are {', '.join(COUNTER_NAMES)}")
+    return tuple(sorted(set(names)))
+
+
 def parse_label(value: Any) -> str:
     """Parse a measurement name or group: a non-empty string without path separators or newlines."""
     if not isinstance(value, str) or not value.strip():
@@ -157,6 +174,10 @@ class MeasureOptions:
     check_finite: bool = True
     #: Free-form group shown in the summary and reports.
     group: str | None = None
+    #: Record noise-free counters (FLOPs, ATen ops, parameters, peak memory) and gate on changes.
+    counters: bool = True
+    #: Counters recorded but not gated (any of ``flops``, ``ops``, ``params``, ``memory``).
+    ignore_counters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,6 +205,10 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec("inference", parse_bool, "Time modules in eval() mode under inference_mode (default true)", cli=False),
         OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
         OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),
+        OptionSpec("counters", parse_bool, "Record FLOPs/op/parameter/memory counters and fail when "
+                   "they change (default true)", cli=False),
+        OptionSpec("ignore_counters", parse_counter_names, "Counters not gated, comma-separated: "
+                   "flops, ops, params, memory"),
     )
 }
 

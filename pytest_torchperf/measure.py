@@ -25,10 +25,12 @@ class NonFiniteOutputError(AssertionError):
 
 @dataclass(frozen=True)
 class TimedPass:
-    """One sampling pass plus where it ran."""
+    """One sampling pass plus where it ran and how blocks were clocked."""
 
     raw: RawSamples
     device: str
+    #: ``cpu`` (perf_counter), ``cuda-events`` or ``sync`` (synchronize + perf_counter).
+    clock: str
 
 
 def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
@@ -144,21 +146,54 @@ class Measurer:
                 f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False.")
 
     def sample(self) -> TimedPass:
-        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks."""
+        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks.
+
+        On CUDA, a block is timed with CUDA events recorded on the current stream around the
+        ``Timer.timeit`` loop (GPU time of finished work); elsewhere with a clock that synchronises
+        the device at block boundaries.
+        """
         __tracebackhide__ = True
+        import torch
         from torch.utils.benchmark import Timer
 
+        use_events = self.device.startswith("cuda") and torch.cuda.is_available()
+        clock_name = "cuda-events" if use_events else ("cpu" if self.device.startswith("cpu") else "sync")
         timer = Timer(stmt="__torchperf_call()", globals={"__torchperf_call": self._call},
-                      num_threads=self.options.threads, timer=make_clock(self.device))
+                      num_threads=self.options.threads,
+                      timer=time.perf_counter if use_events else make_clock(self.device))
 
         def run_block(number: int) -> float:
             return float(timer.timeit(number).raw_times[0])
 
+        def run_block_events(number: int) -> float:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            timer.timeit(number)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0  # ms -> s
+
         with prepared(self.target, self.options):
-            raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
-                          number=self.number_per_block)
+            raw = collect(run_block_events if use_events else run_block, min_time=self.options.min_time,
+                          warmup=self.options.warmup, number=self.number_per_block)
         self.number_per_block = raw.number_per_block
-        return TimedPass(raw=raw, device=self.device)
+        return TimedPass(raw=raw, device=self.device, clock=clock_name)
+
+    def counters(self) -> dict[str, Any]:
+        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing)."""
+        __tracebackhide__ = True
+        from .counters import collect_counters
+
+        with prepared(self.target, self.options):
+            return collect_counters(self._call, self.device, module=self.target)
+
+    def profile(self, iterations: int, trace: Any = None) -> tuple[list[dict[str, Any]], Any]:
+        """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""
+        from .profiling import profile_call
+
+        with prepared(self.target, self.options):
+            return profile_call(self._call, self.device, iterations, trace)
 
     def run_once(self) -> Any:
         """Call the target once under the same preparation (``--torchperf-disable``)."""

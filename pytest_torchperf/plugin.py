@@ -17,18 +17,22 @@ import pytest
 
 from . import summary as _summary
 from .config import OPTIONS, OptionError, check_keywords, parse_layer
-from .result import Result
-from .session import PerfSession, RunSettings, TestState, default_lock_path
+from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
+    torchperf,
+    torchperf_device,
+    torchperf_nvtx,
+    torchperf_profiler,
+    torchperf_timer,
+)
+from .items import FIXTURE, MARKER, SESSION_KEY, STATE_KEY, is_perf_test, marker_options, state_of
+from .profiling import quiet_kineto
+from .session import PerfSession, RunSettings, default_lock_path
 from .storage import BaselineFileError
 
-SESSION_KEY = pytest.StashKey[PerfSession]()
-STATE_KEY = pytest.StashKey[TestState]()
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
 RECORDS_PROPERTY = "torchperf"
-MARKER = "torchperf"
 #: Measurement options that also have a ``--torchperf-<name>`` option and a ``torchperf_<name>`` ini key.
 CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
-FIXTURE = "torchperf"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -77,6 +81,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     default=None, help=OPTIONS["min_cpu_share"].help)
     group.addoption("--torchperf-max-spread", metavar="PCT", type=_cli_type("max_spread"),
                     default=None, help=OPTIONS["max_spread"].help)
+    group.addoption("--torchperf-device", metavar="DEVICE", default=None,
+                    help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
+    group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
+                    help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
+    group.addoption("--torchperf-ignore-counters", metavar="NAMES", type=_cli_type("ignore_counters"),
+                    default=None, help=OPTIONS["ignore_counters"].help)
     group.addoption("--torchperf-disable", action="store_true", default=False,
                     help="Run each perf test once without timing (fast correctness CI)")
     group.addoption("--torchperf-skip", action="store_true", default=False,
@@ -84,6 +94,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchperf-only", action="store_true", default=False,
                     help="Run only perf tests")
     parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
+    parser.addini("torchperf_report_dir", "Trace/report folder, relative to the rootdir "
+                  "(default .torchperf-report)")
+    parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
     for name in CLI_OPTIONS:
         parser.addini(f"torchperf_{name}", OPTIONS[name].help)
 
@@ -105,15 +118,16 @@ def _bad_key(exc: OptionError) -> str:
     return next((name for name in OPTIONS if f"for {name}:" in text), "?")
 
 
-def _storage_dir(config: pytest.Config) -> Path:
-    cli = config.getoption("torchperf_storage")
+def _folder(config: pytest.Config, name: str, default: str) -> Path:
+    """A folder option: CLI (relative to the invocation dir) > ini (relative to the ini file) > default."""
+    cli = config.getoption(f"torchperf_{name}")
     if cli:
         return Path(cli).expanduser().resolve()
-    ini = config.getini("torchperf_storage")
+    ini = config.getini(f"torchperf_{name}")
     if ini:
         base = config.inipath.parent if config.inipath else config.rootpath
         return (base / Path(ini).expanduser()).resolve()
-    return config.rootpath / ".torchperf"
+    return config.rootpath / default
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,10 +147,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     settings = RunSettings(
-        storage=_storage_dir(config), save=opt("torchperf_save"), compare=opt("torchperf_compare"),
+        storage=_folder(config, "storage", ".torchperf"),
+        report_dir=_folder(config, "report_dir", ".torchperf-report"),
+        device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
+        save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
     config.stash[SESSION_KEY] = PerfSession(settings, lock_path=default_lock_path())
+    quiet_kineto()  # before any profiler starts: Kineto logs noise on CUDA wheels without a GPU
     config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
 
 
@@ -152,22 +170,6 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 # ------------------------------------------------------------------------------------------------
 # Collection: marker validation, --torchperf-skip / --torchperf-only
 # ------------------------------------------------------------------------------------------------
-
-
-def marker_options(item: pytest.Item) -> dict[str, Any]:
-    """Merged keyword arguments of the torchperf markers on ``item`` (closest marker wins)."""
-    merged: dict[str, Any] = {}
-    for mark in reversed(list(item.iter_markers(MARKER))):
-        if mark.args:
-            raise OptionError(f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
-                              f"got positional {mark.args!r}")
-        merged.update(mark.kwargs)
-    return merged
-
-
-def is_perf_test(item: pytest.Item) -> bool:
-    """Marked with torchperf, or requesting the torchperf fixture."""
-    return item.get_closest_marker(MARKER) is not None or FIXTURE in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -187,76 +189,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
-
-
-# ------------------------------------------------------------------------------------------------
-# The fixture
-# ------------------------------------------------------------------------------------------------
-
-
-class TorchperfFixture:
-    """Callable handed to tests as the ``torchperf`` fixture.
-
-    ``torchperf(target, *inputs, name=None, kwargs=None, **options)`` measures ``target`` (an
-    ``nn.Module`` or any callable) called as ``target(*inputs, **kwargs)`` and returns a
-    :class:`~pytest_torchperf.result.Result`. Options override the marker, command line and ini
-    (see the README's option table). Each call in one test needs its own ``name``.
-    """
-
-    def __init__(self, item: pytest.Item, session: PerfSession, state: TestState) -> None:
-        self._item = item
-        self._session = session
-        self._state = state
-
-    def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
-                 kwargs: dict[str, Any] | None = None, **options: Any) -> Result:
-        __tracebackhide__ = True
-        nodeid = self._item.nodeid
-        try:
-            resolved, explicit = self._session.resolve_options(
-                {**options, "name": name}, marker_options(self._item), nodeid)
-        except OptionError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        measurement_name = name or (explicit if not self._state.names else None) or _target_name(target)
-        try:
-            return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
-                                         kwargs or {}, resolved)
-        except (BaselineFileError, OptionError) as exc:
-            message = f"torchperf: {exc}"
-        # Failing outside the except block keeps our internals out of the report (no chained trace).
-        pytest.fail(message, pytrace=False)
-
-    @property
-    def results(self) -> list[Result]:
-        """Results of the measurements made so far in this test."""
-        return list(self._state.results)
-
-
-def _target_name(target: Any) -> str:
-    """Default measurement name: the module's class name or the callable's ``__name__``."""
-    inner = target.func if isinstance(target, functools.partial) else target
-    name = getattr(inner, "__name__", None)
-    if not name or name == "<lambda>":
-        name = type(inner).__name__
-    return name
-
-
-def _state(item: pytest.Item) -> TestState:
-    state = item.stash.get(STATE_KEY, None)
-    if state is None:
-        state = item.stash[STATE_KEY] = TestState()
-    return state
-
-
-@pytest.fixture
-def torchperf(request: pytest.FixtureRequest) -> TorchperfFixture:
-    """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
-
-    Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
-    compares with the stored baseline under ``--torchperf-compare`` and records one under
-    ``--torchperf-save``. Returns a :class:`~pytest_torchperf.result.Result`.
-    """
-    return TorchperfFixture(request.node, request.config.stash[SESSION_KEY], _state(request.node))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +224,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     options = _whole_test_options(options)
     try:
-        session.measure(_state(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
+        session.measure(state_of(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
                         (), {}, options, device=default_device_for_whole_test())
         return True
     except (BaselineFileError, OptionError) as exc:
@@ -386,4 +318,4 @@ def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> st
             f"env={','.join(envs) or '-'}")
 
 
-__all__ = ["TorchperfFixture", "is_perf_test", "marker_options", "torchperf"]
+__all__ = ["torchperf", "torchperf_device", "torchperf_nvtx", "torchperf_profiler", "torchperf_timer"]

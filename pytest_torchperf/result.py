@@ -37,6 +37,15 @@ class Result:
     disabled: bool = False
     #: The resolved options the measurement ran with (after marker/CLI/ini precedence).
     options: Any = field(default=None, repr=False)
+    #: Noise-free counters: ``flops``, ``ops`` (ATen op -> calls), ``params``, ``param_bytes``,
+    #: ``peak_memory`` (bytes). None when counters are off.
+    counters: dict[str, Any] | None = None
+    #: Gated counter changes against the baseline (each a readable sentence); empty = unchanged.
+    counter_changes: list[str] = field(default_factory=list)
+    #: ``torchperf`` for fixture calls and whole tests, ``timer`` for ``torchperf_timer``.
+    kind: str = "torchperf"
+    #: How blocks were clocked: ``cpu``, ``cuda-events`` or ``sync``.
+    clock: str | None = None
     summary: Summary | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,8 +90,19 @@ class Result:
 
     @property
     def outcome(self) -> Outcome:
-        """Verdict outcome, or ``MEASURED`` when no comparison was made."""
+        """Verdict outcome (``FAIL`` also when counters changed), or ``MEASURED`` without comparison."""
+        if self.counter_changes:
+            return Outcome.FAIL
         return self.verdict.outcome if self.verdict else Outcome.MEASURED
+
+    @property
+    def counter_message(self) -> str | None:
+        """Failure message for changed counters, or None."""
+        if not self.counter_changes:
+            return None
+        return (f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
+                f"If intended, record a new baseline (pytest --torchperf-save --torchperf-reset); "
+                f"to stop gating a counter pass ignore_counters=[...]")
 
     def __repr__(self) -> str:
         if self.summary is None:
@@ -112,5 +132,9 @@ class Result:
             "cpu_share": self.cpu_share,
             "stats": self.summary.to_dict() if self.summary else None,
             "verdict": self.verdict.to_dict() if self.verdict else None,
+            "counters": self.counters,
+            "counter_changes": list(self.counter_changes),
+            "kind": self.kind,
+            "clock": self.clock,
             "outcome": self.outcome.value if not self.disabled else "disabled",
         }

@@ -18,14 +18,16 @@ import subprocess
 import tempfile
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import __version__
 from .config import MeasureOptions, OptionError, parse_layer, resolve
+from .counters import diff_counters
 from .result import Result
 from .stats import summarize
+from .units import format_time
 from .storage import BaselineStore, file_lock
 from .verdict import Outcome, Sample, Verdict, guard_problem, judge
 
@@ -43,6 +45,10 @@ class RunSettings:
     compare: bool = False
     disable: bool = False
     reset: bool = False
+    #: Folder for profiler traces and reports (default ``.torchperf-report`` under the rootdir).
+    report_dir: Path = Path(".torchperf-report")
+    #: Requested device for ``torchperf_device`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``).
+    device: str = "auto"
     #: Parsed option layers (see :mod:`pytest_torchperf.config`); ``None`` values mean "unset".
     cli: Mapping[str, Any] = field(default_factory=dict)
     ini: Mapping[str, Any] = field(default_factory=dict)
@@ -79,6 +85,7 @@ class TestState:
     def failure_messages(self) -> list[str]:
         """Messages of measurements that must fail the test."""
         messages = [r.verdict.message for r in self.results if r.verdict and r.verdict.failed]
+        messages += [r.counter_message for r in self.results if r.counter_message]
         return messages + self.strict_failures
 
 
@@ -92,6 +99,8 @@ class PerfSession:
         self.lock_path = lock_path
         self._git_sha: str | None | bool = False
         self._fingerprints: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+        #: >0 while a torchperf_profiler block is open: timing then would be inflated.
+        self.profiling_depth = 0
 
     # ------------------------------------------------------------------------------------------
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -136,11 +145,19 @@ class PerfSession:
 
     def measure(self, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
                 inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
-                device: str | None = None) -> Result:
-        """Measure ``target`` for test ``nodeid`` under measurement ``name``; see module docstring."""
+                device: str | None = None, *, gate: bool = True, kind: str = "torchperf") -> Result:
+        """Measure ``target`` for test ``nodeid`` under measurement ``name``; see module docstring.
+
+        ``gate=False`` (the ``torchperf_timer`` default) records the measurement without comparing
+        or saving it.
+        """
         __tracebackhide__ = True
         from .measure import Measurer
 
+        if self.profiling_depth:
+            raise OptionError(
+                f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
+                f"3-25% overhead, so time outside the block and profile in a separate pass")
         if name in state.names:
             raise OptionError(
                 f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
@@ -152,12 +169,14 @@ class PerfSession:
             measurer.run_once()
             result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
                             device=measurer.device, threads=options.threads, cpu_share=None,
-                            group=options.group, disabled=True, options=options)
+                            group=options.group, disabled=True, options=options, kind=kind)
             state.results.append(result)
             return result
 
         measurer.check_outputs(name)
+        counters = measurer.counters() if options.counters else None
         on_cpu = measurer.device.startswith("cpu")
+        clock: list[str] = []
 
         def guard(sample: Sample) -> str | None:
             return guard_problem(sample, min_cpu_share=options.min_cpu_share,
@@ -166,52 +185,97 @@ class PerfSession:
         def take_sample() -> Sample:
             with self.timing_lock(measurer.device):
                 timed = measurer.sample()
+            clock.append(timed.clock)
             times = tuple(timed.raw.times)
             return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times)
 
         first = take_sample()
         env_id, environment = self.environment(measurer.device, options.threads)
-        final, verdict = first, None
-        if self.settings.compare:
+        compare, save = self.settings.compare and gate, self.settings.save and gate
+        final, verdict, changes = first, None, []
+        if compare:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
                               take_sample, min_cpu_share=options.min_cpu_share,
                               max_relative_iqr=options.max_spread)
             final, verdict = judgement.sample, judgement.verdict
+            stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+            if counters is not None and stored_counters is not None:
+                changes = diff_counters(stored_counters, counters, options.ignore_counters)
             if verdict.outcome is Outcome.NEW:
                 verdict = self._explain_new(verdict, environment, nodeid, name)
-            if verdict.outcome is Outcome.INCONCLUSIVE:
+            elif verdict.outcome is Outcome.FAIL:
+                explanation = self._explain_slowdown(measurer, sessions, nodeid, name, final)
+                verdict = replace(verdict, message="\n".join([verdict.message, *explanation]))
+            elif verdict.outcome is Outcome.INCONCLUSIVE:
                 if options.strict:
                     state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
                 else:
                     warnings.warn(TorchperfWarning(verdict.message), stacklevel=3)
-        elif self.settings.save and guard(first):
+        elif save and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
                         threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
                         verdict=verdict, group=options.group, summary=final.summary,
-                        options=options)
+                        options=options, counters=counters, counter_changes=changes, kind=kind,
+                        clock=clock[-1])
         state.results.append(result)
 
-        if self.settings.save and (verdict is None or verdict.outcome in
-                                   (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
+        if save and not changes and (verdict is None or verdict.outcome in
+                                     (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
             problem = guard(final)
             if problem:
                 warnings.warn(TorchperfWarning(
                     f"{name}: baseline not saved: {problem} (measured twice). Save again on a "
                     f"quieter machine."), stacklevel=3)
             else:
-                state.pending.append(PendingSave(env_id, environment, nodeid, name,
-                                                 self._session_record(result, options)))
+                record = self._session_record(result, options)
+                record["top_ops"] = self._baseline_top_ops(measurer, final)
+                state.pending.append(PendingSave(env_id, environment, nodeid, name, record))
         return result
+
+    def _profile_iterations(self, sample: Sample) -> int:
+        """Enough profiled calls to cover ~0.2 s (3..100), so per-call op times are steady."""
+        return max(3, min(100, int(0.2 / max(sample.statistic, 1e-9))))
+
+    def _baseline_top_ops(self, measurer: Any, sample: Sample) -> list[dict[str, Any]] | None:
+        """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
+        try:
+            rows, _ = measurer.profile(self._profile_iterations(sample))
+        except Exception as exc:  # noqa: BLE001 - a profiler problem must not lose the baseline
+            warnings.warn(TorchperfWarning(f"op table not stored (profiling failed: {exc})"),
+                          stacklevel=4)
+            return None
+        return [{**row, "self_cpu": float(f"{row['self_cpu']:.4g}"),
+                 "self_device": float(f"{row['self_device']:.4g}")} for row in rows]
+
+    def _explain_slowdown(self, measurer: Any, sessions: Sequence[Mapping[str, Any]], nodeid: str,
+                          name: str, sample: Sample) -> list[str]:
+        """Profile the target once more (after timing) and name the ops that got slower."""
+        from .profiling import diff_top_ops, trace_path
+
+        path = trace_path(self.settings.report_dir / "traces", nodeid, f"{name}-regression")
+        try:
+            rows, _ = measurer.profile(self._profile_iterations(sample), path)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands even if profiling breaks
+            return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
+        stored = next((s["top_ops"] for s in reversed(sessions) if s.get("top_ops")), None)
+        if stored:
+            diffs = diff_top_ops(stored, rows)
+            why = ("; ".join(diffs) if diffs else
+                   "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
+                   "allocator or machine)")
+            lines = [f"  why (profiled, self time per call vs baseline): {why}"]
+        else:
+            top = ", ".join(f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3])
+            lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
+        return [*lines, f"  trace: {path}"]
 
     def _explain_new(self, verdict: Verdict, environment: dict[str, Any], nodeid: str,
                      name: str) -> Verdict:
         """Say which fingerprint field differs when baselines exist only for other environments."""
-        from dataclasses import replace
-
         from .environment import describe_difference
 
         others = self.store.environments_with(nodeid, name)
@@ -241,6 +305,8 @@ class PerfSession:
             "device": result.device,
             "min_time": options.min_time,
             "group": result.group,
+            "clock": result.clock,
+            "counters": result.counters,
         }
 
     def flush(self, state: TestState) -> list[Path]:

@@ -19,6 +19,21 @@ import pytest
 import torch  # noqa: F401  isort: skip
 import torch.utils.benchmark  # noqa: F401  isort: skip
 
+
+def _load_lazy_torch_modules() -> None:
+    """Run each torch feature the plugin uses once, so its lazy imports land in the snapshot."""
+    from pytest_torchperf.counters import collect_counters
+    from pytest_torchperf.profiling import profile_call, quiet_kineto
+
+    quiet_kineto()
+    model = torch.nn.Linear(2, 2)
+    x = torch.randn(1, 2)
+    collect_counters(lambda: model(x), "cpu", module=model)
+    profile_call(lambda: model(x), "cpu", iterations=1)
+
+
+_load_lazy_torch_modules()
+
 FAST_INI = """
 [pytest]
 torchperf_min_time = 0.02s

@@ -1,0 +1,161 @@
+"""Noise-free counters: FLOPs, ATen operator counts, parameters and peak tensor memory.
+
+They carry no timing noise, so they gate on any shared CPU runner where timing gates are weak.
+:func:`collect_counters` (torch, lazily imported) runs the target once under dispatch modes;
+:func:`diff_counters` (pure) compares two counter dicts and words every change precisely
+(``ops changed: aten::addmm 2 -> 3, new aten::copy_ x4; FLOPs +33.1%``).
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from typing import Any, Callable, Iterable, Mapping
+
+from .units import format_bytes
+
+#: Counter names a user can opt out of (``ignore_counters=["memory"]``).
+COUNTER_NAMES = ("flops", "ops", "params", "memory")
+#: Relative tolerance on peak memory: allocator rounding and workspace choices may move it a little.
+MEMORY_TOLERANCE = 0.01
+
+
+def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -> dict[str, Any]:
+    """Run ``call`` once and count FLOPs, ATen ops and peak tensor memory; count ``module``'s params.
+
+    CPU peak memory is the high-water mark of tensor storages created during the call (a
+    dispatch-level tracker: ``tracemalloc`` cannot see tensors). CUDA peak memory is
+    ``max_memory_allocated`` above the memory allocated before the call, after resetting peaks.
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    dev = torch.device(device)
+    on_cuda = dev.type == "cuda" and torch.cuda.is_available()
+    if on_cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        before = torch.cuda.memory_allocated(dev)
+    ops_mode, memory_mode = _op_counter(), _peak_tracker()
+    with FlopCounterMode(display=False) as flops_mode, ops_mode, memory_mode:
+        output = call()
+    if on_cuda:
+        torch.cuda.synchronize(dev)
+        peak = torch.cuda.max_memory_allocated(dev) - before
+    else:
+        peak = memory_mode.peak
+    del output
+    params = param_bytes = 0
+    if isinstance(module, torch.nn.Module):
+        for tensor in (*module.parameters(), *module.buffers()):
+            params += tensor.numel()
+            param_bytes += tensor.numel() * tensor.element_size()
+    return {
+        "flops": int(flops_mode.get_total_flops()),
+        "ops": dict(sorted(ops_mode.counts.items())),
+        "params": params,
+        "param_bytes": param_bytes,
+        "peak_memory": int(peak),
+    }
+
+
+def _op_counter() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpCounter(TorchDispatchMode):
+        """Counts ATen operator calls by overload packet (``aten::addmm``)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.counts: collections.Counter[str] = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
+            return func(*args, **(kwargs or {}))
+
+    return OpCounter()
+
+
+def _peak_tracker() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    import torch
+
+    class PeakTensorMemory(TorchDispatchMode):
+        """High-water mark of tensor storages allocated inside the region (freed via weakref)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.live: dict[int, int] = {}
+            self.current = 0
+            self.peak = 0
+
+        def _free(self, ptr: int) -> None:
+            self.current -= self.live.pop(ptr, 0)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
+            existing = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+                        if isinstance(t, torch.Tensor) and not t.is_meta}
+            for tensor in tree_leaves(out):
+                if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
+                    continue
+                storage = tensor.untyped_storage()
+                ptr, size = storage.data_ptr(), storage.nbytes()
+                if size == 0 or ptr in existing or ptr in self.live:
+                    continue
+                self.live[ptr] = size
+                self.current += size
+                self.peak = max(self.peak, self.current)
+                weakref.finalize(storage, self._free, ptr)
+            return out
+
+    return PeakTensorMemory()
+
+
+def _relative(old: float, new: float) -> str:
+    if old == 0:
+        return "new" if new else "0"
+    return f"{(new - old) / old * 100:+.1f}%"
+
+
+def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
+                  ignore: Iterable[str] = (), memory_tolerance: float = MEMORY_TOLERANCE) -> list[str]:
+    """Human-readable changes between two counter dicts (empty when nothing gated changed).
+
+    FLOPs, op counts and parameters must match exactly; peak memory within ``memory_tolerance``.
+    Counters missing on either side (older baselines) are not compared.
+    """
+    skip = set(ignore)
+    changes: list[str] = []
+    if "ops" not in skip and "ops" in baseline and "ops" in current:
+        old_ops, new_ops = baseline["ops"], current["ops"]
+        parts = []
+        for op in sorted(set(old_ops) | set(new_ops)):
+            old, new = old_ops.get(op, 0), new_ops.get(op, 0)
+            if old == new:
+                continue
+            if old == 0:
+                parts.append(f"new {op} x{new}")
+            elif new == 0:
+                parts.append(f"removed {op} x{old}")
+            else:
+                parts.append(f"{op} {old} -> {new}")
+        if parts:
+            changes.append("ops changed: " + ", ".join(parts))
+    if "flops" not in skip and "flops" in baseline and "flops" in current:
+        if baseline["flops"] != current["flops"]:
+            changes.append(f"FLOPs {_relative(baseline['flops'], current['flops'])} "
+                           f"({baseline['flops']:,} -> {current['flops']:,})")
+    if "params" not in skip and "params" in baseline and "params" in current:
+        if baseline["params"] != current["params"] or baseline.get("param_bytes") != current.get("param_bytes"):
+            changes.append(f"parameters {baseline['params']:,} -> {current['params']:,} "
+                           f"({format_bytes(baseline.get('param_bytes'))} -> "
+                           f"{format_bytes(current.get('param_bytes'))})")
+    if "memory" not in skip and "peak_memory" in baseline and "peak_memory" in current:
+        old, new = baseline["peak_memory"], current["peak_memory"]
+        if abs(new - old) > memory_tolerance * max(old, 1):
+            changes.append(f"peak memory {_relative(old, new)} ({format_bytes(old)} -> "
+                           f"{format_bytes(new)})")
+    return changes

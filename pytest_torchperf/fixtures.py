@@ -1,0 +1,183 @@
+"""The fixtures: ``torchperf``, ``torchperf_timer``, ``torchperf_device``, ``torchperf_profiler``,
+``torchperf_nvtx``. Each is a thin layer over a plain class usable without pytest
+(:class:`~pytest_torchperf.session.PerfSession`, :class:`~pytest_torchperf.timer.BlockTimer`,
+:func:`~pytest_torchperf.devices.select_device`, :class:`~pytest_torchperf.profiling.Profiler`,
+:class:`~pytest_torchperf.nvtx.nvtx_range`)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from .config import OptionError
+from .items import SESSION_KEY, marker_options, state_of
+from .result import Result
+from .storage import BaselineFileError
+
+
+def _target_name(target: Any) -> str:
+    """Default measurement name: the module's class name or the callable's ``__name__``."""
+    inner = target.func if isinstance(target, functools.partial) else target
+    name = getattr(inner, "__name__", None)
+    if not name or name == "<lambda>":
+        name = type(inner).__name__
+    return name
+
+
+class TorchperfFixture:
+    """Callable handed to tests as the ``torchperf`` fixture.
+
+    ``torchperf(target, *inputs, name=None, kwargs=None, **options)`` measures ``target`` (an
+    ``nn.Module`` or any callable) called as ``target(*inputs, **kwargs)`` and returns a
+    :class:`~pytest_torchperf.result.Result`. Options override the marker, command line and ini
+    (see the README's option table). Each call in one test needs its own ``name``.
+    """
+
+    _kind = "torchperf"
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self._session = item.config.stash[SESSION_KEY]
+        self._state = state_of(item)
+
+    def _defaults(self) -> dict[str, Any]:
+        return {}
+
+    def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> Result:
+        __tracebackhide__ = True
+        nodeid = self._item.nodeid
+        gate = bool(options.pop("gate", True)) if self._kind == "timer" else True
+        try:
+            resolved, explicit = self._session.resolve_options(
+                {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)
+            measurement_name = (name or (explicit if not self._state.names else None)
+                                or _target_name(target))
+            return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
+                                         kwargs or {}, resolved, gate=gate, kind=self._kind)
+        except (BaselineFileError, OptionError) as exc:
+            message = f"torchperf: {exc}"
+        # Failing outside the except block keeps our internals out of the report (no chained trace).
+        pytest.fail(message, pytrace=False)
+
+    @property
+    def results(self) -> list[Result]:
+        """Results of the measurements made so far in this test."""
+        return list(self._state.results)
+
+
+class TimerFixture(TorchperfFixture):
+    """``torchperf_timer(fn, *args, name=None, gate=False, **options)``: time any callable.
+
+    Recorded and shown like a ``torchperf`` call, but neither compared nor saved unless
+    ``gate=True``. No counters, NaN checks or eval/inference handling unless asked for.
+    """
+
+    _kind = "timer"
+
+    def _defaults(self) -> dict[str, Any]:
+        return {"counters": False, "check_finite": False, "inference": False}
+
+
+@pytest.fixture
+def torchperf(request: pytest.FixtureRequest) -> TorchperfFixture:
+    """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
+
+    Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
+    records FLOPs/op/parameter/memory counters, compares with the stored baseline under
+    ``--torchperf-compare`` and records one under ``--torchperf-save``.
+    """
+    return TorchperfFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_timer(request: pytest.FixtureRequest) -> TimerFixture:
+    """Time any callable with the torchperf block protocol: ``torchperf_timer(fn, x, name="step")``.
+
+    Shown in the summary; gated against a baseline only with ``gate=True``.
+    """
+    return TimerFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_device(request: pytest.FixtureRequest) -> Any:
+    """The ``torch.device`` to run on: ``--torchperf-device`` (ini ``torchperf_device``), ``auto`` by default.
+
+    ``auto`` is a real accelerator if present, else cpu. An absent device skips the test with the
+    reason; under xdist each worker gets its own GPU.
+    """
+    from .devices import DeviceUnavailable, select_device
+
+    requested = request.config.stash[SESSION_KEY].settings.device
+    try:
+        return select_device(requested)
+    except DeviceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+class ProfilerFixture:
+    """``with torchperf_profiler() as prof: model(x)``: torch.profiler for the test's device.
+
+    Saves a Chrome/Perfetto trace per block into ``<report dir>/traces/`` (also loadable in
+    TensorBoard's profiler plugin), exposes ``prof.key_averages()`` / ``prof.top_ops()``, and
+    attaches a top-ops table to the test's report (shown for failures and with ``-rP``). Timing a
+    ``torchperf`` measurement inside the block is refused: profiling inflates times by 3-25%.
+    """
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self._session = item.config.stash[SESSION_KEY]
+        self.profiles: list[Any] = []
+
+    def __call__(self, device: Any = None, name: str | None = None, **profile_kwargs: Any) -> Any:
+        from .profiling import Profiler, trace_path
+
+        index = len(self.profiles)
+        suffix = name or (str(index) if index else "")
+        trace = trace_path(self._session.settings.report_dir / "traces", self._item.nodeid, suffix)
+        device = str(device) if device is not None else _default_device(self._session)
+        profiler = Profiler(device=device, trace=trace, on_enter=self._enter, on_exit=self._exit,
+                            **profile_kwargs)
+        self.profiles.append(profiler)
+        return profiler
+
+    def _enter(self) -> None:
+        self._session.profiling_depth += 1
+
+    def _exit(self, profiler: Any) -> None:
+        self._session.profiling_depth -= 1
+        try:
+            table = profiler.table()
+        except Exception as exc:  # noqa: BLE001 - a report section must never fail the test
+            table = f"(no op table: {exc})"
+        self._item.add_report_section("call", "torchperf profiler",
+                                      f"trace: {profiler.trace}\n{table}")
+
+
+def _default_device(session: Any) -> str:
+    from .devices import DeviceUnavailable, select_device
+
+    try:
+        return str(select_device(session.settings.device))
+    except DeviceUnavailable:
+        return "cpu"
+
+
+@pytest.fixture
+def torchperf_profiler(request: pytest.FixtureRequest) -> ProfilerFixture:
+    """torch.profiler as a context manager: ``with torchperf_profiler() as prof: model(x)``."""
+    return ProfilerFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_nvtx() -> Iterator[Callable[..., Any]]:
+    """NVTX ranges: ``with torchperf_nvtx("forward"): ...`` or ``@torchperf_nvtx("step")``.
+
+    An NVTX range for Nsight Systems on CUDA plus a ``record_function`` range for torch.profiler;
+    never raises on CPU-only or MPS builds.
+    """
+    from .nvtx import nvtx_range
+
+    yield nvtx_range

@@ -1,0 +1,42 @@
+"""What torchperf attaches to pytest items and config: stash keys, marker options, per-test state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .config import OptionError
+from .session import PerfSession, TestState
+
+MARKER = "torchperf"
+FIXTURE = "torchperf"
+SESSION_KEY = pytest.StashKey[PerfSession]()
+STATE_KEY = pytest.StashKey[TestState]()
+#: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
+PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler")
+
+
+def marker_options(item: pytest.Item) -> dict[str, Any]:
+    """Merged keyword arguments of the torchperf markers on ``item`` (closest marker wins)."""
+    merged: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers(MARKER))):
+        if mark.args:
+            raise OptionError(f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
+                              f"got positional {mark.args!r}")
+        merged.update(mark.kwargs)
+    return merged
+
+
+def is_perf_test(item: pytest.Item) -> bool:
+    """Marked with torchperf, or requesting one of the measuring fixtures."""
+    names = getattr(item, "fixturenames", ())
+    return item.get_closest_marker(MARKER) is not None or any(f in names for f in PERF_FIXTURES)
+
+
+def state_of(item: pytest.Item) -> TestState:
+    """The measurements of one test item (created on first use)."""
+    state = item.stash.get(STATE_KEY, None)
+    if state is None:
+        state = item.stash[STATE_KEY] = TestState()
+    return state

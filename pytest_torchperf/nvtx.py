@@ -1,0 +1,45 @@
+"""NVTX ranges that also show in torch.profiler traces, and never raise without CUDA.
+
+``torch.cuda.nvtx`` raises on CPU-only and MPS wheels (a stub that says "NVTX functions not
+installed"), so the NVTX half only runs when ``torch.cuda.is_available()``; the
+``record_function`` half always runs, so the range is visible in ``torch.profiler`` traces
+everywhere. Put ranges around compiled calls, never inside them (dynamo ignores or breaks on them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+
+class nvtx_range(contextlib.ContextDecorator):  # noqa: N801 - reads like contextlib helpers
+    """``with nvtx_range("forward"): ...`` or ``@nvtx_range("step")``: an NVTX range + profiler range."""
+
+    def __init__(self, name: str, *, nvtx: bool | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"nvtx_range needs a non-empty name, got {name!r}")
+        self.name = name
+        self._want_nvtx = nvtx
+        self._stack: list[tuple[Any, bool]] = []
+
+    def __enter__(self) -> "nvtx_range":
+        import torch
+
+        record = torch.profiler.record_function(self.name)
+        record.__enter__()
+        use_nvtx = torch.cuda.is_available() if self._want_nvtx is None else (
+            self._want_nvtx and torch.cuda.is_available())
+        if use_nvtx:
+            torch.cuda.nvtx.range_push(self.name)
+        self._stack.append((record, use_nvtx))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        record, use_nvtx = self._stack.pop()
+        try:
+            if use_nvtx:
+                torch.cuda.nvtx.range_pop()
+        finally:
+            record.__exit__(*exc)

@@ -1,0 +1,42 @@
+"""A block timer usable without pytest: the same protocol as the ``torchperf`` fixture, no baseline.
+
+    from pytest_torchperf.timer import BlockTimer
+    result = BlockTimer(min_time=0.5).measure(model, x, name="bs1")
+    print(result.median, result)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+from .config import MeasureOptions
+from .result import Result
+from .stats import summarize
+
+
+class BlockTimer:
+    """Times callables with ``torch.utils.benchmark`` in ~10 ms blocks, device-synchronised.
+
+    ``options`` are :class:`~pytest_torchperf.config.MeasureOptions` field names (``min_time``,
+    ``warmup``, ``threads``, ``inference``, ...). CUDA targets are clocked with CUDA events.
+    """
+
+    def __init__(self, device: str | None = None, **options: Any) -> None:
+        self.device = device
+        self.options = replace(MeasureOptions(inference=False, check_finite=False, counters=False),
+                               **options)
+
+    def measure(self, fn: Callable[..., Any], *args: Any, name: str | None = None,
+                kwargs: dict[str, Any] | None = None) -> Result:
+        """Time ``fn(*args, **kwargs)`` and return a :class:`~pytest_torchperf.result.Result`."""
+        __tracebackhide__ = True
+        from .measure import Measurer
+
+        measurer = Measurer(fn, args, kwargs or {}, self.options, device=self.device)
+        timed = measurer.sample()
+        return Result(name=name or getattr(fn, "__name__", type(fn).__name__), nodeid="",
+                      samples=list(timed.raw.times), number_per_block=timed.raw.number_per_block,
+                      device=timed.device, threads=self.options.threads,
+                      cpu_share=timed.raw.cpu_share, summary=summarize(timed.raw.times),
+                      options=self.options, kind="timer", clock=timed.clock)
