@@ -49,7 +49,7 @@ class TorchperfFixture:
                  kwargs: dict[str, Any] | None = None, **options: Any) -> Result:
         __tracebackhide__ = True
         nodeid = self._item.nodeid
-        gate = bool(options.pop("gate", True)) if self._kind == "timer" else True
+        gate = bool(options.pop("gate", False)) if self._kind == "timer" else True
         try:
             resolved, explicit = self._session.resolve_options(
                 {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)

@@ -74,7 +74,13 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     lines = []
     for record in sort_records(records):
         verdict = record.get("verdict") or {}
-        if record["outcome"] in ("fail", "inconclusive", "improved", "new") or verdict.get("suspicious"):
+        changes = record.get("counter_changes") or []
+        if changes:
+            lines.append(f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}")
+        timing_failed = verdict.get("outcome") == "fail"
+        if (verdict and (not changes or timing_failed)
+                and (record["outcome"] in ("fail", "inconclusive", "improved", "new")
+                     or verdict.get("suspicious"))):
             lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
         for note in verdict.get("notes", ()):
             lines.append(f"{record['nodeid']}: note: {note}")
