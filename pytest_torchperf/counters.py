@@ -14,8 +14,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .units import format_bytes
 
-#: Counter names a user can opt out of (``ignore_counters=["memory"]``).
-COUNTER_NAMES = ("flops", "ops", "params", "memory")
+#: Counter names a user can opt out of (``ignore_counters=["memory"]``); ``graphs`` covers the
+#: graph count, graph breaks and recompiles of ``torch.compile``d targets.
+COUNTER_NAMES = ("flops", "ops", "params", "memory", "graphs")
 #: Relative tolerance on peak memory: allocator rounding and workspace choices may move it a little.
 MEMORY_TOLERANCE = 0.01
 
@@ -57,6 +58,36 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
         "param_bytes": param_bytes,
         "peak_memory": int(peak),
     }
+
+
+def compiled_original(target: Any) -> Any:
+    """The eager callable behind a ``torch.compile``d module or function, else None."""
+    original = getattr(target, "_orig_mod", None)
+    if original is None:
+        original = getattr(target, "_torchdynamo_orig_callable", None)
+    return original
+
+
+def graph_counters(original: Callable[..., Any], inputs: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Graph count and graph breaks of what ``torch.compile`` captures from ``original``.
+
+    Uses ``torch._dynamo.explain``, which re-traces independently of compile caches, so the figures
+    are the same whatever was compiled before in the process. Must run *before* the compiled target
+    is first called: explain invalidates the compiled frame's cache entry.
+    """
+    import torch
+
+    explanation = torch._dynamo.explain(original)(*inputs, **kwargs)
+    reasons = [str(b.reason).splitlines()[0][:120] for b in explanation.break_reasons]
+    return {"graphs": int(explanation.graph_count), "graph_breaks": int(explanation.graph_break_count),
+            "break_reasons": reasons[:3]}
+
+
+def dynamo_graph_total() -> int:
+    """Process-wide count of graphs dynamo compiled so far (its ``unique_graphs`` counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _op_counter() -> Any:
@@ -153,6 +184,15 @@ def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
             changes.append(f"parameters {baseline['params']:,} -> {current['params']:,} "
                            f"({format_bytes(baseline.get('param_bytes'))} -> "
                            f"{format_bytes(current.get('param_bytes'))})")
+    if "graphs" not in skip:
+        for key, label in (("graphs", "graphs"), ("graph_breaks", "graph breaks"),
+                           ("recompiles", "recompiles while timing")):
+            if key in baseline and key in current and baseline[key] != current[key]:
+                text = f"{label} {baseline[key]} -> {current[key]}"
+                reasons = current.get("break_reasons") if key == "graph_breaks" else None
+                if reasons:
+                    text += f" (first reason: {reasons[0]})"
+                changes.append(text)
     if "memory" not in skip and "peak_memory" in baseline and "peak_memory" in current:
         old, new = baseline["peak_memory"], current["peak_memory"]
         if abs(new - old) > memory_tolerance * max(old, 1):

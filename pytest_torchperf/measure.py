@@ -93,22 +93,27 @@ def count_non_finite(output: Any) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
-    """Put modules in eval mode and enter ``inference_mode`` when ``options.inference``; restore after."""
+    """Run user code as it will be timed: the thread count of the timing, and (when
+    ``options.inference``) modules in eval mode under ``inference_mode``. Restores both afterwards.
+
+    Every call (output check, counters, profiling, timing) goes through here so compiled targets
+    see the same global state each time: dynamo guards on the thread count and would recompile.
+    """
     import torch
 
-    if not options.inference:
-        yield
-        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(options.threads)
     modes: list[tuple[Any, bool]] = []
-    if isinstance(target, torch.nn.Module):
+    if options.inference and isinstance(target, torch.nn.Module):
         modes = [(m, m.training) for m in target.modules()]
         target.eval()
     try:
-        with torch.inference_mode():
+        with torch.inference_mode() if options.inference else contextlib.nullcontext():
             yield
     finally:
         for module, training in modes:
             module.training = training
+        torch.set_num_threads(threads)
 
 
 class Measurer:
@@ -180,13 +185,25 @@ class Measurer:
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
 
-    def counters(self) -> dict[str, Any]:
-        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing)."""
+    def counters(self, eager: Any = None) -> dict[str, Any]:
+        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).
+
+        ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
+        modes cannot see, so a ``torch.compile``d target is counted on its eager original.
+        """
         __tracebackhide__ = True
         from .counters import collect_counters
 
+        fn = eager or self.target
         with prepared(self.target, self.options):
-            return collect_counters(self._call, self.device, module=self.target)
+            return collect_counters(lambda: fn(*self.inputs, **self.kwargs), self.device, module=fn)
+
+    def graph_counters(self, eager: Any) -> dict[str, Any]:
+        """Graphs and graph breaks ``torch.compile`` captures from ``eager`` (before the first call)."""
+        from .counters import graph_counters
+
+        with prepared(self.target, self.options):
+            return graph_counters(eager, self.inputs, self.kwargs)
 
     def profile(self, iterations: int, trace: Any = None) -> tuple[list[dict[str, Any]], Any]:
         """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""

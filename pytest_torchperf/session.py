@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import __version__
 from .config import MeasureOptions, OptionError, parse_layer, resolve
-from .counters import diff_counters
+from .counters import compiled_original, diff_counters, dynamo_graph_total
 from .result import Result
 from .stats import summarize
 from .units import format_time
@@ -173,8 +173,11 @@ class PerfSession:
             state.results.append(result)
             return result
 
+        eager = compiled_original(target) if options.counters else None
+        graph = measurer.graph_counters(eager) if eager is not None else {}
         measurer.check_outputs(name)
-        counters = measurer.counters() if options.counters else None
+        counters = {**measurer.counters(eager), **graph} if options.counters else None
+        graphs_before = dynamo_graph_total() if eager is not None else 0
         on_cpu = measurer.device.startswith("cpu")
         clock: list[str] = []
 
@@ -190,6 +193,8 @@ class PerfSession:
             return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times)
 
         first = take_sample()
+        if counters is not None and eager is not None:
+            counters["recompiles"] = dynamo_graph_total() - graphs_before
         env_id, environment = self.environment(measurer.device, options.threads)
         compare, save = self.settings.compare and gate, self.settings.save and gate
         final, verdict, changes = first, None, []

@@ -22,7 +22,7 @@ import torch.utils.benchmark  # noqa: F401  isort: skip
 
 def _load_lazy_torch_modules() -> None:
     """Run each torch feature the plugin uses once, so its lazy imports land in the snapshot."""
-    from pytest_torchperf.counters import collect_counters
+    from pytest_torchperf.counters import collect_counters, graph_counters
     from pytest_torchperf.profiling import profile_call, quiet_kineto
 
     quiet_kineto()
@@ -30,6 +30,10 @@ def _load_lazy_torch_modules() -> None:
     x = torch.randn(1, 2)
     collect_counters(lambda: model(x), "cpu", module=model)
     profile_call(lambda: model(x), "cpu", iterations=1)
+    compiled = torch.compile(model, backend="eager")
+    graph_counters(model, (x,), {})
+    compiled(x)
+    torch._dynamo.reset()
 
 
 _load_lazy_torch_modules()

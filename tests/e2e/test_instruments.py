@@ -226,3 +226,41 @@ def test_block_timer_works_without_pytest() -> None:
     result = BlockTimer(min_time=0.02, warmup=0.005).measure(lambda: x @ x, name="mm")
     assert result.name == "mm" and result.samples and result.clock == "cpu"
     assert result.min <= result.p25 <= result.median
+
+
+COMPILED = """
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x){extra}
+        return torch.relu(y)
+
+def test_compiled(torchperf):
+    torch._dynamo.reset()
+    # backend="eager" runs dynamo's capture without inductor codegen: cheap enough for a test.
+    model = torch.compile(Net(), backend="eager")
+    torchperf(model, torch.randn(4, 8), name="compiled")
+"""
+
+
+def test_graph_breaks_of_compiled_targets_are_gated(perf: pytest.Pytester) -> None:
+    perf.makepyfile(test_c=COMPILED.format(extra=""))
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    counters = json.loads(path.read_text())["tests"]["test_c.py::test_compiled"]["compiled"][
+        "sessions"][0]["counters"]
+    assert (counters["graphs"], counters["graph_breaks"], counters["recompiles"]) == (1, 0, 0)
+    assert counters["ops"]["aten::linear"] == 1  # counted on the eager original
+    perf.runpytest(*LOOSE).assert_outcomes(passed=1)
+    # A data-dependent branch forces a graph break.
+    perf.makepyfile(test_c=COMPILED.format(extra="\n        if y.sum().item() > 1e9:\n            y = y * 2"))
+    result = perf.runpytest(*LOOSE, "--torchperf-ignore-counters=ops,memory,flops")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "compiled: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1 (first reason: "
+        "*item()*)*"])
