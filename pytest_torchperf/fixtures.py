@@ -7,14 +7,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
 from .config import OptionError
 from .items import SESSION_KEY, marker_options, state_of
-from .result import Result
-from .storage import BaselineFileError
+
+if TYPE_CHECKING:
+    from .result import Result
 
 
 def _target_name(target: Any) -> str:
@@ -46,8 +47,10 @@ class TorchperfFixture:
         return {}
 
     def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
-                 kwargs: dict[str, Any] | None = None, **options: Any) -> Result:
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> "Result":
         __tracebackhide__ = True
+        from .storage import BaselineFileError
+
         nodeid = self._item.nodeid
         gate = bool(options.pop("gate", False)) if self._kind == "timer" else True
         try:
@@ -63,7 +66,7 @@ class TorchperfFixture:
         pytest.fail(message, pytrace=False)
 
     @property
-    def results(self) -> list[Result]:
+    def results(self) -> list["Result"]:
         """Results of the measurements made so far in this test."""
         return list(self._state.results)
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .config import OptionError
-from .session import PerfSession, TestState
+
+if TYPE_CHECKING:  # the session module is imported lazily, when a run configures torchperf
+    from .session import PerfSession, TestState
 
 MARKER = "torchperf"
 FIXTURE = "torchperf"
-SESSION_KEY = pytest.StashKey[PerfSession]()
-STATE_KEY = pytest.StashKey[TestState]()
+SESSION_KEY = pytest.StashKey["PerfSession"]()
+STATE_KEY = pytest.StashKey["TestState"]()
+#: Set during collection on marked test functions that do not use the fixture: their body is timed.
+PERF_KEY = pytest.StashKey[bool]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler")
 
@@ -34,9 +38,11 @@ def is_perf_test(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER) is not None or any(f in names for f in PERF_FIXTURES)
 
 
-def state_of(item: pytest.Item) -> TestState:
+def state_of(item: pytest.Item) -> "TestState":
     """The measurements of one test item (created on first use)."""
     state = item.stash.get(STATE_KEY, None)
     if state is None:
+        from .session import TestState
+
         state = item.stash[STATE_KEY] = TestState()
     return state

@@ -10,12 +10,12 @@ import argparse
 import functools
 import inspect
 import json
+import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from . import summary as _summary
 from .config import OPTIONS, OptionError, check_keywords, parse_layer
 from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
@@ -24,10 +24,14 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_profiler,
     torchperf_timer,
 )
-from .items import FIXTURE, MARKER, SESSION_KEY, STATE_KEY, is_perf_test, marker_options, state_of
-from .profiling import quiet_kineto
-from .session import PerfSession, RunSettings, default_lock_path
-from .storage import BaselineFileError
+from .items import (FIXTURE, MARKER, PERF_KEY, SESSION_KEY, STATE_KEY, is_perf_test, marker_options,
+                    state_of)
+
+if TYPE_CHECKING:
+    from .session import PerfSession
+
+# Only what option parsing needs is imported at load time: pytest imports this module in every run
+# of the environment. Sessions, storage, summaries and torch load when a run uses them.
 
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
 RECORDS_PROPERTY = "torchperf"
@@ -54,6 +58,11 @@ def _cli_type(name: str) -> Callable[[str], Any]:
     return convert
 
 
+def _help(name: str) -> str:
+    """An option's help text, with ``%`` escaped for argparse's %-formatting of help strings."""
+    return OPTIONS[name].help.replace("%", "%%")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
     # Help style: capitalised, no final period for single phrases.
@@ -68,25 +77,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="With --torchperf-save: replace the stored history of each measured test "
                          "instead of appending a session")
     group.addoption("--torchperf-max-slowdown", metavar="PCT", type=_cli_type("max_slowdown"),
-                    default=None, help=OPTIONS["max_slowdown"].help)
+                    default=None, help=_help("max_slowdown"))
     group.addoption("--torchperf-min-time", metavar="SECONDS", type=_cli_type("min_time"), default=None,
-                    help=OPTIONS["min_time"].help)
+                    help=_help("min_time"))
     group.addoption("--torchperf-warmup", metavar="SECONDS", type=_cli_type("warmup"), default=None,
-                    help=OPTIONS["warmup"].help)
+                    help=_help("warmup"))
     group.addoption("--torchperf-threads", metavar="N", type=_cli_type("threads"), default=None,
-                    help=OPTIONS["threads"].help)
+                    help=_help("threads"))
     group.addoption("--torchperf-strict", action="store_const", const=True, default=None,
                     help="Inconclusive verdicts (noisy machine) fail the test instead of warning")
     group.addoption("--torchperf-min-cpu-share", metavar="SHARE", type=_cli_type("min_cpu_share"),
-                    default=None, help=OPTIONS["min_cpu_share"].help)
+                    default=None, help=_help("min_cpu_share"))
     group.addoption("--torchperf-max-spread", metavar="PCT", type=_cli_type("max_spread"),
-                    default=None, help=OPTIONS["max_spread"].help)
+                    default=None, help=_help("max_spread"))
     group.addoption("--torchperf-device", metavar="DEVICE", default=None,
                     help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
     group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
                     help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
     group.addoption("--torchperf-ignore-counters", metavar="NAMES", type=_cli_type("ignore_counters"),
-                    default=None, help=OPTIONS["ignore_counters"].help)
+                    default=None, help=_help("ignore_counters"))
     group.addoption("--torchperf-disable", action="store_true", default=False,
                     help="Run each perf test once without timing (fast correctness CI)")
     group.addoption("--torchperf-skip", action="store_true", default=False,
@@ -98,7 +107,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "(default .torchperf-report)")
     parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
     for name in CLI_OPTIONS:
-        parser.addini(f"torchperf_{name}", OPTIONS[name].help)
+        parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
 
 
 def _ini_layer(config: pytest.Config) -> dict[str, Any]:
@@ -146,6 +155,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if opt("torchperf_reset") and not opt("torchperf_save"):
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
+    from .session import PerfSession, RunSettings, default_lock_path
+
     settings = RunSettings(
         storage=_folder(config, "storage", ".torchperf"),
         report_dir=_folder(config, "report_dir", ".torchperf-report"),
@@ -154,7 +165,8 @@ def pytest_configure(config: pytest.Config) -> None:
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
     config.stash[SESSION_KEY] = PerfSession(settings, lock_path=default_lock_path())
-    quiet_kineto()  # before any profiler starts: Kineto logs noise on CUDA wheels without a GPU
+    # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
 
 
@@ -177,8 +189,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_perf = config.getoption("torchperf_skip")
     only_perf = config.getoption("torchperf_only")
     for item in items:
+        marked = item.get_closest_marker(MARKER) is not None
         perf = is_perf_test(item)
-        if item.get_closest_marker(MARKER) is not None:
+        # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
+        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and FIXTURE not in item.fixturenames
+        if marked:
             try:
                 kwargs = marker_options(item)
                 check_keywords(kwargs, f"{item.nodeid}: @pytest.mark.torchperf")
@@ -197,8 +212,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _measures_whole_test(item: pytest.Item) -> bool:
-    return (isinstance(item, pytest.Function) and item.get_closest_marker(MARKER) is not None
-            and FIXTURE not in item.fixturenames)
+    """Marked, a function, and not using the ``torchperf`` fixture (set during collection)."""
+    return item.stash.get(PERF_KEY, False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -227,9 +242,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         session.measure(state_of(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
                         (), {}, options, device=default_device_for_whole_test())
         return True
-    except (BaselineFileError, OptionError) as exc:
+    except (_baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
+
+
+def _baseline_error() -> type[Exception]:
+    from .storage import BaselineFileError
+
+    return BaselineFileError
 
 
 def _whole_test_options(options: Any) -> Any:
@@ -260,7 +281,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         session.flush(state)
         return result
-    except BaselineFileError as exc:
+    except _baseline_error() as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
 
@@ -292,6 +313,8 @@ class SummaryReporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.records:
             return  # xdist workers stay quiet: the controller prints the summary
+        from . import summary as _summary
+
         session = self.config.stash[SESSION_KEY]
         tr = terminalreporter
         tr.write_sep("=", "torchperf")

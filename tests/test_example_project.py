@@ -70,7 +70,7 @@ def _failed_cases(junit: Path) -> list[ET.Element]:
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
     project = tmp_path / "example_project"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
-        ".torchperf", "__pycache__", "*.egg-info", ".pytest_cache"))
+        ".torchperf", ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"))
     storage = tmp_path / "baselines"
 
     # 1. Record baselines.

@@ -244,3 +244,19 @@ def test_storage_option_and_ini(perf: pytest.Pytester) -> None:
     (perf.path / "pytest.ini").write_text(ini)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
     assert list((perf.path / "perf" / "baselines").glob("*/test_storage_option_and_ini.py.json"))
+
+
+def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
+    # argparse %-formats help strings: a bare "10%" in a help text crashed `pytest --help` once.
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "performance regressions of PyTorch models (pytest-torchperf):",
+        "*--torchperf-save*",
+        "*--torchperf-max-slowdown=PCT",
+        "*Slowdown beyond which a test fails, e.g. 10% or 0.1",
+    ])
+    for name in ("compare", "storage", "reset", "min-time", "warmup", "threads", "strict",
+                 "min-cpu-share", "max-spread", "device", "report-dir", "ignore-counters", "disable",
+                 "skip", "only"):
+        assert f"--torchperf-{name}" in result.stdout.str(), name
