@@ -1,0 +1,51 @@
+"""Models of the example project."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+from torch import nn
+
+
+def build_resnet18(num_classes: int = 10) -> nn.Module:
+    """A torchvision ResNet-18 with randomly initialised weights (nothing is downloaded).
+
+    Args:
+        num_classes: Size of the final classification layer.
+
+    Returns:
+        The model, in training mode as torchvision returns it.
+    """
+    return torchvision.models.resnet18(weights=None, num_classes=num_classes)
+
+
+class TinyMLP(nn.Module):
+    """A small multi-layer perceptron classifier for flat feature vectors.
+
+    ``in_features -> hidden -> hidden -> num_classes`` with ReLU activations and dropout.
+
+    Args:
+        in_features: Length of each input feature vector.
+        hidden: Width of the two hidden layers.
+        num_classes: Number of output logits.
+        dropout: Dropout probability between the hidden layers (inactive in ``eval()`` mode).
+    """
+
+    def __init__(self, in_features: int = 128, hidden: int = 256, num_classes: int = 10,
+                 dropout: float = 0.1) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.hidden = hidden
+        self.num_classes = num_classes
+        self.net = nn.Sequential(
+            nn.Linear(in_features, hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of shape ``(batch, num_classes)`` for features of shape ``(batch, in_features)``."""
+        return self.net(x)
