@@ -11,6 +11,7 @@ import functools
 import inspect
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -223,8 +224,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not _measures_whole_test(pyfuncitem):
         return None
     session = pyfuncitem.config.stash[SESSION_KEY]
-    if session.settings.disable:
-        return None  # pytest's own call runs the body once
     function = pyfuncitem.obj
     if inspect.iscoroutinefunction(function):
         pytest.skip("torchperf cannot time async test functions as a whole; call the torchperf "
@@ -245,6 +244,22 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     except (_baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
+
+
+def _emit_warnings(item: pytest.Item, messages: list[str]) -> None:
+    """Show messages as TorchperfWarning at the test's own location (not at our internals)."""
+    if not messages:
+        return
+    from .session import TorchperfWarning
+
+    path, lineno, _ = item.location
+    filename = str(item.config.rootpath / path)
+    module = getattr(getattr(item, "module", None), "__name__", "torchperf")
+    for message in messages:
+        # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
+        warnings.warn_explicit(TorchperfWarning(message), TorchperfWarning, filename,
+                               (lineno or 0) + 1, module=module, registry={})
+    messages.clear()
 
 
 def _baseline_error() -> type[Exception]:
@@ -271,6 +286,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         if state is not None and state.results:
             records = [r.to_record() for r in state.results]
             item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+        if state is not None:
+            _emit_warnings(item, state.warnings)
     if state is None:
         return result
     session = item.config.stash[SESSION_KEY]

@@ -63,6 +63,31 @@ def format_top_ops(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One op table from several sessions' tables: per op, the median of its self times.
+
+    A single session's profile can be distorted (a busy machine, one slow pass); the median over
+    the stored sessions is the robust reference for naming the ops that grew. Ops missing from a
+    session's table (below its cut-off) count as absent there, not as zero.
+    """
+    if not tables:
+        return []
+    if len(tables) == 1:
+        return [dict(row) for row in tables[0]]
+    import statistics
+
+    merged: dict[str, dict[str, list[float]]] = {}
+    for table in tables:
+        for row in table:
+            entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
+            for key in entry:
+                entry[key].append(float(row.get(key, 0.0) or 0.0))
+    rows = [{"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
+            for op, entry in merged.items()]
+    rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
+    return rows
+
+
 def diff_top_ops(baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]],
                  limit: int = 3) -> list[str]:
     """The ops whose self time grew most: ``aten::mkldnn_convolution self time +31% (+3.1 ms)``."""

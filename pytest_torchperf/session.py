@@ -17,7 +17,6 @@ import os
 import subprocess
 import tempfile
 import uuid
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -25,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from . import __version__
 from .config import MeasureOptions, OptionError, parse_layer, resolve
 from .counters import compiled_original, diff_counters, dynamo_graph_total
+from .profiling import median_top_ops
 from .result import Result
 from .stats import summarize
 from .units import format_time
@@ -81,6 +81,8 @@ class TestState:
     pending: list[PendingSave] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
     strict_failures: list[str] = field(default_factory=list)
+    #: Messages to show as TorchperfWarning, attributed to the test by the plugin.
+    warnings: list[str] = field(default_factory=list)
 
     def failure_messages(self) -> list[str]:
         """Messages of measurements that must fail the test."""
@@ -216,7 +218,7 @@ class PerfSession:
                 if options.strict:
                     state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
                 else:
-                    warnings.warn(TorchperfWarning(verdict.message), stacklevel=3)
+                    state.warnings.append(verdict.message)
         elif save and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
 
@@ -232,12 +234,12 @@ class PerfSession:
                                      (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
             problem = guard(final)
             if problem:
-                warnings.warn(TorchperfWarning(
+                state.warnings.append(
                     f"{name}: baseline not saved: {problem} (measured twice). Save again on a "
-                    f"quieter machine."), stacklevel=3)
+                    f"quieter machine.")
             else:
                 record = self._session_record(result, options)
-                record["top_ops"] = self._baseline_top_ops(measurer, final)
+                record["top_ops"] = self._baseline_top_ops(measurer, final, state, name)
                 state.pending.append(PendingSave(env_id, environment, nodeid, name, record))
         return result
 
@@ -245,13 +247,13 @@ class PerfSession:
         """Enough profiled calls to cover ~0.2 s (3..100), so per-call op times are steady."""
         return max(3, min(100, int(0.2 / max(sample.statistic, 1e-9))))
 
-    def _baseline_top_ops(self, measurer: Any, sample: Sample) -> list[dict[str, Any]] | None:
+    def _baseline_top_ops(self, measurer: Any, sample: Sample, state: TestState,
+                          name: str) -> list[dict[str, Any]] | None:
         """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
         try:
             rows, _ = measurer.profile(self._profile_iterations(sample))
         except Exception as exc:  # noqa: BLE001 - a profiler problem must not lose the baseline
-            warnings.warn(TorchperfWarning(f"op table not stored (profiling failed: {exc})"),
-                          stacklevel=4)
+            state.warnings.append(f"{name}: op table not stored (profiling failed: {exc})")
             return None
         return [{**row, "self_cpu": float(f"{row['self_cpu']:.4g}"),
                  "self_device": float(f"{row['self_device']:.4g}")} for row in rows]
@@ -266,7 +268,7 @@ class PerfSession:
             rows, _ = measurer.profile(self._profile_iterations(sample), path)
         except Exception as exc:  # noqa: BLE001 - the verdict stands even if profiling breaks
             return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
-        stored = next((s["top_ops"] for s in reversed(sessions) if s.get("top_ops")), None)
+        stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
         if stored:
             diffs = diff_top_ops(stored, rows)
             why = ("; ".join(diffs) if diffs else

@@ -26,6 +26,12 @@ def _row(record: Mapping[str, Any]) -> list[str]:
     verdict = record.get("verdict") or {}
     outcome = record["outcome"]
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
+    if record.get("counter_changes"):
+        # Say what failed: a counter change can fail a test whose timing passed or was inconclusive.
+        timing = verdict.get("outcome")
+        label = "FAIL (time+counters)" if timing == "fail" else "FAIL (counters)"
+        if timing == "inconclusive":
+            label += ", time inconclusive"
     if verdict.get("suspicious"):
         label += " (re-measured)"
     return [
