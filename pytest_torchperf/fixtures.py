@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from .config import OptionError
+from .config import OptionError, parse_bool
 from .items import SESSION_KEY, marker_options, state_of
 
 if TYPE_CHECKING:
@@ -49,18 +49,20 @@ class TorchperfFixture:
     def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
                  kwargs: dict[str, Any] | None = None, **options: Any) -> "Result":
         __tracebackhide__ = True
+        from .measure import TargetError
         from .storage import BaselineFileError
 
         nodeid = self._item.nodeid
-        gate = bool(options.pop("gate", False)) if self._kind == "timer" else True
         try:
+            gate = parse_bool(options.pop("gate", False)) if self._kind == "timer" else True
             resolved, explicit = self._session.resolve_options(
                 {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)
             measurement_name = (name or (explicit if not self._state.names else None)
                                 or _target_name(target))
             return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
-                                         kwargs or {}, resolved, gate=gate, kind=self._kind)
-        except (BaselineFileError, OptionError) as exc:
+                                         {} if kwargs is None else kwargs, resolved, gate=gate,
+                                         kind=self._kind)
+        except (BaselineFileError, OptionError, TargetError) as exc:
             message = f"torchperf: {exc}"
         # Failing outside the except block keeps our internals out of the report (no chained trace).
         pytest.fail(message, pytrace=False)

@@ -23,6 +23,10 @@ class NonFiniteOutputError(AssertionError):
     """The target returned NaN or inf values."""
 
 
+class TargetError(ValueError):
+    """The target or its arguments are not something torchperf can call."""
+
+
 @dataclass(frozen=True)
 class TimedPass:
     """One sampling pass plus where it ran and how blocks were clocked."""
@@ -34,21 +38,29 @@ class TimedPass:
 
 
 def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
-    """Device of the first tensor among the inputs, else of the module's parameters, else ``cpu``."""
+    """Where the target computes: its parameters' device, else the first input tensor's, else
+    (closures, test bodies) the accelerator if one is really present, else ``cpu``.
+
+    Parameters come first: a GPU module fed CPU inputs (moved inside ``forward``) runs on the GPU.
+    The accelerator fallback errs on the safe side: synchronising an idle GPU costs microseconds,
+    while not synchronising a busy one would time kernel launches only.
+    """
     import torch
     from torch.utils._pytree import tree_leaves
 
+    module = getattr(target, "_orig_mod", target)  # a torch.compile'd module keeps its params there
+    if isinstance(module, torch.nn.Module):
+        for tensor in (*module.parameters(), *module.buffers()):
+            if not tensor.is_meta:
+                return str(tensor.device)
     for leaf in tree_leaves((list(inputs), kwargs or {})):
         if isinstance(leaf, torch.Tensor):
             return str(leaf.device)
-    if isinstance(target, torch.nn.Module):
-        for tensor in (*target.parameters(), *target.buffers()):
-            return str(tensor.device)
-    return "cpu"
+    return default_device_for_whole_test()
 
 
 def default_device_for_whole_test() -> str:
-    """Device recorded for a whole-test measurement: the accelerator if one is really present."""
+    """The accelerator if one is really present (not merely built for), else ``cpu``."""
     import torch
 
     accelerator = torch.accelerator.current_accelerator(check_available=True)
@@ -93,8 +105,12 @@ def count_non_finite(output: Any) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
-    """Run user code as it will be timed: the thread count of the timing, and (when
-    ``options.inference``) modules in eval mode under ``inference_mode``. Restores both afterwards.
+    """Run user code as it will be timed, and restore global state afterwards.
+
+    Always: the timing's thread count. For ``nn.Module`` targets with ``options.inference``:
+    ``eval()`` and ``torch.no_grad()``. Not ``inference_mode``: tensors a module creates lazily
+    during the measurement (caches, buffers) would become inference tensors and break the user's
+    own training code after the test. Callables and test bodies run with grad mode untouched.
 
     Every call (output check, counters, profiling, timing) goes through here so compiled targets
     see the same global state each time: dynamo guards on the thread count and would recompile.
@@ -103,12 +119,13 @@ def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(options.threads)
+    is_module = isinstance(target, torch.nn.Module)
     modes: list[tuple[Any, bool]] = []
-    if options.inference and isinstance(target, torch.nn.Module):
+    if options.inference and is_module:
         modes = [(m, m.training) for m in target.modules()]
         target.eval()
     try:
-        with torch.inference_mode() if options.inference else contextlib.nullcontext():
+        with torch.no_grad() if (options.inference and is_module) else contextlib.nullcontext():
             yield
     finally:
         for module, training in modes:
@@ -122,11 +139,14 @@ class Measurer:
     def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
                  options: MeasureOptions, device: str | None = None) -> None:
         if not callable(target):
-            raise TypeError(f"torchperf target must be an nn.Module or a callable, got "
-                            f"{type(target).__name__}")
+            raise TargetError(f"the target must be an nn.Module or a callable, got "
+                              f"{type(target).__name__}: pass the model or a function, not its output")
+        if not isinstance(kwargs, dict):
+            raise TargetError(f"kwargs= must be a dict of keyword arguments for the target, got "
+                              f"{type(kwargs).__name__}")
         self.target = target
         self.inputs = tuple(inputs)
-        self.kwargs = dict(kwargs)
+        self.kwargs = kwargs
         self.options = options
         self.device = device or infer_device(target, self.inputs, self.kwargs)
         self.number_per_block: int | None = None

@@ -25,8 +25,8 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_profiler,
     torchperf_timer,
 )
-from .items import (FIXTURE, MARKER, PERF_KEY, SESSION_KEY, STATE_KEY, is_perf_test, marker_options,
-                    state_of)
+from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SESSION_KEY, STATE_KEY, is_perf_test,
+                    marker_options, state_of)
 
 if TYPE_CHECKING:
     from .session import PerfSession
@@ -158,8 +158,13 @@ def pytest_configure(config: pytest.Config) -> None:
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     from .session import PerfSession, RunSettings, default_lock_path
 
+    storage = _folder(config, "storage", ".torchperf")
+    if (opt("torchperf_save") or opt("torchperf_compare")) and storage.exists() and not storage.is_dir():
+        raise pytest.UsageError(f"torchperf: the storage path {storage} is a file, not a folder; "
+                                f"point --torchperf-storage (or ini torchperf_storage) at a folder")
+
     settings = RunSettings(
-        storage=_folder(config, "storage", ".torchperf"),
+        storage=storage,
         report_dir=_folder(config, "report_dir", ".torchperf-report"),
         device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
         save=opt("torchperf_save"), compare=opt("torchperf_compare"),
@@ -193,7 +198,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marked = item.get_closest_marker(MARKER) is not None
         perf = is_perf_test(item)
         # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
-        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and FIXTURE not in item.fixturenames
+        item.stash[PERF_KEY] = (marked and isinstance(item, pytest.Function)
+                                and not any(f in item.fixturenames for f in PERF_FIXTURES))
+        if marked and item.stash[PERF_KEY] and type(item).__name__ == "TestCaseFunction":
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.torchperf cannot time a unittest.TestCase method as a "
+                f"whole (unittest runs it outside pytest's call hook); use a plain test function, "
+                f"or call pytest_torchperf.BlockTimer inside the method")
         if marked:
             try:
                 kwargs = marker_options(item)
@@ -269,38 +280,46 @@ def _baseline_error() -> type[Exception]:
 
 
 def _whole_test_options(options: Any) -> Any:
-    """A test body is not a module and returns None: no eval()/inference handling, no output check."""
+    """A test body is not a module and returns None: no eval()/no_grad handling, no output check."""
     from dataclasses import replace
 
-    return replace(options, check_finite=False)
+    return replace(options, check_finite=False, inference=False)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Turn failed verdicts into a failure of the test itself; save baselines of passing tests."""
-    state = item.stash.get(STATE_KEY, None)
     try:
         result = yield
-    finally:
-        state = item.stash.get(STATE_KEY, None)
-        if state is not None and state.results:
-            records = [r.to_record() for r in state.results]
-            item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
-        if state is not None:
-            _emit_warnings(item, state.warnings)
+    except BaseException:
+        _finish(item, passed=False)
+        raise
+    message = _finish(item, passed=True)
+    if message:
+        pytest.fail(message, pytrace=False)
+    return result
+
+
+def _finish(item: pytest.Item, passed: bool) -> str | None:
+    """After the test body: failure message (if any), baseline writes, records and warnings."""
+    state = item.stash.get(STATE_KEY, None)
     if state is None:
-        return result
-    session = item.config.stash[SESSION_KEY]
-    failures = state.failure_messages()
-    if failures:
-        state.pending.clear()
-        pytest.fail("\n".join(failures), pytrace=False)
-    try:
-        session.flush(state)
-        return result
-    except _baseline_error() as exc:
-        message = f"torchperf: {exc}"
-    pytest.fail(message, pytrace=False)
+        return None
+    message = None
+    failures = state.failure_messages() if passed else []
+    if not passed or failures:
+        state.pending.clear()  # a failing test never updates its baseline
+        message = "\n".join(failures) or None
+    else:
+        try:
+            item.config.stash[SESSION_KEY].flush(state)
+        except _baseline_error() as exc:
+            message = f"torchperf: {exc}"
+    if state.results:
+        records = [r.to_record() for r in state.results]
+        item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+    _emit_warnings(item, state.warnings)
+    return message
 
 
 # ------------------------------------------------------------------------------------------------

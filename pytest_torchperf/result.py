@@ -46,6 +46,8 @@ class Result:
     kind: str = "torchperf"
     #: How blocks were clocked: ``cpu``, ``cuda-events`` or ``sync``.
     clock: str | None = None
+    #: True once the session was written to the baseline file (``--torchperf-save``, test passed).
+    saved: bool = False
     summary: Summary | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -136,5 +138,6 @@ class Result:
             "counter_changes": list(self.counter_changes),
             "kind": self.kind,
             "clock": self.clock,
+            "saved": self.saved,
             "outcome": self.outcome.value if not self.disabled else "disabled",
         }

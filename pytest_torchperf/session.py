@@ -71,6 +71,7 @@ class PendingSave:
     nodeid: str
     name: str
     record: dict[str, Any]
+    result: Result
 
 
 @dataclass
@@ -166,7 +167,7 @@ class PerfSession:
                 f"torchperf(...) call its own name=")
         state.names.add(name)
 
-        measurer = Measurer(target, inputs, dict(kwargs), options, device=device)
+        measurer = Measurer(target, inputs, kwargs, options, device=device)
         if self.settings.disable:
             measurer.run_once()
             result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
@@ -176,10 +177,12 @@ class PerfSession:
             return result
 
         eager = compiled_original(target) if options.counters else None
-        graph = measurer.graph_counters(eager) if eager is not None else {}
+        # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
+        count_graphs = eager is not None and "graphs" not in options.ignore_counters
+        graph = measurer.graph_counters(eager) if count_graphs else {}
         measurer.check_outputs(name)
         counters = {**measurer.counters(eager), **graph} if options.counters else None
-        graphs_before = dynamo_graph_total() if eager is not None else 0
+        graphs_before = dynamo_graph_total() if count_graphs else 0
         on_cpu = measurer.device.startswith("cpu")
         clock: list[str] = []
 
@@ -195,7 +198,7 @@ class PerfSession:
             return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times)
 
         first = take_sample()
-        if counters is not None and eager is not None:
+        if counters is not None and count_graphs:
             counters["recompiles"] = dynamo_graph_total() - graphs_before
         env_id, environment = self.environment(measurer.device, options.threads)
         compare, save = self.settings.compare and gate, self.settings.save and gate
@@ -221,6 +224,7 @@ class PerfSession:
                     state.warnings.append(verdict.message)
         elif save and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
+        passes = len(clock)
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
@@ -234,13 +238,14 @@ class PerfSession:
                                      (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
             problem = guard(final)
             if problem:
+                times = "measured twice" if passes > 1 else "measured once"
                 state.warnings.append(
-                    f"{name}: baseline not saved: {problem} (measured twice). Save again on a "
+                    f"{name}: baseline not saved: {problem} ({times}). Save again on a "
                     f"quieter machine.")
             else:
                 record = self._session_record(result, options)
                 record["top_ops"] = self._baseline_top_ops(measurer, final, state, name)
-                state.pending.append(PendingSave(env_id, environment, nodeid, name, record))
+                state.pending.append(PendingSave(env_id, environment, nodeid, name, record, result))
         return result
 
     def _profile_iterations(self, sample: Sample) -> int:
@@ -289,7 +294,14 @@ class PerfSession:
         if not others:
             return verdict
         env_id, stored = others[0]
-        diff = describe_difference(environment["exact"], stored.get("exact", {}))
+        exact = stored.get("exact")
+        if not isinstance(exact, dict):
+            path = self.store.root / env_id / "environment.json"
+            return replace(verdict, message=(
+                f"{name}: no baseline for this environment; baselines exist under "
+                f"{self.store.root / env_id} but its {path.name} is unreadable or not a fingerprint, "
+                f"so the difference cannot be named. Restore it from git or delete that folder."))
+        diff = describe_difference(environment["exact"], exact)
         return replace(verdict, message=(
             f"{name}: no comparable baseline: {diff} (stored under {self.store.root / env_id}); "
             f"record one for this environment with pytest --torchperf-save"))
@@ -322,6 +334,7 @@ class PerfSession:
         for pending in state.pending:
             written.append(self.store.record(pending.env_id, pending.environment, pending.nodeid,
                                              pending.name, pending.record, reset=self.settings.reset))
+            pending.result.saved = True
         state.pending.clear()
         return written
 

@@ -97,6 +97,40 @@ def _validate_session(session: Any, path: Path, where: str) -> None:
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):
         raise BaselineFileError(path, f"key {where}.times must be a list of positive numbers "
                                       f"(per-call seconds)")
+    counters = session.get("counters")
+    if counters is not None:
+        if not isinstance(counters, dict):
+            raise BaselineFileError(path, f"key {where}.counters must be an object")
+        for key, value in counters.items():
+            if key == "ops":
+                if not isinstance(value, dict) or not all(
+                        isinstance(k, str) and _count(v) for k, v in value.items()):
+                    raise BaselineFileError(path, f"key {where}.counters.ops must map op names to "
+                                                  f"non-negative integers")
+            elif key == "break_reasons":
+                if not isinstance(value, list):
+                    raise BaselineFileError(path, f"key {where}.counters.break_reasons must be a list")
+            elif not _count(value):
+                raise BaselineFileError(path, f"key {where}.counters.{key} is {value!r}, expected a "
+                                              f"non-negative integer")
+    top_ops = session.get("top_ops")
+    if top_ops is not None:
+        if not isinstance(top_ops, list):
+            raise BaselineFileError(path, f"key {where}.top_ops must be a list")
+        for i, row in enumerate(top_ops):
+            if (not isinstance(row, dict) or not isinstance(row.get("op"), str)
+                    or not all(_non_negative(row.get(k)) for k in ("calls", "self_cpu", "self_device"))):
+                raise BaselineFileError(path, f"key {where}.top_ops[{i}] must have 'op' (text) and "
+                                              f"non-negative 'calls', 'self_cpu', 'self_device'")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _non_negative(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
 
 
 def _positive_number(value: Any) -> bool:
@@ -254,6 +288,10 @@ class BaselineStore:
             raise BaselineFileError(
                 exc.filename or path, "cannot be written (permission denied)",
                 f"Make {self.root} writable or point --torchperf-storage at a writable folder.") from None
+        except NotADirectoryError:
+            raise BaselineFileError(
+                path, "cannot be written: part of the storage path is a file, not a folder",
+                f"Point --torchperf-storage (now {self.root}) at a folder.") from None
         except OSError as exc:
             raise BaselineFileError(
                 exc.filename or path, f"cannot be written ({exc.strerror})",

@@ -34,6 +34,8 @@ def _row(record: Mapping[str, Any]) -> list[str]:
             label += ", time inconclusive"
     if verdict.get("suspicious"):
         label += " (re-measured)"
+    if record.get("saved"):
+        label += ", saved"
     return [
         record["nodeid"],
         record["name"] + (f" [{record['group']}]" if record.get("group") else ""),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from .config import MeasureOptions
+from .config import MeasureOptions, parse_layer
 from .result import Result
 from .stats import summarize
 
@@ -24,8 +24,11 @@ class BlockTimer:
 
     def __init__(self, device: str | None = None, **options: Any) -> None:
         self.device = device
+        # Same parsing and errors as marker keywords: min_time="0.5s" works, typos are named.
+        parsed = parse_layer(options, "BlockTimer")
+        parsed.pop("name", None)
         self.options = replace(MeasureOptions(inference=False, check_finite=False, counters=False),
-                               **options)
+                               **parsed)
 
     def measure(self, fn: Callable[..., Any], *args: Any, name: str | None = None,
                 kwargs: dict[str, Any] | None = None) -> Result:

@@ -34,7 +34,9 @@ def format_change(ratio: float | None) -> str:
 
 def format_percent(fraction: float) -> str:
     """Format a fraction as a percentage without a sign (``0.1`` -> ``10%``)."""
-    text = f"{fraction * 100:.2f}".rstrip("0").rstrip(".")
+    percent = fraction * 100
+    text = f"{percent:.2f}" if abs(percent) >= 0.01 or percent == 0 else f"{percent:.2g}"
+    text = text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
     return f"{text}%"
 
 

@@ -87,6 +87,8 @@ class Verdict:
     ratio: float | None = None
     #: Ratio of the confirming re-measurement, when one was made.
     confirm_ratio: float | None = None
+    #: Ratio of the first pass when a later pass decided (``ratio`` is that of the reported sample).
+    first_ratio: float | None = None
     baseline_statistic: float | None = None
     candidate_statistic: float | None = None
     tolerance: float | None = None
@@ -113,6 +115,7 @@ class Verdict:
             "message": self.message,
             "ratio": self.ratio,
             "confirm_ratio": self.confirm_ratio,
+            "first_ratio": self.first_ratio,
             "baseline_statistic": self.baseline_statistic,
             "candidate_statistic": self.candidate_statistic,
             "tolerance": self.tolerance,
@@ -201,15 +204,16 @@ def judge(
         samples.append(confirm)
         confirm_problem = guard(confirm)
         confirm_ratio = confirm.statistic / baseline
-        extra = dict(ratio=ratio, confirm_ratio=confirm_ratio, remeasures=len(samples) - 1,
+        extra = dict(confirm_ratio=confirm_ratio, first_ratio=ratio, remeasures=len(samples) - 1,
                      notes=tuple(notes), **common)
         if confirm_problem:
+            # Report the first (trustworthy) pass: its figures are the ones the message quotes.
             return Judgement(Verdict(
                 Outcome.INCONCLUSIVE,
                 f"{label}: inconclusive, {format_change(ratio)} vs baseline but the confirming "
                 f"re-measure could not be trusted: {confirm_problem}. Re-run on a quieter machine; "
                 f"--torchperf-strict turns this into a failure.",
-                candidate_statistic=confirm.statistic, **extra), confirm, samples)
+                ratio=ratio, candidate_statistic=current.statistic, **extra), current, samples)
         if confirm_ratio > limit:
             pooled = statistics.median([current.statistic, confirm.statistic])
             message = (
@@ -218,13 +222,14 @@ def judge(
                 f"confirmed by re-measure: {format_change(confirm_ratio)}; "
                 f"limit {format_percent(t_eff)})\n"
                 + _confidence_line(current, confirm, len(baseline_stats), cv))
-            return Judgement(Verdict(Outcome.FAIL, message, candidate_statistic=pooled, **extra),
-                             confirm, samples)
+            return Judgement(Verdict(Outcome.FAIL, message, ratio=confirm_ratio,
+                                     candidate_statistic=pooled, **extra), confirm, samples)
         return Judgement(Verdict(
             Outcome.PASS,
             f"{label}: within limit after re-measure ({format_change(ratio)} first, "
             f"{format_change(confirm_ratio)} re-measured; limit {format_percent(t_eff)})",
-            candidate_statistic=confirm.statistic, suspicious=True, **extra), confirm, samples)
+            ratio=confirm_ratio, candidate_statistic=confirm.statistic, suspicious=True, **extra),
+            confirm, samples)
 
     common_result = dict(ratio=ratio, candidate_statistic=current.statistic,
                          remeasures=len(samples) - 1, notes=tuple(notes), **common)

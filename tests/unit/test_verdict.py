@@ -199,7 +199,8 @@ def test_fail_confirmed_by_remeasure():
     assert v.outcome is Outcome.FAIL
     assert v.failed
     assert rm.calls == 1 and v.remeasures == 1
-    assert v.ratio == pytest.approx(1.5)
+    # ratio is that of the reported (confirming) sample; the first pass is kept as first_ratio
+    assert v.ratio == pytest.approx(1.4) and v.first_ratio == pytest.approx(1.5)
     assert v.confirm_ratio == pytest.approx(1.4)
     assert v.candidate_statistic == pytest.approx(statistics.median([1.5 * MS, 1.4 * MS]))
     assert v.baseline_statistic == pytest.approx(MS)
@@ -238,7 +239,7 @@ def test_suspicious_pass_when_remeasure_contradicts():
     assert v.outcome is Outcome.PASS
     assert v.suspicious is True
     assert v.remeasures == 1 and rm.calls == 1
-    assert v.ratio == pytest.approx(1.5)
+    assert v.ratio == pytest.approx(1.02) and v.first_ratio == pytest.approx(1.5)
     assert v.confirm_ratio == pytest.approx(1.02)
     assert v.candidate_statistic == pytest.approx(1.02 * MS)
     assert "within limit after re-measure (+50.0% first, +2.0% re-measured; limit 10%)" in v.message
@@ -327,7 +328,7 @@ def test_inconclusive_when_confirming_remeasure_contaminated():
     assert "fwd: inconclusive, +50.0% vs baseline but the confirming re-measure could not be trusted" \
         in v.message
     assert "CPU share 0.40 < 0.90" in v.message
-    assert j.sample is confirm
+    assert j.sample is first  # the trustworthy pass, whose figures the message quotes
 
 
 def test_inconclusive_when_confirming_remeasure_too_spread():
