@@ -168,7 +168,7 @@ class MeasureOptions:
     min_cpu_share: float = 0.9
     #: Spread guard: above this IQR/median a measurement is re-measured, then inconclusive.
     max_spread: float = 0.25
-    #: Time modules in ``eval()`` mode under ``torch.inference_mode()`` (restored afterwards).
+    #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
     check_finite: bool = True
@@ -202,7 +202,7 @@ OPTIONS: dict[str, OptionSpec] = {
                    "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
         OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
                    "are inconclusive, e.g. 25% (default)"),
-        OptionSpec("inference", parse_bool, "Time modules in eval() mode under inference_mode (default true)", cli=False),
+        OptionSpec("inference", parse_bool, "Time nn.Module targets in eval() mode under no_grad (default true)", cli=False),
         OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
         OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),
         OptionSpec("counters", parse_bool, "Record FLOPs/op/parameter/memory counters and fail when "
