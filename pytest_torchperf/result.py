@@ -48,6 +48,8 @@ class Result:
     clock: str | None = None
     #: True once the session was written to the baseline file (``--torchperf-save``, test passed).
     saved: bool = False
+    #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
+    calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -139,5 +141,6 @@ class Result:
             "kind": self.kind,
             "clock": self.clock,
             "saved": self.saved,
+            "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
         }

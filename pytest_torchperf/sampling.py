@@ -6,13 +6,18 @@
    rule of ``blocked_autorange``.
 3. Collect blocks until ``min_time`` seconds and at least ``MIN_BLOCKS`` blocks.
 4. Report per-call times (block time / number) and the process CPU share over the timed blocks.
+5. Optionally, after every timed block, time one short block of a fixed calibration kernel. Its
+   per-call times describe how fast *the machine* was in the same moments as the target, so a
+   verdict can tell "the code got slower" from "the machine is slower right now" (on a shared VM
+   the same unchanged model moved 1.6x between processes while target/calibration stayed within
+   about 5 %).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 #: Untimed calls made before timing, whatever ``warmup`` says.
@@ -21,6 +26,8 @@ MIN_WARMUP_CALLS = 3
 MIN_BLOCKS = 5
 #: Target duration of one timed block, in seconds.
 BLOCK_TARGET = 0.010
+#: Target duration of one calibration block, in seconds (adds ~15 % to the timed phase).
+CALIBRATION_BLOCK_TARGET = 0.0015
 
 #: Runs ``number`` calls of the target and returns their total duration in seconds.
 RunBlock = Callable[[int], float]
@@ -38,6 +45,8 @@ class RawSamples:
     #: Process CPU seconds over the same interval.
     cpu_time: float
     warmup_calls: int
+    #: Per-call seconds of the calibration kernel, one per timed block (empty when not calibrated).
+    calibration: list[float] = field(default_factory=list)
 
     @property
     def cpu_share(self) -> float:
@@ -56,7 +65,7 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
             clock: Callable[[], float] = time.perf_counter,
             cpu_clock: Callable[[], float] = time.process_time,
             block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
-            number: int | None = None) -> RawSamples:
+            number: int | None = None, calibrate: RunBlock | None = None) -> RawSamples:
     """Warm up, size the blocks and collect timed blocks (see module docstring).
 
     ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
@@ -69,14 +78,21 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
     if number is None:
         # The first call often pays one-off costs (allocator growth, lazy init): size from the rest.
         number = block_size(statistics.median(warm[1:] or warm), block_target)
+    cal_number = 0
+    if calibrate is not None:
+        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
+        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
 
     times: list[float] = []
+    calibration: list[float] = []
     cpu0, wall0 = cpu_clock(), clock()
     while True:
         times.append(run_block(number) / number)
+        if calibrate is not None:
+            calibration.append(calibrate(cal_number) / cal_number)
         elapsed = clock() - wall0
         if elapsed >= min_time and len(times) >= min_blocks:
             break
     cpu_time = cpu_clock() - cpu0
     return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
-                      warmup_calls=len(warm))
+                      warmup_calls=len(warm), calibration=calibration)

@@ -195,7 +195,9 @@ class PerfSession:
                 timed = measurer.sample()
             clock.append(timed.clock)
             times = tuple(timed.raw.times)
-            return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times)
+            calibration = (summarize(timed.raw.calibration).p25 if timed.raw.calibration else None)
+            return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times,
+                          calibration)
 
         first = take_sample()
         if counters is not None and count_graphs:
@@ -207,7 +209,9 @@ class PerfSession:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
                               take_sample, min_cpu_share=options.min_cpu_share,
-                              max_relative_iqr=options.max_spread)
+                              max_relative_iqr=options.max_spread,
+                              baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
+                                                   if s.get("calibration")])
             final, verdict = judgement.sample, judgement.verdict
             stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
             if counters is not None and stored_counters is not None:
@@ -231,7 +235,7 @@ class PerfSession:
                         threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
                         verdict=verdict, group=options.group, summary=final.summary,
                         options=options, counters=counters, counter_changes=changes, kind=kind,
-                        clock=clock[-1])
+                        clock=clock[-1], calibration=final.calibration)
         state.results.append(result)
 
         if save and not changes and (verdict is None or verdict.outcome in
@@ -308,6 +312,8 @@ class PerfSession:
 
     def _session_record(self, result: Result, options: MeasureOptions) -> dict[str, Any]:
         """The JSON record of one saved session."""
+        from .measure import CALIBRATION_KERNEL
+
         assert result.summary is not None
         return {
             "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -325,6 +331,8 @@ class PerfSession:
             "min_time": options.min_time,
             "group": result.group,
             "clock": result.clock,
+            "calibration": None if result.calibration is None else float(f"{result.calibration:.6g}"),
+            "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
             "counters": result.counters,
         }
 

@@ -97,6 +97,10 @@ def _validate_session(session: Any, path: Path, where: str) -> None:
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):
         raise BaselineFileError(path, f"key {where}.times must be a list of positive numbers "
                                       f"(per-call seconds)")
+    calibration = session.get("calibration")
+    if calibration is not None and not _positive_number(calibration):
+        raise BaselineFileError(path, f"key {where}.calibration is {calibration!r}, expected a positive "
+                                      f"number of seconds or null")
     counters = session.get("counters")
     if counters is not None:
         if not isinstance(counters, dict):

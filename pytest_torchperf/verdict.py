@@ -57,7 +57,13 @@ class Sample:
     cpu_share: float | None = None
     #: The per-call times summarised (kept for storage and reports; may be empty in unit tests).
     times: tuple[float, ...] = ()
+    #: p25 of the calibration kernel timed alongside (seconds per call), None when not calibrated.
+    calibration: float | None = None
 
+    @property
+    def normalized(self) -> float | None:
+        """Statistic / calibration: the target's speed relative to the machine's at the time."""
+        return self.statistic / self.calibration if self.calibration else None
     @property
     def statistic(self) -> float:
         """The statistic compared against baselines: p25 of per-call times."""
@@ -99,6 +105,10 @@ class Verdict:
     baseline_cv: float | None = None
     #: Passed, but only after a re-measurement contradicted a first suspicious pass.
     suspicious: bool = False
+    #: Calibration kernel now / in the baseline sessions: >1 means the machine itself is slower.
+    machine_ratio: float | None = None
+    #: ``ratio`` / ``machine_ratio``: the change once the machine's own speed is factored out.
+    normalized_ratio: float | None = None
     #: How many extra measurement passes the decision needed.
     remeasures: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -123,6 +133,8 @@ class Verdict:
             "baseline_sessions": self.baseline_sessions,
             "baseline_cv": self.baseline_cv,
             "suspicious": self.suspicious,
+            "machine_ratio": self.machine_ratio,
+            "normalized_ratio": self.normalized_ratio,
             "remeasures": self.remeasures,
             "notes": list(self.notes),
         }
@@ -154,11 +166,17 @@ def judge(
     *,
     min_cpu_share: float = MIN_CPU_SHARE,
     max_relative_iqr: float = MAX_RELATIVE_IQR,
+    baseline_calibrated: Sequence[tuple[float, float]] = (),
 ) -> Judgement:
     """Decide the outcome of ``first`` against stored per-session statistics ``baseline_stats``.
 
     ``remeasure`` is called (at most twice) to take another pass with the same budget: once when the
     guard rejects the first pass, once to confirm a suspected slowdown.
+
+    ``baseline_calibrated`` holds ``(statistic, calibration)`` of the stored sessions that timed the
+    calibration kernel alongside. When both sides have it, a slowdown the machine itself explains
+    (the target got slower *relative to the calibration kernel* by no more than the limit) is
+    inconclusive, not a failure, and a speed-up it explains is not reported as improved.
     """
     def guard(sample: Sample) -> str | None:
         return guard_problem(sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_relative_iqr)
@@ -180,6 +198,24 @@ def judge(
             f"{format_percent(t_eff)}")
     common = dict(baseline_statistic=baseline, tolerance=tolerance, effective_tolerance=t_eff,
                   baseline_sessions=len(baseline_stats), baseline_cv=cv)
+    base_norm = (statistics.median(s / c for s, c in baseline_calibrated)
+                 if baseline_calibrated else None)
+    base_cal = statistics.median(c for _, c in baseline_calibrated) if baseline_calibrated else None
+
+    def machine(sample: Sample) -> dict[str, float | None]:
+        """Machine speed now vs the baseline sessions, and the change with it factored out."""
+        if base_norm is None or sample.normalized is None or base_cal is None:
+            return {"machine_ratio": None, "normalized_ratio": None}
+        return {"machine_ratio": sample.calibration / base_cal,  # type: ignore[operator]
+                "normalized_ratio": sample.normalized / base_norm}
+
+    def machine_explains(label_ratio: float, m: dict[str, float | None]) -> str:
+        return (f"{label}: inconclusive, {format_change(label_ratio)} vs baseline, but the machine "
+                f"itself ran {format_change(m['machine_ratio'])} on the calibration kernel timed "
+                f"alongside; with that factored out the change is "
+                f"{format_change(m['normalized_ratio'])}, within the limit "
+                f"{format_percent(t_eff)}. This machine is slower now than when the baseline was "
+                f"saved; re-run on a quieter one. --torchperf-strict turns this into a failure.")
 
     current = first
     problem = guard(current)
@@ -200,6 +236,12 @@ def judge(
     ratio = current.statistic / baseline
     limit = 1.0 + t_eff
     if ratio > limit:
+        m = machine(current)
+        if m["normalized_ratio"] is not None and m["normalized_ratio"] <= limit:
+            return Judgement(Verdict(
+                Outcome.INCONCLUSIVE, machine_explains(ratio, m), ratio=ratio,
+                candidate_statistic=current.statistic, remeasures=len(samples) - 1,
+                notes=tuple(notes), **m, **common), current, samples)
         confirm = remeasure()
         samples.append(confirm)
         confirm_problem = guard(confirm)
@@ -214,6 +256,11 @@ def judge(
                 f"re-measure could not be trusted: {confirm_problem}. Re-run on a quieter machine; "
                 f"--torchperf-strict turns this into a failure.",
                 ratio=ratio, candidate_statistic=current.statistic, **extra), current, samples)
+        cm = machine(confirm)
+        if confirm_ratio > limit and cm["normalized_ratio"] is not None and cm["normalized_ratio"] <= limit:
+            return Judgement(Verdict(
+                Outcome.INCONCLUSIVE, machine_explains(confirm_ratio, cm), ratio=confirm_ratio,
+                candidate_statistic=confirm.statistic, **cm, **extra), confirm, samples)
         if confirm_ratio > limit:
             pooled = statistics.median([current.statistic, confirm.statistic])
             message = (
@@ -221,18 +268,30 @@ def judge(
                 f"(p25 {format_time(current.statistic)} vs {format_time(baseline)}; "
                 f"confirmed by re-measure: {format_change(confirm_ratio)}; "
                 f"limit {format_percent(t_eff)})\n"
-                + _confidence_line(current, confirm, len(baseline_stats), cv))
+                + _confidence_line(current, confirm, len(baseline_stats), cv, cm))
             return Judgement(Verdict(Outcome.FAIL, message, ratio=confirm_ratio,
-                                     candidate_statistic=pooled, **extra), confirm, samples)
+                                     candidate_statistic=pooled, **cm, **extra), confirm, samples)
         return Judgement(Verdict(
             Outcome.PASS,
             f"{label}: within limit after re-measure ({format_change(ratio)} first, "
             f"{format_change(confirm_ratio)} re-measured; limit {format_percent(t_eff)})",
-            ratio=confirm_ratio, candidate_statistic=confirm.statistic, suspicious=True, **extra),
-            confirm, samples)
+            ratio=confirm_ratio, candidate_statistic=confirm.statistic, suspicious=True, **cm,
+            **extra), confirm, samples)
 
+    m = machine(current)
+    if (ratio < 1.0 - t_eff and m["normalized_ratio"] is not None
+            and m["normalized_ratio"] >= 1.0 - t_eff):
+        notes.append(f"{format_change(ratio)} only because the machine ran "
+                     f"{format_change(m['machine_ratio'])} on the calibration kernel "
+                     f"(normalised {format_change(m['normalized_ratio'])}): not an improvement")
+        return Judgement(Verdict(
+            Outcome.PASS, f"{label}: {format_change(ratio)} vs baseline, "
+                          f"{format_change(m['normalized_ratio'])} normalised by the machine's speed "
+                          f"(limit {format_percent(t_eff)})",
+            ratio=ratio, candidate_statistic=current.statistic, remeasures=len(samples) - 1,
+            notes=tuple(notes), **m, **common), current, samples)
     common_result = dict(ratio=ratio, candidate_statistic=current.statistic,
-                         remeasures=len(samples) - 1, notes=tuple(notes), **common)
+                         remeasures=len(samples) - 1, notes=tuple(notes), **m, **common)
     if ratio < 1.0 - t_eff:
         return Judgement(Verdict(
             Outcome.IMPROVED,
@@ -247,7 +306,8 @@ def judge(
         **common_result), current, samples)
 
 
-def _confidence_line(first: Sample, confirm: Sample, sessions: int, cv: float | None) -> str:
+def _confidence_line(first: Sample, confirm: Sample, sessions: int, cv: float | None,
+                     machine: dict[str, float | None] | None = None) -> str:
     """One line saying how much noise the decision had to beat."""
     parts = [f"spread within run IQR/median {format_percent(first.summary.relative_iqr)} and "
              f"{format_percent(confirm.summary.relative_iqr)}"]
@@ -258,4 +318,7 @@ def _confidence_line(first: Sample, confirm: Sample, sessions: int, cv: float | 
     shares = [s.cpu_share for s in (first, confirm) if s.cpu_share is not None]
     if shares:
         parts.append(f"CPU share {min(shares):.2f}")
+    if machine and machine.get("normalized_ratio") is not None:
+        parts.append(f"machine speed {format_change(machine['machine_ratio'])} on the calibration "
+                     f"kernel, so {format_change(machine['normalized_ratio'])} with it factored out")
     return "  how sure: " + "; ".join(parts)

@@ -288,3 +288,30 @@ def test_default_clocks_are_real_clocks():
     assert params["cpu_clock"].default is time.process_time
     assert params["block_target"].default == BLOCK_TARGET
     assert params["min_blocks"].default == MIN_BLOCKS
+
+
+def test_calibration_block_follows_every_timed_block():
+    from pytest_torchperf.sampling import collect
+
+    now = [0.0]
+    cal_calls = []
+
+    def clock():
+        return now[0]
+
+    def run_block(number):
+        now[0] += number * 1e-3
+        return number * 1e-3
+
+    def calibrate(number):
+        cal_calls.append(number)
+        now[0] += number * 5e-6
+        return number * 5e-6
+
+    raw = collect(run_block, min_time=0.1, warmup=0.0, clock=clock, cpu_clock=clock, calibrate=calibrate)
+    warm = 5  # untimed calibration warm-up calls (number=1)
+    assert cal_calls[:warm] == [1] * warm
+    timed = cal_calls[warm:]
+    assert len(timed) == len(raw.times) == len(raw.calibration)
+    assert set(timed) == {300}  # 1.5 ms / 5 us
+    assert all(c == pytest.approx(5e-6) for c in raw.calibration)

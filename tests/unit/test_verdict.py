@@ -465,3 +465,59 @@ def test_verdict_to_dict_round_trips_fields():
     assert d["notes"] == list(v.notes) and isinstance(d["notes"], list)
     import json
     json.dumps(d)  # JSON-friendly
+
+
+# ------------------------------------------------------------------------------------------------
+# Calibration kernel timed alongside: the machine's own speed factored out
+# ------------------------------------------------------------------------------------------------
+
+CAL_BASE = [(1 * MS, 10e-6)] * 3  # stored sessions: 1 ms target, 10 us calibration kernel
+
+
+def calibrated(p25: float, calibration: float, **kw) -> Sample:
+    from dataclasses import replace
+
+    return replace(sample(p25, **kw), calibration=calibration)
+
+
+def test_slowdown_the_machine_explains_is_inconclusive_without_remeasure():
+    # Target +50%, but the calibration kernel is +48% too: the machine is slower, not the code.
+    rm = Remeasure()
+    j = judge("fwd", calibrated(1.5 * MS, 14.8e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE)
+    v = j.verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 0
+    assert v.machine_ratio == pytest.approx(1.48)
+    assert v.normalized_ratio == pytest.approx(1.5 / 1.48)
+    assert "the machine itself ran +48.0% on the calibration kernel timed alongside" in v.message
+    assert "with that factored out the change is +1.4%, within the limit 10%" in v.message
+
+
+def test_real_slowdown_on_a_steady_machine_still_fails_and_says_so():
+    rm = Remeasure(calibrated(1.45 * MS, 10.1e-6))
+    j = judge("fwd", calibrated(1.5 * MS, 10e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE)
+    v = j.verdict
+    assert v.outcome is Outcome.FAIL and rm.calls == 1
+    assert "machine speed +1.0% on the calibration kernel, so +43.6% with it factored out" in v.message
+
+
+def test_confirming_pass_explained_by_the_machine_is_inconclusive():
+    rm = Remeasure(calibrated(1.5 * MS, 15e-6))  # first pass: steady machine; confirm: slow one
+    j = judge("fwd", calibrated(1.5 * MS, 10e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE)
+    assert j.verdict.outcome is Outcome.INCONCLUSIVE
+    assert j.verdict.normalized_ratio == pytest.approx(1.0)
+
+
+def test_speedup_the_machine_explains_is_not_an_improvement():
+    j = judge("fwd", calibrated(0.7 * MS, 7e-6), BASE, 0.1, Remeasure(), baseline_calibrated=CAL_BASE)
+    v = j.verdict
+    assert v.outcome is Outcome.PASS
+    assert v.normalized_ratio == pytest.approx(1.0)
+    assert any("not an improvement" in note for note in v.notes)
+
+
+def test_without_calibration_on_either_side_nothing_changes():
+    j = judge("fwd", sample(1.5 * MS), BASE, 0.1, Remeasure(sample(1.5 * MS)),
+              baseline_calibrated=CAL_BASE)
+    assert j.verdict.outcome is Outcome.FAIL and j.verdict.machine_ratio is None
+    j = judge("fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1, Remeasure(sample(1.5 * MS)))
+    assert j.verdict.outcome is Outcome.FAIL
