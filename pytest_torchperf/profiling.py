@@ -18,6 +18,10 @@ from .units import format_time
 TOP_OPS_LIMIT = 15
 #: Our own range names in traces; excluded from op tables (they contain the whole call).
 RANGE_PREFIX = "torchperf::"
+#: Name of the range around each profiled call; its *self* time is what ran outside torch ops.
+CALL_RANGE = f"{RANGE_PREFIX}call"
+#: How that self time appears in op tables: Python code, framework glue, anything not an op.
+OUTSIDE_OPS = "(outside torch ops: Python, glue)"
 
 
 def quiet_kineto() -> None:
@@ -40,11 +44,12 @@ def top_ops(events: Iterable[Any], iterations: int = 1, limit: int = TOP_OPS_LIM
     """Compact table of the most expensive ops: per-iteration calls and self times in seconds."""
     rows = []
     for event in events:
-        if event.key.startswith(RANGE_PREFIX) or event.key.startswith("ProfilerStep"):
+        if event.key != CALL_RANGE and (event.key.startswith(RANGE_PREFIX)
+                                        or event.key.startswith("ProfilerStep")):
             continue
         device_us = float(getattr(event, "self_device_time_total", 0) or 0)
         rows.append({
-            "op": event.key,
+            "op": OUTSIDE_OPS if event.key == CALL_RANGE else event.key,
             "calls": round(event.count / iterations, 3),
             "self_cpu": float(event.self_cpu_time_total) / iterations * 1e-6,
             "self_device": device_us / iterations * 1e-6,
@@ -189,6 +194,6 @@ def profile_call(call: Callable[[], Any], device: str, iterations: int,
     call()  # keep one-off costs out of the table
     with Profiler(device=device, trace=trace, iterations=iterations) as prof:
         for _ in range(iterations):
-            with record_function(f"{RANGE_PREFIX}call"):
+            with record_function(CALL_RANGE):
                 call()
     return prof.top_ops(), trace

@@ -264,3 +264,24 @@ def test_graph_breaks_of_compiled_targets_are_gated(perf: pytest.Pytester) -> No
     result.stdout.fnmatch_lines([
         "compiled: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1 (first reason: "
         "*item()*)*"])
+
+
+def test_python_overhead_is_named_as_outside_torch_ops() -> None:
+    import torch
+
+    from pytest_torchperf.profiling import OUTSIDE_OPS, diff_top_ops, profile_call
+
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(1, 16)
+
+    def slow():
+        total = 0
+        for i in range(5000):  # pure Python: invisible to op counters, visible here
+            total += i
+        return model(x)
+
+    with torch.no_grad():
+        before, _ = profile_call(lambda: model(x), "cpu", 20)
+        after, _ = profile_call(slow, "cpu", 20)
+    assert any(row["op"] == OUTSIDE_OPS for row in before)
+    assert diff_top_ops(before, after)[0].startswith(f"{OUTSIDE_OPS} self time +")
