@@ -197,7 +197,8 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec("min_time", parse_duration, "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)"),
         OptionSpec("warmup", parse_duration, "Seconds of untimed warm-up calls before timing (default 0.2s)"),
         OptionSpec("threads", parse_positive_int, "Intra-op threads while timing (default 1)"),
-        OptionSpec("strict", parse_bool, "Inconclusive verdicts fail the test"),
+        OptionSpec("strict", parse_bool, "Inconclusive verdicts (noisy machine) fail the test instead "
+                   "of warning"),
         OptionSpec("min_cpu_share", parse_share, "Contention guard: CPU measurements with a lower process "
                    "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
         OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
@@ -208,7 +209,7 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec("counters", parse_bool, "Record FLOPs/op/parameter/memory counters and fail when "
                    "they change (default true)", cli=False),
         OptionSpec("ignore_counters", parse_counter_names, "Counters not gated, comma-separated: "
-                   "flops, ops, params, memory"),
+                   "flops, ops, params, memory, graphs"),
     )
 }
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from .config import OPTIONS, OptionError, check_keywords, parse_layer
+from .config import OPTIONS, OptionError, check_keywords, parse_bool, parse_layer
 from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
     torchperf_device,
@@ -59,6 +59,10 @@ def _cli_type(name: str) -> Callable[[str], Any]:
     return convert
 
 
+_METAVARS = {"max_slowdown": "PCT", "min_time": "SECONDS", "warmup": "SECONDS", "threads": "N",
+             "min_cpu_share": "SHARE", "max_spread": "PCT", "ignore_counters": "NAMES"}
+
+
 def _help(name: str) -> str:
     """An option's help text, with ``%`` escaped for argparse's %-formatting of help strings."""
     return OPTIONS[name].help.replace("%", "%%")
@@ -77,26 +81,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchperf-reset", action="store_true", default=False,
                     help="With --torchperf-save: replace the stored history of each measured test "
                          "instead of appending a session")
-    group.addoption("--torchperf-max-slowdown", metavar="PCT", type=_cli_type("max_slowdown"),
-                    default=None, help=_help("max_slowdown"))
-    group.addoption("--torchperf-min-time", metavar="SECONDS", type=_cli_type("min_time"), default=None,
-                    help=_help("min_time"))
-    group.addoption("--torchperf-warmup", metavar="SECONDS", type=_cli_type("warmup"), default=None,
-                    help=_help("warmup"))
-    group.addoption("--torchperf-threads", metavar="N", type=_cli_type("threads"), default=None,
-                    help=_help("threads"))
-    group.addoption("--torchperf-strict", action="store_const", const=True, default=None,
-                    help="Inconclusive verdicts (noisy machine) fail the test instead of warning")
-    group.addoption("--torchperf-min-cpu-share", metavar="SHARE", type=_cli_type("min_cpu_share"),
-                    default=None, help=_help("min_cpu_share"))
-    group.addoption("--torchperf-max-spread", metavar="PCT", type=_cli_type("max_spread"),
-                    default=None, help=_help("max_spread"))
+    # One option per measurement option the table in config.py marks as settable here.
+    for name in CLI_OPTIONS:
+        flag = f"--torchperf-{name.replace('_', '-')}"
+        if OPTIONS[name].parse is parse_bool:
+            group.addoption(flag, action="store_const", const=True, default=None, help=_help(name))
+        else:
+            group.addoption(flag, metavar=_METAVARS.get(name, "VALUE"), type=_cli_type(name),
+                            default=None, help=_help(name))
     group.addoption("--torchperf-device", metavar="DEVICE", default=None,
                     help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
     group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
                     help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
-    group.addoption("--torchperf-ignore-counters", metavar="NAMES", type=_cli_type("ignore_counters"),
-                    default=None, help=_help("ignore_counters"))
     group.addoption("--torchperf-disable", action="store_true", default=False,
                     help="Run each perf test once without timing (fast correctness CI)")
     group.addoption("--torchperf-skip", action="store_true", default=False,
