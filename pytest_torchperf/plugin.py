@@ -351,7 +351,7 @@ class SummaryReporter:
         tr = terminalreporter
         tr.write_sep("=", "torchperf")
         tr.write_line(_environment_line(session, self.records))
-        for line in _summary.render_table(self.records, width=tr._tw.fullwidth):
+        for line in _summary.render(self.records, width=tr._tw.fullwidth):
             tr.write_line(line)
         for line in _summary.detail_lines(self.records):
             tr.write_line(line)

@@ -58,10 +58,14 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
     other = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
     max_test = max(20, width - other)
     if widths[0] > max_test:
-        widths[0] = max_test
+        # First drop the folders (the file name and test keep their meaning), then cut from the left.
         for row in rows:
-            if len(row[0]) > max_test:
-                row[0] = "..." + row[0][-(max_test - 3):]
+            module, sep, rest = row[0].partition("::")
+            row[0] = module.rsplit("/", 1)[-1] + sep + rest
+        widths[0] = min(max_test, max(len(h) for h in [HEADERS[0], *(row[0] for row in rows)]))
+        for row in rows:
+            if len(row[0]) > widths[0]:
+                row[0] = "..." + row[0][-(widths[0] - 3):]
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip()]
     for row in rows:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
@@ -69,6 +73,48 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
         cells.append(row[6])
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Table with each test id on its own line and its measurements indented below it.
+
+    Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
+    severe outcome, so failures still come first.
+    """
+    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
+    by_test: dict[str, list[Mapping[str, Any]]] = {}
+    for record in sort_records(records):
+        by_test.setdefault(record["nodeid"], []).append(record)
+    headers = ["test / name", *HEADERS[2:]]
+    rows = [["  " + r[1], *r[2:]] for group in by_test.values() for r in map(_row, group)]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for nodeid, group in sorted(by_test.items(),
+                                key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])):
+        lines.append(nodeid)
+        for record in group:
+            row = _row(record)
+            cells = [("  " + row[1]).ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(row[2:6], widths[1:5])]
+            cells.append(row[6])
+            lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def render(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+    """The flat table when every test id fits in ``width``, else the grouped one (nothing cut)."""
+    flat = render_table(records, width)
+    widest = max((len(str(r["nodeid"])) for r in records), default=0)
+    if any(len(line) > width for line in flat) or flat and len(flat[0]) and _cut(flat, widest):
+        return render_grouped(records)
+    return flat
+
+
+def _cut(lines: Sequence[str], widest: int) -> bool:
+    """True when the flat table had to shorten a test id."""
+    return any(line.startswith("...") for line in lines[1:]) or (
+        bool(lines) and lines[0].index("name") - 2 < widest)
 
 
 def count_line(records: Iterable[Mapping[str, Any]]) -> str:

@@ -53,8 +53,13 @@ filterwarnings =
 
 
 @pytest.fixture
-def perf(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A pytester with fast torchperf sampling configured."""
+def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester with fast torchperf sampling configured and a wide terminal.
+
+    The wide terminal keeps the summary in its flat one-row-per-measurement layout, which the
+    assertions below match; the grouped layout for narrow terminals is unit-tested.
+    """
+    monkeypatch.setenv("COLUMNS", "200")
     pytester.makefile(".ini", pytest=FAST_INI)
     return pytester
 

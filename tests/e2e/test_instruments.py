@@ -106,7 +106,7 @@ def test_confirmed_slowdown_names_the_ops_responsible(perf: pytest.Pytester) -> 
     result.stdout.fnmatch_lines([
         "net: *% slower than baseline*",
         "  how sure: *",
-        "  why (profiled, self time per call vs baseline): aten::addmm self time +*% (+*)*",
+        "  why (profiled, self time per call vs baseline): *aten::addmm self time +*% (+*)*",
         "  trace: *.torchperf-report/traces/test_net.py_test_net-net-regression.json",
     ])
     traces = list((perf.path / ".torchperf-report" / "traces").glob("*regression.json"))

@@ -105,8 +105,15 @@ def test_render_table_empty():
     assert render_table([]) == ["  ".join(HEADERS)]
 
 
-def test_render_table_shortens_long_test_ids_from_the_left():
+def test_render_table_drops_folders_of_long_test_ids_first():
     long_id = "tests/" + "very_long_directory_name/" * 8 + "test_model.py::test_forward"
+    lines = render_table([rec(long_id, "pass")], width=80)
+    assert lines[1].split()[0] == "test_model.py::test_forward"
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_render_table_shortens_long_test_ids_from_the_left():
+    long_id = "tests/" + "very_long_directory_name/" * 2 + "test_" + "model_" * 12 + ".py::test_forward"
     lines = render_table([rec(long_id, "pass")], width=80)
     cell = lines[1].split()[0]
     assert cell.startswith("...")
@@ -116,7 +123,6 @@ def test_render_table_shortens_long_test_ids_from_the_left():
     # the test column is exactly as wide as the shortened cell; the name column starts after it
     name_col = lines[0].index("name")
     assert name_col == len(cell) + 2
-    assert lines[1][name_col:].startswith("fwd")
 
 
 def test_render_table_test_column_never_narrower_than_20():
@@ -182,3 +188,23 @@ def test_every_outcome_renders(outcome):
     lines = render_table([rec("t.py::x", outcome)])
     assert len(lines) == 2
     assert lines[1].split()[-1].lower() == outcome
+
+
+def test_render_groups_rows_under_their_test_when_ids_do_not_fit():
+    from pytest_torchperf.summary import render
+
+    long_id = "tests/models/test_vision_models.py::test_resnet18_batch1[cpu-float32]"
+    records = [rec(long_id, "pass", name="resnet18"), rec("t.py::x", "fail", name="mlp")]
+    lines = render(records, width=80)
+    assert lines[0].startswith("test / name")
+    assert lines[1] == "t.py::x"  # failures first
+    assert lines[2].startswith("  mlp") and lines[2].endswith("FAIL")
+    assert lines[3] == long_id  # never cut
+    assert lines[4].startswith("  resnet18") and lines[4].endswith("pass")
+
+
+def test_render_keeps_the_flat_table_when_everything_fits():
+    from pytest_torchperf.summary import render
+
+    records = [rec("t.py::x", "pass")]
+    assert render(records, width=120) == render_table(records, width=120)
