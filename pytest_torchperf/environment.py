@@ -128,3 +128,47 @@ def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> s
     diffs = [f"{key} {here.get(key)} here vs {stored.get(key)} stored"
              for key in EXACT_FIELDS if here.get(key) != stored.get(key)]
     return "; ".join(diffs) if diffs else "fingerprints match but ids differ (stored by another version?)"
+
+
+def machine_info() -> dict[str, Any]:
+    """pytest-benchmark-style ``machine_info`` plus the torch build fields."""
+    uname = platform.uname()
+    info: dict[str, Any] = {
+        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(), "python_build": list(platform.python_build()),
+        "release": uname.release, "system": uname.system,
+    }
+    try:
+        fields = machine_fields()
+        info["cpu"] = {"brand_raw": fields["cpu_model"], "flags": fields["cpu_isa"].split(","),
+                       "count": fields["cpu_count"]}
+        info["torch"] = {key: fields[key] for key in ("torch", "torch_git", "blas", "onednn",
+                                                      "cpu_capability")}
+    except ImportError:  # pragma: no cover - torch is loaded whenever there are records
+        pass
+    return info
+
+
+def commit_info() -> dict[str, Any]:
+    """pytest-benchmark-style ``commit_info`` of the working tree (empty fields outside git)."""
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "id": sha, "time": git("log", "-1", "--format=%cI") if sha else None,
+        "author_time": git("log", "-1", "--format=%aI") if sha else None,
+        "dirty": bool(status) if status is not None else None,
+        "project": os.path.basename(git("rev-parse", "--show-toplevel") or os.getcwd()),
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    }

@@ -93,6 +93,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
     group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
                     help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
+    group.addoption("--torchperf-markdown", metavar="PATH", default=None,
+                    help="Write a markdown summary of the measurements (also appended to "
+                         "$GITHUB_STEP_SUMMARY when that is set)")
+    group.addoption("--torchperf-json", metavar="PATH", default=None,
+                    help="Write the measurements as pytest-benchmark-compatible JSON")
     group.addoption("--torchperf-disable", action="store_true", default=False,
                     help="Run each perf test once without timing (fast correctness CI)")
     group.addoption("--torchperf-skip", action="store_true", default=False,
@@ -356,6 +361,39 @@ class SummaryReporter:
         for line in _summary.detail_lines(self.records):
             tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
+        for line in self._write_reports(_environment_line(session, self.records)):
+            tr.write_line(line)
+
+    def _write_reports(self, environment_line: str) -> list[str]:
+        """Write the markdown/JSON reports asked for; return lines saying where they went."""
+        from .environment import commit_info, machine_info
+        from .reports import benchmark_json, markdown_report
+        from .storage import atomic_write_text
+
+        written: list[str] = []
+        markdown_path = self.config.getoption("torchperf_markdown")
+        json_path = self.config.getoption("torchperf_json")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        markdown = (markdown_report(self.records, environment_line)
+                    if markdown_path or step_summary else None)
+        try:
+            if markdown_path and markdown is not None:
+                path = Path(markdown_path).resolve()
+                atomic_write_text(path, markdown)
+                written.append(f"torchperf: markdown summary written to {path}")
+            if step_summary and markdown is not None:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+                written.append(f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})")
+            if json_path:
+                path = Path(json_path).resolve()
+                data = benchmark_json(self.records, machine_info(), commit_info())
+                atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+                written.append(f"torchperf: pytest-benchmark JSON written to {path}")
+        except OSError as exc:
+            written.append(f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
+                           f"check the path and its folder's permissions")
+        return written
 
 
 def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> str:

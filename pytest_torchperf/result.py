@@ -135,6 +135,9 @@ class Result:
             "number_per_block": self.number_per_block,
             "cpu_share": self.cpu_share,
             "stats": self.summary.to_dict() if self.summary else None,
+            "samples": [float(f"{t:.6g}") for t in self.samples],
+            "options": {"min_time": self.options.min_time, "max_slowdown": self.options.max_slowdown}
+            if self.options is not None else None,
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "counters": self.counters,
             "counter_changes": list(self.counter_changes),

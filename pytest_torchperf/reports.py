@@ -1,0 +1,134 @@
+"""Reports written from a run's measurement records: a markdown summary (for a GitHub job summary
+or a PR comment) and JSON in pytest-benchmark's layout (``pytest-benchmark compare`` and tools that
+read that format, e.g. github-action-benchmark, work on it), extended with a ``torchperf`` section.
+
+Pure module: it works on the records of :meth:`pytest_torchperf.result.Result.to_record` and plain
+dicts of machine and commit information, so it can render any stored run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from typing import Any, Iterable, Mapping, Sequence
+
+from .summary import OUTCOME_ORDER, count_line, sort_records
+from .units import format_change, format_time
+
+#: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
+PYTEST_BENCHMARK_FORMAT = "5.1.0"
+
+
+def _md(text: str) -> str:
+    """Escape table-breaking characters in markdown cells."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict_label(record: Mapping[str, Any]) -> str:
+    outcome = record["outcome"]
+    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(outcome, "")
+    label = f"{icon} {outcome}".strip()
+    if record.get("counter_changes"):
+        label += " (counters)"
+    return label
+
+
+def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str) -> str:
+    """A compact markdown summary: headline counts, failures and inconclusives first, then a table."""
+    lines = [f"## torchperf: {count_line(records) or 'no measurements'}", "", f"`{environment_line}`", ""]
+    attention = [r for r in sort_records(records) if r["outcome"] in ("fail", "inconclusive")]
+    if attention:
+        lines += ["### Needs attention", ""]
+        for record in attention:
+            verdict = record.get("verdict") or {}
+            messages = list(record.get("counter_changes") or [])
+            if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
+                messages.insert(0, verdict["message"])
+            lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
+            for message in messages:
+                lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
+        lines.append("")
+    lines += ["| verdict | test | name | median | p25 | baseline p25 | change |",
+              "|---|---|---|---:|---:|---:|---:|"]
+    for record in sort_records(records):
+        stats = record.get("stats") or {}
+        verdict = record.get("verdict") or {}
+        lines.append("| " + " | ".join([
+            _verdict_label(record), f"`{_md(record['nodeid'])}`", _md(record["name"]),
+            format_time(stats.get("median")), format_time(stats.get("p25")),
+            format_time(verdict.get("baseline_statistic")), format_change(verdict.get("ratio")),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
+    """pytest-benchmark's ``stats`` block from a record's per-call samples (seconds)."""
+    samples = sorted(record.get("samples") or [])
+    stats = record.get("stats") or {}
+    if not samples:
+        return {}
+    mean = statistics.fmean(samples)
+    stddev = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    q1, q3 = stats.get("p25", samples[0]), stats.get("p75", samples[-1])
+    iqr = q3 - q1
+    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    inside = [s for s in samples if low <= s <= high]
+    iqr_outliers = len(samples) - len(inside)
+    stddev_outliers = sum(1 for s in samples if abs(s - mean) > stddev)
+    return {
+        "min": samples[0], "max": samples[-1], "mean": mean, "stddev": stddev,
+        "rounds": len(samples), "median": stats.get("median", statistics.median(samples)),
+        "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
+        "stddev_outliers": stddev_outliers, "outliers": f"{stddev_outliers};{iqr_outliers}",
+        "ld15iqr": inside[0] if inside else samples[0], "hd15iqr": inside[-1] if inside else samples[-1],
+        "ops": 1.0 / mean if mean > 0 else 0.0,
+        "total": sum(samples) * (record.get("number_per_block") or 1),
+        "iterations": record.get("number_per_block") or 1, "data": samples,
+    }
+
+
+def benchmark_json(records: Iterable[Mapping[str, Any]], machine_info: Mapping[str, Any],
+                   commit_info: Mapping[str, Any]) -> dict[str, Any]:
+    """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section."""
+    benchmarks = []
+    for record in records:
+        stats = _benchmark_stats(record)
+        if not stats:
+            continue  # --torchperf-disable: nothing was timed
+        test = record["nodeid"].split("::")[-1]
+        options = record.get("options") or {}
+        benchmarks.append({
+            "group": record.get("group"),
+            "name": f"{test}[{record['name']}]",
+            "fullname": f"{record['nodeid']}[{record['name']}]",
+            "params": None,
+            "param": None,
+            "extra_info": {"device": record.get("device"), "threads": record.get("threads")},
+            "options": {"disable_gc": False, "timer": "perf_counter",
+                        "min_rounds": 5, "max_time": options.get("min_time"),
+                        "min_time": options.get("min_time"), "warmup": True},
+            "stats": stats,
+            "torchperf": {
+                "outcome": record["outcome"],
+                "verdict": record.get("verdict"),
+                "counters": record.get("counters"),
+                "counter_changes": record.get("counter_changes"),
+                "environment_id": record.get("environment_id"),
+                "cpu_share": record.get("cpu_share"),
+                "calibration": record.get("calibration"),
+                "clock": record.get("clock"),
+                "saved": record.get("saved"),
+            },
+        })
+    return {
+        "machine_info": dict(machine_info),
+        "commit_info": dict(commit_info),
+        "benchmarks": benchmarks,
+        "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        "version": PYTEST_BENCHMARK_FORMAT,
+    }
+
+
+def outcome_rank(outcome: str) -> int:
+    """Severity rank of an outcome (0 = most severe), for report ordering."""
+    return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)

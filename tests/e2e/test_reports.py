@@ -1,0 +1,80 @@
+"""Markdown and pytest-benchmark-compatible JSON reports, and the GitHub job summary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import scale_baselines
+
+MODELS = """
+import torch
+
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    torchperf(model, torch.randn(8, 16), name="mlp", group="dense")
+
+def test_conv(torchperf):
+    torchperf(torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 16, 16), name="conv")
+"""
+
+
+def test_markdown_and_json_from_one_run(perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
+    step_summary = perf.path / "step_summary.md"
+    step_summary.write_text("# earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    result = perf.runpytest("--torchperf-compare", "--torchperf-markdown", "reports/summary.md",
+                            "--torchperf-json", "reports/bench.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "torchperf: markdown summary written to *reports/summary.md",
+        "torchperf: summary appended to $GITHUB_STEP_SUMMARY (*step_summary.md)",
+        "torchperf: pytest-benchmark JSON written to *reports/bench.json",
+    ])
+    markdown = (perf.path / "reports" / "summary.md").read_text()
+    assert markdown.startswith("## torchperf: 1 fail, 1 pass\n")
+    assert "### Needs attention" in markdown and "mlp: " in markdown and "slower than baseline" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith("| ") and "`" in line]
+    assert rows[0].startswith("| ❌ fail |") and "mlp" in rows[0]  # failures first
+    assert step_summary.read_text().startswith("# earlier step\n## torchperf: 1 fail, 1 pass")
+
+    data = json.loads((perf.path / "reports" / "bench.json").read_text())
+    assert {"machine_info", "commit_info", "benchmarks", "datetime", "version"} <= set(data)
+    by_name = {b["name"]: b for b in data["benchmarks"]}
+    mlp = by_name["test_mlp[mlp]"]
+    assert mlp["group"] == "dense" and mlp["torchperf"]["outcome"] == "fail"
+    assert mlp["torchperf"]["counters"]["flops"] > 0
+    stats = mlp["stats"]
+    assert stats["min"] <= stats["q1"] <= stats["median"] <= stats["q3"] <= stats["max"]
+    assert stats["rounds"] == len(stats["data"]) >= 5 and stats["iterations"] >= 1
+    assert stats["ops"] == pytest.approx(1 / stats["mean"])
+    assert data["machine_info"]["torch"]["torch"].startswith("2.")
+
+
+def test_pytest_benchmark_compare_reads_our_json(perf: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_benchmark")
+    cli = shutil.which("pytest-benchmark")
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-json", "bench.json").assert_outcomes(passed=2)
+    command = [cli] if cli else [sys.executable, "-m", "pytest_benchmark.cli"]
+    out = subprocess.run([*command, "compare", str(perf.path / "bench.json")], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "test_mlp[mlp]" in out.stdout and "test_conv[conv]" in out.stdout
+    assert "Failed to load" not in out.stdout + out.stderr
+
+
+def test_report_path_that_cannot_be_written_is_reported(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MODELS)
+    (perf.path / "blocker").write_text("a file, not a folder")
+    result = perf.runpytest("--torchperf-markdown", "blocker/summary.md")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["torchperf: could not write a report (*blocker: *); check the path*"])
