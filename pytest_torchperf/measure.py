@@ -1,7 +1,7 @@
 """Timing a target with torch.utils.benchmark under the block protocol.
 
 This is the only place that runs user code for timing. It prepares the call (eval mode and
-``inference_mode`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
+``no_grad`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
 ``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.sampling.collect` as the block
 runner. Devices are synchronised around every timed block, never per call: a block measures
 finished work, not asynchronous launches.
@@ -138,8 +138,11 @@ def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
 CALIBRATION_KERNEL = "mm64-fp32"
 
 
-def calibration_kernel(threads: int) -> Callable[[int], float]:
-    """A block runner for the CPU calibration kernel (timed alongside the target's blocks)."""
+def calibration_kernel() -> Callable[[int], float]:
+    """A block runner for the CPU calibration kernel (timed alongside the target's blocks).
+
+    It runs inside :func:`prepared`, so it uses the measurement's thread count like the target.
+    """
     import torch
 
     generator = torch.Generator().manual_seed(0)
@@ -161,7 +164,7 @@ class Measurer:
     """Times one target on fixed inputs; :meth:`sample` may be called again to re-measure."""
 
     def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
-                 options: MeasureOptions, device: str | None = None) -> None:
+                 options: MeasureOptions, device: str | None = None, calibrate: bool = True) -> None:
         if not callable(target):
             raise TargetError(f"the target must be an nn.Module or a callable, got "
                               f"{type(target).__name__}: pass the model or a function, not its output")
@@ -174,6 +177,7 @@ class Measurer:
         self.options = options
         self.device = device or infer_device(target, self.inputs, self.kwargs)
         self.number_per_block: int | None = None
+        self.calibrate = calibrate
         self._checked_outputs = False
 
     def _call(self) -> Any:
@@ -223,7 +227,7 @@ class Measurer:
             end.synchronize()
             return start.elapsed_time(end) / 1000.0  # ms -> s
 
-        calibrate = calibration_kernel(self.options.threads) if clock_name == "cpu" else None
+        calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
         with prepared(self.target, self.options):
             raw = collect(run_block_events if use_events else run_block, min_time=self.options.min_time,
                           warmup=self.options.warmup, number=self.number_per_block,

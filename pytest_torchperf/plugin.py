@@ -258,10 +258,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     pytest.fail(message, pytrace=False)
 
 
-def _emit_warnings(item: pytest.Item, messages: list[str]) -> None:
-    """Show messages as TorchperfWarning at the test's own location (not at our internals)."""
+def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
+    """Show messages as TorchperfWarning at the test's own location (not at our internals).
+
+    Returns the messages that a warnings filter turned into errors (``-W error``): they fail the
+    test with the message, not with a traceback into this function.
+    """
+    errors: list[str] = []
     if not messages:
-        return
+        return errors
     from .session import TorchperfWarning
 
     path, lineno, _ = item.location
@@ -269,9 +274,13 @@ def _emit_warnings(item: pytest.Item, messages: list[str]) -> None:
     module = getattr(getattr(item, "module", None), "__name__", "torchperf")
     for message in messages:
         # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
-        warnings.warn_explicit(TorchperfWarning(message), TorchperfWarning, filename,
-                               (lineno or 0) + 1, module=module, registry={})
+        try:
+            warnings.warn_explicit(TorchperfWarning(message), TorchperfWarning, filename,
+                                   (lineno or 0) + 1, module=module, registry={})
+        except Warning:
+            errors.append(f"{message} (TorchperfWarning turned into an error by a warnings filter)")
     messages.clear()
+    return errors
 
 
 def _baseline_error() -> type[Exception]:
@@ -307,7 +316,9 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
     if state is None:
         return None
     message = None
-    failures = state.failure_messages() if passed else []
+    # Warnings first: under -W error a warning fails the test, which then must not save.
+    warning_errors = _emit_warnings(item, state.warnings)
+    failures = [*warning_errors, *state.failure_messages()] if passed else []
     if not passed or failures:
         state.pending.clear()  # a failing test never updates its baseline
         message = "\n".join(failures) or None
@@ -319,7 +330,6 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
     if state.results:
         records = [r.to_record() for r in state.results]
         item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
-    _emit_warnings(item, state.warnings)
     return message
 
 

@@ -21,7 +21,7 @@ RANGE_PREFIX = "torchperf::"
 #: Name of the range around each profiled call; its *self* time is what ran outside torch ops.
 CALL_RANGE = f"{RANGE_PREFIX}call"
 #: How that self time appears in op tables: Python code, framework glue, anything not an op.
-OUTSIDE_OPS = "(outside torch ops: Python, glue)"
+OUTSIDE_OPS = "(outside torch ops: Python, glue, profiler overhead)"
 
 
 def quiet_kineto() -> None:
@@ -47,6 +47,8 @@ def top_ops(events: Iterable[Any], iterations: int = 1, limit: int = TOP_OPS_LIM
         if event.key != CALL_RANGE and (event.key.startswith(RANGE_PREFIX)
                                         or event.key.startswith("ProfilerStep")):
             continue
+        if event.key == CALL_RANGE and "CPU" not in str(getattr(event, "device_type", "CPU")):
+            continue  # the GPU-side annotation of our range spans the whole call: not "outside ops"
         device_us = float(getattr(event, "self_device_time_total", 0) or 0)
         rows.append({
             "op": OUTSIDE_OPS if event.key == CALL_RANGE else event.key,
@@ -97,7 +99,9 @@ def diff_top_ops(baseline: Sequence[Mapping[str, Any]], current: Sequence[Mappin
                  limit: int = 3) -> list[str]:
     """The ops whose self time grew most: ``aten::mkldnn_convolution self time +31% (+3.1 ms)``."""
     old = {r["op"]: r["self_cpu"] + r["self_device"] for r in baseline}
-    new = {r["op"]: r["self_cpu"] + r["self_device"] for r in current}
+    # Tables stored before the outside-ops row existed cannot be compared on it.
+    new = {r["op"]: r["self_cpu"] + r["self_device"] for r in current
+           if r["op"] != OUTSIDE_OPS or OUTSIDE_OPS in old}
     floor = min(old.values()) if old else 0.0  # ops below the stored table's cut-off
     deltas = []
     for op, value in new.items():
@@ -107,7 +111,7 @@ def diff_top_ops(baseline: Sequence[Mapping[str, Any]], current: Sequence[Mappin
             continue
         if before is None:
             text = (f"{op} new in the top ops (+{format_time(delta)}"
-                    f"{'' if floor == 0 else ', was below ' + format_time(floor)})")
+                    f"{'' if floor == 0 else ', below the stored table cut-off of ' + format_time(floor) + ' before'})")
         else:
             text = f"{op} self time {(value - before) / before * 100:+.0f}% (+{format_time(delta)})"
         deltas.append((delta, text))

@@ -155,7 +155,7 @@ class PerfSession:
         or saving it.
         """
         __tracebackhide__ = True
-        from .measure import Measurer
+        from .measure import CALIBRATION_KERNEL, Measurer
 
         if self.profiling_depth:
             raise OptionError(
@@ -167,7 +167,8 @@ class PerfSession:
                 f"torchperf(...) call its own name=")
         state.names.add(name)
 
-        measurer = Measurer(target, inputs, kwargs, options, device=device)
+        # Ungated timer measurements are never compared, so they skip the calibration blocks.
+        measurer = Measurer(target, inputs, kwargs, options, device=device, calibrate=gate)
         if self.settings.disable:
             measurer.run_once()
             result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
@@ -211,7 +212,8 @@ class PerfSession:
                               take_sample, min_cpu_share=options.min_cpu_share,
                               max_relative_iqr=options.max_spread,
                               baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
-                                                   if s.get("calibration")])
+                                                   if s.get("calibration") and s.get(
+                                                       "calibration_kernel") == CALIBRATION_KERNEL])
             final, verdict = judgement.sample, judgement.verdict
             stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
             if counters is not None and stored_counters is not None:

@@ -36,7 +36,7 @@ class BlockTimer:
         __tracebackhide__ = True
         from .measure import Measurer
 
-        measurer = Measurer(fn, args, kwargs or {}, self.options, device=self.device)
+        measurer = Measurer(fn, args, kwargs or {}, self.options, device=self.device, calibrate=False)
         timed = measurer.sample()
         return Result(name=name or getattr(fn, "__name__", type(fn).__name__), nodeid="",
                       samples=list(timed.raw.times), number_per_block=timed.raw.number_per_block,

@@ -198,16 +198,23 @@ def judge(
             f"{format_percent(t_eff)}")
     common = dict(baseline_statistic=baseline, tolerance=tolerance, effective_tolerance=t_eff,
                   baseline_sessions=len(baseline_stats), baseline_cv=cv)
-    base_norm = (statistics.median(s / c for s, c in baseline_calibrated)
-                 if baseline_calibrated else None)
-    base_cal = statistics.median(c for _, c in baseline_calibrated) if baseline_calibrated else None
+    # The machine comparison is only made when every stored session timed the calibration kernel,
+    # so the ratio, the machine ratio and the normalised ratio come from the same sessions and
+    # normalised = ratio / machine holds exactly (the message's figures add up).
+    calibrated = len(baseline_calibrated) == len(baseline_stats) and len(baseline_stats) > 0
+    base_cal = statistics.median(c for _, c in baseline_calibrated) if calibrated else None
 
-    def machine(sample: Sample) -> dict[str, float | None]:
+    def machine(sample: Sample, ratio: float) -> dict[str, float | None]:
         """Machine speed now vs the baseline sessions, and the change with it factored out."""
-        if base_norm is None or sample.normalized is None or base_cal is None:
+        if base_cal is None or not sample.calibration:
             return {"machine_ratio": None, "normalized_ratio": None}
-        return {"machine_ratio": sample.calibration / base_cal,  # type: ignore[operator]
-                "normalized_ratio": sample.normalized / base_norm}
+        machine_ratio = sample.calibration / base_cal
+        return {"machine_ratio": machine_ratio, "normalized_ratio": ratio / machine_ratio}
+
+    def machine_slower(m: dict[str, float | None]) -> bool:
+        """The machine itself is clearly slower (by half the limit) and explains the change."""
+        return (m["machine_ratio"] is not None and m["machine_ratio"] > 1.0 + t_eff / 2
+                and m["normalized_ratio"] is not None and m["normalized_ratio"] <= 1.0 + t_eff)
 
     def machine_explains(label_ratio: float, m: dict[str, float | None]) -> str:
         return (f"{label}: inconclusive, {format_change(label_ratio)} vs baseline, but the machine "
@@ -236,12 +243,7 @@ def judge(
     ratio = current.statistic / baseline
     limit = 1.0 + t_eff
     if ratio > limit:
-        m = machine(current)
-        if m["normalized_ratio"] is not None and m["normalized_ratio"] <= limit:
-            return Judgement(Verdict(
-                Outcome.INCONCLUSIVE, machine_explains(ratio, m), ratio=ratio,
-                candidate_statistic=current.statistic, remeasures=len(samples) - 1,
-                notes=tuple(notes), **m, **common), current, samples)
+        m = machine(current, ratio)
         confirm = remeasure()
         samples.append(confirm)
         confirm_problem = guard(confirm)
@@ -256,8 +258,9 @@ def judge(
                 f"re-measure could not be trusted: {confirm_problem}. Re-run on a quieter machine; "
                 f"--torchperf-strict turns this into a failure.",
                 ratio=ratio, candidate_statistic=current.statistic, **extra), current, samples)
-        cm = machine(confirm)
-        if confirm_ratio > limit and cm["normalized_ratio"] is not None and cm["normalized_ratio"] <= limit:
+        cm = machine(confirm, confirm_ratio)
+        # Blame the machine only when both passes say so: one pass alone could hide a real slowdown.
+        if confirm_ratio > limit and machine_slower(m) and machine_slower(cm):
             return Judgement(Verdict(
                 Outcome.INCONCLUSIVE, machine_explains(confirm_ratio, cm), ratio=confirm_ratio,
                 candidate_statistic=confirm.statistic, **cm, **extra), confirm, samples)
@@ -278,9 +281,9 @@ def judge(
             ratio=confirm_ratio, candidate_statistic=confirm.statistic, suspicious=True, **cm,
             **extra), confirm, samples)
 
-    m = machine(current)
-    if (ratio < 1.0 - t_eff and m["normalized_ratio"] is not None
-            and m["normalized_ratio"] >= 1.0 - t_eff):
+    m = machine(current, ratio)
+    if (ratio < 1.0 - t_eff and m["machine_ratio"] is not None and m["machine_ratio"] < 1.0 - t_eff / 2
+            and m["normalized_ratio"] is not None and m["normalized_ratio"] >= 1.0 - t_eff):
         notes.append(f"{format_change(ratio)} only because the machine ran "
                      f"{format_change(m['machine_ratio'])} on the calibration kernel "
                      f"(normalised {format_change(m['normalized_ratio'])}): not an improvement")
