@@ -24,6 +24,7 @@ _PUBLIC = {
     "Profiler": "profiling",
     "nvtx_range": "nvtx",
     "select_device": "devices",
+    "TorchperfWarning": "session",
 }
 
 __all__ = [*sorted(_PUBLIC), "__version__"]
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .nvtx import nvtx_range
     from .profiling import Profiler
     from .result import Result
+    from .session import TorchperfWarning
     from .storage import BaselineFileError, BaselineStore
     from .timer import BlockTimer
     from .verdict import Outcome, Verdict

@@ -4,9 +4,11 @@ This module is free of pytest: the plugin hands it node ids and option layers an
 :class:`~pytest_torchperf.result.Result` objects plus the baseline writes to perform if the test
 passes. Flow of one ``torchperf(...)`` call:
 
-options resolved -> outputs checked once -> timed pass (under the cross-worker timing lock) ->
-fingerprint -> [compare: load sessions, judge with re-measure] -> [save: queue a session record]
--> Result.
+options resolved -> [compiled target: graph counters] -> outputs checked once -> counters ->
+timed pass with interleaved calibration blocks (under the cross-worker timing lock) -> fingerprint
+-> [compare: load sessions, judge (guard, machine rule, confirming re-measure), diff counters,
+profile and explain a confirmed slowdown] -> [save: queue a session record with an op table]
+-> Result. Warnings are queued on the test's state; the plugin emits them at the test's location.
 """
 
 from __future__ import annotations
