@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pytest
 
 from .config import OptionError, parse_bool
-from .items import SESSION_KEY, marker_options, state_of
+from .items import SETTINGS_KEY, marker_options, session_of, state_of
 
 if TYPE_CHECKING:
     from .result import Result
@@ -40,7 +40,7 @@ class TorchperfFixture:
 
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
-        self._session = item.config.stash[SESSION_KEY]
+        self._session = session_of(item.config)
         self._state = state_of(item)
 
     def _defaults(self) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def torchperf_device(request: pytest.FixtureRequest) -> Any:
     """
     from .devices import DeviceUnavailable, select_device
 
-    requested = request.config.stash[SESSION_KEY].settings.device
+    requested = request.config.stash[SETTINGS_KEY].device
     try:
         return select_device(requested)
     except DeviceUnavailable as exc:
@@ -133,7 +133,7 @@ class ProfilerFixture:
 
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
-        self._session = item.config.stash[SESSION_KEY]
+        self._session = session_of(item.config)
         self.profiles: list[Any] = []
 
     def __call__(self, device: Any = None, name: str | None = None, **profile_kwargs: Any) -> Any:

@@ -8,11 +8,13 @@ import pytest
 
 from .config import OptionError
 
-if TYPE_CHECKING:  # the session module is imported lazily, when a run configures torchperf
+if TYPE_CHECKING:  # the session module is imported lazily, on the first measurement
     from .session import PerfSession, TestState
+    from .settings import RunSettings
 
 MARKER = "torchperf"
 FIXTURE = "torchperf"
+SETTINGS_KEY = pytest.StashKey["RunSettings"]()
 SESSION_KEY = pytest.StashKey["PerfSession"]()
 STATE_KEY = pytest.StashKey["TestState"]()
 #: Set during collection on marked test functions that do not use the fixture: their body is timed.
@@ -36,6 +38,21 @@ def is_perf_test(item: pytest.Item) -> bool:
     """Marked with torchperf, or requesting one of the measuring fixtures."""
     names = getattr(item, "fixturenames", ())
     return item.get_closest_marker(MARKER) is not None or any(f in names for f in PERF_FIXTURES)
+
+
+def session_of(config: pytest.Config) -> "PerfSession":
+    """The run's :class:`~pytest_torchperf.session.PerfSession`, created on first use.
+
+    Created lazily so that a run without perf tests never imports the measuring machinery.
+    """
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        from .session import PerfSession
+        from .settings import default_lock_path
+
+        session = config.stash[SESSION_KEY] = PerfSession(config.stash[SETTINGS_KEY],
+                                                          lock_path=default_lock_path())
+    return session
 
 
 def state_of(item: pytest.Item) -> "TestState":

@@ -25,8 +25,8 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_profiler,
     torchperf_timer,
 )
-from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SESSION_KEY, STATE_KEY, is_perf_test,
-                    marker_options, state_of)
+from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY, is_perf_test,
+                    marker_options, session_of, state_of)
 from .reporter import RECORDS_PROPERTY
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -138,7 +138,7 @@ def _folder(config: pytest.Config, name: str, default: str) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker, check option combinations and create the run's :class:`PerfSession`."""
+    """Register the marker, check option combinations and record the run's settings."""
     config.addinivalue_line(
         "markers",
         f"{MARKER}(**options): measure this test with pytest-torchperf. Options: "
@@ -153,7 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if opt("torchperf_reset") and not opt("torchperf_save"):
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
-    from .session import PerfSession, RunSettings, default_lock_path
+    from .settings import RunSettings
 
     storage = _folder(config, "storage", ".torchperf")
     if (opt("torchperf_save") or opt("torchperf_compare")) and storage.exists() and not storage.is_dir():
@@ -167,7 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
         save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
-    config.stash[SESSION_KEY] = PerfSession(settings, lock_path=default_lock_path())
+    config.stash[SETTINGS_KEY] = settings  # the PerfSession itself is created on first use
     # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     from .reporter import SummaryReporter
@@ -177,11 +177,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     """One line naming the mode and storage (torch is not imported for it)."""
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None or not (session.settings.save or session.settings.compare
-                               or session.settings.disable):
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not (settings.save or settings.compare or settings.disable):
         return None
-    return f"torchperf: {session.settings.mode}, storage={session.settings.storage}"
+    return f"torchperf: {settings.mode}, storage={settings.storage}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,7 +232,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     __tracebackhide__ = True
     if not _measures_whole_test(pyfuncitem):
         return None
-    session = pyfuncitem.config.stash[SESSION_KEY]
+    session = session_of(pyfuncitem.config)
     function = pyfuncitem.obj
     if inspect.iscoroutinefunction(function):
         pytest.skip("torchperf cannot time async test functions as a whole; call the torchperf "
@@ -322,7 +321,7 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
         message = "\n".join(failures) or None
     else:
         try:
-            item.config.stash[SESSION_KEY].flush(state)
+            session_of(item.config).flush(state)
         except _baseline_error() as exc:
             message = f"torchperf: {exc}"
     if state.results:

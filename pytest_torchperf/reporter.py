@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .items import SESSION_KEY
+from .items import SETTINGS_KEY
 
 if TYPE_CHECKING:
-    from .session import PerfSession
+    from .settings import RunSettings
 
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
 RECORDS_PROPERTY = "torchperf"
@@ -43,16 +43,16 @@ class SummaryReporter:
             return  # xdist workers stay quiet: the controller prints the summary
         from . import summary as _summary
 
-        session = self.config.stash[SESSION_KEY]
+        settings = self.config.stash[SETTINGS_KEY]
         tr = terminalreporter
         tr.write_sep("=", "torchperf")
-        tr.write_line(_environment_line(session, self.records))
+        tr.write_line(_environment_line(settings, self.records))
         for line in _summary.render(self.records, width=tr._tw.fullwidth):
             tr.write_line(line)
         for line in _summary.detail_lines(self.records):
             tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
-        for line in self._write_reports(_environment_line(session, self.records)):
+        for line in self._write_reports(_environment_line(settings, self.records)):
             tr.write_line(line)
 
     def _write_reports(self, environment_line: str) -> list[str]:
@@ -87,7 +87,7 @@ class SummaryReporter:
         return written
 
 
-def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> str:
+def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) -> str:
     devices = sorted({r["device"] for r in records})
     threads = sorted({str(r["threads"]) for r in records})
     envs = sorted({r["environment_id"] for r in records if r.get("environment_id")})
@@ -97,6 +97,6 @@ def _environment_line(session: PerfSession, records: list[dict[str, Any]]) -> st
         torch_version = torch.__version__
     except ImportError:  # pragma: no cover
         torch_version = "?"
-    return (f"torchperf: {session.settings.mode}; device={','.join(devices)}, torch {torch_version}, "
-            f"threads={','.join(threads)}, storage={session.settings.storage}, "
+    return (f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
+            f"threads={','.join(threads)}, storage={settings.storage}, "
             f"env={','.join(envs) or '-'}")

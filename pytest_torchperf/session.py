@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 import subprocess
-import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +26,7 @@ from .config import MeasureOptions, OptionError, parse_layer, resolve
 from .counters import compiled_original, diff_counters, dynamo_graph_total
 from .profiling import median_top_ops
 from .result import Result
+from .settings import RunSettings
 from .stats import summarize
 from .units import format_time
 from .storage import BaselineStore, file_lock
@@ -36,32 +35,6 @@ from .verdict import Outcome, Sample, Verdict, guard_problem, judge
 
 class TorchperfWarning(UserWarning):
     """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Session-wide settings from the command line and ini file."""
-
-    storage: Path
-    save: bool = False
-    compare: bool = False
-    disable: bool = False
-    reset: bool = False
-    #: Folder for profiler traces and reports (default ``.torchperf-report`` under the rootdir).
-    report_dir: Path = Path(".torchperf-report")
-    #: Requested device for ``torchperf_device`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``).
-    device: str = "auto"
-    #: Parsed option layers (see :mod:`pytest_torchperf.config`); ``None`` values mean "unset".
-    cli: Mapping[str, Any] = field(default_factory=dict)
-    ini: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def mode(self) -> str:
-        """Human-readable run mode for headers."""
-        if self.disable:
-            return "disabled (each target run once, no timing)"
-        parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
-        return "+".join(parts) if parts else "measure only (no baseline)"
 
 
 @dataclass
@@ -349,11 +322,3 @@ class PerfSession:
             pending.result.saved = True
         state.pending.clear()
         return written
-
-
-def default_lock_path() -> Path | None:
-    """Lock file shared by the xdist workers of one run; None outside xdist."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not uid:
-        return None
-    return Path(tempfile.gettempdir()) / f"pytest-torchperf-{uid}.lock"
