@@ -750,3 +750,20 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
         assert [s["statistic"] for s in shared if s["writer"] == tag] == [(i + 1) * 1e-3 for i in range(20)]
     assert [p.name for p in (tmp_path / ENV).iterdir()] and not [
         p.name for p in (tmp_path / ENV).iterdir() if p.name.endswith(".tmp")]
+
+
+def test_interrupt_during_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):
+    # Ctrl-C arrives as KeyboardInterrupt (a BaseException) in the middle of writing a baseline.
+    from pytest_torchperf import storage
+
+    target = tmp_path / "b.json"
+    target.write_text("previous baseline\n")
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(storage.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        storage.atomic_write_text(target, "new contents that must not appear half-written\n")
+    assert target.read_text() == "previous baseline\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
