@@ -152,23 +152,25 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def commit_info() -> dict[str, Any]:
-    """pytest-benchmark-style ``commit_info`` of the working tree (empty fields outside git)."""
+def git(*args: str) -> str | None:
+    """Output of ``git ARGS`` in the current folder, or None (no git, not a repository, error)."""
     import subprocess
 
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
+
+def commit_info() -> dict[str, Any]:
+    """pytest-benchmark-style ``commit_info`` of the working tree (empty fields outside git)."""
     sha = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {
         "id": sha, "time": git("log", "-1", "--format=%cI") if sha else None,
         "author_time": git("log", "-1", "--format=%aI") if sha else None,
-        "dirty": bool(status) if status is not None else None,
+        "dirty": bool(status) if sha else None,  # clean tree: empty status output -> False
         "project": os.path.basename(git("rev-parse", "--show-toplevel") or os.getcwd()),
         "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
     }

@@ -34,12 +34,6 @@ def marker_options(item: pytest.Item) -> dict[str, Any]:
     return merged
 
 
-def is_perf_test(item: pytest.Item) -> bool:
-    """Marked with torchperf, or requesting one of the measuring fixtures."""
-    names = getattr(item, "fixturenames", ())
-    return item.get_closest_marker(MARKER) is not None or any(f in names for f in PERF_FIXTURES)
-
-
 def session_of(config: pytest.Config) -> "PerfSession":
     """The run's :class:`~pytest_torchperf.session.PerfSession`, created on first use.
 

@@ -56,10 +56,10 @@ def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | No
     for leaf in tree_leaves((list(inputs), kwargs or {})):
         if isinstance(leaf, torch.Tensor):
             return str(leaf.device)
-    return default_device_for_whole_test()
+    return default_device()
 
 
-def default_device_for_whole_test() -> str:
+def default_device() -> str:
     """The accelerator if one is really present (not merely built for), else ``cpu``."""
     import torch
 

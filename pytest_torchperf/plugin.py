@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from .config import OPTIONS, OptionError, check_keywords, parse_bool, parse_layer
+from .config import OPTIONS, OptionError, parse_bool, parse_layer
 from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
     torchperf_device,
@@ -25,8 +25,8 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_profiler,
     torchperf_timer,
 )
-from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY, is_perf_test,
-                    marker_options, session_of, state_of)
+from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY, marker_options,
+                    session_of, state_of)
 from .reporter import RECORDS_PROPERTY
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -194,10 +194,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     only_perf = config.getoption("torchperf_only")
     for item in items:
         marked = item.get_closest_marker(MARKER) is not None
-        perf = is_perf_test(item)
+        names = getattr(item, "fixturenames", ())
+        uses_fixture = any(f in names for f in PERF_FIXTURES)
+        perf = marked or uses_fixture
         # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
-        item.stash[PERF_KEY] = (marked and isinstance(item, pytest.Function)
-                                and not any(f in item.fixturenames for f in PERF_FIXTURES))
+        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and not uses_fixture
         if marked and item.stash[PERF_KEY] and type(item).__name__ == "TestCaseFunction":
             raise pytest.UsageError(
                 f"{item.nodeid}: @pytest.mark.torchperf cannot time a unittest.TestCase method as a "
@@ -205,9 +206,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"or call pytest_torchperf.BlockTimer inside the method")
         if marked:
             try:
-                kwargs = marker_options(item)
-                check_keywords(kwargs, f"{item.nodeid}: @pytest.mark.torchperf")
-                parse_layer(kwargs, f"{item.nodeid}: @pytest.mark.torchperf")
+                parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if skip_perf and perf:
@@ -243,12 +242,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         options, name = session.resolve_options({}, marker_options(pyfuncitem), pyfuncitem.nodeid)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from .measure import default_device_for_whole_test
+    from .measure import default_device
 
     options = _whole_test_options(options)
     try:
         session.measure(state_of(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname, body,
-                        (), {}, options, device=default_device_for_whole_test())
+                        (), {}, options, device=default_device())
         return True
     except (_baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"

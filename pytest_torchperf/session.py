@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import subprocess
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -94,12 +93,9 @@ class PerfSession:
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""
         if self._git_sha is False:
-            try:
-                out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                     timeout=5, check=False)
-                self._git_sha = out.stdout.strip() or None if out.returncode == 0 else None
-            except (OSError, subprocess.SubprocessError):
-                self._git_sha = None
+            from .environment import git
+
+            self._git_sha = git("rev-parse", "HEAD")
         return self._git_sha or None
 
     @contextlib.contextmanager

@@ -106,15 +106,10 @@ def render(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
     """The flat table when every test id fits in ``width``, else the grouped one (nothing cut)."""
     flat = render_table(records, width)
     widest = max((len(str(r["nodeid"])) for r in records), default=0)
-    if any(len(line) > width for line in flat) or flat and len(flat[0]) and _cut(flat, widest):
+    test_column = flat[0].index("name") - 2  # render_table shortens ids wider than this column
+    if widest > test_column or any(len(line) > width for line in flat):
         return render_grouped(records)
     return flat
-
-
-def _cut(lines: Sequence[str], widest: int) -> bool:
-    """True when the flat table had to shorten a test id."""
-    return any(line.startswith("...") for line in lines[1:]) or (
-        bool(lines) and lines[0].index("name") - 2 < widest)
 
 
 def count_line(records: Iterable[Mapping[str, Any]]) -> str:
