@@ -135,6 +135,25 @@ def parse_counter_names(value: Any) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
+#: The value of :attr:`MeasureOptions.seed` meaning "do not seed" (``seed="off"``).
+SEED_OFF = -1
+
+
+def parse_seed(value: Any) -> int:
+    """Parse the per-test RNG seed: a non-negative integer, or ``off`` (:data:`SEED_OFF`)."""
+    if value is False or str(value).strip().lower() in ("off", "none", "false"):
+        return SEED_OFF
+    if isinstance(value, bool):
+        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')") from None
+    if seed < 0:
+        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
+    return seed
+
+
 def parse_label(value: Any) -> str:
     """Parse a measurement name or group: a non-empty string without path separators or newlines."""
     if not isinstance(value, str) or not value.strip():
@@ -142,6 +161,145 @@ def parse_label(value: Any) -> str:
     if any(ch in value for ch in "/\\\n\r"):
         raise OptionError(f"{value!r} must not contain '/', '\\' or line breaks")
     return value.strip()
+
+
+#: The variants a target can be measured as, in display order (eager is the fp32 reference).
+VARIANT_NAMES: tuple[str, ...] = ("eager", "compiled", "fused", "amp", "int8")
+#: Settings each variant accepts in ``variants={"compiled": {"mode": "max-autotune"}}``.
+VARIANT_SETTINGS: dict[str, tuple[str, ...]] = {
+    "eager": (),
+    "compiled": ("backend", "mode", "fullgraph", "dynamic", "options"),
+    "fused": ("mode",),
+    "amp": ("dtype",),
+    "int8": ("mode",),
+}
+#: Accuracy tolerances a user can set per variant in ``accuracy={"int8": {"rel_l2": 0.1}}``.
+ACCURACY_KEYS: tuple[str, ...] = ("rel_l2", "cosine", "max_abs", "top1", "metric")
+
+#: One variant and its settings, as stored in :class:`MeasureOptions` (hashable pairs).
+VariantSpec = tuple[str, tuple[tuple[str, Any], ...]]
+
+
+def _variant_name(name: Any, allow: tuple[str, ...] = VARIANT_NAMES) -> str:
+    text = str(name).strip()
+    if text not in allow:
+        close = difflib.get_close_matches(text, allow, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise OptionError(f"unknown variant {text!r}{hint}; known variants: {', '.join(allow)}")
+    return text
+
+
+def parse_variants(value: Any) -> tuple[VariantSpec, ...]:
+    """Parse ``variants=``: a list of names, a comma-separated string, or a dict name -> settings.
+
+    ``["eager", "compiled"]``, ``"eager,compiled"`` and ``{"compiled": {"mode": "max-autotune"},
+    "int8": None}`` are accepted; order is kept, duplicates are an error.
+    """
+    if isinstance(value, str):
+        items: list[tuple[Any, Any]] = [(v, None) for v in value.split(",") if v.strip()]
+    elif isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(v, None) for v in value]
+    else:
+        raise OptionError(f"{value!r} is not a list of variants (example: ['eager', 'compiled'])")
+    if not items:
+        raise OptionError(f"{value!r} names no variant; known variants: {', '.join(VARIANT_NAMES)}")
+    specs: list[VariantSpec] = []
+    for raw_name, raw_settings in items:
+        name = _variant_name(raw_name)
+        if any(name == seen for seen, _ in specs):
+            raise OptionError(f"variant {name!r} is listed twice")
+        settings = {} if raw_settings is None else raw_settings
+        if not isinstance(settings, Mapping):
+            raise OptionError(f"settings of variant {name!r} must be a dict such as "
+                              f"{{'mode': 'max-autotune'}}, got {raw_settings!r}")
+        allowed = VARIANT_SETTINGS[name]
+        for key in settings:
+            if key not in allowed:
+                valid = ", ".join(allowed) if allowed else "none"
+                raise OptionError(f"variant {name!r} has no setting {key!r}; its settings: {valid}")
+        specs.append((name, tuple(settings.items())))
+    return tuple(specs)
+
+
+def parse_variant_filter(value: Any) -> tuple[str, ...]:
+    """Parse ``--torchperf-variants``: variant names, comma-separated (settings are not allowed)."""
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    names = [_variant_name(v) for v in str(value).split(",") if v.strip()]
+    if not names:
+        raise OptionError(f"{value!r} names no variant; known variants: {', '.join(VARIANT_NAMES)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _per_variant(value: Any, what: str, example: str) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise OptionError(f"{value!r} is not a dict of variant -> {what} (example: {example})")
+    return value
+
+
+def parse_min_speedup(value: Any) -> tuple[tuple[str, float], ...]:
+    """Parse ``min_speedup={"compiled": 1.2}`` (also ``"1.2x"``): required speedup vs eager."""
+    pairs = []
+    for name, raw in _per_variant(value, "speedup", "{'compiled': 1.2}").items():
+        variant = _variant_name(name, VARIANT_NAMES[1:])
+        text = str(raw).strip().lower().removesuffix("x")
+        try:
+            if isinstance(raw, bool):
+                raise ValueError
+            number = float(text)
+        except ValueError:
+            raise OptionError(f"min_speedup for {variant!r}: {raw!r} is not a number "
+                              f"(examples: 1.2, '1.5x')") from None
+        if not math.isfinite(number) or number <= 0:
+            raise OptionError(f"min_speedup for {variant!r}: {raw!r} must be a positive number")
+        pairs.append((variant, number))
+    return tuple(pairs)
+
+
+def parse_accuracy(value: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+    """Parse ``accuracy={"int8": {"rel_l2": 0.1, "cosine": 0.99}}`` (tolerance overrides)."""
+    parsed = []
+    example = "{'int8': {'rel_l2': 0.1}}"
+    for name, limits in _per_variant(value, "tolerances", example).items():
+        variant = _variant_name(name)
+        if not isinstance(limits, Mapping):
+            raise OptionError(f"accuracy for {variant!r} must be a dict such as {{'rel_l2': 0.1}}, "
+                              f"got {limits!r}")
+        pairs = []
+        for key, raw in limits.items():
+            if key not in ACCURACY_KEYS:
+                close = difflib.get_close_matches(str(key), ACCURACY_KEYS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise OptionError(f"accuracy for {variant!r}: unknown metric {key!r}{hint}; "
+                                  f"metrics: {', '.join(ACCURACY_KEYS)}")
+            try:
+                if isinstance(raw, bool):
+                    raise ValueError
+                number = float(raw)
+            except (TypeError, ValueError):
+                raise OptionError(f"accuracy for {variant!r}: {key}={raw!r} is not a number") from None
+            if not math.isfinite(number) or number < 0:
+                raise OptionError(f"accuracy for {variant!r}: {key}={raw!r} must be >= 0")
+            pairs.append((str(key), number))
+        parsed.append((variant, tuple(pairs)))
+    return tuple(parsed)
+
+
+def parse_metric(value: Any) -> Callable[..., Any]:
+    """Parse ``metric=fn``: a callable ``fn(outputs, targets) -> float`` (e.g. top-1 accuracy)."""
+    if not callable(value):
+        raise OptionError(f"{value!r} is not callable; pass a function fn(outputs, targets) -> float")
+    return value
+
+
+def parse_data(value: Any) -> tuple[Any, Any]:
+    """Parse ``data=(inputs, targets)``: the labelled batch the ``metric`` is computed on."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise OptionError("data= must be a pair (inputs, targets); inputs is a tensor or a tuple of "
+                          "positional inputs")
+    return (value[0], value[1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,6 +336,30 @@ class MeasureOptions:
     counters: bool = True
     #: Counters recorded but not gated (any of ``flops``, ``ops``, ``params``, ``memory``).
     ignore_counters: tuple[str, ...] = ()
+    #: Seed for torch/random/numpy before each perf test (its fixtures included), so unseeded
+    #: models and inputs are the same in every run and their numerics can be compared;
+    #: ``SEED_OFF`` (-1, written ``off``) disables it.
+    seed: int = 0
+    #: Variants to measure side by side, each with its settings (default: eager only).
+    variants: tuple[VariantSpec, ...] = (("eager", ()),)
+    #: Required speedup vs eager per variant, e.g. ``(("compiled", 1.2),)``.
+    min_speedup: tuple[tuple[str, float], ...] = ()
+    #: Accuracy tolerance overrides per variant (see ``accuracy.DEFAULT_TOLERANCES``).
+    accuracy: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    #: Fail when building a variant (compile, quantize, first call) takes longer than this.
+    max_compile_time: float = 180.0
+    #: ``fn(outputs, targets) -> float`` computed per variant on ``data`` and gated across runs.
+    metric: Callable[..., Any] | None = None
+    #: ``(inputs, targets)``: the labelled batch for ``metric``.
+    data: tuple[Any, Any] | None = None
+
+    def variant_names(self) -> tuple[str, ...]:
+        """The variant names, in the order given."""
+        return tuple(name for name, _ in self.variants)
+
+    def variant_settings(self, name: str) -> dict[str, Any]:
+        """Settings of one variant (empty when none were given)."""
+        return dict(next((settings for n, settings in self.variants if n == name), ()))
 
 
 @dataclass(frozen=True)
@@ -210,6 +392,16 @@ OPTIONS: dict[str, OptionSpec] = {
                    "they change (default true)", cli=False),
         OptionSpec("ignore_counters", parse_counter_names, "Counters not gated, comma-separated: "
                    "flops, ops, params, memory, graphs"),
+        OptionSpec("seed", parse_seed, "Seed torch, random and numpy before each perf test so "
+                   "outputs are comparable across runs (default 0; off disables)"),
+        OptionSpec("variants", parse_variants, "Variants to measure side by side: eager, compiled, "
+                   "fused, amp, int8", cli=False),
+        OptionSpec("min_speedup", parse_min_speedup, "Required speedup vs eager per variant", cli=False),
+        OptionSpec("accuracy", parse_accuracy, "Accuracy tolerances per variant", cli=False),
+        OptionSpec("max_compile_time", parse_duration, "Fail when building a variant (compile, "
+                   "quantize, first call) takes longer, e.g. 60s (default 180s)"),
+        OptionSpec("metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False),
+        OptionSpec("data", parse_data, "(inputs, targets) for metric", cli=False),
     )
 }
 

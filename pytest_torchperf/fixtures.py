@@ -47,30 +47,89 @@ class TorchperfFixture:
         return {}
 
     def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
-                 kwargs: dict[str, Any] | None = None, **options: Any) -> "Result":
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
         __tracebackhide__ = True
         from .measure import TargetError
+        from .session import VariantSkipped
         from .storage import BaselineFileError
 
         nodeid = self._item.nodeid
+        skip = None
         try:
             gate = parse_bool(options.pop("gate", False)) if self._kind == "timer" else True
+            if self._kind == "timer" and "variants" in options:
+                raise OptionError(f"{nodeid}: torchperf_timer does not build variants; use the "
+                                  f"torchperf fixture with variants=[...]")
             resolved, explicit = self._session.resolve_options(
                 {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)
             measurement_name = (name or (explicit if not self._state.names else None)
                                 or _target_name(target))
-            return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
-                                         {} if kwargs is None else kwargs, resolved, gate=gate,
-                                         kind=self._kind)
+            variants = self._variants(resolved, "variants" in options)
+            call_kwargs = {} if kwargs is None else kwargs
+            if variants is None:
+                return self._session.measure(self._state, nodeid, measurement_name, target, inputs,
+                                             call_kwargs, resolved, gate=gate, kind=self._kind)
+            if not variants:
+                skip = (f"no variant of this measurement is selected by --torchperf-variants "
+                        f"(asked for: {', '.join(resolved.variant_names())})")
+            else:
+                results = self._session.measure_variants(self._state, nodeid, measurement_name,
+                                                         target, inputs, call_kwargs, resolved,
+                                                         variants)
+                if _item_variant(self._item) is not None:
+                    return results[variants[0]]
+                return VariantResults(results, {v: self._state.skipped.get(f"{measurement_name}[{v}]")
+                                                for v in variants if v not in results})
+        except VariantSkipped as exc:
+            skip = str(exc)
         except (BaselineFileError, OptionError, TargetError) as exc:
             message = f"torchperf: {exc}"
+        else:
+            message = ""
+        if skip is not None:
+            pytest.skip(skip)
         # Failing outside the except block keeps our internals out of the report (no chained trace).
         pytest.fail(message, pytrace=False)
+
+    def _variants(self, resolved: Any, on_call: bool) -> tuple[str, ...] | None:
+        """Variants this call measures (filtered by the run), or None for the plain eager path."""
+        item_variant = _item_variant(self._item)
+        if item_variant is not None:
+            if on_call:
+                raise OptionError(
+                    f"{self._item.nodeid}: variants= is set on the marker (which gives the test one "
+                    f"item per variant) and on the torchperf(...) call; set it in one place")
+            return (item_variant,)
+        names = resolved.variant_names()
+        selected = self._session.settings.selected_variants(names)
+        if names == ("eager",) and resolved.metric is None and not on_call and selected:
+            return None
+        return selected
 
     @property
     def results(self) -> list["Result"]:
         """Results of the measurements made so far in this test."""
         return list(self._state.results)
+
+
+class VariantResults(dict):  # type: ignore[type-arg]
+    """What ``torchperf(model, x, variants=[...])`` returns: variant name -> ``Result``.
+
+    ``skipped`` maps the variants that could not be measured here to the reason.
+    """
+
+    def __init__(self, results: dict[str, "Result"], skipped: dict[str, str | None]) -> None:
+        super().__init__(results)
+        self.skipped = {k: v or "not measured" for k, v in skipped.items()}
+
+
+#: The parameter (and fixture) name that splits a test into one item per marker variant.
+VARIANT_PARAM = "torchperf_variant"
+
+
+def _item_variant(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(VARIANT_PARAM) if callspec is not None else None
 
 
 class TimerFixture(TorchperfFixture):
@@ -87,7 +146,14 @@ class TimerFixture(TorchperfFixture):
 
 
 @pytest.fixture
-def torchperf(request: pytest.FixtureRequest) -> TorchperfFixture:
+def torchperf_variant(request: pytest.FixtureRequest) -> str | None:
+    """The variant this test item measures (``@pytest.mark.torchperf(variants=[...])`` gives each
+    variant its own item, e.g. ``test_resnet[int8]``), or None for a test without marker variants."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def torchperf(request: pytest.FixtureRequest, torchperf_variant: str | None) -> TorchperfFixture:
     """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
 
     Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
@@ -186,3 +252,55 @@ def torchperf_nvtx() -> Iterator[Callable[..., Any]]:
     from .nvtx import nvtx_range
 
     yield nvtx_range
+
+
+@pytest.fixture
+def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Build an int8 model: ``q = torchperf_quantized_model(model, example_inputs, mode=None,
+    calibration=None)``.
+
+    ``mode``: ``"dynamic"`` (torchao int8 dynamic activation + int8 weight, compiled),
+    ``"static"`` (PT2E with the x86 inductor quantizer, compiled with freezing; x86 CPUs) or
+    ``"weight_only"``; None picks static for conv nets on x86 CPUs, else dynamic. Returns the
+    quantized, compiled ``nn.Module`` (the original is untouched) with the recipe in its
+    ``torchperf_quantization`` attribute. Skips the test with the reason when the mode cannot
+    exist here (no torchao, no C++ compiler, mps, ...).
+    """
+    item = request.node
+    session = session_of(item.config)
+
+    def build(model: Any, example_inputs: Any, mode: str | None = None,
+              calibration: Any = None) -> Any:
+        __tracebackhide__ = True
+        from .measure import prepared
+        from .quantization import MODES, QuantizationError, QuantizationUnavailable, quantize_model
+
+        if mode is not None and mode not in MODES:
+            pytest.fail(f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
+                        f"{', '.join(MODES)} (or None for the device's default)", pytrace=False)
+        try:
+            options, _ = session.resolve_options({}, marker_options(item), item.nodeid)
+        except OptionError as exc:
+            pytest.fail(f"torchperf: {exc}", pytrace=False)
+        problem = None
+        try:
+            # Built under the timing's thread count and grad mode, so a later torchperf(q, x)
+            # does not recompile (dynamo guards on both).
+            with prepared(model, options):
+                quantized = quantize_model(model, example_inputs, mode, calibration)
+        except QuantizationUnavailable as exc:
+            pytest.skip(f"torchperf_quantized_model: {exc}")
+        except QuantizationError as exc:
+            problem = f"torchperf_quantized_model: quantizing {type(model).__name__} failed: {exc}"
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        session_state = state_of(item)
+        session_state.built_variants = True
+        module = quantized.model
+        try:
+            module.torchperf_quantization = quantized
+        except (AttributeError, TypeError):  # pragma: no cover - exotic module types
+            pass
+        return module
+
+    return build

@@ -20,7 +20,7 @@ STATE_KEY = pytest.StashKey["TestState"]()
 #: Set during collection on marked test functions that do not use the fixture: their body is timed.
 PERF_KEY = pytest.StashKey[bool]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
-PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler")
+PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 
 
 def marker_options(item: pytest.Item) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def count_non_finite(output: Any) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
+def prepared(target: Any, options: MeasureOptions, module: Any = None) -> Iterator[None]:
     """Run user code as it will be timed, and restore global state afterwards.
 
     Always: the timing's thread count. For ``nn.Module`` targets with ``options.inference``:
@@ -114,16 +114,18 @@ def prepared(target: Any, options: MeasureOptions) -> Iterator[None]:
 
     Every call (output check, counters, profiling, timing) goes through here so compiled targets
     see the same global state each time: dynamo guards on the thread count and would recompile.
+    ``module`` (a variant's eager module) decides eval/no_grad when the target itself is a wrapper.
     """
     import torch
 
+    subject = target if module is None else module
     threads = torch.get_num_threads()
     torch.set_num_threads(options.threads)
-    is_module = isinstance(target, torch.nn.Module)
+    is_module = isinstance(subject, torch.nn.Module)
     modes: list[tuple[Any, bool]] = []
     if options.inference and is_module:
-        modes = [(m, m.training) for m in target.modules()]
-        target.eval()
+        modes = [(m, m.training) for m in subject.modules()]
+        subject.eval()
     try:
         with torch.no_grad() if (options.inference and is_module) else contextlib.nullcontext():
             yield
@@ -164,7 +166,8 @@ class Measurer:
     """Times one target on fixed inputs; :meth:`sample` may be called again to re-measure."""
 
     def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
-                 options: MeasureOptions, device: str | None = None, calibrate: bool = True) -> None:
+                 options: MeasureOptions, device: str | None = None, calibrate: bool = True,
+                 module: Any = None) -> None:
         if not callable(target):
             raise TargetError(f"the target must be an nn.Module or a callable, got "
                               f"{type(target).__name__}: pass the model or a function, not its output")
@@ -175,37 +178,46 @@ class Measurer:
         self.inputs = tuple(inputs)
         self.kwargs = kwargs
         self.options = options
-        self.device = device or infer_device(target, self.inputs, self.kwargs)
+        #: The eager module behind a variant wrapper (decides eval/no_grad), else None.
+        self.module = module
+        self.device = device or infer_device(target if module is None else module, self.inputs,
+                                             self.kwargs)
         self.number_per_block: int | None = None
         self.calibrate = calibrate
         self._checked_outputs = False
+
+    def prepared(self) -> Any:
+        """:func:`prepared` for this target (and its eager module)."""
+        return prepared(self.target, self.options, self.module)
 
     def _call(self) -> Any:
         __tracebackhide__ = True  # the user's traceback starts at their target
         return self.target(*self.inputs, **self.kwargs)
 
-    def check_outputs(self, label: str) -> None:
-        """Call the target once and fail clearly on NaN/inf outputs (when ``check_finite``)."""
+    def check_outputs(self, label: str) -> Any:
+        """Call the target once, fail clearly on NaN/inf outputs (when ``check_finite``), and
+        return the outputs (the reference for a variant's accuracy)."""
         __tracebackhide__ = True
-        with prepared(self.target, self.options):
+        with self.prepared():
             output = self._call()
         self._checked_outputs = True
         if not self.options.check_finite:
-            return
+            return output
         bad, total = count_non_finite(output)
         if bad:
             raise NonFiniteOutputError(
                 f"{label}: the target's output contains {bad} NaN/inf of {total} values; timings of a "
                 f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False.")
+        return output
 
-    def sample(self) -> TimedPass:
-        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks.
+    def block_runner(self, *, per_block_state: bool = False) -> tuple[Callable[[int], float], str]:
+        """A function timing ``number`` calls of the target (seconds), and the clock's name.
 
         On CUDA, a block is timed with CUDA events recorded on the current stream around the
         ``Timer.timeit`` loop (GPU time of finished work); elsewhere with a clock that synchronises
-        the device at block boundaries.
+        the device at block boundaries. ``per_block_state`` enters :func:`prepared` around each
+        block (for interleaved variants, whose global state differs); otherwise the caller does.
         """
-        __tracebackhide__ = True
         import torch
         from torch.utils.benchmark import Timer
 
@@ -227,43 +239,64 @@ class Measurer:
             end.synchronize()
             return start.elapsed_time(end) / 1000.0  # ms -> s
 
+        runner = run_block_events if use_events else run_block
+        if not per_block_state:
+            return runner, clock_name
+
+        def prepared_block(number: int) -> float:
+            with self.prepared():
+                return runner(number)
+        return prepared_block, clock_name
+
+    def sample(self) -> TimedPass:
+        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks."""
+        __tracebackhide__ = True
+        run_block, clock_name = self.block_runner()
         calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
-        with prepared(self.target, self.options):
-            raw = collect(run_block_events if use_events else run_block, min_time=self.options.min_time,
-                          warmup=self.options.warmup, number=self.number_per_block,
-                          calibrate=calibrate)
+        with self.prepared():
+            raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
+                          number=self.number_per_block, calibrate=calibrate)
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
 
-    def counters(self, eager: Any = None) -> dict[str, Any]:
+    def counters(self, eager: Any = None, capture: bool = False) -> Any:
         """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).
 
         ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
         modes cannot see, so a ``torch.compile``d target is counted on its eager original.
+        ``capture=True`` returns ``(counters, output of that call)``.
         """
         __tracebackhide__ = True
         from .counters import collect_counters
 
         fn = eager or self.target
-        with prepared(self.target, self.options):
-            return collect_counters(lambda: fn(*self.inputs, **self.kwargs), self.device, module=fn)
+        outputs: list[Any] = []
+
+        def call() -> Any:
+            out = fn(*self.inputs, **self.kwargs)
+            outputs.append(out)
+            return out
+
+        with self.prepared():
+            counted = collect_counters(call, self.device, module=fn)
+        return (counted, outputs[0]) if capture else counted
 
     def graph_counters(self, eager: Any) -> dict[str, Any]:
         """Graphs and graph breaks ``torch.compile`` captures from ``eager`` (before the first call)."""
         from .counters import graph_counters
 
-        with prepared(self.target, self.options):
+        with self.prepared():
             return graph_counters(eager, self.inputs, self.kwargs)
 
     def profile(self, iterations: int, trace: Any = None) -> tuple[list[dict[str, Any]], Any]:
         """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""
         from .profiling import profile_call
 
-        with prepared(self.target, self.options):
+        with self.prepared():
             return profile_call(self._call, self.device, iterations, trace)
 
     def run_once(self) -> Any:
         """Call the target once under the same preparation (``--torchperf-disable``)."""
         __tracebackhide__ = True
-        with prepared(self.target, self.options):
+        with self.prepared():
             return self._call()

@@ -17,13 +17,16 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from .config import OPTIONS, OptionError, parse_bool, parse_layer
+from .config import OPTIONS, OptionError, parse_bool, parse_layer, parse_variant_filter, parse_variants
 from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
+    VARIANT_PARAM,
     torchperf,
     torchperf_device,
     torchperf_nvtx,
     torchperf_profiler,
+    torchperf_quantized_model,
     torchperf_timer,
+    torchperf_variant,
 )
 from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY, marker_options,
                     session_of, state_of)
@@ -85,6 +88,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(flag, metavar=_METAVARS.get(name, "VALUE"), type=_cli_type(name),
                             default=None, help=_help(name))
+    group.addoption("--torchperf-variants", metavar="NAMES", default=None,
+                    help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
+                         "int8 (ini torchperf_variants)")
     group.addoption("--torchperf-device", metavar="DEVICE", default=None,
                     help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
     group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
@@ -104,6 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("torchperf_report_dir", "Trace/report folder, relative to the rootdir "
                   "(default .torchperf-report)")
     parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
+    parser.addini("torchperf_variants", "Run only these variants, comma-separated")
     for name in CLI_OPTIONS:
         parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
 
@@ -160,13 +167,19 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"torchperf: the storage path {storage} is a file, not a folder; "
                                 f"point --torchperf-storage (or ini torchperf_storage) at a folder")
 
+    raw_filter = opt("torchperf_variants") or config.getini("torchperf_variants") or None
+    try:
+        variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
+    except OptionError as exc:
+        raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
     settings = RunSettings(
         storage=storage,
         report_dir=_folder(config, "report_dir", ".torchperf-report"),
         device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
         save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
-        cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config))
+        cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config),
+        variant_filter=variant_filter)
     config.stash[SETTINGS_KEY] = settings  # the PerfSession itself is created on first use
     # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -186,6 +199,29 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 # ------------------------------------------------------------------------------------------------
 # Collection: marker validation, --torchperf-skip / --torchperf-only
 # ------------------------------------------------------------------------------------------------
+
+
+def _marker_variants(markers: Any) -> Any:
+    """The ``variants=`` of the closest torchperf marker that sets it (None when none does)."""
+    for mark in markers:
+        if "variants" in mark.kwargs:
+            return mark.kwargs["variants"]
+    return None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.torchperf(variants=[...])`` gives the test one item per variant
+    (``test_resnet[compiled]``), so JUnit XML reports each variant and ``-k int8`` selects one."""
+    raw = _marker_variants(metafunc.definition.iter_markers(MARKER))
+    if raw is None or VARIANT_PARAM not in metafunc.fixturenames:
+        return  # a marked test without the fixture is rejected in collection_modifyitems
+    try:
+        names = [name for name, _ in parse_variants(raw)]
+    except OptionError:
+        return  # not parametrized: collection_modifyitems reports it as a usage error
+    selected = metafunc.config.stash[SETTINGS_KEY].selected_variants(tuple(names))
+    if selected:
+        metafunc.parametrize(VARIANT_PARAM, selected, ids=list(selected))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -209,10 +245,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            _check_variant_item(config, item, uses_fixture)
         if skip_perf and perf:
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
+
+
+def _check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
+    """Marker variants need the fixture; a test none of whose variants is selected is skipped."""
+    raw = _marker_variants(item.iter_markers(MARKER))
+    if raw is None:
+        names: tuple[str, ...] = ("eager",)
+    elif not uses_fixture:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.torchperf(variants=...) needs the torchperf fixture: the "
+            f"variants are built from the model you pass to torchperf(model, *inputs)")
+    else:
+        try:
+            names = tuple(name for name, _ in parse_variants(raw))
+        except OptionError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.torchperf: invalid value for "
+                                    f"variants: {exc}") from None
+    settings = config.stash[SETTINGS_KEY]
+    if not settings.selected_variants(names):
+        item.add_marker(pytest.mark.skip(
+            reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,16 +352,76 @@ def _whole_test_options(options: Any) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Turn failed verdicts into a failure of the test itself; save baselines of passing tests."""
+    """Turn failed verdicts into a failure of the test itself; save baselines of passing tests.
+
+    Perf tests also get torch's global state (threads, inductor/dynamo config, deterministic flags,
+    ...) put back afterwards, and dynamo reset if they built compiled variants.
+    """
+    saved = _torch_snapshot(item)
     try:
         result = yield
     except BaseException:
+        _restore_torch(item, saved)
         _finish(item, passed=False)
         raise
+    _restore_torch(item, saved)
     message = _finish(item, passed=True)
     if message:
         pytest.fail(message, pytrace=False)
     return result
+
+
+SEED_KEY = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
+    if not _is_perf(item) or item.config.stash[SETTINGS_KEY].disable:
+        return
+    try:
+        options, _ = session_of(item.config).resolve_options({}, marker_options(item), item.nodeid)
+    except OptionError:
+        return  # reported when the test calls the fixture
+    from .config import SEED_OFF
+
+    if options.seed == SEED_OFF:
+        return
+    from .torch_state import seed_everything
+
+    item.stash[SEED_KEY] = seed_everything(options.seed)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Put back the random states a perf test's seeding replaced."""
+    saved = item.stash.get(SEED_KEY, None)
+    if saved is not None:
+        from .torch_state import restore_random
+
+        restore_random(saved)
+        del item.stash[SEED_KEY]
+
+
+def _is_perf(item: pytest.Item) -> bool:
+    return (item.get_closest_marker(MARKER) is not None
+            or any(f in getattr(item, "fixturenames", ()) for f in PERF_FIXTURES))
+
+
+def _torch_snapshot(item: pytest.Item) -> Any:
+    if not _is_perf(item):
+        return None
+    from .torch_state import snapshot
+
+    return snapshot()
+
+
+def _restore_torch(item: pytest.Item, saved: Any) -> None:
+    state = item.stash.get(STATE_KEY, None)
+    if saved is None and not (state and state.built_variants):
+        return
+    from .torch_state import restore
+
+    restore(saved, reset_dynamo=bool(state and state.built_variants))
 
 
 def _finish(item: pytest.Item, passed: bool) -> str | None:
@@ -329,4 +447,5 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
     return message
 
 
-__all__ = ["torchperf", "torchperf_device", "torchperf_nvtx", "torchperf_profiler", "torchperf_timer"]
+__all__ = ["torchperf", "torchperf_device", "torchperf_nvtx", "torchperf_profiler",
+           "torchperf_quantized_model", "torchperf_timer", "torchperf_variant"]

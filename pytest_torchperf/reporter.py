@@ -51,6 +51,11 @@ class SummaryReporter:
             tr.write_line(line)
         for line in _summary.detail_lines(self.records):
             tr.write_line(line)
+        variant_lines = _summary.variant_lines(self.records)
+        if variant_lines:
+            tr.write_line("variants (how built, accuracy vs eager fp32 of the same run):")
+            for line in variant_lines:
+                tr.write_line("  " + line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
         for line in self._write_reports(_environment_line(settings, self.records)):
             tr.write_line(line)

@@ -51,6 +51,27 @@ class Result:
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
+    #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
+    variant: str = "eager"
+    #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for eager).
+    speedup: dict[str, float] | None = None
+    #: Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``, ``max_abs``, ``top1``).
+    accuracy: dict[str, float] | None = None
+    #: Tolerances the accuracy was checked against.
+    accuracy_limits: dict[str, float] | None = None
+    #: Seconds to build the variant including its first (compiling) call; None for eager.
+    build_time: float | None = None
+    #: How the variant was built (e.g. ``torch.compile(backend='inductor')``).
+    method: str | None = None
+    #: Things worth knowing about how the variant was built (fallbacks, caveats).
+    notes: list[str] = field(default_factory=list)
+    #: The user metric (``metric=fn`` on ``data=``) for this variant, if one was given.
+    metric: float | None = None
+    #: Summary statistics of the outputs (stored with baselines to catch numerics changes).
+    fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+    #: Failures other than the timing verdict and counters (accuracy, speedup, compile time,
+    #: numerics drift), each a full sentence naming the measurement.
+    failures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.summary is None and self.samples:
@@ -95,7 +116,7 @@ class Result:
     @property
     def outcome(self) -> Outcome:
         """Verdict outcome (``FAIL`` also when counters changed), or ``MEASURED`` without comparison."""
-        if self.counter_changes:
+        if self.counter_changes or self.failures:
             return Outcome.FAIL
         return self.verdict.outcome if self.verdict else Outcome.MEASURED
 
@@ -120,6 +141,8 @@ class Result:
             text += f" {self.verdict.outcome.value}"
             if self.verdict.ratio is not None:
                 text += f" {format_change(self.verdict.ratio)}"
+        if self.speedup is not None:
+            text += f" speedup x{self.speedup['median']:.2f}"
         return text + ">"
 
     def to_record(self) -> dict[str, Any]:
@@ -146,4 +169,13 @@ class Result:
             "saved": self.saved,
             "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
+            "variant": self.variant,
+            "speedup": self.speedup,
+            "accuracy": self.accuracy,
+            "accuracy_limits": self.accuracy_limits,
+            "build_time": self.build_time,
+            "method": self.method,
+            "notes": list(self.notes),
+            "metric": self.metric,
+            "failures": list(self.failures),
         }

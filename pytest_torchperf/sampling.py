@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 #: Untimed calls made before timing, whatever ``warmup`` says.
 MIN_WARMUP_CALLS = 3
@@ -96,3 +96,57 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
     cpu_time = cpu_clock() - cpu0
     return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
                       warmup_calls=len(warm), calibration=calibration)
+
+
+def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, warmup: float,
+                        clock: Callable[[], float] = time.perf_counter,
+                        cpu_clock: Callable[[], float] = time.process_time,
+                        block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
+                        calibrate: RunBlock | None = None) -> dict[str, RawSamples]:
+    """Time several variants of one target in round-robin blocks (one block of each per round).
+
+    Drift and noisy neighbours then hit every variant alike, so the per-round ratio of two
+    variants' block times is a same-moment comparison (TORCH_NOTES §1: ratios held to about
+    ±0.1 where absolute times drifted 10 %). Each variant is warmed up and sized on its own;
+    rounds continue until every variant has ``min_time`` seconds of blocks and at least
+    ``min_blocks`` blocks. Every variant's ``times`` has one entry per round, in round order.
+    """
+    names = list(runners)
+    numbers: dict[str, int] = {}
+    warm_calls: dict[str, int] = {}
+    for name in names:
+        run_block = runners[name]
+        warm: list[float] = []
+        start = clock()
+        while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
+            warm.append(run_block(1))
+        numbers[name] = block_size(statistics.median(warm[1:] or warm), block_target)
+        warm_calls[name] = len(warm)
+    cal_number = 0
+    if calibrate is not None:
+        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
+        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+
+    times: dict[str, list[float]] = {n: [] for n in names}
+    calibration: dict[str, list[float]] = {n: [] for n in names}
+    wall = dict.fromkeys(names, 0.0)
+    cpu = dict.fromkeys(names, 0.0)
+    while True:
+        for name in names:
+            cpu0, wall0 = cpu_clock(), clock()
+            times[name].append(runners[name](numbers[name]) / numbers[name])
+            if calibrate is not None:
+                calibration[name].append(calibrate(cal_number) / cal_number)
+            wall[name] += clock() - wall0
+            cpu[name] += cpu_clock() - cpu0
+        rounds = len(times[names[0]])
+        if rounds >= min_blocks and all(wall[n] >= min_time for n in names):
+            break
+    return {n: RawSamples(times=times[n], number_per_block=numbers[n], wall_time=wall[n],
+                          cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n])
+            for n in names}
+
+
+def round_ratios(reference: list[float], candidate: list[float]) -> list[float]:
+    """Per-round speedups ``reference / candidate`` of two interleaved variants (rounds paired)."""
+    return [r / c for r, c in zip(reference, candidate) if c > 0]

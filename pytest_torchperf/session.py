@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import math
+import statistics
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +36,78 @@ from .verdict import Outcome, Sample, Verdict, guard_problem, judge
 
 class TorchperfWarning(UserWarning):
     """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
+
+
+class VariantSkipped(Exception):
+    """The only variant a test asked for cannot exist here; the test is skipped with this reason."""
+
+
+#: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
+#: fingerprint is not stored, so random outputs never raise "numerics changed".
+DETERMINISM_TOLERANCE = 1e-6
+
+#: Marks "no second output captured" (``None`` is a legitimate output).
+_NO_OUTPUT = object()
+
+
+def _to_sample(raw: Any, on_cpu: bool) -> Sample:
+    """A verdict :class:`Sample` from one sampling pass's raw samples."""
+    times = tuple(raw.times)
+    calibration = summarize(raw.calibration).p25 if raw.calibration else None
+    return Sample(summarize(times), raw.cpu_share if on_cpu else None, times, calibration)
+
+
+def _counting_recompiles(runner: Callable[[int], float], tally: dict[str, int],
+                         key: str) -> Callable[[int], float]:
+    """Wrap a block runner so graphs dynamo compiles during its blocks are counted under ``key``."""
+    def run(number: int) -> float:
+        before = dynamo_graph_total()
+        try:
+            return runner(number)
+        finally:
+            tally[key] += dynamo_graph_total() - before
+    return run
+
+
+@dataclass
+class VariantExtra:
+    """What a measurement carries beyond its timing: variant facts, accuracy, fingerprint, metric."""
+
+    variant: str
+    counters: dict[str, Any] | None = None
+    build_time: float | None = None
+    method: str | None = None
+    notes: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    speedup: dict[str, float] | None = None
+    accuracy: dict[str, float] | None = None
+    limits: dict[str, float] | None = None
+    fingerprint: dict[str, Any] | None = None
+    metric: float | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def apply(self, result: Result) -> None:
+        """Copy the variant facts onto the test's Result."""
+        result.variant = self.variant
+        result.speedup = self.speedup
+        result.accuracy = self.accuracy
+        result.accuracy_limits = self.limits
+        result.build_time = self.build_time
+        result.method = self.method
+        facts = ", ".join(f"{k}={v}" for k, v in self.info.items())
+        result.notes = [*self.notes, *([f"evidence: {facts}"] if facts else [])]
+        result.metric = self.metric
+        result.fingerprint = self.fingerprint
+
+    def record(self) -> dict[str, Any]:
+        """The keys a saved baseline session holds for this measurement."""
+        def rounded(values: Mapping[str, float] | None) -> dict[str, float] | None:
+            return None if values is None else {k: float(f"{v:.6g}") for k, v in values.items()}
+
+        return {"variant": self.variant, "speedup": rounded(self.speedup),
+                "accuracy": rounded(self.accuracy), "accuracy_limits": rounded(self.limits),
+                "build_time": None if self.build_time is None else round(self.build_time, 3),
+                "method": self.method, "fingerprint": self.fingerprint, "metric": self.metric}
 
 
 @dataclass
@@ -58,12 +132,19 @@ class TestState:
     strict_failures: list[str] = field(default_factory=list)
     #: Messages to show as TorchperfWarning, attributed to the test by the plugin.
     warnings: list[str] = field(default_factory=list)
+    #: Failures not tied to one Result (a variant that could not be built).
+    failures: list[str] = field(default_factory=list)
+    #: Variants left out because they cannot exist here: label -> reason.
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: True once this test built compiled/quantized variants (dynamo is reset after the test).
+    built_variants: bool = False
 
     def failure_messages(self) -> list[str]:
         """Messages of measurements that must fail the test."""
         messages = [r.verdict.message for r in self.results if r.verdict and r.verdict.failed]
         messages += [r.counter_message for r in self.results if r.counter_message]
-        return messages + self.strict_failures
+        messages += [f for r in self.results for f in r.failures]
+        return messages + self.failures + self.strict_failures
 
 
 class PerfSession:
@@ -117,6 +198,24 @@ class PerfSession:
         name = call_layer.get("name") or marker_layer.get("name")
         return options, name
 
+    def _claim_name(self, state: TestState, nodeid: str, name: str) -> None:
+        if name in state.names:
+            raise OptionError(
+                f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
+                f"torchperf(...) call its own name=")
+        state.names.add(name)
+
+    def _sampler(self, measurer: Any, clock: list[str]) -> Callable[[], Sample]:
+        """A function taking one (re-)measurement of ``measurer`` under the timing lock."""
+        on_cpu = measurer.device.startswith("cpu")
+
+        def take_sample() -> Sample:
+            with self.timing_lock(measurer.device):
+                timed = measurer.sample()
+            clock.append(timed.clock)
+            return _to_sample(timed.raw, on_cpu)
+        return take_sample
+
     def measure(self, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
                 inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
                 device: str | None = None, *, gate: bool = True, kind: str = "torchperf") -> Result:
@@ -126,57 +225,235 @@ class PerfSession:
         or saving it.
         """
         __tracebackhide__ = True
-        from .measure import CALIBRATION_KERNEL, Measurer
+        from .measure import Measurer
 
-        if self.profiling_depth:
-            raise OptionError(
-                f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
-                f"3-25% overhead, so time outside the block and profile in a separate pass")
-        if name in state.names:
-            raise OptionError(
-                f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
-                f"torchperf(...) call its own name=")
-        state.names.add(name)
-
+        self._check_not_profiling(nodeid, name)
+        self._claim_name(state, nodeid, name)
         # Ungated timer measurements are never compared, so they skip the calibration blocks.
         measurer = Measurer(target, inputs, kwargs, options, device=device, calibrate=gate)
         if self.settings.disable:
             measurer.run_once()
-            result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
-                            device=measurer.device, threads=options.threads, cpu_share=None,
-                            group=options.group, disabled=True, options=options, kind=kind)
-            state.results.append(result)
-            return result
+            return self._disabled(state, nodeid, name, measurer, options, kind)
 
         eager = compiled_original(target) if options.counters else None
         # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
         count_graphs = eager is not None and "graphs" not in options.ignore_counters
         graph = measurer.graph_counters(eager) if count_graphs else {}
-        measurer.check_outputs(name)
-        counters = {**measurer.counters(eager), **graph} if options.counters else None
+        output = measurer.check_outputs(name)
+        counters, again = self._counters(measurer, options, eager)
+        counters = None if counters is None else {**counters, **graph}
+        extra = None
+        if kind == "torchperf":
+            extra = VariantExtra("eager", fingerprint=self._fingerprint(output, again, measurer),
+                                 metric=self._metric(measurer, options, name, state))
         graphs_before = dynamo_graph_total() if count_graphs else 0
-        on_cpu = measurer.device.startswith("cpu")
         clock: list[str] = []
+        take_sample = self._sampler(measurer, clock)
+        first = take_sample()
+        if counters is not None and count_graphs:
+            counters["recompiles"] = dynamo_graph_total() - graphs_before
+        return self._conclude(state, nodeid, name, measurer, options, counters, first, take_sample,
+                              clock, gate=gate, kind=kind, extra=extra)
+
+    def _check_not_profiling(self, nodeid: str, name: str) -> None:
+        if self.profiling_depth:
+            raise OptionError(
+                f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
+                f"3-25% overhead, so time outside the block and profile in a separate pass")
+
+    def _disabled(self, state: TestState, nodeid: str, name: str, measurer: Any,
+                  options: MeasureOptions, kind: str, variant: str = "eager") -> Result:
+        result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0,
+                        device=measurer.device, threads=options.threads, cpu_share=None,
+                        group=options.group, disabled=True, options=options, kind=kind,
+                        variant=variant)
+        state.results.append(result)
+        return result
+
+    def _counters(self, measurer: Any, options: MeasureOptions,
+                  eager: Any = None) -> tuple[dict[str, Any] | None, Any]:
+        """Counters of one call (None when off) and that call's output (for a determinism check)."""
+        if not options.counters:
+            return None, _NO_OUTPUT
+        return measurer.counters(eager, capture=True)
+
+    def _fingerprint(self, output: Any, again: Any, measurer: Any) -> dict[str, Any] | None:
+        """Output fingerprint, or None when two calls disagree (random outputs cannot be gated)."""
+        from .accuracy import fingerprint
+
+        from .accuracy import fingerprint_drift
+
+        first = fingerprint(output)
+        if again is _NO_OUTPUT:
+            again = measurer.run_once()
+        # A compiled target's second output comes from its eager original: allow rounding noise.
+        drift, problem = fingerprint_drift(first, fingerprint(again))
+        return first if problem is None and drift <= DETERMINISM_TOLERANCE else None
+
+    def _metric(self, measurer: Any, options: MeasureOptions, label: str,
+                state: TestState) -> float | None:
+        """The user metric ``metric(outputs, targets)`` on ``data`` for this target (or None)."""
+        __tracebackhide__ = True
+        if options.metric is None:
+            return None
+        if options.data is None:
+            raise OptionError(f"{label}: metric= needs data=(inputs, targets) to compute it on")
+        data_inputs, targets = options.data
+        args = data_inputs if isinstance(data_inputs, (tuple, list)) else (data_inputs,)
+        with measurer.prepared():
+            outputs = measurer.target(*args)
+        value = options.metric(outputs, targets)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise OptionError(f"{label}: metric= returned {value!r}; it must return a number "
+                              f"(e.g. accuracy as a float)") from None
+        if not math.isfinite(number):
+            raise OptionError(f"{label}: metric= returned {number} (not finite)")
+        return number
+
+    # ------------------------------------------------------------------------------------------
+    def measure_variants(self, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
+                         inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
+                         variants: Sequence[str]) -> dict[str, Result]:
+        """Measure ``variants`` of ``target`` side by side; returns variant -> Result.
+
+        Eager fp32 is always run as the reference (outputs for accuracy, interleaved blocks for
+        speedups) even when not listed; only listed variants get results, verdicts and baselines.
+        A variant that cannot exist here is left out with a warning (or raises
+        :class:`VariantSkipped` when it is the only one, so the test is skipped with the reason).
+        """
+        __tracebackhide__ = True
+        from .accuracy import OutputMismatchError, check_limits, compare_outputs, fingerprint, tolerances
+        from .measure import Measurer, calibration_kernel, prepared
+        from .sampling import collect_interleaved, round_ratios
+        from .variants import COMPILED_VARIANTS, VariantBuildError, VariantUnavailable, build_variant
+
+        labels = {v: name if v == "eager" else f"{name}[{v}]" for v in variants}
+        self._check_not_profiling(nodeid, name)
+        for label in labels.values():
+            self._claim_name(state, nodeid, label)
+        eager_m = Measurer(target, inputs, kwargs, options)
+        if self.settings.disable:
+            eager_m.run_once()
+            return {v: self._disabled(state, nodeid, labels[v], eager_m, options, "torchperf", v)
+                    for v in variants}
+        import torch
+
+        device_type = torch.device(eager_m.device).type
+        state.built_variants = state.built_variants or any(v != "eager" for v in variants)
+        count_graphs = (options.counters and "graphs" not in options.ignore_counters
+                        and any(v in COMPILED_VARIANTS for v in variants))
+        # explain() must run before anything is compiled: it invalidates dynamo's cache entries.
+        graph = eager_m.graph_counters(target) if count_graphs else {}
+        reference_label = labels.get("eager", f"{name}[eager reference]")
+        reference = eager_m.check_outputs(reference_label)
+        eager_counters, again = self._counters(eager_m, options)
+        extras = {"eager": VariantExtra("eager", counters=eager_counters,
+                                        fingerprint=self._fingerprint(reference, again, eager_m),
+                                        metric=self._metric(eager_m, options, reference_label, state))}
+        measurers = {"eager": eager_m}
+        overrides = {v: dict(pairs) for v, pairs in options.accuracy}
+        module = target if isinstance(target, torch.nn.Module) else None
+        skipped: dict[str, str] = {}
+        for variant in variants:
+            if variant == "eager":
+                continue
+            label = labels[variant]
+            try:
+                built = build_variant(variant, options.variant_settings(variant), target, inputs,
+                                      kwargs, device_type, eager_m.prepared)
+            except VariantUnavailable as exc:
+                if len(variants) == 1:
+                    raise VariantSkipped(f"{label}: not measured: {exc}") from None
+                skipped[variant] = str(exc)
+                state.warnings.append(f"{label}: not measured: {exc}")
+                continue
+            except VariantBuildError as exc:
+                state.failures.append(f"{label}: could not be built: {exc}")
+                continue
+            measurer = Measurer(built.target, inputs, kwargs, options, device=eager_m.device,
+                                module=module)
+            output = measurer.check_outputs(label)
+            extra = VariantExtra(variant, build_time=built.build_time, method=built.method,
+                                 notes=list(built.notes), info=dict(built.info))
+            extra.limits = tolerances(variant, overrides.get(variant), built.amp_dtype)
+            try:
+                extra.accuracy = compare_outputs(reference, output)
+                extra.failures += check_limits(label, extra.accuracy, extra.limits)
+            except OutputMismatchError as exc:
+                extra.failures.append(f"{label}: {exc}")
+            if built.build_time > options.max_compile_time:
+                extra.failures.append(
+                    f"{label}: building the variant took {built.build_time:.1f} s ({built.method}), "
+                    f"above max_compile_time {options.max_compile_time:.0f} s. A cold inductor "
+                    f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
+                    f"this model is expected to compile slowly")
+            extra.fingerprint = fingerprint(output) if extras["eager"].fingerprint else None
+            extra.metric = self._metric(measurer, options, label, state)
+            if variant in COMPILED_VARIANTS and count_graphs:
+                extra.counters = dict(graph)
+            measurers[variant] = measurer
+            extras[variant] = extra
+        for variant, reason in skipped.items():
+            state.skipped[labels[variant]] = reason
+
+        # Interleaved timing: one block of each variant per round.
+        runners: dict[str, Callable[[int], float]] = {}
+        recompiles = dict.fromkeys(measurers, 0)
+        for variant, measurer in measurers.items():
+            runner, clock_name = measurer.block_runner(per_block_state=True)
+            runners[variant] = _counting_recompiles(runner, recompiles, variant) \
+                if variant in COMPILED_VARIANTS else runner
+        calibrate = None
+        if clock_name == "cpu":
+            kernel = calibration_kernel()
+
+            def calibrate(number: int) -> float:
+                with prepared(kernel, options):
+                    return kernel(number)
+        with self.timing_lock(eager_m.device):
+            raws = collect_interleaved(runners, min_time=options.min_time, warmup=options.warmup,
+                                       calibrate=calibrate)
+        on_cpu = eager_m.device.startswith("cpu")
+        required = dict(options.min_speedup)
+        results: dict[str, Result] = {}
+        for variant in [v for v in variants if v in measurers]:
+            measurer, extra = measurers[variant], extras[variant]
+            measurer.number_per_block = raws[variant].number_per_block
+            if variant != "eager":
+                ratios = summarize(round_ratios(raws["eager"].times, raws[variant].times))
+                extra.speedup = {"median": ratios.median, "p25": ratios.p25, "p75": ratios.p75,
+                                 "n": ratios.n}
+                if variant in required and ratios.median < required[variant]:
+                    extra.failures.append(
+                        f"{labels[variant]}: speedup vs eager x{ratios.median:.2f} (IQR of "
+                        f"{ratios.n} interleaved rounds x{ratios.p25:.2f}-x{ratios.p75:.2f}) is "
+                        f"below the required min_speedup x{required[variant]:.2f}")
+            if extra.counters is not None and variant in COMPILED_VARIANTS:
+                extra.counters["recompiles"] = recompiles[variant]
+            clock = [clock_name]
+            first = _to_sample(raws[variant], on_cpu)
+            results[variant] = self._conclude(
+                state, nodeid, labels[variant], measurer, options, extra.counters, first,
+                self._sampler(measurer, clock), clock, gate=True, kind="torchperf", extra=extra)
+        return results
+
+    def _conclude(self, state: TestState, nodeid: str, name: str, measurer: Any,
+                  options: MeasureOptions, counters: dict[str, Any] | None, first: Sample,
+                  take_sample: Callable[[], Sample], clock: list[str], *, gate: bool, kind: str,
+                  extra: "VariantExtra | None") -> Result:
+        """Judge a first sample against the baseline, build the Result, queue the baseline write."""
+        from .measure import CALIBRATION_KERNEL
 
         def guard(sample: Sample) -> str | None:
             return guard_problem(sample, min_cpu_share=options.min_cpu_share,
                                  max_relative_iqr=options.max_spread)
 
-        def take_sample() -> Sample:
-            with self.timing_lock(measurer.device):
-                timed = measurer.sample()
-            clock.append(timed.clock)
-            times = tuple(timed.raw.times)
-            calibration = (summarize(timed.raw.calibration).p25 if timed.raw.calibration else None)
-            return Sample(summarize(times), timed.raw.cpu_share if on_cpu else None, times,
-                          calibration)
-
-        first = take_sample()
-        if counters is not None and count_graphs:
-            counters["recompiles"] = dynamo_graph_total() - graphs_before
         env_id, environment = self.environment(measurer.device, options.threads)
         compare, save = self.settings.compare and gate, self.settings.save and gate
         final, verdict, changes = first, None, []
+        failures = list(extra.failures) if extra else []
         if compare:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
@@ -189,6 +466,8 @@ class PerfSession:
             stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
             if counters is not None and stored_counters is not None:
                 changes = diff_counters(stored_counters, counters, options.ignore_counters)
+            if extra is not None:
+                failures += self._compare_variant(name, extra, sessions, options, state)
             if verdict.outcome is Outcome.NEW:
                 verdict = self._explain_new(verdict, environment, nodeid, name)
             elif verdict.outcome is Outcome.FAIL:
@@ -208,11 +487,13 @@ class PerfSession:
                         threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
                         verdict=verdict, group=options.group, summary=final.summary,
                         options=options, counters=counters, counter_changes=changes, kind=kind,
-                        clock=clock[-1], calibration=final.calibration)
+                        clock=clock[-1], calibration=final.calibration, failures=failures)
+        if extra is not None:
+            extra.apply(result)
         state.results.append(result)
 
-        if save and not changes and (verdict is None or verdict.outcome in
-                                     (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
+        if save and not changes and not failures and (verdict is None or verdict.outcome in
+                                                      (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
             problem = guard(final)
             if problem:
                 times = "measured twice" if passes > 1 else "measured once"
@@ -221,9 +502,56 @@ class PerfSession:
                     f"quieter machine.")
             else:
                 record = self._session_record(result, options)
+                if extra is not None:
+                    record.update(extra.record())
                 record["top_ops"] = self._baseline_top_ops(measurer, final, state, name)
                 state.pending.append(PendingSave(env_id, environment, nodeid, name, record, result))
         return result
+
+    def _compare_variant(self, label: str, extra: "VariantExtra",
+                         sessions: Sequence[Mapping[str, Any]], options: MeasureOptions,
+                         state: TestState) -> list[str]:
+        """Across-run checks of a measurement's speedup, output fingerprint and metric."""
+        from .accuracy import fingerprint_drift, tolerances
+
+        failures: list[str] = []
+        remedy = ("If intended (a model edit, a torch upgrade), record new baselines with "
+                  "pytest --torchperf-save --torchperf-reset")
+        stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
+        if extra.speedup and stored_speedups:
+            base = statistics.median(stored_speedups)
+            # Same meaning as max_slowdown: the variant's time relative to eager may grow by it.
+            limit = base / (1.0 + options.max_slowdown)
+            now = extra.speedup
+            text = (f"{label}: speedup vs eager fell from x{base:.2f} to x{now['median']:.2f} "
+                    f"(relative to eager this variant is {base / now['median'] - 1.0:+.0%} slower; "
+                    f"IQR of {int(now['n'])} interleaved rounds x{now['p25']:.2f}-x{now['p75']:.2f}; "
+                    f"limit {options.max_slowdown:.0%} = x{limit:.2f})")
+            if now["p75"] < limit:
+                failures.append(text + ". Eager ran in the same rounds, so a slower machine does "
+                                "not explain it: this variant lost ground against eager")
+            elif now["median"] < limit:
+                state.warnings.append(text + " - inconclusive: the rounds' spread overlaps the limit")
+        limits = extra.limits or tolerances(extra.variant, dict(dict(options.accuracy).get(extra.variant, ())))
+        stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
+        if extra.fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
+            drift, problem = fingerprint_drift(stored_fp, extra.fingerprint)
+            if problem:
+                failures.append(f"{label}: numerics changed since the baseline: {problem}. {remedy}")
+            elif drift > limits["rel_l2"]:
+                failures.append(
+                    f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
+                    f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {remedy}. "
+                    f"Random models/inputs must be created inside the test or its function-scoped "
+                    f"fixtures (torchperf seeds them with seed=0) or seeded by you")
+        stored_metric = next((s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None)
+        if extra.metric is not None and stored_metric is not None and "metric" in limits:
+            if abs(extra.metric - stored_metric) > limits["metric"]:
+                failures.append(
+                    f"{label}: metric changed since the baseline: {stored_metric:.4g} -> "
+                    f"{extra.metric:.4g} ({extra.metric - stored_metric:+.4g}; limit "
+                    f"±{limits['metric']:.4g}). {remedy}")
+        return failures
 
     def _profile_iterations(self, sample: Sample) -> int:
         """Enough profiled calls to cover ~0.2 s (3..100), so per-call op times are steady."""

@@ -29,6 +29,14 @@ class RunSettings:
     #: Parsed option layers (see :mod:`pytest_torchperf.config`); ``None`` values mean "unset".
     cli: Mapping[str, Any] = field(default_factory=dict)
     ini: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
+    variant_filter: tuple[str, ...] | None = None
+
+    def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """``names`` narrowed by the run's variant filter, order kept."""
+        if self.variant_filter is None:
+            return names
+        return tuple(n for n in names if n in self.variant_filter)
 
     @property
     def mode(self) -> str:

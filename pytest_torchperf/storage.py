@@ -117,6 +117,7 @@ def _validate_session(session: Any, path: Path, where: str) -> None:
             elif not _count(value):
                 raise BaselineFileError(path, f"key {where}.counters.{key} is {value!r}, expected a "
                                               f"non-negative integer")
+    _validate_variant_fields(session, path, where)
     top_ops = session.get("top_ops")
     if top_ops is not None:
         if not isinstance(top_ops, list):
@@ -126,6 +127,33 @@ def _validate_session(session: Any, path: Path, where: str) -> None:
                     or not all(_non_negative(row.get(k)) for k in ("calls", "self_cpu", "self_device"))):
                 raise BaselineFileError(path, f"key {where}.top_ops[{i}] must have 'op' (text) and "
                                               f"non-negative 'calls', 'self_cpu', 'self_device'")
+
+
+def _validate_variant_fields(session: dict[str, Any], path: Path, where: str) -> None:
+    """Optional keys of variant measurements: speedup, accuracy, fingerprint, metric."""
+    speedup = session.get("speedup")
+    if speedup is not None and (not isinstance(speedup, dict) or not all(
+            _positive_number(speedup.get(k)) for k in ("median", "p25", "p75"))):
+        raise BaselineFileError(path, f"key {where}.speedup must be an object with positive "
+                                      f"'median', 'p25' and 'p75'")
+    for key in ("accuracy", "accuracy_limits"):
+        value = session.get(key)
+        if value is not None and (not isinstance(value, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values())):
+            raise BaselineFileError(path, f"key {where}.{key} must map metric names to numbers")
+    metric = session.get("metric")
+    if metric is not None and (isinstance(metric, bool) or not isinstance(metric, (int, float))):
+        raise BaselineFileError(path, f"key {where}.metric is {metric!r}, expected a number or null")
+    fp = session.get("fingerprint")
+    if fp is not None:
+        leaves = fp.get("leaves") if isinstance(fp, dict) else None
+        if not isinstance(leaves, list) or not all(
+                isinstance(leaf, dict) and isinstance(leaf.get("shape"), list)
+                and all(isinstance(v, (int, float)) for v in leaf.get("probe", []))
+                and all(isinstance(leaf.get(k, 0.0), (int, float)) for k in ("l2", "mean"))
+                for leaf in leaves):
+            raise BaselineFileError(path, f"key {where}.fingerprint must be an object whose 'leaves' "
+                                          f"list holds shape lists and numeric statistics")
 
 
 def _count(value: Any) -> bool:

@@ -21,7 +21,38 @@ def sort_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return sorted(records, key=lambda r: (rank.get(r["outcome"], 99), r["nodeid"], r["name"]))
 
 
-def _row(record: Mapping[str, Any]) -> list[str]:
+def format_speedup(speedup: Mapping[str, float] | None) -> str:
+    """``x1.84 (1.80-1.90)``: median speedup vs eager and the IQR of the interleaved rounds."""
+    if not speedup:
+        return "-"
+    return f"x{speedup['median']:.2f} ({speedup['p25']:.2f}-{speedup['p75']:.2f})"
+
+
+def format_accuracy(accuracy: Mapping[str, float] | None) -> str:
+    """``3.4e-02`` relative L2 error vs eager (``top1 94%`` appended when below 100 %)."""
+    if not accuracy or "rel_l2" not in accuracy:
+        return "-"
+    text = f"{accuracy['rel_l2']:.1e}"
+    if accuracy.get("top1") is not None and accuracy["top1"] < 1.0:
+        text += f" top1 {accuracy['top1']:.0%}"
+    return text
+
+
+def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
+    return any(r.get("speedup") or r.get("accuracy") for r in records)
+
+
+def _failure_kind(record: Mapping[str, Any]) -> str:
+    text = " ".join(record.get("failures") or ())
+    for word, kind in (("drifted", "accuracy"), ("numerics changed", "numerics"),
+                       ("metric changed", "metric"), ("speedup", "speedup"),
+                       ("max_compile_time", "compile time")):
+        if word in text:
+            return kind
+    return "variant"
+
+
+def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
     outcome = record["outcome"]
@@ -32,45 +63,59 @@ def _row(record: Mapping[str, Any]) -> list[str]:
         label = "FAIL (time+counters)" if timing == "fail" else "FAIL (counters)"
         if timing == "inconclusive":
             label += ", time inconclusive"
+    elif record.get("failures"):
+        label = f"FAIL ({_failure_kind(record)})"
+        if verdict.get("outcome") == "fail":
+            label = f"FAIL (time+{_failure_kind(record)})"
     if verdict.get("suspicious"):
         label += " (re-measured)"
     if record.get("saved"):
         label += ", saved"
-    return [
+    row = [
         record["nodeid"],
         record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
         format_time(stats.get("median")),
         format_time(stats.get("p25")),
         format_time(verdict.get("baseline_statistic")),
         format_change(verdict.get("ratio")),
-        label,
     ]
+    if variants:
+        row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+    return [*row, label]
 
 
 HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
+#: Extra columns when any measurement is a variant.
+VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
+
+
+def _headers(variants: bool) -> list[str]:
+    return [*HEADERS[:-1], *VARIANT_HEADERS, HEADERS[-1]] if variants else list(HEADERS)
 
 
 def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
-    rows = [_row(r) for r in sort_records(records)]
+    variants = _has_variants(records)
+    headers = _headers(variants)
+    rows = [_row(r, variants) for r in sort_records(records)]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(HEADERS)]
-    other = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
+              for i, h in enumerate(headers)]
+    other = sum(widths[1:]) + 2 * (len(headers) - 1)
     max_test = max(20, width - other)
     if widths[0] > max_test:
         # First drop the folders (the file name and test keep their meaning), then cut from the left.
         for row in rows:
             module, sep, rest = row[0].partition("::")
             row[0] = module.rsplit("/", 1)[-1] + sep + rest
-        widths[0] = min(max_test, max(len(h) for h in [HEADERS[0], *(row[0] for row in rows)]))
+        widths[0] = min(max_test, max(len(h) for h in [headers[0], *(row[0] for row in rows)]))
         for row in rows:
             if len(row[0]) > widths[0]:
                 row[0] = "..." + row[0][-(widths[0] - 3):]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     for row in rows:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [c.rjust(w) for c, w in zip(row[2:6], widths[2:6])]
-        cells.append(row[6])
+        cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[2:-1])]
+        cells.append(row[-1])
         lines.append("  ".join(cells).rstrip())
     return lines
 
@@ -85,8 +130,10 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     by_test: dict[str, list[Mapping[str, Any]]] = {}
     for record in sort_records(records):
         by_test.setdefault(record["nodeid"], []).append(record)
-    headers = ["test / name", *HEADERS[2:]]
-    rows = [["  " + r[1], *r[2:]] for group in by_test.values() for r in map(_row, group)]
+    variants = _has_variants(records)
+    headers = ["test / name", *_headers(variants)[2:]]
+    rows = [["  " + r[1], *r[2:]] for group in by_test.values()
+            for r in (_row(x, variants) for x in group)]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
@@ -94,10 +141,10 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
                                 key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])):
         lines.append(nodeid)
         for record in group:
-            row = _row(record)
+            row = _row(record, variants)
             cells = [("  " + row[1]).ljust(widths[0])]
-            cells += [c.rjust(w) for c, w in zip(row[2:6], widths[1:5])]
-            cells.append(row[6])
+            cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1])]
+            cells.append(row[-1])
             lines.append("  ".join(cells).rstrip())
     return lines
 
@@ -133,4 +180,31 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
             lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
         for note in verdict.get("notes", ()):
             lines.append(f"{record['nodeid']}: note: {note}")
+        for failure in record.get("failures") or ():
+            lines.append(f"{record['nodeid']}: {failure}")
+    return lines
+
+
+def variant_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per variant measurement: how it was built, build time and notes."""
+    lines = []
+    for record in sort_records(records):
+        if record.get("variant", "eager") == "eager" or not record.get("method"):
+            continue
+        build = record.get("build_time")
+        text = f"{record['name']}: {record['method']}"
+        if build is not None:
+            text += f", built in {build:.1f} s"
+        accuracy = record.get("accuracy") or {}
+        if accuracy:
+            parts = [f"rel-L2 {accuracy.get('rel_l2', float('nan')):.1e}",
+                     f"cosine {accuracy.get('cosine', float('nan')):.6f}",
+                     f"max abs {accuracy.get('max_abs', float('nan')):.1e}"]
+            if accuracy.get("top1") is not None:
+                parts.append(f"top-1 agreement {accuracy['top1']:.0%}")
+            text += "; " + ", ".join(parts)
+        if record.get("metric") is not None:
+            text += f"; metric {record['metric']:.4g}"
+        lines.append(text)
+        lines += [f"    note: {note}" for note in record.get("notes") or ()]
     return lines

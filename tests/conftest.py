@@ -8,6 +8,7 @@ than by making anything slower (no sleeping, no timing races).
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +34,21 @@ def _load_lazy_torch_modules() -> None:
     compiled = torch.compile(model, backend="eager")
     graph_counters(model, (x,), {})
     compiled(x)
+    torch._dynamo.reset()
+    # The variants' machinery: inductor, torchao (dynamic and PT2E), fx fusion, autocast.
+    from pytest_torchperf.compilers import inductor_problem
+    from pytest_torchperf.quantization import quantize_model
+
+    import importlib
+    importlib.import_module("torch.fx.experimental.optimization")
+    inductor_problem("cpu")
+    conv = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantize_model(conv, torch.randn(1, 1, 2, 2), mode="static")
+        quantize_model(torch.nn.Sequential(torch.nn.Linear(2, 2)), x, mode="dynamic")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
     torch._dynamo.reset()
 
 

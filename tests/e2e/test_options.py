@@ -61,8 +61,9 @@ def test_unknown_marker_keyword_names_test_and_valid_options(perf: pytest.Pytest
     result.stderr.fnmatch_lines([
         "ERROR: test_unknown_marker_keyword_names_test_and_valid_options.py::test_typo: "
         "@pytest.mark.torchperf: unknown torchperf option 'max_slowdwon'. Did you mean "
-        "'max_slowdown'? Valid options: check_finite, counters, group, ignore_counters, inference, "
-        "max_slowdown, max_spread, min_cpu_share, min_time, name, strict, threads, warmup.",
+        "'max_slowdown'? Valid options: accuracy, check_finite, counters, data, group, "
+        "ignore_counters, inference, max_compile_time, max_slowdown, max_spread, metric, "
+        "min_cpu_share, min_speedup, min_time, name, seed, strict, threads, variants, warmup.",
     ])
 
 

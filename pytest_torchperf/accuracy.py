@@ -1,0 +1,225 @@
+"""Numerical accuracy of a variant against the eager fp32 reference, and output fingerprints.
+
+Two questions, two tools:
+
+* *Within a run*: how far are a variant's outputs from eager's on the same inputs?
+  :func:`compare_outputs` gives relative L2 error, cosine similarity, max abs error and (for
+  classifier-shaped outputs) top-1 agreement; :func:`check_limits` turns them into failure
+  sentences against :func:`tolerances` (defaults from TORCH_NOTES, overridable per test).
+* *Across runs*: did the numbers change since the baseline (a torch upgrade, a model edit)?
+  :func:`fingerprint` keeps summary statistics and a fixed probe of 16 values per output leaf
+  (never whole tensors); :func:`fingerprint_drift` compares two fingerprints.
+
+Outputs may be tensors, tuples/lists, dicts (incl. ``ModelOutput``-style ordered dicts) and
+dataclasses, nested. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+#: Default tolerances per variant. ``rel_l2``/``max_abs``: upper limits; ``cosine``/``top1``: lower
+#: limits; ``metric``: largest change of the user metric (vs eager within a run, vs the baseline
+#: across runs). For ``eager`` only the across-run checks apply. Measured drifts behind them
+#: (TORCH_NOTES §4-7): compiled/fused <= 3e-6 max abs; AMP bf16 rel-L2 0.5-1.2 %; fp16 0.15 %;
+#: int8 2-3.5 %.
+DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
+    "eager": {"rel_l2": 1e-5, "metric": 0.02},
+    "compiled": {"rel_l2": 1e-5, "metric": 0.02},
+    "fused": {"rel_l2": 1e-5, "metric": 0.02},
+    "amp": {"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
+    "int8": {"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
+}
+#: AMP in float16 is far closer to fp32 than bfloat16 (10 vs 7 mantissa bits).
+AMP_FP16_TOLERANCES = {"rel_l2": 5e-3, "cosine": 0.9999, "metric": 0.03}
+#: Metrics where larger is better (the tolerance is a lower limit).
+LOWER_LIMITS = ("cosine", "top1")
+#: Values kept per output leaf in a fingerprint.
+PROBE_SIZE = 16
+
+
+class OutputMismatchError(ValueError):
+    """A variant's outputs do not have the reference's structure (leaves, shapes)."""
+
+
+def tolerances(variant: str, overrides: Mapping[str, float] | None = None,
+               amp_dtype: str | None = None) -> dict[str, float]:
+    """Tolerances of one variant: defaults (fp16 AMP has its own), then the user's overrides."""
+    base = AMP_FP16_TOLERANCES if variant == "amp" and amp_dtype == "float16" else \
+        DEFAULT_TOLERANCES.get(variant, {})
+    return {**base, **(overrides or {})}
+
+
+def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
+    """``(path, tensor)`` pairs of every tensor (and float) in a nested output, in a stable order."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return [(path, output)]
+    if isinstance(output, bool) or output is None or isinstance(output, (str, bytes)):
+        return []
+    if isinstance(output, (int, float)):
+        return [(path, torch.tensor(float(output)))]
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        found = []
+        for f in dataclasses.fields(output):
+            found += leaves(getattr(output, f.name), f"{path}.{f.name}")
+        return found
+    if isinstance(output, Mapping):
+        found = []
+        for key, value in output.items():
+            found += leaves(value, f"{path}[{key!r}]")
+        return found
+    if isinstance(output, (list, tuple)):
+        found = []
+        for index, value in enumerate(output):
+            found += leaves(value, f"{path}[{index}]")
+        return found
+    return []
+
+
+def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
+    ref, cand = leaves(reference), leaves(candidate)
+    ref_paths, cand_paths = [p for p, _ in ref], [p for p, _ in cand]
+    if ref_paths != cand_paths:
+        raise OutputMismatchError(f"outputs have different structure: eager has {ref_paths}, the "
+                                  f"variant has {cand_paths}")
+    pairs = []
+    for (path, r), (_, c) in zip(ref, cand):
+        if tuple(r.shape) != tuple(c.shape):
+            raise OutputMismatchError(f"{path}: shape {tuple(c.shape)} differs from eager's "
+                                      f"{tuple(r.shape)}")
+        pairs.append((path, r, c))
+    return pairs
+
+
+def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
+    """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
+
+    Returns ``rel_l2`` (||c - r|| / ||r||), ``cosine``, ``max_abs``, ``n`` (values compared) and,
+    when a leaf is classifier-shaped (at least 2-D, last dim >= 2), ``top1`` (argmax agreement
+    over the last dim of the first such leaf). Integer leaves must match exactly
+    (``int_mismatch`` counts the values that do not).
+    """
+    import torch
+
+    diffs, refs, cands = [], [], []
+    top1: float | None = None
+    int_mismatch = 0
+    for _path, r, c in _float_pairs(reference, candidate):
+        if r.is_floating_point() or r.is_complex():
+            r64 = r.detach().to("cpu", torch.float64).reshape(-1)
+            c64 = c.detach().to("cpu", torch.float64).reshape(-1)
+            refs.append(r64)
+            cands.append(c64)
+            diffs.append(c64 - r64)
+            if top1 is None and r.dim() >= 2 and r.shape[-1] >= 2 and r.numel() > 0:
+                agree = r.detach().float().argmax(-1) == c.detach().float().argmax(-1)
+                top1 = float(agree.float().mean().item())
+        else:
+            int_mismatch += int((r.detach().cpu() != c.detach().cpu()).sum().item())
+    metrics: dict[str, float] = {"n": float(sum(t.numel() for t in refs)),
+                                 "int_mismatch": float(int_mismatch)}
+    if refs:
+        r = torch.cat(refs)
+        c = torch.cat(cands)
+        d = torch.cat(diffs)
+        r_norm, c_norm, d_norm = (float(torch.linalg.vector_norm(v)) for v in (r, c, d))
+        metrics["rel_l2"] = d_norm / r_norm if r_norm > 0 else d_norm
+        metrics["cosine"] = (float(torch.dot(r, c)) / (r_norm * c_norm) if r_norm > 0 and c_norm > 0
+                             else (1.0 if r_norm == c_norm else 0.0))
+        metrics["max_abs"] = float(d.abs().max()) if d.numel() else 0.0
+    if top1 is not None:
+        metrics["top1"] = top1
+    return metrics
+
+
+def check_limits(label: str, metrics: Mapping[str, float], limits: Mapping[str, float]) -> list[str]:
+    """Failure sentences for metrics beyond their limits (NaN counts as beyond)."""
+    problems = []
+    for key in ("rel_l2", "cosine", "max_abs", "top1"):
+        if key not in limits or key not in metrics:
+            continue
+        value, limit = metrics[key], limits[key]
+        lower = key in LOWER_LIMITS
+        bad = math.isnan(value) or (value < limit if lower else value > limit)
+        if bad:
+            relation = "below the minimum" if lower else "above the limit"
+            problems.append(f"{key} {_fmt(value)} {relation} {_fmt(limit)}")
+    if metrics.get("int_mismatch"):
+        problems.append(f"{int(metrics['int_mismatch'])} integer output values differ from eager")
+    if not problems:
+        return []
+    return [f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}. If the drift is "
+            f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
+            f"{{...}}}}"]
+
+
+def _variant(label: str) -> str:
+    return label.rsplit("[", 1)[-1].rstrip("]") if label.endswith("]") else "eager"
+
+
+def _fmt(value: float) -> str:
+    if value == 0 or math.isnan(value):
+        return str(value)
+    return f"{value:.4f}" if 1e-3 <= abs(value) < 10 else f"{value:.2e}"
+
+
+def fingerprint(output: Any) -> dict[str, Any]:
+    """Summary statistics of an output, small enough to store with every baseline session.
+
+    Per floating leaf: path, shape, dtype, mean, std, L2 norm, max abs value and ``PROBE_SIZE``
+    values at evenly spaced flat positions (the positions depend on the shape only, so two
+    fingerprints of same-shaped outputs probe the same elements).
+    """
+    import torch
+
+    out = []
+    for path, tensor in leaves(output):
+        t = tensor.detach().to("cpu")
+        entry: dict[str, Any] = {"path": path, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        if (t.is_floating_point() or t.is_complex()) and t.numel():
+            flat = t.to(torch.float64).reshape(-1)
+            step = max(1, flat.numel() // PROBE_SIZE)
+            entry.update({
+                "mean": _sig(flat.mean()), "std": _sig(flat.std()) if flat.numel() > 1 else 0.0,
+                "l2": _sig(torch.linalg.vector_norm(flat)), "absmax": _sig(flat.abs().max()),
+                "probe": [_sig(v) for v in flat[::step][:PROBE_SIZE]],
+            })
+        out.append(entry)
+    return {"leaves": out}
+
+
+def _sig(value: Any) -> float:
+    number = float(value)
+    return float(f"{number:.9g}") if math.isfinite(number) else number
+
+
+def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[float, str | None]:
+    """How far ``current`` moved from ``stored``: (relative drift, structural change or None).
+
+    The drift of a leaf is the larger of the relative L2 change of its probe values and the
+    relative change of its L2 norm; the result is the largest over leaves.
+    """
+    old, new = stored.get("leaves", []), current.get("leaves", [])
+    old_shape = [(x.get("path"), x.get("shape")) for x in old]
+    new_shape = [(x.get("path"), x.get("shape")) for x in new]
+    if old_shape != new_shape:
+        return math.inf, f"output structure changed: {_shapes(old)} -> {_shapes(new)}"
+    drift = 0.0
+    for a, b in zip(old, new):
+        if "probe" not in a or "probe" not in b:
+            continue
+        pa, pb = a["probe"], b["probe"]
+        norm = math.sqrt(sum(v * v for v in pa))
+        delta = math.sqrt(sum((x - y) ** 2 for x, y in zip(pa, pb)))
+        probe_change = delta / norm if norm > 0 else delta
+        l2_change = abs(b["l2"] - a["l2"]) / a["l2"] if a["l2"] > 0 else abs(b["l2"])
+        drift = max(drift, probe_change, l2_change)
+    return drift, None
+
+
+def _shapes(entries: list[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{e.get('path')} {tuple(e.get('shape') or ())}" for e in entries) or "nothing"

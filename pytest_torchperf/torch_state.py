@@ -1,0 +1,103 @@
+"""Process-global torch state that variants (and users) change, saved before a perf test and
+restored after it, so one test's compile/quantize/AMP work cannot change the next test's numbers.
+
+Saved: intra-op threads, grad mode, default dtype, deterministic-algorithms flags, cuDNN flags,
+float32 matmul precision, the quantized engine, and (when loaded) inductor's and dynamo's config.
+After a test that built compiled variants, dynamo's caches and counters are also reset: cache
+entries pile up per code object (8 at most, then dynamo falls back to eager silently) and a later
+``torch.compile`` of another instance of the same class would reuse this test's graph.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def snapshot() -> dict[str, Any] | None:
+    """The current global state, or None when torch is not imported yet (nothing to restore)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    state: dict[str, Any] = {
+        "threads": torch.get_num_threads(),
+        "grad": torch.is_grad_enabled(),
+        "dtype": torch.get_default_dtype(),
+        "deterministic": (torch.are_deterministic_algorithms_enabled(),
+                          torch.is_deterministic_algorithms_warn_only_enabled()),
+        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic),
+        "matmul": torch.get_float32_matmul_precision(),
+        "qengine": torch.backends.quantized.engine,
+    }
+    for name in ("torch._inductor.config", "torch._dynamo.config"):
+        module = sys.modules.get(name)
+        if module is not None:
+            state[name] = module.get_config_copy()
+    return state
+
+
+def restore(state: dict[str, Any] | None, *, reset_dynamo: bool = False) -> None:
+    """Put back what :func:`snapshot` saw; optionally reset dynamo caches and counters."""
+    import torch
+
+    if state is not None:
+        _restore_values(torch, state)
+    if reset_dynamo and "torch._dynamo" in sys.modules:
+        from torch._dynamo.utils import counters
+
+        torch._dynamo.reset()
+        counters.clear()
+
+
+def _restore_values(torch: Any, state: dict[str, Any]) -> None:
+    if torch.get_num_threads() != state["threads"]:
+        torch.set_num_threads(state["threads"])
+    torch.set_grad_enabled(state["grad"])
+    torch.set_default_dtype(state["dtype"])
+    enabled, warn_only = state["deterministic"]
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = state["cudnn"]
+    if torch.get_float32_matmul_precision() != state["matmul"]:
+        torch.set_float32_matmul_precision(state["matmul"])
+    if torch.backends.quantized.engine != state["qengine"]:
+        torch.backends.quantized.engine = state["qengine"]
+    for name in ("torch._inductor.config", "torch._dynamo.config"):
+        module = sys.modules.get(name)
+        if module is not None and name in state:
+            # Only keys that changed: writing every key would trip deprecation warnings.
+            current = module.get_config_copy()
+            for key, value in state[name].items():
+                if current.get(key, value) is not value and current.get(key) != value:
+                    setattr(module, key, value)
+
+
+def seed_everything(seed: int) -> dict[str, Any]:
+    """Seed torch (all devices), ``random`` and numpy (if imported); return the states replaced."""
+    import random
+
+    import torch
+
+    saved: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        saved["numpy"] = numpy.random.get_state()
+        numpy.random.seed(seed)
+    if torch.cuda.is_available():
+        saved["cuda"] = torch.cuda.get_rng_state_all()
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds CUDA/MPS generators too
+    return saved
+
+
+def restore_random(saved: dict[str, Any]) -> None:
+    """Undo :func:`seed_everything`."""
+    import random
+
+    import torch
+
+    torch.set_rng_state(saved["torch"])
+    random.setstate(saved["random"])
+    if "numpy" in saved and "numpy" in sys.modules:
+        sys.modules["numpy"].random.set_state(saved["numpy"])
+    if "cuda" in saved:
+        torch.cuda.set_rng_state_all(saved["cuda"])

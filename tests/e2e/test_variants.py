@@ -1,0 +1,383 @@
+"""End-to-end tests of the variants (eager, compiled, fused, amp, int8) on a tiny MLP.
+
+Verdicts are deterministic: regressions are made by editing stored baselines or by changing the
+model between runs through an environment variable, never by timing luck.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.conftest import baseline_files, edit_baselines
+
+MLP = """
+import os
+import torch
+import pytest
+
+def mlp():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    scale = float(os.environ.get("PERTURB", "0"))
+    if scale:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1 + scale)
+    return model
+"""
+
+ALL_FIVE = MLP + """
+@pytest.mark.torchperf(variants=["eager", "compiled", "fused", "amp", "int8"])
+def test_mlp(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="mlp")
+"""
+
+
+def _stored(perf: pytest.Pytester) -> dict[str, dict]:
+    """measurement name -> latest stored session, over all baseline files."""
+    sessions = {}
+    for path in baseline_files(perf.path / ".torchperf"):
+        for measurements in json.loads(path.read_text())["tests"].values():
+            for name, entry in measurements.items():
+                sessions[name] = entry["sessions"][-1]
+    return sessions
+
+
+def test_five_variants_save_compare_and_report(perf: pytest.Pytester) -> None:
+    perf.makepyfile(ALL_FIVE)
+    save = perf.runpytest("--torchperf-save", "--junitxml=save.xml", "-rs")
+    save.assert_outcomes(passed=5)
+    text = save.stdout.str()
+    for variant in ("eager", "compiled", "fused", "amp", "int8"):
+        assert f"test_mlp[{variant}]" in text
+    assert "speedup vs eager" in text and "rel-L2 vs eager" in text
+    assert "mlp[fused]: torch.compile(backend='inductor') + inductor freezing" in text
+    assert "fxgraph_cache_bypass" in text  # the evidence that freezing took effect
+    assert "mlp[amp]: torch.autocast('cpu', dtype=bfloat16)" in text
+    assert "low_precision_ops=" in text
+    assert "mlp[int8]: dynamic: torchao Int8DynamicActivationInt8WeightConfig + torch.compile" in text
+    stored = _stored(perf)
+    assert set(stored) == {"mlp", "mlp[compiled]", "mlp[fused]", "mlp[amp]", "mlp[int8]"}
+    assert stored["mlp"]["variant"] == "eager" and stored["mlp"]["speedup"] is None
+    assert stored["mlp"]["fingerprint"]["leaves"][0]["shape"] == [8, 4]
+    for variant in ("compiled", "fused", "amp", "int8"):
+        session = stored[f"mlp[{variant}]"]
+        assert session["variant"] == variant
+        assert session["speedup"]["median"] > 0
+        assert set(session["accuracy"]) >= {"rel_l2", "cosine", "max_abs", "top1"}
+        assert session["build_time"] >= 0
+    assert stored["mlp[int8]"]["accuracy"]["rel_l2"] > 1e-4  # really int8, not eager
+    assert stored["mlp[amp]"]["accuracy"]["rel_l2"] > 1e-5  # really bf16
+    assert stored["mlp[compiled]"]["counters"]["graphs"] == 1
+    junit = (perf.path / "save.xml").read_text()
+    assert 'name="test_mlp[int8]"' in junit and 'name="test_mlp[compiled]"' in junit
+
+    compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    compare.assert_outcomes(passed=5)
+    assert "torchperf: 5 pass" in compare.stdout.str()
+
+
+def test_variant_filter_and_dash_k_select_variants(perf: pytest.Pytester) -> None:
+    perf.makepyfile(ALL_FIVE + """
+def test_plain(torchperf):
+    torchperf(mlp(), torch.randn(2, 16), name="plain")
+""")
+    only = perf.runpytest("--torchperf-variants=eager,amp", "-rs")
+    only.assert_outcomes(passed=3)
+    assert "test_mlp[compiled]" not in only.stdout.str()
+    picked = perf.runpytest("-k", "amp")
+    picked.assert_outcomes(passed=1)
+    none = perf.runpytest("--torchperf-variants=int8", "-rs", "-k", "plain")
+    none.assert_outcomes(skipped=1)
+    none.stdout.fnmatch_lines(["*no variant of this measurement is selected by --torchperf-variants*"])
+    bad = perf.runpytest("--torchperf-variants=eager,int4")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--torchperf-variants: unknown variant 'int4' (did you mean "
+                              "'int8'?); known variants: eager, compiled, fused, amp, int8*"])
+
+
+def test_unknown_marker_variant_is_a_usage_error(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants=["eager", "compiled_fast"])
+def test_mlp(torchperf):
+    torchperf(mlp(), torch.randn(8, 16))
+""")
+    result = perf.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_mlp*invalid value for variants: unknown variant "
+                                 "'compiled_fast' (did you mean 'compiled'?); known variants: "
+                                 "eager, compiled, fused, amp, int8*"])
+
+
+def test_call_level_variants_return_results_per_variant(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+def test_call(torchperf):
+    results = torchperf(mlp(), torch.randn(8, 16), name="mlp", variants=["eager", "amp"])
+    assert set(results) == {"eager", "amp"}
+    assert results["amp"].variant == "amp" and results["amp"].speedup["median"] > 0
+    assert results["amp"].accuracy["rel_l2"] > 0
+    assert results["eager"].speedup is None
+
+@pytest.mark.torchperf(variants=["amp"])
+def test_both(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), variants=["eager"])
+""")
+    result = perf.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*variants= is set on the marker (which gives the test one item "
+                                 "per variant) and on the torchperf(...) call; set it in one place*"])
+
+
+def test_accuracy_gate_fires_on_the_variant_beyond_its_tolerance(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants=["compiled", "amp", "int8"], accuracy={"amp": {"rel_l2": 1e-6}})
+def test_mlp(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="mlp")
+""")
+    result = perf.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*mlp[[]amp[]]: outputs drifted from eager fp32: rel_l2 * above the limit 1.00e-06*",
+        "*FAILED*test_mlp[[]amp[]]*"])
+    assert "FAIL (accuracy)" in result.stdout.str()
+
+
+def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
+        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights scaled by 1e-3 move outputs beyond the fp32 variants' tolerance (1e-5) but within
+    amp's (3e-2) and int8's (6e-2): "numerics changed" fires exactly on eager/compiled/fused."""
+    perf.makepyfile(ALL_FIVE)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=5)
+    monkeypatch.setenv("PERTURB", "1e-3")
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(passed=2, failed=3)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(["*FAILED*test_mlp[[]eager[]]*", "*FAILED*test_mlp[[]compiled[]]*",
+                                 "*FAILED*test_mlp[[]fused[]]*"])
+    result.stdout.fnmatch_lines(["*mlp: numerics changed since the baseline: outputs moved by "
+                                 "*limit 1.00e-05, from accuracy rel_l2*"])
+    assert "mlp[amp]: numerics changed" not in text and "mlp[int8]: numerics changed" not in text
+
+
+def test_speedup_regression_fails_only_that_variant(perf: pytest.Pytester) -> None:
+    perf.makepyfile(ALL_FIVE)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=5)
+
+    def inflate(_nodeid: str, name: str, session: dict) -> None:
+        if name == "mlp[compiled]":  # "compiled used to be 50x faster than eager"
+            session["speedup"] = {"median": 50.0, "p25": 49.0, "p75": 51.0, "n": 9}
+    edit_baselines(perf.path / ".torchperf", inflate)
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines([
+        "*mlp[[]compiled[]]: speedup vs eager fell from x50.00 to x* slower; IQR of * rounds *; "
+        "limit 900% = x5.00)*",
+        "*FAILED*test_mlp[[]compiled[]]*"])
+
+
+def test_graph_break_fails_the_compiled_variants_with_the_reason(
+        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf.makepyfile(MLP + """
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = mlp()
+    def forward(self, x):
+        y = self.body(x)
+        if os.environ.get("BREAK"):
+            torch._dynamo.graph_break()
+        return y * 2
+
+@pytest.mark.torchperf(variants=["eager", "compiled"])
+def test_net(torchperf):
+    torchperf(Net(), torch.randn(8, 16), name="net")
+""")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    monkeypatch.setenv("BREAK", "1")
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*net[[]compiled[]]: counters changed vs baseline: graphs 1 -> 2; "
+                                 "graph breaks 0 -> 1*"])
+
+
+def test_min_speedup_and_compile_time_gates(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants=["compiled"], min_speedup={"compiled": 1000})
+def test_fast(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="fast")
+
+@pytest.mark.torchperf(variants=["compiled"], max_compile_time="1us")
+def test_slow_compile(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="slowc")
+""")
+    result = perf.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*fast[[]compiled[]]: speedup vs eager x* (IQR of * interleaved rounds x*-x*) is below the "
+        "required min_speedup x1000.00*",
+        "*slowc[[]compiled[]]: building the variant took * s (torch.compile(backend='inductor')), "
+        "above max_compile_time 0 s*"])
+
+
+def test_unavailable_variants_are_skipped_with_the_reason(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants={"compiled": {"backend": "tensorrt"}})
+def test_trt(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="trt")
+
+@pytest.mark.torchperf(variants=["amp", "int8"])
+def test_no_matmul(torchperf):
+    torchperf(torch.nn.ReLU(), torch.randn(8, 16), name="relu")
+
+def test_call_level_skip_keeps_the_others(torchperf):
+    results = torchperf(torch.nn.ReLU(), torch.randn(8, 16), name="relu2", variants=["eager", "amp"])
+    assert set(results) == {"eager"}
+    assert "no op in bfloat16" in results.skipped["amp"]
+""")
+    result = perf.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=3)
+    result.stdout.fnmatch_lines([
+        "*trt[[]compiled[]]: not measured: backend 'tensorrt' is not installed*pip install torch-tensorrt*",
+        "*relu[[]amp[]]: not measured: autocast ran no op in bfloat16*so amp would equal eager*",
+        "*relu[[]int8[]]: not measured: int8 *no nn.Linear layer torchao can quantize*"])
+
+
+def test_nan_in_one_variant_names_it(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import torch, pytest
+
+def big():
+    model = torch.nn.Linear(64, 4)
+    with torch.no_grad():
+        model.weight.fill_(1000.0)
+    return model
+
+@pytest.mark.torchperf(variants={"eager": None, "amp": {"dtype": "float16"}})
+def test_overflow(torchperf):
+    torchperf(big(), torch.full((2, 64), 100.0), name="big")
+""")
+    result = perf.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*big[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*"])
+
+
+def test_metric_on_labelled_batch_is_stored_and_gated(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+def top1(outputs, targets):
+    return (outputs.argmax(-1) == targets).float().mean().item()
+
+@pytest.mark.torchperf(variants=["eager", "int8"], metric=top1,
+                       data=(torch.randn(64, 16, generator=torch.Generator().manual_seed(3)),
+                             torch.arange(64) % 4))
+def test_mlp(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="mlp")
+""")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    stored = _stored(perf)
+    assert 0.0 <= stored["mlp"]["metric"] <= 1.0 and stored["mlp[int8]"]["metric"] is not None
+
+    def shift(_nodeid: str, name: str, session: dict) -> None:
+        session["metric"] = session["metric"] + 0.5
+    edit_baselines(perf.path / ".torchperf", shift)
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*mlp: metric changed since the baseline: * (-0.5; limit ±0.02)*",
+                                 "*mlp[[]int8[]]: metric changed since the baseline: * (-0.5; limit ±0.05)*"])
+
+
+def test_dict_and_dataclass_outputs_are_compared(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import dataclasses, torch
+
+@dataclasses.dataclass
+class Out:
+    logits: torch.Tensor
+    extra: dict
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 4)
+    def forward(self, x):
+        y = self.lin(x)
+        return Out(y, {"pooled": y.mean(0), "shape": (1, 2)})
+
+def test_struct(torchperf):
+    results = torchperf(Net(), torch.randn(8, 16), name="net", variants=["eager", "amp"])
+    assert 0 < results["amp"].accuracy["rel_l2"] < 3e-2
+""")
+    perf.runpytest().assert_outcomes(passed=1)
+
+
+def test_global_torch_state_is_restored_after_variant_tests(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants=["fused", "int8"])
+def test_a(torchperf):
+    torch._inductor.config.coordinate_descent_tuning = True  # as torchao's defaults would
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torchperf(mlp(), torch.randn(8, 16), name="a")
+
+def test_b_sees_clean_state():
+    from torch._dynamo.utils import counters
+    assert torch._inductor.config.freezing is False
+    assert torch._inductor.config.coordinate_descent_tuning is False
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert not counters["stats"]  # dynamo was reset after the variant tests
+""")
+    perf.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+
+
+def test_quantized_model_fixture(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+def test_dynamic(torchperf_quantized_model, torchperf):
+    x = torch.randn(8, 16)
+    q = torchperf_quantized_model(mlp(), x)
+    assert q.torchperf_quantization.mode == "dynamic"
+    assert q.torchperf_quantization.quantized == 2
+    result = torchperf(q, x, name="q")
+    assert result.counters is not None
+
+
+def test_static(torchperf_quantized_model):
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+    x = torch.randn(2, 3, 16, 16)
+    q = torchperf_quantized_model(net, x, calibration=[torch.randn(2, 3, 16, 16) for _ in range(2)])
+    assert q.torchperf_quantization.mode == "static"
+    assert "PT2E" in q.torchperf_quantization.method
+    with torch.no_grad():
+        err = (q(x) - net.eval()(x)).norm() / net(x).norm()
+    assert 0 < err < 0.1
+
+def test_bad_mode(torchperf_quantized_model):
+    torchperf_quantized_model(mlp(), torch.randn(2, 16), mode="int3")
+
+def test_unavailable(torchperf_quantized_model):
+    torchperf_quantized_model(torch.nn.ReLU(), torch.randn(2, 16))
+""")
+    result = perf.runpytest("-rs")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*torchperf_quantized_model: unknown mode 'int3'; modes: dynamic, static, weight_only*",
+        "*SKIPPED*torchperf_quantized_model: int8 dynamic: the model has no nn.Linear layer*"])
+
+
+def test_disable_runs_variants_without_building_them(perf: pytest.Pytester) -> None:
+    perf.makepyfile(ALL_FIVE)
+    result = perf.runpytest("--torchperf-disable")
+    result.assert_outcomes(passed=5)
+    assert "built in" not in result.stdout.str()
+
+
+def test_marker_variants_need_the_fixture(perf: pytest.Pytester) -> None:
+    perf.makepyfile(textwrap.dedent("""
+        import pytest
+        @pytest.mark.torchperf(variants=["compiled"])
+        def test_body():
+            pass
+    """))
+    result = perf.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*variants=...) needs the torchperf fixture*"])

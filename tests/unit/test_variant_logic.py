@@ -1,0 +1,219 @@
+"""Unit tests of the variant building blocks that need no compiler: option parsing, accuracy
+metrics and fingerprints, interleaved sampling on a fake clock, and the summary's variant columns."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from pytest_torchperf.accuracy import (
+    OutputMismatchError,
+    check_limits,
+    compare_outputs,
+    fingerprint,
+    fingerprint_drift,
+    tolerances,
+)
+from pytest_torchperf.config import (
+    SEED_OFF,
+    OptionError,
+    parse_accuracy,
+    parse_data,
+    parse_layer,
+    parse_min_speedup,
+    parse_seed,
+    parse_variant_filter,
+    parse_variants,
+    resolve,
+)
+from pytest_torchperf.sampling import collect_interleaved, round_ratios
+from pytest_torchperf.summary import render_table, variant_lines
+
+
+# -- options ----------------------------------------------------------------------------------
+def test_variants_accept_list_string_and_dict_and_keep_order() -> None:
+    assert parse_variants(["eager", "int8"]) == (("eager", ()), ("int8", ()))
+    assert parse_variants("compiled, amp") == (("compiled", ()), ("amp", ()))
+    specs = parse_variants({"compiled": {"mode": "max-autotune"}, "amp": None})
+    assert specs == (("compiled", (("mode", "max-autotune"),)), ("amp", ()))
+    options = resolve(parse_layer({"variants": {"compiled": {"backend": "aot_eager"}}}, "t"))
+    assert options.variant_names() == ("compiled",)
+    assert options.variant_settings("compiled") == {"backend": "aot_eager"}
+    assert options.variant_settings("amp") == {}
+
+
+@pytest.mark.parametrize("value, message", [
+    (["eagr"], "unknown variant 'eagr' (did you mean 'eager'?); known variants: eager, compiled, "
+               "fused, amp, int8"),
+    (["amp", "amp"], "variant 'amp' is listed twice"),
+    ({"compiled": {"moed": "x"}}, "variant 'compiled' has no setting 'moed'; its settings: backend"),
+    ({"eager": {"mode": "x"}}, "variant 'eager' has no setting 'mode'; its settings: none"),
+    ({"amp": "bf16"}, "settings of variant 'amp' must be a dict"),
+    ([], "names no variant"),
+    (3, "is not a list of variants"),
+])
+def test_bad_variants_name_the_problem(value: object, message: str) -> None:
+    with pytest.raises(OptionError) as info:
+        parse_variants(value)
+    assert message in str(info.value)
+
+
+def test_variant_filter_and_per_variant_options() -> None:
+    assert parse_variant_filter("eager,compiled,eager") == ("eager", "compiled")
+    with pytest.raises(OptionError, match="unknown variant 'int4'"):
+        parse_variant_filter("int4")
+    assert parse_min_speedup({"compiled": "1.5x", "int8": 2}) == (("compiled", 1.5), ("int8", 2.0))
+    with pytest.raises(OptionError, match="unknown variant 'eager'"):
+        parse_min_speedup({"eager": 1.2})  # eager is the reference: its speedup is 1 by definition
+    with pytest.raises(OptionError, match="must be a positive number"):
+        parse_min_speedup({"amp": 0})
+    assert parse_accuracy({"int8": {"rel_l2": 0.1, "top1": 0.9}}) == (
+        ("int8", (("rel_l2", 0.1), ("top1", 0.9))),)
+    with pytest.raises(OptionError, match="unknown metric 'rel_l1' \\(did you mean 'rel_l2'\\?\\)"):
+        parse_accuracy({"int8": {"rel_l1": 0.1}})
+    with pytest.raises(OptionError, match="must be >= 0"):
+        parse_accuracy({"amp": {"cosine": -1}})
+    with pytest.raises(OptionError, match="pair \\(inputs, targets\\)"):
+        parse_data(torch.ones(1))
+    assert parse_seed("off") == SEED_OFF and parse_seed("7") == 7
+    with pytest.raises(OptionError, match="not a seed"):
+        parse_seed(-3)
+
+
+def test_tolerance_defaults_and_overrides() -> None:
+    assert tolerances("int8")["rel_l2"] == 6e-2
+    assert tolerances("amp")["rel_l2"] == 3e-2
+    assert tolerances("amp", amp_dtype="float16")["rel_l2"] == 5e-3
+    assert tolerances("int8", {"rel_l2": 0.1})["rel_l2"] == 0.1
+    assert tolerances("int8", {"rel_l2": 0.1})["cosine"] == 0.998
+
+
+# -- accuracy ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Out:
+    logits: torch.Tensor
+    aux: dict
+
+
+def test_compare_outputs_metrics_on_nested_outputs() -> None:
+    ref = Out(torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]), {"k": (torch.ones(2), 5)})
+    same = compare_outputs(ref, ref)
+    assert same["rel_l2"] == 0.0 and same["max_abs"] == 0.0 and same["top1"] == 1.0
+    assert math.isclose(same["cosine"], 1.0)
+    moved = Out(torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 4.0]]), {"k": (torch.ones(2), 5)})
+    metrics = compare_outputs(ref, moved)
+    ref_norm = math.sqrt(1 + 4 + 9 + 9 + 4 + 1 + 1 + 1 + 25)
+    assert math.isclose(metrics["rel_l2"], 3.0 / ref_norm)
+    assert metrics["max_abs"] == 3.0
+    assert metrics["top1"] == 0.5  # the second row's argmax moved
+    assert metrics["n"] == 9
+
+
+def test_compare_outputs_rejects_structure_and_shape_changes() -> None:
+    with pytest.raises(OutputMismatchError, match="different structure"):
+        compare_outputs((torch.ones(2),), (torch.ones(2), torch.ones(1)))
+    with pytest.raises(OutputMismatchError, match=r"shape \(3,\) differs from eager's \(2,\)"):
+        compare_outputs({"a": torch.ones(2)}, {"a": torch.ones(3)})
+
+
+def test_low_precision_outputs_are_compared_in_float64() -> None:
+    ref = torch.linspace(-3, 3, 100)
+    metrics = compare_outputs(ref, ref.to(torch.bfloat16))
+    assert 0 < metrics["rel_l2"] < 1e-2
+
+
+def test_check_limits_names_metric_value_and_limit() -> None:
+    metrics = {"rel_l2": 0.08, "cosine": 0.997, "max_abs": 0.1, "top1": 1.0, "int_mismatch": 0}
+    [message] = check_limits("resnet18[int8]", metrics, tolerances("int8"))
+    assert message.startswith("resnet18[int8]: outputs drifted from eager fp32: ")
+    assert "rel_l2 0.0800 above the limit 0.0600" in message
+    assert "cosine 0.9970 below the minimum 0.9980" in message
+    assert "accuracy={'int8': {...}}" in message
+    assert check_limits("m[int8]", {**metrics, "rel_l2": 0.01, "cosine": 0.9999}, tolerances("int8")) == []
+    [nan] = check_limits("m[amp]", {"rel_l2": float("nan")}, tolerances("amp"))
+    assert "rel_l2 nan above the limit" in nan
+
+
+def test_fingerprint_drift_sees_small_changes_and_shape_changes() -> None:
+    torch.manual_seed(0)
+    out = {"logits": torch.randn(4, 10), "ids": torch.arange(4)}
+    fp = fingerprint(out)
+    assert [leaf["path"] for leaf in fp["leaves"]] == ["out['logits']", "out['ids']"]
+    assert len(fp["leaves"][0]["probe"]) == 16
+    assert fingerprint_drift(fp, fingerprint(out)) == (0.0, None)
+    nudged = {"logits": out["logits"] * (1 + 1e-3), "ids": out["ids"]}
+    drift, problem = fingerprint_drift(fp, fingerprint(nudged))
+    assert problem is None and 5e-4 < drift < 2e-3
+    drift, problem = fingerprint_drift(fp, fingerprint({"logits": torch.randn(4, 12), "ids": out["ids"]}))
+    assert drift == math.inf and "output structure changed" in problem and "(4, 12)" in problem
+
+
+# -- interleaved sampling ---------------------------------------------------------------------
+class FakeVariants:
+    """A fake clock and block runners: variant ``k`` costs ``per_call[k]`` seconds per call."""
+
+    def __init__(self, per_call: dict[str, float]) -> None:
+        self.per_call = per_call
+        self.now = 0.0
+        self.order: list[tuple[str, int]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def runner(self, name: str):
+        def run(number: int) -> float:
+            self.order.append((name, number))
+            self.now += number * self.per_call[name]
+            return number * self.per_call[name]
+        return run
+
+
+def test_interleaved_sampling_runs_round_robin_with_equal_rounds() -> None:
+    fake = FakeVariants({"eager": 1e-3, "compiled": 5e-4})
+    raws = collect_interleaved({n: fake.runner(n) for n in fake.per_call}, min_time=0.1,
+                               warmup=0.01, clock=fake.clock, cpu_clock=fake.clock)
+    timed = [(n, k) for n, k in fake.order if k > 1]
+    assert [n for n, _ in timed[:4]] == ["eager", "compiled", "eager", "compiled"]
+    assert len(raws["eager"].times) == len(raws["compiled"].times)
+    assert raws["eager"].number_per_block == 10 and raws["compiled"].number_per_block == 20
+    assert raws["eager"].wall_time >= 0.1 and raws["compiled"].wall_time >= 0.1
+    assert raws["eager"].cpu_share == pytest.approx(1.0)
+    ratios = round_ratios(raws["eager"].times, raws["compiled"].times)
+    assert ratios and all(r == pytest.approx(2.0) for r in ratios)
+
+
+def test_round_ratios_pair_rounds_and_skip_zero() -> None:
+    assert round_ratios([2.0, 4.0, 1.0], [1.0, 2.0, 0.0]) == [2.0, 2.0]
+
+
+# -- summary ----------------------------------------------------------------------------------
+def _record(name: str, variant: str = "eager", **extra: object) -> dict:
+    return {"nodeid": "t.py::test_m", "name": name, "outcome": "measured", "group": None,
+            "stats": {"median": 1e-3, "p25": 9e-4}, "verdict": None, "counter_changes": [],
+            "saved": False, "variant": variant, **extra}
+
+
+def test_summary_shows_variant_columns_only_when_variants_were_measured() -> None:
+    plain = render_table([_record("m")])
+    assert "speedup" not in plain[0]
+    records = [_record("m"), _record("m[int8]", "int8", speedup={"median": 3.2, "p25": 3.1, "p75": 3.3},
+                                     accuracy={"rel_l2": 0.021, "top1": 0.95},
+                                     method="dynamic: torchao", build_time=4.2,
+                                     notes=["evidence: quantized=2"])]
+    lines = render_table(records)
+    assert "speedup vs eager" in lines[0] and "rel-L2 vs eager" in lines[0]
+    row = next(line for line in lines if "m[int8]" in line)
+    assert "x3.20 (3.10-3.30)" in row and "2.1e-02 top1 95%" in row
+    detail = variant_lines(records)
+    assert detail[0].startswith("m[int8]: dynamic: torchao, built in 4.2 s; rel-L2 2.1e-02")
+    assert detail[1] == "    note: evidence: quantized=2"
+
+
+def test_summary_names_the_kind_of_variant_failure() -> None:
+    record = _record("m[amp]", "amp", outcome="fail",
+                     failures=["m[amp]: outputs drifted from eager fp32: rel_l2 ..."])
+    row = next(line for line in render_table([record]) if "m[amp]" in line)
+    assert row.endswith("FAIL (accuracy)")
