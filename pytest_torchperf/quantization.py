@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import platform
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -211,7 +212,10 @@ def _static(model: Any, args: tuple[Any, ...], calibration: Iterable[Any] | None
     compiled = torch.compile(converted)
     try:
         # Freezing must be on at the first call (not via options=...): TORCH_NOTES §4 traps 1, 3.
-        with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+        with torch.no_grad(), torch._inductor.config.patch(freezing=True), \
+                warnings.catch_warnings():
+            # inductor's own int8 lowering copies a tensor the discouraged way (harmless noise).
+            warnings.filterwarnings("ignore", message="To copy construct from a tensor")
             compiled(*args)
     except Exception as exc:  # noqa: BLE001
         raise QuantizationError(f"compiling the PT2E int8 graph failed: {_first_line(exc)}") from None
