@@ -50,7 +50,7 @@ class TorchperfFixture:
                  kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
         __tracebackhide__ = True
         from .measure import TargetError
-        from .session import VariantSkipped
+        from .session import VariantFailed, VariantSkipped
         from .storage import BaselineFileError
 
         nodeid = self._item.nodeid
@@ -84,6 +84,8 @@ class TorchperfFixture:
             skip = str(exc)
         except (BaselineFileError, OptionError, TargetError) as exc:
             message = f"torchperf: {exc}"
+        except VariantFailed as exc:
+            message = str(exc)
         else:
             message = ""
         if skip is not None:

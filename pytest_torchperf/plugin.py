@@ -28,8 +28,8 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_timer,
     torchperf_variant,
 )
-from .items import (MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY, marker_options,
-                    session_of, state_of)
+from .items import (FIXTURE, MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY,
+                    marker_options, session_of, state_of)
 from .reporter import RECORDS_PROPERTY
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -245,7 +245,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            _check_variant_item(config, item, uses_fixture)
+            _check_variant_item(config, item, FIXTURE in names)
         if skip_perf and perf:
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:

@@ -108,8 +108,10 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
     Drift and noisy neighbours then hit every variant alike, so the per-round ratio of two
     variants' block times is a same-moment comparison (TORCH_NOTES §1: ratios held to about
     ±0.1 where absolute times drifted 10 %). Each variant is warmed up and sized on its own;
-    rounds continue until every variant has ``min_time`` seconds of blocks and at least
-    ``min_blocks`` blocks. Every variant's ``times`` has one entry per round, in round order.
+    rounds continue until at least ``min_blocks`` rounds and ``min_time`` seconds per variant in
+    total (``len(runners) * min_time``): the budget a user sets stays the budget, and a variant
+    much slower than a ~10 ms block (one call per block) does not multiply it. Every variant's
+    ``times`` has one entry per round, in round order.
     """
     names = list(runners)
     numbers: dict[str, int] = {}
@@ -140,7 +142,7 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
             wall[name] += clock() - wall0
             cpu[name] += cpu_clock() - cpu0
         rounds = len(times[names[0]])
-        if rounds >= min_blocks and all(wall[n] >= min_time for n in names):
+        if rounds >= min_blocks and sum(wall.values()) >= min_time * len(names):
             break
     return {n: RawSamples(times=times[n], number_per_block=numbers[n], wall_time=wall[n],
                           cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n])

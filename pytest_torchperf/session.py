@@ -42,6 +42,10 @@ class VariantSkipped(Exception):
     """The only variant a test asked for cannot exist here; the test is skipped with this reason."""
 
 
+class VariantFailed(Exception):
+    """The only variant a test asked for could not be built from the user's model."""
+
+
 #: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
 #: fingerprint is not stored, so random outputs never raise "numerics changed".
 DETERMINISM_TOLERANCE = 1e-6
@@ -370,7 +374,10 @@ class PerfSession:
                 state.warnings.append(f"{label}: not measured: {exc}")
                 continue
             except VariantBuildError as exc:
-                state.failures.append(f"{label}: could not be built: {exc}")
+                message = f"{label}: could not be built: {exc}"
+                if len(variants) == 1:
+                    raise VariantFailed(message) from None
+                state.failures.append(message)
                 continue
             measurer = Measurer(built.target, inputs, kwargs, options, device=eager_m.device,
                                 module=module)

@@ -193,13 +193,18 @@ class Net(torch.nn.Module):
 @pytest.mark.torchperf(variants=["eager", "compiled"])
 def test_net(torchperf):
     torchperf(Net(), torch.randn(8, 16), name="net")
+
+@pytest.mark.torchperf(variants={"compiled": {"fullgraph": True}})
+def test_fullgraph(torchperf):
+    torchperf(Net(), torch.randn(8, 16), name="full")
 """)
-    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=3)
     monkeypatch.setenv("BREAK", "1")
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*net[[]compiled[]]: counters changed vs baseline: graphs 1 -> 2; "
-                                 "graph breaks 0 -> 1*"])
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*full[[]compiled[]]: could not be built: torch.compile (first call) failed: *",
+        "*net[[]compiled[]]: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1*"])
 
 
 def test_min_speedup_and_compile_time_gates(perf: pytest.Pytester) -> None:

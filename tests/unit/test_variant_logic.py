@@ -179,10 +179,20 @@ def test_interleaved_sampling_runs_round_robin_with_equal_rounds() -> None:
     assert [n for n, _ in timed[:4]] == ["eager", "compiled", "eager", "compiled"]
     assert len(raws["eager"].times) == len(raws["compiled"].times)
     assert raws["eager"].number_per_block == 10 and raws["compiled"].number_per_block == 20
-    assert raws["eager"].wall_time >= 0.1 and raws["compiled"].wall_time >= 0.1
+    assert raws["eager"].wall_time + raws["compiled"].wall_time >= 0.2
+    assert raws["eager"].wall_time + raws["compiled"].wall_time < 0.2 + 0.011 + 0.011
     assert raws["eager"].cpu_share == pytest.approx(1.0)
     ratios = round_ratios(raws["eager"].times, raws["compiled"].times)
     assert ratios and all(r == pytest.approx(2.0) for r in ratios)
+
+
+def test_a_slow_variant_does_not_multiply_the_budget() -> None:
+    """One call of the slow variant is a whole block: the budget is shared, at least 5 rounds."""
+    fake = FakeVariants({"eager": 1e-3, "amp": 0.3})
+    raws = collect_interleaved({n: fake.runner(n) for n in fake.per_call}, min_time=0.5,
+                               warmup=0.0, clock=fake.clock, cpu_clock=fake.clock)
+    assert len(raws["amp"].times) == 5  # min_blocks rounds, 1.5 s of amp already cover 2 x 0.5 s
+    assert raws["amp"].number_per_block == 1
 
 
 def test_round_ratios_pair_rounds_and_skip_zero() -> None:
