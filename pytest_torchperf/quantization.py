@@ -112,10 +112,11 @@ def quantize_model(model: Any, example_inputs: Any, mode: str | None = None,
     if chosen == "static":
         try:
             result = _static(model, args, calibration, device_type)
-        except QuantizationError as exc:
+        except (QuantizationError, QuantizationUnavailable) as exc:
             if mode is not None:
                 raise
-            notes.append(f"static PT2E quantization failed ({exc}); fell back to dynamic")
+            what = "failed" if isinstance(exc, QuantizationError) else "is not available"
+            notes.append(f"static PT2E quantization {what} ({exc}); fell back to dynamic")
             chosen = "dynamic"
     if chosen != "static":
         result = _torchao(model, args, chosen, device_type, compile)

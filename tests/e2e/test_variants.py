@@ -386,3 +386,41 @@ def test_marker_variants_need_the_fixture(perf: pytest.Pytester) -> None:
     result = perf.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*variants=...) needs the torchperf fixture*"])
+
+
+def test_without_a_cxx_compiler_variants_skip_or_fall_back_with_the_reason(perf: pytest.Pytester) -> None:
+    """A machine where inductor cannot compile: compiled skips, fused falls back to the eager
+    conv-bn fold, int8 falls back to eager torchao int8 with a note - all said plainly."""
+    perf.makeconftest("""
+import pytest
+import pytest_torchperf.compilers as compilers
+import pytest_torchperf.quantization as quantization
+import pytest_torchperf.variants as variants
+
+def no_compiler(device_type):
+    return "torch.compile(backend='inductor') does not work here: InvalidCxxCompiler (simulated)"
+
+@pytest.fixture(autouse=True)
+def _no_cxx(monkeypatch):
+    for module in (compilers, quantization, variants):
+        monkeypatch.setattr(module, "inductor_problem", no_compiler)
+""")
+    perf.makepyfile("""
+import torch, pytest
+
+def convnet():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 4))
+
+@pytest.mark.torchperf(variants=["compiled", "fused", "int8"])
+def test_conv(torchperf):
+    torchperf(convnet(), torch.randn(2, 3, 8, 8), name="conv")
+""")
+    result = perf.runpytest("-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(["*conv[[]compiled[]]: not measured: torch.compile(backend='inductor') "
+                                 "does not work here: InvalidCxxCompiler (simulated)*"])
+    assert "conv[fused]: torch.fx conv-bn fold (eager)" in text
+    assert "batch_norms_folded=1" in text
+    assert "static PT2E quantization failed" in text or "not compiled (" in text
