@@ -12,7 +12,7 @@ import datetime as _dt
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from .summary import OUTCOME_ORDER, count_line, sort_records
+from .summary import OUTCOME_ORDER, count_line, format_accuracy, format_speedup, sort_records
 from .units import format_change, format_time
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
@@ -30,6 +30,8 @@ def _verdict_label(record: Mapping[str, Any]) -> str:
     label = f"{icon} {outcome}".strip()
     if record.get("counter_changes"):
         label += " (counters)"
+    elif record.get("failures"):
+        label += " (variant)"
     return label
 
 
@@ -41,23 +43,31 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
         lines += ["### Needs attention", ""]
         for record in attention:
             verdict = record.get("verdict") or {}
-            messages = list(record.get("counter_changes") or [])
+            messages = list(record.get("counter_changes") or []) + list(record.get("failures") or [])
             if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
                 messages.insert(0, verdict["message"])
             lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
             for message in messages:
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
-    lines += ["| verdict | test | name | median | p25 | baseline p25 | change |",
-              "|---|---|---|---:|---:|---:|---:|"]
+    variants = any(r.get("speedup") or r.get("accuracy") for r in records)
+    header = "| verdict | test | name | median | p25 | baseline p25 | change |"
+    rule = "|---|---|---|---:|---:|---:|---:|"
+    if variants:
+        header += " speedup vs eager | rel-L2 vs eager |"
+        rule += "---:|---:|"
+    lines += [header, rule]
     for record in sort_records(records):
         stats = record.get("stats") or {}
         verdict = record.get("verdict") or {}
-        lines.append("| " + " | ".join([
+        cells = [
             _verdict_label(record), f"`{_md(record['nodeid'])}`", _md(record["name"]),
             format_time(stats.get("median")), format_time(stats.get("p25")),
             format_time(verdict.get("baseline_statistic")), format_change(verdict.get("ratio")),
-        ]) + " |")
+        ]
+        if variants:
+            cells += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -118,6 +128,13 @@ def benchmark_json(records: Iterable[Mapping[str, Any]], machine_info: Mapping[s
                 "calibration": record.get("calibration"),
                 "clock": record.get("clock"),
                 "saved": record.get("saved"),
+                "variant": record.get("variant", "eager"),
+                "speedup": record.get("speedup"),
+                "accuracy": record.get("accuracy"),
+                "accuracy_limits": record.get("accuracy_limits"),
+                "build_time": record.get("build_time"),
+                "metric": record.get("metric"),
+                "failures": record.get("failures"),
             },
         })
     return {

@@ -424,3 +424,25 @@ def test_conv(torchperf):
     assert "conv[fused]: torch.fx conv-bn fold (eager)" in text
     assert "batch_norms_folded=1" in text
     assert "static PT2E quantization failed" in text or "not compiled (" in text
+
+
+def test_variants_in_markdown_json_and_junit_reports(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MLP + """
+@pytest.mark.torchperf(variants=["eager", "amp"], accuracy={"amp": {"rel_l2": 1e-6}})
+def test_mlp(torchperf):
+    torchperf(mlp(), torch.randn(8, 16), name="mlp")
+""")
+    result = perf.runpytest("--torchperf-markdown", "summary.md", "--torchperf-json", "bench.json",
+                            "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    markdown = (perf.path / "summary.md").read_text()
+    assert "speedup vs eager | rel-L2 vs eager |" in markdown
+    assert "mlp[amp]: outputs drifted from eager fp32" in markdown  # under "Needs attention"
+    assert "| ❌ fail (variant) |" in markdown
+    bench = {b["name"]: b for b in json.loads((perf.path / "bench.json").read_text())["benchmarks"]}
+    assert set(bench) == {"test_mlp[eager][mlp]", "test_mlp[amp][mlp[amp]]"}
+    amp = bench["test_mlp[amp][mlp[amp]]"]["torchperf"]
+    assert amp["variant"] == "amp" and amp["speedup"]["median"] > 0 and amp["accuracy"]["rel_l2"] > 0
+    assert amp["failures"] and bench["test_mlp[eager][mlp]"]["torchperf"]["variant"] == "eager"
+    junit = (perf.path / "junit.xml").read_text()
+    assert 'name="test_mlp[amp]"' in junit and "&quot;variant&quot;: &quot;amp&quot;" in junit
