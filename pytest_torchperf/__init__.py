@@ -25,6 +25,8 @@ _PUBLIC = {
     "nvtx_range": "nvtx",
     "select_device": "devices",
     "TorchperfWarning": "session",
+    "load_results": "results",
+    "quantize_model": "quantization",
 }
 
 __all__ = [*sorted(_PUBLIC), "__version__"]
@@ -39,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .storage import BaselineFileError, BaselineStore
     from .timer import BlockTimer
     from .verdict import Outcome, Verdict
+    from .results import load_results
+    from .quantization import quantize_model
 
 
 def __getattr__(name: str) -> Any:

@@ -98,6 +98,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--torchperf-markdown", metavar="PATH", default=None,
                     help="Write a markdown summary of the measurements (also appended to "
                          "$GITHUB_STEP_SUMMARY when that is set)")
+    group.addoption("--torchperf-html", metavar="PATH", default=None,
+                    help="Write a self-contained HTML report (table, distributions, trends, "
+                         "variant speedups, trace links)")
     group.addoption("--torchperf-json", metavar="PATH", default=None,
                     help="Write the measurements as pytest-benchmark-compatible JSON")
     group.addoption("--torchperf-disable", action="store_true", default=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ class SummaryReporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.records: list[dict[str, Any]] = []
+        #: Start of the run: traces written after it belong to this run.
+        self.started = time.time()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -60,6 +63,14 @@ class SummaryReporter:
         for line in self._write_reports(_environment_line(settings, self.records)):
             tr.write_line(line)
 
+    def _html(self, folder: Path, environment_line: str) -> str:
+        from .html_report import html_report
+
+        settings = self.config.stash[SETTINGS_KEY]
+        return html_report(self.records, environment_line,
+                           stored_histories(settings.storage, self.records),
+                           run_traces(settings.report_dir, self.started, folder))
+
     def _write_reports(self, environment_line: str) -> list[str]:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
         from .environment import commit_info, machine_info
@@ -68,6 +79,7 @@ class SummaryReporter:
 
         written: list[str] = []
         markdown_path = self.config.getoption("torchperf_markdown")
+        html_path = self.config.getoption("torchperf_html")
         json_path = self.config.getoption("torchperf_json")
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         markdown = (markdown_report(self.records, environment_line)
@@ -81,6 +93,10 @@ class SummaryReporter:
                 with open(step_summary, "a", encoding="utf-8") as handle:
                     handle.write(markdown + "\n")
                 written.append(f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})")
+            if html_path:
+                path = Path(html_path).resolve()
+                atomic_write_text(path, self._html(path.parent, environment_line))
+                written.append(f"torchperf: HTML report written to {path}")
             if json_path:
                 path = Path(json_path).resolve()
                 data = benchmark_json(self.records, machine_info(), commit_info())
@@ -90,6 +106,41 @@ class SummaryReporter:
             written.append(f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
                            f"check the path and its folder's permissions")
         return written
+
+
+def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    """Stored sessions of each measured record, without the sessions this run itself saved."""
+    from .html_report import history_from_sessions
+    from .storage import BaselineFileError, BaselineStore
+
+    store = BaselineStore(storage)
+    histories = {}
+    for record in records:
+        env_id = record.get("environment_id")
+        if not env_id:
+            continue
+        try:
+            sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
+        except (BaselineFileError, OSError):
+            continue  # the test itself already reported the bad file
+        sessions = [s for s in sessions if not record.get("run_id") or s.get("run_id") != record["run_id"]]
+        histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
+    return histories
+
+
+def run_traces(report_dir: Path, since: float, relative_to: Path) -> list[tuple[str, str]]:
+    """``(label, href)`` of the profiler traces written since ``since`` (epoch seconds)."""
+    folder = report_dir / "traces"
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            if path.stat().st_mtime >= since:
+                found.append((path.name, os.path.relpath(path, relative_to)))
+        except OSError:
+            continue
+    return found
 
 
 def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) -> str:

@@ -97,7 +97,7 @@ def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def benchmark_json(records: Iterable[Mapping[str, Any]], machine_info: Mapping[str, Any],
+def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[str, Any],
                    commit_info: Mapping[str, Any]) -> dict[str, Any]:
     """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section."""
     benchmarks = []
@@ -135,14 +135,21 @@ def benchmark_json(records: Iterable[Mapping[str, Any]], machine_info: Mapping[s
                 "build_time": record.get("build_time"),
                 "metric": record.get("metric"),
                 "failures": record.get("failures"),
+                "nodeid": record["nodeid"],
+                "measurement": record["name"],
+                "session": record.get("session"),
             },
         })
+    environments = {r["environment_id"]: r["environment"] for r in records
+                    if r.get("environment_id") and r.get("environment")}
     return {
         "machine_info": dict(machine_info),
         "commit_info": dict(commit_info),
         "benchmarks": benchmarks,
         "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
         "version": PYTEST_BENCHMARK_FORMAT,
+        # Ours: the fingerprints of the environments measured (torchperf accept needs them).
+        "torchperf": {"format": "pytest-torchperf-results", "environments": environments},
     }
 
 

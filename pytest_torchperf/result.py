@@ -72,6 +72,12 @@ class Result:
     #: Failures other than the timing verdict and counters (accuracy, speedup, compile time,
     #: numerics drift), each a full sentence naming the measurement.
     failures: list[str] = field(default_factory=list)
+    #: Id of the pytest run (worker) that measured it; its saved session carries the same id.
+    run_id: str | None = None
+    #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
+    session: dict[str, Any] | None = field(default=None, repr=False)
+    #: The environment fingerprint of the measurement (``environment.json`` of its folder).
+    environment: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.summary is None and self.samples:
@@ -178,4 +184,7 @@ class Result:
             "notes": list(self.notes),
             "metric": self.metric,
             "failures": list(self.failures),
+            "run_id": self.run_id,
+            "session": self.session,
+            "environment": self.environment,
         }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import math
-import statistics
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -494,9 +493,17 @@ class PerfSession:
                         threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
                         verdict=verdict, group=options.group, summary=final.summary,
                         options=options, counters=counters, counter_changes=changes, kind=kind,
-                        clock=clock[-1], calibration=final.calibration, failures=failures)
+                        clock=clock[-1], calibration=final.calibration, failures=failures,
+                        run_id=self.run_id)
         if extra is not None:
             extra.apply(result)
+        if gate and result.summary is not None:
+            # What --torchperf-save would store: shipped in reports so `torchperf accept` can
+            # promote this very measurement to a baseline later.
+            result.session = self._session_record(result, options)
+            if extra is not None:
+                result.session.update(extra.record())
+            result.environment = environment
         state.results.append(result)
 
         if save and not changes and not failures and (verdict is None or verdict.outcome in
@@ -508,9 +515,7 @@ class PerfSession:
                     f"{name}: baseline not saved: {problem} ({times}). Save again on a "
                     f"quieter machine.")
             else:
-                record = self._session_record(result, options)
-                if extra is not None:
-                    record.update(extra.record())
+                record = dict(result.session or {})
                 record["top_ops"] = self._baseline_top_ops(measurer, final, state, name)
                 state.pending.append(PendingSave(env_id, environment, nodeid, name, record, result))
         return result
@@ -519,45 +524,15 @@ class PerfSession:
                          sessions: Sequence[Mapping[str, Any]], options: MeasureOptions,
                          state: TestState) -> list[str]:
         """Across-run checks of a measurement's speedup, output fingerprint and metric."""
-        from .accuracy import fingerprint_drift, tolerances
+        from .accuracy import tolerances
+        from .drift import drift_checks
 
-        failures: list[str] = []
-        remedy = ("If intended (a model edit, a torch upgrade), record new baselines with "
-                  "pytest --torchperf-save --torchperf-reset")
-        stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
-        if extra.speedup and stored_speedups:
-            base = statistics.median(stored_speedups)
-            # Same meaning as max_slowdown: the variant's time relative to eager may grow by it.
-            limit = base / (1.0 + options.max_slowdown)
-            now = extra.speedup
-            text = (f"{label}: speedup vs eager fell from x{base:.2f} to x{now['median']:.2f} "
-                    f"(relative to eager this variant is {base / now['median'] - 1.0:+.0%} slower; "
-                    f"IQR of {int(now['n'])} interleaved rounds x{now['p25']:.2f}-x{now['p75']:.2f}; "
-                    f"limit {options.max_slowdown:.0%} = x{limit:.2f})")
-            if now["p75"] < limit:
-                failures.append(text + ". Eager ran in the same rounds, so a slower machine does "
-                                "not explain it: this variant lost ground against eager")
-            elif now["median"] < limit:
-                state.warnings.append(text + " - inconclusive: the rounds' spread overlaps the limit")
-        limits = extra.limits or tolerances(extra.variant, dict(dict(options.accuracy).get(extra.variant, ())))
-        stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
-        if extra.fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
-            drift, problem = fingerprint_drift(stored_fp, extra.fingerprint)
-            if problem:
-                failures.append(f"{label}: numerics changed since the baseline: {problem}. {remedy}")
-            elif drift > limits["rel_l2"]:
-                failures.append(
-                    f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
-                    f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {remedy}. "
-                    f"Random models/inputs must be created inside the test or its function-scoped "
-                    f"fixtures (torchperf seeds them with seed=0) or seeded by you")
-        stored_metric = next((s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None)
-        if extra.metric is not None and stored_metric is not None and "metric" in limits:
-            if abs(extra.metric - stored_metric) > limits["metric"]:
-                failures.append(
-                    f"{label}: metric changed since the baseline: {stored_metric:.4g} -> "
-                    f"{extra.metric:.4g} ({extra.metric - stored_metric:+.4g}; limit "
-                    f"±{limits['metric']:.4g}). {remedy}")
+        limits = extra.limits or tolerances(extra.variant,
+                                            dict(dict(options.accuracy).get(extra.variant, ())))
+        failures, warnings = drift_checks(label, sessions, speedup=extra.speedup,
+                                          fingerprint=extra.fingerprint, metric=extra.metric,
+                                          limits=limits, max_slowdown=options.max_slowdown)
+        state.warnings.extend(warnings)
         return failures
 
     def _profile_iterations(self, sample: Sample) -> int:

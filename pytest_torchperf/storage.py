@@ -204,6 +204,10 @@ def atomic_write_text(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp creates 0600; give the file the mode an ordinary open() would (0666 - umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -330,6 +334,30 @@ class BaselineStore:
                 f"Check free space and permissions of {self.root}.") from None
         self._cache.pop(path, None)
         return path
+
+    def environment(self, env_id: str) -> dict[str, Any]:
+        """The stored fingerprint of an environment (empty when missing or unreadable)."""
+        try:
+            env = json.loads((self.root / env_id / ENVIRONMENT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return env if isinstance(env, dict) else {}
+
+    def measurements(self) -> Iterator[tuple[str, str, str, list[dict[str, Any]]]]:
+        """Every stored measurement: ``(env_id, nodeid, name, sessions)``.
+
+        A file that fails validation raises :class:`BaselineFileError` naming it.
+        """
+        if not self.root.is_dir():
+            return
+        for env_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for path in sorted(env_dir.glob("*.json")):
+                if path.name == ENVIRONMENT_FILE:
+                    continue
+                doc = self._read(path) or {"tests": {}}
+                for nodeid, entries in sorted(doc["tests"].items()):
+                    for name, entry in sorted(entries.items()):
+                        yield env_dir.name, nodeid, name, list(entry["sessions"])
 
     def environments_with(self, nodeid: str, name: str) -> list[tuple[str, dict[str, Any]]]:
         """Other environments holding a baseline for this measurement, with their fingerprints.

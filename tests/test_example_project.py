@@ -22,6 +22,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tests import browser
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
 
@@ -71,6 +73,19 @@ def _failed_cases(junit: Path) -> list[ET.Element]:
     return [case for case in suite.iter("testcase") if case.find("failure") is not None]
 
 
+def _check_report_renders(report: Path, shot: Path) -> None:
+    """The example's HTML report opens in headless Chromium, scripts run, table and charts render."""
+    page = report.read_text()
+    assert page.count("<tr class=") == 14 and "Variant speedups vs eager" in page
+    if browser.chromium() is None:
+        return  # the structure above is checked anyway; tests/e2e/test_html_and_cli.py says why skipped
+    dom, console = browser.render(report, shot)
+    assert console == [], console
+    assert 'data-ready="1"' in dom and dom.count("<svg") >= 14
+    assert browser.colour_pixels(shot, (0xdc, 0xfc, 0xe7), 4) > 500  # pass badges
+    assert browser.colour_pixels(shot, (0x25, 0x63, 0xeb), 30) > 100  # box plots
+
+
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
     project = tmp_path / "example_project"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
@@ -100,8 +115,11 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     # percent they move between processes on a shared runner.
     _scale(baseline_file, 2.0)
     _scale(_variant_file(storage), 2.0)
-    compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=50%")
+    report = tmp_path / "report" / "index.html"
+    compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=50%",
+                    f"--torchperf-html={report}")
     assert compared.returncode == 0, _explain(compared)
+    _check_report_renders(report, tmp_path / "report.png")
     assert "= torchperf =" in compared.stdout and "baseline p25" in compared.stdout, _explain(compared)
     assert "19 passed" in compared.stdout, _explain(compared)
     counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")][-1]

@@ -1,0 +1,279 @@
+"""The ``torchperf`` command: the plugin's gate and reports over files it already wrote.
+
+    torchperf list    [--storage DIR]                      environments and what they hold
+    torchperf show    [--storage DIR] [-k TEXT]            stored measurements, one line each
+    torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
+    torchperf report  [--storage DIR] [--results FILE] [--html PATH] [--markdown PATH]
+    torchperf accept  RESULTS [--storage DIR] [-k TEXT] [--reset]
+
+BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
+``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
+the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` (without the
+confirming re-measure, which needs the model: the candidate's samples are final). Tables are
+printed with pandas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import OptionError, parse_fraction, parse_share
+from .storage import BaselineFileError, BaselineStore, atomic_write_text
+
+
+def _table(rows: list[dict[str, Any]], empty: str) -> str:
+    import pandas as pd
+
+    if not rows:
+        return empty
+    with pd.option_context("display.max_rows", None, "display.max_columns", None,
+                           "display.width", 200, "display.max_colwidth", 70):
+        return pd.DataFrame(rows).to_string(index=False)
+
+
+def _fmt_time(value: float | None) -> str:
+    from .units import format_time
+
+    return format_time(value)
+
+
+def _selected(nodeid: str, name: str, pattern: str | None) -> bool:
+    return pattern is None or pattern in nodeid or pattern in name
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = BaselineStore(Path(args.storage))
+    summary: dict[str, dict[str, Any]] = {}
+    for env_id, nodeid, _name, sessions in store.measurements():
+        env = store.environment(env_id)
+        exact = env.get("exact") or {}
+        row = summary.setdefault(env_id, {
+            "environment": env_id, "device": exact.get("device", "?"),
+            "torch": exact.get("torch", "?"), "threads": exact.get("threads", "?"),
+            "tests": set(), "measurements": 0, "sessions": 0, "last saved": ""})
+        row["tests"].add(nodeid)
+        row["measurements"] += 1
+        row["sessions"] += len(sessions)
+        row["last saved"] = max(row["last saved"], *(s.get("timestamp") or "" for s in sessions))
+    rows = [{**r, "tests": len(r["tests"])} for r in summary.values()]
+    print(_table(rows, f"no baselines under {args.storage}"))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    import statistics
+
+    rows = []
+    for env_id, nodeid, name, sessions in BaselineStore(Path(args.storage)).measurements():
+        if not sessions or not _selected(nodeid, name, args.k) or (args.env and args.env != env_id):
+            continue
+        latest = sessions[-1]
+        speedup = latest.get("speedup") or {}
+        rows.append({
+            "environment": env_id, "test": nodeid, "name": name,
+            "variant": latest.get("variant", "eager"), "sessions": len(sessions),
+            "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in sessions)),
+            "latest p25": _fmt_time(latest["statistic"]),
+            "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
+            "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}" if (latest.get("accuracy") or {}).get("rel_l2")
+            is not None else "-",
+            "saved": latest.get("timestamp", "?"), "commit": str(latest.get("git_sha") or "-")[:8],
+        })
+    print(_table(rows, "no stored measurement matches"))
+    return 0
+
+
+def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from .results import read_results, stored_records
+
+    if path.is_dir():
+        records = stored_records(path)
+        store = BaselineStore(path)
+        return records, {r["environment_id"]: store.environment(r["environment_id"]) for r in records}
+    return read_results(path)
+
+
+def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *, max_slowdown: float,
+                 min_cpu_share: float, max_spread: float,
+                 ignore_counters: Sequence[str] = ()) -> dict[str, Any]:
+    """The plugin's verdict for one measured record against stored ``sessions`` (no re-measure).
+
+    Returns ``{"outcome", "message", "ratio", "failures", "warnings"}``.
+    """
+    from .accuracy import tolerances
+    from .counters import diff_counters
+    from .drift import drift_checks
+    from .stats import summarize
+    from .verdict import Sample, judge
+
+    session = record.get("session") or {}
+    times = tuple(session.get("times") or record.get("samples") or ())
+    sample = Sample(summarize(times), session.get("cpu_share", record.get("cpu_share")), times,
+                    session.get("calibration"))
+    label = record["name"]
+    judgement = judge(label, sample, [s["statistic"] for s in sessions], max_slowdown,
+                      lambda: sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
+                      baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
+                                           if s.get("calibration") and s.get("calibration_kernel")
+                                           and s.get("calibration_kernel") == session.get("calibration_kernel")])
+    verdict = judgement.verdict
+    failures: list[str] = []
+    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    counters = session.get("counters", record.get("counters"))
+    if counters and stored_counters:
+        changes = diff_counters(stored_counters, counters, ignore_counters)
+        if changes:
+            failures.append(f"{label}: counters changed vs baseline: {'; '.join(changes)}")
+    limits = session.get("accuracy_limits") or tolerances(session.get("variant", "eager"))
+    drift_failures, warnings = drift_checks(
+        label, sessions, speedup=session.get("speedup"), fingerprint=session.get("fingerprint"),
+        metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown)
+    failures += drift_failures
+    outcome = "fail" if failures else verdict.outcome.value
+    return {"outcome": outcome, "message": verdict.message, "ratio": verdict.ratio,
+            "failures": failures, "warnings": warnings}
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    store = BaselineStore(Path(args.baseline))
+    records, _ = _candidates(Path(args.candidate))
+    rows, details, failed = [], [], 0
+    for record in records:
+        if not _selected(record["nodeid"], record["name"], args.k) or not record.get("environment_id"):
+            continue
+        sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
+                    if not record.get("run_id") or s.get("run_id") != record.get("run_id")]
+        result = judge_record(record, sessions, max_slowdown=args.max_slowdown,
+                              min_cpu_share=args.min_cpu_share, max_spread=args.max_spread)
+        failed += result["outcome"] == "fail"
+        from .units import format_change
+
+        rows.append({"test": record["nodeid"], "name": record["name"], "outcome": result["outcome"],
+                     "p25": _fmt_time((record.get("stats") or {}).get("p25")),
+                     "change": format_change(result["ratio"])})
+        if result["outcome"] in ("fail", "inconclusive", "new"):
+            details += [result["message"], *result["failures"]]
+        details += result["warnings"]
+    print(_table(rows, "no measurement to compare"))
+    for line in details:
+        print(line)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    print("torchperf: " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared"))
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .html_report import html_report
+    from .reporter import stored_histories
+    from .reports import markdown_report
+    from .results import read_results, stored_records
+
+    if not args.html and not args.markdown:
+        raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
+    records = read_results(args.results)[0] if args.results else stored_records(args.storage)
+    line = f"torchperf report of {args.results or args.storage}"
+    if args.html:
+        path = Path(args.html).resolve()
+        atomic_write_text(path, html_report(records, line, stored_histories(Path(args.storage), records)))
+        print(f"torchperf: HTML report written to {path}")
+    if args.markdown:
+        path = Path(args.markdown).resolve()
+        atomic_write_text(path, markdown_report(records, line))
+        print(f"torchperf: markdown summary written to {path}")
+    return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    from .results import read_results
+
+    records, environments = read_results(args.results)
+    store = BaselineStore(Path(args.storage))
+    accepted = 0
+    for record in records:
+        if not _selected(record["nodeid"], record["name"], args.k):
+            continue
+        session, env_id = record.get("session"), record.get("environment_id")
+        environment = environments.get(env_id) or store.environment(env_id or "")
+        if not session or not env_id or not environment:
+            print(f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
+                  f"or written by an older pytest-torchperf)")
+            continue
+        store.record(env_id, environment, record["nodeid"], record["name"], session, reset=args.reset)
+        accepted += 1
+        print(f"torchperf: accepted {record['nodeid']} {record['name']} "
+              f"(p25 {_fmt_time(session['statistic'])}) into {store.root / env_id}")
+    print(f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
+          + ("" if accepted else " (check -k)"))
+    return 0 if accepted else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    def fraction(text: str) -> float:
+        try:
+            return parse_fraction(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def share(text: str) -> float:
+        try:
+            return parse_share(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser = argparse.ArgumentParser(prog="torchperf", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    storage = {"default": ".torchperf", "help": "baseline folder (default .torchperf)"}
+    p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
+    p.add_argument("--storage", **storage)
+    p.set_defaults(run=cmd_list)
+    p = sub.add_parser("show", help="stored measurements, one line each")
+    p.add_argument("--storage", **storage)
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("--env", help="only this environment id")
+    p.set_defaults(run=cmd_show)
+    p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
+    p.add_argument("baseline", help="baseline folder (.torchperf)")
+    p.add_argument("candidate", help="results file (pytest --torchperf-json) or baseline folder")
+    p.add_argument("--max-slowdown", type=fraction, default=0.10, help="default 10%%")
+    p.add_argument("--min-cpu-share", type=share, default=0.9, help="contention guard (default 0.9)")
+    p.add_argument("--max-spread", type=fraction, default=0.25, help="spread guard (default 25%%)")
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.set_defaults(run=cmd_compare)
+    p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
+    p.add_argument("--storage", **storage)
+    p.add_argument("--results", help="results file (pytest --torchperf-json); default: latest stored sessions")
+    p.add_argument("--html", help="write the HTML report here")
+    p.add_argument("--markdown", help="write the markdown summary here")
+    p.set_defaults(run=cmd_report)
+    p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
+    p.add_argument("results", help="results file written by pytest --torchperf-json")
+    p.add_argument("--storage", **storage)
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
+    p.set_defaults(run=cmd_accept)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``torchperf`` console script."""
+    from .results import ResultsFileError
+
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (BaselineFileError, ResultsFileError) as exc:
+        print(f"torchperf: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"torchperf: {exc}; install pandas (pip install pandas)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""End-to-end tests of the HTML report and of the ``torchperf`` command over real runs' files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_torchperf import cli, load_results
+from tests import browser
+from tests.conftest import scale_baselines
+
+MODELS = """
+import torch
+
+def test_mlp(torchperf):
+    torchperf(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()), torch.randn(8, 64),
+              name="mlp")
+
+def test_conv(torchperf):
+    torchperf(torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 16, 16), name="conv")
+"""
+
+
+@pytest.fixture
+def regressed_run(perf: pytest.Pytester) -> pytest.Pytester:
+    """Baselines saved twice, the mlp's made 100x faster, then a compare run writing all reports."""
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
+                            "--torchperf-html", "reports/report.html",
+                            "--torchperf-json", "reports/results.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["torchperf: HTML report written to *reports/report.html"])
+    return perf
+
+
+def test_html_report_shows_failure_first_with_history_and_trace(regressed_run: pytest.Pytester) -> None:
+    page = (regressed_run.path / "reports" / "report.html").read_text()
+    assert "<h1>torchperf report: 1 fail, 1 pass</h1>" in page
+    attention = page.split("<h2>Needs attention</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "mlp: " in attention and "slower than baseline" in attention
+    first_row = page.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    assert ">mlp<" in first_row and "fail" in first_row
+    assert first_row.count("<circle") == 3  # two stored sessions + this run
+    # The regression was profiled; its trace is linked relative to the report and exists.
+    href = page.split("Profiler traces of this run", 1)[1].split('href="', 1)[1].split('"', 1)[0]
+    assert (regressed_run.path / "reports" / href).resolve().is_file()
+
+
+def test_cli_compare_gives_the_plugins_verdicts(regressed_run: pytest.Pytester,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = regressed_run.path
+    plugin = {b["torchperf"]["measurement"]: b["torchperf"]["outcome"]
+              for b in json.loads((path / "reports" / "results.json").read_text())["benchmarks"]}
+    assert plugin == {"mlp": "fail", "conv": "pass"}
+    code = cli.main(["compare", str(path / ".torchperf"), str(path / "reports" / "results.json"),
+                     "--max-slowdown", "500%", "--min-cpu-share", "0", "--max-spread", "1000%"])
+    out = capsys.readouterr().out
+    assert code == 1
+    rows = {line.split()[1]: line.split()[2] for line in out.splitlines() if "::test_" in line}
+    assert rows == plugin
+    assert "mlp: " in out and "slower than baseline" in out
+    assert out.rstrip().endswith("torchperf: 1 fail, 1 pass")
+
+
+def test_cli_accept_then_compare_passes(regressed_run: pytest.Pytester,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = regressed_run.path
+    results = str(path / "reports" / "results.json")
+    assert cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "mlp",
+                     "--reset"]) == 0
+    out = capsys.readouterr().out
+    assert "torchperf: 1 measurement accepted" in out and "::test_mlp mlp" in out
+    # The slower timing is now the baseline: the same gate passes.
+    assert cli.main(["compare", str(path / ".torchperf"), results, "--max-slowdown", "500%",
+                     "--min-cpu-share", "0", "--max-spread", "1000%"]) == 0
+    regressed_run.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%").assert_outcomes(passed=2)
+    assert cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "nothing"]) == 1
+
+
+def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    storage = regressed_run.path / ".torchperf"
+    assert cli.main(["list", "--storage", str(storage)]) == 0
+    listed = capsys.readouterr().out
+    assert "cpu-" in listed and "measurements" in listed
+    header, row = listed.splitlines()[:2]
+    columns = dict(zip(header.split(), row.split()))
+    assert columns["tests"] == "2" and columns["measurements"] == "2" and columns["sessions"] == "4"
+    assert cli.main(["show", "--storage", str(storage), "-k", "conv"]) == 0
+    shown = capsys.readouterr().out
+    assert "::test_conv" in shown and "::test_mlp" not in shown
+    html = regressed_run.path / "out" / "stored.html"
+    assert cli.main(["report", "--storage", str(storage), "--html", str(html)]) == 0
+    assert "torchperf report" in html.read_text()
+    frame = load_results(storage)
+    assert len(frame) == 4 and set(frame["name"]) == {"mlp", "conv"}  # 2 sessions each
+    assert {"median_s", "p25_s", "speedup", "rel_l2", "flops", "timestamp"} <= set(frame.columns)
+    run = load_results(regressed_run.path / "reports" / "results.json")
+    assert dict(zip(run["name"], run["outcome"])) == {"mlp": "fail", "conv": "pass"}
+    bad = regressed_run.path / "bad.json"
+    bad.write_text("{}")
+    assert cli.main(["compare", str(storage), str(bad)]) == 2
+    assert "not written by pytest-torchperf" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium/Chrome binary on PATH "
+                    "(Debian: apt-get install chromium)")
+def test_html_report_renders_in_headless_chromium(regressed_run: pytest.Pytester, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    dom, console = browser.render(regressed_run.path / "reports" / "report.html", shot)
+    assert console == []
+    assert 'data-ready="1"' in dom  # the page's script ran to the end
+    assert dom.count("<tr") == 3 and dom.count("<svg") >= 4
+    # Pixels: the fail badge's red background, the pass badge's green and the blue box plots.
+    assert browser.colour_pixels(shot, (0xfe, 0xe2, 0xe2), 4) > 200
+    assert browser.colour_pixels(shot, (0xdc, 0xfc, 0xe7), 4) > 200
+    assert browser.colour_pixels(shot, (0x25, 0x63, 0xeb), 30) > 50
