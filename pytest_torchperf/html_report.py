@@ -130,6 +130,23 @@ def _attention(records: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _environments(records: Sequence[Mapping[str, Any]]) -> str:
+    """Collapsible fingerprint of each environment measured (the fields baselines are keyed on)."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for record in records:
+        env = record.get("environment")
+        if record.get("environment_id") and isinstance(env, Mapping):
+            seen.setdefault(record["environment_id"], env)
+    parts = []
+    for env_id, env in sorted(seen.items()):
+        exact = env.get("exact") if isinstance(env.get("exact"), Mapping) else env
+        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in sorted(exact.items()))
+        parts.append(f"<details><summary>environment {html.escape(env_id)}</summary>"
+                     f"<table class=\"fingerprint\">{rows}</table></details>")
+    return "".join(parts)
+
+
 def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
     by_test: dict[str, list[tuple[str, float, float, float]]] = {}
     for record in records:
@@ -167,12 +184,14 @@ def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
     trace_items = "".join(f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
                           for label, href in traces)
     attention = _attention(ordered)
+    environments = _environments(records)
     data = json.dumps({"counts": counts, "measurements": len(records)})
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
+        + environments
         + (f"<h2>Needs attention</h2>{attention}" if attention else "")
         + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'
         f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'

@@ -405,6 +405,18 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         del item.stash[SEED_KEY]
 
 
+def _junit_figures(record: dict[str, Any]) -> dict[str, Any]:
+    """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    figures = {"outcome": record["outcome"], "variant": record.get("variant", "eager"),
+               "median_s": stats.get("median"), "p25_s": stats.get("p25"),
+               "baseline_p25_s": verdict.get("baseline_statistic"), "change": verdict.get("ratio"),
+               "speedup": (record.get("speedup") or {}).get("median"),
+               "rel_l2": (record.get("accuracy") or {}).get("rel_l2")}
+    return {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None}
+
+
 def _is_perf(item: pytest.Item) -> bool:
     return (item.get_closest_marker(MARKER) is not None
             or any(f in getattr(item, "fixturenames", ()) for f in PERF_FIXTURES))
@@ -447,6 +459,10 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
     if state.results:
         records = [r.to_record() for r in state.results]
         item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+        # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
+        for record in records:
+            for key, value in _junit_figures(record).items():
+                item.user_properties.append((f"torchperf.{record['name']}.{key}", value))
     return message
 
 

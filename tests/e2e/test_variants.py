@@ -446,3 +446,11 @@ def test_mlp(torchperf):
     assert amp["failures"] and bench["test_mlp[eager][mlp]"]["torchperf"]["variant"] == "eager"
     junit = (perf.path / "junit.xml").read_text()
     assert 'name="test_mlp[amp]"' in junit and "&quot;variant&quot;: &quot;amp&quot;" in junit
+    import xml.etree.ElementTree as ET
+    case = next(c for c in ET.parse(perf.path / "junit.xml").iter("testcase")
+                if c.get("name") == "test_mlp[amp]")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["torchperf.mlp[amp].outcome"] == "fail"
+    assert props["torchperf.mlp[amp].variant"] == "amp"
+    assert float(props["torchperf.mlp[amp].speedup"]) > 0 and float(props["torchperf.mlp[amp].rel_l2"]) > 0
+    assert float(props["torchperf.mlp[amp].median_s"]) > 0
