@@ -52,3 +52,12 @@ def colour_pixels(png: Path, rgb: tuple[int, int, int], tolerance: int = 12) -> 
     return sum(1 for i in range(0, len(data), 3)
                if abs(data[i] - r0) <= tolerance and abs(data[i + 1] - g0) <= tolerance
                and abs(data[i + 2] - b0) <= tolerance)
+
+
+def bluish_pixels(png: Path) -> int:
+    """Pixels clearly blue (the box plots' lines and translucent fills, the trend dots)."""
+    from PIL import Image
+
+    data = Image.open(png).convert("RGB").tobytes()
+    return sum(1 for i in range(0, len(data), 3)
+               if data[i + 2] > data[i] + 60 and data[i + 2] > data[i + 1] + 25)

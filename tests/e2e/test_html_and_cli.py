@@ -115,8 +115,21 @@ def test_html_report_renders_in_headless_chromium(regressed_run: pytest.Pytester
     dom, console = browser.render(regressed_run.path / "reports" / "report.html", shot)
     assert console == []
     assert 'data-ready="1"' in dom  # the page's script ran to the end
-    assert dom.count("<tr") == 3 and dom.count("<svg") >= 4
+    assert dom.count("-row\"") == 2 and dom.count("<svg") >= 4  # the two measurements
     # Pixels: the fail badge's red background, the pass badge's green and the blue box plots.
     assert browser.colour_pixels(shot, (0xfe, 0xe2, 0xe2), 4) > 200
     assert browser.colour_pixels(shot, (0xdc, 0xfc, 0xe7), 4) > 200
-    assert browser.colour_pixels(shot, (0x25, 0x63, 0xeb), 30) > 50
+    blue = browser.bluish_pixels(shot)
+    assert blue > 150, blue  # box plots and trend dots
+
+
+def test_console_script_is_installed(tmp_path: Path) -> None:
+    """The README's install command installs the `torchperf` command (pyproject [project.scripts])."""
+    import shutil
+    import subprocess
+
+    script = shutil.which("torchperf")
+    assert script, "the torchperf console script is not on PATH: pip install -e . installs it"
+    out = subprocess.run([script, "list", "--storage", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0 and f"no baselines under {tmp_path}" in out.stdout, out.stderr
