@@ -86,6 +86,10 @@ class TorchperfFixture:
             message = f"torchperf: {exc}"
         except VariantFailed as exc:
             message = str(exc)
+        except Exception as exc:
+            if type(exc).__name__ != "OutOfMemoryError":
+                raise  # the user's own error: their traceback, our frames hidden
+            message = _out_of_memory_message(exc, name or _target_name(target))
         else:
             message = ""
         if skip is not None:
@@ -112,6 +116,28 @@ class TorchperfFixture:
     def results(self) -> list["Result"]:
         """Results of the measurements made so far in this test."""
         return list(self._state.results)
+
+
+def _out_of_memory_message(exc: BaseException, label: str) -> str:
+    """A device out-of-memory error, with the peak memory seen, instead of a long traceback.
+
+    The cache is emptied so the following tests start from a clean allocator.
+    """
+    import torch
+
+    first = (str(exc).strip().splitlines() or [""])[0]
+    peak = ""
+    if torch.cuda.is_available():
+        from .units import format_bytes
+
+        peak = (f" Peak allocated {format_bytes(torch.cuda.max_memory_allocated())}, reserved "
+                f"{format_bytes(torch.cuda.max_memory_reserved())}, of "
+                f"{format_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}"
+                f" on {torch.cuda.get_device_name()}.")
+        torch.cuda.empty_cache()
+    return (f"torchperf: {label}: the device ran out of memory while measuring ({first}).{peak} "
+            f"Reduce the batch size or the model, free memory held by other tests (session-scoped "
+            f"fixtures), or run on a device with more memory.")
 
 
 class VariantResults(dict):  # type: ignore[type-arg]

@@ -170,3 +170,23 @@ def test_warnings_turned_into_errors_fail_cleanly_and_do_not_save(perf: pytest.P
                                  "into an error by a warnings filter)"])
     assert "_emit_warnings" not in result.stdout.str()
     assert baseline_files(perf.path / ".torchperf") == []
+
+
+def test_out_of_memory_fails_only_its_test_with_a_clear_message(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import torch
+
+def oom(x):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+def test_oom(torchperf):
+    torchperf(oom, torch.ones(2), name="big-batch")
+
+def test_next(torchperf):
+    torchperf(torch.nn.Linear(4, 4), torch.ones(1, 4), name="after")
+""")
+    result = perf.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*torchperf: big-batch: the device ran out of memory while measuring "
+                                 "(CUDA out of memory. Tried to allocate 20.00 GiB).*Reduce the batch size*"])
+    assert "Traceback" not in result.stdout.str()
