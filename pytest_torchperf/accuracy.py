@@ -182,11 +182,19 @@ def fingerprint(output: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"path": path, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
         if (t.is_floating_point() or t.is_complex()) and t.numel():
             flat = t.to(torch.float64).reshape(-1)
+            finite_mask = torch.isfinite(flat)
+            finite = flat[finite_mask]
             step = max(1, flat.numel() // PROBE_SIZE)
+            # Statistics over the finite values (masked logits hold -inf legitimately); the count
+            # of the others is kept so that a change in it is seen. JSON has no NaN/inf.
+            probe = torch.nan_to_num(flat[::step][:PROBE_SIZE], nan=0.0, posinf=0.0, neginf=0.0)
             entry.update({
-                "mean": _sig(flat.mean()), "std": _sig(flat.std()) if flat.numel() > 1 else 0.0,
-                "l2": _sig(torch.linalg.vector_norm(flat)), "absmax": _sig(flat.abs().max()),
-                "probe": [_sig(v) for v in flat[::step][:PROBE_SIZE]],
+                "mean": _sig(finite.mean()) if finite.numel() else 0.0,
+                "std": _sig(finite.std()) if finite.numel() > 1 else 0.0,
+                "l2": _sig(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0,
+                "absmax": _sig(finite.abs().max()) if finite.numel() else 0.0,
+                "nonfinite": int(flat.numel() - int(finite_mask.sum())),
+                "probe": [_sig(v) for v in probe],
             })
         out.append(entry)
     return {"leaves": out}
@@ -194,7 +202,7 @@ def fingerprint(output: Any) -> dict[str, Any]:
 
 def _sig(value: Any) -> float:
     number = float(value)
-    return float(f"{number:.9g}") if math.isfinite(number) else number
+    return float(f"{number:.9g}") if math.isfinite(number) else 0.0
 
 
 def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[float, str | None]:
@@ -210,6 +218,9 @@ def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> 
         return math.inf, f"output structure changed: {_shapes(old)} -> {_shapes(new)}"
     drift = 0.0
     for a, b in zip(old, new):
+        if a.get("nonfinite", 0) != b.get("nonfinite", 0):
+            return math.inf, (f"{a.get('path')}: non-finite values {a.get('nonfinite', 0)} -> "
+                              f"{b.get('nonfinite', 0)}")
         if "probe" not in a or "probe" not in b:
             continue
         pa, pb = a["probe"], b["probe"]

@@ -58,7 +58,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         row["tests"].add(nodeid)
         row["measurements"] += 1
         row["sessions"] += len(sessions)
-        row["last saved"] = max(row["last saved"], *(s.get("timestamp") or "" for s in sessions))
+        row["last saved"] = max([row["last saved"], *(s.get("timestamp") or "" for s in sessions)])
     rows = [{**r, "tests": len(r["tests"])} for r in summary.values()]
     print(_table(rows, f"no baselines under {args.storage}"))
     return 0
@@ -97,12 +97,16 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return read_results(path)
 
 
-def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *, max_slowdown: float,
-                 min_cpu_share: float, max_spread: float,
-                 ignore_counters: Sequence[str] = ()) -> dict[str, Any]:
-    """The plugin's verdict for one measured record against stored ``sessions`` (no re-measure).
+def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
+                 max_slowdown: float | None = None, min_cpu_share: float | None = None,
+                 max_spread: float | None = None) -> dict[str, Any]:
+    """The plugin's verdict for one measured record against stored ``sessions``.
 
-    Returns ``{"outcome", "message", "ratio", "failures", "warnings"}``.
+    The record's own gate options are used unless overridden, and the sampling passes the plugin
+    took (first pass, re-measures) are replayed in order as the "re-measures", so on the same
+    data and options the verdict is the plugin's. Failures found within the run (accuracy vs
+    eager, min_speedup, compile time) are kept; counters and drift are re-checked against
+    ``sessions``. Returns ``{"outcome", "message", "ratio", "failures", "warnings"}``.
     """
     from .accuracy import tolerances
     from .counters import diff_counters
@@ -111,21 +115,33 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *, max_
     from .verdict import Sample, judge
 
     session = record.get("session") or {}
-    times = tuple(session.get("times") or record.get("samples") or ())
-    sample = Sample(summarize(times), session.get("cpu_share", record.get("cpu_share")), times,
-                    session.get("calibration"))
+    gate = session.get("gate") or {}
+    max_slowdown = gate.get("max_slowdown", 0.10) if max_slowdown is None else max_slowdown
+    min_cpu_share = gate.get("min_cpu_share", 0.9) if min_cpu_share is None else min_cpu_share
+    max_spread = gate.get("max_spread", 0.25) if max_spread is None else max_spread
+    passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
+                                       "cpu_share": session.get("cpu_share"),
+                                       "calibration": session.get("calibration")}]
+    samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"))
+               for p in passes if p.get("times")]
+    replay = iter(samples[1:])
     label = record["name"]
-    judgement = judge(label, sample, [s["statistic"] for s in sessions], max_slowdown,
-                      lambda: sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
+
+    def remeasure() -> Sample:
+        # The plugin's own later passes; past them (other options than the run's) the last one.
+        return next(replay, samples[-1])
+
+    judgement = judge(label, samples[0], [s["statistic"] for s in sessions], max_slowdown,
+                      remeasure, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
                       baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                            if s.get("calibration") and s.get("calibration_kernel")
                                            and s.get("calibration_kernel") == session.get("calibration_kernel")])
     verdict = judgement.verdict
-    failures: list[str] = []
+    failures: list[str] = list(record.get("run_failures") or [])
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     counters = session.get("counters", record.get("counters"))
     if counters and stored_counters:
-        changes = diff_counters(stored_counters, counters, ignore_counters)
+        changes = diff_counters(stored_counters, counters, gate.get("ignore_counters", ()))
         if changes:
             failures.append(f"{label}: counters changed vs baseline: {'; '.join(changes)}")
     limits = session.get("accuracy_limits") or tolerances(session.get("variant", "eager"))
@@ -133,18 +149,26 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *, max_
         label, sessions, speedup=session.get("speedup"), fingerprint=session.get("fingerprint"),
         metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown)
     failures += drift_failures
-    outcome = "fail" if failures else verdict.outcome.value
+    outcome = verdict.outcome.value
+    if failures or (outcome == "inconclusive" and gate.get("strict")):
+        outcome = "fail"
     return {"outcome": outcome, "message": verdict.message, "ratio": verdict.ratio,
             "failures": failures, "warnings": warnings}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    if not Path(args.baseline).is_dir():
+        print(f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
+              f"pytest --torchperf-save wrote (default .torchperf)", file=sys.stderr)
+        return 2
     store = BaselineStore(Path(args.baseline))
     records, _ = _candidates(Path(args.candidate))
     rows, details, failed = [], [], 0
     for record in records:
         if not _selected(record["nodeid"], record["name"], args.k) or not record.get("environment_id"):
             continue
+        if not record.get("session"):
+            continue  # not gated (torchperf_timer without gate=True) or not timed
         sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
                     if not record.get("run_id") or s.get("run_id") != record.get("run_id")]
         result = judge_record(record, sessions, max_slowdown=args.max_slowdown,
@@ -202,15 +226,36 @@ def cmd_accept(args: argparse.Namespace) -> int:
         environment = environments.get(env_id) or store.environment(env_id or "")
         if not session or not env_id or not environment:
             print(f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
-                  f"or written by an older pytest-torchperf)")
+                  f"e.g. --torchperf-disable, or an ungated torchperf_timer)")
+            continue
+        problem = _guard_problem(session)
+        if problem and not args.force:
+            print(f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
+                  f"plugin would not save it either (--force accepts it anyway)")
             continue
         store.record(env_id, environment, record["nodeid"], record["name"], session, reset=args.reset)
         accepted += 1
         print(f"torchperf: accepted {record['nodeid']} {record['name']} "
               f"(p25 {_fmt_time(session['statistic'])}) into {store.root / env_id}")
     print(f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
-          + ("" if accepted else " (check -k)"))
+          + ("" if accepted else " (nothing timed matched -k)")
+          + ("; accepted sessions carry no op table (explanations of a later slowdown will "
+             "list the top ops without a diff)" if accepted else ""))
     return 0 if accepted else 1
+
+
+def _guard_problem(session: dict[str, Any]) -> str | None:
+    """Why the plugin's save guard would refuse this session (contention or spread), or None."""
+    from .stats import summarize
+    from .verdict import Sample, guard_problem
+
+    gate = session.get("gate") or {}
+    times = tuple(session.get("times") or ())
+    if not times:
+        return "no timed samples"
+    sample = Sample(summarize(times), session.get("cpu_share"), times, session.get("calibration"))
+    return guard_problem(sample, min_cpu_share=gate.get("min_cpu_share", 0.9),
+                         max_relative_iqr=gate.get("max_spread", 0.25))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -240,9 +285,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
     p.add_argument("baseline", help="baseline folder (.torchperf)")
     p.add_argument("candidate", help="results file (pytest --torchperf-json) or baseline folder")
-    p.add_argument("--max-slowdown", type=fraction, default=0.10, help="default 10%%")
-    p.add_argument("--min-cpu-share", type=share, default=0.9, help="contention guard (default 0.9)")
-    p.add_argument("--max-spread", type=fraction, default=0.25, help="spread guard (default 25%%)")
+    p.add_argument("--max-slowdown", type=fraction, default=None,
+                   help="override the limit each measurement ran with (e.g. 10%%)")
+    p.add_argument("--min-cpu-share", type=share, default=None, help="override the contention guard")
+    p.add_argument("--max-spread", type=fraction, default=None, help="override the spread guard")
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
@@ -256,6 +302,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", **storage)
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
+    p.add_argument("--force", action="store_true",
+                   help="accept measurements the save guard would refuse (contention, spread)")
     p.set_defaults(run=cmd_accept)
     return parser
 

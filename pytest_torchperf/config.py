@@ -219,8 +219,50 @@ def parse_variants(value: Any) -> tuple[VariantSpec, ...]:
             if key not in allowed:
                 valid = ", ".join(allowed) if allowed else "none"
                 raise OptionError(f"variant {name!r} has no setting {key!r}; its settings: {valid}")
+        _check_variant_values(name, settings)
         specs.append((name, tuple(settings.items())))
     return tuple(specs)
+
+
+#: ``torch.compile`` modes (``mode=`` of the compiled and fused variants).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: Accepted spellings of the amp variant's ``dtype``.
+AMP_DTYPES = ("bfloat16", "bf16", "float16", "fp16", "half")
+#: ``mode=`` of the int8 variant (see :mod:`pytest_torchperf.quantization`).
+INT8_MODES = ("dynamic", "static", "weight_only")
+
+
+def _check_variant_values(name: str, settings: Mapping[str, Any]) -> None:
+    """Reject setting values torch would only reject later, deep inside a compile."""
+    def one_of(key: str, allowed: tuple[str, ...], transform: Callable[[Any], str] = str) -> None:
+        if key in settings and transform(settings[key]) not in allowed:
+            raise OptionError(f"variant {name!r}: {key}={settings[key]!r} is not one of "
+                              f"{', '.join(allowed)}")
+
+    if name in ("compiled", "fused"):
+        one_of("mode", COMPILE_MODES)
+    if name == "compiled":
+        if "mode" in settings and "options" in settings:
+            raise OptionError("variant 'compiled': torch.compile takes either mode= or options=, "
+                              "not both; put the mode's settings in options (see "
+                              "torch._inductor.list_mode_options(mode))")
+        for key in ("fullgraph",):
+            if key in settings and not isinstance(settings[key], bool):
+                raise OptionError(f"variant 'compiled': {key}={settings[key]!r} must be True or False")
+        if "dynamic" in settings and settings["dynamic"] not in (True, False, None):
+            raise OptionError(f"variant 'compiled': dynamic={settings['dynamic']!r} must be True, "
+                              f"False or None")
+        if "options" in settings and not isinstance(settings["options"], Mapping):
+            raise OptionError(f"variant 'compiled': options={settings['options']!r} must be a dict "
+                              f"of inductor settings")
+        if "backend" in settings and not (isinstance(settings["backend"], str)
+                                          or callable(settings["backend"])):
+            raise OptionError(f"variant 'compiled': backend={settings['backend']!r} must be a "
+                              f"backend name or a backend function")
+    if name == "amp":
+        one_of("dtype", AMP_DTYPES, lambda v: str(v).replace("torch.", "").lower())
+    if name == "int8":
+        one_of("mode", INT8_MODES)
 
 
 def parse_variant_filter(value: Any) -> tuple[str, ...]:

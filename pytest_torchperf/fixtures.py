@@ -57,6 +57,10 @@ class TorchperfFixture:
         skip = None
         try:
             gate = parse_bool(options.pop("gate", False)) if self._kind == "timer" else True
+            if "seed" in options:
+                raise OptionError(f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
+                                  f"seeds before the test's fixtures run; set it on the marker, "
+                                  f"with --torchperf-seed or with ini torchperf_seed")
             if self._kind == "timer" and "variants" in options:
                 raise OptionError(f"{nodeid}: torchperf_timer does not build variants; use the "
                                   f"torchperf fixture with variants=[...]")

@@ -185,7 +185,8 @@ def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
                           for label, href in traces)
     attention = _attention(ordered)
     environments = _environments(records)
-    data = json.dumps({"counts": counts, "measurements": len(records)})
+    # JSON for scripts: readable with JSON.parse(textContent); "<" escaped so no "</script>" ends it.
+    data = json.dumps({"counts": counts, "measurements": len(records)}).replace("<", "\\u003c")
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
@@ -201,5 +202,5 @@ def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
         + _speedups(ordered)
         + (f"<h2>Profiler traces of this run</h2><p class=\"muted\">Open in "
            f"https://ui.perfetto.dev or chrome://tracing.</p><ul>{trace_items}</ul>" if trace_items else "")
-        + f'<script type="application/json" id="torchperf-data">{html.escape(data)}</script>'
+        + f'<script type="application/json" id="torchperf-data">{data}</script>'
         f"<script>{_JS}</script></body></html>\n")

@@ -380,7 +380,7 @@ SEED_KEY = pytest.StashKey[Any]()
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
-    if not _is_perf(item) or item.config.stash[SETTINGS_KEY].disable:
+    if not _is_perf(item):
         return
     try:
         options, _ = session_of(item.config).resolve_options({}, marker_options(item), item.nodeid)

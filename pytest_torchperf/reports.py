@@ -138,6 +138,8 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
                 "nodeid": record["nodeid"],
                 "measurement": record["name"],
                 "session": record.get("session"),
+                "run_failures": record.get("run_failures"),
+                "passes": record.get("passes"),
             },
         })
     environments = {r["environment_id"]: r["environment"] for r in records

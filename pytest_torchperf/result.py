@@ -74,6 +74,12 @@ class Result:
     failures: list[str] = field(default_factory=list)
     #: Id of the pytest run (worker) that measured it; its saved session carries the same id.
     run_id: str | None = None
+    #: Failures found within the run (accuracy vs eager, min_speedup, compile time), a subset of
+    #: ``failures`` (which adds the across-run checks).
+    run_failures: list[str] = field(default_factory=list)
+    #: Every sampling pass the verdict saw, in order (first, re-measures): ``times``,
+    #: ``cpu_share``, ``calibration``. ``torchperf compare`` replays them.
+    passes: list[dict[str, Any]] = field(default_factory=list, repr=False)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
@@ -187,4 +193,6 @@ class Result:
             "run_id": self.run_id,
             "session": self.session,
             "environment": self.environment,
+            "run_failures": list(self.run_failures),
+            "passes": self.passes,
         }

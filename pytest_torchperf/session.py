@@ -328,7 +328,7 @@ class PerfSession:
         """
         __tracebackhide__ = True
         from .accuracy import OutputMismatchError, check_limits, compare_outputs, fingerprint, tolerances
-        from .measure import Measurer, calibration_kernel, prepared
+        from .measure import Measurer, NonFiniteOutputError, calibration_kernel, prepared
         from .sampling import collect_interleaved, round_ratios
         from .variants import COMPILED_VARIANTS, VariantBuildError, VariantUnavailable, build_variant
 
@@ -356,6 +356,7 @@ class PerfSession:
                                         fingerprint=self._fingerprint(reference, again, eager_m),
                                         metric=self._metric(eager_m, options, reference_label, state))}
         measurers = {"eager": eager_m}
+        failed: dict[str, Result] = {}
         overrides = {v: dict(pairs) for v, pairs in options.accuracy}
         module = target if isinstance(target, torch.nn.Module) else None
         skipped: dict[str, str] = {}
@@ -374,13 +375,21 @@ class PerfSession:
                 continue
             except VariantBuildError as exc:
                 message = f"{label}: could not be built: {exc}"
+                failed[variant] = self._failed_variant(state, nodeid, label, variant, options,
+                                                       eager_m.device, message)
                 if len(variants) == 1:
                     raise VariantFailed(message) from None
-                state.failures.append(message)
                 continue
             measurer = Measurer(built.target, inputs, kwargs, options, device=eager_m.device,
                                 module=module)
-            output = measurer.check_outputs(label)
+            try:
+                output = measurer.check_outputs(label)
+            except NonFiniteOutputError as exc:
+                failed[variant] = self._failed_variant(state, nodeid, label, variant, options,
+                                                       eager_m.device, str(exc))
+                if len(variants) == 1:
+                    raise
+                continue
             extra = VariantExtra(variant, build_time=built.build_time, method=built.method,
                                  notes=list(built.notes), info=dict(built.info))
             extra.limits = tolerances(variant, overrides.get(variant), built.amp_dtype)
@@ -443,7 +452,18 @@ class PerfSession:
             results[variant] = self._conclude(
                 state, nodeid, labels[variant], measurer, options, extra.counters, first,
                 self._sampler(measurer, clock), clock, gate=True, kind="torchperf", extra=extra)
-        return results
+        return {v: results.get(v) or failed[v] for v in variants if v in results or v in failed}
+
+    def _failed_variant(self, state: TestState, nodeid: str, label: str, variant: str,
+                        options: MeasureOptions, device: str, message: str) -> Result:
+        """An untimed, failed result for a variant that could not be built or gave NaN/inf, so
+        the summary and every report show it (and the test fails with its message)."""
+        result = Result(name=label, nodeid=nodeid, samples=[], number_per_block=0, device=device,
+                        threads=options.threads, cpu_share=None, group=options.group,
+                        options=options, variant=variant, failures=[message], run_id=self.run_id,
+                        run_failures=[message])
+        state.results.append(result)
+        return result
 
     def _conclude(self, state: TestState, nodeid: str, name: str, measurer: Any,
                   options: MeasureOptions, counters: dict[str, Any] | None, first: Sample,
@@ -459,7 +479,15 @@ class PerfSession:
         env_id, environment = self.environment(measurer.device, options.threads)
         compare, save = self.settings.compare and gate, self.settings.save and gate
         final, verdict, changes = first, None, []
-        failures = list(extra.failures) if extra else []
+        run_failures = list(extra.failures) if extra else []
+        failures = list(run_failures)
+        passes = [first]
+        measure_again = take_sample
+
+        def take_sample() -> Sample:
+            sample = measure_again()
+            passes.append(sample)  # every pass is reported, so an offline judge sees the same data
+            return sample
         if compare:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
@@ -486,7 +514,6 @@ class PerfSession:
                     state.warnings.append(verdict.message)
         elif save and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
-        passes = len(clock)
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
@@ -494,7 +521,10 @@ class PerfSession:
                         verdict=verdict, group=options.group, summary=final.summary,
                         options=options, counters=counters, counter_changes=changes, kind=kind,
                         clock=clock[-1], calibration=final.calibration, failures=failures,
-                        run_id=self.run_id)
+                        run_id=self.run_id, run_failures=run_failures,
+                        passes=[{"times": [float(f"{t:.6g}") for t in p.times],
+                                 "cpu_share": p.cpu_share, "calibration": p.calibration}
+                                for p in passes])
         if extra is not None:
             extra.apply(result)
         if gate and result.summary is not None:
@@ -510,7 +540,7 @@ class PerfSession:
                                                       (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
             problem = guard(final)
             if problem:
-                times = "measured twice" if passes > 1 else "measured once"
+                times = "measured twice" if len(passes) > 1 else "measured once"
                 state.warnings.append(
                     f"{name}: baseline not saved: {problem} ({times}). Save again on a "
                     f"quieter machine.")
@@ -617,6 +647,10 @@ class PerfSession:
             "calibration": None if result.calibration is None else float(f"{result.calibration:.6g}"),
             "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
             "counters": result.counters,
+            # The gate this measurement ran under, so `torchperf compare` judges it the same way.
+            "gate": {"max_slowdown": options.max_slowdown, "min_cpu_share": options.min_cpu_share,
+                     "max_spread": options.max_spread, "strict": options.strict,
+                     "ignore_counters": list(options.ignore_counters)},
         }
 
     def flush(self, state: TestState) -> list[Path]:

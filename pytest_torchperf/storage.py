@@ -332,6 +332,10 @@ class BaselineStore:
             raise BaselineFileError(
                 exc.filename or path, f"cannot be written ({exc.strerror})",
                 f"Check free space and permissions of {self.root}.") from None
+        except ValueError as exc:  # e.g. NaN/inf in a session: never written, file untouched
+            raise BaselineFileError(
+                path, f"the new session for {nodeid} {name!r} cannot be stored as JSON ({exc})",
+                "This is a bug in pytest-torchperf; please report it with the test.") from None
         self._cache.pop(path, None)
         return path
 

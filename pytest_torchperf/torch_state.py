@@ -14,18 +14,24 @@ import sys
 from typing import Any
 
 
-def snapshot() -> dict[str, Any] | None:
-    """The current global state, or None when torch is not imported yet (nothing to restore)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
+def snapshot() -> dict[str, Any]:
+    """The current global state (imports torch and its compiler configs: a perf test will)."""
+    import importlib
+
+    import torch
+
+    for name in ("torch._inductor.config", "torch._dynamo.config"):
+        # Imported here so a config first loaded (and changed) inside the test is restored too.
+        importlib.import_module(name)
     state: dict[str, Any] = {
         "threads": torch.get_num_threads(),
         "grad": torch.is_grad_enabled(),
         "dtype": torch.get_default_dtype(),
         "deterministic": (torch.are_deterministic_algorithms_enabled(),
                           torch.is_deterministic_algorithms_warn_only_enabled()),
-        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic),
+        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+                  torch.backends.cudnn.enabled, torch.backends.cudnn.allow_tf32,
+                  torch.backends.cuda.matmul.allow_tf32),
         "matmul": torch.get_float32_matmul_precision(),
         "qengine": torch.backends.quantized.engine,
     }
@@ -56,7 +62,8 @@ def _restore_values(torch: Any, state: dict[str, Any]) -> None:
     torch.set_default_dtype(state["dtype"])
     enabled, warn_only = state["deterministic"]
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
-    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = state["cudnn"]
+    (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled,
+     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) = state["cudnn"]
     if torch.get_float32_matmul_precision() != state["matmul"]:
         torch.set_float32_matmul_precision(state["matmul"])
     if torch.backends.quantized.engine != state["qengine"]:

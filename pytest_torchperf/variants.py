@@ -110,7 +110,11 @@ def _compiled(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...],
     notes = []
     if settings.get("mode") == "reduce-overhead" and device_type != "cuda":
         notes.append("mode='reduce-overhead' uses CUDA graphs, which do nothing on " + device_type)
-    compiled = torch.compile(target, backend=backend, **settings)
+    try:
+        compiled = torch.compile(target, backend=backend, **settings)
+    except Exception as exc:  # noqa: BLE001 - settings torch rejects (an unknown option key, ...)
+        raise VariantBuildError(f"torch.compile rejected the settings {settings!r}: "
+                                f"{_first_line(exc)}") from None
     _first_call(compiled, inputs, kwargs, prepare, "torch.compile (first call)")
     shown = ", ".join([f"backend={backend!r}", *(f"{k}={v!r}" for k, v in settings.items())])
     return BuiltVariant("compiled", compiled, 0.0, f"torch.compile({shown})", notes=notes)
@@ -127,7 +131,9 @@ def _fused(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwarg
     mode = settings.get("mode")
     # options={"freezing": True} is ignored by inductor but makes this a distinct backend, so
     # dynamo does not hand back the "compiled" variant's graph (TORCH_NOTES §4 trap 2).
-    compiled = torch.compile(target, backend="inductor", mode=mode, options={"freezing": True})
+    # torch.compile takes mode or options, not both: a mode is spelled out as its options.
+    options = {**(torch._inductor.list_mode_options(mode) if mode else {}), "freezing": True}
+    compiled = torch.compile(target, backend="inductor", options=options)
     _first_call(compiled, inputs, kwargs, prepare, "torch.compile with freezing (first call)",
                 torch._inductor.config.patch(freezing=True))
     after = _inductor_counters()

@@ -133,3 +133,29 @@ def test_console_script_is_installed(tmp_path: Path) -> None:
     out = subprocess.run([script, "list", "--storage", str(tmp_path)], capture_output=True,
                          text=True, timeout=120, check=False)
     assert out.returncode == 0 and f"no baselines under {tmp_path}" in out.stdout, out.stderr
+
+
+def test_cli_compare_uses_each_measurements_own_options(perf: pytest.Pytester,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A marker's max_slowdown and ignore_counters travel in the results file: compare honours them."""
+    perf.makepyfile("""
+import os, torch, pytest
+
+@pytest.mark.torchperf(max_slowdown="900%", ignore_counters=["memory", "flops", "ops"])
+def test_lenient(torchperf):
+    width = int(os.environ.get("WIDTH", "64"))
+    torchperf(torch.nn.Linear(64, width), torch.randn(8, 64), name="lenient", check_finite=True)
+""")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    scale_baselines(perf.path / ".torchperf", 0.2)  # the code now looks 5x slower: within 900 %
+    run = perf.runpytest("--torchperf-compare", "--torchperf-json", "r.json")
+    run.assert_outcomes(passed=1)
+    code = cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "torchperf: 1 pass" in out
+    # Overriding the recorded limit on the command line is still possible.
+    assert cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json"),
+                     "--max-slowdown", "10%", "--min-cpu-share", "0", "--max-spread", "1000%"]) == 1
+    assert "confirmed by re-measure" in capsys.readouterr().out  # the plugin's own second pass
+    assert cli.main(["compare", str(perf.path / "no-such-folder"), str(perf.path / "r.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err

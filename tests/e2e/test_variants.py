@@ -454,3 +454,58 @@ def test_mlp(torchperf):
     assert props["torchperf.mlp[amp].variant"] == "amp"
     assert float(props["torchperf.mlp[amp].speedup"]) > 0 and float(props["torchperf.mlp[amp].rel_l2"]) > 0
     assert float(props["torchperf.mlp[amp].median_s"]) > 0
+
+
+def test_call_level_build_failure_and_nan_are_failed_results_the_rest_is_measured(
+        perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 4)
+        with torch.no_grad():
+            self.lin.weight.fill_(1000.0)
+    def forward(self, x):
+        y = self.lin(x)
+        torch._dynamo.graph_break()
+        return y
+
+def test_mixed(torchperf):
+    results = torchperf(Net(), torch.full((2, 64), 100.0), name="net",
+                        variants={"eager": None, "compiled": {"fullgraph": True},
+                                  "amp": {"dtype": "float16"}})
+    assert results["eager"].median > 0
+    assert "could not be built" in results["compiled"].failures[0]
+    assert "NaN/inf" in results["amp"].failures[0]
+""")
+    result = perf.runpytest("--torchperf-markdown", "s.md")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*net[[]compiled[]]: could not be built: torch.compile (first call) failed*",
+                                 "*net[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*"])
+    text = result.stdout.str()
+    assert "torchperf: 2 fail, 1 measured" in text
+    assert "net[compiled]" in (perf.path / "s.md").read_text()
+
+
+def test_seed_on_a_call_is_rejected_and_infinite_outputs_save(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import torch
+
+def masked(x):
+    return x.masked_fill(x < 0, float("-inf"))
+
+def test_seed_call(torchperf):
+    torchperf(torch.nn.Linear(4, 4), torch.randn(2, 4), seed=3)
+
+def test_masked_logits(torchperf):
+    torchperf(masked, torch.randn(4, 8), name="masked", check_finite=False)
+""")
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*seed= cannot be set on a torchperf(...) call*"])
+    stored = _stored(perf)
+    assert stored["masked"]["fingerprint"]["leaves"][0]["nonfinite"] > 0
+    again = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%", "-k", "masked")
+    again.assert_outcomes(passed=1)

@@ -469,7 +469,7 @@ def test_record_serialisation_failure_keeps_old_baseline(tmp_path, monkeypatch):
         return real_dumps(*args, **kwargs)
 
     monkeypatch.setattr(storage.json, "dumps", flaky_dumps)
-    with pytest.raises(ValueError):
+    with pytest.raises(BaselineFileError, match="cannot be stored as JSON"):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(2e-3))
     monkeypatch.undo()
     assert snapshot(tmp_path) == before
