@@ -88,6 +88,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(flag, metavar=_METAVARS.get(name, "VALUE"), type=_cli_type(name),
                             default=None, help=_help(name))
+    group.addoption("--torchperf-cross-machine", action="store_true", default=False,
+                    help="With --torchperf-compare, where no baseline exists for this environment, "
+                         "compare with another environment's: times normalised by the calibration "
+                         "kernel (warn only), counters of the same torch build (gated)")
     group.addoption("--torchperf-variants", metavar="NAMES", default=None,
                     help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
                          "int8 (ini torchperf_variants)")
@@ -160,6 +164,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if opt("torchperf_disable") and (opt("torchperf_save") or opt("torchperf_compare")):
         raise pytest.UsageError("--torchperf-disable runs perf tests without timing, so it cannot be "
                                 "combined with --torchperf-save or --torchperf-compare")
+    if opt("torchperf_cross_machine") and not opt("torchperf_compare"):
+        raise pytest.UsageError("--torchperf-cross-machine only makes sense with --torchperf-compare")
     if opt("torchperf_reset") and not opt("torchperf_save"):
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
@@ -182,7 +188,7 @@ def pytest_configure(config: pytest.Config) -> None:
         save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config),
-        variant_filter=variant_filter)
+        variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"))
     config.stash[SETTINGS_KEY] = settings  # the PerfSession itself is created on first use
     # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")

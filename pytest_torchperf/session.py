@@ -504,6 +504,9 @@ class PerfSession:
                 failures += self._compare_variant(name, extra, sessions, options, state)
             if verdict.outcome is Outcome.NEW:
                 verdict = self._explain_new(verdict, environment, nodeid, name)
+                if self.settings.cross_machine:
+                    changes = self._cross_machine(state, environment, nodeid, name, first,
+                                                  counters, options)
             elif verdict.outcome is Outcome.FAIL:
                 explanation = self._explain_slowdown(measurer, sessions, nodeid, name, final)
                 verdict = replace(verdict, message="\n".join([verdict.message, *explanation]))
@@ -601,6 +604,37 @@ class PerfSession:
             top = ", ".join(f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3])
             lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
         return [*lines, f"  trace: {path}"]
+
+    def _cross_machine(self, state: TestState, environment: dict[str, Any], nodeid: str, name: str,
+                       sample: Sample, counters: dict[str, Any] | None,
+                       options: MeasureOptions) -> list[str]:
+        """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
+
+        Returns the counter changes (which fail the test, as within one environment).
+        """
+        from .cross_machine import normalised_check, pick_environment, same_torch_build
+        from .storage import BaselineFileError
+
+        picked = pick_environment(environment["exact"], self.store.environments_with(nodeid, name))
+        if picked is None:
+            return []
+        env_id, stored_env = picked
+        try:
+            sessions = self.store.load_sessions(env_id, nodeid, name)
+        except BaselineFileError as exc:
+            state.warnings.append(f"{name}: cross-machine comparison skipped: {exc}")
+            return []
+        if not sessions:
+            return []
+        state.warnings.append(normalised_check(name, sample.statistic, sample.calibration,
+                                               sessions, env_id))
+        stored_exact = stored_env.get("exact") if isinstance(stored_env.get("exact"), dict) else {}
+        stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+        if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
+                                                                             stored_exact):
+            return []
+        return [f"{change} (vs {env_id}, same torch build)"
+                for change in diff_counters(stored_counters, counters, options.ignore_counters)]
 
     def _explain_new(self, verdict: Verdict, environment: dict[str, Any], nodeid: str,
                      name: str) -> Verdict:

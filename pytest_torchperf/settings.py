@@ -29,6 +29,9 @@ class RunSettings:
     #: Parsed option layers (see :mod:`pytest_torchperf.config`); ``None`` values mean "unset".
     cli: Mapping[str, Any] = field(default_factory=dict)
     ini: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--torchperf-cross-machine``: with no baseline here, compare with another environment's
+    #: (normalised times warn only; counters of the same torch build are gated).
+    cross_machine: bool = False
     #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
     variant_filter: tuple[str, ...] | None = None
 

@@ -8,10 +8,11 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import baseline_files
+from tests.conftest import baseline_files, edit_baselines, scale_baselines
 
 RAISES = """
 import torch
@@ -190,3 +191,44 @@ def test_next(torchperf):
     result.stdout.fnmatch_lines(["*torchperf: big-batch: the device ran out of memory while measuring "
                                  "(CUDA out of memory. Tried to allocate 20.00 GiB).*Reduce the batch size*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def _move_to_other_machine(storage: Path) -> str:
+    """Pretend the stored baselines came from another CPU (same torch build)."""
+    [env_dir] = [p for p in storage.iterdir() if p.is_dir()]
+    other = env_dir.with_name("cpu-othercpu-torch-t1-0000beef")
+    env_dir.rename(other)
+    env_file = other / "environment.json"
+    env = json.loads(env_file.read_text())
+    env["exact"]["cpu_model"] = "Some Other CPU @ 3.0GHz"
+    env_file.write_text(json.dumps(env))
+    return other.name
+
+
+def test_cross_machine_compare_warns_on_normalised_time_and_gates_counters(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+import torch
+def test_mlp(torchperf):
+    torchperf(torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()), torch.randn(4, 32), name="mlp")
+""")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    storage = perf.path / ".torchperf"
+    other = _move_to_other_machine(storage)
+    plain = perf.runpytest("--torchperf-compare")
+    plain.assert_outcomes(passed=1)
+    assert "cross-machine" not in plain.stdout.str()  # opt-in only
+
+    scale_baselines(storage, 0.1)  # the other machine was 10x faster, per call and normalised
+    result = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine")
+    result.assert_outcomes(passed=1)  # a normalised time difference only warns
+    result.stdout.fnmatch_lines([f"*mlp: cross-machine warning: *% slower than the baseline of {other} "
+                                 f"after normalising by the calibration kernel*never a verdict*"])
+
+    def more_flops(_nodeid: str, _name: str, session: dict) -> None:
+        session["counters"]["flops"] += 1
+    edit_baselines(storage, more_flops)
+    failed = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines([f"*mlp: counters changed vs baseline: FLOPs *(vs {other}, same torch build)*"])
+    usage = perf.runpytest("--torchperf-cross-machine")
+    assert usage.ret == pytest.ExitCode.USAGE_ERROR
