@@ -152,7 +152,9 @@ def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
         callable_model = torch.compile(quantized)
         method += " + torch.compile(inductor)"
         try:
-            with torch.no_grad():
+            with torch.no_grad(), warnings.catch_warnings():
+                # torchao's Int8Tensor tells every compile it lacks a cache hash: noise for users.
+                warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
                 callable_model(*args)
         except Exception as exc:  # noqa: BLE001
             raise QuantizationError(f"compiling the int8 model failed: {_first_line(exc)}") from None

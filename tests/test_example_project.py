@@ -46,8 +46,9 @@ def _explain(proc: subprocess.CompletedProcess[str]) -> str:
 
 def _module_file(storage: Path) -> Path:
     files = sorted(p for p in storage.glob("*/*.json") if p.name != "environment.json")
-    assert [p.name for p in files] == ["tests__test_perf.py.json", "tests__test_variants.py.json"], files
-    return files[0]
+    assert [p.name for p in files] == ["tests__test_instruments.py.json", "tests__test_perf.py.json",
+                                       "tests__test_variants.py.json"], files
+    return files[1]
 
 
 def _variant_file(storage: Path) -> Path:
@@ -76,7 +77,7 @@ def _failed_cases(junit: Path) -> list[ET.Element]:
 def _check_report_renders(report: Path, shot: Path) -> None:
     """The example's HTML report opens in headless Chromium, scripts run, table and charts render."""
     page = report.read_text()
-    assert page.count("<tr class=") == 14 and "Variant speedups vs eager" in page
+    assert page.count("<tr class=") == 17 and "Variant speedups vs eager" in page
     if browser.chromium() is None:
         return  # the structure above is checked anyway; tests/e2e/test_html_and_cli.py says why skipped
     dom, console = browser.render(report, shot)
@@ -96,7 +97,7 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     saved = _run(project, storage, "--torchperf-save")
     assert saved.returncode == 0, _explain(saved)
     assert "= torchperf =" in saved.stdout and "baseline p25" in saved.stdout, _explain(saved)
-    assert "torchperf: 14 measured" in saved.stdout, _explain(saved)
+    assert "torchperf: 17 measured" in saved.stdout, _explain(saved)
     baseline_file = _module_file(storage)
     doc = json.loads(baseline_file.read_text())
     assert sorted(doc["tests"]) == [  # node ids relative to the project's rootdir, not to the copy
@@ -115,13 +116,14 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     # percent they move between processes on a shared runner.
     _scale(baseline_file, 2.0)
     _scale(_variant_file(storage), 2.0)
+    _scale(baseline_file.with_name("tests__test_instruments.py.json"), 2.0)
     report = tmp_path / "report" / "index.html"
     compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=50%",
                     f"--torchperf-html={report}")
     assert compared.returncode == 0, _explain(compared)
     _check_report_renders(report, tmp_path / "report.png")
     assert "= torchperf =" in compared.stdout and "baseline p25" in compared.stdout, _explain(compared)
-    assert "19 passed" in compared.stdout, _explain(compared)
+    assert "23 passed" in compared.stdout, _explain(compared)
     counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")][-1]
     assert "fail" not in counts and "inconclusive" not in counts, _explain(compared)
 
@@ -133,7 +135,7 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     regressed = _run(project, storage, "--torchperf-compare", f"--junitxml={junit}",
                      "-k", "not variants")
     assert regressed.returncode == 1, _explain(regressed)
-    assert "1 failed, 8 passed" in regressed.stdout, _explain(regressed)
+    assert "1 failed, 12 passed" in regressed.stdout, _explain(regressed)
     failed = _failed_cases(junit)
     assert [(c.get("classname"), c.get("name")) for c in failed] == [
         ("tests.test_perf", "test_resnet18_batch1")], _explain(regressed)
