@@ -16,7 +16,6 @@ printed with pandas.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence

@@ -50,7 +50,7 @@ class TorchperfFixture:
                  kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
         __tracebackhide__ = True
         from .measure import TargetError
-        from .session import VariantFailed, VariantSkipped
+        from .variant_run import VariantFailed, VariantSkipped
         from .storage import BaselineFileError
 
         nodeid = self._item.nodeid

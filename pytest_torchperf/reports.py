@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import statistics
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .summary import OUTCOME_ORDER, count_line, format_accuracy, format_speedup, sort_records
 from .units import format_change, format_time

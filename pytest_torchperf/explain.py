@@ -1,0 +1,108 @@
+"""Explaining verdicts: the profiled op diff of a confirmed slowdown, the op table stored with a
+baseline, the "no comparable baseline: <field> differs" message, and the opt-in cross-machine
+comparison. Pytest-free; torch is imported lazily by the profiling it calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .config import MeasureOptions
+from .counters import diff_counters
+from .profiling import median_top_ops
+from .units import format_time
+from .verdict import Sample, Verdict
+
+if TYPE_CHECKING:  # the session imports this module
+    from .session import PerfSession, TestState
+
+
+def profile_iterations(session: "PerfSession", sample: Sample) -> int:
+    """Enough profiled calls to cover ~0.2 s (3..100), so per-call op times are steady."""
+    return max(3, min(100, int(0.2 / max(sample.statistic, 1e-9))))
+
+def baseline_top_ops(session: "PerfSession", measurer: Any, sample: Sample, state: TestState,
+                      name: str) -> list[dict[str, Any]] | None:
+    """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
+    try:
+        rows, _ = measurer.profile(profile_iterations(session, sample))
+    except Exception as exc:  # noqa: BLE001 - a profiler problem must not lose the baseline
+        state.warnings.append(f"{name}: op table not stored (profiling failed: {exc})")
+        return None
+    return [{**row, "self_cpu": float(f"{row['self_cpu']:.4g}"),
+             "self_device": float(f"{row['self_device']:.4g}")} for row in rows]
+
+def explain_slowdown(session: "PerfSession", measurer: Any, sessions: Sequence[Mapping[str, Any]], nodeid: str,
+                      name: str, sample: Sample) -> list[str]:
+    """Profile the target once more (after timing) and name the ops that got slower."""
+    from .profiling import diff_top_ops, trace_path
+
+    path = trace_path(session.settings.report_dir / "traces", nodeid, f"{name}-regression")
+    try:
+        rows, _ = measurer.profile(profile_iterations(session, sample), path)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands even if profiling breaks
+        return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
+    stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
+    if stored:
+        diffs = diff_top_ops(stored, rows)
+        why = ("; ".join(diffs) if diffs else
+               "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
+               "allocator or machine)")
+        lines = [f"  why (profiled, self time per call vs baseline): {why}"]
+    else:
+        top = ", ".join(f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3])
+        lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
+    return [*lines, f"  trace: {path}"]
+
+def cross_machine(session: "PerfSession", state: TestState, environment: dict[str, Any], nodeid: str, name: str,
+                   sample: Sample, counters: dict[str, Any] | None,
+                   options: MeasureOptions) -> list[str]:
+    """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
+
+    Returns the counter changes (which fail the test, as within one environment).
+    """
+    from .cross_machine import normalised_check, pick_environment, same_torch_build
+    from .storage import BaselineFileError
+
+    picked = pick_environment(environment["exact"], session.store.environments_with(nodeid, name))
+    if picked is None:
+        return []
+    env_id, stored_env = picked
+    try:
+        sessions = session.store.load_sessions(env_id, nodeid, name)
+    except BaselineFileError as exc:
+        state.warnings.append(f"{name}: cross-machine comparison skipped: {exc}")
+        return []
+    if not sessions:
+        return []
+    state.warnings.append(normalised_check(name, sample.statistic, sample.calibration,
+                                           sessions, env_id))
+    stored_exact = stored_env.get("exact") if isinstance(stored_env.get("exact"), dict) else {}
+    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
+                                                                         stored_exact):
+        return []
+    return [f"{change} (vs {env_id}, same torch build)"
+            for change in diff_counters(stored_counters, counters, options.ignore_counters)]
+
+def explain_new(session: "PerfSession", verdict: Verdict, environment: dict[str, Any], nodeid: str,
+                 name: str) -> Verdict:
+    """Say which fingerprint field differs when baselines exist only for other environments."""
+    from .environment import describe_difference
+
+    others = session.store.environments_with(nodeid, name)
+    if not others:
+        return verdict
+    env_id, stored = others[0]
+    exact = stored.get("exact")
+    if not isinstance(exact, dict):
+        path = session.store.root / env_id / "environment.json"
+        return replace(verdict, message=(
+            f"{name}: no baseline for this environment; baselines exist under "
+            f"{session.store.root / env_id} but its {path.name} is unreadable or not a fingerprint, "
+            f"so the difference cannot be named. Restore it from git or delete that folder."))
+    diff = describe_difference(environment["exact"], exact)
+    return replace(verdict, message=(
+        f"{name}: no comparable baseline: {diff} (stored under {session.store.root / env_id}); "
+        f"record one for this environment with pytest --torchperf-save"))
