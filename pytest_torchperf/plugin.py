@@ -17,9 +17,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from .config import OPTIONS, OptionError, parse_bool, parse_layer, parse_variant_filter, parse_variants
+from .config import OPTIONS, OptionError, parse_bool, parse_layer, parse_variant_filter
 from .fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
-    VARIANT_PARAM,
     torchperf,
     torchperf_device,
     torchperf_nvtx,
@@ -30,6 +29,7 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
 )
 from .items import (FIXTURE, MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY,
                     marker_options, session_of, state_of)
+from . import isolation, variant_items
 from .reporter import RECORDS_PROPERTY
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -210,27 +210,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _marker_variants(markers: Any) -> Any:
-    """The ``variants=`` of the closest torchperf marker that sets it (None when none does)."""
-    for mark in markers:
-        if "variants" in mark.kwargs:
-            return mark.kwargs["variants"]
-    return None
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.torchperf(variants=[...])`` gives the test one item per variant
-    (``test_resnet[compiled]``), so JUnit XML reports each variant and ``-k int8`` selects one."""
-    raw = _marker_variants(metafunc.definition.iter_markers(MARKER))
-    if raw is None or VARIANT_PARAM not in metafunc.fixturenames:
-        return  # a marked test without the fixture is rejected in collection_modifyitems
-    try:
-        names = [name for name, _ in parse_variants(raw)]
-    except OptionError:
-        return  # not parametrized: collection_modifyitems reports it as a usage error
-    selected = metafunc.config.stash[SETTINGS_KEY].selected_variants(tuple(names))
-    if selected:
-        metafunc.parametrize(VARIANT_PARAM, selected, ids=list(selected))
+    """Marker variants: one item per variant (see :mod:`.variant_items`)."""
+    variant_items.parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -254,32 +236,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            _check_variant_item(config, item, FIXTURE in names)
+            variant_items.check_variant_item(config, item, FIXTURE in names)
         if skip_perf and perf:
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
-
-
-def _check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
-    """Marker variants need the fixture; a test none of whose variants is selected is skipped."""
-    raw = _marker_variants(item.iter_markers(MARKER))
-    if raw is None:
-        names: tuple[str, ...] = ("eager",)
-    elif not uses_fixture:
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.torchperf(variants=...) needs the torchperf fixture: the "
-            f"variants are built from the model you pass to torchperf(model, *inputs)")
-    else:
-        try:
-            names = tuple(name for name, _ in parse_variants(raw))
-        except OptionError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.torchperf: invalid value for "
-                                    f"variants: {exc}") from None
-    settings = config.stash[SETTINGS_KEY]
-    if not settings.selected_variants(names):
-        item.add_marker(pytest.mark.skip(
-            reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -366,49 +327,28 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     Perf tests also get torch's global state (threads, inductor/dynamo config, deterministic flags,
     ...) put back afterwards, and dynamo reset if they built compiled variants.
     """
-    saved = _torch_snapshot(item)
+    saved = isolation.torch_snapshot(item)
     try:
         result = yield
     except BaseException:
-        _restore_torch(item, saved)
+        isolation.restore_torch(item, saved)
         _finish(item, passed=False)
         raise
-    _restore_torch(item, saved)
+    isolation.restore_torch(item, saved)
     message = _finish(item, passed=True)
     if message:
         pytest.fail(message, pytrace=False)
     return result
 
 
-SEED_KEY = pytest.StashKey[Any]()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
-    if not _is_perf(item):
-        return
-    try:
-        options, _ = session_of(item.config).resolve_options({}, marker_options(item), item.nodeid)
-    except OptionError:
-        return  # reported when the test calls the fixture
-    from .config import SEED_OFF
-
-    if options.seed == SEED_OFF:
-        return
-    from .torch_state import seed_everything
-
-    item.stash[SEED_KEY] = seed_everything(options.seed)
+    """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
+    isolation.seed(item)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    """Put back the random states a perf test's seeding replaced."""
-    saved = item.stash.get(SEED_KEY, None)
-    if saved is not None:
-        from .torch_state import restore_random
-
-        restore_random(saved)
-        del item.stash[SEED_KEY]
+    isolation.unseed(item)
 
 
 def _junit_figures(record: dict[str, Any]) -> dict[str, Any]:
@@ -421,28 +361,6 @@ def _junit_figures(record: dict[str, Any]) -> dict[str, Any]:
                "speedup": (record.get("speedup") or {}).get("median"),
                "rel_l2": (record.get("accuracy") or {}).get("rel_l2")}
     return {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None}
-
-
-def _is_perf(item: pytest.Item) -> bool:
-    return (item.get_closest_marker(MARKER) is not None
-            or any(f in getattr(item, "fixturenames", ()) for f in PERF_FIXTURES))
-
-
-def _torch_snapshot(item: pytest.Item) -> Any:
-    if not _is_perf(item):
-        return None
-    from .torch_state import snapshot
-
-    return snapshot()
-
-
-def _restore_torch(item: pytest.Item, saved: Any) -> None:
-    state = item.stash.get(STATE_KEY, None)
-    if saved is None and not (state and state.built_variants):
-        return
-    from .torch_state import restore
-
-    restore(saved, reset_dynamo=bool(state and state.built_variants))
 
 
 def _finish(item: pytest.Item, passed: bool) -> str | None:

@@ -7,9 +7,9 @@ Verdicts here must not depend on the machine: this suite runs on shared 2-vCPU r
 pytest processes timing the same sub-millisecond MLP were seen to differ by 50 % with a CPU share
 of 0.99 (a neighbour on the sibling hyperthread slows us without taking our core). So the guards
 are switched off (a busy runner must neither block the save nor turn the regression inconclusive)
-and the stored baselines are edited, never the code, never by sleeping: every baseline is made 2x
-slower before comparing (the untouched tests can only pass or "improve"), and the resnet18 one is
-then made 3x faster than measured (ratio about 3, far over its 10 % limit).
+and the stored baselines are edited, never the code, never by sleeping: every baseline is made 3x
+slower before comparing under a 200 % limit (the untouched tests can only pass or "improve"), and
+the resnet18 one is then made 3x faster than measured (ratio about 3, far over its 10 % limit).
 """
 
 from __future__ import annotations
@@ -111,14 +111,15 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     assert session["metric"] is not None and session["fingerprint"]["leaves"]
     assert sorted(doc["tests"]["tests/test_perf.py::test_mlp_batch_sizes"]) == ["mlp-bs1", "mlp-bs64"]
 
-    # 2. Unchanged code compares clean (baselines given a 2x margin against runner noise).
-    # The variants' speedups are same-run ratios (no 2x margin possible): 50 % absorbs the few
-    # percent they move between processes on a shared runner.
-    _scale(baseline_file, 2.0)
-    _scale(_variant_file(storage), 2.0)
-    _scale(baseline_file.with_name("tests__test_instruments.py.json"), 2.0)
+    # 2. Unchanged code compares clean (baselines given a wide margin against runner noise).
+    # Stored times x3 and a 200 % limit: only a 9x slowdown of unchanged code could fail, and a
+    # variant only if its speedup fell to a third. Under pytest -n 2 a sibling worker compiling
+    # on both cores was seen to slow this run enough to fail a 2x/50 % margin once.
+    _scale(baseline_file, 3.0)
+    _scale(_variant_file(storage), 3.0)
+    _scale(baseline_file.with_name("tests__test_instruments.py.json"), 3.0)
     report = tmp_path / "report" / "index.html"
-    compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=50%",
+    compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=200%",
                     f"--torchperf-html={report}")
     assert compared.returncode == 0, _explain(compared)
     _check_report_renders(report, tmp_path / "report.png")
@@ -128,7 +129,7 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     assert "fail" not in counts and "inconclusive" not in counts, _explain(compared)
 
     # 3. Make the stored resnet18 baseline 3x faster: the same code now looks 200 % slower.
-    _scale(baseline_file, 1 / 2 / 3, RESNET_TEST)
+    _scale(baseline_file, 1 / 3 / 3, RESNET_TEST)
 
     junit = tmp_path / "junit.xml"
     # (the variant tests already compared clean above; leaving them out saves their compiles)

@@ -1,0 +1,57 @@
+"""Test items of variants: ``@pytest.mark.torchperf(variants=[...])`` gives a test one item per
+variant (``test_resnet[int8]``) through the ``torchperf_variant`` parameter, narrowed by
+``--torchperf-variants``; marker checks at collection. The plugin's hooks call these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .config import OptionError, parse_variants
+from .fixtures import VARIANT_PARAM
+from .items import MARKER, SETTINGS_KEY
+
+
+def marker_variants(markers: Any) -> Any:
+    """The ``variants=`` of the closest torchperf marker that sets it (None when none does)."""
+    for mark in markers:
+        if "variants" in mark.kwargs:
+            return mark.kwargs["variants"]
+    return None
+
+
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.torchperf(variants=[...])`` gives the test one item per variant
+    (``test_resnet[compiled]``), so JUnit XML reports each variant and ``-k int8`` selects one."""
+    raw = marker_variants(metafunc.definition.iter_markers(MARKER))
+    if raw is None or VARIANT_PARAM not in metafunc.fixturenames:
+        return  # a marked test without the fixture is rejected in collection_modifyitems
+    try:
+        names = [name for name, _ in parse_variants(raw)]
+    except OptionError:
+        return  # not parametrized: collection_modifyitems reports it as a usage error
+    selected = metafunc.config.stash[SETTINGS_KEY].selected_variants(tuple(names))
+    if selected:
+        metafunc.parametrize(VARIANT_PARAM, selected, ids=list(selected))
+
+
+def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
+    """Marker variants need the fixture; a test none of whose variants is selected is skipped."""
+    raw = marker_variants(item.iter_markers(MARKER))
+    if raw is None:
+        names: tuple[str, ...] = ("eager",)
+    elif not uses_fixture:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.torchperf(variants=...) needs the torchperf fixture: the "
+            f"variants are built from the model you pass to torchperf(model, *inputs)")
+    else:
+        try:
+            names = tuple(name for name, _ in parse_variants(raw))
+        except OptionError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.torchperf: invalid value for "
+                                    f"variants: {exc}") from None
+    settings = config.stash[SETTINGS_KEY]
+    if not settings.selected_variants(names):
+        item.add_marker(pytest.mark.skip(
+            reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"))
