@@ -326,8 +326,7 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
             problem = f"torchperf_quantized_model: quantizing {type(model).__name__} failed: {exc}"
         if problem:
             pytest.fail(problem, pytrace=False)
-        session_state = state_of(item)
-        session_state.built_variants = True
+        state_of(item).built_variants = True  # dynamo is reset after this test
         module = quantized.model
         try:
             module.torchperf_quantization = quantized

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from .config import OptionError
-from .items import MARKER, PERF_FIXTURES, STATE_KEY, marker_options, session_of
+from .items import IS_PERF_KEY, STATE_KEY, marker_options, session_of
 
 SEED_KEY = pytest.StashKey[Any]()
 
@@ -41,8 +41,9 @@ def unseed(item: pytest.Item) -> None:
 
 
 def is_perf(item: pytest.Item) -> bool:
-    return (item.get_closest_marker(MARKER) is not None
-            or any(f in getattr(item, "fixturenames", ()) for f in PERF_FIXTURES))
+    """Decided once at collection (``plugin.pytest_collection_modifyitems``): one stash lookup per
+    hook for ordinary tests."""
+    return item.stash.get(IS_PERF_KEY, False)
 
 
 def torch_snapshot(item: pytest.Item) -> Any:

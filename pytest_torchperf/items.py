@@ -19,6 +19,8 @@ SESSION_KEY = pytest.StashKey["PerfSession"]()
 STATE_KEY = pytest.StashKey["TestState"]()
 #: Set during collection on marked test functions that do not use the fixture: their body is timed.
 PERF_KEY = pytest.StashKey[bool]()
+#: Set during collection on every perf test (marked, or using a perf fixture): seeded and isolated.
+IS_PERF_KEY = pytest.StashKey[bool]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 

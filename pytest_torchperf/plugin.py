@@ -27,8 +27,8 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
     torchperf_timer,
     torchperf_variant,
 )
-from .items import (FIXTURE, MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY,
-                    marker_options, session_of, state_of)
+from .items import (FIXTURE, IS_PERF_KEY, MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY,
+                    STATE_KEY, marker_options, session_of, state_of)
 from . import isolation, variant_items
 from .reporter import RECORDS_PROPERTY
 
@@ -224,6 +224,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = getattr(item, "fixturenames", ())
         uses_fixture = any(f in names for f in PERF_FIXTURES)
         perf = marked or uses_fixture
+        item.stash[IS_PERF_KEY] = perf  # read by the per-test isolation hooks
         # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
         item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and not uses_fixture
         if marked and item.stash[PERF_KEY] and type(item).__name__ == "TestCaseFunction":
