@@ -32,6 +32,10 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
     "amp": {"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
     "int8": {"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
 }
+#: On CUDA, inductor's Triton kernels and cuDNN pick other reduction orders than eager: a conv net
+#: compiled on an H200 (torch 2.11, benchmarks/gpu_e2e.sh) drifted rel-L2 1.9e-5 (compiled) and
+#: 3.5e-5 (fused), above the CPU limit of 1e-5 with nothing wrong.
+CUDA_COMPILED_TOLERANCES = {"rel_l2": 1e-4}
 #: AMP in float16 is far closer to fp32 than bfloat16 (10 vs 7 mantissa bits).
 AMP_FP16_TOLERANCES = {"rel_l2": 5e-3, "cosine": 0.9999, "metric": 0.03}
 #: Metrics where larger is better (the tolerance is a lower limit).
@@ -45,10 +49,13 @@ class OutputMismatchError(ValueError):
 
 
 def tolerances(variant: str, overrides: Mapping[str, float] | None = None,
-               amp_dtype: str | None = None) -> dict[str, float]:
-    """Tolerances of one variant: defaults (fp16 AMP has its own), then the user's overrides."""
+               amp_dtype: str | None = None, device: str = "cpu") -> dict[str, float]:
+    """Tolerances of one variant: defaults (fp16 AMP and CUDA compiles have their own), then the
+    user's overrides."""
     base = AMP_FP16_TOLERANCES if variant == "amp" and amp_dtype == "float16" else \
         DEFAULT_TOLERANCES.get(variant, {})
+    if variant in ("compiled", "fused") and device.startswith("cuda"):
+        base = {**base, **CUDA_COMPILED_TOLERANCES}
     return {**base, **(overrides or {})}
 
 

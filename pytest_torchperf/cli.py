@@ -121,7 +121,8 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
                                        "cpu_share": session.get("cpu_share"),
                                        "calibration": session.get("calibration")}]
-    samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"))
+    samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"),
+                      tuple(p.get("process_statistics") or ()))
                for p in passes if p.get("times")]
     replay = iter(samples[1:])
     label = record["name"]

@@ -29,7 +29,7 @@ from .fixtures import (  # noqa: F401 - fixtures are registered by being module 
 )
 from .items import (FIXTURE, IS_PERF_KEY, MARKER, PERF_FIXTURES, PERF_KEY, SETTINGS_KEY,
                     STATE_KEY, marker_options, session_of, state_of)
-from . import isolation, variant_items
+from . import isolation, process_items, variant_items
 from .reporter import RECORDS_PROPERTY
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -113,6 +113,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Skip perf tests (marked or using the torchperf fixture)")
     group.addoption("--torchperf-only", action="store_true", default=False,
                     help="Run only perf tests")
+    process_items.add_options(group, parser)
     parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
     parser.addini("torchperf_report_dir", "Trace/report folder, relative to the rootdir "
                   "(default .torchperf-report)")
@@ -188,10 +189,15 @@ def pytest_configure(config: pytest.Config) -> None:
         save=opt("torchperf_save"), compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
         cli={k: v for k, v in cli.items() if v is not None}, ini=_ini_layer(config),
-        variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"))
+        variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"),
+        processes=process_items.processes_setting(config),
+        child=process_items.child_output(config) is not None)
     config.stash[SETTINGS_KEY] = settings  # the PerfSession itself is created on first use
     # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    if settings.child:
+        process_items.configure_child(config)
+        return  # a child writes no summary or reports: the controlling run does
     from .reporter import SummaryReporter
 
     config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
@@ -242,6 +248,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
+    if config.stash[SETTINGS_KEY].child:
+        process_items.keep_perf_items(config, items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """--torchperf-processes: the child runs go first; a child run points at its output file."""
+    settings = session.config.stash[SETTINGS_KEY]
+    if settings.child:
+        process_items.start_child_sink(session.config)
+    elif settings.processes > 1 and not session.testsfailed:
+        process_items.run_children(session, settings.processes)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -154,5 +154,8 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
     except ImportError:  # pragma: no cover
         torch_version = "?"
     return (f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
-            f"threads={','.join(threads)}, storage={settings.storage}, "
+            f"threads={','.join(threads)}, "
+            + (f"processes={settings.processes} (verdicts on the median p25), "
+               if settings.processes > 1 else "")
+            + f"storage={settings.storage}, "
             f"env={','.join(envs) or '-'}")

@@ -140,6 +140,7 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
                 "session": record.get("session"),
                 "run_failures": record.get("run_failures"),
                 "passes": record.get("passes"),
+                "processes": record.get("processes") or [],
             },
         })
     environments = {r["environment_id"]: r["environment"] for r in records

@@ -80,6 +80,9 @@ class Result:
     #: Every sampling pass the verdict saw, in order (first, re-measures): ``times``,
     #: ``cpu_share``, ``calibration``. ``torchperf compare`` replays them.
     passes: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: ``--torchperf-processes``: the p25 (seconds per call) of each fresh process whose
+    #: measurement was pooled, this one's last; empty for a single-process measurement.
+    processes: list[float] = field(default_factory=list)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
@@ -195,4 +198,5 @@ class Result:
             "environment": self.environment,
             "run_failures": list(self.run_failures),
             "passes": self.passes,
+            "processes": list(self.processes),
         }

@@ -29,6 +29,7 @@ from .settings import RunSettings
 from .storage import BaselineStore, file_lock
 from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
+from .processes import child_session_records, pooled, trusted
 from .verdict import Outcome, Sample, guard_problem, judge
 
 
@@ -95,6 +96,11 @@ class PerfSession:
         self._fingerprints: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         #: >0 while a torchperf_profiler block is open: timing then would be inflated.
         self.profiling_depth = 0
+        #: ``--torchperf-processes``: other processes' measurements by (nodeid, name) (controller),
+        #: or where this child process writes its own (child); see :mod:`.processes`.
+        self.process_pool: dict[tuple[str, str], list[Any]] = {}
+        self.child_sink: Any = None
+        self.process_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -274,11 +280,13 @@ class PerfSession:
         failures = list(run_failures)
         passes = [first]
         measure_again = take_sample
+        others = self.process_pool.get((nodeid, name), []) if gate else []
+        first = pooled(first, others) if others else first
 
         def take_sample() -> Sample:
             sample = measure_again()
             passes.append(sample)  # every pass is reported, so an offline judge sees the same data
-            return sample
+            return pooled(sample, others) if others else sample
         if compare:
             sessions = self.store.load_sessions(env_id, nodeid, name)
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
@@ -306,8 +314,10 @@ class PerfSession:
                     state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
                 else:
                     state.warnings.append(verdict.message)
-        elif save and guard(first):
+        elif (save or self.child_sink) and guard(first):
             final = take_sample()  # a contaminated baseline would poison every later comparison
+        if self.child_sink is not None and gate:
+            self.child_sink.write(nodeid, name, final, guard(final))
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
@@ -317,8 +327,11 @@ class PerfSession:
                         clock=clock[-1], calibration=final.calibration, failures=failures,
                         run_id=self.run_id, run_failures=run_failures,
                         passes=[{"times": [float(f"{t:.6g}") for t in p.times],
-                                 "cpu_share": p.cpu_share, "calibration": p.calibration}
-                                for p in passes])
+                                 "cpu_share": p.cpu_share, "calibration": p.calibration,
+                                 "process_statistics": [s.statistic for s in trusted(others)]}
+                                for p in passes],
+                        processes=[*final.process_statistics, final.summary.p25]
+                        if final.process_statistics else [])
         if extra is not None:
             extra.apply(result)
         if gate and result.summary is not None:
@@ -341,7 +354,8 @@ class PerfSession:
             else:
                 record = dict(result.session or {})
                 record["top_ops"] = explain.baseline_top_ops(self, measurer, final, state, name)
-                state.pending.append(PendingSave(env_id, environment, nodeid, name, record, result))
+                state.pending += [PendingSave(env_id, environment, nodeid, name, r, result) for r in
+                                  [record, *child_session_records(record, others, self.run_id)]]
         return result
 
     def _compare_variant(self, label: str, extra: "VariantExtra",

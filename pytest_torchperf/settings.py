@@ -34,6 +34,11 @@ class RunSettings:
     cross_machine: bool = False
     #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
     variant_filter: tuple[str, ...] | None = None
+    #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).
+    processes: int = 1
+    #: This run is a child of a ``--torchperf-processes`` run: it only measures (see
+    #: :mod:`pytest_torchperf.process_items`).
+    child: bool = False
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""

@@ -166,7 +166,8 @@ def measure_variants(session: "PerfSession", state: "TestState", nodeid: str, na
             continue
         extra = VariantExtra(variant, build_time=built.build_time, method=built.method,
                              notes=list(built.notes), info=dict(built.info))
-        extra.limits = tolerances(variant, overrides.get(variant), built.amp_dtype)
+        extra.limits = tolerances(variant, overrides.get(variant), built.amp_dtype,
+                                  device=str(eager_m.device))
         try:
             extra.accuracy = compare_outputs(reference, output)
             extra.failures += check_limits(label, extra.accuracy, extra.limits)

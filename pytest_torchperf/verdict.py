@@ -17,6 +17,7 @@ Measuring is injected as a callable so this module can be driven by synthetic sa
 from __future__ import annotations
 
 import enum
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -59,6 +60,8 @@ class Sample:
     times: tuple[float, ...] = ()
     #: p25 of the calibration kernel timed alongside (seconds per call), None when not calibrated.
     calibration: float | None = None
+    #: p25s of the same target measured in other fresh processes (``--torchperf-processes``).
+    process_statistics: tuple[float, ...] = ()
 
     @property
     def normalized(self) -> float | None:
@@ -66,8 +69,21 @@ class Sample:
         return self.statistic / self.calibration if self.calibration else None
     @property
     def statistic(self) -> float:
-        """The statistic compared against baselines: p25 of per-call times."""
+        """The statistic compared against baselines: p25 of per-call times (the median of the
+        processes' p25s when other processes measured the target too)."""
+        if self.process_statistics:
+            return statistics.median((*self.process_statistics, self.summary.p25))
         return self.summary.p25
+
+    @property
+    def processes(self) -> int:
+        """How many fresh processes the statistic pools."""
+        return 1 + len(self.process_statistics)
+
+    @property
+    def what(self) -> str:
+        """What the statistic is, for messages."""
+        return "p25" if not self.process_statistics else f"median p25 of {self.processes} processes"
 
 
 def guard_problem(sample: Sample, *, min_cpu_share: float = MIN_CPU_SHARE,
@@ -149,12 +165,22 @@ class Judgement:
     samples: list[Sample]
 
 
-def effective_tolerance(tolerance: float, baseline_stats: Sequence[float]) -> tuple[float, float | None]:
-    """Widen ``tolerance`` to ``3 x robust CV`` of the stored sessions when there are >= 5 of them."""
+def effective_tolerance(tolerance: float, baseline_stats: Sequence[float],
+                        candidate_processes: int = 1) -> tuple[float, float | None]:
+    """Widen ``tolerance`` to the noise of the comparison when >= 5 stored sessions show it.
+
+    With one candidate process the floor is ``3 x robust CV`` of the stored sessions (their
+    process-to-process noise). A candidate pooled over ``n`` processes against ``m`` sessions has
+    the noise of a difference of two medians, ``CV * sqrt(1/n + 1/m)``; the floor scales by that
+    relative to the one-process case, so ``--torchperf-processes 3`` can gate tighter than one
+    process on the same runner.
+    """
     if len(baseline_stats) < NOISE_AWARE_MIN_SESSIONS:
         return tolerance, (robust_cv(baseline_stats) if len(baseline_stats) >= 2 else None)
     cv = robust_cv(baseline_stats)
-    return max(tolerance, NOISE_CV_FACTOR * cv), cv
+    m, n = len(baseline_stats), max(1, candidate_processes)
+    scale = math.sqrt((1 / n + 1 / m) / (1 + 1 / m))
+    return max(tolerance, NOISE_CV_FACTOR * cv * scale), cv
 
 
 def judge(
@@ -189,7 +215,7 @@ def judge(
             first, samples)
 
     baseline = statistics.median(baseline_stats)
-    t_eff, cv = effective_tolerance(tolerance, baseline_stats)
+    t_eff, cv = effective_tolerance(tolerance, baseline_stats, first.processes)
     notes: list[str] = []
     if t_eff > tolerance:
         notes.append(
@@ -268,7 +294,7 @@ def judge(
             pooled = statistics.median([current.statistic, confirm.statistic])
             message = (
                 f"{label}: {(ratio - 1) * 100:.1f}% slower than baseline "
-                f"(p25 {format_time(current.statistic)} vs {format_time(baseline)}; "
+                f"({current.what} {format_time(current.statistic)} vs {format_time(baseline)}; "
                 f"confirmed by re-measure: {format_change(confirm_ratio)}; "
                 f"limit {format_percent(t_eff)})\n"
                 + _confidence_line(current, confirm, len(baseline_stats), cv, cm))
@@ -298,7 +324,7 @@ def judge(
     if ratio < 1.0 - t_eff:
         return Judgement(Verdict(
             Outcome.IMPROVED,
-            f"{label}: {(1 - ratio) * 100:.1f}% faster than baseline (p25 "
+            f"{label}: {(1 - ratio) * 100:.1f}% faster than baseline ({current.what} "
             f"{format_time(current.statistic)} vs {format_time(baseline)}; limit "
             f"{format_percent(t_eff)}): the baseline is stale; refresh it with "
             f"pytest --torchperf-save --torchperf-reset",
@@ -314,6 +340,9 @@ def _confidence_line(first: Sample, confirm: Sample, sessions: int, cv: float | 
     """One line saying how much noise the decision had to beat."""
     parts = [f"spread within run IQR/median {format_percent(first.summary.relative_iqr)} and "
              f"{format_percent(confirm.summary.relative_iqr)}"]
+    if confirm.process_statistics:
+        p25s = ", ".join(format_time(t) for t in (*confirm.process_statistics, confirm.summary.p25))
+        parts.append(f"candidate: median of {confirm.processes} fresh processes (p25s {p25s})")
     if cv is not None:
         parts.append(f"baseline: median of {sessions} sessions, CV {format_percent(cv)}")
     else:

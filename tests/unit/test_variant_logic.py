@@ -91,6 +91,13 @@ def test_tolerance_defaults_and_overrides() -> None:
     assert tolerances("int8", {"rel_l2": 0.1})["cosine"] == 0.998
 
 
+def test_compiled_tolerance_is_wider_on_cuda_and_still_overridable() -> None:
+    assert tolerances("compiled", device="cpu")["rel_l2"] == 1e-5
+    assert tolerances("fused", device="cuda:0")["rel_l2"] == 1e-4
+    assert tolerances("amp", device="cuda:0")["rel_l2"] == 3e-2  # only compiled/fused change
+    assert tolerances("compiled", {"rel_l2": 2e-5}, device="cuda")["rel_l2"] == 2e-5
+
+
 # -- accuracy ---------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Out:

@@ -1,0 +1,203 @@
+"""How far can you trust a verdict on *this* machine? False alarms, detection, contention, cost.
+
+    python benchmarks/reliability.py                 # ~35 min on a 2-core runner
+    python benchmarks/reliability.py --scale 0.25    # a quick look (~10 min), wider error bars
+    python benchmarks/reliability.py --out figures.json
+
+Everything goes through real ``pytest --torchperf-save`` / ``--torchperf-compare`` runs, each a
+fresh process, on a generated project of five small models (an MLP at two sizes, a conv net,
+resnet18-like blocks at 64 px, a transformer encoder) at the plugin's **default settings**
+(``min_time`` 1 s, ``max_slowdown`` 10 %, contention and spread guards on). Verdicts are read from
+each run's ``--torchperf-json``. Nothing is simulated offline.
+
+Slowdowns are injected exactly: every model is wrapped in a module that, after the forward, spins
+on ``time.perf_counter`` for ``X x`` the model's own per-call time (measured once in a pilot run),
+so "+20 %" is +20 % of wall time, of the same kind (CPU-bound) as the model's work, and changes no
+counter (no ATen op).
+
+It measures:
+  (a) false alarms: unchanged models, one fresh compare process against a one-session baseline
+      (three separately saved baselines, rotated), and with ``--torchperf-processes 3`` against
+      a baseline saved with ``--torchperf-processes 5``;
+  (b) detection of +10 / +20 / +50 % in one process, and +10 / +20 % with ``--torchperf-processes 3``;
+  (c) two CPU-hog processes running during compare: every verdict must be pass/inconclusive, none
+      a failure;
+  (d) wall time per perf test in each mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_TEST = '''
+import json, os, time
+import pytest, torch
+from torch import nn
+
+EXTRA = json.loads(os.environ.get("RELIABILITY_EXTRA", "{}"))   # name -> seconds added per call
+
+
+class Slowed(nn.Module):
+    """The model, then a spin of a fixed number of seconds (0 when unchanged)."""
+    def __init__(self, model, extra):
+        super().__init__()
+        self.model, self.extra = model, extra
+    def forward(self, x):
+        out = self.model(x)
+        if self.extra:
+            end = time.perf_counter() + self.extra
+            while time.perf_counter() < end:
+                pass
+        return out
+
+
+def block(c):
+    return nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+                         nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU())
+
+
+MODELS = {
+    "mlp-small": (lambda: nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)),
+                  lambda: torch.randn(32, 256)),
+    "mlp": (lambda: nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(512, 512), nn.ReLU())]),
+            lambda: torch.randn(64, 512)),
+    "convnet": (lambda: nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), block(32),
+                                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)),
+                lambda: torch.randn(8, 3, 64, 64)),
+    "resblocks": (lambda: nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3), block(64), block(64),
+                                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)),
+                  lambda: torch.randn(1, 3, 64, 64)),
+    "transformer": (lambda: nn.TransformerEncoder(
+                        nn.TransformerEncoderLayer(128, 4, 256, batch_first=True), 2,
+                        enable_nested_tensor=False),
+                    lambda: torch.randn(4, 64, 128)),
+}
+
+
+@pytest.mark.torchperf
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model(torchperf, name):
+    make_model, make_input = MODELS[name]
+    torchperf(Slowed(make_model(), EXTRA.get(name, 0.0)), make_input(), name=name)
+'''
+
+
+def run_pytest(project: Path, *args: str, extra: dict[str, float] | None = None,
+               json_out: Path | None = None) -> tuple[list[dict], float]:
+    """One fresh pytest process; returns the torchperf records of its JSON report and wall time."""
+    env = {**os.environ, "RELIABILITY_EXTRA": json.dumps(extra or {})}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "-p", "no:xdist", "-p", "no:benchmark", *args]
+    if json_out is not None:
+        cmd += ["--torchperf-json", str(json_out)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    if json_out is None:
+        return [], wall
+    data = json.loads(json_out.read_text())
+    return [b["torchperf"] | {"name": b["name"], "p25": b["stats"].get("q1")}
+            for b in data["benchmarks"]], wall
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """95 % Wilson interval of a proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    z, p = 1.96, k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the number of runs")
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    runs = lambda n: max(1, round(n * args.scale))  # noqa: E731
+
+    project = Path(tempfile.mkdtemp(prefix="torchperf-reliability-"))
+    (project / "test_models.py").write_text(PROJECT_TEST)
+    (project / "pytest.ini").write_text("[pytest]\nconsole_output_style = classic\n")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"python {platform.python_version()}; project {project}")
+    started = time.perf_counter()
+
+    pilot, _ = run_pytest(project, json_out=project / "pilot.json")
+    per_call = {r["name"].split("[")[-1].rstrip("]"): r["p25"] for r in pilot}
+    print("pilot p25 per call: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in per_call.items()))
+
+    def extra(fraction: float) -> dict[str, float]:
+        return {k: v * fraction for k, v in per_call.items()}
+
+    singles = [project / f"single{i}" for i in range(3)]
+    for storage in singles:
+        run_pytest(project, "--torchperf-save", "--torchperf-storage", str(storage))
+    multi = project / "multi"
+    _, save_wall = run_pytest(project, "--torchperf-save", "--torchperf-processes", "5",
+                              "--torchperf-storage", str(multi))
+    print(f"baselines saved: 3 single-session storages, one 5-process storage ({save_wall:.0f} s)")
+
+    figures: dict[str, dict] = {}
+
+    def campaign(label: str, count: int, fraction: float, processes: int = 1,
+                 hog: bool = False) -> None:
+        outcomes: dict[str, int] = {}
+        walls = []
+        for i in range(count):
+            storage = multi if processes > 1 else singles[i % len(singles)]
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(2)] if hog else []
+            try:
+                records, wall = run_pytest(
+                    project, "--torchperf-compare", "--torchperf-storage", str(storage),
+                    *(["--torchperf-processes", str(processes)] if processes > 1 else []),
+                    extra=extra(fraction), json_out=project / "compare.json")
+            finally:
+                for h in hogs:
+                    h.kill()
+            walls.append(wall / max(1, len(records)))
+            for r in records:
+                outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        n = sum(outcomes.values())
+        fails = outcomes.get("fail", 0)
+        low, high = wilson(fails, n)
+        figures[label] = {"runs": count, "verdicts": n, "outcomes": outcomes,
+                          "fail_rate": fails / n if n else None, "fail_rate_95ci": [low, high],
+                          "wall_s_per_test": sum(walls) / len(walls), "processes": processes,
+                          "injected": fraction, "hog": hog}
+        print(f"{label:<34} runs {count:>3}  verdicts {n:>4}  fail {fails:>4} "
+              f"({100 * fails / max(n, 1):5.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%)  "
+              f"{dict(sorted(outcomes.items()))}  {sum(walls) / len(walls):.1f} s/test", flush=True)
+
+    campaign("unchanged, 1 process", runs(40), 0.0)
+    campaign("+10%, 1 process", runs(8), 0.10)
+    campaign("+20%, 1 process", runs(8), 0.20)
+    campaign("+50%, 1 process", runs(6), 0.50)
+    campaign("unchanged, 2 CPU hogs, 1 process", runs(4), 0.0, hog=True)
+    campaign("unchanged, --torchperf-processes 3", runs(8), 0.0, processes=3)
+    campaign("+10%, --torchperf-processes 3", runs(8), 0.10, processes=3)
+    campaign("+20%, --torchperf-processes 3", runs(4), 0.20, processes=3)
+    total = time.perf_counter() - started
+    print(f"total {total / 60:.1f} min")
+    if args.out:
+        args.out.write_text(json.dumps({"machine": platform.processor(), "cpus": os.cpu_count(),
+                                        "per_call_s": per_call, "figures": figures,
+                                        "total_s": total}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

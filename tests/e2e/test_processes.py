@@ -1,0 +1,114 @@
+"""``--torchperf-processes N``: fresh child processes measure each target, the run judges the
+median, ``--torchperf-save`` stores N sessions; the children write nothing the user sees."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import baseline_files, edit_baselines, scale_baselines
+
+MODELS = """
+import os, pytest, torch
+
+@pytest.mark.torchperf
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    torchperf(model, torch.randn(8, 32), name="mlp")
+
+def test_plain():
+    # Children run only perf tests: this would fail in one.
+    assert "PYTEST_TORCHPERF_CHILD_PROCESS" not in os.environ
+"""
+
+
+def sessions(perf: pytest.Pytester) -> list[dict]:
+    found = []
+    edit_baselines(perf.path / ".torchperf", lambda _n, _m, s: found.append(dict(s)))
+    return found
+
+
+def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
+        perf: pytest.Pytester) -> None:
+    perf.makepyfile(MODELS)
+    save = perf.runpytest("--torchperf-save", "--torchperf-processes", "3",
+                          "--junitxml", "junit.xml")
+    save.assert_outcomes(passed=2)
+    save.stdout.fnmatch_lines([
+        "torchperf: fresh process 1 of 3: measuring 1 perf test(s) ...",
+        "torchperf: fresh process 1 of 3: 1 measurement(s) in *",
+        "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
+        "torchperf: process 3 of 3: this run",
+        "*processes=3 (verdicts on the median p25)*",
+    ])
+    stored = sessions(perf)
+    run_ids = sorted(s["run_id"] for s in stored)
+    assert len(stored) == 3 and run_ids[1].endswith("-p1") and run_ids[2].endswith("-p2")
+    assert len({s["statistic"] for s in stored}) == 3  # three separate timings
+    assert all(s["counters"] == stored[0]["counters"] for s in stored)
+    # The controller's JUnit XML, not a child's: both tests are in it.
+    cases = {c.get("name") for c in ET.parse(perf.path / "junit.xml").getroot().iter("testcase")}
+    assert cases == {"test_mlp", "test_plain"}
+
+    scale_baselines(perf.path / ".torchperf", 0.01)  # every stored process 100x faster
+    compare = perf.runpytest("--torchperf-compare", "--torchperf-processes", "2",
+                             "--torchperf-json", "out.json")
+    compare.assert_outcomes(passed=1, failed=1)
+    compare.stdout.fnmatch_lines([
+        "*mlp: *% slower than baseline (median p25 of 2 processes *",
+        "*candidate: median of 2 fresh processes (p25s *",
+    ])
+    record = json.loads((perf.path / "out.json").read_text())["benchmarks"][0]["torchperf"]
+    assert len(record["processes"]) == 2
+    assert len(record["passes"][0]["process_statistics"]) == 1
+
+
+def test_a_child_that_crashes_is_reported_and_the_run_goes_on(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MODELS)
+    perf.makeconftest("""
+import os
+if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
+    raise RuntimeError("this child cannot start")
+""")
+    result = perf.runpytest("--torchperf-save", "--torchperf-processes", "3")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "torchperf: fresh process 1 exited with code * and its measurements are missing*",
+        "*RuntimeError: this child cannot start*",
+    ])
+    assert len(sessions(perf)) == 2  # process 2 and this run
+    assert len(baseline_files(perf.path / ".torchperf")) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--torchperf-processes", "0"], "*--torchperf-processes must be a whole number from 1 to 20, got '0'*"),
+    (["--torchperf-processes", "three"], "*must be a whole number*got 'three'*"),
+    (["--torchperf-processes", "2", "--torchperf-disable"], "*cannot be combined with --torchperf-disable*"),
+])
+def test_bad_process_options_are_usage_errors(perf: pytest.Pytester, args: list[str],
+                                              message: str) -> None:
+    perf.makepyfile(MODELS)
+    result = perf.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_processes_with_xdist_is_a_usage_error(perf: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    perf.makepyfile(MODELS)
+    result = perf.runpytest("-n", "2", "--torchperf-processes", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*starts its own fresh processes*Drop -n for the perf run*"])
+
+
+def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MODELS)
+    ini = (perf.path / "pytest.ini").read_text().rstrip() + "\ntorchperf_processes = 2\n"
+    (perf.path / "pytest.ini").write_text(ini)
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["torchperf: fresh process 1 of 2: 1 measurement(s) in *"])
+    assert len(sessions(perf)) == 2

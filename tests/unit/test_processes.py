@@ -1,0 +1,107 @@
+"""Pooling of measurements from fresh processes (``--torchperf-processes``): pure logic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_torchperf.processes import (ChildSink, ProcessSample, child_session_records, merge,
+                                        pooled, read_child_file)
+from pytest_torchperf.stats import summarize
+from pytest_torchperf.verdict import Outcome, Sample, effective_tolerance, judge
+
+
+def sample(p25_ms: float, calibration: float | None = None, cpu_share: float = 1.0) -> Sample:
+    times = tuple(p25_ms / 1000 * f for f in (1.0, 1.0, 1.01, 1.02, 1.03))
+    return Sample(summarize(times), cpu_share, times, calibration)
+
+
+def child(process: int, p25_ms: float, problem: str | None = None,
+          calibration: float | None = None) -> ProcessSample:
+    return ProcessSample(process, sample(p25_ms).times, 1.0, calibration, problem)
+
+
+def test_pooled_statistic_is_the_median_of_the_processes() -> None:
+    own = sample(10.0)
+    pool = pooled(own, [child(1, 12.0), child(2, 11.0)])
+    assert pool.processes == 3
+    assert pool.statistic == pytest.approx(0.011)
+    assert pool.what == "median p25 of 3 processes"
+    # Own spread and CPU share are kept: the guard judges the pass this process can re-measure.
+    assert pool.summary is own.summary and pool.cpu_share == own.cpu_share
+
+
+def test_untrusted_children_are_left_out_of_the_pool() -> None:
+    own = sample(10.0)
+    assert pooled(own, [child(1, 30.0, problem="CPU share 0.40 < 0.90")]) is own
+    pool = pooled(own, [child(1, 30.0, problem="busy"), child(2, 12.0)])
+    assert pool.processes == 2 and pool.statistic == pytest.approx(0.011)
+
+
+def test_pooled_calibration_is_the_median_of_the_processes() -> None:
+    pool = pooled(sample(10.0, calibration=1.0), [child(1, 10.0, calibration=3.0),
+                                                   child(2, 10.0, calibration=2.0)])
+    assert pool.calibration == 2.0
+
+
+def test_child_file_round_trip_survives_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "child-1.jsonl"
+    sink = ChildSink(path, 1)
+    sink.write("t.py::test_a", "mlp", sample(5.0), None)
+    sink.write("t.py::test_b", "cnn", sample(7.0), "spread too high")
+    with open(path, "a") as handle:
+        handle.write('{"nodeid": "t.py::test_c", "na')  # the child died mid-write
+    found = read_child_file(path)
+    assert set(found) == {("t.py::test_a", "mlp"), ("t.py::test_b", "cnn")}
+    assert found[("t.py::test_a", "mlp")].statistic == pytest.approx(0.005)
+    assert found[("t.py::test_b", "cnn")].problem == "spread too high"
+    assert read_child_file(tmp_path / "missing.jsonl") == {}
+
+
+def test_merge_keeps_process_order() -> None:
+    key = ("t.py::test_a", "mlp")
+    merged = merge([{key: child(1, 5.0)}, {}, {key: child(3, 6.0)}])
+    assert [s.process for s in merged[key]] == [1, 3]
+
+
+def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this_run() -> None:
+    record = {"run_id": "abc", "statistic": 0.010, "times": [0.010], "counters": {"flops": 5},
+              "variant": "eager", "cpu_share": 0.99, "calibration": 1e-5}
+    records = child_session_records(record, [child(1, 12.0, calibration=2e-5),
+                                             child(2, 99.0, problem="busy")], "abc")
+    assert len(records) == 1  # the contaminated child is not stored
+    stored = records[0]
+    assert stored["run_id"] == "abc-p1" and stored["process"] == 1
+    assert stored["statistic"] == pytest.approx(0.012)
+    assert stored["calibration"] == 2e-5 and stored["counters"] == {"flops": 5}
+    assert record["run_id"] == "abc"  # the controller's own record is untouched
+    json.dumps(stored)
+
+
+def test_noise_floor_shrinks_with_candidate_processes() -> None:
+    history = [1.00, 1.04, 0.97, 1.02, 0.99, 1.05, 0.96, 1.01]  # robust CV ~3.7%
+    one, cv = effective_tolerance(0.05, history)
+    three, _ = effective_tolerance(0.05, history, candidate_processes=3)
+    assert cv is not None and one == pytest.approx(3 * cv)
+    assert 0.05 <= three < one
+    # Never narrower than the user's limit.
+    assert effective_tolerance(0.20, history, candidate_processes=10)[0] == 0.20
+
+
+def test_judge_fails_a_pooled_slowdown_and_says_it_pooled() -> None:
+    others = [child(1, 12.0), child(2, 12.2)]
+    first = pooled(sample(12.1), others)
+    judgement = judge("mlp", first, [0.010], 0.10, lambda: pooled(sample(12.3), others))
+    assert judgement.verdict.outcome is Outcome.FAIL
+    assert "median p25 of 3 processes" in judgement.verdict.message
+    assert "candidate: median of 3 fresh processes" in judgement.verdict.message
+
+
+def test_one_slow_process_does_not_fail_a_pooled_verdict() -> None:
+    """The point of pooling: one unlucky process (+30%) is outvoted by the other two."""
+    others = [child(1, 13.0), child(2, 10.1)]
+    first = pooled(sample(10.2), others)
+    judgement = judge("mlp", first, [0.010], 0.10, lambda: pooled(sample(10.2), others))
+    assert judgement.verdict.outcome is Outcome.PASS
