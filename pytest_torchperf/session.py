@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import math
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from .settings import RunSettings
 from .storage import BaselineStore, file_lock
 from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
+from .outputs import NO_OUTPUT, output_fingerprint, user_metric
 from .processes import child_session_records, pooled, trusted
 from .verdict import Outcome, Sample, guard_problem, judge
 
@@ -38,12 +38,6 @@ class TorchperfWarning(UserWarning):
 
 
 
-#: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
-#: fingerprint is not stored, so random outputs never raise "numerics changed".
-DETERMINISM_TOLERANCE = 1e-6
-
-#: Marks "no second output captured" (``None`` is a legitimate output).
-_NO_OUTPUT = object()
 
 
 
@@ -186,8 +180,8 @@ class PerfSession:
         counters = None if counters is None else {**counters, **graph}
         extra = None
         if kind == "torchperf":
-            extra = VariantExtra("eager", fingerprint=self._fingerprint(output, again, measurer),
-                                 metric=self._metric(measurer, options, name, state))
+            extra = VariantExtra("eager", fingerprint=output_fingerprint(output, again, measurer),
+                                 metric=user_metric(measurer, options, name))
         graphs_before = dynamo_graph_total() if count_graphs else 0
         clock: list[str] = []
         take_sample = self._sampler(measurer, clock)
@@ -216,43 +210,8 @@ class PerfSession:
                   eager: Any = None) -> tuple[dict[str, Any] | None, Any]:
         """Counters of one call (None when off) and that call's output (for a determinism check)."""
         if not options.counters:
-            return None, _NO_OUTPUT
+            return None, NO_OUTPUT
         return measurer.counters(eager, capture=True)
-
-    def _fingerprint(self, output: Any, again: Any, measurer: Any) -> dict[str, Any] | None:
-        """Output fingerprint, or None when two calls disagree (random outputs cannot be gated)."""
-        from .accuracy import fingerprint
-
-        from .accuracy import fingerprint_drift
-
-        first = fingerprint(output)
-        if again is _NO_OUTPUT:
-            again = measurer.run_once()
-        # A compiled target's second output comes from its eager original: allow rounding noise.
-        drift, problem = fingerprint_drift(first, fingerprint(again))
-        return first if problem is None and drift <= DETERMINISM_TOLERANCE else None
-
-    def _metric(self, measurer: Any, options: MeasureOptions, label: str,
-                state: TestState) -> float | None:
-        """The user metric ``metric(outputs, targets)`` on ``data`` for this target (or None)."""
-        __tracebackhide__ = True
-        if options.metric is None:
-            return None
-        if options.data is None:
-            raise OptionError(f"{label}: metric= needs data=(inputs, targets) to compute it on")
-        data_inputs, targets = options.data
-        args = data_inputs if isinstance(data_inputs, (tuple, list)) else (data_inputs,)
-        with measurer.prepared():
-            outputs = measurer.target(*args)
-        value = options.metric(outputs, targets)
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise OptionError(f"{label}: metric= returned {value!r}; it must return a number "
-                              f"(e.g. accuracy as a float)") from None
-        if not math.isfinite(number):
-            raise OptionError(f"{label}: metric= returned {number} (not finite)")
-        return number
 
     # ------------------------------------------------------------------------------------------
     def measure_variants(self, state: TestState, nodeid: str, name: str, target: Callable[..., Any],

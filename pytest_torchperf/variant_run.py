@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .config import MeasureOptions
 from .counters import dynamo_graph_total
+from .outputs import output_fingerprint, user_metric
 from .result import Result
 from .stats import summarize
 from .verdict import Sample
@@ -127,8 +128,8 @@ def measure_variants(session: "PerfSession", state: "TestState", nodeid: str, na
     reference = eager_m.check_outputs(reference_label)
     eager_counters, again = session._counters(eager_m, options)
     extras = {"eager": VariantExtra("eager", counters=eager_counters,
-                                    fingerprint=session._fingerprint(reference, again, eager_m),
-                                    metric=session._metric(eager_m, options, reference_label, state))}
+                                    fingerprint=output_fingerprint(reference, again, eager_m),
+                                    metric=user_metric(eager_m, options, reference_label))}
     measurers = {"eager": eager_m}
     failed: dict[str, Result] = {}
     overrides = {v: dict(pairs) for v, pairs in options.accuracy}
@@ -180,7 +181,7 @@ def measure_variants(session: "PerfSession", state: "TestState", nodeid: str, na
                 f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
                 f"this model is expected to compile slowly")
         extra.fingerprint = fingerprint(output) if extras["eager"].fingerprint else None
-        extra.metric = session._metric(measurer, options, label, state)
+        extra.metric = user_metric(measurer, options, label)
         if variant in COMPILED_VARIANTS and count_graphs:
             extra.counters = dict(graph)
         measurers[variant] = measurer
