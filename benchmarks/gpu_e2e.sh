@@ -5,8 +5,9 @@
 #
 # Steps (each under its own time limit, so one hang cannot eat the rest): the CUDA primitives
 # (benchmarks/gpu_check.py), the GPU perf tests (benchmarks/gpu_tests) saved then compared with an
-# HTML report and JUnit XML, the same under pytest-xdist with two workers sharing the GPU, and the
-# project's own test suite with a GPU present (device "auto" then means cuda).
+# HTML report and JUnit XML, the same under pytest-xdist with two workers sharing the GPU,
+# --torchperf-processes on the GPU, and the project's own test suite with a GPU present (device
+# "auto" then means cuda).
 set -u
 out=${OUT:-/tmp/gpu_e2e}
 mkdir -p "$out"
@@ -35,4 +36,9 @@ step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "l
     --torchperf-save --torchperf-storage "$xstore"
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "linear or profiler or memory" \
     --torchperf-compare --torchperf-storage "$xstore"
+pstore=$(mktemp -d)
+step 90 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear" \
+    --torchperf-save --torchperf-processes 3 --torchperf-storage "$pstore"
+step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear" -rA \
+    --torchperf-compare --torchperf-processes 2 --torchperf-storage "$pstore"
 step 130 python3 -m pytest tests -p no:cacheprovider -q -n 8 --maxfail=15 2>&1 | tee "$out/suite.log" | tail -60

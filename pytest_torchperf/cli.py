@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import OptionError, parse_fraction, parse_share
+from .processes import same_run
 from .storage import BaselineFileError, BaselineStore, atomic_write_text
 
 
@@ -122,7 +123,8 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
                                        "cpu_share": session.get("cpu_share"),
                                        "calibration": session.get("calibration")}]
     samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"),
-                      tuple(p.get("process_statistics") or ()))
+                      tuple(p.get("process_statistics") or ()),
+                      tuple(p.get("process_calibrations") or ()))
                for p in passes if p.get("times")]
     replay = iter(samples[1:])
     label = record["name"]
@@ -170,7 +172,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not record.get("session"):
             continue  # not gated (torchperf_timer without gate=True) or not timed
         sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
-                    if not record.get("run_id") or s.get("run_id") != record.get("run_id")]
+                    if not same_run(s.get("run_id"), record.get("run_id"))]
         result = judge_record(record, sessions, max_slowdown=args.max_slowdown,
                               min_cpu_share=args.min_cpu_share, max_spread=args.max_spread)
         failed += result["outcome"] == "fail"

@@ -48,6 +48,9 @@ def session_of(config: pytest.Config) -> "PerfSession":
 
         session = config.stash[SESSION_KEY] = PerfSession(config.stash[SETTINGS_KEY],
                                                           lock_path=default_lock_path())
+        from .process_items import attach_fresh_confirm
+
+        attach_fresh_confirm(config, session)
     return session
 
 

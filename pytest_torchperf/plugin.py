@@ -77,6 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cli={k: v for k, v in cli.items() if v is not None}, ini=cli_options.ini_layer(config),
         variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"),
         processes=process_items.processes_setting(config),
+        confirm=process_items.confirm_setting(config),
         child=process_items.child_output(config) is not None)
     config.stash[SETTINGS_KEY] = settings  # the PerfSession itself is created on first use
     # Before any profiler starts: Kineto logs noise on CUDA wheels without a GPU (TORCH_NOTES §2).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,8 +26,13 @@ from .items import IS_PERF_KEY, SETTINGS_KEY, session_of
 
 #: Environment variable carrying a child's process number (1..N-1; the controller is N).
 CHILD_PROCESS_ENV = "PYTEST_TORCHPERF_CHILD_PROCESS"
-#: Most processes accepted: each costs a pytest start-up (torch import, compiles).
-MAX_PROCESSES = 20
+#: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
+#: one session of the 10 a baseline history keeps.
+MAX_PROCESSES = 10
+#: Where a suspected slowdown is confirmed (``--torchperf-confirm``).
+CONFIRM_MODES = ("fresh", "same")
+#: Time limit of the first child run; later ones get 5x what the first took (at least 10 min).
+FIRST_CHILD_TIMEOUT_S = 3600.0
 
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
@@ -35,13 +41,25 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
                     help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
                          "before this one, interleaving the targets) and judge the median; with "
                          "--torchperf-save, stores N sessions (ini torchperf_processes)")
+    group.addoption("--torchperf-confirm", metavar="WHERE", default=None, choices=CONFIRM_MODES,
+                    help="Where a suspected slowdown is re-measured before it fails: fresh (a new "
+                         "pytest process runs that test again; default) or same (this process) "
+                         "(ini torchperf_confirm)")
     group.addoption("--torchperf-child", metavar="FILE", default=None, help=argparse.SUPPRESS)
+    group.addoption("--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS)
     parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
+    parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
 
 
 def processes_setting(config: pytest.Config) -> int:
-    """The validated process count (1 = the normal single-process run)."""
-    raw = config.getoption("torchperf_processes") or config.getini("torchperf_processes") or "1"
+    """The validated process count (1 = the normal single-process run).
+
+    A run that times nothing (``--torchperf-skip``, or ``--torchperf-disable`` with the count from
+    the ini file) runs in one process, so an ini default does not get in the way of
+    ``pytest -n 2 --torchperf-skip``.
+    """
+    on_cli = config.getoption("torchperf_processes")
+    raw = on_cli or config.getini("torchperf_processes") or "1"
     try:
         count = int(str(raw).strip())
     except ValueError:
@@ -50,6 +68,9 @@ def processes_setting(config: pytest.Config) -> int:
         raise pytest.UsageError(
             f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
             f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner")
+    if count > 1 and (config.getoption("torchperf_skip")
+                      or (config.getoption("torchperf_disable") and not on_cli)):
+        return 1
     if count > 1:
         if config.getoption("torchperf_disable"):
             raise pytest.UsageError("--torchperf-processes measures timings; it cannot be combined "
@@ -88,18 +109,48 @@ def start_child_sink(config: pytest.Config) -> None:
     session_of(config).child_sink = ChildSink(path, int(os.environ.get(CHILD_PROCESS_ENV, "1")))
 
 
+def confirm_setting(config: pytest.Config) -> str:
+    """``fresh`` or ``same`` (validated; the ini value too)."""
+    value = config.getoption("torchperf_confirm") or config.getini("torchperf_confirm") or "fresh"
+    if value not in CONFIRM_MODES:
+        raise pytest.UsageError(f"torchperf: torchperf_confirm must be one of "
+                                f"{', '.join(CONFIRM_MODES)}, got {value!r}")
+    return value
+
+
 def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A child runs only perf tests (the controller runs everything else once)."""
-    others = [item for item in items if not item.stash.get(IS_PERF_KEY, False)]
+    """A child runs only perf tests (the controller runs everything else once), or only the one
+    test it was started to confirm."""
+    only = config.getoption("torchperf_child_only")
+    others = [item for item in items if not item.stash.get(IS_PERF_KEY, False)
+              or (only is not None and item.nodeid != only)]
     if others:
         config.hook.pytest_deselected(items=others)
-        items[:] = [item for item in items if item.stash.get(IS_PERF_KEY, False)]
+        items[:] = [item for item in items if item not in others]
+
+
+def _perf_items(session: pytest.Session) -> list[pytest.Item]:
+    """Perf items this run will execute (not skipped by a marker known at collection)."""
+    return [item for item in session.items if item.stash.get(IS_PERF_KEY, False)
+            and item.get_closest_marker("skip") is None]
+
+
+def _python_command() -> list[str]:
+    """How to start pytest so a child imports what this run imports.
+
+    ``python -m pytest`` puts the working folder first on ``sys.path``; the ``pytest`` console
+    script does not. In a src-layout project that decides whether the source tree or the installed
+    package is timed, so a child started from the console script gets ``-P`` (Python 3.11+).
+    """
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    safe_path = script in ("pytest", "py.test") and sys.version_info >= (3, 11)
+    return [sys.executable, *(["-P"] if safe_path else []), "-m", "pytest"]
 
 
 def run_children(session: pytest.Session, count: int) -> None:
     """Run the ``count - 1`` child processes and hand their measurements to the session."""
     config = session.config
-    perf = [item for item in session.items if item.stash.get(IS_PERF_KEY, False)]
+    perf = _perf_items(session)
     if count <= 1 or not perf or config.option.collectonly:
         return
     from .processes import merge, read_child_file
@@ -107,10 +158,11 @@ def run_children(session: pytest.Session, count: int) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     found, problems = [], []
+    timeout = FIRST_CHILD_TIMEOUT_S
     try:
         for process in range(1, count):
             out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
-            args = [sys.executable, "-m", "pytest", *config.invocation_params.args,
+            args = [*_python_command(), *config.invocation_params.args,
                     # Last wins in argparse: an empty path turns the child's JUnit XML off.
                     "--torchperf-child", str(out), "--junitxml="]
             env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
@@ -118,15 +170,24 @@ def run_children(session: pytest.Session, count: int) -> None:
                            f"{len(perf)} perf test(s) ...")
             start = time.perf_counter()
             with open(log, "wb") as handle:
-                code = subprocess.call(args, cwd=config.invocation_params.dir, env=env,
-                                       stdout=handle, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL)
+                child = subprocess.Popen(args, cwd=config.invocation_params.dir, env=env,
+                                         stdout=handle, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+                try:
+                    code: int | str = child.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                    code = f"none: killed after {timeout:.0f} s"
+            took = time.perf_counter() - start
+            if process == 1:
+                timeout = max(600.0, 5 * took)
             measured = read_child_file(out)
             found.append(measured)
             _say(terminal, f"torchperf: fresh process {process} of {count}: {len(measured)} "
-                           f"measurement(s) in {time.perf_counter() - start:.1f} s")
+                           f"measurement(s) in {took:.1f} s")
             if code not in (0, 1) or not measured:
-                problems.append(_child_problem(process, code, log, args))
+                problems.append(_child_problem(process, code, log, args, bool(measured)))
         # The controller's own pass is the last process.
         _say(terminal, f"torchperf: process {count} of {count}: this run")
     finally:
@@ -138,11 +199,54 @@ def run_children(session: pytest.Session, count: int) -> None:
         _say(terminal, problem, yellow=True)
 
 
-def _child_problem(process: int, code: int, log: Path, args: list[str]) -> str:
+def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
+    """Give a comparing run's session the means to confirm a slowdown in a fresh process."""
+    settings = config.stash[SETTINGS_KEY]
+    if settings.compare and not settings.child and settings.processes == 1 \
+            and settings.confirm == "fresh":
+        perf_session.fresh_confirm = lambda nodeid: confirm_in_fresh_process(config, nodeid)
+
+
+def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, Any]:
+    """Run test ``nodeid`` once more in a fresh pytest process; its measurements by key.
+
+    Empty when the child could not measure (the caller then confirms in this process). Under
+    pytest-xdist the child inherits the worker's environment: it takes the same timing lock and,
+    with several GPUs, the same GPU as the worker.
+    """
+    from .processes import read_child_file
+
+    folder = Path(tempfile.mkdtemp(prefix="torchperf-confirm-"))
+    try:
+        out, log = folder / "confirm.jsonl", folder / "confirm.log"
+        no_xdist = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
+        args = [*_python_command(), *config.invocation_params.args, *no_xdist,
+                "--torchperf-child", str(out), "--torchperf-child-only", nodeid, "--junitxml="]
+        env = {**os.environ, CHILD_PROCESS_ENV: "0"}
+        with open(log, "wb") as handle:
+            child = subprocess.Popen(args, cwd=config.invocation_params.dir, env=env,
+                                     stdout=handle, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+            try:
+                child.wait(timeout=FIRST_CHILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        return read_child_file(out)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _child_problem(process: int, code: int | str, log: Path, args: list[str],
+                   measured: bool) -> str:
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
-    return (f"torchperf: fresh process {process} exited with code {code} and its measurements are "
-            f"missing from the pooled verdicts (they use the processes that did measure). "
-            f"Command: {' '.join(args)}\n    " + "\n    ".join(tail))
+    what = ("its measurements are missing from the pooled verdicts (they use the processes that "
+            "did measure)" if not measured else "the measurements it made before are pooled")
+    if code == 0 and not measured:
+        what = ("it measured nothing (its perf tests were skipped there, or only ungated "
+                "torchperf_timer/profiler tests ran)")
+    return (f"torchperf: fresh process {process} exited with code {code}: {what}. "
+            f"Command: {shlex.join(args)}\n    " + "\n    ".join(tail))
 
 
 def _say(terminal: Any, line: str, yellow: bool = False) -> None:

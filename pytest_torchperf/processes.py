@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .stats import summarize
 from .verdict import Sample
@@ -53,6 +52,14 @@ class ProcessSample:
         return json.dumps({"nodeid": nodeid, "name": name, "process": self.process,
                            "times": list(self.times), "cpu_share": self.cpu_share,
                            "calibration": self.calibration, "problem": self.problem})
+
+
+def same_run(session_run_id: str | None, run_id: str | None) -> bool:
+    """Whether a stored session was saved by run ``run_id`` (its own or one of its child
+    processes', ``<run_id>-p<k>``): a run's own sessions are never its baseline or history."""
+    if not session_run_id or not run_id:
+        return False
+    return session_run_id.split("-p", 1)[0] == run_id.split("-p", 1)[0]
 
 
 class ChildSink:
@@ -113,16 +120,43 @@ def trusted(others: Iterable[ProcessSample]) -> list[ProcessSample]:
 def pooled(own: Sample, others: Iterable[ProcessSample]) -> Sample:
     """``own`` (this process's pass) pooled with the trusted child measurements of the target.
 
-    The statistic becomes the median of the per-process p25s; the calibration the median of the
-    per-process calibrations (so the machine-speed check compares like with like). The spread
-    and CPU share stay this process's own: the guard judges the pass it can re-measure.
+    The statistic becomes the median of the per-process p25s, and the machine-speed check uses
+    the median of the per-process calibrations (``Sample.machine_calibration``), so it compares
+    like with like. The spread, CPU share and the stored ``calibration`` stay this process's own:
+    the guard judges the pass it can re-measure, and a saved session pairs its own p25 with its own
+    calibration.
     """
     usable = trusted(others)
     if not usable:
         return own
-    calibrations = [c for c in (own.calibration, *(s.calibration for s in usable)) if c]
     return replace(own, process_statistics=tuple(s.statistic for s in usable),
-                   calibration=statistics.median(calibrations) if calibrations else own.calibration)
+                   process_calibrations=tuple(s.calibration for s in usable if s.calibration))
+
+
+def fresh_confirmer(runner: Callable[[str], Mapping[Key, ProcessSample]] | None,
+                    cache: dict[str, Mapping[Key, ProcessSample]], nodeid: str, name: str,
+                    device: str, passes: list[Sample]) -> Callable[[], Sample | None] | None:
+    """The confirming pass of a suspected slowdown, taken in a fresh process (or None).
+
+    ``runner(nodeid)`` runs the test once more in a fresh pytest process and returns its
+    measurements; one run serves every measurement of the test (``cache``). The pass is appended
+    to ``passes`` (reports and the offline judge see it). The returned function gives None when
+    the fresh process did not measure this name, and the verdict then confirms in this process.
+    """
+    if runner is None:
+        return None
+
+    def confirm() -> Sample | None:
+        if nodeid not in cache:
+            cache[nodeid] = runner(nodeid)
+        found = cache[nodeid].get((nodeid, name))
+        if found is None:
+            return None
+        sample = Sample(summarize(found.times), found.cpu_share if device.startswith("cpu") else None,
+                        tuple(found.times), found.calibration)
+        passes.append(sample)
+        return sample
+    return confirm
 
 
 def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSample],
@@ -146,9 +180,13 @@ def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSam
             "calibration": None if sample.calibration is None else float(f"{sample.calibration:.6g}"),
             "process": sample.process,
         })
+        # Per-run figures the child did not report: not repeated, or they would count N-fold
+        # (drift checks take the median of stored speedups).
+        child["speedup"] = None
+        child.pop("top_ops", None)
         records.append(child)
     return records
 
 
-__all__ = ["ChildSink", "ProcessSample", "child_session_records", "merge", "pooled",
-           "read_child_file", "trusted"]
+__all__ = ["ChildSink", "ProcessSample", "child_session_records", "fresh_confirmer", "merge", "pooled",
+           "read_child_file", "same_run", "trusted"]

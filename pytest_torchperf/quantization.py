@@ -18,6 +18,7 @@ of the process.
 from __future__ import annotations
 
 import copy
+import inspect
 import platform
 import time
 import warnings
@@ -134,18 +135,28 @@ def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
     config = (Int8WeightOnlyConfig(set_inductor_config=False) if mode == "weight_only"
               else Int8DynamicActivationInt8WeightConfig(set_inductor_config=False))
     quantized = copy.deepcopy(model).eval()
+    skipped = [name for name, m in quantized.named_modules()
+               if isinstance(m, torch.nn.Linear) and not _int8_shape_ok(m, device_type)]
+    # torchao's own default filter (plain Linear layers, not e.g. attention's out_proj), narrowed.
+    default_filter = inspect.signature(quantize_).parameters["filter_fn"].default
     try:
-        quantize_(quantized, config)
+        quantize_(quantized, config, filter_fn=lambda m, fqn: bool(default_filter(m, fqn))
+                  and _int8_shape_ok(m, device_type))
     except Exception as exc:  # noqa: BLE001
         raise QuantizationError(f"torchao quantize_ failed: {_first_line(exc)}") from None
     count = sum(1 for m in quantized.modules() if isinstance(m, torch.nn.Linear)
                 and type(m.weight).__name__ not in ("Parameter", "Tensor"))
     if count == 0:
+        why = (f" (on CUDA, int8 matmul needs both dims a multiple of 8; not so for: "
+               f"{', '.join(skipped)})" if skipped else "")
         raise QuantizationUnavailable(
-            f"int8 {mode}: the model has no nn.Linear layer torchao can quantize, so an int8 "
+            f"int8 {mode}: the model has no nn.Linear layer torchao can quantize{why}, so an int8 "
             f"variant would equal eager")
     method = f"torchao {type(config).__name__}"
     notes: list[str] = []
+    if skipped:
+        notes.append(f"kept in fp32 (CUDA int8 matmul needs dims that are multiples of 8): "
+                     f"{', '.join(skipped)}")
     callable_model: Callable[..., Any] = quantized
     problem = inductor_problem(device_type) if compile else "compile=False"
     if problem is None:
@@ -161,6 +172,18 @@ def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
     else:
         notes.append(f"not compiled ({problem}); eager int8 is usually slower than fp32")
     return QuantizedModel(callable_model, mode, method, count, notes=notes)
+
+
+def _int8_shape_ok(layer: Any, device_type: str) -> bool:
+    """Whether torchao's int8 kernels take this Linear here.
+
+    On CUDA ``torch._int_mm`` needs both matrix dims to be multiples of 8: a 10-class head failed
+    to compile on an H200 ("mat2.size(1) needs to be ... a multiple of 8, but got 10"), so such
+    layers stay fp32 and the note says which.
+    """
+    if device_type != "cuda":
+        return True
+    return layer.in_features % 8 == 0 and layer.out_features % 8 == 0
 
 
 def _batch_dynamic_shapes(args: Sequence[Any]) -> tuple[Any, ...]:

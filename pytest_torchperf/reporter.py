@@ -111,6 +111,7 @@ class SummaryReporter:
 def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
     """Stored sessions of each measured record, without the sessions this run itself saved."""
     from .html_report import history_from_sessions
+    from .processes import same_run
     from .storage import BaselineFileError, BaselineStore
 
     store = BaselineStore(storage)
@@ -123,7 +124,7 @@ def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple
             sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
         except (BaselineFileError, OSError):
             continue  # the test itself already reported the bad file
-        sessions = [s for s in sessions if not record.get("run_id") or s.get("run_id") != record["run_id"]]
+        sessions = [s for s in sessions if not same_run(s.get("run_id"), record.get("run_id"))]
         histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
     return histories
 

@@ -29,7 +29,7 @@ from .storage import BaselineStore, file_lock
 from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
 from .outputs import NO_OUTPUT, output_fingerprint, user_metric
-from .processes import child_session_records, pooled, trusted
+from .processes import child_session_records, fresh_confirmer, pooled, trusted
 from .verdict import Outcome, Sample, guard_problem, judge
 
 
@@ -78,6 +78,18 @@ class TestState:
         return messages + self.failures + self.strict_failures
 
 
+def _keep_trace_records_out_of_pytest_logs() -> None:
+    """torch's structured-trace logger writes DEBUG records meant for TORCH_TRACE files only.
+
+    torch 2.14 stops them at ``torch.__trace`` (``propagate=False``); torch 2.11 (seen on a CUDA
+    machine) let them reach the root logger, and pytest's log capture printed ~1,300 empty
+    ``DEBUG torch.__trace`` lines under failing and ``-rA`` tests of one small run.
+    """
+    import logging
+
+    logging.getLogger("torch.__trace").propagate = False
+
+
 class PerfSession:
     """State of one pytest run (or one xdist worker)."""
 
@@ -94,6 +106,11 @@ class PerfSession:
         #: or where this child process writes its own (child); see :mod:`.processes`.
         self.process_pool: dict[tuple[str, str], list[Any]] = {}
         self.child_sink: Any = None
+        #: ``--torchperf-confirm fresh``: runs one test in a fresh process, returns its
+        #: measurements (set by the plugin on comparing runs); results cached per test.
+        self.fresh_confirm: Callable[[str], dict[tuple[str, str], Any]] | None = None
+        self._fresh: dict[str, dict[tuple[str, str], Any]] = {}
+        _keep_trace_records_out_of_pytest_logs()
         self.process_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------
@@ -253,7 +270,10 @@ class PerfSession:
                               max_relative_iqr=options.max_spread,
                               baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                                    if s.get("calibration") and s.get(
-                                                       "calibration_kernel") == CALIBRATION_KERNEL])
+                                                       "calibration_kernel") == CALIBRATION_KERNEL],
+                              confirm=fresh_confirmer(self.fresh_confirm, self._fresh, nodeid, name,
+                                                      measurer.device, passes)
+                              if not others else None)
             final, verdict = judgement.sample, judgement.verdict
             stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
             if counters is not None and stored_counters is not None:
@@ -287,7 +307,9 @@ class PerfSession:
                         run_id=self.run_id, run_failures=run_failures,
                         passes=[{"times": [float(f"{t:.6g}") for t in p.times],
                                  "cpu_share": p.cpu_share, "calibration": p.calibration,
-                                 "process_statistics": [s.statistic for s in trusted(others)]}
+                                 "process_statistics": [s.statistic for s in trusted(others)],
+                                 "process_calibrations": [s.calibration for s in trusted(others)
+                                                          if s.calibration]}
                                 for p in passes],
                         processes=[*final.process_statistics, final.summary.p25]
                         if final.process_statistics else [])
@@ -314,7 +336,7 @@ class PerfSession:
                 record = dict(result.session or {})
                 record["top_ops"] = explain.baseline_top_ops(self, measurer, final, state, name)
                 state.pending += [PendingSave(env_id, environment, nodeid, name, r, result) for r in
-                                  [record, *child_session_records(record, others, self.run_id)]]
+                                  [*child_session_records(record, others, self.run_id), record]]
         return result
 
     def _compare_variant(self, label: str, extra: "VariantExtra",
@@ -364,10 +386,15 @@ class PerfSession:
 
     def flush(self, state: TestState) -> list[Path]:
         """Write the pending baseline sessions of a test that passed; return the files written."""
-        written = []
+        written, reset_done = [], set()
         for pending in state.pending:
+            # --torchperf-reset replaces a history once; the other processes' sessions of the same
+            # measurement (--torchperf-processes) are then appended to the fresh one.
+            key = (pending.env_id, pending.nodeid, pending.name)
+            reset = self.settings.reset and key not in reset_done
+            reset_done.add(key)
             written.append(self.store.record(pending.env_id, pending.environment, pending.nodeid,
-                                             pending.name, pending.record, reset=self.settings.reset))
+                                             pending.name, pending.record, reset=reset))
             pending.result.saved = True
         state.pending.clear()
         return written

@@ -39,6 +39,9 @@ class RunSettings:
     #: This run is a child of a ``--torchperf-processes`` run: it only measures (see
     #: :mod:`pytest_torchperf.process_items`).
     child: bool = False
+    #: ``--torchperf-confirm``: a suspected slowdown is re-measured in a ``fresh`` process or the
+    #: ``same`` one.
+    confirm: str = "fresh"
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""

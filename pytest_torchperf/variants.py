@@ -71,24 +71,10 @@ def build_variant(name: str, settings: Mapping[str, Any], target: Callable[..., 
     guards on it, so compiling under another state would recompile during timing.
     """
     builder = _BUILDERS[name]
-    _keep_trace_records_out_of_pytest_logs()
     start = time.perf_counter()
     built = builder(dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare)
     built.build_time = time.perf_counter() - start
     return built
-
-
-def _keep_trace_records_out_of_pytest_logs() -> None:
-    """Stop torch's structured-trace logger from propagating to the root logger.
-
-    Its DEBUG records are meant for TORCH_TRACE files only; torch 2.14 already sets
-    ``propagate=False``, but torch 2.11 (seen on a CUDA machine) lets them through, and pytest's log
-    capture then printed hundreds of empty ``DEBUG torch.__trace`` lines under every failing
-    compiled test.
-    """
-    import logging
-
-    logging.getLogger("torch.__trace").propagate = False
 
 
 def _first_call(fn: Callable[..., Any], inputs: tuple[Any, ...], kwargs: dict[str, Any],

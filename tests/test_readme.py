@@ -33,5 +33,5 @@ def test_readme_lists_every_ini_key_and_keyword() -> None:
     assert keywords == set(VALID_KEYWORDS)
     expected_ini = {f"torchperf_{name}" for name, spec in OPTIONS.items() if spec.cli}
     expected_ini |= {"torchperf_storage", "torchperf_report_dir", "torchperf_device",
-                     "torchperf_variants", "torchperf_processes"}
+                     "torchperf_variants", "torchperf_processes", "torchperf_confirm"}
     assert ini_keys == expected_ini

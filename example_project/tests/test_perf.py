@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from vision_zoo import TinyMLP, build_resnet18, make_features, make_images, preprocess
+from vision_zoo import (TinyMLP, build_mobilenet_v3_small, build_resnet18, make_features, make_images,
+                        preprocess)
 
 NUM_CLASSES = 10
 IN_FEATURES = 128
@@ -40,6 +41,12 @@ def test_resnet18_batch1(torchperf, resnet18: nn.Module) -> None:
     images = make_images(1)
     result = torchperf(resnet18, images, name="resnet18", group="vision")
     print(result)  # shown with -s or on failure: median, p25, IQR, blocks x calls, device, threads
+
+
+def test_mobilenet_v3_small_batch8(torchperf) -> None:
+    """MobileNetV3-Small at batch 8: depthwise convolutions, hard-swish, squeeze-excitation."""
+    model = build_mobilenet_v3_small(num_classes=NUM_CLASSES)  # seeded by torchperf (seed=0)
+    torchperf(model, make_images(8, size=160), name="mobilenet-v3-small-bs8", group="vision")
 
 
 # The MLP is sub-millisecond, where timings are relatively noisier: allow 15 % instead of 10 %.

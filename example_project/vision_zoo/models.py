@@ -19,6 +19,15 @@ def build_resnet18(num_classes: int = 10) -> nn.Module:
     return torchvision.models.resnet18(weights=None, num_classes=num_classes)
 
 
+def build_mobilenet_v3_small(num_classes: int = 10) -> nn.Module:
+    """A torchvision MobileNetV3-Small with randomly initialised weights (nothing is downloaded).
+
+    Depthwise convolutions, hard-swish and squeeze-excitation: a different kernel mix from
+    ResNet-18, so a regression in one family of kernels shows up in one test, not both.
+    """
+    return torchvision.models.mobilenet_v3_small(weights=None, num_classes=num_classes)
+
+
 class TinyMLP(nn.Module):
     """A small multi-layer perceptron classifier for flat feature vectors.
 

@@ -232,3 +232,31 @@ def test_mlp(torchperf):
     failed.stdout.fnmatch_lines([f"*mlp: counters changed vs baseline: FLOPs *(vs {other}, same torch build)*"])
     usage = perf.runpytest("--torchperf-cross-machine")
     assert usage.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_storage_folder_that_cannot_be_created_is_reported_with_its_path(
+        perf: pytest.Pytester) -> None:
+    """A real permission error, not a simulated one: sysfs refuses mkdir even to root (which
+    ignores chmod), so this also runs in containers where the suite runs as root."""
+    import os
+    import uuid
+
+    if not os.path.isdir("/sys/kernel"):
+        pytest.skip("needs a Linux sysfs mount to get a folder that cannot be created")
+    storage = f"/sys/torchperf-{uuid.uuid4().hex[:8]}/baselines"
+    perf.makepyfile("""
+import pytest, torch
+
+@pytest.mark.torchperf
+def test_mlp(torchperf):
+    torchperf(torch.nn.Linear(8, 8), torch.randn(4, 8), name="mlp")
+
+def test_other():
+    pass
+""")
+    result = perf.runpytest("--torchperf-save", "--torchperf-storage", storage)
+    result.assert_outcomes(passed=1, failed=1)  # only the test that had to write fails
+    result.stdout.fnmatch_lines([f"*torchperf: *{storage.rsplit('/', 1)[0]}*"])
+    text = result.stdout.str()
+    assert "ermission" in text or "not permitted" in text, text
+    assert "Traceback" not in text

@@ -20,8 +20,9 @@ def test_mlp(torchperf):
     torchperf(model, torch.randn(8, 32), name="mlp")
 
 def test_plain():
-    # Children run only perf tests: this would fail in one.
-    assert "PYTEST_TORCHPERF_CHILD_PROCESS" not in os.environ
+    # Children run only perf tests: the controller is the only process that gets here.
+    with open("plain-runs.txt", "a") as handle:
+        handle.write(os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS", "controller") + "\\n")
 """
 
 
@@ -49,6 +50,7 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     assert len(stored) == 3 and run_ids[1].endswith("-p1") and run_ids[2].endswith("-p2")
     assert len({s["statistic"] for s in stored}) == 3  # three separate timings
     assert all(s["counters"] == stored[0]["counters"] for s in stored)
+    assert (perf.path / "plain-runs.txt").read_text() == "controller\n"
     # The controller's JUnit XML, not a child's: both tests are in it.
     cases = {c.get("name") for c in ET.parse(perf.path / "junit.xml").getroot().iter("testcase")}
     assert cases == {"test_mlp", "test_plain"}
@@ -66,6 +68,35 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     assert len(record["passes"][0]["process_statistics"]) == 1
 
 
+def test_reset_with_processes_keeps_every_process_and_drops_the_old_history(
+        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    old = sessions(perf)[0]["run_id"]
+    summary = perf.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    reset = perf.runpytest("--torchperf-save", "--torchperf-reset", "--torchperf-processes", "3",
+                           "--torchperf-html", "report.html")
+    reset.assert_outcomes(passed=2)
+    stored = sessions(perf)
+    assert len(stored) == 3 and old not in {s["run_id"] for s in stored}
+    assert stored[-1]["run_id"].count("-p") == 0  # the latest session is this process's own
+    assert sum(1 for s in stored if s.get("top_ops")) == 1  # profiled once, by this process
+    # Only the controller writes reports: one job summary, not three.
+    assert summary.read_text().count("## torchperf:") == 1
+    assert (perf.path / "report.html").is_file()
+
+
+def test_ini_processes_do_not_block_a_skip_run(perf: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    perf.makepyfile(MODELS)
+    ini = (perf.path / "pytest.ini").read_text().rstrip() + "\ntorchperf_processes = 3\n"
+    (perf.path / "pytest.ini").write_text(ini)
+    result = perf.runpytest_subprocess("-n", "2", "--torchperf-skip")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "fresh process" not in result.stdout.str()
+
+
 def test_a_child_that_crashes_is_reported_and_the_run_goes_on(perf: pytest.Pytester) -> None:
     perf.makepyfile(MODELS)
     perf.makeconftest("""
@@ -76,7 +107,7 @@ if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
     result = perf.runpytest("--torchperf-save", "--torchperf-processes", "3")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "torchperf: fresh process 1 exited with code * and its measurements are missing*",
+        "torchperf: fresh process 1 exited with code *: its measurements are missing*",
         "*RuntimeError: this child cannot start*",
     ])
     assert len(sessions(perf)) == 2  # process 2 and this run
@@ -84,7 +115,7 @@ if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--torchperf-processes", "0"], "*--torchperf-processes must be a whole number from 1 to 20, got '0'*"),
+    (["--torchperf-processes", "0"], "*--torchperf-processes must be a whole number from 1 to 10, got '0'*"),
     (["--torchperf-processes", "three"], "*must be a whole number*got 'three'*"),
     (["--torchperf-processes", "2", "--torchperf-disable"], "*cannot be combined with --torchperf-disable*"),
 ])
@@ -112,3 +143,68 @@ def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["torchperf: fresh process 1 of 2: 1 measurement(s) in *"])
     assert len(sessions(perf)) == 2
+
+
+FRESH = """
+import os, pytest, torch
+
+@pytest.mark.torchperf(counters=False)
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    x = torch.randn(32, 64)
+    # Stands in for a process that happens to run slow (memory layout, allocator state): this
+    # process does the work 6 times unless FAST is set or it is a fresh confirming process.
+    fast = os.environ.get("FAST") or os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS")
+    repeat = 1 if fast else 6
+    def target(x):
+        for _ in range(repeat):
+            out = model(x)
+        return out
+    torchperf(target, x, name="mlp")
+"""
+
+
+def _default_confirm(perf: pytest.Pytester) -> None:
+    """The suite's pytest.ini confirms in the same process; these tests need the default."""
+    ini = (perf.path / "pytest.ini").read_text().replace("torchperf_confirm = same\n", "")
+    (perf.path / "pytest.ini").write_text(ini)
+
+
+def test_a_slow_process_alone_does_not_fail_a_test(perf: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _default_confirm(perf)
+    perf.makepyfile(FRESH)
+    monkeypatch.setenv("FAST", "1")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    monkeypatch.delenv("FAST")
+    result = perf.runpytest("--torchperf-compare")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mlp: within limit after re-measure (+*% first, *% re-measured "
+                                 "in a fresh process; limit 10%)*"])
+    same = perf.runpytest("--torchperf-compare", "--torchperf-confirm", "same")
+    same.assert_outcomes(failed=1)  # the same process stays slow: confirmed there
+    same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*confirmed by re-measure: +*"])
+
+
+def test_a_real_slowdown_is_confirmed_in_a_fresh_process(perf: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _default_confirm(perf)
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01)
+    result = perf.runpytest("--torchperf-compare", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*mlp: *% slower than baseline (p25 * vs *; confirmed in a fresh "
+                                 "process: +*%; limit 10%)*"])
+    # One line per run (save, compare): the confirming child ran test_mlp only.
+    assert (perf.path / "plain-runs.txt").read_text() == "controller\ncontroller\n"
+    cases = {c.get("name") for c in ET.parse(perf.path / "junit.xml").getroot().iter("testcase")}
+    assert cases == {"test_mlp", "test_plain"}
+
+
+def test_bad_confirm_setting_is_a_usage_error(perf: pytest.Pytester) -> None:
+    perf.makepyfile(MODELS)
+    result = perf.runpytest("--torchperf-confirm", "elsewhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--torchperf-confirm*invalid choice*elsewhere*"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf.processes import (ChildSink, ProcessSample, child_session_records, merge,
-                                        pooled, read_child_file)
+                                        pooled, read_child_file, same_run)
 from pytest_torchperf.stats import summarize
 from pytest_torchperf.verdict import Outcome, Sample, effective_tolerance, judge
 
@@ -43,7 +43,8 @@ def test_untrusted_children_are_left_out_of_the_pool() -> None:
 def test_pooled_calibration_is_the_median_of_the_processes() -> None:
     pool = pooled(sample(10.0, calibration=1.0), [child(1, 10.0, calibration=3.0),
                                                    child(2, 10.0, calibration=2.0)])
-    assert pool.calibration == 2.0
+    assert pool.machine_calibration == 2.0
+    assert pool.calibration == 1.0  # a saved session pairs its own p25 with its own calibration
 
 
 def test_child_file_round_trip_survives_a_torn_last_line(tmp_path: Path) -> None:
@@ -68,6 +69,7 @@ def test_merge_keeps_process_order() -> None:
 
 def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this_run() -> None:
     record = {"run_id": "abc", "statistic": 0.010, "times": [0.010], "counters": {"flops": 5},
+              "speedup": {"median": 1.5}, "top_ops": [{"op": "aten::addmm"}],
               "variant": "eager", "cpu_share": 0.99, "calibration": 1e-5}
     records = child_session_records(record, [child(1, 12.0, calibration=2e-5),
                                              child(2, 99.0, problem="busy")], "abc")
@@ -76,8 +78,24 @@ def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this
     assert stored["run_id"] == "abc-p1" and stored["process"] == 1
     assert stored["statistic"] == pytest.approx(0.012)
     assert stored["calibration"] == 2e-5 and stored["counters"] == {"flops": 5}
+    assert stored["speedup"] is None and "top_ops" not in stored  # not measured by the child
     assert record["run_id"] == "abc"  # the controller's own record is untouched
     json.dumps(stored)
+
+
+def test_a_runs_own_child_sessions_are_recognised() -> None:
+    assert same_run("abc-p2", "abc") and same_run("abc", "abc") and same_run("abc-p1", "abc-p3")
+    assert not same_run("abd-p1", "abc") and not same_run(None, "abc") and not same_run("abc", None)
+
+
+def test_machine_check_uses_the_pooled_calibration() -> None:
+    """Three processes say the machine ran 3x slower: the slowdown is the machine's, not the code's."""
+    others = [child(1, 30.0, calibration=3.0), child(2, 30.0, calibration=3.0)]
+    first = pooled(sample(30.0, calibration=3.0), others)
+    judgement = judge("mlp", first, [0.010], 0.10, lambda: pooled(sample(30.0, calibration=3.0), others),
+                      baseline_calibrated=[(0.010, 1.0)])
+    assert judgement.verdict.outcome is Outcome.INCONCLUSIVE
+    assert judgement.verdict.machine_ratio == pytest.approx(3.0)
 
 
 def test_noise_floor_shrinks_with_candidate_processes() -> None:
