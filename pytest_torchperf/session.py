@@ -26,6 +26,7 @@ from .counters import compiled_original, diff_counters, dynamo_graph_total
 from .result import Result
 from .settings import RunSettings
 from .storage import BaselineStore, file_lock
+from .torch_state import quiet_trace_logger
 from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
 from .outputs import NO_OUTPUT, output_fingerprint, user_metric
@@ -78,18 +79,6 @@ class TestState:
         return messages + self.failures + self.strict_failures
 
 
-def _keep_trace_records_out_of_pytest_logs() -> None:
-    """torch's structured-trace logger writes DEBUG records meant for TORCH_TRACE files only.
-
-    torch 2.14 stops them at ``torch.__trace`` (``propagate=False``); torch 2.11 (seen on a CUDA
-    machine) let them reach the root logger, and pytest's log capture printed ~1,300 empty
-    ``DEBUG torch.__trace`` lines under failing and ``-rA`` tests of one small run.
-    """
-    import logging
-
-    logging.getLogger("torch.__trace").propagate = False
-
-
 class PerfSession:
     """State of one pytest run (or one xdist worker)."""
 
@@ -110,7 +99,7 @@ class PerfSession:
         #: measurements (set by the plugin on comparing runs); results cached per test.
         self.fresh_confirm: Callable[[str], dict[tuple[str, str], Any]] | None = None
         self._fresh: dict[str, dict[tuple[str, str], Any]] = {}
-        _keep_trace_records_out_of_pytest_logs()
+        quiet_trace_logger()
         self.process_problems: list[str] = []
 
     # ------------------------------------------------------------------------------------------

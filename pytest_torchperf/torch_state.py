@@ -108,3 +108,25 @@ def restore_random(saved: dict[str, Any]) -> None:
         sys.modules["numpy"].random.set_state(saved["numpy"])
     if "cuda" in saved:
         torch.cuda.set_rng_state_all(saved["cuda"])
+
+
+def quiet_trace_logger() -> None:
+    """torch's structured-trace logger writes DEBUG records meant for TORCH_TRACE files only.
+
+    torch 2.14 stops them at ``torch.__trace`` (``propagate=False``); torch 2.11 (seen on a CUDA
+    machine) let them reach the root logger, and pytest's log capture printed ~1,300 empty
+    ``DEBUG torch.__trace`` lines under failing and ``-rA`` tests of one small run. Setting
+    ``propagate`` alone did not hold there (torch re-initialises its loggers), so without
+    TORCH_TRACE a filter drops them at the logger itself: they had nowhere to go anyway.
+    """
+    import logging
+    import os
+
+    log = logging.getLogger("torch.__trace")
+    log.propagate = False
+    if not os.environ.get("TORCH_TRACE") and not any(
+            getattr(f, "torchperf", False) for f in log.filters):
+        drop = logging.Filter("torchperf-drops-everything")
+        drop.filter = lambda record: False  # type: ignore[method-assign]
+        drop.torchperf = True  # type: ignore[attr-defined]
+        log.addFilter(drop)
