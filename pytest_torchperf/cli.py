@@ -220,7 +220,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     records, environments = read_results(args.results)
     store = BaselineStore(Path(args.storage))
-    accepted = 0
+    accepted, refused = 0, 0
     for record in records:
         if not _selected(record["nodeid"], record["name"], args.k):
             continue
@@ -234,6 +234,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if problem and not args.force:
             print(f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
                   f"plugin would not save it either (--force accepts it anyway)")
+            refused += 1
             continue
         store.record(env_id, environment, record["nodeid"], record["name"], session, reset=args.reset)
         accepted += 1
@@ -243,7 +244,10 @@ def cmd_accept(args: argparse.Namespace) -> int:
           + ("" if accepted else " (nothing timed matched -k)")
           + ("; accepted sessions carry no op table (explanations of a later slowdown will "
              "list the top ops without a diff)" if accepted else ""))
-    return 0 if accepted else 1
+    if refused:
+        print(f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
+              f"(see above): the stored baseline still differs from this run there")
+    return 0 if accepted and not refused else 1
 
 
 def _guard_problem(session: dict[str, Any]) -> str | None:

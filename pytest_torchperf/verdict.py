@@ -280,10 +280,17 @@ def judge(
         machine_ratio = sample.machine_calibration / base_cal
         return {"machine_ratio": machine_ratio, "normalized_ratio": ratio / machine_ratio}
 
+    def machine_slow(m: dict[str, float | None]) -> bool:
+        """The machine itself is clearly slower (by half the limit)."""
+        return m["machine_ratio"] is not None and m["machine_ratio"] > 1.0 + t_eff / 2
+
+    def explained(m: dict[str, float | None]) -> bool:
+        """With the machine's slowdown factored out, the change is within the limit."""
+        return m["normalized_ratio"] is not None and m["normalized_ratio"] <= 1.0 + t_eff
+
     def machine_slower(m: dict[str, float | None]) -> bool:
-        """The machine itself is clearly slower (by half the limit) and explains the change."""
-        return (m["machine_ratio"] is not None and m["machine_ratio"] > 1.0 + t_eff / 2
-                and m["normalized_ratio"] is not None and m["normalized_ratio"] <= 1.0 + t_eff)
+        """The machine itself is clearly slower and explains the change."""
+        return machine_slow(m) and explained(m)
 
     def machine_explains(label_ratio: float, m: dict[str, float | None]) -> str:
         return (f"{label}: inconclusive, {format_change(label_ratio)} vs baseline, but the machine "
@@ -332,10 +339,16 @@ def judge(
                 f"--torchperf-strict turns this into a failure.",
                 ratio=ratio, candidate_statistic=current.statistic, **extra), current, samples)
         cm = machine(confirm, confirm_ratio)
-        # Blame the machine only when both passes say so: one pass alone could hide a real slowdown.
-        if confirm_ratio > limit and machine_slower(m) and machine_slower(cm):
+        # Blame the machine only when it was clearly slower in both passes: one slow pass alone
+        # could hide a real slowdown. Then fail only if, with the machine factored out, both passes
+        # still exceed the limit: on a VM whose calibration kernel ran +60-70 % slower, the
+        # normalised first pass (+11 %) and fresh-process pass (+5 %) straddled a 10 % limit on
+        # unchanged code (benchmarks/reliability.py), and failing on the one was a false alarm.
+        if confirm_ratio > limit and machine_slow(m) and machine_slow(cm) \
+                and (explained(m) or explained(cm)):
+            shown = cm if explained(cm) else m
             return Judgement(Verdict(
-                Outcome.INCONCLUSIVE, machine_explains(confirm_ratio, cm), ratio=confirm_ratio,
+                Outcome.INCONCLUSIVE, machine_explains(confirm_ratio, shown), ratio=confirm_ratio,
                 candidate_statistic=confirm.statistic, **cm, **extra), confirm, samples)
         if confirm_ratio > limit:
             pooled = statistics.median([current.statistic, confirm.statistic])

@@ -82,6 +82,29 @@ def test_cli_accept_then_compare_passes(regressed_run: pytest.Pytester,
     assert cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "nothing"]) == 1
 
 
+def test_cli_accept_refusal_is_a_nonzero_exit_and_force_overrides(
+        regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A matched measurement the save guard refuses must not look like success to a CI script."""
+    import json
+
+    path = regressed_run.path
+    results = path / "reports" / "results.json"
+    doc = json.loads(results.read_text())
+    for bench in doc["benchmarks"]:
+        if bench["torchperf"]["measurement"] == "mlp":
+            session = bench["torchperf"]["session"]
+            session["cpu_share"] = 0.3  # contended while measuring, under the default guard
+            session["gate"]["min_cpu_share"] = 0.9
+    results.write_text(json.dumps(doc))
+    code = cli.main(["accept", str(results), "--storage", str(path / ".torchperf"), "-k", "test_"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "mlp: not accepted: CPU share 0.30 < 0.90" in out
+    assert "1 measurement accepted" in out and "1 matching measurement NOT accepted" in out
+    assert cli.main(["accept", str(results), "--storage", str(path / ".torchperf"), "-k", "test_mlp",
+                     "--force"]) == 0
+
+
 def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     storage = regressed_run.path / ".torchperf"
