@@ -169,16 +169,7 @@ def run_children(session: pytest.Session, count: int) -> None:
             _say(terminal, f"torchperf: fresh process {process} of {count}: measuring "
                            f"{len(perf)} perf test(s) ...")
             start = time.perf_counter()
-            with open(log, "wb") as handle:
-                child = subprocess.Popen(args, cwd=config.invocation_params.dir, env=env,
-                                         stdout=handle, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-                try:
-                    code: int | str = child.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
-                    code = f"none: killed after {timeout:.0f} s"
+            code = _run_child(args, config.invocation_params.dir, env, log, timeout)
             took = time.perf_counter() - start
             if process == 1:
                 timeout = max(600.0, 5 * took)
@@ -223,18 +214,24 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
         args = [*_python_command(), *config.invocation_params.args, *no_xdist,
                 "--torchperf-child", str(out), "--torchperf-child-only", nodeid, "--junitxml="]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
-        with open(log, "wb") as handle:
-            child = subprocess.Popen(args, cwd=config.invocation_params.dir, env=env,
-                                     stdout=handle, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-            try:
-                child.wait(timeout=FIRST_CHILD_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        _run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_child(args: list[str], cwd: Path, env: dict[str, str], log: Path,
+               timeout: float) -> int | str:
+    """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
+    with open(log, "wb") as handle:
+        child = subprocess.Popen(args, cwd=cwd, env=env, stdout=handle,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return f"none: killed after {timeout:.0f} s"
 
 
 def _child_problem(process: int, code: int | str, log: Path, args: list[str],
