@@ -89,17 +89,36 @@ def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
 
 def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
     ref, cand = leaves(reference), leaves(candidate)
-    ref_paths, cand_paths = [p for p, _ in ref], [p for p, _ in cand]
-    if ref_paths != cand_paths:
-        raise OutputMismatchError(f"outputs have different structure: eager has {ref_paths}, the "
-                                  f"variant has {cand_paths}")
-    pairs = []
-    for (path, r), (_, c) in zip(ref, cand):
-        if tuple(r.shape) != tuple(c.shape):
-            raise OutputMismatchError(f"{path}: shape {tuple(c.shape)} differs from eager's "
-                                      f"{tuple(r.shape)}")
-        pairs.append((path, r, c))
-    return pairs
+    problem = leaf_difference([(p, tuple(t.shape)) for p, t in ref],
+                              [(p, tuple(t.shape)) for p, t in cand], "eager", "the variant")
+    if problem:
+        raise OutputMismatchError(
+            f"{problem}, so the values cannot be compared element by element (a detection model "
+            f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
+            f"before thresholding) to check accuracy")
+    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand)]
+
+
+def leaf_difference(first: list[tuple[str, Any]], second: list[tuple[str, Any]],
+                    first_name: str, second_name: str) -> str | None:
+    """The first difference between two outputs' ``(path, shape)`` leaves, named, or None.
+
+    ``out[0]['boxes']: shape (7, 4) in the variant vs (9, 4) in eager``; a leaf only one side
+    has is named with its shape and the leaf counts.
+    """
+    for (p1, s1), (p2, s2) in zip(first, second):
+        if p1 != p2:
+            return (f"output structure differs: {p1} {tuple(s1)} in {first_name} where "
+                    f"{second_name} has {p2} {tuple(s2)} ({len(first)} vs {len(second)} output "
+                    f"tensors)")
+        if tuple(s1) != tuple(s2):
+            return f"{p1}: shape {tuple(s2)} in {second_name} vs {tuple(s1)} in {first_name}"
+    if len(first) != len(second):
+        longer, name = (first, first_name) if len(first) > len(second) else (second, second_name)
+        path, shape = longer[min(len(first), len(second))]
+        return (f"output structure differs: only {name} has {path} {tuple(shape)} "
+                f"({len(first)} vs {len(second)} output tensors)")
+    return None
 
 
 def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
@@ -219,10 +238,11 @@ def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> 
     relative change of its L2 norm; the result is the largest over leaves.
     """
     old, new = stored.get("leaves", []), current.get("leaves", [])
-    old_shape = [(x.get("path"), x.get("shape")) for x in old]
-    new_shape = [(x.get("path"), x.get("shape")) for x in new]
-    if old_shape != new_shape:
-        return math.inf, f"output structure changed: {_shapes(old)} -> {_shapes(new)}"
+    problem = leaf_difference([(x.get("path"), x.get("shape") or ()) for x in old],
+                              [(x.get("path"), x.get("shape") or ()) for x in new],
+                              "the baseline", "this run")
+    if problem:
+        return math.inf, problem
     drift = 0.0
     for a, b in zip(old, new):
         if a.get("nonfinite", 0) != b.get("nonfinite", 0):
@@ -238,6 +258,3 @@ def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> 
         drift = max(drift, probe_change, l2_change)
     return drift, None
 
-
-def _shapes(entries: list[Mapping[str, Any]]) -> str:
-    return ", ".join(f"{e.get('path')} {tuple(e.get('shape') or ())}" for e in entries) or "nothing"

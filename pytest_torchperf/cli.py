@@ -152,7 +152,7 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
         metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown)
     failures += drift_failures
     outcome = verdict.outcome.value
-    if failures or (outcome == "inconclusive" and gate.get("strict")):
+    if failures or (outcome in ("inconclusive", "new") and gate.get("strict")):
         outcome = "fail"
     return {"outcome": outcome, "message": verdict.message, "ratio": verdict.ratio,
             "failures": failures, "warnings": warnings}

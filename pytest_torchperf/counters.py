@@ -17,6 +17,29 @@ from .units import format_bytes
 #: Counter names a user can opt out of (``ignore_counters=["memory"]``); ``graphs`` covers the
 #: graph count, graph breaks and recompiles of ``torch.compile``d targets.
 COUNTER_NAMES = ("flops", "ops", "params", "memory", "graphs")
+#: Dtypes of low-precision and quantized tensors. A call producing any of them runs code whose
+#: kernels *and* dispatch-level decompositions torch and torchao choose from the CPU's
+#: instruction sets: torchao's dynamic int8 MLP ran 15 ``aten::_to_copy`` on an AVX-512 Xeon and 9
+#: on one with AVX-512 BF16/AMX (same torch build), while fp32 code counted the same ops, FLOPs
+#: and memory on both and under ISA caps down to no vector ISA
+#: (``benchmarks/counter_portability.py``).
+LOW_PRECISION_DTYPES = frozenset({
+    "bfloat16", "float16", "int8", "uint8", "qint8", "quint8", "qint32", "quint4x2",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "int4", "uint4"})
+#: Op names that mean quantized code even where the tensors look fp32 (dequantize on the fly).
+_QUANTIZED_OP_WORDS = ("quantize", "_int_mm", "int8", "int4", "_scaled_mm", "weight_int")
+#: Counters that depend on the CPU class for low-precision/quantized code (``ignore`` names).
+CPU_DEPENDENT_COUNTERS = ("ops", "flops", "memory")
+
+
+def low_precision(counters: Mapping[str, Any]) -> bool:
+    """Whether the counted call ran low-precision or quantized code (bf16/fp16/int8 tensors or
+    quantized ops): then its ops, FLOPs and memory depend on the CPU class."""
+    if LOW_PRECISION_DTYPES & set(counters.get("dtypes") or ()):
+        return True
+    return any(word in op for op in counters.get("ops") or {} for word in _QUANTIZED_OP_WORDS)
+
+
 #: Relative tolerance on peak memory: allocator rounding and workspace choices may move it a little.
 MEMORY_TOLERANCE = 0.01
 
@@ -57,6 +80,7 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
         "params": params,
         "param_bytes": param_bytes,
         "peak_memory": int(peak),
+        "dtypes": sorted(ops_mode.dtypes),
     }
 
 
@@ -91,7 +115,9 @@ def dynamo_graph_total() -> int:
 
 
 def _op_counter() -> Any:
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
 
     class OpCounter(TorchDispatchMode):
         """Counts ATen operator calls by overload packet (``aten::addmm``)."""
@@ -99,10 +125,16 @@ def _op_counter() -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.counts: collections.Counter[str] = collections.Counter()
+            #: Dtypes of the tensors the ops produced (tells fp32 code from low-precision code).
+            self.dtypes: set[str] = set()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            for tensor in tree_leaves(out):
+                if isinstance(tensor, torch.Tensor):
+                    self.dtypes.add(str(tensor.dtype).removeprefix("torch."))
+            return out
 
     return OpCounter()
 

@@ -5,7 +5,10 @@ calibration kernel timed alongside it (a 64x64 fp32 matrix product, the same on 
 *warns* beyond a wide tolerance: different CPUs speed up different ops differently, so a
 normalised comparison is a hint, never a verdict. Counters (FLOPs, ATen ops, parameters, peak
 tensor memory, graphs) do travel between machines that run the same torch build, so they are
-compared exactly and a change fails as usual. Pure module.
+compared exactly and a change fails as usual, except where the CPU class differs and the
+measurement runs low-precision or quantized code: torch and torchao choose its decompositions and
+kernels from the CPU's instruction sets, so those counters are reported, not gated
+(:func:`gated_across`). Pure module.
 """
 
 from __future__ import annotations
@@ -32,6 +35,35 @@ def pick_environment(here: Mapping[str, Any],
 def same_torch_build(here: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
     """Counters are comparable: the same torch version and git revision."""
     return here.get("torch") == stored.get("torch") and here.get("torch_git") == stored.get("torch_git")
+
+
+#: Fingerprint fields that say which kernels the CPU gets: the instruction-set flags and the
+#: capability torch dispatches to. Two environments that agree on them are one CPU class.
+CPU_CLASS_FIELDS = ("cpu_isa", "cpu_capability")
+
+
+def cpu_class_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str | None:
+    """How two environments' CPU classes differ (``cpu_isa avx2,avx512f here vs avx2 stored``),
+    or None when they are the same class."""
+    diffs = [f"{key} {here.get(key)} here vs {stored.get(key)} stored"
+             for key in CPU_CLASS_FIELDS if here.get(key) != stored.get(key)]
+    return "; ".join(diffs) or None
+
+
+def gated_across(counters: Mapping[str, Any] | None, class_difference: str | None) -> tuple[str, ...]:
+    """The counter names (``ignore_counters`` names) *not* gated against another environment.
+
+    Same CPU class: none, every counter is exact as within one environment. Another CPU class:
+    parameters and graph counts are still properties of the model, and fp32 code's ops, FLOPs
+    and peak memory were seen identical across classes; but low-precision or quantized code
+    (bf16/fp16/int8 tensors, quantized ops) gets other decompositions and kernels per CPU class,
+    so its ops, FLOPs and memory are reported, not gated.
+    """
+    from .counters import CPU_DEPENDENT_COUNTERS, low_precision
+
+    if class_difference is None or counters is None or not low_precision(counters):
+        return ()
+    return CPU_DEPENDENT_COUNTERS
 
 
 def normalised_check(label: str, statistic: float, calibration: float | None,

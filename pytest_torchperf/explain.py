@@ -57,34 +57,51 @@ def explain_slowdown(session: "PerfSession", measurer: Any, sessions: Sequence[M
 
 def cross_machine(session: "PerfSession", state: TestState, environment: dict[str, Any], nodeid: str, name: str,
                    sample: Sample, counters: dict[str, Any] | None,
-                   options: MeasureOptions) -> list[str]:
+                   options: MeasureOptions) -> tuple[list[str], list[str]]:
     """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
 
-    Returns the counter changes (which fail the test, as within one environment).
+    Returns the counter changes (which fail the test, as within one environment) and notes on
+    the changes reported but not gated (CPU-class-dependent counters, see
+    :func:`~pytest_torchperf.cross_machine.gated_across`).
     """
-    from .cross_machine import normalised_check, pick_environment, same_torch_build
+    notes: list[str] = []
+    from .counters import COUNTER_NAMES
+    from .cross_machine import (cpu_class_difference, gated_across, normalised_check,
+                                pick_environment, same_torch_build)
     from .storage import BaselineFileError
 
     picked = pick_environment(environment["exact"], session.store.environments_with(nodeid, name))
     if picked is None:
-        return []
+        return [], notes
     env_id, stored_env = picked
     try:
         sessions = session.store.load_sessions(env_id, nodeid, name)
     except BaselineFileError as exc:
         state.warnings.append(f"{name}: cross-machine comparison skipped: {exc}")
-        return []
+        return [], notes
     if not sessions:
-        return []
+        return [], notes
     state.warnings.append(normalised_check(name, sample.statistic, sample.calibration,
                                            sessions, env_id))
     stored_exact = stored_env.get("exact") if isinstance(stored_env.get("exact"), dict) else {}
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
                                                                          stored_exact):
-        return []
+        return [], notes
+    class_difference = cpu_class_difference(environment["exact"], stored_exact)
+    informational = gated_across(counters, class_difference)
+    ignored = (*options.ignore_counters, *informational)
+    if informational:
+        shown = diff_counters(stored_counters, counters,
+                              [c for c in COUNTER_NAMES if c not in informational])
+        if shown:
+            notes.append(
+                f"not gated: {'; '.join(shown)} vs {env_id}: this measurement runs low-precision or "
+                f"quantized code, whose ops and kernels torch and torchao choose by the CPU's "
+                f"instruction sets, and the CPU class differs ({class_difference}). Save a "
+                f"baseline on this machine class (pytest --torchperf-save) to gate them")
     return [f"{change} (vs {env_id}, same torch build)"
-            for change in diff_counters(stored_counters, counters, options.ignore_counters)]
+            for change in diff_counters(stored_counters, counters, ignored)], notes
 
 def explain_new(session: "PerfSession", verdict: Verdict, environment: dict[str, Any], nodeid: str,
                  name: str) -> Verdict:
@@ -102,7 +119,8 @@ def explain_new(session: "PerfSession", verdict: Verdict, environment: dict[str,
             f"{name}: no baseline for this environment; baselines exist under "
             f"{session.store.root / env_id} but its {path.name} is unreadable or not a fingerprint, "
             f"so the difference cannot be named. Restore it from git or delete that folder."))
-    diff = describe_difference(environment["exact"], exact)
-    return replace(verdict, message=(
-        f"{name}: no comparable baseline: {diff} (stored under {session.store.root / env_id}); "
-        f"record one for this environment with pytest --torchperf-save"))
+    reason = (f"{describe_difference(environment['exact'], exact)} (stored under "
+              f"{session.store.root / env_id})")
+    return replace(verdict, new_reason=reason, message=(
+        f"{name}: no comparable baseline: {reason}; record one for this environment with "
+        f"pytest --torchperf-save"))

@@ -221,7 +221,8 @@ def torchperf_device(request: pytest.FixtureRequest) -> Any:
 
 
 class ProfilerFixture:
-    """``with torchperf_profiler() as prof: model(x)``: torch.profiler for the test's device.
+    """``with torchperf_profiler() as prof: model(x)`` (or bare, ``with torchperf_profiler as
+    prof:``, with the defaults): torch.profiler for the test's device.
 
     Saves a Chrome/Perfetto trace per block into ``<report dir>/traces/`` (also loadable in
     TensorBoard's profiler plugin), exposes ``prof.key_averages()`` / ``prof.top_ops()``, and
@@ -233,6 +234,16 @@ class ProfilerFixture:
         self._item = item
         self._session = session_of(item.config)
         self.profiles: list[Any] = []
+        self._bare: list[Any] = []
+
+    def __enter__(self) -> Any:
+        """``with torchperf_profiler as prof:``: a profiler with the defaults."""
+        profiler = self()
+        self._bare.append(profiler)
+        return profiler.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self._bare.pop().__exit__(*exc_info)
 
     def __call__(self, device: Any = None, name: str | None = None, **profile_kwargs: Any) -> Any:
         from .profiling import Profiler, trace_path

@@ -139,6 +139,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         process_items.keep_perf_items(config, items)
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """Say how many variant items ``--torchperf-variants`` kept out of the run."""
+    return variant_items.left_out_line(config)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """--torchperf-processes: the child runs go first; a child run points at its output file."""

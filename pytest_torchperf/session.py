@@ -271,9 +271,14 @@ class PerfSession:
                 failures += self._compare_variant(name, extra, sessions, options, state)
             if verdict.outcome is Outcome.NEW:
                 verdict = explain.explain_new(self, verdict, environment, nodeid, name)
+                if options.strict and not save:
+                    # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise
+                    # pass with every test "new". A run that saves is creating the baseline.
+                    state.strict_failures.append(self._strict_new_message(name, nodeid, env_id))
                 if self.settings.cross_machine:
-                    changes = explain.cross_machine(self, state, environment, nodeid, name, first,
-                                                  counters, options)
+                    changes, notes = explain.cross_machine(self, state, environment, nodeid, name,
+                                                           first, counters, options)
+                    verdict = replace(verdict, notes=(*verdict.notes, *notes))
             elif verdict.outcome is Outcome.FAIL:
                 explanation = explain.explain_slowdown(self, measurer, sessions, nodeid, name, final)
                 verdict = replace(verdict, message="\n".join([verdict.message, *explanation]))
@@ -327,6 +332,16 @@ class PerfSession:
                 state.pending += [PendingSave(env_id, environment, nodeid, name, r, result) for r in
                                   [*child_session_records(record, others, self.run_id), record]]
         return result
+
+    def _strict_new_message(self, name: str, nodeid: str, env_id: str) -> str:
+        path = self.store.module_file(env_id, nodeid)
+        found = self.store.environments_with(nodeid, name)
+        elsewhere = (f"; baselines of it exist only for {', '.join(e for e, _ in found)}" if found
+                     else "")
+        return (f"{name}: no baseline for this measurement in {path} (environment {env_id}"
+                f"{elsewhere}), failing: --torchperf-strict. Record one with pytest "
+                f"--torchperf-save and commit it (git add {self.store.root}), or point "
+                f"--torchperf-storage at the folder that holds it")
 
     def _compare_variant(self, label: str, extra: "VariantExtra",
                          sessions: Sequence[Mapping[str, Any]], options: MeasureOptions,

@@ -111,9 +111,10 @@ def _validate_session(session: Any, path: Path, where: str) -> None:
                         isinstance(k, str) and _count(v) for k, v in value.items()):
                     raise BaselineFileError(path, f"key {where}.counters.ops must map op names to "
                                                   f"non-negative integers")
-            elif key == "break_reasons":
-                if not isinstance(value, list):
-                    raise BaselineFileError(path, f"key {where}.counters.break_reasons must be a list")
+            elif key in ("break_reasons", "dtypes"):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise BaselineFileError(path, f"key {where}.counters.{key} must be a list of "
+                                                  f"strings")
             elif not _count(value):
                 raise BaselineFileError(path, f"key {where}.counters.{key} is {value!r}, expected a "
                                               f"non-negative integer")

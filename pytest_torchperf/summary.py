@@ -165,16 +165,39 @@ def count_line(records: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts[o])
 
 
+#: Measurements named in a grouped "no comparable baseline" line before "and N more".
+NEW_GROUP_NAMES = 3
+
+
 def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured)."""
+    """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured).
+
+    Measurements that are new for the same reason (this environment differs from a stored one in
+    the same fields) share one line instead of repeating the difference per test.
+    """
     lines = []
-    for record in sort_records(records):
+    ordered = sort_records(records)
+    by_reason: dict[str, list[Mapping[str, Any]]] = {}
+    for record in ordered:
+        reason = (record.get("verdict") or {}).get("new_reason")
+        if reason and record["outcome"] == "new":
+            by_reason.setdefault(reason, []).append(record)
+    grouped = {id(r) for group in by_reason.values() if len(group) > 1 for r in group}
+    for reason, group in by_reason.items():
+        if len(group) > 1:
+            names = [f"{r['nodeid'].rsplit('/', 1)[-1]} {r['name']}" for r in group]
+            shown = ", ".join(names[:NEW_GROUP_NAMES])
+            more = f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
+            lines.append(f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
+                         f"{reason}; record them for this environment with pytest "
+                         f"--torchperf-save")
+    for record in ordered:
         verdict = record.get("verdict") or {}
         changes = record.get("counter_changes") or []
         if changes:
             lines.append(f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}")
         timing_failed = verdict.get("outcome") == "fail"
-        if (verdict and (not changes or timing_failed)
+        if (id(record) not in grouped and verdict and (not changes or timing_failed)
                 and (record["outcome"] in ("fail", "inconclusive", "improved", "new")
                      or verdict.get("suspicious"))):
             lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")

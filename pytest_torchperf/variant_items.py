@@ -12,6 +12,9 @@ from .config import OptionError, parse_variants
 from .fixtures import VARIANT_PARAM
 from .items import MARKER, SETTINGS_KEY
 
+#: Variant name -> how many items ``--torchperf-variants`` kept from being generated.
+LEFT_OUT_KEY = pytest.StashKey[dict[str, int]]()
+
 
 def marker_variants(markers: Any) -> Any:
     """The ``variants=`` of the closest torchperf marker that sets it (None when none does)."""
@@ -32,8 +35,26 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
     except OptionError:
         return  # not parametrized: collection_modifyitems reports it as a usage error
     selected = metafunc.config.stash[SETTINGS_KEY].selected_variants(tuple(names))
+    left_out = [name for name in names if name not in selected]
+    if left_out:
+        tally = metafunc.config.stash.setdefault(LEFT_OUT_KEY, {})
+        for name in left_out:
+            tally[name] = tally.get(name, 0) + 1
     if selected:
         metafunc.parametrize(VARIANT_PARAM, selected, ids=list(selected))
+
+
+def left_out_line(config: pytest.Config) -> str | None:
+    """``--torchperf-variants eager,compiled: 6 variant items not collected (amp 2, fused 2,
+    int8 2)``, or None when the filter left nothing out (or is not set)."""
+    tally = config.stash.get(LEFT_OUT_KEY, {})
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if not tally or settings is None or settings.variant_filter is None:
+        return None
+    total = sum(tally.values())
+    parts = ", ".join(f"{name} {count}" for name, count in sorted(tally.items()))
+    return (f"torchperf: --torchperf-variants {','.join(settings.variant_filter)}: {total} variant "
+            f"item{'s' if total != 1 else ''} not collected ({parts})")
 
 
 def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:

@@ -137,6 +137,9 @@ class Verdict:
     #: How many extra measurement passes the decision needed.
     remeasures: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: NEW only: why no stored baseline is comparable (the fingerprint fields that differ from a
+    #: stored environment, and where it is), shared by every measurement of that environment.
+    new_reason: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -162,6 +165,7 @@ class Verdict:
             "normalized_ratio": self.normalized_ratio,
             "remeasures": self.remeasures,
             "notes": list(self.notes),
+            "new_reason": self.new_reason,
         }
 
 

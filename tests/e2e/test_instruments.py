@@ -136,6 +136,24 @@ def test_profiler_fixture_saves_trace_and_reports_top_ops(perf: pytest.Pytester)
     assert "gpuGetDeviceCount" not in result.stdout.str() + result.stderr.str()
 
 
+def test_profiler_fixture_works_bare_with_its_defaults(perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_bare(torchperf_profiler):
+            model = torch.nn.Linear(8, 8)
+            with torchperf_profiler as prof:
+                model(torch.randn(4, 8))
+            with torchperf_profiler as again:  # twice in one test: a second trace
+                model(torch.randn(4, 8))
+            assert {r["op"] for r in prof.top_ops()} & {"aten::addmm", "aten::linear"}
+            assert prof.trace.exists() and again.trace.exists() and prof.trace != again.trace
+    """)
+    result = perf.runpytest("-rP")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*- Captured torchperf profiler call -*",
+                                 "trace: *test_bare.json", "op * calls * self CPU * self device"])
+
+
 def test_timing_inside_the_profiler_is_refused(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import torch

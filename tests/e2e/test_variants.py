@@ -87,6 +87,8 @@ def test_plain(torchperf):
     only = perf.runpytest("--torchperf-variants=eager,amp", "-rs")
     only.assert_outcomes(passed=3)
     assert "test_mlp[compiled]" not in only.stdout.str()
+    only.stdout.fnmatch_lines(["torchperf: --torchperf-variants eager,amp: 3 variant items not "
+                               "collected (compiled 1, fused 1, int8 1)"])
     picked = perf.runpytest("-k", "amp")
     picked.assert_outcomes(passed=1)
     none = perf.runpytest("--torchperf-variants=int8", "-rs", "-k", "plain")

@@ -28,3 +28,44 @@ def test_normalised_check_factors_out_machine_speed() -> None:
     assert "m: cross-machine warning: 100% slower than the baseline of other" in slow
     none = normalised_check("m", 4e-3, None, sessions, "other")
     assert "cannot be normalised" in none
+
+
+# Two environments that differ only in the CPU's instruction sets (AVX-512 VNNI vs AVX-512
+# BF16/FP16 + AMX): the classes this project's CI runners switch between.
+XEON = {**HERE, "cpu_isa": "avx2,avx512f,avx512_vnni", "cpu_capability": "AVX512"}
+XEON_AMX = {**XEON, "cpu_isa": "avx2,avx512f,avx512_vnni,avx512_bf16,avx512_fp16,amx_bf16,amx_int8"}
+FP32 = {"ops": {"aten::addmm": 3, "aten::relu": 2}, "flops": 100, "params": 10,
+        "dtypes": ["float32"]}
+INT8 = {"ops": {"aten::_to_copy": 15, "aten::_int_mm": 3}, "flops": 100, "params": 10,
+        "dtypes": ["float32", "int32", "int8"]}
+
+
+def test_counters_are_all_gated_within_a_cpu_class() -> None:
+    from pytest_torchperf.cross_machine import cpu_class_difference, gated_across
+
+    same_class = {**XEON, "cpu_model": "Another Xeon", "cpu_count": 8}
+    assert cpu_class_difference(XEON, same_class) is None
+    assert gated_across(INT8, cpu_class_difference(XEON, same_class)) == ()
+
+
+def test_across_cpu_classes_only_low_precision_code_has_counters_reported_not_gated() -> None:
+    from pytest_torchperf.cross_machine import cpu_class_difference, gated_across
+
+    for here, stored in ((XEON, XEON_AMX), (XEON_AMX, XEON)):  # more and fewer ISA flags
+        difference = cpu_class_difference(here, stored)
+        assert difference is not None and difference.startswith(f"cpu_isa {here['cpu_isa']} here")
+        assert gated_across(FP32, difference) == ()  # fp32: every counter stays exact
+        assert gated_across(INT8, difference) == ("ops", "flops", "memory")  # params, graphs gated
+    other_capability = {**XEON, "cpu_capability": "AVX2"}
+    assert "cpu_capability AVX512 here vs AVX2 stored" in cpu_class_difference(XEON, other_capability)
+
+
+def test_low_precision_is_read_from_dtypes_and_from_quantized_ops() -> None:
+    from pytest_torchperf.counters import low_precision
+
+    assert not low_precision(FP32)
+    assert low_precision(INT8)
+    assert low_precision({"ops": {"aten::mm": 1}, "dtypes": ["bfloat16", "float32"]})
+    # Older baselines carry no dtypes: quantized ops still tell.
+    assert low_precision({"ops": {"quantized_decomposed::quantize_per_tensor": 2}})
+    assert not low_precision({"ops": {"aten::mm": 1}})
