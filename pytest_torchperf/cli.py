@@ -99,7 +99,8 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
                  max_slowdown: float | None = None, min_cpu_share: float | None = None,
-                 max_spread: float | None = None) -> dict[str, Any]:
+                 max_spread: float | None = None,
+                 max_neighbour_load: float | None = None) -> dict[str, Any]:
     """The plugin's verdict for one measured record against stored ``sessions``.
 
     The record's own gate options are used unless overridden, and the sampling passes the plugin
@@ -112,6 +113,7 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     from .counters import diff_counters
     from .drift import drift_checks
     from .stats import summarize
+    from .summary import outcome_label
     from .verdict import Sample, judge
 
     session = record.get("session") or {}
@@ -119,22 +121,30 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     max_slowdown = gate.get("max_slowdown", 0.10) if max_slowdown is None else max_slowdown
     min_cpu_share = gate.get("min_cpu_share", 0.9) if min_cpu_share is None else min_cpu_share
     max_spread = gate.get("max_spread", 0.25) if max_spread is None else max_spread
+    if max_neighbour_load is None:
+        max_neighbour_load = gate.get("max_neighbour_load", 1.0)  # older files: not measured
     passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
                                        "cpu_share": session.get("cpu_share"),
                                        "calibration": session.get("calibration")}]
     samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"),
                       tuple(p.get("process_statistics") or ()),
-                      tuple(p.get("process_calibrations") or ()))
+                      tuple(p.get("process_calibrations") or ()), p.get("neighbour_load"),
+                      bool(p.get("fresh")))
                for p in passes if p.get("times")]
-    replay = iter(samples[1:])
+    later = samples[1:]
     label = record["name"]
 
     def remeasure() -> Sample:
         # The plugin's own later passes; past them (other options than the run's) the last one.
-        return next(replay, samples[-1])
+        return later.pop(0) if later else samples[-1]
+
+    def confirm() -> Sample | None:
+        # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
+        return later.pop(0) if later and later[0].fresh else None
 
     judgement = judge(label, samples[0], [s["statistic"] for s in sessions], max_slowdown,
                       remeasure, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
+                      max_neighbour_load=max_neighbour_load, confirm=confirm,
                       baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                            if s.get("calibration") and s.get("calibration_kernel")
                                            and s.get("calibration_kernel") == session.get("calibration_kernel")])
@@ -142,20 +152,25 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     failures: list[str] = list(record.get("run_failures") or [])
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     counters = session.get("counters", record.get("counters"))
+    changes: list[str] = []
     if counters and stored_counters:
         changes = diff_counters(stored_counters, counters, gate.get("ignore_counters", ()))
-        if changes:
-            failures.append(f"{label}: counters changed vs baseline: {'; '.join(changes)}")
     limits = session.get("accuracy_limits") or tolerances(session.get("variant", "eager"))
     drift_failures, warnings = drift_checks(
         label, sessions, speedup=session.get("speedup"), fingerprint=session.get("fingerprint"),
         metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown)
     failures += drift_failures
     outcome = verdict.outcome.value
-    if failures or (outcome in ("inconclusive", "new") and gate.get("strict")):
+    if outcome in ("inconclusive", "new") and gate.get("strict"):
+        failures.append(f"{verdict.message} (failing: --torchperf-strict)")
+    if failures or changes:
         outcome = "fail"
-    return {"outcome": outcome, "message": verdict.message, "ratio": verdict.ratio,
-            "failures": failures, "warnings": warnings}
+    replayed = {"outcome": outcome, "verdict": verdict.to_dict(), "counter_changes": changes,
+                "failures": failures}
+    messages = [*([f"{label}: counters changed vs baseline: {'; '.join(changes)}"] if changes
+                  else []), *failures]
+    return {"outcome": outcome, "label": outcome_label(replayed), "message": verdict.message,
+            "ratio": verdict.ratio, "failures": messages, "warnings": warnings}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -174,13 +189,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
                     if not same_run(s.get("run_id"), record.get("run_id"))]
         result = judge_record(record, sessions, max_slowdown=args.max_slowdown,
-                              min_cpu_share=args.min_cpu_share, max_spread=args.max_spread)
+                              min_cpu_share=args.min_cpu_share, max_spread=args.max_spread,
+                              max_neighbour_load=args.max_neighbour_load)
         failed += result["outcome"] == "fail"
         from .units import format_change
 
         rows.append({"test": record["nodeid"], "name": record["name"], "outcome": result["outcome"],
                      "p25": _fmt_time((record.get("stats") or {}).get("p25")),
-                     "change": format_change(result["ratio"])})
+                     "change": format_change(result["ratio"]), "verdict": result["label"]})
         if result["outcome"] in ("fail", "inconclusive", "new"):
             details += [result["message"], *result["failures"]]
         details += result["warnings"]
@@ -259,9 +275,11 @@ def _guard_problem(session: dict[str, Any]) -> str | None:
     times = tuple(session.get("times") or ())
     if not times:
         return "no timed samples"
-    sample = Sample(summarize(times), session.get("cpu_share"), times, session.get("calibration"))
+    sample = Sample(summarize(times), session.get("cpu_share"), times, session.get("calibration"),
+                    neighbour_load=session.get("neighbour_load"))
     return guard_problem(sample, min_cpu_share=gate.get("min_cpu_share", 0.9),
-                         max_relative_iqr=gate.get("max_spread", 0.25))
+                         max_relative_iqr=gate.get("max_spread", 0.25),
+                         max_neighbour_load=gate.get("max_neighbour_load", 1.0))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -295,6 +313,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="override the limit each measurement ran with (e.g. 10%%)")
     p.add_argument("--min-cpu-share", type=share, default=None, help="override the contention guard")
     p.add_argument("--max-spread", type=fraction, default=None, help="override the spread guard")
+    p.add_argument("--max-neighbour-load", type=share, default=None,
+                   help="override the neighbour guard (e.g. 50%%; 100%% disables)")
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")

@@ -34,7 +34,8 @@ def _cli_type(name: str) -> Callable[[str], Any]:
 
 
 _METAVARS = {"max_slowdown": "PCT", "min_time": "SECONDS", "warmup": "SECONDS", "threads": "N",
-             "min_cpu_share": "SHARE", "max_spread": "PCT", "ignore_counters": "NAMES"}
+             "min_cpu_share": "SHARE", "max_spread": "PCT", "max_neighbour_load": "SHARE",
+             "ignore_counters": "NAMES"}
 
 
 def _help(name: str) -> str:

@@ -199,6 +199,9 @@ class MeasureOptions:
     min_cpu_share: float = 0.9
     #: Spread guard: above this IQR/median a measurement is re-measured, then inconclusive.
     max_spread: float = 0.25
+    #: Neighbour guard: above this share of the other CPUs kept busy by other processes while
+    #: timing, a CPU measurement is re-measured, then inconclusive. 1 (100%) disables it.
+    max_neighbour_load: float = 0.5
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -258,6 +261,9 @@ OPTIONS: dict[str, OptionSpec] = {
                    "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
         OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
                    "are inconclusive, e.g. 25% (default)"),
+        OptionSpec("max_neighbour_load", parse_share, "Neighbour guard: CPU measurements while other "
+                   "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
+                   "(default; 100% disables)"),
         OptionSpec("inference", parse_bool, "Time nn.Module targets in eval() mode under no_grad (default true)", cli=False),
         OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
         OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),

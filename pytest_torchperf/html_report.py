@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from . import svg
-from .summary import count_line, format_accuracy, format_speedup, sort_records
+from .summary import count_line, format_accuracy, format_speedup, outcome_label, sort_records
 from .units import format_bytes, format_change, format_time
 
 
@@ -89,7 +89,8 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
     median, iqr = stats.get("median"), stats.get("iqr")
     history = history or History()
     cells = [
-        _cell(f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome)}</span>', rank),
+        _cell(f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
+              f'</span>', rank),
         _cell(html.escape(record["nodeid"])),
         _cell(html.escape(record["name"]) + (f' <span class="muted">[{html.escape(record["group"])}]</span>'
                                              if record.get("group") else "")),
@@ -124,7 +125,8 @@ def _attention(records: Sequence[Mapping[str, Any]]) -> str:
         if verdict.get("message") and verdict.get("outcome") in ("fail", "inconclusive"):
             messages.insert(0, verdict["message"])
         body = "\n".join(messages) or record["outcome"]
-        parts.append(f'<h3><span class="verdict {record["outcome"]}">{record["outcome"]}</span> '
+        parts.append(f'<h3><span class="verdict {record["outcome"]}">'
+                     f'{html.escape(outcome_label(record))}</span> '
                      f'{html.escape(record["nodeid"])} — {html.escape(record["name"])}</h3>'
                      f"<pre>{html.escape(body)}</pre>")
     return "".join(parts)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from .config import MeasureOptions
-from .sampling import RawSamples, collect
+from .sampling import Neighbours, RawSamples, collect
 
 
 class NonFiniteOutputError(AssertionError):
@@ -133,6 +133,16 @@ def prepared(target: Any, options: MeasureOptions, module: Any = None) -> Iterat
         for module, training in modes:
             module.training = training
         torch.set_num_threads(threads)
+
+
+def neighbours_for(device: str) -> Neighbours | None:
+    """How busy the other CPUs are, for CPU measurements (GPU timing does not share the cores)."""
+    if not device.startswith("cpu"):
+        return None
+    from .machine_load import busy_clock, cpu_count, loadavg_neighbour_load
+
+    cpus = cpu_count()
+    return Neighbours(busy_clock(), cpus, fallback=lambda: loadavg_neighbour_load(cpus))
 
 
 #: The calibration kernel: a 64x64 fp32 matrix product, ~5 us on one core of a 2026 x86 VM.
@@ -263,7 +273,8 @@ class Measurer:
         calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
         with self.prepared():
             raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
-                          number=self.number_per_block, calibrate=calibrate)
+                          number=self.number_per_block, calibrate=calibrate,
+                          neighbours=neighbours_for(self.device))
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
 

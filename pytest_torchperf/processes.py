@@ -42,6 +42,8 @@ class ProcessSample:
     calibration: float | None
     #: Why the guard rejected it (after the child's own re-measure), or None when trustworthy.
     problem: str | None = None
+    #: Share of the other CPUs other processes kept busy meanwhile (None: not measured).
+    neighbour_load: float | None = None
 
     @property
     def statistic(self) -> float:
@@ -51,7 +53,8 @@ class ProcessSample:
     def to_json(self, nodeid: str, name: str) -> str:
         return json.dumps({"nodeid": nodeid, "name": name, "process": self.process,
                            "times": list(self.times), "cpu_share": self.cpu_share,
-                           "calibration": self.calibration, "problem": self.problem})
+                           "calibration": self.calibration, "problem": self.problem,
+                           "neighbour_load": self.neighbour_load})
 
 
 def same_run(session_run_id: str | None, run_id: str | None) -> bool:
@@ -75,7 +78,7 @@ class ChildSink:
 
     def write(self, nodeid: str, name: str, sample: Sample, problem: str | None) -> None:
         record = ProcessSample(self.process, tuple(sample.times), sample.cpu_share,
-                               sample.calibration, problem)
+                               sample.calibration, problem, sample.neighbour_load)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(record.to_json(nodeid, name) + "\n")
             handle.flush()
@@ -97,7 +100,7 @@ def read_child_file(path: Path) -> dict[Key, ProcessSample]:
                 continue
             found[(str(data["nodeid"]), str(data["name"]))] = ProcessSample(
                 int(data["process"]), times, data.get("cpu_share"), data.get("calibration"),
-                data.get("problem"))
+                data.get("problem"), data.get("neighbour_load"))
         except (ValueError, KeyError, TypeError):
             continue
     return found
@@ -152,8 +155,10 @@ def fresh_confirmer(runner: Callable[[str], Mapping[Key, ProcessSample]] | None,
         found = cache[nodeid].get((nodeid, name))
         if found is None:
             return None
-        sample = Sample(summarize(found.times), found.cpu_share if device.startswith("cpu") else None,
-                        tuple(found.times), found.calibration)
+        on_cpu = device.startswith("cpu")
+        sample = Sample(summarize(found.times), found.cpu_share if on_cpu else None,
+                        tuple(found.times), found.calibration,
+                        neighbour_load=found.neighbour_load if on_cpu else None, fresh=True)
         passes.append(sample)
         return sample
     return confirm

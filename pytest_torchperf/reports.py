@@ -12,7 +12,8 @@ import datetime as _dt
 import statistics
 from typing import Any, Mapping, Sequence
 
-from .summary import OUTCOME_ORDER, count_line, format_accuracy, format_speedup, sort_records
+from .summary import (OUTCOME_ORDER, count_line, format_accuracy, format_speedup, outcome_label,
+                      sort_records)
 from .units import format_change, format_time
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
@@ -25,14 +26,10 @@ def _md(text: str) -> str:
 
 
 def _verdict_label(record: Mapping[str, Any]) -> str:
-    outcome = record["outcome"]
-    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(outcome, "")
-    label = f"{icon} {outcome}".strip()
-    if record.get("counter_changes"):
-        label += " (counters)"
-    elif record.get("failures"):
-        label += " (variant)"
-    return label
+    """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
+    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕",
+            "pass": "✅"}.get(record["outcome"], "")
+    return f"{icon} {outcome_label(record)}".strip()
 
 
 def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str) -> str:
@@ -120,14 +117,17 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
             "stats": stats,
             "torchperf": {
                 "outcome": record["outcome"],
+                "label": record.get("label") or outcome_label(record),
                 "verdict": record.get("verdict"),
                 "counters": record.get("counters"),
                 "counter_changes": record.get("counter_changes"),
                 "environment_id": record.get("environment_id"),
                 "cpu_share": record.get("cpu_share"),
+                "neighbour_load": record.get("neighbour_load"),
                 "calibration": record.get("calibration"),
                 "clock": record.get("clock"),
                 "saved": record.get("saved"),
+                "not_saved": record.get("not_saved"),
                 "variant": record.get("variant", "eager"),
                 "speedup": record.get("speedup"),
                 "accuracy": record.get("accuracy"),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .stats import Summary, summarize
+from .summary import outcome_label
 from .units import format_change, format_time
 from .verdict import Outcome, Verdict
 
@@ -32,6 +33,8 @@ class Result:
     cpu_share: float | None
     environment_id: str | None = None
     verdict: Verdict | None = None
+    #: Share of the other CPUs other processes kept busy while timing (CPU; None elsewhere).
+    neighbour_load: float | None = None
     group: str | None = None
     #: True when ``--torchperf-disable`` ran the target once without timing.
     disabled: bool = False
@@ -48,6 +51,8 @@ class Result:
     clock: str | None = None
     #: True once the session was written to the baseline file (``--torchperf-save``, test passed).
     saved: bool = False
+    #: Why a saving run did not store this measurement (``machine +61% slower``), else None.
+    not_saved: str | None = None
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
@@ -162,7 +167,7 @@ class Result:
 
     def to_record(self) -> dict[str, Any]:
         """JSON-friendly record for summaries and reports."""
-        return {
+        record = {
             "nodeid": self.nodeid,
             "name": self.name,
             "group": self.group,
@@ -172,6 +177,7 @@ class Result:
             "disabled": self.disabled,
             "number_per_block": self.number_per_block,
             "cpu_share": self.cpu_share,
+            "neighbour_load": self.neighbour_load,
             "stats": self.summary.to_dict() if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
             "options": {"min_time": self.options.min_time, "max_slowdown": self.options.max_slowdown}
@@ -182,6 +188,7 @@ class Result:
             "kind": self.kind,
             "clock": self.clock,
             "saved": self.saved,
+            "not_saved": self.not_saved,
             "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
             "variant": self.variant,
@@ -200,3 +207,6 @@ class Result:
             "passes": self.passes,
             "processes": list(self.processes),
         }
+        # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
+        record["label"] = outcome_label(record) if not self.disabled else "disabled"
+        return record

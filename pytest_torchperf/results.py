@@ -58,6 +58,12 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
             "build_time": section.get("build_time"), "metric": section.get("metric"),
             "failures": section.get("failures") or [], "session": session or None,
             "run_id": session.get("run_id"), "saved": section.get("saved"),
+            "not_saved": section.get("not_saved"), "label": section.get("label"),
+            "neighbour_load": section.get("neighbour_load"),
+            # What `torchperf compare` replays: every pass the verdict saw, in order, and the
+            # failures found within the run.
+            "passes": section.get("passes") or [], "run_failures": section.get("run_failures") or [],
+            "processes": section.get("processes") or [],
             "options": bench.get("options"),
         })
     return records, dict(ours.get("environments") or {})

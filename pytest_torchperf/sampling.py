@@ -47,6 +47,8 @@ class RawSamples:
     warmup_calls: int
     #: Per-call seconds of the calibration kernel, one per timed block (empty when not calibrated).
     calibration: list[float] = field(default_factory=list)
+    #: Share of the other CPUs' capacity other processes used meanwhile (None: not measured).
+    neighbour_load: float | None = None
 
     @property
     def cpu_share(self) -> float:
@@ -61,15 +63,41 @@ def block_size(per_call: float, block_target: float = BLOCK_TARGET) -> int:
     return max(1, round(block_target / per_call))
 
 
+class Neighbours:
+    """Measures how busy the other CPUs are over an interval (see :mod:`.machine_load`).
+
+    ``busy_clock`` returns the machine's busy CPU-seconds (all CPUs); ``fallback`` gives a load
+    directly where there is no such clock. Injected, so sampling stays testable on fake clocks.
+    """
+
+    def __init__(self, busy_clock: Callable[[], float] | None, cpus: int,
+                 fallback: Callable[[], float | None] | None = None) -> None:
+        self.busy_clock, self.cpus, self.fallback = busy_clock, cpus, fallback
+        self._start: float | None = None
+
+    def start(self) -> None:
+        self._start = self.busy_clock() if self.busy_clock is not None else None
+
+    def load(self, own_cpu: float, wall: float) -> float | None:
+        """The neighbours' load since :meth:`start`, given this process's CPU time and the wall."""
+        from .machine_load import neighbour_load
+
+        if self.busy_clock is None or self._start is None:
+            return self.fallback() if self.fallback is not None else None
+        return neighbour_load(self.busy_clock() - self._start, own_cpu, wall, self.cpus)
+
+
 def collect(run_block: RunBlock, *, min_time: float, warmup: float,
             clock: Callable[[], float] = time.perf_counter,
             cpu_clock: Callable[[], float] = time.process_time,
             block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
-            number: int | None = None, calibrate: RunBlock | None = None) -> RawSamples:
+            number: int | None = None, calibrate: RunBlock | None = None,
+            neighbours: Neighbours | None = None) -> RawSamples:
     """Warm up, size the blocks and collect timed blocks (see module docstring).
 
     ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
-    size of the first pass so both passes time the same thing).
+    size of the first pass so both passes time the same thing). ``neighbours`` measures how busy
+    the other CPUs were over the timed blocks.
     """
     warm: list[float] = []
     start = clock()
@@ -85,6 +113,8 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
 
     times: list[float] = []
     calibration: list[float] = []
+    if neighbours is not None:
+        neighbours.start()
     cpu0, wall0 = cpu_clock(), clock()
     while True:
         times.append(run_block(number) / number)
@@ -94,15 +124,17 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
         if elapsed >= min_time and len(times) >= min_blocks:
             break
     cpu_time = cpu_clock() - cpu0
+    load = neighbours.load(cpu_time, elapsed) if neighbours is not None else None
     return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
-                      warmup_calls=len(warm), calibration=calibration)
+                      warmup_calls=len(warm), calibration=calibration, neighbour_load=load)
 
 
 def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, warmup: float,
                         clock: Callable[[], float] = time.perf_counter,
                         cpu_clock: Callable[[], float] = time.process_time,
                         block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
-                        calibrate: RunBlock | None = None) -> dict[str, RawSamples]:
+                        calibrate: RunBlock | None = None,
+                        neighbours: Neighbours | None = None) -> dict[str, RawSamples]:
     """Time several variants of one target in round-robin blocks (one block of each per round).
 
     Drift and noisy neighbours then hit every variant alike, so the per-round ratio of two
@@ -133,6 +165,9 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
     calibration: dict[str, list[float]] = {n: [] for n in names}
     wall = dict.fromkeys(names, 0.0)
     cpu = dict.fromkeys(names, 0.0)
+    if neighbours is not None:
+        neighbours.start()
+    all_cpu0, all_wall0 = cpu_clock(), clock()
     while True:
         for name in names:
             cpu0, wall0 = cpu_clock(), clock()
@@ -144,8 +179,12 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
         rounds = len(times[names[0]])
         if rounds >= min_blocks and sum(wall.values()) >= min_time * len(names):
             break
+    # The variants took turns in the same moments: one load for all of them.
+    load = (neighbours.load(cpu_clock() - all_cpu0, clock() - all_wall0)
+            if neighbours is not None else None)
     return {n: RawSamples(times=times[n], number_per_block=numbers[n], wall_time=wall[n],
-                          cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n])
+                          cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n],
+                          neighbour_load=load)
             for n in names}
 
 

@@ -31,7 +31,9 @@ from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
 from .outputs import NO_OUTPUT, output_fingerprint, user_metric
 from .processes import child_session_records, fresh_confirmer, pooled, trusted
-from .verdict import Outcome, Sample, guard_problem, judge
+from .units import format_change, format_percent, format_time
+from .verdict import (MAX_SAVE_MACHINE_SLOWDOWN, Outcome, Sample, guard_problem, judge,
+                      machine_disturbance)
 
 
 class TorchperfWarning(UserWarning):
@@ -61,7 +63,6 @@ class TestState:
     results: list[Result] = field(default_factory=list)
     pending: list[PendingSave] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
-    strict_failures: list[str] = field(default_factory=list)
     #: Messages to show as TorchperfWarning, attributed to the test by the plugin.
     warnings: list[str] = field(default_factory=list)
     #: Failures not tied to one Result (a variant that could not be built).
@@ -76,7 +77,7 @@ class TestState:
         messages = [r.verdict.message for r in self.results if r.verdict and r.verdict.failed]
         messages += [r.counter_message for r in self.results if r.counter_message]
         messages += [f for r in self.results for f in r.failures]
-        return messages + self.failures + self.strict_failures
+        return messages + self.failures
 
 
 class PerfSession:
@@ -101,6 +102,8 @@ class PerfSession:
         self._fresh: dict[str, dict[tuple[str, str], Any]] = {}
         quiet_trace_logger()
         self.process_problems: list[str] = []
+        #: Calibration kernel p25s of this run's CPU measurements so far (the machine's speed).
+        self.calibrations: list[float] = []
 
     # ------------------------------------------------------------------------------------------
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -236,10 +239,15 @@ class PerfSession:
 
         def guard(sample: Sample) -> str | None:
             return guard_problem(sample, min_cpu_share=options.min_cpu_share,
-                                 max_relative_iqr=options.max_spread)
+                                 max_relative_iqr=options.max_spread,
+                                 max_neighbour_load=options.max_neighbour_load)
 
         env_id, environment = self.environment(measurer.device, options.threads)
         compare, save = self.settings.compare and gate, self.settings.save and gate
+        references = self._calibration_references(env_id, nodeid, name) if save else []
+
+        def disturbed(sample: Sample | Any) -> tuple[float, float, str] | None:
+            return machine_disturbance(sample.calibration, references)
         final, verdict, changes = first, None, []
         run_failures = list(extra.failures) if extra else []
         failures = list(run_failures)
@@ -257,6 +265,7 @@ class PerfSession:
             judgement = judge(name, first, [s["statistic"] for s in sessions], options.max_slowdown,
                               take_sample, min_cpu_share=options.min_cpu_share,
                               max_relative_iqr=options.max_spread,
+                              max_neighbour_load=options.max_neighbour_load,
                               baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                                    if s.get("calibration") and s.get(
                                                        "calibration_kernel") == CALIBRATION_KERNEL],
@@ -274,7 +283,7 @@ class PerfSession:
                 if options.strict and not save:
                     # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise
                     # pass with every test "new". A run that saves is creating the baseline.
-                    state.strict_failures.append(self._strict_new_message(name, nodeid, env_id))
+                    failures.append(self._strict_new_message(name, nodeid, env_id))
                 if self.settings.cross_machine:
                     changes, notes = explain.cross_machine(self, state, environment, nodeid, name,
                                                            first, counters, options)
@@ -284,23 +293,26 @@ class PerfSession:
                 verdict = replace(verdict, message="\n".join([verdict.message, *explanation]))
             elif verdict.outcome is Outcome.INCONCLUSIVE:
                 if options.strict:
-                    state.strict_failures.append(verdict.message + " (failing: --torchperf-strict)")
+                    failures.append(verdict.message + " (failing: --torchperf-strict)")
                 else:
                     state.warnings.append(verdict.message)
-        elif (save or self.child_sink) and guard(first):
+        elif (save or self.child_sink) and (guard(first) or disturbed(first)):
             final = take_sample()  # a contaminated baseline would poison every later comparison
         if self.child_sink is not None and gate:
             self.child_sink.write(nodeid, name, final, guard(final))
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
-                        threads=options.threads, cpu_share=final.cpu_share, environment_id=env_id,
+                        threads=options.threads, cpu_share=final.cpu_share,
+                        neighbour_load=None if final.neighbour_load is None
+                        else round(final.neighbour_load, 3), environment_id=env_id,
                         verdict=verdict, group=options.group, summary=final.summary,
                         options=options, counters=counters, counter_changes=changes, kind=kind,
                         clock=clock[-1], calibration=final.calibration, failures=failures,
                         run_id=self.run_id, run_failures=run_failures,
                         passes=[{"times": [float(f"{t:.6g}") for t in p.times],
                                  "cpu_share": p.cpu_share, "calibration": p.calibration,
+                                 "neighbour_load": p.neighbour_load, "fresh": p.fresh,
                                  "process_statistics": [s.statistic for s in trusted(others)],
                                  "process_calibrations": [s.calibration for s in trusted(others)
                                                           if s.calibration]}
@@ -320,18 +332,55 @@ class PerfSession:
 
         if save and not changes and not failures and (verdict is None or verdict.outcome in
                                                       (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)):
-            problem = guard(final)
+            problem, slower = guard(final), disturbed(final)
+            times = "measured twice" if len(passes) > 1 else "measured once"
             if problem:
-                times = "measured twice" if len(passes) > 1 else "measured once"
+                result.not_saved = problem.split(":")[0]
                 state.warnings.append(
                     f"{name}: baseline not saved: {problem} ({times}). Save again on a "
                     f"quieter machine.")
+            elif slower:
+                ratio, reference, what = slower
+                result.not_saved = f"machine {format_change(ratio)} slower"
+                state.warnings.append(
+                    f"{name}: measured, not saved: the machine ran the calibration kernel "
+                    f"{format_change(ratio)} slower than {what} ({format_time(final.calibration)} "
+                    f"vs {format_time(reference)} per call; {times}). Stored now, this baseline "
+                    f"would make unchanged code look faster in every later compare. Save again "
+                    f"when the machine is quiet.")
             else:
                 record = dict(result.session or {})
                 record["top_ops"] = explain.baseline_top_ops(self, measurer, final, state, name)
+                kept = [o for o in others if not disturbed(o)]
+                if len(kept) < len(others):
+                    state.warnings.append(
+                        f"{name}: {len(others) - len(kept)} of the other processes' sessions not "
+                        f"saved: the machine ran the calibration kernel more than "
+                        f"{format_percent(MAX_SAVE_MACHINE_SLOWDOWN)} slower than in the stored "
+                        f"sessions or this run while they measured")
                 state.pending += [PendingSave(env_id, environment, nodeid, name, r, result) for r in
-                                  [*child_session_records(record, others, self.run_id), record]]
+                                  [*child_session_records(record, kept, self.run_id), record]]
+        if final.calibration and measurer.device.startswith("cpu"):
+            self.calibrations.append(final.calibration)
         return result
+
+    def _calibration_references(self, env_id: str, nodeid: str,
+                                name: str) -> list[tuple[str, list[float]]]:
+        """What a saved pass's machine speed is held against: the stored sessions' calibration
+        kernel (unless --torchperf-reset replaces them) and this run's other measurements'."""
+        from .measure import CALIBRATION_KERNEL
+        from .storage import BaselineFileError
+
+        references = []
+        if not self.settings.reset:
+            try:
+                stored = [s["calibration"] for s in self.store.load_sessions(env_id, nodeid, name)
+                          if s.get("calibration") and s.get("calibration_kernel") == CALIBRATION_KERNEL]
+            except BaselineFileError:
+                stored = []  # the save itself reports the bad file
+            references.append(("the stored sessions", stored))
+        references.append(("this run's other measurements", list(self.calibrations)))
+        return references
 
     def _strict_new_message(self, name: str, nodeid: str, env_id: str) -> str:
         path = self.store.module_file(env_id, nodeid)
@@ -374,6 +423,7 @@ class PerfSession:
             "times": [float(f"{t:.6g}") for t in result.samples],
             "number_per_block": result.number_per_block,
             "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
+            "neighbour_load": result.neighbour_load,
             "threads": result.threads,
             "device": result.device,
             "min_time": options.min_time,
@@ -384,7 +434,8 @@ class PerfSession:
             "counters": result.counters,
             # The gate this measurement ran under, so `torchperf compare` judges it the same way.
             "gate": {"max_slowdown": options.max_slowdown, "min_cpu_share": options.min_cpu_share,
-                     "max_spread": options.max_spread, "strict": options.strict,
+                     "max_spread": options.max_spread,
+                     "max_neighbour_load": options.max_neighbour_load, "strict": options.strict,
                      "ignore_counters": list(options.ignore_counters)},
         }
 

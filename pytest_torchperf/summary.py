@@ -44,33 +44,45 @@ def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
 
 def _failure_kind(record: Mapping[str, Any]) -> str:
     text = " ".join(record.get("failures") or ())
-    for word, kind in (("drifted", "accuracy"), ("numerics changed", "numerics"),
-                       ("metric changed", "metric"), ("speedup", "speedup"),
-                       ("max_compile_time", "compile time")):
+    for word, kind in (("failing: --torchperf-strict", "strict"), ("drifted", "accuracy"),
+                       ("numerics changed", "numerics"), ("metric changed", "metric"),
+                       ("speedup", "speedup"), ("max_compile_time", "compile time")):
         if word in text:
             return kind
     return "variant"
 
 
-def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
-    stats = record.get("stats") or {}
+def outcome_label(record: Mapping[str, Any]) -> str:
+    """The one label of a measurement's outcome, the same in every report and in the CLI.
+
+    ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time+counters)``, ``FAIL (accuracy)``,
+    ``FAIL (strict)``, ``INCONCLUSIVE``, ``improved``, ``new``, ``pass``, ``pass (re-measured)``,
+    ``measured``, ``disabled``; then ``, saved`` or ``, not saved: <why>`` in saving runs.
+    """
     verdict = record.get("verdict") or {}
     outcome = record["outcome"]
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
+    timing = verdict.get("outcome")
     if record.get("counter_changes"):
         # Say what failed: a counter change can fail a test whose timing passed or was inconclusive.
-        timing = verdict.get("outcome")
         label = "FAIL (time+counters)" if timing == "fail" else "FAIL (counters)"
         if timing == "inconclusive":
             label += ", time inconclusive"
     elif record.get("failures"):
-        label = f"FAIL ({_failure_kind(record)})"
-        if verdict.get("outcome") == "fail":
-            label = f"FAIL (time+{_failure_kind(record)})"
+        kind = _failure_kind(record)
+        label = f"FAIL (time+{kind})" if timing == "fail" else f"FAIL ({kind})"
     if verdict.get("suspicious"):
         label += " (re-measured)"
     if record.get("saved"):
         label += ", saved"
+    elif record.get("not_saved"):
+        label += f", not saved: {record['not_saved']}"
+    return label
+
+
+def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
     row = [
         record["nodeid"],
         record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
@@ -81,7 +93,7 @@ def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
     ]
     if variants:
         row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
-    return [*row, label]
+    return [*row, outcome_label(record)]
 
 
 HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]

@@ -27,7 +27,8 @@ def to_sample(raw: Any, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)
     calibration = summarize(raw.calibration).p25 if raw.calibration else None
-    return Sample(summarize(times), raw.cpu_share if on_cpu else None, times, calibration)
+    return Sample(summarize(times), raw.cpu_share if on_cpu else None, times, calibration,
+                  neighbour_load=raw.neighbour_load if on_cpu else None)
 
 
 class VariantSkipped(Exception):
@@ -103,7 +104,8 @@ def measure_variants(session: "PerfSession", state: "TestState", nodeid: str, na
     """
     __tracebackhide__ = True
     from .accuracy import OutputMismatchError, check_limits, compare_outputs, fingerprint, tolerances
-    from .measure import Measurer, NonFiniteOutputError, calibration_kernel, prepared
+    from .measure import (Measurer, NonFiniteOutputError, calibration_kernel, neighbours_for,
+                          prepared)
     from .sampling import collect_interleaved, round_ratios
     from .variants import COMPILED_VARIANTS, VariantBuildError, VariantUnavailable, build_variant
 
@@ -205,7 +207,7 @@ def measure_variants(session: "PerfSession", state: "TestState", nodeid: str, na
                 return kernel(number)
     with session.timing_lock(eager_m.device):
         raws = collect_interleaved(runners, min_time=options.min_time, warmup=options.warmup,
-                                   calibrate=calibrate)
+                                   calibrate=calibrate, neighbours=neighbours_for(eager_m.device))
     on_cpu = eager_m.device.startswith("cpu")
     required = dict(options.min_speedup)
     results: dict[str, Result] = {}

@@ -30,6 +30,9 @@ from .units import format_change, format_percent, format_time
 MIN_CPU_SHARE = 0.9
 #: Above this IQR/median the samples are too spread to judge (torch.utils.benchmark's gross warning).
 MAX_RELATIVE_IQR = 0.25
+#: Above this share of the other CPUs kept busy by other processes, a CPU pass shared caches,
+#: memory bandwidth or an SMT core with a neighbour: inconclusive (see :mod:`.machine_load`).
+MAX_NEIGHBOUR_LOAD = 0.5
 
 
 class Outcome(str, enum.Enum):
@@ -61,6 +64,10 @@ class Sample:
     process_statistics: tuple[float, ...] = ()
     #: Their calibration kernel p25s (for the machine-speed check, pooled like the statistic).
     process_calibrations: tuple[float, ...] = ()
+    #: Share of the other CPUs other processes kept busy during the pass (None: not measured).
+    neighbour_load: float | None = None
+    #: Taken in a fresh process (the confirming pass of ``--torchperf-confirm fresh``).
+    fresh: bool = False
 
     @property
     def machine_calibration(self) -> float | None:
@@ -96,16 +103,48 @@ class Sample:
 
 
 def guard_problem(sample: Sample, *, min_cpu_share: float = MIN_CPU_SHARE,
-                  max_relative_iqr: float = MAX_RELATIVE_IQR) -> str | None:
+                  max_relative_iqr: float = MAX_RELATIVE_IQR,
+                  max_neighbour_load: float = MAX_NEIGHBOUR_LOAD) -> str | None:
     """Return why ``sample`` cannot be trusted, or None when it can."""
     if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
         return (f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: another process competed for "
                 f"the CPU while timing")
+    load = sample.neighbour_load
+    if load is not None and max_neighbour_load < 1.0 and load > max_neighbour_load:
+        return (f"other processes kept {format_percent(load)} of the other CPUs busy while timing "
+                f"(limit {format_percent(max_neighbour_load)}): a busy neighbour shares caches, "
+                f"memory bandwidth and SMT cores with this one")
     rel = sample.summary.relative_iqr
     if rel > max_relative_iqr:
         return (f"spread IQR/median {format_percent(rel)} > {format_percent(max_relative_iqr)}: "
                 f"timings too unstable to judge")
     return None
+
+
+#: A pass whose calibration kernel ran this much slower than the reference (the stored sessions'
+#: median, or this run's other measurements') is not stored as a baseline: the machine itself was
+#: slower then. Seen on a shared VM: a compiled variant stored at 2.57 ms (kernel 7.59 us) while
+#: it runs level with eager at 1.75 ms (kernel ~4.7 us in the other sessions).
+MAX_SAVE_MACHINE_SLOWDOWN = 0.25
+
+
+def machine_disturbance(calibration: float | None,
+                        references: Sequence[tuple[str, Sequence[float]]],
+                        limit: float = MAX_SAVE_MACHINE_SLOWDOWN) -> tuple[float, float, str] | None:
+    """``(ratio, reference, what)`` when the machine ran the calibration kernel more than
+    ``limit`` slower than the median of any of the ``(what, calibrations)`` references, else None.
+
+    The lowest reference decides: a run that is slow throughout is still caught against the
+    stored sessions, and slow stored sessions do not hide a disturbed pass within this run.
+    """
+    if not calibration:
+        return None
+    medians = [(statistics.median(values), what) for what, values in references if values]
+    if not medians:
+        return None
+    reference, what = min(medians)
+    ratio = calibration / reference
+    return (ratio, reference, what) if ratio > 1.0 + limit else None
 
 
 @dataclass(frozen=True)
@@ -187,6 +226,7 @@ def judge(
     *,
     min_cpu_share: float = MIN_CPU_SHARE,
     max_relative_iqr: float = MAX_RELATIVE_IQR,
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
 ) -> Judgement:
@@ -204,7 +244,8 @@ def judge(
     inconclusive, not a failure, and a speed-up it explains is not reported as improved.
     """
     def guard(sample: Sample) -> str | None:
-        return guard_problem(sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_relative_iqr)
+        return guard_problem(sample, min_cpu_share=min_cpu_share, max_relative_iqr=max_relative_iqr,
+                             max_neighbour_load=max_neighbour_load)
 
     samples = [first]
     if not baseline_stats:

@@ -65,6 +65,7 @@ torchperf_warmup = 0.005s
 # here (tests of the guards switch them back on), so verdicts depend only on edited baselines.
 torchperf_min_cpu_share = 0
 torchperf_max_spread = 1000%
+torchperf_max_neighbour_load = 100%
 # Suspected slowdowns are confirmed in this process: a fresh pytest process per failing test would
 # add seconds each (tests/e2e/test_processes.py checks the default, fresh, on its own).
 torchperf_confirm = same

@@ -35,7 +35,8 @@ def _run(project: Path, storage: Path, *args: str) -> subprocess.CompletedProces
     env["COLUMNS"] = "200"  # keep test ids in the summary table unshortened
     command = [sys.executable, "-m", "pytest", str(project), "-p", "no:cacheprovider", "-rfE",
                "--torchperf-storage", str(storage), "--torchperf-min-time", "0.2",
-               "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%", *args]
+               "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%",
+               "--torchperf-max-neighbour-load", "100%", *args]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
 

@@ -95,6 +95,41 @@ def test_starved_save_is_not_recorded(perf: pytest.Pytester) -> None:
     assert baseline_files(perf.path / ".torchperf") == []
 
 
+def test_starved_save_says_not_saved_in_the_summary(perf: pytest.Pytester) -> None:
+    perf.makepyfile(SLEEPY)
+    result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
+    result.stdout.fnmatch_lines(["*sleepy*measured, not saved: CPU share 0.* < 0.90"])
+
+
+def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_stored(
+        perf: pytest.Pytester) -> None:
+    perf.makepyfile("""
+        import torch
+        def test_m(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(4, 8), name="lin")
+    """)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    storage = perf.path / ".torchperf"
+
+    def fast_machine(_nodeid: str, _name: str, session: dict) -> None:
+        session["calibration"] /= 10  # the stored session's machine ran the kernel 10x faster
+    edit_baselines(storage, fast_machine)
+    before = baseline_files(storage)[0].read_text()
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*lin: measured, not saved: the machine ran the calibration kernel +* slower than the "
+        "stored sessions (* vs * per call; measured twice). Stored now, this baseline would make "
+        "unchanged code look faster in every later compare*",
+        "*test_m*lin*measured, not saved: machine +* slower"])
+    assert baseline_files(storage)[0].read_text() == before  # nothing appended
+    # --torchperf-reset replaces the stored sessions: only this run is the reference then.
+    perf.runpytest("--torchperf-save", "--torchperf-reset").assert_outcomes(passed=1)
+    assert len(json.loads(baseline_files(storage)[0].read_text())["tests"]["test_a_save_while_the_"
+               "machine_is_slower_than_in_the_stored_sessions_is_not_stored.py::test_m"]["lin"]
+               ["sessions"]) == 1
+
+
 def test_baseline_from_another_environment_names_the_difference(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import torch

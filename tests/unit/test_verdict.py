@@ -559,3 +559,17 @@ def test_without_calibration_on_either_side_nothing_changes():
     assert j.verdict.outcome is Outcome.FAIL and j.verdict.machine_ratio is None
     j = judge("fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1, Remeasure(sample(1.5 * MS)))
     assert j.verdict.outcome is Outcome.FAIL
+
+
+def test_machine_disturbance_holds_a_pass_against_the_lowest_reference():
+    from pytest_torchperf.verdict import machine_disturbance
+
+    stored, run = ("the stored sessions", [4.7e-6, 4.8e-6, 4.6e-6]), ("this run", [7.4e-6, 7.6e-6])
+    ratio, reference, what = machine_disturbance(7.59e-6, [stored, run])
+    assert what == "the stored sessions" and reference == 4.7e-6
+    assert ratio == pytest.approx(7.59 / 4.7)
+    assert machine_disturbance(5.5e-6, [stored, run]) is None  # +17 %: within 25 %
+    assert machine_disturbance(7.59e-6, [("this run", [7.4e-6, 7.6e-6])]) is None
+    assert machine_disturbance(9.6e-6, [("this run", [7.4e-6, 7.6e-6])])[2] == "this run"
+    assert machine_disturbance(9.6e-6, [("the stored sessions", []), ("this run", [])]) is None
+    assert machine_disturbance(None, [stored]) is None  # GPU: no calibration kernel

@@ -1,0 +1,80 @@
+"""Unit tests of the neighbour guard: /proc/stat parsing, the load formula, sampling and the guard
+(fake stat files and fake clocks; nothing depends on this machine's CPUs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_torchperf.machine_load import busy_cpu_seconds, neighbour_load
+from pytest_torchperf.sampling import Neighbours, collect
+from pytest_torchperf.stats import summarize
+from pytest_torchperf.verdict import Outcome, Sample, guard_problem, judge
+
+
+def test_busy_cpu_seconds_counts_busy_columns_including_steal(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text(f"cpu  {hz} 0 {hz} {50 * hz} {7 * hz} 0 0 {hz} 0 0\ncpu0 1 2 3 4\n")
+    assert busy_cpu_seconds(str(stat)) == pytest.approx(3.0)  # idle and iowait are not busy
+    stat.write_text("intr 1 2 3\n")
+    assert busy_cpu_seconds(str(stat)) is None
+    assert busy_cpu_seconds(str(tmp_path / "missing")) is None
+
+
+def test_neighbour_load_is_what_others_used_of_the_other_cpus() -> None:
+    # 2 CPUs, 1 s: the machine was busy 2 CPU-seconds, we used 1: the other CPU was fully busy.
+    assert neighbour_load(2.0, 1.0, 1.0, 2) == 1.0
+    assert neighbour_load(1.05, 1.0, 1.0, 2) == pytest.approx(0.05)
+    # 8 CPUs: one busy neighbour is 1/7 of the others' capacity.
+    assert neighbour_load(2.0, 1.0, 1.0, 8) == pytest.approx(1 / 7)
+    assert neighbour_load(0.9, 1.0, 1.0, 2) == 0.0  # tick rounding below our own time
+    assert neighbour_load(2.0, 1.0, 1.0, 1) is None  # no other CPU to tell apart
+
+
+class Clocks:
+    """Fake wall, process-CPU and machine-busy clocks; a neighbour busy ``others`` CPUs."""
+
+    def __init__(self, others: float) -> None:
+        self.now, self.cpu, self.busy, self.others = 0.0, 0.0, 0.0, others
+
+    def run_block(self, number: int) -> float:
+        duration = number * 1e-3
+        self.now += duration
+        self.cpu += duration
+        self.busy += duration * (1 + self.others)
+        return duration
+
+
+@pytest.mark.parametrize("others, expected", [(0.0, 0.0), (1.0, 1.0), (0.3, 0.3)])
+def test_collect_measures_the_neighbours_over_the_timed_blocks(others: float, expected: float) -> None:
+    c = Clocks(others)
+    raw = collect(c.run_block, min_time=0.5, warmup=0.01, clock=lambda: c.now,
+                  cpu_clock=lambda: c.cpu, neighbours=Neighbours(lambda: c.busy, 2))
+    assert raw.neighbour_load == pytest.approx(expected)
+    fallback = collect(c.run_block, min_time=0.1, warmup=0.01, clock=lambda: c.now,
+                       cpu_clock=lambda: c.cpu, neighbours=Neighbours(None, 2, lambda: 0.75))
+    assert fallback.neighbour_load == 0.75  # no /proc/stat: the load-average fallback
+
+
+def _sample(load: float | None) -> Sample:
+    return Sample(summarize([1e-3] * 20), 0.99, (1e-3,) * 20, neighbour_load=load)
+
+
+def test_guard_rejects_a_busy_neighbour_even_with_a_full_cpu_share() -> None:
+    assert guard_problem(_sample(0.2)) is None
+    assert guard_problem(_sample(None)) is None  # GPU or unknown
+    problem = guard_problem(_sample(0.98))
+    assert problem == ("other processes kept 98% of the other CPUs busy while timing (limit 50%): "
+                       "a busy neighbour shares caches, memory bandwidth and SMT cores with this one")
+    assert guard_problem(_sample(0.98), max_neighbour_load=1.0) is None  # 100 % disables it
+
+
+def test_a_slowdown_with_a_busy_neighbour_is_inconclusive_not_fail() -> None:
+    slow = Sample(summarize([1.3e-3] * 20), 0.99, (1.3e-3,) * 20, neighbour_load=0.97)
+    verdict = judge("m", slow, [1e-3], 0.1, lambda: slow).verdict
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "other processes kept 97% of the other CPUs busy" in verdict.message
