@@ -47,7 +47,7 @@ def save(project: Path, storage: Path, extra_env: dict[str, str], cache: Path) -
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--torchperf-save",
            "--torchperf-storage", str(storage), "--torchperf-min-time", "0.05",
            "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%",
-           "--torchperf-max-neighbour-load", "100%"]
+           "--torchperf-max-neighbour-load", "100%", "--torchperf-max-machine-slowdown", "1000%"]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"save failed ({proc.returncode}) with {extra_env}:\n{proc.stdout[-3000:]}")

@@ -123,6 +123,7 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     max_spread = gate.get("max_spread", 0.25) if max_spread is None else max_spread
     if max_neighbour_load is None:
         max_neighbour_load = gate.get("max_neighbour_load", 1.0)  # older files: not measured
+    max_machine_slowdown = gate.get("max_machine_slowdown", 1000.0)  # older files: no such guard
     passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
                                        "cpu_share": session.get("cpu_share"),
                                        "calibration": session.get("calibration")}]
@@ -144,7 +145,8 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
 
     judgement = judge(label, samples[0], [s["statistic"] for s in sessions], max_slowdown,
                       remeasure, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
-                      max_neighbour_load=max_neighbour_load, confirm=confirm,
+                      max_neighbour_load=max_neighbour_load,
+                      max_machine_slowdown=max_machine_slowdown, confirm=confirm,
                       baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                            if s.get("calibration") and s.get("calibration_kernel")
                                            and s.get("calibration_kernel") == session.get("calibration_kernel")])
@@ -158,7 +160,9 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
     limits = session.get("accuracy_limits") or tolerances(session.get("variant", "eager"))
     drift_failures, warnings = drift_checks(
         label, sessions, speedup=session.get("speedup"), fingerprint=session.get("fingerprint"),
-        metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown)
+        metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown,
+        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
+        if gate.get("confirm") == "fresh" else None)
     failures += drift_failures
     outcome = verdict.outcome.value
     if outcome in ("inconclusive", "new") and gate.get("strict"):

@@ -34,7 +34,7 @@ def _cli_type(name: str) -> Callable[[str], Any]:
 
 
 _METAVARS = {"max_slowdown": "PCT", "min_time": "SECONDS", "warmup": "SECONDS", "threads": "N",
-             "min_cpu_share": "SHARE", "max_spread": "PCT", "max_neighbour_load": "SHARE",
+             "min_cpu_share": "SHARE", "max_spread": "PCT", "max_neighbour_load": "SHARE", "max_machine_slowdown": "PCT",
              "ignore_counters": "NAMES"}
 
 

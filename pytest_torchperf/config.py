@@ -202,6 +202,9 @@ class MeasureOptions:
     #: Neighbour guard: above this share of the other CPUs kept busy by other processes while
     #: timing, a CPU measurement is re-measured, then inconclusive. 1 (100%) disables it.
     max_neighbour_load: float = 0.5
+    #: Machine guard: a CPU pass whose calibration kernel ran this much slower than when the
+    #: baseline was saved is re-measured, then inconclusive (and is not saved).
+    max_machine_slowdown: float = 0.25
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -261,6 +264,9 @@ OPTIONS: dict[str, OptionSpec] = {
                    "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
         OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
                    "are inconclusive, e.g. 25% (default)"),
+        OptionSpec("max_machine_slowdown", parse_fraction, "Machine guard: CPU measurements during "
+                   "which the calibration kernel ran more than this slower than when the baseline "
+                   "was saved are inconclusive and not saved, e.g. 25% (default)"),
         OptionSpec("max_neighbour_load", parse_share, "Neighbour guard: CPU measurements while other "
                    "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
                    "(default; 100% disables)"),

@@ -51,15 +51,31 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
 
 
+#: Fresh processes a ``--torchperf-save`` run measures in when no count is given: one saved
+#: session cannot show how much a machine varies between processes, and a baseline process that
+#: happened to run fast or slow then decides every later verdict. On a shared 2-vCPU VM a 20-test
+#: suite of unchanged code failed 3-6 % of compare runs against 3 saved processes and 1-2 %
+#: against 5 (docs/reliability.md).
+SAVE_PROCESSES = 5
+
+
 def processes_setting(config: pytest.Config) -> int:
     """The validated process count (1 = the normal single-process run).
 
     A run that times nothing (``--torchperf-skip``, or ``--torchperf-disable`` with the count from
     the ini file) runs in one process, so an ini default does not get in the way of
-    ``pytest -n 2 --torchperf-skip``.
+    ``pytest -n 2 --torchperf-skip``. A saving run with no count given measures in
+    :data:`SAVE_PROCESSES` fresh processes (one under pytest-xdist, whose workers would time
+    alongside the children).
     """
     on_cli = config.getoption("torchperf_processes")
-    raw = on_cli or config.getini("torchperf_processes") or "1"
+    raw = on_cli or config.getini("torchperf_processes")
+    if config.getoption("torchperf_child"):
+        return 1  # a child measures once; only the controlling run starts processes
+    if not raw:
+        implicit = (config.getoption("torchperf_save") and not config.getoption("torchperf_skip")
+                    and not config.getoption("torchperf_disable") and not _xdist(config))
+        return SAVE_PROCESSES if implicit else 1
     try:
         count = int(str(raw).strip())
     except ValueError:
@@ -75,13 +91,20 @@ def processes_setting(config: pytest.Config) -> int:
         if config.getoption("torchperf_disable"):
             raise pytest.UsageError("--torchperf-processes measures timings; it cannot be combined "
                                     "with --torchperf-disable")
-        if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        if _xdist(config):
             raise pytest.UsageError(
                 "--torchperf-processes starts its own fresh processes one after another; with "
                 "pytest-xdist (-n) they would time on shared cores. Drop -n for the perf run "
                 "(e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
                 "--torchperf-processes 3)")
     return count
+
+
+def _xdist(config: pytest.Config) -> bool:
+    """pytest-xdist spreads this run over workers (``-n N``, N > 0), or this is one of them."""
+    if hasattr(config, "workerinput"):
+        return True
+    return bool(config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None))
 
 
 def child_output(config: pytest.Config) -> Path | None:
@@ -195,7 +218,9 @@ def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
     settings = config.stash[SETTINGS_KEY]
     if settings.compare and not settings.child and settings.processes == 1 \
             and settings.confirm == "fresh":
-        perf_session.fresh_confirm = lambda nodeid: confirm_in_fresh_process(config, nodeid)
+        from .processes import FreshRuns
+
+        perf_session.fresh_runs = FreshRuns(lambda nodeid: confirm_in_fresh_process(config, nodeid))
 
 
 def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, Any]:

@@ -44,6 +44,8 @@ class ProcessSample:
     problem: str | None = None
     #: Share of the other CPUs other processes kept busy meanwhile (None: not measured).
     neighbour_load: float | None = None
+    #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
+    speedup: Mapping[str, float] | None = None
 
     @property
     def statistic(self) -> float:
@@ -54,7 +56,8 @@ class ProcessSample:
         return json.dumps({"nodeid": nodeid, "name": name, "process": self.process,
                            "times": list(self.times), "cpu_share": self.cpu_share,
                            "calibration": self.calibration, "problem": self.problem,
-                           "neighbour_load": self.neighbour_load})
+                           "neighbour_load": self.neighbour_load,
+                           "speedup": dict(self.speedup) if self.speedup else None})
 
 
 def same_run(session_run_id: str | None, run_id: str | None) -> bool:
@@ -76,9 +79,10 @@ class ChildSink:
         self.path = Path(path)
         self.process = process
 
-    def write(self, nodeid: str, name: str, sample: Sample, problem: str | None) -> None:
+    def write(self, nodeid: str, name: str, sample: Sample, problem: str | None,
+              speedup: Mapping[str, float] | None = None) -> None:
         record = ProcessSample(self.process, tuple(sample.times), sample.cpu_share,
-                               sample.calibration, problem, sample.neighbour_load)
+                               sample.calibration, problem, sample.neighbour_load, speedup)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(record.to_json(nodeid, name) + "\n")
             handle.flush()
@@ -100,7 +104,7 @@ def read_child_file(path: Path) -> dict[Key, ProcessSample]:
                 continue
             found[(str(data["nodeid"]), str(data["name"]))] = ProcessSample(
                 int(data["process"]), times, data.get("cpu_share"), data.get("calibration"),
-                data.get("problem"), data.get("neighbour_load"))
+                data.get("problem"), data.get("neighbour_load"), data.get("speedup"))
         except (ValueError, KeyError, TypeError):
             continue
     return found
@@ -136,23 +140,41 @@ def pooled(own: Sample, others: Iterable[ProcessSample]) -> Sample:
                    process_calibrations=tuple(s.calibration for s in usable if s.calibration))
 
 
-def fresh_confirmer(runner: Callable[[str], Mapping[Key, ProcessSample]] | None,
-                    cache: dict[str, Mapping[Key, ProcessSample]], nodeid: str, name: str,
-                    device: str, passes: list[Sample]) -> Callable[[], Sample | None] | None:
-    """The confirming pass of a suspected slowdown, taken in a fresh process (or None).
+class FreshRuns:
+    """The fresh pytest processes a comparing run starts to confirm suspected slowdowns.
 
-    ``runner(nodeid)`` runs the test once more in a fresh pytest process and returns its
-    measurements; one run serves every measurement of the test (``cache``). The pass is appended
-    to ``passes`` (reports and the offline judge see it). The returned function gives None when
-    the fresh process did not measure this name, and the verdict then confirms in this process.
+    ``runner(nodeid)`` runs test ``nodeid`` once more in a new pytest process and returns its
+    measurements. The k-th confirming pass of any measurement of a test comes from that test's
+    k-th fresh run, started on first need, so one run serves all the measurements of a test.
     """
-    if runner is None:
+
+    def __init__(self, runner: Callable[[str], Mapping[Key, ProcessSample]]) -> None:
+        self.runner = runner
+        self.runs: dict[str, list[Mapping[Key, ProcessSample]]] = {}
+
+    def get(self, nodeid: str, k: int) -> Mapping[Key, ProcessSample]:
+        """The measurements of the ``k``-th (0-based) fresh run of test ``nodeid``."""
+        runs = self.runs.setdefault(nodeid, [])
+        while len(runs) <= k:
+            runs.append(self.runner(nodeid))
+        return runs[k]
+
+
+def fresh_confirmer(fresh: FreshRuns | None, nodeid: str, name: str, device: str,
+                    passes: list[Sample]) -> Callable[[], Sample | None] | None:
+    """The confirming passes of a suspected slowdown, taken in fresh processes (or None).
+
+    Each call takes the next fresh run of the test; the pass is appended to ``passes`` (reports
+    and the offline judge see it). A call gives None when that fresh process did not measure this
+    name, and the verdict then confirms in this process.
+    """
+    if fresh is None:
         return None
+    taken = [0]
 
     def confirm() -> Sample | None:
-        if nodeid not in cache:
-            cache[nodeid] = runner(nodeid)
-        found = cache[nodeid].get((nodeid, name))
+        found = fresh.get(nodeid, taken[0]).get((nodeid, name))
+        taken[0] += 1
         if found is None:
             return None
         on_cpu = device.startswith("cpu")
@@ -162,6 +184,18 @@ def fresh_confirmer(runner: Callable[[str], Mapping[Key, ProcessSample]] | None,
         passes.append(sample)
         return sample
     return confirm
+
+
+def fresh_speedups(fresh: FreshRuns | None, nodeid: str, name: str,
+                   count: int) -> Callable[[], list[dict[str, float]]] | None:
+    """The speedups vs eager that ``count`` fresh runs of the test measured for ``name``."""
+    if fresh is None:
+        return None
+
+    def speedups() -> list[dict[str, float]]:
+        found = [fresh.get(nodeid, k).get((nodeid, name)) for k in range(count)]
+        return [dict(f.speedup) for f in found if f is not None and f.speedup]
+    return speedups
 
 
 def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSample],
@@ -193,5 +227,5 @@ def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSam
     return records
 
 
-__all__ = ["ChildSink", "ProcessSample", "child_session_records", "fresh_confirmer", "merge", "pooled",
-           "read_child_file", "same_run", "trusted"]
+__all__ = ["ChildSink", "FreshRuns", "ProcessSample", "child_session_records", "fresh_confirmer",
+           "fresh_speedups", "merge", "pooled", "read_child_file", "same_run", "trusted"]

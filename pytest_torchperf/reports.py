@@ -141,6 +141,7 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
                 "run_failures": record.get("run_failures"),
                 "passes": record.get("passes"),
                 "processes": record.get("processes") or [],
+                "confirm_speedups": record.get("confirm_speedups") or [],
             },
         })
     environments = {r["environment_id"]: r["environment"] for r in records

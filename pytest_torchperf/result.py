@@ -88,6 +88,8 @@ class Result:
     #: ``--torchperf-processes``: the p25 (seconds per call) of each fresh process whose
     #: measurement was pooled, this one's last; empty for a single-process measurement.
     processes: list[float] = field(default_factory=list)
+    #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
+    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
@@ -206,6 +208,7 @@ class Result:
             "run_failures": list(self.run_failures),
             "passes": self.passes,
             "processes": list(self.processes),
+            "confirm_speedups": list(self.confirm_speedups),
         }
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
         record["label"] = outcome_label(record) if not self.disabled else "disabled"

@@ -30,9 +30,10 @@ from .torch_state import quiet_trace_logger
 from . import explain
 from .variant_run import VariantExtra, measure_variants, to_sample
 from .outputs import NO_OUTPUT, output_fingerprint, user_metric
-from .processes import child_session_records, fresh_confirmer, pooled, trusted
+from .processes import (FreshRuns, child_session_records, fresh_confirmer, fresh_speedups, pooled,
+                        trusted)
 from .units import format_change, format_percent, format_time
-from .verdict import (MAX_SAVE_MACHINE_SLOWDOWN, Outcome, Sample, guard_problem, judge,
+from .verdict import (CONFIRMATIONS, Outcome, Sample, guard_problem, judge,
                       machine_disturbance)
 
 
@@ -96,10 +97,9 @@ class PerfSession:
         #: or where this child process writes its own (child); see :mod:`.processes`.
         self.process_pool: dict[tuple[str, str], list[Any]] = {}
         self.child_sink: Any = None
-        #: ``--torchperf-confirm fresh``: runs one test in a fresh process, returns its
-        #: measurements (set by the plugin on comparing runs); results cached per test.
-        self.fresh_confirm: Callable[[str], dict[tuple[str, str], Any]] | None = None
-        self._fresh: dict[str, dict[tuple[str, str], Any]] = {}
+        #: ``--torchperf-confirm fresh``: the fresh processes that confirm suspected slowdowns
+        #: (set by the plugin on comparing runs; see :class:`.processes.FreshRuns`).
+        self.fresh_runs: FreshRuns | None = None
         quiet_trace_logger()
         self.process_problems: list[str] = []
         #: Calibration kernel p25s of this run's CPU measurements so far (the machine's speed).
@@ -247,7 +247,7 @@ class PerfSession:
         references = self._calibration_references(env_id, nodeid, name) if save else []
 
         def disturbed(sample: Sample | Any) -> tuple[float, float, str] | None:
-            return machine_disturbance(sample.calibration, references)
+            return machine_disturbance(sample.calibration, references, options.max_machine_slowdown)
         final, verdict, changes = first, None, []
         run_failures = list(extra.failures) if extra else []
         failures = list(run_failures)
@@ -266,10 +266,11 @@ class PerfSession:
                               take_sample, min_cpu_share=options.min_cpu_share,
                               max_relative_iqr=options.max_spread,
                               max_neighbour_load=options.max_neighbour_load,
+                              max_machine_slowdown=options.max_machine_slowdown,
                               baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
                                                    if s.get("calibration") and s.get(
                                                        "calibration_kernel") == CALIBRATION_KERNEL],
-                              confirm=fresh_confirmer(self.fresh_confirm, self._fresh, nodeid, name,
+                              confirm=fresh_confirmer(self.fresh_runs, nodeid, name,
                                                       measurer.device, passes)
                               if not others else None)
             final, verdict = judgement.sample, judgement.verdict
@@ -277,7 +278,10 @@ class PerfSession:
             if counters is not None and stored_counters is not None:
                 changes = diff_counters(stored_counters, counters, options.ignore_counters)
             if extra is not None:
-                failures += self._compare_variant(name, extra, sessions, options, state)
+                confirm_speedups = fresh_speedups(self.fresh_runs if not others else None, nodeid,
+                                                  name, CONFIRMATIONS)
+                failures += self._compare_variant(name, extra, sessions, options, state,
+                                                  confirm_speedups)
             if verdict.outcome is Outcome.NEW:
                 verdict = explain.explain_new(self, verdict, environment, nodeid, name)
                 if options.strict and not save:
@@ -299,7 +303,8 @@ class PerfSession:
         elif (save or self.child_sink) and (guard(first) or disturbed(first)):
             final = take_sample()  # a contaminated baseline would poison every later comparison
         if self.child_sink is not None and gate:
-            self.child_sink.write(nodeid, name, final, guard(final))
+            self.child_sink.write(nodeid, name, final, guard(final),
+                                  extra.speedup if extra is not None else None)
 
         result = Result(name=name, nodeid=nodeid, samples=list(final.times),
                         number_per_block=measurer.number_per_block or 0, device=measurer.device,
@@ -310,7 +315,8 @@ class PerfSession:
                         options=options, counters=counters, counter_changes=changes, kind=kind,
                         clock=clock[-1], calibration=final.calibration, failures=failures,
                         run_id=self.run_id, run_failures=run_failures,
-                        passes=[{"times": [float(f"{t:.6g}") for t in p.times],
+                        # Full precision: `torchperf compare` must replay the very same figures.
+                        passes=[{"times": list(p.times),
                                  "cpu_share": p.cpu_share, "calibration": p.calibration,
                                  "neighbour_load": p.neighbour_load, "fresh": p.fresh,
                                  "process_statistics": [s.statistic for s in trusted(others)],
@@ -356,7 +362,7 @@ class PerfSession:
                     state.warnings.append(
                         f"{name}: {len(others) - len(kept)} of the other processes' sessions not "
                         f"saved: the machine ran the calibration kernel more than "
-                        f"{format_percent(MAX_SAVE_MACHINE_SLOWDOWN)} slower than in the stored "
+                        f"{format_percent(options.max_machine_slowdown)} slower than in the stored "
                         f"sessions or this run while they measured")
                 state.pending += [PendingSave(env_id, environment, nodeid, name, r, result) for r in
                                   [*child_session_records(record, kept, self.run_id), record]]
@@ -394,16 +400,26 @@ class PerfSession:
 
     def _compare_variant(self, label: str, extra: "VariantExtra",
                          sessions: Sequence[Mapping[str, Any]], options: MeasureOptions,
-                         state: TestState) -> list[str]:
+                         state: TestState,
+                         confirm_speedups: Callable[[], list[dict[str, float]]] | None,
+                         ) -> list[str]:
         """Across-run checks of a measurement's speedup, output fingerprint and metric."""
         from .accuracy import tolerances
         from .drift import drift_checks
 
         limits = extra.limits or tolerances(extra.variant,
                                             dict(dict(options.accuracy).get(extra.variant, ())))
+        confirmed: list[dict[str, float]] = []
+
+        def recorded() -> list[dict[str, float]]:
+            # Kept in the record, so `torchperf compare` replays the same confirmation.
+            confirmed.extend(confirm_speedups() if confirm_speedups is not None else [])
+            return confirmed
         failures, warnings = drift_checks(label, sessions, speedup=extra.speedup,
                                           fingerprint=extra.fingerprint, metric=extra.metric,
-                                          limits=limits, max_slowdown=options.max_slowdown)
+                                          limits=limits, max_slowdown=options.max_slowdown,
+                                          confirm_speedups=recorded if confirm_speedups else None)
+        extra.confirm_speedups = confirmed
         state.warnings.extend(warnings)
         return failures
 
@@ -435,7 +451,10 @@ class PerfSession:
             # The gate this measurement ran under, so `torchperf compare` judges it the same way.
             "gate": {"max_slowdown": options.max_slowdown, "min_cpu_share": options.min_cpu_share,
                      "max_spread": options.max_spread,
-                     "max_neighbour_load": options.max_neighbour_load, "strict": options.strict,
+                     "max_neighbour_load": options.max_neighbour_load,
+                     "max_machine_slowdown": options.max_machine_slowdown,
+                     "confirm": self.settings.confirm if self.fresh_runs else "same",
+                     "strict": options.strict,
                      "ignore_counters": list(options.ignore_counters)},
         }
 

@@ -67,6 +67,8 @@ class VariantExtra:
     fingerprint: dict[str, Any] | None = None
     metric: float | None = None
     failures: list[str] = field(default_factory=list)
+    #: Speedups the fresh confirming processes measured (when the speedup check needed them).
+    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
 
     def apply(self, result: Result) -> None:
         """Copy the variant facts onto the test's Result."""
@@ -80,6 +82,7 @@ class VariantExtra:
         result.notes = [*self.notes, *([f"evidence: {facts}"] if facts else [])]
         result.metric = self.metric
         result.fingerprint = self.fingerprint
+        result.confirm_speedups = list(self.confirm_speedups)
 
     def record(self) -> dict[str, Any]:
         """The keys a saved baseline session holds for this measurement."""

@@ -61,14 +61,18 @@ FAST_INI = """
 [pytest]
 torchperf_min_time = 0.02s
 torchperf_warmup = 0.005s
-# The machine running this suite is shared: the contention and spread guards are switched off
-# here (tests of the guards switch them back on), so verdicts depend only on edited baselines.
+# The machine running this suite is shared: the contention, spread, neighbour and machine-speed
+# guards are switched off here (tests of the guards switch them back on), so verdicts depend only
+# on edited baselines.
 torchperf_min_cpu_share = 0
 torchperf_max_spread = 1000%
 torchperf_max_neighbour_load = 100%
+torchperf_max_machine_slowdown = 1000%
 # Suspected slowdowns are confirmed in this process: a fresh pytest process per failing test would
 # add seconds each (tests/e2e/test_processes.py checks the default, fresh, on its own).
 torchperf_confirm = same
+# Saves measure in one process (the default, 5 fresh processes, is tested in test_processes.py).
+torchperf_processes = 1
 console_output_style = classic
 filterwarnings =
     ignore:.*No CUDA runtime.*

@@ -46,10 +46,11 @@ def test_resnet18_variants(torchperf, torchperf_variant: str) -> None:
 
 
 # Widen the int8 tolerance for this model (its attention logits are sensitive to activation
-# quantization) and require nothing of the speedups: they are reported, and gated against the
-# baseline with --torchperf-compare.
+# quantization: rel-L2 0.006 from fp32 with AVX-512 kernels, 0.15 on a CPU that runs int8 with
+# AVX2 kernels, whose 16-bit intermediates saturate) and require nothing of the speedups: they
+# are reported, and gated against the baseline with --torchperf-compare.
 @pytest.mark.torchperf(variants=ALL_VARIANTS, group="variants", metric=accuracy,
-                       data=(TOKENS, TOKEN_LABELS), accuracy={"int8": {"rel_l2": 0.1, "cosine": 0.995}})
+                       data=(TOKENS, TOKEN_LABELS), accuracy={"int8": {"rel_l2": 0.2, "cosine": 0.99}})
 def test_text_classifier_variants(torchperf) -> None:
     model = TextClassifier(num_classes=4)
     torchperf(model, TOKENS, name="text-classifier")

@@ -70,7 +70,8 @@ def test_slower_target_fails_exactly_that_test(perf: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*_ test_mlp _*",
-        "mlp: *% slower than baseline (p25 * vs *; confirmed by re-measure: +*%; limit 500%)",
+        "mlp: *% slower than baseline (p25 * vs *, the median of 3 passes: first +*%, then +*%, "
+        "+*% in re-measures in this process; limit 500%)",
         "  how sure: spread within run IQR/median *; baseline: 1 saved session; CPU share *",
     ])
     result.stdout.fnmatch_lines(["FAILED *::test_mlp - Failed: mlp:*"])

@@ -3,6 +3,7 @@ median, ``--torchperf-save`` stores N sessions; the children write nothing the u
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import xml.etree.ElementTree as ET
 
@@ -90,7 +91,8 @@ def test_reset_with_processes_keeps_every_process_and_drops_the_old_history(
 def test_ini_processes_do_not_block_a_skip_run(perf: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     perf.makepyfile(MODELS)
-    ini = (perf.path / "pytest.ini").read_text().rstrip() + "\ntorchperf_processes = 3\n"
+    ini = (perf.path / "pytest.ini").read_text().replace("torchperf_processes = 1",
+                                                         "torchperf_processes = 3")
     (perf.path / "pytest.ini").write_text(ini)
     result = perf.runpytest_subprocess("-n", "2", "--torchperf-skip")
     result.assert_outcomes(passed=1, skipped=1)
@@ -137,12 +139,33 @@ def test_processes_with_xdist_is_a_usage_error(perf: pytest.Pytester) -> None:
 
 def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
     perf.makepyfile(MODELS)
-    ini = (perf.path / "pytest.ini").read_text().rstrip() + "\ntorchperf_processes = 2\n"
+    ini = (perf.path / "pytest.ini").read_text().replace("torchperf_processes = 1",
+                                                         "torchperf_processes = 2")
     (perf.path / "pytest.ini").write_text(ini)
     result = perf.runpytest("--torchperf-save")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["torchperf: fresh process 1 of 2: 1 measurement(s) in *"])
     assert len(sessions(perf)) == 2
+
+
+def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pytester) -> None:
+    """One saved session cannot show how much the machine varies between processes."""
+    perf.makepyfile(MODELS)
+    ini = perf.path / "pytest.ini"
+    ini.write_text(ini.read_text().replace("torchperf_processes = 1\n", ""))
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["torchperf: fresh process 4 of 5: 1 measurement(s) in *",
+                                 "*processes=5 (verdicts on the median p25)*"])
+    assert len(sessions(perf)) == 5
+    # A compare alone measures in one process (suspected slowdowns are confirmed in a fresh one).
+    compare = perf.runpytest("--torchperf-compare")
+    assert "fresh process 1 of" not in compare.stdout.str()
+    # Under pytest-xdist the extra processes would time beside the workers: one session each.
+    if importlib.util.find_spec("xdist"):
+        xdist = perf.runpytest_subprocess("-n", "2", "--torchperf-save", "--torchperf-reset")
+        xdist.assert_outcomes(passed=2)
+        assert len(sessions(perf)) == 1
 
 
 FRESH = """
@@ -180,23 +203,32 @@ def test_a_slow_process_alone_does_not_fail_a_test(perf: pytest.Pytester,
     monkeypatch.delenv("FAST")
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mlp: within limit after re-measure (+*% first, *% re-measured "
-                                 "in a fresh process; limit 10%)*"])
+    result.stdout.fnmatch_lines(["*mlp: *% vs baseline after a re-measure in a fresh process "
+                                 "(first pass +*%; limit 10%)*"])
     same = perf.runpytest("--torchperf-compare", "--torchperf-confirm", "same")
     same.assert_outcomes(failed=1)  # the same process stays slow: confirmed there
-    same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*confirmed by re-measure: +*"])
+    same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*in re-measures in this process*"])
 
 
 def test_a_real_slowdown_is_confirmed_in_a_fresh_process(perf: pytest.Pytester,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     _default_confirm(perf)
     perf.makepyfile(MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.01)
-    result = perf.runpytest("--torchperf-compare", "--junitxml", "junit.xml")
+    result = perf.runpytest("--torchperf-compare", "--junitxml", "junit.xml",
+                            "--torchperf-json", "r.json")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*mlp: *% slower than baseline (p25 * vs *; confirmed in a fresh "
-                                 "process: +*%; limit 10%)*"])
+    result.stdout.fnmatch_lines(["*mlp: *% slower than baseline (p25 * vs *, the median of 3 "
+                                 "passes: first +*%, then +*%, +*% in fresh processes; limit 10%)*"])
+    # torchperf compare replays the fresh-process passes: the same wording and figure offline.
+    from pytest_torchperf import cli
+
+    headline = next(line for line in result.stdout.lines if line.startswith("mlp: "))
+    capsys.readouterr()
+    assert cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json")]) == 1
+    assert headline in capsys.readouterr().out
     # One line per run (save, compare): the confirming child ran test_mlp only.
     assert (perf.path / "plain-runs.txt").read_text() == "controller\ncontroller\n"
     cases = {c.get("name") for c in ET.parse(perf.path / "junit.xml").getroot().iter("testcase")}

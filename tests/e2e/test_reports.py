@@ -45,7 +45,7 @@ def test_markdown_and_json_from_one_run(perf: pytest.Pytester, monkeypatch: pyte
     assert markdown.startswith("## torchperf: 1 fail, 1 pass\n")
     assert "### Needs attention" in markdown and "mlp: " in markdown and "slower than baseline" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and "`" in line]
-    assert rows[0].startswith("| ❌ fail |") and "mlp" in rows[0]  # failures first
+    assert rows[0].startswith("| ❌ FAIL |") and "mlp" in rows[0]  # failures first, as in the terminal
     assert step_summary.read_text().startswith("# earlier step\n## torchperf: 1 fail, 1 pass")
 
     data = json.loads((perf.path / "reports" / "bench.json").read_text())
@@ -80,3 +80,63 @@ def test_report_path_that_cannot_be_written_is_reported(perf: pytest.Pytester) -
     result = perf.runpytest("--torchperf-markdown", "blocker/summary.md")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["torchperf: could not write a report (*blocker: *); check the path*"])
+
+
+def test_one_figure_and_one_label_per_verdict_everywhere(perf: pytest.Pytester,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure headline, the terminal table, markdown, HTML, JSON and ``torchperf compare``
+    report the same change and the same outcome label for a measurement: the verdict's figure is
+    the median of the passes that agreed (``Verdict.ratio``), whichever report shows it."""
+    import html as html_lib
+    import re
+
+    from pytest_torchperf import cli
+    from pytest_torchperf.units import format_change
+
+    perf.makepyfile(MODELS.replace('name="conv")', 'name="conv")\n    assert True'))
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.001, name="mlp")  # mlp now looks ~1000x slower
+
+    def counters_changed(_nodeid: str, name: str, session: dict) -> None:
+        if name == "conv":
+            session["counters"]["flops"] += 1  # conv fails on its counters only
+    from tests.conftest import edit_baselines
+    edit_baselines(perf.path / ".torchperf", counters_changed)
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
+                            "--torchperf-markdown", "r/summary.md", "--torchperf-json", "r/r.json",
+                            "--torchperf-html", "r/report.html")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    data = {b["torchperf"]["measurement"]: b["torchperf"]
+            for b in json.loads((perf.path / "r" / "r.json").read_text())["benchmarks"]}
+    mlp = data["mlp"]
+    figure = format_change(mlp["verdict"]["ratio"])  # the one figure, e.g. "+1890.2%"
+    label = mlp["label"]
+    assert label == "FAIL" and data["conv"]["label"] == "FAIL (counters)"
+
+    # The failure headline (pytest's short summary and the test's own failure message).
+    headline = re.search(r"FAILED \S+::test_mlp - Failed: mlp: ([0-9.]+)% slower than baseline", out)
+    assert headline and f"+{headline.group(1)}%" == figure, (headline, figure)
+    # The terminal table: change column and label.
+    [row] = [line for line in out.splitlines() if re.match(r"\S*test_mlp\s+mlp \[dense\]", line)]
+    assert f" {figure}  {label}" in row, row
+    [conv_row] = [line for line in out.splitlines() if re.match(r"\S*test_conv\s+conv", line)]
+    assert conv_row.endswith("FAIL (counters)")
+    # Markdown.
+    markdown = (perf.path / "r" / "summary.md").read_text()
+    assert f"| ❌ {label} | `test_one_figure" in markdown and f"| {figure} |" in markdown
+    assert "| ❌ FAIL (counters) |" in markdown
+    # HTML: the same label in the pill, the same figure in the change cell.
+    page = html_lib.unescape((perf.path / "r" / "report.html").read_text())
+    assert f">{label}</span>" in page and f">{figure}</td>" in page
+    assert ">FAIL (counters)</span>" in page
+    # The offline compare replays the run's passes: same outcome, label, figure and wording.
+    capsys.readouterr()  # drop what the pytester runs printed
+    code = cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r" / "r.json")])
+    offline = capsys.readouterr().out
+    assert code == 1
+    [cli_row] = [line for line in offline.splitlines() if "::test_mlp" in line]
+    assert cli_row.split()[2] == "fail" and cli_row.split()[-2:] == [figure, label], cli_row
+    assert mlp["verdict"]["message"].splitlines()[0] in offline
+    [cli_conv] = [line for line in offline.splitlines() if "::test_conv" in line]
+    assert cli_conv.rstrip().endswith("FAIL (counters)")
