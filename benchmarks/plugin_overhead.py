@@ -8,12 +8,12 @@ timings on shared machines are noisy):
 1. the wall time of a generated suite of plain tests (default 300: 30 modules x 10 tests, some
    parametrized, some using ``tmp_path``) run in fresh subprocesses with the plugin and with
    ``-p no:torchperf``, interleaved ABAB..., as medians, minima and ratios (goal: <= 1.02);
-2. the import cost of ``pytest_torchperf.plugin`` from ``python -X importtime``, the slowest
+2. the import cost of ``pytest_torchperf.pytest_plugin.hooks`` from ``python -X importtime``, the slowest
    imports under it, and whether torch gets imported (it must not be);
 3. with ``--with-perf-test``: a run of the same suite plus one trivial perf test, to show the
    one-off cost of the first measurement (torch import) separately;
 4. with ``--without-other-plugins``: the same comparison with plugin autoloading disabled
-   (``-p pytest_torchperf.plugin`` vs nothing), where other plugins do not dilute the ratio;
+   (``-p pytest_torchperf.pytest_plugin.hooks`` vs nothing), where other plugins do not dilute the ratio;
 5. with ``--profile``: cProfile of one run with the plugin, restricted to pytest_torchperf code.
 
 Other installed plugins stay loaded in the main comparison (as a user would have them) and are
@@ -47,7 +47,7 @@ from importlib import metadata
 from pathlib import Path
 
 PLUGIN_NAME = "torchperf"  # the pytest11 entry point name
-PLUGIN_MODULE = "pytest_torchperf.plugin"
+PLUGIN_MODULE = "pytest_torchperf.pytest_plugin.hooks"
 PACKAGE = "pytest_torchperf"
 GOAL_RATIO = 1.02
 
@@ -259,7 +259,7 @@ class ImportProfile:
 
 
 def extract_direct(lines: list[ImportLine]) -> tuple[float, list[ImportLine]]:
-    """Cumulative µs and lines of ``import pytest_torchperf.plugin`` run by an ``import`` statement."""
+    """Cumulative µs and lines of ``import pytest_torchperf.pytest_plugin.hooks`` run by an ``import`` statement."""
     top, descendants = subtree(lines, PLUGIN_MODULE)
     if top is None:
         raise RuntimeError(f"{PLUGIN_MODULE} not found in -X importtime output")
@@ -278,7 +278,7 @@ def extract_entry_point_block(lines: list[ImportLine]) -> tuple[float, list[Impo
     """Cumulative µs and lines of the plugin's imports inside a pytest run.
 
     pytest loads the entry point with importlib.import_module, which -X importtime does not log:
-    the lines of pytest_torchperf and pytest_torchperf.plugin themselves are missing, and what they
+    the lines of pytest_torchperf and pytest_torchperf.pytest_plugin.hooks themselves are missing, and what they
     import appears as top-level lines, in one block between the neighbouring plugins' imports. The
     block runs from the subtree of the first top-level pytest_torchperf.* line to the last one.
     """
@@ -295,7 +295,7 @@ def extract_entry_point_block(lines: list[ImportLine]) -> tuple[float, list[Impo
 def import_profile(python: str, env: dict[str, str], args: list[str], repeats: int,
                    cwd: Path | None = None, in_pytest: bool = False,
                    missing_self_us: int = 0) -> ImportProfile:
-    """``python -X importtime *args``: the import of pytest_torchperf.plugin in it; median run.
+    """``python -X importtime *args``: the import of pytest_torchperf.pytest_plugin.hooks in it; median run.
 
     ``missing_self_us`` is added to the cumulative time of ``in_pytest`` runs (the self time of
     the modules that importtime does not log there, taken from a direct import).
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Runs of the suite plus the perf test with --with-perf-test (default 3)")
     parser.add_argument("--without-other-plugins", action="store_true",
                         help="Also compare with plugin autoloading disabled (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, "
-                             "-p pytest_torchperf.plugin vs nothing): the ratio for a lean environment, "
+                             "-p pytest_torchperf.pytest_plugin.hooks vs nothing): the ratio for a lean environment, "
                              "where other plugins do not dilute it")
     parser.add_argument("--profile", action="store_true",
                         help="Also cProfile one run with the plugin and list pytest_torchperf functions")

@@ -24,11 +24,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     args = parser.parse_args()
 
-    from pytest_torchperf.html_report import html_report
-    from pytest_torchperf.reporter import stored_histories
-    from pytest_torchperf.reports import benchmark_json, markdown_report
-    from pytest_torchperf.stats import summarize
-    from pytest_torchperf.storage import BaselineStore
+    from pytest_torchperf.report.html import html_report
+    from pytest_torchperf.pytest_plugin.reporter import stored_histories
+    from pytest_torchperf.report.benchmark_json import benchmark_json
+    from pytest_torchperf.report.markdown import markdown_report
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.store.baselines import BaselineStore
 
     rng = random.Random(0)
     storage = Path(tempfile.mkdtemp(prefix="torchperf-report-bench-"))

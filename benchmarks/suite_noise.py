@@ -10,9 +10,9 @@ another, in measure-only mode with the plugin's default timing settings. Every p
 per-call times, calibration kernel times, CPU share and (for variants) per-round speedups are
 kept in the output file.
 
-``analyse`` replays the plugin's own decision code (:func:`pytest_torchperf.verdict.judge` with
-its tolerance and confirmation rules, and :func:`pytest_torchperf.drift.drift_checks` for
-speedups) on those processes, the way a user's CI would use them: baseline sessions saved by
+``analyse`` replays the plugin's own comparison engine (:func:`pytest_torchperf.judge.compare`:
+the guards, tolerance, confirmation rules and the speedup check) and its save guards on those
+processes, the way a user's CI would use them: baseline sessions saved by
 ``k`` processes, then a compare run in another process whose suspected slowdowns are confirmed in
 yet another process. Every ordered choice of processes is a simulated CI run of the whole
 suite, so it yields both the per-verdict false-alarm rate and the share of **red suite runs**
@@ -142,8 +142,8 @@ def collect(processes: int, out: Path, hog: int = 0) -> None:
 
 
 def _sample(m: dict[str, Any], scale: float = 1.0) -> Any:
-    from pytest_torchperf.stats import summarize
-    from pytest_torchperf.verdict import Sample
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.judge.samples import Sample
 
     times = tuple(t * scale for t in m["times"])
     return Sample(summarize(times), m.get("cpu_share"), times, m.get("calibration"),
@@ -157,7 +157,7 @@ def _session(m: dict[str, Any]) -> dict[str, Any]:
 
 def spread_table(runs: list[dict[str, Any]]) -> None:
     """Per measurement: how far fresh processes disagree, raw and relative to the calibration."""
-    from pytest_torchperf.stats import robust_cv, summarize
+    from pytest_torchperf.core.stats import robust_cv, summarize
 
     names = sorted(runs[0]["measurements"])
     print(f"\n{'measurement':22} {'median p25':>11} {'robust CV':>9} {'max/min':>8} "
@@ -176,7 +176,7 @@ def saved_sessions(runs: list[dict[str, Any]], processes: list[int], name: str) 
     """The sessions a ``--torchperf-save`` over these processes would store for ``name``: the
     plugin's save guards (contention, spread, neighbours, machine speed vs the stored sessions and
     the rest of the run) decide which, in order."""
-    from pytest_torchperf.verdict import guard_problem, machine_disturbance
+    from pytest_torchperf.judge.samples import guard_problem, machine_disturbance
 
     stored: list[dict[str, Any]] = []
     for process in processes:
@@ -200,8 +200,7 @@ def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, see
     slowdown (and a speedup fall), two more stand in for re-measures after a guard problem (the
     data holds one pass per process, so these are as independent as fresh processes).
     """
-    from pytest_torchperf.drift import drift_checks
-    from pytest_torchperf.verdict import Outcome, judge
+    from pytest_torchperf.judge.compare import Candidate, Gate, compare
 
     rng = random.Random(seed)
     names = sorted(runs[0]["measurements"])
@@ -218,23 +217,18 @@ def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, see
             cm = runs[cand]["measurements"][name]
             fresh = [_sample(runs[f]["measurements"][name], scale) for f in (f1, f2)]
             spare = [_sample(runs[a]["measurements"][name], scale) for a in (a1, a2)]
-            j = judge(name, _sample(cm, scale), [s["statistic"] for s in sessions], limit,
-                      lambda: spare.pop(0) if len(spare) > 1 else spare[0],
-                      baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
-                                           if s["calibration"]],
-                      confirm=(lambda: fresh.pop(0) if fresh else None)
-                      if confirm == "fresh" else None)
-            outcome = j.verdict.outcome
-            if cm.get("speedup") and scale == 1.0:
-                speed_fail, _ = drift_checks(
-                    name, sessions, speedup=cm["speedup"], fingerprint=None, metric=None,
-                    limits={}, max_slowdown=limit,
-                    confirm_speedups=lambda: [runs[f]["measurements"][name]["speedup"]
-                                              for f in (f1, f2)])
-                if speed_fail:
-                    outcome = Outcome.FAIL
-            outcomes[outcome.value] = outcomes.get(outcome.value, 0) + 1
-            if outcome is Outcome.FAIL:
+            candidate = Candidate(name, _sample(cm, scale), speedup=cm.get("speedup"),
+                                  variant="amp" if cm.get("speedup") else "eager",
+                                  calibration_kernel="mm64-fp32")
+            result = compare(
+                candidate, sessions, Gate(max_slowdown=limit, confirm=confirm),
+                remeasure=lambda: spare.pop(0) if len(spare) > 1 else spare[0],
+                confirm=(lambda: fresh.pop(0) if fresh else None) if confirm == "fresh" else None,
+                confirm_speedups=lambda: [runs[f]["measurements"][name]["speedup"]
+                                          for f in (f1, f2)])
+            outcome = result.outcome
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            if outcome == "fail":
                 red = True
                 fails_by_name[name] = fails_by_name.get(name, 0) + 1
         red_runs += red

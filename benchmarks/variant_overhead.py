@@ -43,10 +43,10 @@ def main() -> None:
 
     import torch
 
-    from pytest_torchperf.config import parse_layer, resolve
-    from pytest_torchperf.session import PerfSession, TestState
-    from pytest_torchperf.settings import RunSettings
-    from pytest_torchperf.torch_state import restore, snapshot
+    from pytest_torchperf.options.measure_options import parse_layer, resolve
+    from pytest_torchperf.run.session import PerfSession, TestState
+    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.measure.torch_state import restore, snapshot
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
     from vision_zoo import TextClassifier, build_resnet18, make_images, make_tokens
 

@@ -3,6 +3,11 @@
 Importing this package (and its pytest plugin module) does not import torch; torch is imported
 lazily when a measurement runs. The public names below are loaded on first access, so the plugin
 module, which pytest imports in every run, pays only for what it uses.
+
+Layers, imports pointing downwards only (see docs/architecture.md)::
+
+    core  <-  variants  <-  options  <-  measure, store  <-  judge  <-  report  <-  run
+          <-  pytest_plugin, cli
 """
 
 from __future__ import annotations
@@ -13,36 +18,38 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "MeasureOptions": "config",
-    "OptionError": "config",
-    "Result": "result",
-    "BaselineFileError": "storage",
-    "BaselineStore": "storage",
-    "Outcome": "verdict",
-    "Verdict": "verdict",
-    "BlockTimer": "timer",
-    "Profiler": "profiling",
-    "nvtx_range": "nvtx",
-    "select_device": "devices",
-    "TorchperfWarning": "session",
-    "load_results": "results",
-    "quantize_model": "quantization",
+    "MeasureOptions": "options.measure_options",
+    "OptionError": "core.errors",
+    "Result": "run.result",
+    "BaselineFileError": "store.baselines",
+    "BaselineStore": "store.baselines",
+    "Outcome": "judge.decision",
+    "Verdict": "judge.verdict",
+    "BlockTimer": "run.block_timer",
+    "Profiler": "measure.profiling",
+    "nvtx_range": "measure.nvtx",
+    "select_device": "measure.devices",
+    "TorchperfWarning": "run.state",
+    "load_results": "store.results",
+    "quantize_model": "variants.quantization",
 }
 
 __all__ = [*sorted(_PUBLIC), "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import MeasureOptions, OptionError
-    from .devices import select_device
-    from .nvtx import nvtx_range
-    from .profiling import Profiler
-    from .result import Result
-    from .session import TorchperfWarning
-    from .storage import BaselineFileError, BaselineStore
-    from .timer import BlockTimer
-    from .verdict import Outcome, Verdict
-    from .results import load_results
-    from .quantization import quantize_model
+    from .core.errors import OptionError
+    from .judge.decision import Outcome
+    from .judge.verdict import Verdict
+    from .measure.devices import select_device
+    from .measure.nvtx import nvtx_range
+    from .measure.profiling import Profiler
+    from .options.measure_options import MeasureOptions
+    from .run.block_timer import BlockTimer
+    from .run.result import Result
+    from .run.state import TorchperfWarning
+    from .store.baselines import BaselineFileError, BaselineStore
+    from .store.results import load_results
+    from .variants.quantization import quantize_model
 
 
 def __getattr__(name: str) -> Any:

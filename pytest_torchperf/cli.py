@@ -18,11 +18,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .config import OptionError, parse_fraction, parse_share
-from .processes import same_run
-from .storage import BaselineFileError, BaselineStore, atomic_write_text
+from pytest_torchperf.core.units import format_change
+from pytest_torchperf.options.measure_options import OptionError, parse_fraction, parse_share
+from pytest_torchperf.store.baselines import (BaselineFileError, BaselineStore, atomic_write_text,
+                                              same_run)
+
+if TYPE_CHECKING:
+    from pytest_torchperf.judge.compare import Comparison
 
 
 def _table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -36,7 +40,7 @@ def _table(rows: list[dict[str, Any]], empty: str) -> str:
 
 
 def _fmt_time(value: float | None) -> str:
-    from .units import format_time
+    from pytest_torchperf.core.units import format_time
 
     return format_time(value)
 
@@ -88,7 +92,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from .results import read_results, stored_records
+    from pytest_torchperf.store.results import read_results, stored_records
 
     if path.is_dir():
         records = stored_records(path)
@@ -97,33 +101,23 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return read_results(path)
 
 
-def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
-                 max_slowdown: float | None = None, min_cpu_share: float | None = None,
-                 max_spread: float | None = None,
-                 max_neighbour_load: float | None = None) -> dict[str, Any]:
-    """The plugin's verdict for one measured record against stored ``sessions``.
+def replay(record: Mapping[str, Any], sessions: list[dict[str, Any]], *,
+           store: BaselineStore | None = None, environment: Mapping[str, Any] | None = None,
+           **overrides: float | None) -> "Comparison":
+    """The plugin's comparison of one measured record against stored ``sessions``, replayed.
 
-    The record's own gate options are used unless overridden, and the sampling passes the plugin
-    took (first pass, re-measures) are replayed in order as the "re-measures", so on the same
-    data and options the verdict is the plugin's. Failures found within the run (accuracy vs
-    eager, min_speedup, compile time) are kept; counters and drift are re-checked against
-    ``sessions``. Returns ``{"outcome", "message", "ratio", "failures", "warnings"}``.
+    The same engine as ``pytest --torchperf-compare`` (:func:`pytest_torchperf.judge.compare`),
+    fed the record's own gate (``overrides`` such as ``max_slowdown`` replace its values) and the
+    sampling passes the plugin took, in order: its re-measures and its fresh-process
+    confirmations, whose speedups are kept too. On the same data and options the outcome, figure,
+    label and message are the plugin's. ``store`` words a missing baseline as the plugin does.
     """
-    from .accuracy import tolerances
-    from .counters import diff_counters
-    from .drift import drift_checks
-    from .stats import summarize
-    from .summary import outcome_label
-    from .verdict import Sample, judge
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.judge.compare import Candidate, Gate, Where, compare
+    from pytest_torchperf.judge.samples import Sample
 
     session = record.get("session") or {}
-    gate = session.get("gate") or {}
-    max_slowdown = gate.get("max_slowdown", 0.10) if max_slowdown is None else max_slowdown
-    min_cpu_share = gate.get("min_cpu_share", 0.9) if min_cpu_share is None else min_cpu_share
-    max_spread = gate.get("max_spread", 0.25) if max_spread is None else max_spread
-    if max_neighbour_load is None:
-        max_neighbour_load = gate.get("max_neighbour_load", 1.0)  # older files: not measured
-    max_machine_slowdown = gate.get("max_machine_slowdown", 1000.0)  # older files: no such guard
+    gate = Gate.from_record(session.get("gate") or {}, **overrides)
     passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
                                        "cpu_share": session.get("cpu_share"),
                                        "calibration": session.get("calibration")}]
@@ -133,7 +127,6 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
                       bool(p.get("fresh")))
                for p in passes if p.get("times")]
     later = samples[1:]
-    label = record["name"]
 
     def remeasure() -> Sample:
         # The plugin's own later passes; past them (other options than the run's) the last one.
@@ -143,38 +136,22 @@ def judge_record(record: dict[str, Any], sessions: list[dict[str, Any]], *,
         # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
         return later.pop(0) if later and later[0].fresh else None
 
-    judgement = judge(label, samples[0], [s["statistic"] for s in sessions], max_slowdown,
-                      remeasure, min_cpu_share=min_cpu_share, max_relative_iqr=max_spread,
-                      max_neighbour_load=max_neighbour_load,
-                      max_machine_slowdown=max_machine_slowdown, confirm=confirm,
-                      baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
-                                           if s.get("calibration") and s.get("calibration_kernel")
-                                           and s.get("calibration_kernel") == session.get("calibration_kernel")])
-    verdict = judgement.verdict
-    failures: list[str] = list(record.get("run_failures") or [])
-    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
-    counters = session.get("counters", record.get("counters"))
-    changes: list[str] = []
-    if counters and stored_counters:
-        changes = diff_counters(stored_counters, counters, gate.get("ignore_counters", ()))
-    limits = session.get("accuracy_limits") or tolerances(session.get("variant", "eager"))
-    drift_failures, warnings = drift_checks(
-        label, sessions, speedup=session.get("speedup"), fingerprint=session.get("fingerprint"),
-        metric=session.get("metric"), limits=limits, max_slowdown=max_slowdown,
-        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
-        if gate.get("confirm") == "fresh" else None)
-    failures += drift_failures
-    outcome = verdict.outcome.value
-    if outcome in ("inconclusive", "new") and gate.get("strict"):
-        failures.append(f"{verdict.message} (failing: --torchperf-strict)")
-    if failures or changes:
-        outcome = "fail"
-    replayed = {"outcome": outcome, "verdict": verdict.to_dict(), "counter_changes": changes,
-                "failures": failures}
-    messages = [*([f"{label}: counters changed vs baseline: {'; '.join(changes)}"] if changes
-                  else []), *failures]
-    return {"outcome": outcome, "label": outcome_label(replayed), "message": verdict.message,
-            "ratio": verdict.ratio, "failures": messages, "warnings": warnings}
+    candidate = Candidate(
+        record["name"], samples[0], session.get("counters", record.get("counters")),
+        variant=session.get("variant", "eager"), speedup=session.get("speedup"),
+        fingerprint=session.get("fingerprint"), metric=session.get("metric"),
+        accuracy_limits=session.get("accuracy_limits"),
+        run_failures=list(record.get("run_failures") or []),
+        calibration_kernel=session.get("calibration_kernel"))
+    where = Where()
+    if store is not None and record.get("environment_id"):
+        env_id = record["environment_id"]
+        exact = (environment or record.get("environment") or {}).get("exact") or {}
+        where = Where(env_id, exact, str(store.module_file(env_id, record["nodeid"])),
+                      str(store.root), store.environments_with(record["nodeid"], record["name"]))
+    return compare(candidate, sessions, gate, remeasure=remeasure, confirm=confirm,
+                   confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
+                   if gate.confirm == "fresh" else None, where=where)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -183,7 +160,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
               f"pytest --torchperf-save wrote (default .torchperf)", file=sys.stderr)
         return 2
     store = BaselineStore(Path(args.baseline))
-    records, _ = _candidates(Path(args.candidate))
+    records, environments = _candidates(Path(args.candidate))
     rows, details, failed = [], [], 0
     for record in records:
         if not _selected(record["nodeid"], record["name"], args.k) or not record.get("environment_id"):
@@ -192,18 +169,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue  # not gated (torchperf_timer without gate=True) or not timed
         sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
                     if not same_run(s.get("run_id"), record.get("run_id"))]
-        result = judge_record(record, sessions, max_slowdown=args.max_slowdown,
-                              min_cpu_share=args.min_cpu_share, max_spread=args.max_spread,
-                              max_neighbour_load=args.max_neighbour_load)
-        failed += result["outcome"] == "fail"
-        from .units import format_change
-
-        rows.append({"test": record["nodeid"], "name": record["name"], "outcome": result["outcome"],
+        result = replay(record, sessions, store=store,
+                        environment=environments.get(record["environment_id"]),
+                        max_slowdown=args.max_slowdown,
+                        min_cpu_share=args.min_cpu_share, max_spread=args.max_spread,
+                        max_neighbour_load=args.max_neighbour_load)
+        failed += result.outcome == "fail"
+        rows.append({"test": record["nodeid"], "name": record["name"], "outcome": result.outcome,
                      "p25": _fmt_time((record.get("stats") or {}).get("p25")),
-                     "change": format_change(result["ratio"]), "verdict": result["label"]})
-        if result["outcome"] in ("fail", "inconclusive", "new"):
-            details += [result["message"], *result["failures"]]
-        details += result["warnings"]
+                     "change": format_change(result.verdict.ratio), "verdict": result.label})
+        if result.outcome in ("fail", "inconclusive", "new"):
+            details.append(result.verdict.message)
+            if result.counter_changes:
+                details.append(f"{record['name']}: counters changed vs baseline: "
+                               f"{'; '.join(result.counter_changes)}")
+            details += [f for f in result.failures if f not in details]
+        details += [w for w in result.warnings if w not in details]
     print(_table(rows, "no measurement to compare"))
     for line in details:
         print(line)
@@ -215,10 +196,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .html_report import html_report
-    from .reporter import stored_histories
-    from .reports import markdown_report
-    from .results import read_results, stored_records
+    from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.markdown import markdown_report
+    from pytest_torchperf.store.results import read_results, stored_records
 
     if not args.html and not args.markdown:
         raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
@@ -236,7 +216,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from .results import read_results
+    from pytest_torchperf.store.results import read_results
 
     records, environments = read_results(args.results)
     store = BaselineStore(Path(args.storage))
@@ -272,8 +252,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 def _guard_problem(session: dict[str, Any]) -> str | None:
     """Why the plugin's save guard would refuse this session (contention or spread), or None."""
-    from .stats import summarize
-    from .verdict import Sample, guard_problem
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.judge.samples import Sample, guard_problem
 
     gate = session.get("gate") or {}
     times = tuple(session.get("times") or ())
@@ -340,7 +320,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``torchperf`` console script."""
-    from .results import ResultsFileError
+    from pytest_torchperf.store.results import ResultsFileError
 
     args = _parser().parse_args(argv)
     try:

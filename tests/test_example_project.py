@@ -178,7 +178,7 @@ def test_committed_example_baselines_cover_every_perf_test() -> None:
     committed = _committed_tests()
     # The plugin's own classification (marker or perf fixture), read at collection.
     script = ("import sys, pytest\n"
-              "from pytest_torchperf.items import IS_PERF_KEY\n"
+              "from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY\n"
               "class Perf:\n"
               "    def pytest_collection_finish(self, session):\n"
               "        for item in session.items:\n"

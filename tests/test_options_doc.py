@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchperf.config import OPTIONS, VALID_KEYWORDS
+from pytest_torchperf.options.measure_options import OPTIONS, VALID_KEYWORDS
 
 OPTIONS_DOC = Path(__file__).resolve().parents[1] / "docs" / "options.md"
 

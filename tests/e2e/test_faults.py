@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import baseline_files, edit_baselines, scale_baselines
+from tests.e2e.helpers import baseline_files, edit_baselines, scale_baselines
 
 RAISES = """
 import torch
@@ -93,7 +93,7 @@ def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(perf: pyte
     /proc/stat and says so instead of failing."""
     import os
 
-    from pytest_torchperf.machine_load import busy_clock
+    from pytest_torchperf.measure.machine_load import busy_clock
 
     cpus = os.cpu_count() or 1
     if busy_clock() is None or cpus < 2:
@@ -209,7 +209,7 @@ def test_loading_the_plugin_does_not_import_torch(pytester: pytest.Pytester) -> 
     result = pytester.runpytest_subprocess("-p", "torchperf")
     result.assert_outcomes(passed=1)
     assert (pytester.path / "torch_loaded.txt").read_text() == "False"
-    code = "import sys, pytest_torchperf, pytest_torchperf.plugin; print('torch' in sys.modules)"
+    code = "import sys, pytest_torchperf, pytest_torchperf.pytest_plugin.hooks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -235,7 +235,7 @@ def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
 def test_warnings_turned_into_errors_fail_cleanly_and_do_not_save(perf: pytest.Pytester) -> None:
     perf.makepyfile(SLEEPY)
     result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9", "-W",
-                            "error::pytest_torchperf.session.TorchperfWarning")
+                            "error::pytest_torchperf.run.session.TorchperfWarning")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share * (TorchperfWarning turned "
                                  "into an error by a warnings filter)"])

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_torchperf import cli, load_results
 from tests import browser
-from tests.conftest import scale_baselines
+from tests.e2e.helpers import scale_baselines
 
 MODELS = """
 import torch

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import baseline_files, edit_baselines
+from tests.e2e.helpers import baseline_files, edit_baselines
 
 MODEL = """
 import torch
@@ -238,7 +238,7 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
 def test_block_timer_works_without_pytest() -> None:
     import torch
 
-    from pytest_torchperf.timer import BlockTimer
+    from pytest_torchperf.run.block_timer import BlockTimer
 
     x = torch.randn(16, 16)
     result = BlockTimer(min_time=0.02, warmup=0.005).measure(lambda: x @ x, name="mm")
@@ -287,7 +287,7 @@ def test_graph_breaks_of_compiled_targets_are_gated(perf: pytest.Pytester) -> No
 def test_python_overhead_is_named_as_outside_torch_ops() -> None:
     import torch
 
-    from pytest_torchperf.profiling import OUTSIDE_OPS, diff_top_ops, profile_call
+    from pytest_torchperf.measure.profiling import OUTSIDE_OPS, diff_top_ops, profile_call
 
     model = torch.nn.Linear(16, 16)
     x = torch.randn(1, 16)

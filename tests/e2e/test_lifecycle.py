@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import baseline_files, scale_baselines
+from tests.e2e.helpers import baseline_files, scale_baselines
 
 TWO_MODELS = """
 import pytest, torch

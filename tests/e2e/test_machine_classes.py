@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import edit_baselines, scale_baselines
+from tests.e2e.helpers import edit_baselines, scale_baselines
 
 PROJECT = """
 import torch

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import baseline_files, edit_baselines, scale_baselines
+from tests.e2e.helpers import baseline_files, edit_baselines, scale_baselines
 
 MODELS = """
 import os, pytest, torch

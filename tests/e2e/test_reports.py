@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import scale_baselines
+from tests.e2e.helpers import scale_baselines
 
 MODELS = """
 import torch
@@ -91,7 +91,7 @@ def test_one_figure_and_one_label_per_verdict_everywhere(perf: pytest.Pytester,
     import re
 
     from pytest_torchperf import cli
-    from pytest_torchperf.units import format_change
+    from pytest_torchperf.core.units import format_change
 
     perf.makepyfile(MODELS.replace('name="conv")', 'name="conv")\n    assert True'))
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
@@ -100,7 +100,7 @@ def test_one_figure_and_one_label_per_verdict_everywhere(perf: pytest.Pytester,
     def counters_changed(_nodeid: str, name: str, session: dict) -> None:
         if name == "conv":
             session["counters"]["flops"] += 1  # conv fails on its counters only
-    from tests.conftest import edit_baselines
+    from tests.e2e.helpers import edit_baselines
     edit_baselines(perf.path / ".torchperf", counters_changed)
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
                             "--torchperf-markdown", "r/summary.md", "--torchperf-json", "r/r.json",

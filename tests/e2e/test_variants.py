@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import baseline_files, edit_baselines
+from tests.e2e.helpers import baseline_files, edit_baselines
 
 MLP = """
 import os
@@ -395,9 +395,9 @@ def test_without_a_cxx_compiler_variants_skip_or_fall_back_with_the_reason(perf:
     conv-bn fold, int8 falls back to eager torchao int8 with a note - all said plainly."""
     perf.makeconftest("""
 import pytest
-import pytest_torchperf.compilers as compilers
-import pytest_torchperf.quantization as quantization
-import pytest_torchperf.variants as variants
+import pytest_torchperf.variants.compilers as compilers
+import pytest_torchperf.variants.quantization as quantization
+import pytest_torchperf.variants.builders as variants
 
 def no_compiler(device_type):
     return "torch.compile(backend='inductor') does not work here: InvalidCxxCompiler (simulated)"

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.config: value parsers, keyword checks and layer precedence."""
+"""Unit tests of pytest_torchperf.options.measure_options: value parsers, keyword checks and layer precedence."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_torchperf.config import (
+from pytest_torchperf.options.measure_options import (
     OPTIONS,
     VALID_KEYWORDS,
     MeasureOptions,
@@ -195,7 +195,7 @@ def test_parse_label_rejects(value, match):
 # parse_share (guard thresholds; present once the contention guard became configurable)
 # --------------------------------------------------------------------------------------------------
 
-_config_module = pytest.importorskip("pytest_torchperf.config")
+_config_module = pytest.importorskip("pytest_torchperf.options.measure_options")
 needs_share = pytest.mark.skipif(not hasattr(_config_module, "parse_share"),
                                  reason="config.parse_share not present")
 

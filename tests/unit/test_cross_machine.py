@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.cross_machine import normalised_check, pick_environment, same_torch_build
+from pytest_torchperf.judge.cross_machine import normalised_check, pick_environment, same_torch_build
 
 HERE = {"device": "cpu", "torch": "2.14.1", "torch_git": "abc", "threads": 1, "cpu_model": "A"}
 
@@ -41,7 +41,7 @@ INT8 = {"ops": {"aten::_to_copy": 15, "aten::_int_mm": 3}, "flops": 100, "params
 
 
 def test_counters_are_all_gated_within_a_cpu_class() -> None:
-    from pytest_torchperf.cross_machine import cpu_class_difference, gated_across
+    from pytest_torchperf.judge.cross_machine import cpu_class_difference, gated_across
 
     same_class = {**XEON, "cpu_model": "Another Xeon", "cpu_count": 8}
     assert cpu_class_difference(XEON, same_class) is None
@@ -49,7 +49,7 @@ def test_counters_are_all_gated_within_a_cpu_class() -> None:
 
 
 def test_across_cpu_classes_only_low_precision_code_has_counters_reported_not_gated() -> None:
-    from pytest_torchperf.cross_machine import cpu_class_difference, gated_across
+    from pytest_torchperf.judge.cross_machine import cpu_class_difference, gated_across
 
     for here, stored in ((XEON, XEON_AMX), (XEON_AMX, XEON)):  # more and fewer ISA flags
         difference = cpu_class_difference(here, stored)
@@ -61,7 +61,7 @@ def test_across_cpu_classes_only_low_precision_code_has_counters_reported_not_ga
 
 
 def test_low_precision_is_read_from_dtypes_and_from_quantized_ops() -> None:
-    from pytest_torchperf.counters import low_precision
+    from pytest_torchperf.judge.counter_diff import low_precision
 
     assert not low_precision(FP32)
     assert low_precision(INT8)

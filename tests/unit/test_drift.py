@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.drift import drift_checks, speedup_check
+from pytest_torchperf.judge.drift import drift_checks, speedup_check
 
 
 def _speedup(median: float, spread: float = 0.02) -> dict[str, float]:

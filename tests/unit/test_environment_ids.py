@@ -1,4 +1,4 @@
-"""Unit tests of the pure parts of pytest_torchperf.environment: environment_id, describe_difference.
+"""Unit tests of the pure parts of pytest_torchperf.store.environment: environment_id, describe_difference.
 
 fingerprint() and machine_fields() import torch and read the machine; they are not exercised here.
 """
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pytest_torchperf.environment import EXACT_FIELDS, describe_difference, environment_id
+from pytest_torchperf.store.environment import EXACT_FIELDS, describe_difference, environment_id
 
 
 def exact(**overrides) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from pytest_torchperf import svg
-from pytest_torchperf.html_report import History, history_from_sessions, html_report
+from pytest_torchperf.report import svg
+from pytest_torchperf.report.html import History, history_from_sessions, html_report
 
 
 def _record(name: str, outcome: str, **extra: object) -> dict:

@@ -1,11 +1,11 @@
-"""Unit tests of pytest_torchperf.sampling.collect, driven by a fake clock (no real timing)."""
+"""Unit tests of pytest_torchperf.measure.sampling.collect, driven by a fake clock (no real timing)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf import sampling
-from pytest_torchperf.sampling import (
+from pytest_torchperf.measure import sampling
+from pytest_torchperf.measure.sampling import (
     BLOCK_TARGET,
     MIN_BLOCKS,
     MIN_WARMUP_CALLS,
@@ -291,7 +291,7 @@ def test_default_clocks_are_real_clocks():
 
 
 def test_calibration_block_follows_every_timed_block():
-    from pytest_torchperf.sampling import collect
+    from pytest_torchperf.measure.sampling import collect
 
     now = [0.0]
     cal_calls = []

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.stats (quantiles, summaries, robust CV)."""
+"""Unit tests of pytest_torchperf.core.stats (quantiles, summaries, robust CV)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from pytest_torchperf.stats import (
+from pytest_torchperf.core.stats import (
     MAD_TO_SIGMA,
     InvalidSamplesError,
     Summary,

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.storage: layout, validation, atomic writes, locking."""
+"""Unit tests of pytest_torchperf.store.baselines: layout, validation, atomic writes, locking."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchperf import storage
-from pytest_torchperf.storage import (
+from pytest_torchperf.store import baselines as storage
+from pytest_torchperf.store.baselines import (
     DEFAULT_MAX_HISTORY,
     ENVIRONMENT_FILE,
     FORMAT,
@@ -754,7 +754,7 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
 
 def test_interrupt_during_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):
     # Ctrl-C arrives as KeyboardInterrupt (a BaseException) in the middle of writing a baseline.
-    from pytest_torchperf import storage
+    from pytest_torchperf.store import baselines as storage
 
     target = tmp_path / "b.json"
     target.write_text("previous baseline\n")

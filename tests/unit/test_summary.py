@@ -1,10 +1,10 @@
-"""Unit tests of pytest_torchperf.summary: the terminal table, count line and detail lines."""
+"""Unit tests of pytest_torchperf.report.terminal: the terminal table, count line and detail lines."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.summary import (
+from pytest_torchperf.report.terminal import (
     HEADERS,
     OUTCOME_ORDER,
     count_line,
@@ -191,7 +191,7 @@ def test_every_outcome_renders(outcome):
 
 
 def test_render_groups_rows_under_their_test_when_ids_do_not_fit():
-    from pytest_torchperf.summary import render
+    from pytest_torchperf.report.terminal import render
 
     long_id = "tests/models/test_vision_models.py::test_resnet18_batch1[cpu-float32]"
     records = [rec(long_id, "pass", name="resnet18"), rec("t.py::x", "fail", name="mlp")]
@@ -204,7 +204,7 @@ def test_render_groups_rows_under_their_test_when_ids_do_not_fit():
 
 
 def test_render_keeps_the_flat_table_when_everything_fits():
-    from pytest_torchperf.summary import render
+    from pytest_torchperf.report.terminal import render
 
     records = [rec("t.py::x", "pass")]
     assert render(records, width=120) == render_table(records, width=120)

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.units (pure formatting helpers)."""
+"""Unit tests of pytest_torchperf.core.units (pure formatting helpers)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_torchperf.units import format_bytes, format_change, format_percent, format_time
+from pytest_torchperf.core.units import format_bytes, format_change, format_percent, format_time
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.verdict.judge, driven by synthetic samples (no timing at all)."""
+"""Unit tests of pytest_torchperf.judge.decision.judge, driven by synthetic samples (no timing at all)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_torchperf.stats import summarize
-from pytest_torchperf.verdict import (
-    MAX_RELATIVE_IQR,
-    MIN_CPU_SHARE,
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.samples import MAX_RELATIVE_IQR, MIN_CPU_SHARE, Sample, guard_problem
+from pytest_torchperf.judge.tolerance import (
     NOISE_AWARE_MIN_SESSIONS,
     NOISE_CV_FACTOR,
-    Outcome,
-    Sample,
     effective_tolerance,
-    guard_problem,
-    judge,
 )
+from pytest_torchperf.judge.verdict import judge
 
 MS = 1e-3
 
@@ -577,7 +574,7 @@ def test_without_calibration_on_either_side_the_machine_guard_is_off():
 
 
 def test_machine_disturbance_holds_a_pass_against_the_lowest_reference():
-    from pytest_torchperf.verdict import machine_disturbance
+    from pytest_torchperf.judge.samples import machine_disturbance
 
     stored, run = ("the stored sessions", [4.7e-6, 4.8e-6, 4.6e-6]), ("this run", [7.4e-6, 7.6e-6])
     ratio, reference, what = machine_disturbance(7.59e-6, [stored, run])

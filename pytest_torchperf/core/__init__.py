@@ -1,0 +1,1 @@
+"""Pure helpers every layer uses: units formatting, quantiles, the option error type."""

@@ -1,0 +1,194 @@
+"""The one comparison engine: a measurement against its stored sessions, every gate at once.
+
+``pytest --torchperf-compare`` feeds it live passes (its ``remeasure`` and ``confirm`` measure
+again, in this process or in fresh ones); ``torchperf compare`` feeds it the passes a results file
+recorded, in the order the run took them. Same inputs, same :class:`Comparison`: outcome, figure,
+label and message. Pure: no torch, no pytest, no files.
+
+What it checks: the timing verdict (:func:`.decision.judge`), the counters against the latest
+stored session that has them (:func:`.counter_diff.diff_counters`), the speedup, output
+fingerprint and metric (:func:`.drift.drift_checks`), the failures found within the run (accuracy
+vs eager, ``min_speedup``, compile time) and strict mode (inconclusive, or no baseline outside a
+saving run, fails).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.samples import (
+    MAX_MACHINE_SLOWDOWN,
+    MAX_NEIGHBOUR_LOAD,
+    MAX_RELATIVE_IQR,
+    MIN_CPU_SHARE,
+    Sample,
+)
+from pytest_torchperf.judge.verdict import Verdict, judge
+from pytest_torchperf.judge.drift import drift_checks
+from pytest_torchperf.store.environment import describe_difference
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.variants.registry import tolerances
+
+#: What ``--torchperf-strict`` appends to a verdict that fails only because of it.
+STRICT = "failing: --torchperf-strict"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The options a measurement is judged under; stored with each session as ``gate`` so that
+    ``torchperf compare`` judges a results file exactly as the run did."""
+
+    max_slowdown: float = 0.10
+    min_cpu_share: float = MIN_CPU_SHARE
+    max_spread: float = MAX_RELATIVE_IQR
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD
+    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
+    strict: bool = False
+    ignore_counters: tuple[str, ...] = ()
+    #: Where confirming passes were taken: ``fresh`` processes or the ``same`` one.
+    confirm: str = "same"
+
+    def to_record(self) -> dict[str, Any]:
+        return {"max_slowdown": self.max_slowdown, "min_cpu_share": self.min_cpu_share,
+                "max_spread": self.max_spread, "max_neighbour_load": self.max_neighbour_load,
+                "max_machine_slowdown": self.max_machine_slowdown, "strict": self.strict,
+                "ignore_counters": list(self.ignore_counters), "confirm": self.confirm}
+
+    @classmethod
+    def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
+        """The gate a session recorded (keys missing from older files: their behaviour then)."""
+        values = {"max_slowdown": gate.get("max_slowdown", 0.10),
+                  "min_cpu_share": gate.get("min_cpu_share", MIN_CPU_SHARE),
+                  "max_spread": gate.get("max_spread", MAX_RELATIVE_IQR),
+                  # Older files measured no neighbours and had no machine guard.
+                  "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
+                  "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
+                  "strict": bool(gate.get("strict", False)),
+                  "ignore_counters": tuple(gate.get("ignore_counters") or ()),
+                  "confirm": gate.get("confirm", "same")}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What one measurement brings to the comparison besides its timing passes."""
+
+    label: str
+    first: Sample
+    counters: Mapping[str, Any] | None = None
+    variant: str = "eager"
+    speedup: Mapping[str, float] | None = None
+    fingerprint: Mapping[str, Any] | None = None
+    metric: float | None = None
+    #: Accuracy limits the variant ran under (None: the variant's defaults).
+    accuracy_limits: Mapping[str, float] | None = None
+    #: Failures found within the run: accuracy vs eager, min_speedup, compile time.
+    run_failures: Sequence[str] = ()
+    #: Name of the calibration kernel timed alongside (only sessions of the same kernel compare).
+    calibration_kernel: str | None = None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the baseline was looked for, to word "no baseline" precisely."""
+
+    #: The environment this measurement was taken in: its id and exact fingerprint.
+    environment_id: str = ""
+    exact: Mapping[str, Any] = field(default_factory=dict)
+    #: The file that would hold its sessions, and the storage folder.
+    baseline_file: str = ""
+    storage: str = ""
+    #: Other stored environments that hold this measurement: ``(env_id, fingerprint)``.
+    others: Sequence[tuple[str, Mapping[str, Any]]] = ()
+
+
+@dataclass
+class Comparison:
+    """The outcome of :func:`compare`."""
+
+    verdict: Verdict
+    #: The pass the verdict rests on, and every pass taken, in order.
+    sample: Sample
+    samples: list[Sample]
+    counter_changes: list[str] = field(default_factory=list)
+    #: Failures beyond the timing verdict and the counters (run, drift, strict), full sentences.
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: Lines a live run adds to a failure (the profiled op diff); a replay has none.
+    explanation: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """``fail`` when anything failed, else the timing verdict's outcome."""
+        failed = self.verdict.failed or self.counter_changes or self.failures
+        return Outcome.FAIL.value if failed else self.verdict.outcome.value
+
+    @property
+    def label(self) -> str:
+        """The label every report shows (``FAIL (counters)``, ``pass (re-measured)``, ...)."""
+        return outcome_label({"outcome": self.outcome, "verdict": self.verdict.to_dict(),
+                              "counter_changes": self.counter_changes,
+                              "failures": self.failures})
+
+
+def compare(candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate, *,
+            remeasure: Callable[[], Sample], confirm: Callable[[], Sample | None] | None = None,
+            confirm_speedups: Callable[[], list[dict[str, float]]] | None = None,
+            saving: bool = False, where: Where = Where()) -> Comparison:
+    """Judge ``candidate`` against the stored ``sessions`` of its environment under ``gate``."""
+    label = candidate.label
+    judgement = judge(
+        label, candidate.first, [s["statistic"] for s in sessions], gate.max_slowdown, remeasure,
+        min_cpu_share=gate.min_cpu_share, max_relative_iqr=gate.max_spread,
+        max_neighbour_load=gate.max_neighbour_load,
+        max_machine_slowdown=gate.max_machine_slowdown, confirm=confirm,
+        baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
+                             if s.get("calibration") and candidate.calibration_kernel
+                             and s.get("calibration_kernel") == candidate.calibration_kernel])
+    verdict = judgement.verdict
+    if verdict.outcome is Outcome.NEW:
+        verdict = explain_new(verdict, label, where)
+    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    changes = (diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
+               if candidate.counters is not None and stored_counters is not None else [])
+    limits = candidate.accuracy_limits or tolerances(candidate.variant)
+    drift_failures, warnings = drift_checks(
+        label, sessions, speedup=candidate.speedup, fingerprint=candidate.fingerprint,
+        metric=candidate.metric, limits=limits, max_slowdown=gate.max_slowdown,
+        confirm_speedups=confirm_speedups)
+    failures = [*candidate.run_failures, *drift_failures]
+    if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
+        failures.append(f"{verdict.message} ({STRICT})")
+    elif gate.strict and verdict.outcome is Outcome.NEW and not saving:
+        # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
+        # every test "new". A run that saves is creating the baseline.
+        failures.append(
+            f"{label}: no baseline for this measurement in {where.baseline_file or 'the storage'} "
+            f"(environment {where.environment_id or '?'}), {STRICT}. Record one with pytest "
+            f"--torchperf-save and commit it (git add {where.storage or '.torchperf'}), or point "
+            f"--torchperf-storage at the folder that holds it")
+    elif verdict.outcome is Outcome.INCONCLUSIVE:
+        warnings.insert(0, verdict.message)
+    return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)
+
+
+def explain_new(verdict: Verdict, label: str, where: Where) -> Verdict:
+    """Say which fingerprint field differs when baselines exist only for other environments."""
+    if not where.others:
+        return verdict
+    env_id, stored = where.others[0]
+    exact = stored.get("exact")
+    folder = f"{where.storage}/{env_id}" if where.storage else env_id
+    if not isinstance(exact, Mapping):
+        return replace(verdict, message=(
+            f"{label}: no baseline for this environment; baselines exist under {folder} but its "
+            f"environment.json is unreadable or not a fingerprint, so the difference cannot be "
+            f"named. Restore it from git or delete that folder."))
+    reason = f"{describe_difference(where.exact, exact)} (stored under {folder})"
+    return replace(verdict, new_reason=reason, message=(
+        f"{label}: no comparable baseline: {reason}; record one for this environment with "
+        f"pytest --torchperf-save"))

@@ -1,0 +1,94 @@
+"""Comparing two measurements' noise-free counters, exactly, and which of them depend on the CPU.
+
+Pure: the counters are collected by :mod:`pytest_torchperf.measure.counters`; here they are
+diffed (``ops changed: aten::addmm 2 -> 3, new aten::copy_ x4; FLOPs +33.1%``) and classified.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from pytest_torchperf.core.units import format_bytes
+from pytest_torchperf.options.measure_options import COUNTER_NAMES  # noqa: F401 - re-exported
+
+#: Dtypes of low-precision and quantized tensors. A call producing any of them runs code whose
+#: kernels *and* dispatch-level decompositions torch and torchao choose from the CPU's
+#: instruction sets: torchao's dynamic int8 MLP ran 15 ``aten::_to_copy`` on an AVX-512 Xeon and 9
+#: on one with AVX-512 BF16/AMX (same torch build), while fp32 code counted the same ops, FLOPs
+#: and memory on both and under ISA caps down to no vector ISA
+#: (``benchmarks/counter_portability.py``).
+LOW_PRECISION_DTYPES = frozenset({
+    "bfloat16", "float16", "int8", "uint8", "qint8", "quint8", "qint32", "quint4x2",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "int4", "uint4"})
+#: Op names that mean quantized code even where the tensors look fp32 (dequantize on the fly).
+_QUANTIZED_OP_WORDS = ("quantize", "_int_mm", "int8", "int4", "_scaled_mm", "weight_int")
+#: Counters that depend on the CPU class for low-precision/quantized code (``ignore`` names).
+CPU_DEPENDENT_COUNTERS = ("ops", "flops", "memory")
+
+
+def low_precision(counters: Mapping[str, Any]) -> bool:
+    """Whether the counted call ran low-precision or quantized code (bf16/fp16/int8 tensors or
+    quantized ops): then its ops, FLOPs and memory depend on the CPU class."""
+    if LOW_PRECISION_DTYPES & set(counters.get("dtypes") or ()):
+        return True
+    return any(word in op for op in counters.get("ops") or {} for word in _QUANTIZED_OP_WORDS)
+
+
+#: Relative tolerance on peak memory: allocator rounding and workspace choices may move it a little.
+MEMORY_TOLERANCE = 0.01
+
+
+def _relative(old: float, new: float) -> str:
+    if old == 0:
+        return "new" if new else "0"
+    return f"{(new - old) / old * 100:+.1f}%"
+
+
+def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
+                  ignore: Iterable[str] = (), memory_tolerance: float = MEMORY_TOLERANCE) -> list[str]:
+    """Human-readable changes between two counter dicts (empty when nothing gated changed).
+
+    FLOPs, op counts and parameters must match exactly; peak memory within ``memory_tolerance``.
+    Counters missing on either side (older baselines) are not compared.
+    """
+    skip = set(ignore)
+    changes: list[str] = []
+    if "ops" not in skip and "ops" in baseline and "ops" in current:
+        old_ops, new_ops = baseline["ops"], current["ops"]
+        parts = []
+        for op in sorted(set(old_ops) | set(new_ops)):
+            old, new = old_ops.get(op, 0), new_ops.get(op, 0)
+            if old == new:
+                continue
+            if old == 0:
+                parts.append(f"new {op} x{new}")
+            elif new == 0:
+                parts.append(f"removed {op} x{old}")
+            else:
+                parts.append(f"{op} {old} -> {new}")
+        if parts:
+            changes.append("ops changed: " + ", ".join(parts))
+    if "flops" not in skip and "flops" in baseline and "flops" in current:
+        if baseline["flops"] != current["flops"]:
+            changes.append(f"FLOPs {_relative(baseline['flops'], current['flops'])} "
+                           f"({baseline['flops']:,} -> {current['flops']:,})")
+    if "params" not in skip and "params" in baseline and "params" in current:
+        if baseline["params"] != current["params"] or baseline.get("param_bytes") != current.get("param_bytes"):
+            changes.append(f"parameters {baseline['params']:,} -> {current['params']:,} "
+                           f"({format_bytes(baseline.get('param_bytes'))} -> "
+                           f"{format_bytes(current.get('param_bytes'))})")
+    if "graphs" not in skip:
+        for key, label in (("graphs", "graphs"), ("graph_breaks", "graph breaks"),
+                           ("recompiles", "recompiles while timing")):
+            if key in baseline and key in current and baseline[key] != current[key]:
+                text = f"{label} {baseline[key]} -> {current[key]}"
+                reasons = current.get("break_reasons") if key == "graph_breaks" else None
+                if reasons:
+                    text += f" (first reason: {reasons[0]})"
+                changes.append(text)
+    if "memory" not in skip and "peak_memory" in baseline and "peak_memory" in current:
+        old, new = baseline["peak_memory"], current["peak_memory"]
+        if abs(new - old) > memory_tolerance * max(old, 1):
+            changes.append(f"peak memory {_relative(old, new)} ({format_bytes(old)} -> "
+                           f"{format_bytes(new)})")
+    return changes

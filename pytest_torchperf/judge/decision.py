@@ -1,0 +1,158 @@
+"""The decision: is this measurement slower than its baseline, and how sure are we?
+
+Pure module (no torch, no pytest). Deciding (:func:`decide`, here) and wording
+(:func:`pytest_torchperf.judge.verdict.word`) are separate;
+:func:`pytest_torchperf.judge.verdict.judge` does both. The procedure:
+
+1. **Guard.** A pass during which the process did not get the CPU (CPU share < 0.9), other
+   processes kept the other CPUs busy, the spread was gross (IQR/median > 25 %) or the machine
+   itself ran the calibration kernel clearly slower than when the baseline was saved is measured
+   again; if it is still bad the verdict is *inconclusive*, never *fail*.
+2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the
+   median of the stored sessions' p25. Timing interference only adds time, so p25 is steadier.
+3. **Widen, never narrow** the limit to three standard deviations of the process-to-process noise
+   the stored sessions show (:mod:`.tolerance`).
+4. **Confirm.** A suspected slowdown fails only if two more passes agree, taken in fresh processes
+   by default: a process that runs a model slow for its whole life (memory layout, allocator
+   state) then cannot fail a test alone, nor can a baseline that happened to run fast. The
+   figure of a failure is the median of the three passes.
+
+Measuring is injected as callables so this module can be driven by synthetic samples in unit
+tests and by the passes a results file recorded (``torchperf compare``).
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from pytest_torchperf.judge.samples import GuardLimits, Sample
+from pytest_torchperf.judge.tolerance import effective_tolerance
+
+#: Passes that must agree, after the first, before a slowdown fails.
+CONFIRMATIONS = 2
+
+
+class Outcome(str, enum.Enum):
+    """What a measurement's comparison concluded."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    IMPROVED = "improved"
+    NEW = "new"  #: no baseline for this environment yet
+    MEASURED = "measured"  #: measured without comparing (no --torchperf-compare)
+
+    def __str__(self) -> str:  # "fail", not "Outcome.FAIL", in messages and JSON
+        return self.value
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` concluded, before any wording.
+
+    ``reason``: ``new``, ``guard`` (the first pass and its re-measure untrusted), ``untrusted``
+    (a confirming pass untrusted), ``confirmed`` (a failure), ``contradicted`` (a confirming pass
+    within the limit), ``machine-faster`` (faster only because the machine is), ``improved``,
+    ``within``.
+    """
+
+    outcome: Outcome
+    reason: str
+    first: Sample
+    #: The pass the figure and the stored sample come from.
+    final: Sample
+    samples: list[Sample]
+    baseline: float | None = None
+    sessions: int = 0
+    tolerance: float = 0.0
+    limit: float = 0.0
+    noise: float | None = None
+    ratio: float | None = None
+    candidate: float | None = None
+    first_ratio: float | None = None
+    confirm_ratios: tuple[float, ...] = ()
+    confirmed_in: str | None = None
+    problem: str | None = None
+    reference_calibration: float | None = None
+    widened_by: str | None = None
+
+    def machine_ratio(self, sample: Sample) -> float | None:
+        """The sample's calibration kernel against the baseline sessions' (None when unknown)."""
+        calibration = sample.machine_calibration
+        if not self.reference_calibration or not calibration:
+            return None
+        return calibration / self.reference_calibration
+
+
+def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
+           remeasure: Callable[[], Sample], *, guard: GuardLimits = GuardLimits(),
+           baseline_calibrations: Sequence[float] = (),
+           confirm: Callable[[], Sample | None] | None = None,
+           confirmations: int = CONFIRMATIONS) -> Decision:
+    """The outcome of ``first`` against stored per-session statistics ``baseline_stats``.
+
+    ``remeasure`` takes another pass in this process (once when the guard rejects the first pass,
+    then for confirmations ``confirm`` cannot give); ``confirm`` takes a confirming pass in a
+    fresh process (None when it cannot). ``baseline_calibrations``: the stored sessions'
+    calibration kernel times, when every session has one (the machine-speed guard needs them).
+    """
+    samples = [first]
+    if not baseline_stats:
+        return Decision(Outcome.NEW, "new", first, first, samples, tolerance=tolerance,
+                        limit=tolerance)
+    baseline = statistics.median(baseline_stats)
+    limit, noise = effective_tolerance(tolerance, baseline_stats, first.processes)
+    reference = (statistics.median(baseline_calibrations)
+                 if len(baseline_calibrations) == len(baseline_stats) else None)
+    common = dict(baseline=baseline, sessions=len(baseline_stats), tolerance=tolerance,
+                  limit=limit, noise=noise, reference_calibration=reference)
+
+    current, problem = first, guard.problem(first, reference)
+    if problem:
+        current = remeasure()
+        samples.append(current)
+        problem = guard.problem(current, reference)
+        if problem:
+            return Decision(Outcome.INCONCLUSIVE, "guard", first, current, samples,
+                            ratio=current.statistic / baseline, candidate=current.statistic,
+                            first_ratio=current.statistic / baseline, problem=problem, **common)
+    ratio = current.statistic / baseline
+    if ratio > 1.0 + limit:
+        passes, where, retried = [current], None, False
+        while len(passes) <= confirmations:
+            taken = confirm() if confirm is not None else None
+            where = "fresh" if taken is not None else "same"
+            taken = taken if taken is not None else remeasure()
+            samples.append(taken)
+            problem = guard.problem(taken, reference)
+            if problem and not retried:
+                retried = True  # one more try for a disturbed confirming pass
+                continue
+            confirm_ratios = tuple(p.statistic / baseline for p in passes[1:])
+            if problem:
+                return Decision(Outcome.INCONCLUSIVE, "untrusted", first, current, samples,
+                                ratio=ratio, candidate=current.statistic, first_ratio=ratio,
+                                confirm_ratios=confirm_ratios, confirmed_in=where,
+                                problem=problem, **common)
+            taken_ratio = taken.statistic / baseline
+            if taken_ratio <= 1.0 + limit:
+                return Decision(Outcome.PASS, "contradicted", first, taken, samples,
+                                ratio=taken_ratio, candidate=taken.statistic, first_ratio=ratio,
+                                confirm_ratios=(*confirm_ratios, taken_ratio),
+                                confirmed_in=where, **common)
+            passes.append(taken)
+        pooled = statistics.median(p.statistic for p in passes)
+        return Decision(Outcome.FAIL, "confirmed", first, passes[-1], samples,
+                        ratio=pooled / baseline, candidate=pooled, first_ratio=ratio,
+                        confirm_ratios=tuple(p.statistic / baseline for p in passes[1:]),
+                        confirmed_in=where, **common)
+    figures = dict(ratio=ratio, candidate=current.statistic, first_ratio=ratio, **common)
+    if ratio < 1.0 - limit:
+        calibration = current.machine_calibration
+        if reference and calibration and calibration < reference / (1.0 + guard.max_machine_slowdown):
+            return Decision(Outcome.PASS, "machine-faster", first, current, samples, **figures)
+        return Decision(Outcome.IMPROVED, "improved", first, current, samples, **figures)
+    return Decision(Outcome.PASS, "within", first, current, samples, **figures)

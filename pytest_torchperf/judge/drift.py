@@ -1,0 +1,94 @@
+"""Across-run checks of a measurement beyond its time: a variant's speedup vs eager, the output
+fingerprint ("numerics changed") and the user metric, against the stored sessions.
+
+Pure module shared by the plugin (``--torchperf-compare``) and ``torchperf compare``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Mapping, Sequence
+
+from pytest_torchperf.measure.accuracy import fingerprint_drift
+from pytest_torchperf.judge.tolerance import effective_tolerance
+from pytest_torchperf.core.units import format_percent
+
+REMEDY = ("If intended (a model edit, a torch upgrade), record new baselines with "
+          "pytest --torchperf-save --torchperf-reset")
+
+
+def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, float],
+                  max_slowdown: float,
+                  confirm: Callable[[], Sequence[Mapping[str, float]]] | None = None,
+                  ) -> tuple[str | None, str | None]:
+    """(failure, warning) of a variant whose speedup vs eager fell since the baseline.
+
+    A speedup is a same-moment ratio, so a slower machine does not move it; a fresh process can:
+    on a shared VM a video model's amp speedup ranged x0.64-x1.02 over 40 processes, because
+    eager ran in one of two speeds per process. So, like time, the limit is widened to three
+    standard deviations of the stored sessions' speedups (:mod:`.tolerance`), and a suspected fall
+    (this run's p75 below the limit) fails only when the passes ``confirm`` returns (the speedups
+    measured by the fresh processes that confirm slowdowns) are below it too. Only the median below
+    the limit is a warning.
+    """
+    base = statistics.median(stored)
+    limit_pct, _ = effective_tolerance(max_slowdown, [1.0 / s for s in stored if s > 0])
+    limit = base / (1.0 + limit_pct)
+    text = (f"{label}: speedup vs eager fell from x{base:.2f} to x{speedup['median']:.2f} "
+            f"(relative to eager this variant is {base / speedup['median'] - 1.0:+.0%} slower; "
+            f"IQR of {int(speedup['n'])} interleaved rounds x{speedup['p25']:.2f}-"
+            f"x{speedup['p75']:.2f}; limit {format_percent(limit_pct)} = x{limit:.2f}")
+    widened = (f", widened from {format_percent(max_slowdown)} by the {len(stored)} stored "
+               f"sessions' spread" if limit_pct > max_slowdown else "")
+    if speedup["p75"] < limit:
+        confirmed = ""
+        if confirm is not None:
+            confirming = list(confirm())
+            shown = ", ".join(f"x{c['median']:.2f}" for c in confirming) or "none measured"
+            if not confirming or any(c.get("p75", c["median"]) >= limit for c in confirming):
+                return None, f"{text}{widened}); not confirmed by fresh processes ({shown})"
+            confirmed = f"; confirmed in {len(confirming)} fresh processes: {shown}"
+        return (f"{text}{widened}{confirmed}). Eager ran in the same rounds, so a slower machine "
+                f"does not explain it: this variant lost ground against eager"), None
+    if speedup["median"] < limit:
+        return None, text + widened + ") - inconclusive: the rounds' spread overlaps the limit"
+    return None, None
+
+
+def drift_checks(label: str, sessions: Sequence[Mapping[str, Any]], *,
+                 speedup: Mapping[str, float] | None, fingerprint: Mapping[str, Any] | None,
+                 metric: float | None, limits: Mapping[str, float], max_slowdown: float,
+                 confirm_speedups: Callable[[], Sequence[Mapping[str, float]]] | None = None,
+                 ) -> tuple[list[str], list[str]]:
+    """(failures, warnings) of one measurement against its stored ``sessions``.
+
+    * speedup: see :func:`speedup_check`.
+    * fingerprint: fails when outputs moved by more than ``limits["rel_l2"]`` or changed shape.
+    * metric: fails when it moved by more than ``limits["metric"]`` (absolute).
+    """
+    failures: list[str] = []
+    warnings: list[str] = []
+    stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
+    if speedup and stored_speedups:
+        failure, warning = speedup_check(label, stored_speedups, speedup, max_slowdown,
+                                         confirm_speedups)
+        failures += [failure] if failure else []
+        warnings += [warning] if warning else []
+    stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
+    if fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
+        drift, problem = fingerprint_drift(stored_fp, fingerprint)
+        if problem:
+            failures.append(f"{label}: numerics changed since the baseline: {problem}. {REMEDY}")
+        elif drift > limits["rel_l2"]:
+            failures.append(
+                f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
+                f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {REMEDY}. "
+                f"Random models/inputs must be created inside the test or its function-scoped "
+                f"fixtures (torchperf seeds them with seed=0) or seeded by you")
+    stored_metric = next((s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None)
+    if metric is not None and stored_metric is not None and "metric" in limits:
+        if abs(metric - stored_metric) > limits["metric"]:
+            failures.append(
+                f"{label}: metric changed since the baseline: {stored_metric:.4g} -> {metric:.4g} "
+                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {REMEDY}")
+    return failures, warnings

@@ -1,0 +1,44 @@
+"""The one label of a measurement's outcome (``FAIL (counters)``, ``pass (re-measured)``,
+``measured, not saved: machine +61.0% slower``), shared by every report and the CLI. Pure."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _failure_kind(record: Mapping[str, Any]) -> str:
+    text = " ".join(record.get("failures") or ())
+    for word, kind in (("failing: --torchperf-strict", "strict"), ("drifted", "accuracy"),
+                       ("numerics changed", "numerics"), ("metric changed", "metric"),
+                       ("speedup", "speedup"), ("max_compile_time", "compile time")):
+        if word in text:
+            return kind
+    return "variant"
+
+
+def outcome_label(record: Mapping[str, Any]) -> str:
+    """The one label of a measurement's outcome, the same in every report and in the CLI.
+
+    ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time+counters)``, ``FAIL (accuracy)``,
+    ``FAIL (strict)``, ``INCONCLUSIVE``, ``improved``, ``new``, ``pass``, ``pass (re-measured)``,
+    ``measured``, ``disabled``; then ``, saved`` or ``, not saved: <why>`` in saving runs.
+    """
+    verdict = record.get("verdict") or {}
+    outcome = record["outcome"]
+    label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
+    timing = verdict.get("outcome")
+    if record.get("counter_changes"):
+        # Say what failed: a counter change can fail a test whose timing passed or was inconclusive.
+        label = "FAIL (time+counters)" if timing == "fail" else "FAIL (counters)"
+        if timing == "inconclusive":
+            label += ", time inconclusive"
+    elif record.get("failures"):
+        kind = _failure_kind(record)
+        label = f"FAIL (time+{kind})" if timing == "fail" else f"FAIL ({kind})"
+    if verdict.get("suspicious"):
+        label += " (re-measured)"
+    if record.get("saved"):
+        label += ", saved"
+    elif record.get("not_saved"):
+        label += f", not saved: {record['not_saved']}"
+    return label

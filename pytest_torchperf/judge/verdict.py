@@ -1,0 +1,200 @@
+"""The verdict of a measurement: a decision (:func:`pytest_torchperf.judge.decision.decide`)
+worded into a message, notes and figures (:func:`word`); :func:`judge` does both. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.judge.decision import CONFIRMATIONS, Decision, Outcome, decide
+from pytest_torchperf.judge.samples import (MAX_MACHINE_SLOWDOWN, MAX_NEIGHBOUR_LOAD,
+                                            MAX_RELATIVE_IQR, MIN_CPU_SHARE, GuardLimits, Sample)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one measurement against its baseline.
+
+    ``ratio`` is *the* figure of the verdict: the change every report shows. For a failure it is
+    the median of the agreeing passes, for a pass after a contradicting re-measure that pass's.
+    """
+
+    outcome: Outcome
+    message: str
+    #: Candidate statistic / baseline statistic: the verdict's figure (None without a baseline).
+    ratio: float | None = None
+    #: Ratio of the first confirming pass, when one was made.
+    confirm_ratio: float | None = None
+    #: Ratio of the first pass (``ratio`` may pool it with the confirming passes).
+    first_ratio: float | None = None
+    baseline_statistic: float | None = None
+    candidate_statistic: float | None = None
+    tolerance: float | None = None
+    #: Tolerance actually applied (widened by the stored sessions' noise).
+    effective_tolerance: float | None = None
+    baseline_sessions: int = 0
+    #: Estimated process-to-process noise (relative standard deviation) of the stored sessions.
+    baseline_cv: float | None = None
+    #: Passed, but only after a re-measurement contradicted a first suspicious pass.
+    suspicious: bool = False
+    #: Calibration kernel now / in the baseline sessions: >1 means the machine itself is slower.
+    machine_ratio: float | None = None
+    #: ``ratio`` / ``machine_ratio``: the change with the machine's own speed factored out.
+    normalized_ratio: float | None = None
+    #: How many extra measurement passes the decision needed.
+    remeasures: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    #: NEW only: why no stored baseline is comparable (the fingerprint fields that differ from a
+    #: stored environment, and where it is), shared by every measurement of that environment.
+    new_reason: str | None = None
+    #: Ratios of every confirming pass, in order.
+    confirm_ratios: tuple[float, ...] = ()
+    #: Where the confirming passes were taken: ``fresh`` (new processes) or ``same``.
+    confirmed_in: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the outcome is FAIL."""
+        return self.outcome is Outcome.FAIL
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-friendly representation for reports."""
+        return {
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "ratio": self.ratio,
+            "confirm_ratio": self.confirm_ratio,
+            "first_ratio": self.first_ratio,
+            "baseline_statistic": self.baseline_statistic,
+            "candidate_statistic": self.candidate_statistic,
+            "tolerance": self.tolerance,
+            "effective_tolerance": self.effective_tolerance,
+            "baseline_sessions": self.baseline_sessions,
+            "baseline_cv": self.baseline_cv,
+            "suspicious": self.suspicious,
+            "machine_ratio": self.machine_ratio,
+            "normalized_ratio": self.normalized_ratio,
+            "remeasures": self.remeasures,
+            "notes": list(self.notes),
+            "new_reason": self.new_reason,
+            "confirm_ratios": list(self.confirm_ratios),
+            "confirmed_in": self.confirmed_in,
+        }
+
+
+@dataclass
+class Judgement:
+    """A verdict and the sample it was reached on (the last trustworthy pass)."""
+
+    verdict: Verdict
+    sample: Sample
+    samples: list[Sample]
+
+
+def word(label: str, d: Decision) -> Verdict:
+    """The :class:`Verdict` of a decision: its message, notes and figures."""
+    notes = []
+    if d.noise is not None and d.limit > d.tolerance:
+        notes.append(
+            f"the {d.sessions} stored sessions (fresh processes of unchanged code) put this "
+            f"machine's process-to-process noise at {format_percent(d.noise)}, too much for a "
+            f"{format_percent(d.tolerance)} limit; judged at {format_percent(d.limit)} (3 standard "
+            f"deviations)")
+    machine = d.machine_ratio(d.final)
+    figures = dict(
+        ratio=d.ratio, first_ratio=d.first_ratio, baseline_statistic=d.baseline,
+        candidate_statistic=d.candidate, tolerance=d.tolerance, effective_tolerance=d.limit,
+        baseline_sessions=d.sessions, baseline_cv=d.noise, remeasures=len(d.samples) - 1,
+        confirm_ratio=d.confirm_ratios[0] if d.confirm_ratios else None,
+        confirm_ratios=d.confirm_ratios, confirmed_in=d.confirmed_in, machine_ratio=machine,
+        normalized_ratio=d.ratio / machine if machine and d.ratio else None, notes=tuple(notes))
+    limit = format_percent(d.limit)
+    strict = "--torchperf-strict turns this into a failure."
+    where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
+    if d.reason == "new":
+        return Verdict(Outcome.NEW, f"{label}: no baseline for this environment yet; record one "
+                       f"with pytest --torchperf-save", tolerance=d.tolerance)
+    if d.reason == "guard":
+        message = (f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
+                   f"trusted: {d.problem} (re-measured once, still bad). Re-run on a quieter "
+                   f"machine; {strict}")
+    elif d.reason == "untrusted":
+        message = (f"{label}: inconclusive, {format_change(d.ratio)} vs baseline but a confirming "
+                   f"pass ({where}) could not be trusted: {d.problem}. Re-run on a quieter "
+                   f"machine; {strict}")
+    elif d.reason == "confirmed":
+        passes = len(d.confirm_ratios) + 1
+        where_all = "fresh processes" if d.confirmed_in == "fresh" else "re-measures in this process"
+        message = (f"{label}: {format_change(d.ratio).lstrip('+')} slower than baseline "
+                   f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}, the "
+                   f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
+                   f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
+                   f"limit {limit})\n" + _confidence_line(d))
+    elif d.reason == "contradicted":
+        message = (f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
+                   f"(first pass {format_change(d.first_ratio)}; limit {limit})")
+    elif d.reason == "machine-faster":
+        notes.append(f"{format_change(d.ratio)} only because the machine itself ran the calibration "
+                     f"kernel {format_change(machine)}: not an improvement")
+        message = (f"{label}: {format_change(d.ratio)} vs baseline, faster only because the machine "
+                   f"is (calibration kernel {format_change(machine)}; limit {limit})")
+        figures["notes"] = tuple(notes)
+    elif d.reason == "improved":
+        message = (f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
+                   f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}; limit "
+                   f"{limit}): the baseline is stale; refresh it with pytest --torchperf-save "
+                   f"--torchperf-reset")
+    else:
+        message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
+    return Verdict(d.outcome, message, suspicious=d.reason == "contradicted", **figures)
+
+
+def _confidence_line(d: Decision) -> str:
+    """One line saying how much noise the decision had to beat."""
+    parts = [f"spread within run IQR/median {format_percent(d.first.summary.relative_iqr)} and "
+             f"{format_percent(d.final.summary.relative_iqr)}"]
+    if d.final.process_statistics:
+        p25s = ", ".join(format_time(t) for t in (*d.final.process_statistics, d.final.summary.p25))
+        parts.append(f"candidate: median of {d.final.processes} fresh processes (p25s {p25s})")
+    if d.noise is not None:
+        parts.append(f"baseline: median of {d.sessions} sessions, process noise "
+                     f"{format_percent(d.noise)}")
+    else:
+        parts.append(f"baseline: {d.sessions} saved session{'s' if d.sessions != 1 else ''}")
+    shares = [s.cpu_share for s in (d.first, d.final) if s.cpu_share is not None]
+    if shares:
+        parts.append(f"CPU share {min(shares):.2f}")
+    machine = d.machine_ratio(d.final)
+    if machine is not None:
+        parts.append(f"machine speed {format_change(machine)} on the calibration kernel")
+    return "  how sure: " + "; ".join(parts)
+
+
+def judge(
+    label: str,
+    first: Sample,
+    baseline_stats: Sequence[float],
+    tolerance: float,
+    remeasure: Callable[[], Sample],
+    *,
+    min_cpu_share: float = MIN_CPU_SHARE,
+    max_relative_iqr: float = MAX_RELATIVE_IQR,
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
+    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
+    baseline_calibrated: Sequence[tuple[float, float]] = (),
+    confirm: Callable[[], Sample | None] | None = None,
+    confirmations: int = CONFIRMATIONS,
+) -> Judgement:
+    """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
+
+    ``baseline_calibrated`` holds ``(statistic, calibration)`` of the stored sessions that timed
+    the calibration kernel; the machine-speed guard applies when every session did.
+    """
+    guard = GuardLimits(min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown)
+    calibrations = ([c for _, c in baseline_calibrated]
+                    if len(baseline_calibrated) == len(baseline_stats) else [])
+    d = decide(first, baseline_stats, tolerance, remeasure, guard=guard,
+               baseline_calibrations=calibrations, confirm=confirm, confirmations=confirmations)
+    return Judgement(word(label, d), d.final, d.samples)

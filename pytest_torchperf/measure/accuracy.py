@@ -1,0 +1,177 @@
+"""Numerical accuracy of a variant against the eager fp32 reference, and output fingerprints.
+
+Two questions, two tools:
+
+* *Within a run*: how far are a variant's outputs from eager's on the same inputs?
+  :func:`compare_outputs` gives relative L2 error, cosine similarity, max abs error and (for
+  classifier-shaped outputs) top-1 agreement; :func:`pytest_torchperf.judge.numerics.check_limits`
+  turns them into failure sentences against the variant's tolerances
+  (:func:`pytest_torchperf.variants.registry.tolerances`, overridable per test).
+* *Across runs*: did the numbers change since the baseline (a torch upgrade, a model edit)?
+  :func:`fingerprint` keeps summary statistics and a fixed probe of 16 values per output leaf
+  (never whole tensors); :func:`fingerprint_drift` compares two (pure, no torch).
+
+Outputs may be tensors, tuples/lists, dicts (incl. ``ModelOutput``-style ordered dicts) and
+dataclasses, nested. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from pytest_torchperf.core.leaves import leaf_difference
+
+#: Values kept per output leaf in a fingerprint.
+PROBE_SIZE = 16
+
+class OutputMismatchError(ValueError):
+    """A variant's outputs do not have the reference's structure (leaves, shapes)."""
+
+
+def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
+    """``(path, tensor)`` pairs of every tensor (and float) in a nested output, in a stable order."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return [(path, output)]
+    if isinstance(output, bool) or output is None or isinstance(output, (str, bytes)):
+        return []
+    if isinstance(output, (int, float)):
+        return [(path, torch.tensor(float(output)))]
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        found = []
+        for f in dataclasses.fields(output):
+            found += leaves(getattr(output, f.name), f"{path}.{f.name}")
+        return found
+    if isinstance(output, Mapping):
+        found = []
+        for key, value in output.items():
+            found += leaves(value, f"{path}[{key!r}]")
+        return found
+    if isinstance(output, (list, tuple)):
+        found = []
+        for index, value in enumerate(output):
+            found += leaves(value, f"{path}[{index}]")
+        return found
+    return []
+
+
+def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
+    ref, cand = leaves(reference), leaves(candidate)
+    problem = leaf_difference([(p, tuple(t.shape)) for p, t in ref],
+                              [(p, tuple(t.shape)) for p, t in cand], "eager", "the variant")
+    if problem:
+        raise OutputMismatchError(
+            f"{problem}, so the values cannot be compared element by element (a detection model "
+            f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
+            f"before thresholding) to check accuracy")
+    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand)]
+
+
+def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
+    """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
+
+    Returns ``rel_l2`` (||c - r|| / ||r||), ``cosine``, ``max_abs``, ``n`` (values compared) and,
+    when a leaf is classifier-shaped (at least 2-D, last dim >= 2), ``top1`` (argmax agreement
+    over the last dim of the first such leaf). Integer leaves must match exactly
+    (``int_mismatch`` counts the values that do not).
+    """
+    import torch
+
+    diffs, refs, cands = [], [], []
+    top1: float | None = None
+    int_mismatch = 0
+    for _path, r, c in _float_pairs(reference, candidate):
+        if r.is_floating_point() or r.is_complex():
+            r64 = r.detach().to("cpu", torch.float64).reshape(-1)
+            c64 = c.detach().to("cpu", torch.float64).reshape(-1)
+            refs.append(r64)
+            cands.append(c64)
+            diffs.append(c64 - r64)
+            if top1 is None and r.dim() >= 2 and r.shape[-1] >= 2 and r.numel() > 0:
+                agree = r.detach().float().argmax(-1) == c.detach().float().argmax(-1)
+                top1 = float(agree.float().mean().item())
+        else:
+            int_mismatch += int((r.detach().cpu() != c.detach().cpu()).sum().item())
+    metrics: dict[str, float] = {"n": float(sum(t.numel() for t in refs)),
+                                 "int_mismatch": float(int_mismatch)}
+    if refs:
+        r = torch.cat(refs)
+        c = torch.cat(cands)
+        d = torch.cat(diffs)
+        r_norm, c_norm, d_norm = (float(torch.linalg.vector_norm(v)) for v in (r, c, d))
+        metrics["rel_l2"] = d_norm / r_norm if r_norm > 0 else d_norm
+        metrics["cosine"] = (float(torch.dot(r, c)) / (r_norm * c_norm) if r_norm > 0 and c_norm > 0
+                             else (1.0 if r_norm == c_norm else 0.0))
+        metrics["max_abs"] = float(d.abs().max()) if d.numel() else 0.0
+    if top1 is not None:
+        metrics["top1"] = top1
+    return metrics
+
+
+def fingerprint(output: Any) -> dict[str, Any]:
+    """Summary statistics of an output, small enough to store with every baseline session.
+
+    Per floating leaf: path, shape, dtype, mean, std, L2 norm, max abs value and ``PROBE_SIZE``
+    values at evenly spaced flat positions (the positions depend on the shape only, so two
+    fingerprints of same-shaped outputs probe the same elements).
+    """
+    import torch
+
+    out = []
+    for path, tensor in leaves(output):
+        t = tensor.detach().to("cpu")
+        entry: dict[str, Any] = {"path": path, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        if (t.is_floating_point() or t.is_complex()) and t.numel():
+            flat = t.to(torch.float64).reshape(-1)
+            finite_mask = torch.isfinite(flat)
+            finite = flat[finite_mask]
+            step = max(1, flat.numel() // PROBE_SIZE)
+            # Statistics over the finite values (masked logits hold -inf legitimately); the count
+            # of the others is kept so that a change in it is seen. JSON has no NaN/inf.
+            probe = torch.nan_to_num(flat[::step][:PROBE_SIZE], nan=0.0, posinf=0.0, neginf=0.0)
+            entry.update({
+                "mean": _sig(finite.mean()) if finite.numel() else 0.0,
+                "std": _sig(finite.std()) if finite.numel() > 1 else 0.0,
+                "l2": _sig(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0,
+                "absmax": _sig(finite.abs().max()) if finite.numel() else 0.0,
+                "nonfinite": int(flat.numel() - int(finite_mask.sum())),
+                "probe": [_sig(v) for v in probe],
+            })
+        out.append(entry)
+    return {"leaves": out}
+
+
+def _sig(value: Any) -> float:
+    number = float(value)
+    return float(f"{number:.9g}") if math.isfinite(number) else 0.0
+
+
+def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[float, str | None]:
+    """How far ``current`` moved from ``stored``: (relative drift, structural change or None).
+
+    The drift of a leaf is the larger of the relative L2 change of its probe values and the
+    relative change of its L2 norm; the result is the largest over leaves.
+    """
+    old, new = stored.get("leaves", []), current.get("leaves", [])
+    problem = leaf_difference([(x.get("path"), x.get("shape") or ()) for x in old],
+                              [(x.get("path"), x.get("shape") or ()) for x in new],
+                              "the baseline", "this run")
+    if problem:
+        return math.inf, problem
+    drift = 0.0
+    for a, b in zip(old, new):
+        if a.get("nonfinite", 0) != b.get("nonfinite", 0):
+            return math.inf, (f"{a.get('path')}: non-finite values {a.get('nonfinite', 0)} -> "
+                              f"{b.get('nonfinite', 0)}")
+        if "probe" not in a or "probe" not in b:
+            continue
+        pa, pb = a["probe"], b["probe"]
+        norm = math.sqrt(sum(v * v for v in pa))
+        delta = math.sqrt(sum((x - y) ** 2 for x, y in zip(pa, pb)))
+        probe_change = delta / norm if norm > 0 else delta
+        l2_change = abs(b["l2"] - a["l2"]) / a["l2"] if a["l2"] > 0 else abs(b["l2"])
+        drift = max(drift, probe_change, l2_change)
+    return drift, None

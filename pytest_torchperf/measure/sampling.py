@@ -1,0 +1,193 @@
+"""The block-sampling protocol, independent of torch so it can run on a fake clock.
+
+1. Warm up: untimed single calls until at least ``MIN_WARMUP_CALLS`` calls and ``warmup`` seconds.
+2. Size blocks: ``number`` calls per block so that one block takes about ``block_target`` (10 ms).
+   This gives 50-100 samples per second even for sub-millisecond models, unlike the power-of-ten
+   rule of ``blocked_autorange``.
+3. Collect blocks until ``min_time`` seconds and at least ``MIN_BLOCKS`` blocks.
+4. Report per-call times (block time / number) and the process CPU share over the timed blocks.
+5. Optionally, after every timed block, time one short block of a fixed calibration kernel. Its
+   per-call times describe how fast *the machine* was in the same moments as the target, so a
+   verdict can tell "the code got slower" from "the machine is slower right now" (on a shared VM
+   the same unchanged model moved 1.6x between processes while target/calibration stayed within
+   about 5 %).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+#: Untimed calls made before timing, whatever ``warmup`` says.
+MIN_WARMUP_CALLS = 3
+#: Blocks collected at least, so quantiles exist even for a model slower than ``min_time``.
+MIN_BLOCKS = 5
+#: Target duration of one timed block, in seconds.
+BLOCK_TARGET = 0.010
+#: Target duration of one calibration block, in seconds (adds ~15 % to the timed phase).
+CALIBRATION_BLOCK_TARGET = 0.0015
+
+#: Runs ``number`` calls of the target and returns their total duration in seconds.
+RunBlock = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class RawSamples:
+    """What one sampling pass collected."""
+
+    #: Per-call seconds, one value per block.
+    times: list[float]
+    number_per_block: int
+    #: Wall seconds spent in the timed blocks (excludes warm-up).
+    wall_time: float
+    #: Process CPU seconds over the same interval.
+    cpu_time: float
+    warmup_calls: int
+    #: Per-call seconds of the calibration kernel, one per timed block (empty when not calibrated).
+    calibration: list[float] = field(default_factory=list)
+    #: Share of the other CPUs' capacity other processes used meanwhile (None: not measured).
+    neighbour_load: float | None = None
+
+    @property
+    def cpu_share(self) -> float:
+        """Process CPU time / wall time during timing (1.0 = had a core the whole time)."""
+        return self.cpu_time / self.wall_time if self.wall_time > 0 else 0.0
+
+
+def block_size(per_call: float, block_target: float = BLOCK_TARGET) -> int:
+    """Calls per block so one block lasts about ``block_target`` seconds (at least 1)."""
+    if per_call <= 0:
+        return 1000  # an immeasurably fast call: plenty of calls per block
+    return max(1, round(block_target / per_call))
+
+
+class Neighbours:
+    """Measures how busy the other CPUs are over an interval (see :mod:`.machine_load`).
+
+    ``busy_clock`` returns the machine's busy CPU-seconds (all CPUs); ``fallback`` gives a load
+    directly where there is no such clock. Injected, so sampling stays testable on fake clocks.
+    """
+
+    def __init__(self, busy_clock: Callable[[], float] | None, cpus: int,
+                 fallback: Callable[[], float | None] | None = None) -> None:
+        self.busy_clock, self.cpus, self.fallback = busy_clock, cpus, fallback
+        self._start: float | None = None
+
+    def start(self) -> None:
+        self._start = self.busy_clock() if self.busy_clock is not None else None
+
+    def load(self, own_cpu: float, wall: float) -> float | None:
+        """The neighbours' load since :meth:`start`, given this process's CPU time and the wall."""
+        from pytest_torchperf.measure.machine_load import neighbour_load
+
+        if self.busy_clock is None or self._start is None:
+            return self.fallback() if self.fallback is not None else None
+        return neighbour_load(self.busy_clock() - self._start, own_cpu, wall, self.cpus)
+
+
+def collect(run_block: RunBlock, *, min_time: float, warmup: float,
+            clock: Callable[[], float] = time.perf_counter,
+            cpu_clock: Callable[[], float] = time.process_time,
+            block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
+            number: int | None = None, calibrate: RunBlock | None = None,
+            neighbours: Neighbours | None = None) -> RawSamples:
+    """Warm up, size the blocks and collect timed blocks (see module docstring).
+
+    ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
+    size of the first pass so both passes time the same thing). ``neighbours`` measures how busy
+    the other CPUs were over the timed blocks.
+    """
+    warm: list[float] = []
+    start = clock()
+    while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
+        warm.append(run_block(1))
+    if number is None:
+        # The first call often pays one-off costs (allocator growth, lazy init): size from the rest.
+        number = block_size(statistics.median(warm[1:] or warm), block_target)
+    cal_number = 0
+    if calibrate is not None:
+        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
+        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+
+    times: list[float] = []
+    calibration: list[float] = []
+    if neighbours is not None:
+        neighbours.start()
+    cpu0, wall0 = cpu_clock(), clock()
+    while True:
+        times.append(run_block(number) / number)
+        if calibrate is not None:
+            calibration.append(calibrate(cal_number) / cal_number)
+        elapsed = clock() - wall0
+        if elapsed >= min_time and len(times) >= min_blocks:
+            break
+    cpu_time = cpu_clock() - cpu0
+    load = neighbours.load(cpu_time, elapsed) if neighbours is not None else None
+    return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
+                      warmup_calls=len(warm), calibration=calibration, neighbour_load=load)
+
+
+def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, warmup: float,
+                        clock: Callable[[], float] = time.perf_counter,
+                        cpu_clock: Callable[[], float] = time.process_time,
+                        block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
+                        calibrate: RunBlock | None = None,
+                        neighbours: Neighbours | None = None) -> dict[str, RawSamples]:
+    """Time several variants of one target in round-robin blocks (one block of each per round).
+
+    Drift and noisy neighbours then hit every variant alike, so the per-round ratio of two
+    variants' block times is a same-moment comparison (measured: ratios held to about
+    ±0.1 where absolute times drifted 10 %). Each variant is warmed up and sized on its own;
+    rounds continue until at least ``min_blocks`` rounds and ``min_time`` seconds per variant in
+    total (``len(runners) * min_time``): the budget a user sets stays the budget, and a variant
+    much slower than a ~10 ms block (one call per block) does not multiply it. Every variant's
+    ``times`` has one entry per round, in round order.
+    """
+    names = list(runners)
+    numbers: dict[str, int] = {}
+    warm_calls: dict[str, int] = {}
+    for name in names:
+        run_block = runners[name]
+        warm: list[float] = []
+        start = clock()
+        while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
+            warm.append(run_block(1))
+        numbers[name] = block_size(statistics.median(warm[1:] or warm), block_target)
+        warm_calls[name] = len(warm)
+    cal_number = 0
+    if calibrate is not None:
+        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
+        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+
+    times: dict[str, list[float]] = {n: [] for n in names}
+    calibration: dict[str, list[float]] = {n: [] for n in names}
+    wall = dict.fromkeys(names, 0.0)
+    cpu = dict.fromkeys(names, 0.0)
+    if neighbours is not None:
+        neighbours.start()
+    all_cpu0, all_wall0 = cpu_clock(), clock()
+    while True:
+        for name in names:
+            cpu0, wall0 = cpu_clock(), clock()
+            times[name].append(runners[name](numbers[name]) / numbers[name])
+            if calibrate is not None:
+                calibration[name].append(calibrate(cal_number) / cal_number)
+            wall[name] += clock() - wall0
+            cpu[name] += cpu_clock() - cpu0
+        rounds = len(times[names[0]])
+        if rounds >= min_blocks and sum(wall.values()) >= min_time * len(names):
+            break
+    # The variants took turns in the same moments: one load for all of them.
+    load = (neighbours.load(cpu_clock() - all_cpu0, clock() - all_wall0)
+            if neighbours is not None else None)
+    return {n: RawSamples(times=times[n], number_per_block=numbers[n], wall_time=wall[n],
+                          cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n],
+                          neighbour_load=load)
+            for n in names}
+
+
+def round_ratios(reference: list[float], candidate: list[float]) -> list[float]:
+    """Per-round speedups ``reference / candidate`` of two interleaved variants (rounds paired)."""
+    return [r / c for r, c in zip(reference, candidate) if c > 0]

@@ -1,0 +1,321 @@
+"""Timing a target with torch.utils.benchmark under the block protocol.
+
+This is the only place that runs user code for timing. It prepares the call (eval mode and
+``no_grad`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
+``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.measure.sampling.collect` as the block
+runner. Devices are synchronised around every timed block, never per call: a block measures
+finished work, not asynchronous launches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.measure.sampling import Neighbours, RawSamples, collect
+
+
+class NonFiniteOutputError(AssertionError):
+    """The target returned NaN or inf values."""
+
+
+class TargetError(ValueError):
+    """The target or its arguments are not something torchperf can call."""
+
+
+@dataclass(frozen=True)
+class TimedPass:
+    """One sampling pass plus where it ran and how blocks were clocked."""
+
+    raw: RawSamples
+    device: str
+    #: ``cpu`` (perf_counter), ``cuda-events`` or ``sync`` (synchronize + perf_counter).
+    clock: str
+
+
+def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
+    """Where the target computes: its parameters' device, else the first input tensor's, else
+    (closures, test bodies) the accelerator if one is really present, else ``cpu``.
+
+    Parameters come first: a GPU module fed CPU inputs (moved inside ``forward``) runs on the GPU.
+    The accelerator fallback errs on the safe side: synchronising an idle GPU costs microseconds,
+    while not synchronising a busy one would time kernel launches only.
+    """
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    module = getattr(target, "_orig_mod", target)  # a torch.compile'd module keeps its params there
+    if isinstance(module, torch.nn.Module):
+        for tensor in (*module.parameters(), *module.buffers()):
+            if not tensor.is_meta:
+                return str(tensor.device)
+    for leaf in tree_leaves((list(inputs), kwargs or {})):
+        if isinstance(leaf, torch.Tensor):
+            return str(leaf.device)
+    return default_device()
+
+
+def default_device() -> str:
+    """The accelerator if one is really present (not merely built for), else ``cpu``."""
+    import torch
+
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    return str(accelerator) if accelerator is not None else "cpu"
+
+
+def make_clock(device: str) -> Callable[[], float]:
+    """A block clock that first waits for the device to finish queued work (no-op on CPU)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return time.perf_counter
+    if dev.type == "cuda" and torch.cuda.is_available():
+        def cuda_clock() -> float:
+            torch.cuda.synchronize(dev)
+            return time.perf_counter()
+        return cuda_clock
+
+    def accelerator_clock() -> float:
+        if torch.accelerator.is_available():
+            torch.accelerator.synchronize()
+        return time.perf_counter()
+    return accelerator_clock
+
+
+def count_non_finite(output: Any) -> tuple[int, int]:
+    """(non-finite values, total values) over all floating tensors in a nested output."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    bad = total = 0
+    for leaf in tree_leaves(output):
+        if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
+            total += leaf.numel()
+            bad += int((~torch.isfinite(leaf)).sum().item())
+        elif isinstance(leaf, float):
+            total += 1
+            bad += 0 if math.isfinite(leaf) else 1
+    return bad, total
+
+
+@contextlib.contextmanager
+def prepared(target: Any, options: MeasureOptions, module: Any = None) -> Iterator[None]:
+    """Run user code as it will be timed, and restore global state afterwards.
+
+    Always: the timing's thread count. For ``nn.Module`` targets with ``options.inference``:
+    ``eval()`` and ``torch.no_grad()``. Not ``inference_mode``: tensors a module creates lazily
+    during the measurement (caches, buffers) would become inference tensors and break the user's
+    own training code after the test. Callables and test bodies run with grad mode untouched.
+
+    Every call (output check, counters, profiling, timing) goes through here so compiled targets
+    see the same global state each time: dynamo guards on the thread count and would recompile.
+    ``module`` (a variant's eager module) decides eval/no_grad when the target itself is a wrapper.
+    """
+    import torch
+
+    subject = target if module is None else module
+    threads = torch.get_num_threads()
+    torch.set_num_threads(options.threads)
+    is_module = isinstance(subject, torch.nn.Module)
+    modes: list[tuple[Any, bool]] = []
+    if options.inference and is_module:
+        modes = [(m, m.training) for m in subject.modules()]
+        subject.eval()
+    try:
+        with torch.no_grad() if (options.inference and is_module) else contextlib.nullcontext():
+            yield
+    finally:
+        for module, training in modes:
+            module.training = training
+        torch.set_num_threads(threads)
+
+
+def neighbours_for(device: str) -> Neighbours | None:
+    """How busy the other CPUs are, for CPU measurements (GPU timing does not share the cores)."""
+    if not device.startswith("cpu"):
+        return None
+    from pytest_torchperf.measure.machine_load import busy_clock, cpu_count, loadavg_neighbour_load
+
+    cpus = cpu_count()
+    return Neighbours(busy_clock(), cpus, fallback=lambda: loadavg_neighbour_load(cpus))
+
+
+#: The calibration kernel: a 64x64 fp32 matrix product, ~5 us on one core of a 2026 x86 VM.
+#: Fixed forever: changing it would make stored calibrations incomparable (bump the name if so).
+CALIBRATION_KERNEL = "mm64-fp32"
+
+
+def calibration_kernel() -> Callable[[int], float]:
+    """A block runner for the CPU calibration kernel (timed alongside the target's blocks).
+
+    It runs inside :func:`prepared`, so it uses the measurement's thread count like the target.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 64, generator=generator)
+    b = torch.randn(64, 64, generator=generator)
+    out = torch.empty(64, 64)
+
+    def run(number: int) -> float:
+        with torch.no_grad():
+            start = time.perf_counter()
+            for _ in range(number):
+                torch.mm(a, b, out=out)
+            return time.perf_counter() - start
+
+    return run
+
+
+class Measurer:
+    """Times one target on fixed inputs; :meth:`sample` may be called again to re-measure."""
+
+    def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
+                 options: MeasureOptions, device: str | None = None, calibrate: bool = True,
+                 module: Any = None) -> None:
+        if not callable(target):
+            raise TargetError(f"the target must be an nn.Module or a callable, got "
+                              f"{type(target).__name__}: pass the model or a function, not its output")
+        if not isinstance(kwargs, dict):
+            raise TargetError(f"kwargs= must be a dict of keyword arguments for the target, got "
+                              f"{type(kwargs).__name__}")
+        self.target = target
+        self.inputs = tuple(inputs)
+        self.kwargs = kwargs
+        self.options = options
+        #: The eager module behind a variant wrapper (decides eval/no_grad), else None.
+        self.module = module
+        self.device = device or infer_device(target if module is None else module, self.inputs,
+                                             self.kwargs)
+        self.number_per_block: int | None = None
+        self.calibrate = calibrate
+        self._checked_outputs = False
+
+    def prepared(self) -> Any:
+        """:func:`prepared` for this target (and its eager module)."""
+        return prepared(self.target, self.options, self.module)
+
+    def _call(self) -> Any:
+        __tracebackhide__ = True  # the user's traceback starts at their target
+        return self.target(*self.inputs, **self.kwargs)
+
+    def check_outputs(self, label: str) -> Any:
+        """Call the target once, fail clearly on NaN/inf outputs (when ``check_finite``), and
+        return the outputs (the reference for a variant's accuracy)."""
+        __tracebackhide__ = True
+        with self.prepared():
+            output = self._call()
+        self._checked_outputs = True
+        if not self.options.check_finite:
+            return output
+        bad, total = count_non_finite(output)
+        if bad:
+            raise NonFiniteOutputError(
+                f"{label}: the target's output contains {bad} NaN/inf of {total} values; timings of a "
+                f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False.")
+        return output
+
+    def block_runner(self, *, per_block_state: bool = False) -> tuple[Callable[[int], float], str]:
+        """A function timing ``number`` calls of the target (seconds), and the clock's name.
+
+        On CUDA, a block is timed with CUDA events recorded on the current stream around the
+        ``Timer.timeit`` loop (GPU time of finished work); elsewhere with a clock that synchronises
+        the device at block boundaries. ``per_block_state`` enters :func:`prepared` around each
+        block (for interleaved variants, whose global state differs); otherwise the caller does.
+        """
+        import torch
+        from torch.utils.benchmark import Timer
+
+        use_events = self.device.startswith("cuda") and torch.cuda.is_available()
+        clock_name = "cuda-events" if use_events else ("cpu" if self.device.startswith("cpu") else "sync")
+        timer = Timer(stmt="__torchperf_call()", globals={"__torchperf_call": self._call},
+                      num_threads=self.options.threads,
+                      timer=time.perf_counter if use_events else make_clock(self.device))
+
+        # Timer.timeit(n) first runs max(n // 100, 2) untimed warm-up calls: for a model slower
+        # than a block (1 call per block) that triples the cost of every block. Our protocol warms
+        # up once per pass, so blocks go straight to the compiled timeit.Timer inside the torch
+        # Timer (same statement, globals and clock; threads are set by ``prepared``).
+        inner = getattr(timer, "_timer", None)
+        raw_block = inner.timeit if inner is not None else (
+            lambda number: timer.timeit(number).raw_times[0])
+
+        def run_block(number: int) -> float:
+            return float(raw_block(number))
+
+        def run_block_events(number: int) -> float:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            raw_block(number)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0  # ms -> s
+
+        runner = run_block_events if use_events else run_block
+        if not per_block_state:
+            return runner, clock_name
+
+        def prepared_block(number: int) -> float:
+            with self.prepared():
+                return runner(number)
+        return prepared_block, clock_name
+
+    def sample(self) -> TimedPass:
+        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks."""
+        __tracebackhide__ = True
+        run_block, clock_name = self.block_runner()
+        calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
+        with self.prepared():
+            raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
+                          number=self.number_per_block, calibrate=calibrate,
+                          neighbours=neighbours_for(self.device))
+        self.number_per_block = raw.number_per_block
+        return TimedPass(raw=raw, device=self.device, clock=clock_name)
+
+    def counters(self, eager: Any = None, capture: bool = False) -> Any:
+        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).
+
+        ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
+        modes cannot see, so a ``torch.compile``d target is counted on its eager original.
+        ``capture=True`` returns ``(counters, output of that call)``.
+        """
+        __tracebackhide__ = True
+        from pytest_torchperf.measure.counters import collect_counters
+
+        fn = eager or self.target
+        outputs: list[Any] = []
+
+        def call() -> Any:
+            out = fn(*self.inputs, **self.kwargs)
+            outputs.append(out)
+            return out
+
+        with self.prepared():
+            counted = collect_counters(call, self.device, module=fn)
+        return (counted, outputs[0]) if capture else counted
+
+    def graph_counters(self, eager: Any) -> dict[str, Any]:
+        """Graphs and graph breaks ``torch.compile`` captures from ``eager`` (before the first call)."""
+        from pytest_torchperf.measure.counters import graph_counters
+
+        with self.prepared():
+            return graph_counters(eager, self.inputs, self.kwargs)
+
+    def profile(self, iterations: int, trace: Any = None) -> tuple[list[dict[str, Any]], Any]:
+        """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""
+        from pytest_torchperf.measure.profiling import profile_call
+
+        with self.prepared():
+            return profile_call(self._call, self.device, iterations, trace)
+
+    def run_once(self) -> Any:
+        """Call the target once under the same preparation (``--torchperf-disable``)."""
+        __tracebackhide__ = True
+        with self.prepared():
+            return self._call()

@@ -1,0 +1,66 @@
+"""Run-wide settings from the command line and ini file (no torch, no heavy imports).
+
+Kept apart from :mod:`pytest_torchperf.run` so that ``pytest_configure`` can record them
+without importing the measuring machinery: a pytest run without perf tests never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Session-wide settings from the command line and ini file."""
+
+    storage: Path
+    save: bool = False
+    compare: bool = False
+    disable: bool = False
+    reset: bool = False
+    #: Folder for profiler traces and reports (default ``.torchperf-report`` under the rootdir).
+    report_dir: Path = Path(".torchperf-report")
+    #: Requested device for ``torchperf_device`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``).
+    device: str = "auto"
+    #: Parsed option layers (see :mod:`pytest_torchperf.options.measure_options`); ``None`` values mean "unset".
+    cli: Mapping[str, Any] = field(default_factory=dict)
+    ini: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--torchperf-cross-machine``: with no baseline here, compare with another environment's
+    #: (normalised times warn only; counters of the same torch build are gated).
+    cross_machine: bool = False
+    #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
+    variant_filter: tuple[str, ...] | None = None
+    #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).
+    processes: int = 1
+    #: This run is a child of a ``--torchperf-processes`` run: it only measures (see
+    #: :mod:`pytest_torchperf.pytest_plugin.child_runs`).
+    child: bool = False
+    #: ``--torchperf-confirm``: a suspected slowdown is re-measured in a ``fresh`` process or the
+    #: ``same`` one.
+    confirm: str = "fresh"
+
+    def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """``names`` narrowed by the run's variant filter, order kept."""
+        if self.variant_filter is None:
+            return names
+        return tuple(n for n in names if n in self.variant_filter)
+
+    @property
+    def mode(self) -> str:
+        """Human-readable run mode for headers."""
+        if self.disable:
+            return "disabled (each target run once, no timing)"
+        parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
+        return "+".join(parts) if parts else "measure only (no baseline)"
+
+
+def default_lock_path() -> Path | None:
+    """Lock file shared by the xdist workers of one run; None outside xdist."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not uid:
+        return None
+    return Path(tempfile.gettempdir()) / f"pytest-torchperf-{uid}.lock"

@@ -1,0 +1,276 @@
+"""pytest glue of ``--torchperf-processes N``: options, child-run mode, starting the children.
+
+The pooling itself is pure logic in :mod:`pytest_torchperf.judge.pooling`. Here: the controlling run starts N-1 child
+pytest runs before its own test loop, each with the controller's own arguments plus
+``--torchperf-child FILE``, one after another (never concurrently: they would share the cores the
+timing needs). A child runs only the perf tests, judges and saves nothing, writes no reports or
+JUnit XML, and leaves one line per measurement in FILE for the controller to pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
+
+#: Environment variable carrying a child's process number (1..N-1; the controller is N).
+CHILD_PROCESS_ENV = "PYTEST_TORCHPERF_CHILD_PROCESS"
+#: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
+#: one session of the 10 a baseline history keeps.
+MAX_PROCESSES = 10
+#: Where a suspected slowdown is confirmed (``--torchperf-confirm``).
+CONFIRM_MODES = ("fresh", "same")
+#: Time limit of the first child run; later ones get 5x what the first took (at least 10 min).
+FIRST_CHILD_TIMEOUT_S = 3600.0
+
+
+def add_options(group: Any, parser: pytest.Parser) -> None:
+    """``--torchperf-processes`` (and ini) plus the internal ``--torchperf-child``."""
+    group.addoption("--torchperf-processes", metavar="N", default=None,
+                    help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
+                         "before this one, interleaving the targets) and judge the median; with "
+                         "--torchperf-save, stores N sessions (ini torchperf_processes)")
+    group.addoption("--torchperf-confirm", metavar="WHERE", default=None, choices=CONFIRM_MODES,
+                    help="Where a suspected slowdown is re-measured before it fails: fresh (a new "
+                         "pytest process runs that test again; default) or same (this process) "
+                         "(ini torchperf_confirm)")
+    group.addoption("--torchperf-child", metavar="FILE", default=None, help=argparse.SUPPRESS)
+    group.addoption("--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS)
+    parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
+    parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
+
+
+#: Fresh processes a ``--torchperf-save`` run measures in when no count is given: one saved
+#: session cannot show how much a machine varies between processes, and a baseline process that
+#: happened to run fast or slow then decides every later verdict. On a shared 2-vCPU VM a 20-test
+#: suite of unchanged code failed 3-6 % of compare runs against 3 saved processes and 1-2 %
+#: against 5 (docs/reliability.md).
+SAVE_PROCESSES = 5
+
+
+def processes_setting(config: pytest.Config) -> int:
+    """The validated process count (1 = the normal single-process run).
+
+    A run that times nothing (``--torchperf-skip``, or ``--torchperf-disable`` with the count from
+    the ini file) runs in one process, so an ini default does not get in the way of
+    ``pytest -n 2 --torchperf-skip``. A saving run with no count given measures in
+    :data:`SAVE_PROCESSES` fresh processes (one under pytest-xdist, whose workers would time
+    alongside the children).
+    """
+    on_cli = config.getoption("torchperf_processes")
+    raw = on_cli or config.getini("torchperf_processes")
+    if config.getoption("torchperf_child"):
+        return 1  # a child measures once; only the controlling run starts processes
+    if not raw:
+        implicit = (config.getoption("torchperf_save") and not config.getoption("torchperf_skip")
+                    and not config.getoption("torchperf_disable") and not _xdist(config))
+        return SAVE_PROCESSES if implicit else 1
+    try:
+        count = int(str(raw).strip())
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_PROCESSES:
+        raise pytest.UsageError(
+            f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
+            f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner")
+    if count > 1 and (config.getoption("torchperf_skip")
+                      or (config.getoption("torchperf_disable") and not on_cli)):
+        return 1
+    if count > 1:
+        if config.getoption("torchperf_disable"):
+            raise pytest.UsageError("--torchperf-processes measures timings; it cannot be combined "
+                                    "with --torchperf-disable")
+        if _xdist(config):
+            raise pytest.UsageError(
+                "--torchperf-processes starts its own fresh processes one after another; with "
+                "pytest-xdist (-n) they would time on shared cores. Drop -n for the perf run "
+                "(e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
+                "--torchperf-processes 3)")
+    return count
+
+
+def _xdist(config: pytest.Config) -> bool:
+    """pytest-xdist spreads this run over workers (``-n N``, N > 0), or this is one of them."""
+    if hasattr(config, "workerinput"):
+        return True
+    return bool(config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None))
+
+
+def child_output(config: pytest.Config) -> Path | None:
+    """In a child run: the file to write measurements to; None in a normal or controlling run."""
+    value = config.getoption("torchperf_child")
+    return Path(value) if value else None
+
+
+def configure_child(config: pytest.Config) -> None:
+    """A child measures only: no save/compare, whatever the shared arguments say."""
+    from dataclasses import replace
+
+    settings = config.stash[SETTINGS_KEY]
+    config.stash[SETTINGS_KEY] = replace(settings, save=False, compare=False, reset=False,
+                                         cross_machine=False)
+
+
+def start_child_sink(config: pytest.Config) -> None:
+    """Point the run's session at its output file (children only)."""
+    path = child_output(config)
+    if path is None:
+        return
+    from pytest_torchperf.run.children import ChildSink
+
+    context_of(config).child_sink = ChildSink(path, int(os.environ.get(CHILD_PROCESS_ENV, "1")))
+
+
+def confirm_setting(config: pytest.Config) -> str:
+    """``fresh`` or ``same`` (validated; the ini value too)."""
+    value = config.getoption("torchperf_confirm") or config.getini("torchperf_confirm") or "fresh"
+    if value not in CONFIRM_MODES:
+        raise pytest.UsageError(f"torchperf: torchperf_confirm must be one of "
+                                f"{', '.join(CONFIRM_MODES)}, got {value!r}")
+    return value
+
+
+def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A child runs only perf tests (the controller runs everything else once), or only the one
+    test it was started to confirm."""
+    only = config.getoption("torchperf_child_only")
+    others = [item for item in items if not item.stash.get(IS_PERF_KEY, False)
+              or (only is not None and item.nodeid != only)]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item in items if item not in others]
+
+
+def _perf_items(session: pytest.Session) -> list[pytest.Item]:
+    """Perf items this run will execute (not skipped by a marker known at collection)."""
+    return [item for item in session.items if item.stash.get(IS_PERF_KEY, False)
+            and item.get_closest_marker("skip") is None]
+
+
+def _python_command() -> list[str]:
+    """How to start pytest so a child imports what this run imports.
+
+    ``python -m pytest`` puts the working folder first on ``sys.path``; the ``pytest`` console
+    script does not. In a src-layout project that decides whether the source tree or the installed
+    package is timed, so a child started from the console script gets ``-P`` (Python 3.11+).
+    """
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    safe_path = script in ("pytest", "py.test") and sys.version_info >= (3, 11)
+    return [sys.executable, *(["-P"] if safe_path else []), "-m", "pytest"]
+
+
+def run_children(session: pytest.Session, count: int) -> None:
+    """Run the ``count - 1`` child processes and hand their measurements to the session."""
+    config = session.config
+    perf = _perf_items(session)
+    if count <= 1 or not perf or config.option.collectonly:
+        return
+    from pytest_torchperf.run.children import merge, read_child_file
+
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
+    found, problems = [], []
+    timeout = FIRST_CHILD_TIMEOUT_S
+    try:
+        for process in range(1, count):
+            out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
+            args = [*_python_command(), *config.invocation_params.args,
+                    # Last wins in argparse: an empty path turns the child's JUnit XML off.
+                    "--torchperf-child", str(out), "--junitxml="]
+            env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
+            _say(terminal, f"torchperf: fresh process {process} of {count}: measuring "
+                           f"{len(perf)} perf test(s) ...")
+            start = time.perf_counter()
+            code = _run_child(args, config.invocation_params.dir, env, log, timeout)
+            took = time.perf_counter() - start
+            if process == 1:
+                timeout = max(600.0, 5 * took)
+            measured = read_child_file(out)
+            found.append(measured)
+            _say(terminal, f"torchperf: fresh process {process} of {count}: {len(measured)} "
+                           f"measurement(s) in {took:.1f} s")
+            if code not in (0, 1) or not measured:
+                problems.append(_child_problem(process, code, log, args, bool(measured)))
+        # The controller's own pass is the last process.
+        _say(terminal, f"torchperf: process {count} of {count}: this run")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    perf_session = context_of(config)
+    perf_session.process_pool = merge(found)
+    perf_session.process_problems = problems
+    for problem in problems:
+        _say(terminal, problem, yellow=True)
+
+
+def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
+    """Give a comparing run's session the means to confirm a slowdown in a fresh process."""
+    settings = config.stash[SETTINGS_KEY]
+    if settings.compare and not settings.child and settings.processes == 1 \
+            and settings.confirm == "fresh":
+        from pytest_torchperf.run.children import FreshRuns
+
+        perf_session.fresh_runs = FreshRuns(lambda nodeid: confirm_in_fresh_process(config, nodeid))
+
+
+def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, Any]:
+    """Run test ``nodeid`` once more in a fresh pytest process; its measurements by key.
+
+    Empty when the child could not measure (the caller then confirms in this process). Under
+    pytest-xdist the child inherits the worker's environment: it takes the same timing lock and,
+    with several GPUs, the same GPU as the worker.
+    """
+    from pytest_torchperf.run.children import read_child_file
+
+    folder = Path(tempfile.mkdtemp(prefix="torchperf-confirm-"))
+    try:
+        out, log = folder / "confirm.jsonl", folder / "confirm.log"
+        no_xdist = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
+        args = [*_python_command(), *config.invocation_params.args, *no_xdist,
+                "--torchperf-child", str(out), "--torchperf-child-only", nodeid, "--junitxml="]
+        env = {**os.environ, CHILD_PROCESS_ENV: "0"}
+        _run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
+        return read_child_file(out)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_child(args: list[str], cwd: Path, env: dict[str, str], log: Path,
+               timeout: float) -> int | str:
+    """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
+    with open(log, "wb") as handle:
+        child = subprocess.Popen(args, cwd=cwd, env=env, stdout=handle,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return f"none: killed after {timeout:.0f} s"
+
+
+def _child_problem(process: int, code: int | str, log: Path, args: list[str],
+                   measured: bool) -> str:
+    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
+    what = ("its measurements are missing from the pooled verdicts (they use the processes that "
+            "did measure)" if not measured else "the measurements it made before are pooled")
+    if code == 0 and not measured:
+        what = ("it measured nothing (its perf tests were skipped there, or only ungated "
+                "torchperf_timer/profiler tests ran)")
+    return (f"torchperf: fresh process {process} exited with code {code}: {what}. "
+            f"Command: {shlex.join(args)}\n    " + "\n    ".join(tail))
+
+
+def _say(terminal: Any, line: str, yellow: bool = False) -> None:
+    if terminal is not None:
+        terminal.write_line(line, yellow=yellow)

@@ -1,0 +1,356 @@
+"""The fixtures: ``torchperf``, ``torchperf_timer``, ``torchperf_device``, ``torchperf_profiler``,
+``torchperf_nvtx``. Each is a thin layer over a plain class usable without pytest
+(:mod:`pytest_torchperf.run.pipeline`, :class:`~pytest_torchperf.run.block_timer.BlockTimer`,
+:func:`~pytest_torchperf.measure.devices.select_device`, :class:`~pytest_torchperf.measure.profiling.Profiler`,
+:class:`~pytest_torchperf.measure.nvtx.nvtx_range`)."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import pytest
+
+from pytest_torchperf.options.measure_options import OptionError, parse_bool
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, marker_options, context_of, state_of
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.result import Result
+
+
+def _target_name(target: Any) -> str:
+    """Default measurement name: the module's class name or the callable's ``__name__``."""
+    inner = target.func if isinstance(target, functools.partial) else target
+    name = getattr(inner, "__name__", None)
+    if not name or name == "<lambda>":
+        name = type(inner).__name__
+    return name
+
+
+class TorchperfFixture:
+    """Callable handed to tests as the ``torchperf`` fixture.
+
+    ``torchperf(target, *inputs, name=None, kwargs=None, **options)`` measures ``target`` (an
+    ``nn.Module`` or any callable) called as ``target(*inputs, **kwargs)`` and returns a
+    :class:`~pytest_torchperf.run.result.Result`. Options override the marker, command line and ini
+    (see the README's option table). Each call in one test needs its own ``name``.
+    """
+
+    #: The kind of measurement its records carry (``torchperf`` or ``timer``).
+    kind = "torchperf"
+    #: Measurements are compared and saved unless the call says ``gate=False`` (timer only).
+    gated_by_default = True
+    #: Whether ``variants=`` may be set on a call.
+    builds_variants = True
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self._ctx = context_of(item.config)
+        self._state = state_of(item)
+
+    def _defaults(self) -> dict[str, Any]:
+        return {}
+
+    def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
+                 kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
+        __tracebackhide__ = True
+        from pytest_torchperf.measure.timing import TargetError
+        from pytest_torchperf.run.pipeline import measure
+        from pytest_torchperf.run.variant_run import VariantFailed, VariantSkipped, measure_variants
+        from pytest_torchperf.store.baselines import BaselineFileError
+
+        nodeid = self._item.nodeid
+        skip = None
+        try:
+            gate = (True if self.gated_by_default
+                    else parse_bool(options.pop("gate", False)))
+            if "seed" in options:
+                raise OptionError(f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
+                                  f"seeds before the test's fixtures run; set it on the marker, "
+                                  f"with --torchperf-seed or with ini torchperf_seed")
+            if not self.builds_variants and "variants" in options:
+                raise OptionError(f"{nodeid}: torchperf_timer does not build variants; use the "
+                                  f"torchperf fixture with variants=[...]")
+            resolved, explicit = self._ctx.resolve_options(
+                {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)
+            measurement_name = (name or (explicit if not self._state.names else None)
+                                or _target_name(target))
+            variants = self._variants(resolved, "variants" in options)
+            call_kwargs = {} if kwargs is None else kwargs
+            if variants is None:
+                return measure(self._ctx, self._state, nodeid, measurement_name, target, inputs,
+                               call_kwargs, resolved, gate=gate, kind=self.kind)
+            if not variants:
+                skip = (f"no variant of this measurement is selected by --torchperf-variants "
+                        f"(asked for: {', '.join(resolved.variant_names())})")
+            else:
+                results = measure_variants(self._ctx, self._state, nodeid, measurement_name,
+                                           target, inputs, call_kwargs, resolved, variants)
+                if _item_variant(self._item) is not None:
+                    return results[variants[0]]
+                return VariantResults(results, {v: self._state.skipped.get(f"{measurement_name}[{v}]")
+                                                for v in variants if v not in results})
+        except VariantSkipped as exc:
+            skip = str(exc)
+        except (BaselineFileError, OptionError, TargetError) as exc:
+            message = f"torchperf: {exc}"
+        except VariantFailed as exc:
+            message = str(exc)
+        except Exception as exc:
+            if type(exc).__name__ != "OutOfMemoryError":
+                raise  # the user's own error: their traceback, our frames hidden
+            message = _out_of_memory_message(exc, name or _target_name(target))
+        else:
+            message = ""
+        if skip is not None:
+            pytest.skip(skip)
+        # Failing outside the except block keeps our internals out of the report (no chained trace).
+        pytest.fail(message, pytrace=False)
+
+    def _variants(self, resolved: Any, on_call: bool) -> tuple[str, ...] | None:
+        """Variants this call measures (filtered by the run), or None for the plain eager path."""
+        item_variant = _item_variant(self._item)
+        if item_variant is not None:
+            if on_call:
+                raise OptionError(
+                    f"{self._item.nodeid}: variants= is set on the marker (which gives the test one "
+                    f"item per variant) and on the torchperf(...) call; set it in one place")
+            return (item_variant,)
+        names = resolved.variant_names()
+        selected = self._ctx.settings.selected_variants(names)
+        if names == ("eager",) and resolved.metric is None and not on_call and selected:
+            return None
+        return selected
+
+    @property
+    def results(self) -> list["Result"]:
+        """Results of the measurements made so far in this test."""
+        return list(self._state.results)
+
+
+def _out_of_memory_message(exc: BaseException, label: str) -> str:
+    """A device out-of-memory error, with the peak memory seen, instead of a long traceback.
+
+    The cache is emptied so the following tests start from a clean allocator.
+    """
+    import torch
+
+    first = (str(exc).strip().splitlines() or [""])[0]
+    peak = ""
+    if torch.cuda.is_available():
+        from pytest_torchperf.core.units import format_bytes
+
+        peak = (f" Peak allocated {format_bytes(torch.cuda.max_memory_allocated())}, reserved "
+                f"{format_bytes(torch.cuda.max_memory_reserved())}, of "
+                f"{format_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}"
+                f" on {torch.cuda.get_device_name()}.")
+        torch.cuda.empty_cache()
+    return (f"torchperf: {label}: the device ran out of memory while measuring ({first}).{peak} "
+            f"Reduce the batch size or the model, free memory held by other tests (session-scoped "
+            f"fixtures), or run on a device with more memory.")
+
+
+class VariantResults(dict):  # type: ignore[type-arg]
+    """What ``torchperf(model, x, variants=[...])`` returns: variant name -> ``Result``.
+
+    ``skipped`` maps the variants that could not be measured here to the reason.
+    """
+
+    def __init__(self, results: dict[str, "Result"], skipped: dict[str, str | None]) -> None:
+        super().__init__(results)
+        self.skipped = {k: v or "not measured" for k, v in skipped.items()}
+
+
+#: The parameter (and fixture) name that splits a test into one item per marker variant.
+VARIANT_PARAM = "torchperf_variant"
+
+
+def _item_variant(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(VARIANT_PARAM) if callspec is not None else None
+
+
+class TimerFixture(TorchperfFixture):
+    """``torchperf_timer(fn, *args, name=None, gate=False, **options)``: time any callable.
+
+    Recorded and shown like a ``torchperf`` call, but neither compared nor saved unless
+    ``gate=True``. No counters, NaN checks or eval/inference handling unless asked for.
+    """
+
+    kind = "timer"
+    gated_by_default = False
+    builds_variants = False
+
+    def _defaults(self) -> dict[str, Any]:
+        return {"counters": False, "check_finite": False, "inference": False}
+
+
+@pytest.fixture
+def torchperf_variant(request: pytest.FixtureRequest) -> str | None:
+    """The variant this test item measures (``@pytest.mark.torchperf(variants=[...])`` gives each
+    variant its own item, e.g. ``test_resnet[int8]``), or None for a test without marker variants."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def torchperf(request: pytest.FixtureRequest, torchperf_variant: str | None) -> TorchperfFixture:
+    """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
+
+    Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
+    records FLOPs/op/parameter/memory counters, compares with the stored baseline under
+    ``--torchperf-compare`` and records one under ``--torchperf-save``.
+    """
+    return TorchperfFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_timer(request: pytest.FixtureRequest) -> TimerFixture:
+    """Time any callable with the torchperf block protocol: ``torchperf_timer(fn, x, name="step")``.
+
+    Shown in the summary; gated against a baseline only with ``gate=True``.
+    """
+    return TimerFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_device(request: pytest.FixtureRequest) -> Any:
+    """The ``torch.device`` to run on: ``--torchperf-device`` (ini ``torchperf_device``), ``auto`` by default.
+
+    ``auto`` is a real accelerator if present, else cpu. An absent device skips the test with the
+    reason; under xdist each worker gets its own GPU.
+    """
+    from pytest_torchperf.measure.devices import DeviceUnavailable, select_device
+
+    requested = request.config.stash[SETTINGS_KEY].device
+    try:
+        return select_device(requested)
+    except DeviceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+class ProfilerFixture:
+    """``with torchperf_profiler() as prof: model(x)`` (or bare, ``with torchperf_profiler as
+    prof:``, with the defaults): torch.profiler for the test's device.
+
+    Saves a Chrome/Perfetto trace per block into ``<report dir>/traces/`` (also loadable in
+    TensorBoard's profiler plugin), exposes ``prof.key_averages()`` / ``prof.top_ops()``, and
+    attaches a top-ops table to the test's report (shown for failures and with ``-rP``). Timing a
+    ``torchperf`` measurement inside the block is refused: profiling inflates times by 3-25%.
+    """
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self._ctx = context_of(item.config)
+        self.profiles: list[Any] = []
+        self._bare: list[Any] = []
+
+    def __enter__(self) -> Any:
+        """``with torchperf_profiler as prof:``: a profiler with the defaults."""
+        profiler = self()
+        self._bare.append(profiler)
+        return profiler.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self._bare.pop().__exit__(*exc_info)
+
+    def __call__(self, device: Any = None, name: str | None = None, **profile_kwargs: Any) -> Any:
+        from pytest_torchperf.measure.profiling import Profiler, trace_path
+
+        index = len(self.profiles)
+        suffix = name or (str(index) if index else "")
+        trace = trace_path(self._ctx.settings.report_dir / "traces", self._item.nodeid, suffix)
+        device = str(device) if device is not None else _default_device(self._ctx)
+        profiler = Profiler(device=device, trace=trace, on_enter=self._enter, on_exit=self._exit,
+                            **profile_kwargs)
+        self.profiles.append(profiler)
+        return profiler
+
+    def _enter(self) -> None:
+        self._ctx.profiling_depth += 1
+
+    def _exit(self, profiler: Any) -> None:
+        self._ctx.profiling_depth -= 1
+        try:
+            table = profiler.table()
+        except Exception as exc:  # noqa: BLE001 - a report section must never fail the test
+            table = f"(no op table: {exc})"
+        self._item.add_report_section("call", "torchperf profiler",
+                                      f"trace: {profiler.trace}\n{table}")
+
+
+def _default_device(ctx: Any) -> str:
+    from pytest_torchperf.measure.devices import DeviceUnavailable, select_device
+
+    try:
+        return str(select_device(ctx.settings.device))
+    except DeviceUnavailable:
+        return "cpu"
+
+
+@pytest.fixture
+def torchperf_profiler(request: pytest.FixtureRequest) -> ProfilerFixture:
+    """torch.profiler as a context manager: ``with torchperf_profiler() as prof: model(x)``."""
+    return ProfilerFixture(request.node)
+
+
+@pytest.fixture
+def torchperf_nvtx() -> Iterator[Callable[..., Any]]:
+    """NVTX ranges: ``with torchperf_nvtx("forward"): ...`` or ``@torchperf_nvtx("step")``.
+
+    An NVTX range for Nsight Systems on CUDA plus a ``record_function`` range for torch.profiler;
+    never raises on CPU-only or MPS builds.
+    """
+    from pytest_torchperf.measure.nvtx import nvtx_range
+
+    yield nvtx_range
+
+
+@pytest.fixture
+def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Build an int8 model: ``q = torchperf_quantized_model(model, example_inputs, mode=None,
+    calibration=None)``.
+
+    ``mode``: ``"dynamic"`` (torchao int8 dynamic activation + int8 weight, compiled),
+    ``"static"`` (PT2E with the x86 inductor quantizer, compiled with freezing; x86 CPUs) or
+    ``"weight_only"``; None picks static for conv nets on x86 CPUs, else dynamic. Returns the
+    quantized, compiled ``nn.Module`` (the original is untouched) with the recipe in its
+    ``torchperf_quantization`` attribute. Skips the test with the reason when the mode cannot
+    exist here (no torchao, no C++ compiler, mps, ...).
+    """
+    item = request.node
+    ctx = context_of(item.config)
+
+    def build(model: Any, example_inputs: Any, mode: str | None = None,
+              calibration: Any = None) -> Any:
+        __tracebackhide__ = True
+        from pytest_torchperf.measure.timing import prepared
+        from pytest_torchperf.variants.quantization import MODES, QuantizationError, QuantizationUnavailable, quantize_model
+
+        if mode is not None and mode not in MODES:
+            pytest.fail(f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
+                        f"{', '.join(MODES)} (or None for the device's default)", pytrace=False)
+        try:
+            options, _ = ctx.resolve_options({}, marker_options(item), item.nodeid)
+        except OptionError as exc:
+            pytest.fail(f"torchperf: {exc}", pytrace=False)
+        problem = None
+        try:
+            # Built under the timing's thread count and grad mode, so a later torchperf(q, x)
+            # does not recompile (dynamo guards on both).
+            with prepared(model, options):
+                quantized = quantize_model(model, example_inputs, mode, calibration)
+        except QuantizationUnavailable as exc:
+            pytest.skip(f"torchperf_quantized_model: {exc}")
+        except QuantizationError as exc:
+            problem = f"torchperf_quantized_model: quantizing {type(model).__name__} failed: {exc}"
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        state_of(item).built_variants = True  # dynamo is reset after this test
+        module = quantized.model
+        try:
+            module.torchperf_quantization = quantized
+        except (AttributeError, TypeError):  # pragma: no cover - exotic module types
+            pass
+        return module
+
+    return build

@@ -1,0 +1,279 @@
+"""The pytest plugin: options, marker, fixture, hooks. Thin glue over :mod:`pytest_torchperf.run`.
+
+Loaded in every pytest run of an environment (entry point ``pytest11: torchperf``), so it imports
+nothing heavy: torch is imported only when a measurement runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import warnings
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
+from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
+    torchperf,
+    torchperf_device,
+    torchperf_nvtx,
+    torchperf_profiler,
+    torchperf_quantized_model,
+    torchperf_timer,
+    torchperf_variant,
+)
+from pytest_torchperf.pytest_plugin import child_runs, isolation, variant_items
+from pytest_torchperf.pytest_plugin import options as plugin_options
+from pytest_torchperf.pytest_plugin.stash import (CONTEXT_SETUP_KEY, FIXTURE, IS_PERF_KEY, MARKER,
+                                                  PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY,
+                                                  context_of, marker_options, state_of)
+from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
+
+# Only what option parsing needs is imported at load time: pytest imports this module in every run
+# of the environment. Sessions, storage, summaries and torch load when a run uses them.
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys (see :mod:`.options`)."""
+    plugin_options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, check option combinations and record the run's settings."""
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(**options): measure this test with pytest-torchperf. Options: "
+        + ", ".join(sorted([*OPTIONS, "name"])) + ". Without the torchperf fixture the test body "
+        "itself is timed.")
+    settings = plugin_options.run_settings(config)
+    config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
+    config.stash[CONTEXT_SETUP_KEY] = [lambda ctx: child_runs.attach_fresh_confirm(config, ctx)]
+    # Before any profiler starts: Kineto logs noise (e.g. gpuGetDeviceCount errors) on CUDA wheels
+    # without a GPU.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    if settings.child:
+        child_runs.configure_child(config)
+        return  # a child writes no summary or reports: the controlling run does
+    from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
+
+    config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line naming the mode and storage (torch is not imported for it)."""
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not (settings.save or settings.compare or settings.disable):
+        return None
+    return f"torchperf: {settings.mode}, storage={settings.storage}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Collection: marker validation, --torchperf-skip / --torchperf-only
+# ------------------------------------------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Marker variants: one item per variant (see :mod:`.variant_items`)."""
+    variant_items.parametrize(metafunc)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Reject bad marker arguments up front and apply --torchperf-skip / --torchperf-only."""
+    skip_perf = config.getoption("torchperf_skip")
+    only_perf = config.getoption("torchperf_only")
+    for item in items:
+        marked = item.get_closest_marker(MARKER) is not None
+        names = getattr(item, "fixturenames", ())
+        uses_fixture = any(f in names for f in PERF_FIXTURES)
+        perf = marked or uses_fixture
+        item.stash[IS_PERF_KEY] = perf  # read by the per-test isolation hooks
+        # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
+        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and not uses_fixture
+        if marked and item.stash[PERF_KEY] and type(item).__name__ == "TestCaseFunction":
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.torchperf cannot time a unittest.TestCase method as a "
+                f"whole (unittest runs it outside pytest's call hook); use a plain test function, "
+                f"or call pytest_torchperf.BlockTimer inside the method")
+        if marked:
+            try:
+                parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
+            except OptionError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            variant_items.check_variant_item(config, item, FIXTURE in names)
+        if skip_perf and perf:
+            item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
+        elif only_perf and not perf:
+            item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
+    if config.stash[SETTINGS_KEY].child:
+        child_runs.keep_perf_items(config, items)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """Say how many variant items ``--torchperf-variants`` kept out of the run."""
+    return variant_items.left_out_line(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """--torchperf-processes: the child runs go first; a child run points at its output file."""
+    settings = session.config.stash[SETTINGS_KEY]
+    if settings.child:
+        child_runs.start_child_sink(session.config)
+    elif settings.processes > 1 and not session.testsfailed:
+        child_runs.run_children(session, settings.processes)
+
+
+# ------------------------------------------------------------------------------------------------
+# Running: whole-test measurement, verdicts into the test outcome, baseline writes
+# ------------------------------------------------------------------------------------------------
+
+
+def _measures_whole_test(item: pytest.Item) -> bool:
+    """Marked, a function, and not using the ``torchperf`` fixture (set during collection)."""
+    return item.stash.get(PERF_KEY, False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A marked test that does not request the fixture is timed as a whole: its body is the workload."""
+    __tracebackhide__ = True
+    if not _measures_whole_test(pyfuncitem):
+        return None
+    ctx = context_of(pyfuncitem.config)
+    function = pyfuncitem.obj
+    if inspect.iscoroutinefunction(function):
+        pytest.skip("torchperf cannot time async test functions as a whole; call the torchperf "
+                    "fixture on a synchronous callable instead")
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    body = functools.partial(function, **args)
+    try:
+        options, name = ctx.resolve_options({}, marker_options(pyfuncitem), pyfuncitem.nodeid)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    from pytest_torchperf.measure.timing import default_device
+    from pytest_torchperf.run.pipeline import measure
+
+    options = _whole_test_options(options)
+    try:
+        measure(ctx, state_of(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname,
+                body, (), {}, options, device=default_device())
+        return True
+    except (_baseline_error(), OptionError) as exc:
+        message = f"torchperf: {exc}"
+    pytest.fail(message, pytrace=False)
+
+
+def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
+    """Show messages as TorchperfWarning at the test's own location (not at our internals).
+
+    Returns the messages that a warnings filter turned into errors (``-W error``): they fail the
+    test with the message, not with a traceback into this function.
+    """
+    errors: list[str] = []
+    if not messages:
+        return errors
+    from pytest_torchperf.run.state import TorchperfWarning
+
+    path, lineno, _ = item.location
+    filename = str(item.config.rootpath / path)
+    module = getattr(getattr(item, "module", None), "__name__", "torchperf")
+    for message in messages:
+        # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
+        try:
+            warnings.warn_explicit(TorchperfWarning(message), TorchperfWarning, filename,
+                                   (lineno or 0) + 1, module=module, registry={})
+        except Warning:
+            errors.append(f"{message} (TorchperfWarning turned into an error by a warnings filter)")
+    messages.clear()
+    return errors
+
+
+def _baseline_error() -> type[Exception]:
+    from pytest_torchperf.store.baselines import BaselineFileError
+
+    return BaselineFileError
+
+
+def _whole_test_options(options: Any) -> Any:
+    """A test body is not a module and returns None: no eval()/no_grad handling, no output check."""
+    from dataclasses import replace
+
+    return replace(options, check_finite=False, inference=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Turn failed verdicts into a failure of the test itself; save baselines of passing tests.
+
+    Perf tests also get torch's global state (threads, inductor/dynamo config, deterministic flags,
+    ...) put back afterwards, and dynamo reset if they built compiled variants.
+    """
+    saved = isolation.torch_snapshot(item)
+    try:
+        result = yield
+    except BaseException:
+        isolation.restore_torch(item, saved)
+        _finish(item, passed=False)
+        raise
+    isolation.restore_torch(item, saved)
+    message = _finish(item, passed=True)
+    if message:
+        pytest.fail(message, pytrace=False)
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
+    isolation.seed(item)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    isolation.unseed(item)
+
+
+def _junit_figures(record: dict[str, Any]) -> dict[str, Any]:
+    """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    figures = {"outcome": record["outcome"], "variant": record.get("variant", "eager"),
+               "median_s": stats.get("median"), "p25_s": stats.get("p25"),
+               "baseline_p25_s": verdict.get("baseline_statistic"), "change": verdict.get("ratio"),
+               "speedup": (record.get("speedup") or {}).get("median"),
+               "rel_l2": (record.get("accuracy") or {}).get("rel_l2")}
+    return {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None}
+
+
+def _finish(item: pytest.Item, passed: bool) -> str | None:
+    """After the test body: failure message (if any), baseline writes, records and warnings."""
+    state = item.stash.get(STATE_KEY, None)
+    if state is None:
+        return None
+    message = None
+    # Warnings first: under -W error a warning fails the test, which then must not save.
+    warning_errors = _emit_warnings(item, state.warnings)
+    failures = [*warning_errors, *state.failure_messages()] if passed else []
+    if not passed or failures:
+        state.pending.clear()  # a failing test never updates its baseline
+        message = "\n".join(failures) or None
+    else:
+        try:
+            from pytest_torchperf.run.saving import flush
+
+            flush(context_of(item.config), state)
+        except _baseline_error() as exc:
+            message = f"torchperf: {exc}"
+    if state.results:
+        records = [r.to_record() for r in state.results]
+        item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+        # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
+        for record in records:
+            for key, value in _junit_figures(record).items():
+                item.user_properties.append((f"torchperf.{record['name']}.{key}", value))
+    return message
+
+
+__all__ = ["torchperf", "torchperf_device", "torchperf_nvtx", "torchperf_profiler",
+           "torchperf_quantized_model", "torchperf_timer", "torchperf_variant"]

@@ -1,0 +1,63 @@
+"""Isolation of perf tests: seeding before a perf test's fixtures run, and torch's global state put
+back after it (see :mod:`pytest_torchperf.measure.torch_state`). The plugin's hooks call these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, marker_options, context_of
+
+SEED_KEY = pytest.StashKey[Any]()
+
+
+def seed(item: pytest.Item) -> None:
+    """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
+    if not is_perf(item):
+        return
+    try:
+        options, _ = context_of(item.config).resolve_options({}, marker_options(item), item.nodeid)
+    except OptionError:
+        return  # reported when the test calls the fixture
+    from pytest_torchperf.options.measure_options import SEED_OFF
+
+    if options.seed == SEED_OFF:
+        return
+    from pytest_torchperf.measure.torch_state import seed_everything
+
+    item.stash[SEED_KEY] = seed_everything(options.seed)
+
+
+def unseed(item: pytest.Item) -> None:
+    """Put back the random states a perf test's seeding replaced."""
+    saved = item.stash.get(SEED_KEY, None)
+    if saved is not None:
+        from pytest_torchperf.measure.torch_state import restore_random
+
+        restore_random(saved)
+        del item.stash[SEED_KEY]
+
+
+def is_perf(item: pytest.Item) -> bool:
+    """Decided once at collection (``plugin.pytest_collection_modifyitems``): one stash lookup per
+    hook for ordinary tests."""
+    return item.stash.get(IS_PERF_KEY, False)
+
+
+def torch_snapshot(item: pytest.Item) -> Any:
+    if not is_perf(item):
+        return None
+    from pytest_torchperf.measure.torch_state import snapshot
+
+    return snapshot()
+
+
+def restore_torch(item: pytest.Item, saved: Any) -> None:
+    state = item.stash.get(STATE_KEY, None)
+    if saved is None and not (state and state.built_variants):
+        return
+    from pytest_torchperf.measure.torch_state import restore
+
+    restore(saved, reset_dynamo=bool(state and state.built_variants))

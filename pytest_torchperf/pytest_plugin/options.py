@@ -1,0 +1,170 @@
+"""The plugin's command-line options and ini keys: registration and reading (no torch).
+
+Kept out of :mod:`.hooks` so each stays one job; the option *values* are parsed by
+the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker keywords.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_bool, parse_layer
+from pytest_torchperf.pytest_plugin import child_runs
+
+#: Measurement options that also have a ``--torchperf-<name>`` option and a ``torchperf_<name>`` ini key.
+CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
+
+
+def _cli_type(name: str) -> Callable[[str], Any]:
+    """argparse converter: parse with the option's parser, fail quoting the value."""
+    parse = OPTIONS[name].parse
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+_METAVARS = {"max_slowdown": "PCT", "min_time": "SECONDS", "warmup": "SECONDS", "threads": "N",
+             "min_cpu_share": "SHARE", "max_spread": "PCT", "max_neighbour_load": "SHARE", "max_machine_slowdown": "PCT",
+             "ignore_counters": "NAMES"}
+
+
+def _help(name: str) -> str:
+    """An option's help text, with ``%`` escaped for argparse's %-formatting of help strings."""
+    return OPTIONS[name].help.replace("%", "%%")
+
+
+def ini_layer(config: pytest.Config) -> dict[str, Any]:
+    """The measurement options set in the ini file, parsed (a bad value is a UsageError)."""
+    raw = {}
+    for name in CLI_OPTIONS:
+        value = config.getini(f"torchperf_{name}")
+        if value not in ("", None, []):
+            raw[name] = value
+    try:
+        return parse_layer(raw, "ini file")
+    except OptionError as exc:
+        raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{_bad_key(exc)})") from None
+
+
+def _bad_key(exc: OptionError) -> str:
+    text = str(exc)
+    return next((name for name in OPTIONS if f"for {name}:" in text), "?")
+
+
+def folder(config: pytest.Config, name: str, default: str) -> Path:
+    """A folder option: CLI (relative to the invocation dir) > ini (relative to the ini file) > default."""
+    cli = config.getoption(f"torchperf_{name}")
+    if cli:
+        return Path(cli).expanduser().resolve()
+    ini = config.getini(f"torchperf_{name}")
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return (base / Path(ini).expanduser()).resolve()
+    return config.rootpath / default
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
+    # Help style: capitalised, no final period for single phrases.
+    group = parser.getgroup("torchperf", "performance regressions of PyTorch models (pytest-torchperf)")
+    group.addoption("--torchperf-save", action="store_true", default=False,
+                    help="Measure marked tests and record the results as baselines")
+    group.addoption("--torchperf-compare", action="store_true", default=False,
+                    help="Measure marked tests and fail those slower than their stored baseline")
+    group.addoption("--torchperf-storage", metavar="DIR", default=None,
+                    help="Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)")
+    group.addoption("--torchperf-reset", action="store_true", default=False,
+                    help="With --torchperf-save: replace the stored history of each measured test "
+                         "instead of appending a session")
+    # One option per measurement option the table in config.py marks as settable here.
+    for name in CLI_OPTIONS:
+        flag = f"--torchperf-{name.replace('_', '-')}"
+        if OPTIONS[name].parse is parse_bool:
+            group.addoption(flag, action="store_const", const=True, default=None, help=_help(name))
+        else:
+            group.addoption(flag, metavar=_METAVARS.get(name, "VALUE"), type=_cli_type(name),
+                            default=None, help=_help(name))
+    group.addoption("--torchperf-cross-machine", action="store_true", default=False,
+                    help="With --torchperf-compare, where no baseline exists for this environment, "
+                         "compare with another environment's: times normalised by the calibration "
+                         "kernel (warn only), counters of the same torch build (gated)")
+    group.addoption("--torchperf-variants", metavar="NAMES", default=None,
+                    help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
+                         "int8 (ini torchperf_variants)")
+    group.addoption("--torchperf-device", metavar="DEVICE", default=None,
+                    help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
+    group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
+                    help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
+    group.addoption("--torchperf-markdown", metavar="PATH", default=None,
+                    help="Write a markdown summary of the measurements (also appended to "
+                         "$GITHUB_STEP_SUMMARY when that is set)")
+    group.addoption("--torchperf-html", metavar="PATH", default=None,
+                    help="Write a self-contained HTML report (table, distributions, trends, "
+                         "variant speedups, trace links)")
+    group.addoption("--torchperf-json", metavar="PATH", default=None,
+                    help="Write the measurements as pytest-benchmark-compatible JSON")
+    group.addoption("--torchperf-disable", action="store_true", default=False,
+                    help="Run each perf test once without timing (fast correctness CI)")
+    group.addoption("--torchperf-skip", action="store_true", default=False,
+                    help="Skip perf tests (marked or using the torchperf fixture)")
+    group.addoption("--torchperf-only", action="store_true", default=False,
+                    help="Run only perf tests")
+    child_runs.add_options(group, parser)
+    parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
+    parser.addini("torchperf_report_dir", "Trace/report folder, relative to the rootdir "
+                  "(default .torchperf-report)")
+    parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
+    parser.addini("torchperf_variants", "Run only these variants, comma-separated")
+    for name in CLI_OPTIONS:
+        parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
+
+
+def run_settings(config: pytest.Config) -> "RunSettings":
+    """The run's settings from the command line and ini file, option combinations checked
+    (bad input is a UsageError naming the option and the fix)."""
+    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.options.variant_options import parse_variant_filter
+
+    opt = config.getoption
+    if opt("torchperf_skip") and opt("torchperf_only"):
+        raise pytest.UsageError("--torchperf-skip and --torchperf-only exclude each other; pick one")
+    if opt("torchperf_disable") and (opt("torchperf_save") or opt("torchperf_compare")):
+        raise pytest.UsageError("--torchperf-disable runs perf tests without timing, so it cannot be "
+                                "combined with --torchperf-save or --torchperf-compare")
+    if opt("torchperf_cross_machine") and not opt("torchperf_compare"):
+        raise pytest.UsageError("--torchperf-cross-machine only makes sense with --torchperf-compare")
+    if opt("torchperf_reset") and not opt("torchperf_save"):
+        raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
+    cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
+    storage = folder(config, "storage", ".torchperf")
+    if (opt("torchperf_save") or opt("torchperf_compare")) and storage.exists() and not storage.is_dir():
+        raise pytest.UsageError(f"torchperf: the storage path {storage} is a file, not a folder; "
+                                f"point --torchperf-storage (or ini torchperf_storage) at a folder")
+
+    raw_filter = opt("torchperf_variants") or config.getini("torchperf_variants") or None
+    try:
+        variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
+    except OptionError as exc:
+        raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
+    settings = RunSettings(
+        storage=storage,
+        report_dir=folder(config, "report_dir", ".torchperf-report"),
+        device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
+        save=opt("torchperf_save"), compare=opt("torchperf_compare"),
+        disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
+        cli={k: v for k, v in cli.items() if v is not None}, ini=ini_layer(config),
+        variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"),
+        processes=child_runs.processes_setting(config),
+        confirm=child_runs.confirm_setting(config),
+        child=child_runs.child_output(config) is not None)
+    return settings

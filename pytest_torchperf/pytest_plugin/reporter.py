@@ -1,0 +1,127 @@
+"""The end-of-run reporting plugin object: collects measurement records from test reports and
+prints the terminal summary, then writes the markdown and JSON reports asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.settings import RunSettings
+
+#: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
+RECORDS_PROPERTY = "torchperf"
+
+
+class SummaryReporter:
+    """Collects measurement records from call reports and prints the torchperf table.
+
+    Registered per run in ``pytest_configure`` (state lives on the instance, not in module globals,
+    so nested pytester runs cannot mix their records). On the xdist controller it sees the workers'
+    reports, which carry the records in ``user_properties``.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: list[dict[str, Any]] = []
+        #: Start of the run: traces written after it belong to this run.
+        self.started = time.time()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key == RECORDS_PROPERTY:
+                self.records.extend(json.loads(value))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.records:
+            return  # xdist workers stay quiet: the controller prints the summary
+        from pytest_torchperf.report import terminal as _summary
+
+        settings = self.config.stash[SETTINGS_KEY]
+        tr = terminalreporter
+        tr.write_sep("=", "torchperf")
+        tr.write_line(_environment_line(settings, self.records))
+        for line in _summary.render(self.records, width=tr._tw.fullwidth):
+            tr.write_line(line)
+        for line in _summary.detail_lines(self.records):
+            tr.write_line(line)
+        variant_lines = _summary.variant_lines(self.records)
+        if variant_lines:
+            tr.write_line("variants (how built, accuracy vs eager fp32 of the same run):")
+            for line in variant_lines:
+                tr.write_line("  " + line)
+        tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
+        for line in self._write_reports(_environment_line(settings, self.records)):
+            tr.write_line(line)
+
+    def _html(self, folder: Path, environment_line: str) -> str:
+        from pytest_torchperf.report.html import html_report, run_traces, stored_histories
+
+        settings = self.config.stash[SETTINGS_KEY]
+        return html_report(self.records, environment_line,
+                           stored_histories(settings.storage, self.records),
+                           run_traces(settings.report_dir, self.started, folder))
+
+    def _write_reports(self, environment_line: str) -> list[str]:
+        """Write the markdown/JSON reports asked for; return lines saying where they went."""
+        from pytest_torchperf.store.environment import commit_info, machine_info
+        from pytest_torchperf.report.benchmark_json import benchmark_json
+        from pytest_torchperf.report.markdown import markdown_report
+        from pytest_torchperf.store.baselines import atomic_write_text
+
+        written: list[str] = []
+        markdown_path = self.config.getoption("torchperf_markdown")
+        html_path = self.config.getoption("torchperf_html")
+        json_path = self.config.getoption("torchperf_json")
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        markdown = (markdown_report(self.records, environment_line)
+                    if markdown_path or step_summary else None)
+        try:
+            if markdown_path and markdown is not None:
+                path = Path(markdown_path).resolve()
+                atomic_write_text(path, markdown)
+                written.append(f"torchperf: markdown summary written to {path}")
+            if step_summary and markdown is not None:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+                written.append(f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})")
+            if html_path:
+                path = Path(html_path).resolve()
+                atomic_write_text(path, self._html(path.parent, environment_line))
+                written.append(f"torchperf: HTML report written to {path}")
+            if json_path:
+                path = Path(json_path).resolve()
+                data = benchmark_json(self.records, machine_info(), commit_info())
+                atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+                written.append(f"torchperf: pytest-benchmark JSON written to {path}")
+        except OSError as exc:
+            written.append(f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
+                           f"check the path and its folder's permissions")
+        return written
+
+
+def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) -> str:
+    devices = sorted({r["device"] for r in records})
+    threads = sorted({str(r["threads"]) for r in records})
+    envs = sorted({r["environment_id"] for r in records if r.get("environment_id")})
+    try:
+        import torch  # already imported when measurements ran
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover
+        torch_version = "?"
+    return (f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
+            f"threads={','.join(threads)}, "
+            + (f"processes={settings.processes} (verdicts on the median p25), "
+               if settings.processes > 1 else "")
+            + f"storage={settings.storage}, "
+            f"env={','.join(envs) or '-'}")

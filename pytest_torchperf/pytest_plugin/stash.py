@@ -1,0 +1,66 @@
+"""What torchperf attaches to pytest items and config: stash keys, marker options, per-test state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+
+from pytest_torchperf.core.errors import OptionError
+
+if TYPE_CHECKING:  # the measuring machinery is imported lazily, on the first measurement
+    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.state import TestState
+
+MARKER = "torchperf"
+FIXTURE = "torchperf"
+SETTINGS_KEY = pytest.StashKey["RunSettings"]()
+CONTEXT_KEY = pytest.StashKey["RunContext"]()
+#: Called with the run's context when it is created (the plugin attaches its child runs).
+CONTEXT_SETUP_KEY = pytest.StashKey[list[Callable[["RunContext"], None]]]()
+STATE_KEY = pytest.StashKey["TestState"]()
+#: Set during collection on marked test functions that do not use the fixture: their body is timed.
+PERF_KEY = pytest.StashKey[bool]()
+#: Set during collection on every perf test (marked, or using a perf fixture): seeded and isolated.
+IS_PERF_KEY = pytest.StashKey[bool]()
+#: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
+PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
+
+
+def marker_options(item: pytest.Item) -> dict[str, Any]:
+    """Merged keyword arguments of the torchperf markers on ``item`` (closest marker wins)."""
+    merged: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers(MARKER))):
+        if mark.args:
+            raise OptionError(f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
+                              f"got positional {mark.args!r}")
+        merged.update(mark.kwargs)
+    return merged
+
+
+def context_of(config: pytest.Config) -> "RunContext":
+    """The run's :class:`~pytest_torchperf.run.context.RunContext`, created on first use.
+
+    Created lazily so that a run without perf tests never imports the measuring machinery.
+    """
+    context = config.stash.get(CONTEXT_KEY, None)
+    if context is None:
+        from pytest_torchperf.options.settings import default_lock_path
+        from pytest_torchperf.run.context import RunContext
+
+        context = config.stash[CONTEXT_KEY] = RunContext(config.stash[SETTINGS_KEY],
+                                                         lock_path=default_lock_path())
+        for setup in config.stash.get(CONTEXT_SETUP_KEY, []):
+            setup(context)
+    return context
+
+
+def state_of(item: pytest.Item) -> "TestState":
+    """The measurements of one test item (created on first use)."""
+    state = item.stash.get(STATE_KEY, None)
+    if state is None:
+        from pytest_torchperf.run.state import TestState
+
+        state = item.stash[STATE_KEY] = TestState()
+    return state

@@ -1,0 +1,243 @@
+"""The HTML report: one self-contained file (inline CSS, JS and SVG; no network) a person opens
+after a CI run to see what got slower, by how much, how sure we are and how it trended.
+
+Pure module: it renders the run's records (:meth:`Result.to_record`) plus the stored history of
+each measurement (:class:`History`), so the plugin and the ``torchperf report`` command share it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from pytest_torchperf.report import svg
+from pytest_torchperf.report.terminal import count_line, format_accuracy, format_speedup, sort_records
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.core.units import format_bytes, format_change, format_time
+
+
+@dataclass
+class History:
+    """Stored sessions of one measurement: statistic per session (oldest first) and labels."""
+
+    statistics: list[float] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    #: Per-call times of the latest stored session (the baseline's distribution).
+    latest_times: list[float] = field(default_factory=list)
+
+
+def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
+    """A :class:`History` from stored baseline sessions (as in the baseline files)."""
+    return History(
+        statistics=[float(s["statistic"]) for s in sessions],
+        labels=[f"{s.get('timestamp', '?')} {str(s.get('git_sha') or '')[:8]} p25 "
+                f"{format_time(s['statistic'])}".strip() for s in sessions],
+        latest_times=list(sessions[-1].get("times") or []) if sessions else [])
+
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
+.env{color:#4b5563;font-family:ui-monospace,monospace;font-size:12px}
+.badges span{display:inline-block;padding:2px 10px;border-radius:10px;margin:8px 6px 0 0;font-weight:600}
+.fail{background:#fee2e2;color:#991b1b} .inconclusive{background:#fef3c7;color:#92400e}
+.improved{background:#dbeafe;color:#1e40af} .new{background:#ede9fe;color:#5b21b6}
+.pass{background:#dcfce7;color:#166534} .measured,.disabled{background:#f3f4f6;color:#374151}
+table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}
+th{cursor:pointer;background:#f9fafb;position:sticky;top:0;user-select:none} th:hover{background:#eef2ff}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+pre{background:#f9fafb;border:1px solid #e5e7eb;padding:8px;white-space:pre-wrap;font-size:12px;margin:4px 0 12px}
+.verdict{padding:1px 8px;border-radius:8px;font-weight:600;white-space:nowrap}
+#filter{margin:8px 0;padding:4px 8px;width:320px}
+.muted{color:#6b7280}
+"""
+
+_JS = """
+document.body.dataset.ready='1';
+document.querySelectorAll('th[data-col]').forEach(function(th){th.addEventListener('click',function(){
+ var table=th.closest('table'),body=table.tBodies[0],col=+th.dataset.col,asc=th.dataset.dir!=='asc';
+ table.querySelectorAll('th').forEach(function(h){h.removeAttribute('data-dir')});th.dataset.dir=asc?'asc':'desc';
+ var rows=Array.prototype.slice.call(body.rows);
+ rows.sort(function(a,b){var x=a.cells[col].dataset.v,y=b.cells[col].dataset.v,nx=parseFloat(x),ny=parseFloat(y);
+  var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:String(x).localeCompare(String(y));return asc?c:-c;});
+ rows.forEach(function(r){body.appendChild(r)});});});
+var f=document.getElementById('filter');if(f){f.addEventListener('input',function(){var q=f.value.toLowerCase();
+ Array.prototype.forEach.call(document.querySelectorAll('#results tbody tr'),function(r){
+ r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});}
+"""
+
+_HEADERS = ["verdict", "test", "measurement", "median ± IQR", "baseline p25", "change",
+            "speedup vs eager", "rel-L2 vs eager", "FLOPs", "params", "peak memory", "build",
+            "this run vs baseline", "trend (p25 per session)"]
+
+
+def _cell(text: str, value: Any = None, numeric: bool = False) -> str:
+    sort_value = html.escape(str(text if value is None else value), quote=True)
+    css = ' class="num"' if numeric else ""
+    return f'<td{css} data-v="{sort_value}">{text}</td>'
+
+
+def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    counters = record.get("counters") or {}
+    speedup = record.get("speedup") or None
+    accuracy = record.get("accuracy") or None
+    outcome = record["outcome"]
+    failed = outcome == "fail"
+    median, iqr = stats.get("median"), stats.get("iqr")
+    history = history or History()
+    cells = [
+        _cell(f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
+              f'</span>', rank),
+        _cell(html.escape(record["nodeid"])),
+        _cell(html.escape(record["name"]) + (f' <span class="muted">[{html.escape(record["group"])}]</span>'
+                                             if record.get("group") else "")),
+        _cell(f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
+              median if median is not None else -1, True),
+        _cell(format_time(verdict.get("baseline_statistic")), verdict.get("baseline_statistic") or -1, True),
+        _cell(format_change(verdict.get("ratio")), verdict.get("ratio") if verdict.get("ratio") is not None
+              else -99, True),
+        _cell(format_speedup(speedup), speedup["median"] if speedup else -1, True),
+        _cell(format_accuracy(accuracy), accuracy.get("rel_l2", -1) if accuracy else -1, True),
+        _cell(f"{counters['flops']:,}" if "flops" in counters else "-", counters.get("flops", -1), True),
+        _cell(f"{counters['params']:,}" if "params" in counters else "-", counters.get("params", -1), True),
+        _cell(format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
+              counters.get("peak_memory", -1), True),
+        _cell(f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
+              record.get("build_time") if record.get("build_time") is not None else -1, True),
+        _cell(svg.distribution(record.get("samples") or [], history.latest_times), median or -1),
+        _cell(svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
+              len(history.statistics)),
+    ]
+    return f'<tr class="{html.escape(outcome)}-row">{"".join(cells)}</tr>'
+
+
+def _attention(records: Sequence[Mapping[str, Any]]) -> str:
+    parts = []
+    for record in records:
+        if record["outcome"] not in ("fail", "inconclusive"):
+            continue
+        verdict = record.get("verdict") or {}
+        messages = [f"{record['name']}: counters changed: {c}" for c in record.get("counter_changes") or []]
+        messages += list(record.get("failures") or [])
+        if verdict.get("message") and verdict.get("outcome") in ("fail", "inconclusive"):
+            messages.insert(0, "\n".join([verdict["message"], *(record.get("explanation") or [])]))
+        body = "\n".join(messages) or record["outcome"]
+        parts.append(f'<h3><span class="verdict {record["outcome"]}">'
+                     f'{html.escape(outcome_label(record))}</span> '
+                     f'{html.escape(record["nodeid"])} — {html.escape(record["name"])}</h3>'
+                     f"<pre>{html.escape(body)}</pre>")
+    return "".join(parts)
+
+
+def _environments(records: Sequence[Mapping[str, Any]]) -> str:
+    """Collapsible fingerprint of each environment measured (the fields baselines are keyed on)."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for record in records:
+        env = record.get("environment")
+        if record.get("environment_id") and isinstance(env, Mapping):
+            seen.setdefault(record["environment_id"], env)
+    parts = []
+    for env_id, env in sorted(seen.items()):
+        exact = env.get("exact") if isinstance(env.get("exact"), Mapping) else env
+        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in sorted(exact.items()))
+        parts.append(f"<details><summary>environment {html.escape(env_id)}</summary>"
+                     f"<table class=\"fingerprint\">{rows}</table></details>")
+    return "".join(parts)
+
+
+def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
+    by_test: dict[str, list[tuple[str, float, float, float]]] = {}
+    for record in records:
+        speedup = record.get("speedup")
+        if speedup:
+            # Group by test function and measurement; label bars by variant ("m[int8]" -> "int8").
+            name = record["name"]
+            base, _, variant = name.rpartition("[")
+            group = f'{record["nodeid"].split("[", 1)[0]} — {base or name}'
+            by_test.setdefault(group, []).append((variant.rstrip("]") if base else name,
+                                                  speedup["median"], speedup["p25"], speedup["p75"]))
+    if not by_test:
+        return ""
+    parts = ["<h2>Variant speedups vs eager (median and IQR of interleaved rounds)</h2>"]
+    for test, rows in sorted(by_test.items()):
+        parts.append(f"<h3>{html.escape(test)}</h3>{svg.speedup_bars(sorted(rows))}")
+    return "".join(parts)
+
+
+def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
+                histories: Mapping[tuple[str, str], History] | None = None,
+                traces: Sequence[tuple[str, str]] = (), title: str = "torchperf report") -> str:
+    """The whole report as one HTML document (failures first; see module docstring).
+
+    ``histories`` maps ``(nodeid, measurement name)`` to its stored sessions; ``traces`` lists
+    ``(label, href)`` of profiler traces written by the run (hrefs relative to the report).
+    """
+    histories = histories or {}
+    ordered = sort_records(records)
+    counts = count_line(records) or "no measurements"
+    badges = "".join(f'<span class="{html.escape(part.split(" ", 1)[1])}">{html.escape(part)}</span>'
+                     for part in counts.split(", ") if " " in part)
+    rows = "".join(_row(r, histories.get((r["nodeid"], r["name"])), i) for i, r in enumerate(ordered))
+    headers = "".join(f'<th data-col="{i}">{h}</th>' for i, h in enumerate(_HEADERS))
+    trace_items = "".join(f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
+                          for label, href in traces)
+    attention = _attention(ordered)
+    environments = _environments(records)
+    # JSON for scripts: readable with JSON.parse(textContent); "<" escaped so no "</script>" ends it.
+    data = json.dumps({"counts": counts, "measurements": len(records)}).replace("<", "\\u003c")
+    return (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
+        f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
+        + environments
+        + (f"<h2>Needs attention</h2>{attention}" if attention else "")
+        + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'
+        f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
+        '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
+        '(blue: this run, grey: latest stored baseline session). Trend: stored sessions\' p25, '
+        'last dot this run (red when it failed).</p>'
+        + _speedups(ordered)
+        + (f"<h2>Profiler traces of this run</h2><p class=\"muted\">Open in "
+           f"https://ui.perfetto.dev or chrome://tracing.</p><ul>{trace_items}</ul>" if trace_items else "")
+        + f'<script type="application/json" id="torchperf-data">{data}</script>'
+        f"<script>{_JS}</script></body></html>\n")
+
+
+def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    """Stored sessions of each measured record, without the sessions this run itself saved."""
+    from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
+
+    store = BaselineStore(storage)
+    histories = {}
+    for record in records:
+        env_id = record.get("environment_id")
+        if not env_id:
+            continue
+        try:
+            sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
+        except (BaselineFileError, OSError):
+            continue  # the test itself already reported the bad file
+        sessions = [s for s in sessions if not same_run(s.get("run_id"), record.get("run_id"))]
+        histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
+    return histories
+
+
+def run_traces(report_dir: Path, since: float, relative_to: Path) -> list[tuple[str, str]]:
+    """``(label, href)`` of the profiler traces written since ``since`` (epoch seconds)."""
+    folder = report_dir / "traces"
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            if path.stat().st_mtime >= since:
+                found.append((path.name, os.path.relpath(path, relative_to)))
+        except OSError:
+            continue
+    return found

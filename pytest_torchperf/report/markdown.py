@@ -1,0 +1,67 @@
+"""The markdown summary of a run's measurement records (for a GitHub job summary or a PR
+comment). Pure: it works on the records of :meth:`pytest_torchperf.run.result.Result.to_record`,
+so it can render any stored run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pytest_torchperf.report.terminal import OUTCOME_ORDER, count_line, format_accuracy, format_speedup, sort_records
+
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.core.units import format_change, format_time
+
+
+
+def _md(text: str) -> str:
+    """Escape table-breaking characters in markdown cells."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _verdict_label(record: Mapping[str, Any]) -> str:
+    """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
+    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕",
+            "pass": "✅"}.get(record["outcome"], "")
+    return f"{icon} {outcome_label(record)}".strip()
+
+
+def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str) -> str:
+    """A compact markdown summary: headline counts, failures and inconclusives first, then a table."""
+    lines = [f"## torchperf: {count_line(records) or 'no measurements'}", "", f"`{environment_line}`", ""]
+    attention = [r for r in sort_records(records) if r["outcome"] in ("fail", "inconclusive")]
+    if attention:
+        lines += ["### Needs attention", ""]
+        for record in attention:
+            verdict = record.get("verdict") or {}
+            messages = list(record.get("counter_changes") or []) + list(record.get("failures") or [])
+            if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
+                messages.insert(0, "\n".join([verdict["message"], *(record.get("explanation") or [])]))
+            lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
+            for message in messages:
+                lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
+        lines.append("")
+    variants = any(r.get("speedup") or r.get("accuracy") for r in records)
+    header = "| verdict | test | name | median | p25 | baseline p25 | change |"
+    rule = "|---|---|---|---:|---:|---:|---:|"
+    if variants:
+        header += " speedup vs eager | rel-L2 vs eager |"
+        rule += "---:|---:|"
+    lines += [header, rule]
+    for record in sort_records(records):
+        stats = record.get("stats") or {}
+        verdict = record.get("verdict") or {}
+        cells = [
+            _verdict_label(record), f"`{_md(record['nodeid'])}`", _md(record["name"]),
+            format_time(stats.get("median")), format_time(stats.get("p25")),
+            format_time(verdict.get("baseline_statistic")), format_change(verdict.get("ratio")),
+        ]
+        if variants:
+            cells += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def outcome_rank(outcome: str) -> int:
+    """Severity rank of an outcome (0 = most severe), for report ordering."""
+    return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)

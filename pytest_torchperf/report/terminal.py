@@ -1,0 +1,209 @@
+"""The terminal summary table: one row per measurement, failures first.
+
+Pure module working on the JSON records of :meth:`pytest_torchperf.run.result.Result.to_record`, so the
+same rendering serves a plain run and an xdist controller that only sees test reports.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.judge.labels import outcome_label
+
+#: Row order of outcomes: what needs attention first.
+OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
+
+
+def sort_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Records ordered by outcome severity, then test id and name."""
+    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
+    return sorted(records, key=lambda r: (rank.get(r["outcome"], 99), r["nodeid"], r["name"]))
+
+
+def format_speedup(speedup: Mapping[str, float] | None) -> str:
+    """``x1.84 (1.80-1.90)``: median speedup vs eager and the IQR of the interleaved rounds."""
+    if not speedup:
+        return "-"
+    return f"x{speedup['median']:.2f} ({speedup['p25']:.2f}-{speedup['p75']:.2f})"
+
+
+def format_accuracy(accuracy: Mapping[str, float] | None) -> str:
+    """``3.4e-02`` relative L2 error vs eager (``top1 94%`` appended when below 100 %)."""
+    if not accuracy or "rel_l2" not in accuracy:
+        return "-"
+    text = f"{accuracy['rel_l2']:.1e}"
+    if accuracy.get("top1") is not None and accuracy["top1"] < 1.0:
+        text += f" top1 {accuracy['top1']:.0%}"
+    return text
+
+
+def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
+    return any(r.get("speedup") or r.get("accuracy") for r in records)
+
+
+def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    row = [
+        record["nodeid"],
+        record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
+        format_time(stats.get("median")),
+        format_time(stats.get("p25")),
+        format_time(verdict.get("baseline_statistic")),
+        format_change(verdict.get("ratio")),
+    ]
+    if variants:
+        row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+    return [*row, outcome_label(record)]
+
+
+HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
+#: Extra columns when any measurement is a variant.
+VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
+
+
+def _headers(variants: bool) -> list[str]:
+    return [*HEADERS[:-1], *VARIANT_HEADERS, HEADERS[-1]] if variants else list(HEADERS)
+
+
+def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+    """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
+    variants = _has_variants(records)
+    headers = _headers(variants)
+    rows = [_row(r, variants) for r in sort_records(records)]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    other = sum(widths[1:]) + 2 * (len(headers) - 1)
+    max_test = max(20, width - other)
+    if widths[0] > max_test:
+        # First drop the folders (the file name and test keep their meaning), then cut from the left.
+        for row in rows:
+            module, sep, rest = row[0].partition("::")
+            row[0] = module.rsplit("/", 1)[-1] + sep + rest
+        widths[0] = min(max_test, max(len(h) for h in [headers[0], *(row[0] for row in rows)]))
+        for row in rows:
+            if len(row[0]) > widths[0]:
+                row[0] = "..." + row[0][-(widths[0] - 3):]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[2:-1])]
+        cells.append(row[-1])
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Table with each test id on its own line and its measurements indented below it.
+
+    Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
+    severe outcome, so failures still come first.
+    """
+    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
+    by_test: dict[str, list[Mapping[str, Any]]] = {}
+    for record in sort_records(records):
+        by_test.setdefault(record["nodeid"], []).append(record)
+    variants = _has_variants(records)
+    headers = ["test / name", *_headers(variants)[2:]]
+    rows = [["  " + r[1], *r[2:]] for group in by_test.values()
+            for r in (_row(x, variants) for x in group)]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for nodeid, group in sorted(by_test.items(),
+                                key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])):
+        lines.append(nodeid)
+        for record in group:
+            row = _row(record, variants)
+            cells = [("  " + row[1]).ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1])]
+            cells.append(row[-1])
+            lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def render(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+    """The flat table when every test id fits in ``width``, else the grouped one (nothing cut)."""
+    flat = render_table(records, width)
+    widest = max((len(str(r["nodeid"])) for r in records), default=0)
+    test_column = flat[0].index("name") - 2  # render_table shortens ids wider than this column
+    if widest > test_column or any(len(line) > width for line in flat):
+        return render_grouped(records)
+    return flat
+
+
+def count_line(records: Iterable[Mapping[str, Any]]) -> str:
+    """``1 fail, 3 pass, 1 new`` in severity order."""
+    counts = Counter(r["outcome"] for r in records)
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts[o])
+
+
+#: Measurements named in a grouped "no comparable baseline" line before "and N more".
+NEW_GROUP_NAMES = 3
+
+
+def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured).
+
+    Measurements that are new for the same reason (this environment differs from a stored one in
+    the same fields) share one line instead of repeating the difference per test.
+    """
+    lines = []
+    ordered = sort_records(records)
+    by_reason: dict[str, list[Mapping[str, Any]]] = {}
+    for record in ordered:
+        reason = (record.get("verdict") or {}).get("new_reason")
+        if reason and record["outcome"] == "new":
+            by_reason.setdefault(reason, []).append(record)
+    grouped = {id(r) for group in by_reason.values() if len(group) > 1 for r in group}
+    for reason, group in by_reason.items():
+        if len(group) > 1:
+            names = [f"{r['nodeid'].rsplit('/', 1)[-1]} {r['name']}" for r in group]
+            shown = ", ".join(names[:NEW_GROUP_NAMES])
+            more = f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
+            lines.append(f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
+                         f"{reason}; record them for this environment with pytest "
+                         f"--torchperf-save")
+    for record in ordered:
+        verdict = record.get("verdict") or {}
+        changes = record.get("counter_changes") or []
+        if changes:
+            lines.append(f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}")
+        timing_failed = verdict.get("outcome") == "fail"
+        if (id(record) not in grouped and verdict and (not changes or timing_failed)
+                and (record["outcome"] in ("fail", "inconclusive", "improved", "new")
+                     or verdict.get("suspicious"))):
+            lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
+            lines += list(record.get("explanation") or ())
+        for note in verdict.get("notes", ()):
+            lines.append(f"{record['nodeid']}: note: {note}")
+        for failure in record.get("failures") or ():
+            lines.append(f"{record['nodeid']}: {failure}")
+    return lines
+
+
+def variant_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per variant measurement: how it was built, build time and notes."""
+    lines = []
+    for record in sort_records(records):
+        if record.get("variant", "eager") == "eager" or not record.get("method"):
+            continue
+        build = record.get("build_time")
+        text = f"{record['name']}: {record['method']}"
+        if build is not None:
+            text += f", built in {build:.1f} s"
+        accuracy = record.get("accuracy") or {}
+        if accuracy:
+            parts = [f"rel-L2 {accuracy.get('rel_l2', float('nan')):.1e}",
+                     f"cosine {accuracy.get('cosine', float('nan')):.6f}",
+                     f"max abs {accuracy.get('max_abs', float('nan')):.1e}"]
+            if accuracy.get("top1") is not None:
+                parts.append(f"top-1 agreement {accuracy['top1']:.0%}")
+            text += "; " + ", ".join(parts)
+        if record.get("metric") is not None:
+            text += f"; metric {record['metric']:.4g}"
+        lines.append(text)
+        lines += [f"    note: {note}" for note in record.get("notes") or ()]
+    return lines

@@ -1,0 +1,203 @@
+"""Measurements taken in other processes: child runs of ``--torchperf-processes N`` and the fresh
+processes that confirm a suspected slowdown.
+
+Why: on a shared runner the noise that matters is between processes (memory layout, allocator
+state, neighbours), not between the blocks of one process (process-to-process CV 3-4 % vs a
+within-run IQR of 2 % on a quiet 2-vCPU VM; far more on a busy one, docs/reliability.md).
+
+How: the controlling pytest run starts child pytest runs (same arguments, plus
+``--torchperf-child FILE``; see :mod:`pytest_torchperf.pytest_plugin.child_runs`). Each child runs
+only the perf tests (or only the one test it confirms), judges nothing, saves nothing, and
+appends one JSON line per measurement to its file (:class:`ChildSink`). The controller reads them
+back (:func:`read_child_file`, :func:`merge`), pools them with its own pass
+(:func:`pytest_torchperf.judge.pooling.pooled`) and, with ``--torchperf-save``, stores one session
+per process (:func:`child_session_records`). :class:`FreshRuns` hands out the confirming runs.
+
+No pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.pooling import pooled, trusted  # noqa: F401 - re-exported
+from pytest_torchperf.store.baselines import same_run  # noqa: F401 - re-exported
+
+#: Key of one measurement in the children's files: (nodeid, measurement name).
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """One child process's measurement of one target."""
+
+    process: int
+    times: tuple[float, ...]
+    cpu_share: float | None
+    calibration: float | None
+    #: Why the guard rejected it (after the child's own re-measure), or None when trustworthy.
+    problem: str | None = None
+    #: Share of the other CPUs other processes kept busy meanwhile (None: not measured).
+    neighbour_load: float | None = None
+    #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
+    speedup: Mapping[str, float] | None = None
+
+    @property
+    def statistic(self) -> float:
+        """p25 of the per-call times, the statistic every verdict compares."""
+        return summarize(self.times).p25
+
+    def to_json(self, nodeid: str, name: str) -> str:
+        return json.dumps({"nodeid": nodeid, "name": name, "process": self.process,
+                           "times": list(self.times), "cpu_share": self.cpu_share,
+                           "calibration": self.calibration, "problem": self.problem,
+                           "neighbour_load": self.neighbour_load,
+                           "speedup": dict(self.speedup) if self.speedup else None})
+
+
+class ChildSink:
+    """Where a child process writes its measurements: one JSON line each, appended and flushed.
+
+    Appending line by line means a child that crashes half way still leaves the targets it did
+    measure, and a torn last line is skipped by :func:`read_child_file`.
+    """
+
+    def __init__(self, path: Path, process: int) -> None:
+        self.path = Path(path)
+        self.process = process
+
+    def write(self, nodeid: str, name: str, sample: Sample, problem: str | None,
+              speedup: Mapping[str, float] | None = None) -> None:
+        record = ProcessSample(self.process, tuple(sample.times), sample.cpu_share,
+                               sample.calibration, problem, sample.neighbour_load, speedup)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(record.to_json(nodeid, name) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def read_child_file(path: Path) -> dict[Key, ProcessSample]:
+    """The measurements one child wrote (a torn or foreign line is skipped, not fatal)."""
+    found: dict[Key, ProcessSample] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return found
+    for line in lines:
+        try:
+            data = json.loads(line)
+            times = tuple(float(t) for t in data["times"])
+            if not times:
+                continue
+            found[(str(data["nodeid"]), str(data["name"]))] = ProcessSample(
+                int(data["process"]), times, data.get("cpu_share"), data.get("calibration"),
+                data.get("problem"), data.get("neighbour_load"), data.get("speedup"))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def merge(per_child: Iterable[Mapping[Key, ProcessSample]]) -> dict[Key, list[ProcessSample]]:
+    """All children's measurements by target, in process order."""
+    merged: dict[Key, list[ProcessSample]] = {}
+    for found in per_child:
+        for key, sample in found.items():
+            merged.setdefault(key, []).append(sample)
+    return merged
+
+
+class FreshRuns:
+    """The fresh pytest processes a comparing run starts to confirm suspected slowdowns.
+
+    ``runner(nodeid)`` runs test ``nodeid`` once more in a new pytest process and returns its
+    measurements. The k-th confirming pass of any measurement of a test comes from that test's
+    k-th fresh run, started on first need, so one run serves all the measurements of a test.
+    """
+
+    def __init__(self, runner: Callable[[str], Mapping[Key, ProcessSample]]) -> None:
+        self.runner = runner
+        self.runs: dict[str, list[Mapping[Key, ProcessSample]]] = {}
+
+    def get(self, nodeid: str, k: int) -> Mapping[Key, ProcessSample]:
+        """The measurements of the ``k``-th (0-based) fresh run of test ``nodeid``."""
+        runs = self.runs.setdefault(nodeid, [])
+        while len(runs) <= k:
+            runs.append(self.runner(nodeid))
+        return runs[k]
+
+
+def fresh_confirmer(fresh: FreshRuns | None, nodeid: str, name: str, device: str,
+                    passes: list[Sample]) -> Callable[[], Sample | None] | None:
+    """The confirming passes of a suspected slowdown, taken in fresh processes (or None).
+
+    Each call takes the next fresh run of the test; the pass is appended to ``passes`` (reports
+    and the offline judge see it). A call gives None when that fresh process did not measure this
+    name, and the verdict then confirms in this process.
+    """
+    if fresh is None:
+        return None
+    taken = [0]
+
+    def confirm() -> Sample | None:
+        found = fresh.get(nodeid, taken[0]).get((nodeid, name))
+        taken[0] += 1
+        if found is None:
+            return None
+        on_cpu = device.startswith("cpu")
+        sample = Sample(summarize(found.times), found.cpu_share if on_cpu else None,
+                        tuple(found.times), found.calibration,
+                        neighbour_load=found.neighbour_load if on_cpu else None, fresh=True)
+        passes.append(sample)
+        return sample
+    return confirm
+
+
+def fresh_speedups(fresh: FreshRuns | None, nodeid: str, name: str,
+                   count: int) -> Callable[[], list[dict[str, float]]] | None:
+    """The speedups vs eager that ``count`` fresh runs of the test measured for ``name``."""
+    if fresh is None:
+        return None
+
+    def speedups() -> list[dict[str, float]]:
+        found = [fresh.get(nodeid, k).get((nodeid, name)) for k in range(count)]
+        return [dict(f.speedup) for f in found if f is not None and f.speedup]
+    return speedups
+
+
+def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSample],
+                          run_id: str) -> list[dict[str, Any]]:
+    """Session records for the trusted child measurements, derived from this process's record.
+
+    Counters, fingerprints and variant figures are deterministic or per run, so they are copied;
+    the timing fields are the child's own. Each gets its own ``run_id`` suffix so reports can tell
+    the sessions of one multi-process save apart.
+    """
+    records = []
+    for sample in trusted(others):
+        summary = summarize(sample.times)
+        child = dict(record)
+        child.update({
+            "run_id": f"{run_id}-p{sample.process}",
+            "statistic": summary.p25,
+            "stats": {k: v if k == "n" else float(f"{v:.6g}") for k, v in summary.to_dict().items()},
+            "times": [float(f"{t:.6g}") for t in sample.times],
+            "cpu_share": None if sample.cpu_share is None else round(sample.cpu_share, 4),
+            "calibration": None if sample.calibration is None else float(f"{sample.calibration:.6g}"),
+            "process": sample.process,
+        })
+        # Per-run figures the child did not report: not repeated, or they would count N-fold
+        # (drift checks take the median of stored speedups).
+        child["speedup"] = None
+        child.pop("top_ops", None)
+        records.append(child)
+    return records
+
+
+__all__ = ["ChildSink", "FreshRuns", "ProcessSample", "child_session_records", "fresh_confirmer",
+           "fresh_speedups", "merge", "pooled", "read_child_file", "same_run", "trusted"]

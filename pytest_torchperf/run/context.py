@@ -1,0 +1,89 @@
+"""The context of one run of measurements (a pytest run, or one xdist worker): its settings, the
+baseline store, identity, caches and the state shared by its measurements. No measuring logic
+lives here: the pipeline (:mod:`pytest_torchperf.run.pipeline`) takes this context as an input.
+Pytest-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from pytest_torchperf.judge.compare import Gate
+from pytest_torchperf.measure.torch_state import quiet_trace_logger
+from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer, resolve
+from pytest_torchperf.options.settings import RunSettings
+from pytest_torchperf.run.children import FreshRuns
+from pytest_torchperf.store.baselines import BaselineStore, file_lock
+
+
+class RunContext:
+    """State of one run of measurements."""
+
+    def __init__(self, settings: RunSettings, *, lock_path: Path | None = None) -> None:
+        self.settings = settings
+        self.store = BaselineStore(settings.storage)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.lock_path = lock_path
+        self._git_sha: str | None | bool = False
+        self._fingerprints: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+        #: >0 while a torchperf_profiler block is open: timing then would be inflated.
+        self.profiling_depth = 0
+        #: ``--torchperf-processes``: other processes' measurements by (nodeid, name) (controller);
+        #: see :mod:`pytest_torchperf.run.children`.
+        self.process_pool: dict[tuple[str, str], list[Any]] = {}
+        self.process_problems: list[str] = []
+        #: Where a child process writes its measurements (child runs only).
+        self.child_sink: Any = None
+        #: ``--torchperf-confirm fresh``: the fresh processes that confirm suspected slowdowns
+        #: (set by the plugin on comparing runs).
+        self.fresh_runs: FreshRuns | None = None
+        #: Calibration kernel p25s of this run's CPU measurements so far (the machine's speed).
+        self.calibrations: list[float] = []
+        quiet_trace_logger()
+
+    def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
+        """Environment id and fingerprint for a device/thread count (cached)."""
+        from pytest_torchperf.store.environment import environment_id, fingerprint
+
+        key = (device, threads)
+        if key not in self._fingerprints:
+            fp = fingerprint(device, threads)
+            self._fingerprints[key] = (environment_id(fp["exact"]), fp)
+        return self._fingerprints[key]
+
+    def git_sha(self) -> str | None:
+        """Commit of the working tree, recorded with saved sessions (None outside git)."""
+        if self._git_sha is False:
+            from pytest_torchperf.store.environment import git
+
+            self._git_sha = git("rev-parse", "HEAD")
+        return self._git_sha or None
+
+    @contextlib.contextmanager
+    def timing_lock(self, device: str) -> Iterator[None]:
+        """Serialise timed sections of sibling xdist workers on CPU (they would share the cores)."""
+        if self.lock_path is None or not device.startswith("cpu"):
+            yield
+            return
+        with file_lock(self.lock_path):
+            yield
+
+    def resolve_options(self, call: Mapping[str, Any], marker: Mapping[str, Any],
+                        where: str) -> tuple[MeasureOptions, str | None]:
+        """Resolve a call's options over marker, CLI and ini; return options and the explicit name."""
+        call_layer = parse_layer(call, f"{where}: torchperf(...) call")
+        marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
+        options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
+        name = call_layer.get("name") or marker_layer.get("name")
+        return options, name
+
+    def gate(self, options: MeasureOptions) -> Gate:
+        """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""
+        return Gate(max_slowdown=options.max_slowdown, min_cpu_share=options.min_cpu_share,
+                    max_spread=options.max_spread, max_neighbour_load=options.max_neighbour_load,
+                    max_machine_slowdown=options.max_machine_slowdown, strict=options.strict,
+                    ignore_counters=tuple(options.ignore_counters),
+                    confirm=self.settings.confirm if self.fresh_runs else "same")

@@ -1,0 +1,107 @@
+"""What a live run adds to a verdict beyond the comparison engine: the profiled op diff of a
+confirmed slowdown, the op table stored with a baseline, and the opt-in cross-machine comparison.
+Each function takes what it needs explicitly (the store, the report folder, the measurer).
+Pytest-free; torch is imported lazily by the profiling it calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from pytest_torchperf.core.units import format_time
+from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.options.measure_options import COUNTER_NAMES, MeasureOptions
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.state import TestState
+    from pytest_torchperf.store.baselines import BaselineStore
+
+
+def profile_iterations(sample: Sample) -> int:
+    """Enough profiled calls to cover ~0.2 s (3..100), so per-call op times are steady."""
+    return max(3, min(100, int(0.2 / max(sample.statistic, 1e-9))))
+
+
+def baseline_top_ops(measurer: Any, sample: Sample, state: "TestState",
+                     name: str) -> list[dict[str, Any]] | None:
+    """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
+    try:
+        rows, _ = measurer.profile(profile_iterations(sample))
+    except Exception as exc:  # noqa: BLE001 - a profiler problem must not lose the baseline
+        state.warnings.append(f"{name}: op table not stored (profiling failed: {exc})")
+        return None
+    return [{**row, "self_cpu": float(f"{row['self_cpu']:.4g}"),
+             "self_device": float(f"{row['self_device']:.4g}")} for row in rows]
+
+
+def explain_slowdown(report_dir: Path, measurer: Any, sessions: Sequence[Mapping[str, Any]],
+                     nodeid: str, name: str, sample: Sample) -> list[str]:
+    """Profile the target once more (after timing) and name the ops that got slower."""
+    from pytest_torchperf.measure.profiling import diff_top_ops, median_top_ops, trace_path
+
+    path = trace_path(report_dir / "traces", nodeid, f"{name}-regression")
+    try:
+        rows, _ = measurer.profile(profile_iterations(sample), path)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands even if profiling breaks
+        return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
+    stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
+    if stored:
+        diffs = diff_top_ops(stored, rows)
+        why = ("; ".join(diffs) if diffs else
+               "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
+               "allocator or machine)")
+        lines = [f"  why (profiled, self time per call vs baseline): {why}"]
+    else:
+        top = ", ".join(f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3])
+        lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
+    return [*lines, f"  trace: {path}"]
+
+
+def cross_machine(store: "BaselineStore", environment: dict[str, Any], nodeid: str, name: str,
+                  sample: Sample, counters: dict[str, Any] | None,
+                  options: MeasureOptions) -> tuple[list[str], list[str], list[str]]:
+    """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
+
+    Returns the counter changes (which fail the test, as within one environment), notes on the
+    changes reported but not gated (CPU-class-dependent counters, see
+    :func:`~pytest_torchperf.judge.cross_machine.gated_across`) and warnings.
+    """
+    from pytest_torchperf.judge.cross_machine import (cpu_class_difference, gated_across,
+                                                      normalised_check, pick_environment,
+                                                      same_torch_build)
+    from pytest_torchperf.store.baselines import BaselineFileError
+
+    picked = pick_environment(environment["exact"], store.environments_with(nodeid, name))
+    if picked is None:
+        return [], [], []
+    env_id, stored_env = picked
+    try:
+        sessions = store.load_sessions(env_id, nodeid, name)
+    except BaselineFileError as exc:
+        return [], [], [f"{name}: cross-machine comparison skipped: {exc}"]
+    if not sessions:
+        return [], [], []
+    warnings = [normalised_check(name, sample.statistic, sample.calibration, sessions, env_id)]
+    stored_exact = stored_env.get("exact") if isinstance(stored_env.get("exact"), dict) else {}
+    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
+                                                                         stored_exact):
+        return [], [], warnings
+    class_difference = cpu_class_difference(environment["exact"], stored_exact)
+    informational = gated_across(counters, class_difference)
+    notes = []
+    if informational:
+        shown = diff_counters(stored_counters, counters,
+                              [c for c in COUNTER_NAMES if c not in informational])
+        if shown:
+            notes.append(
+                f"not gated: {'; '.join(shown)} vs {env_id}: this measurement runs low-precision or "
+                f"quantized code, whose ops and kernels torch and torchao choose by the CPU's "
+                f"instruction sets, and the CPU class differs ({class_difference}). Save a "
+                f"baseline on this machine class (pytest --torchperf-save) to gate them")
+    changes = [f"{change} (vs {env_id}, same torch build)"
+               for change in diff_counters(stored_counters, counters,
+                                           (*options.ignore_counters, *informational))]
+    return changes, notes, warnings

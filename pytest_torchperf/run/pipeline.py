@@ -1,0 +1,264 @@
+"""One measurement, from the target to its Result and baseline write, as functions of explicit
+inputs (a :class:`~pytest_torchperf.run.context.RunContext`, the test's
+:class:`~pytest_torchperf.run.state.TestState`, the measurement). Pytest-free.
+
+:func:`measure`: [compiled target: graph counters] -> outputs checked once -> counters -> first
+timed pass (calibration blocks interleaved, under the cross-worker timing lock) ->
+:func:`conclude`: pooled with other processes -> compared (:func:`pytest_torchperf.judge.compare`)
+-> explained -> written for a controlling process (child runs) -> Result -> save queued. Warnings
+are queued on the test's state; the plugin emits them at the test's location.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
+from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
+from pytest_torchperf.judge.pooling import pooled, trusted
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.run import explain
+from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
+from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.saving import (calibration_references, guard_of, queue_save,
+                                         save_guard, session_record)
+from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.variants.registry import tolerances
+
+if TYPE_CHECKING:
+    from pytest_torchperf.measure.timing import Measurer
+
+
+# -- the steps every measurement shares -------------------------------------------------------
+
+def check_not_profiling(ctx: RunContext, nodeid: str, name: str) -> None:
+    """Timing inside a torchperf_profiler block would be inflated: refuse it."""
+    if ctx.profiling_depth:
+        raise OptionError(
+            f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
+            f"3-25% overhead, so time outside the block and profile in a separate pass")
+
+
+def claim_name(state: TestState, nodeid: str, name: str) -> None:
+    """Each measurement of a test needs its own name (it is its baseline key)."""
+    if name in state.names:
+        raise OptionError(
+            f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
+            f"torchperf(...) call its own name=")
+    state.names.add(name)
+
+
+def to_sample(raw: Any, on_cpu: bool) -> Sample:
+    """A verdict :class:`Sample` from one sampling pass's raw samples."""
+    times = tuple(raw.times)
+    calibration = summarize(raw.calibration).p25 if raw.calibration else None
+    return Sample(summarize(times), raw.cpu_share if on_cpu else None, times, calibration,
+                  neighbour_load=raw.neighbour_load if on_cpu else None)
+
+
+def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable[[], Sample]:
+    """A function taking one (re-)measurement of ``measurer`` under the timing lock."""
+    on_cpu = measurer.device.startswith("cpu")
+
+    def take_sample() -> Sample:
+        with ctx.timing_lock(measurer.device):
+            timed = measurer.sample()
+        clock.append(timed.clock)
+        return to_sample(timed.raw, on_cpu)
+    return take_sample
+
+
+def disabled_result(state: TestState, nodeid: str, name: str, device: str,
+                    options: MeasureOptions, kind: str, variant: str = "eager") -> Result:
+    """``--torchperf-disable``: the target ran once, untimed."""
+    result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0, device=device,
+                    threads=options.threads, cpu_share=None, group=options.group, disabled=True,
+                    options=options, kind=kind, variant=variant)
+    state.results.append(result)
+    return result
+
+
+def counters_of(measurer: "Measurer", options: MeasureOptions,
+                eager: Any = None) -> tuple[dict[str, Any] | None, Any]:
+    """Counters of one call (None when off) and that call's output (for a determinism check)."""
+    from pytest_torchperf.measure.outputs import NO_OUTPUT
+
+    if not options.counters:
+        return None, NO_OUTPUT
+    return measurer.counters(eager, capture=True)
+
+
+# -- one plain measurement --------------------------------------------------------------------
+
+def measure(ctx: RunContext, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
+            inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
+            device: str | None = None, *, gate: bool = True, kind: str = "torchperf") -> Result:
+    """Measure ``target`` for test ``nodeid`` under measurement ``name`` (see module docstring).
+
+    ``gate=False`` (the ``torchperf_timer`` default) records the measurement without comparing
+    or saving it.
+    """
+    __tracebackhide__ = True
+    from pytest_torchperf.measure.counters import compiled_original, dynamo_graph_total
+    from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
+    from pytest_torchperf.measure.timing import Measurer
+
+    check_not_profiling(ctx, nodeid, name)
+    claim_name(state, nodeid, name)
+    # Ungated timer measurements are never compared, so they skip the calibration blocks.
+    measurer = Measurer(target, inputs, dict(kwargs), options, device=device, calibrate=gate)
+    if ctx.settings.disable:
+        measurer.run_once()
+        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+
+    eager = compiled_original(target) if options.counters else None
+    # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
+    count_graphs = eager is not None and "graphs" not in options.ignore_counters
+    graph = measurer.graph_counters(eager) if count_graphs else {}
+    output = measurer.check_outputs(name)
+    counters, again = counters_of(measurer, options, eager)
+    counters = None if counters is None else {**counters, **graph}
+    extra = None
+    if kind == "torchperf":
+        extra = VariantExtra("eager", fingerprint=output_fingerprint(output, again, measurer),
+                             metric=user_metric(measurer, options, name))
+    graphs_before = dynamo_graph_total() if count_graphs else 0
+    clock: list[str] = []
+    take_sample = sampler(ctx, measurer, clock)
+    first = take_sample()
+    if counters is not None and count_graphs:
+        counters["recompiles"] = dynamo_graph_total() - graphs_before
+    return conclude(ctx, state, Measured(nodeid, name, measurer, options, counters, first,
+                                         take_sample, clock, gate=gate, kind=kind, extra=extra))
+
+
+# -- judging, the Result, the save ------------------------------------------------------------
+
+def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
+    """Judge a measured target against its baseline, build the Result, queue the baseline write."""
+    env_id, environment = ctx.environment(m.measurer.device, m.options.threads)
+    comparing, saving = ctx.settings.compare and m.gate, ctx.settings.save and m.gate
+    others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
+    passes = [m.first]
+
+    def take_sample() -> Sample:
+        sample = m.take_sample()
+        passes.append(sample)  # every pass is reported, so an offline judge sees the same data
+        return pooled(sample, others) if others else sample
+
+    first = pooled(m.first, others) if others else m.first
+    references = calibration_references(ctx, env_id, m.nodeid, m.name) if saving else []
+    unfit = save_guard(m.options, references)
+    final, comparison = first, None
+    if comparing:
+        comparison = _compare(ctx, state, m, first, take_sample, passes, env_id, environment,
+                              saving, others)
+        final = comparison.sample
+    elif (saving or ctx.child_sink) and unfit(first):
+        final = take_sample()  # a contaminated baseline would poison every later comparison
+    if ctx.child_sink is not None and m.gate:
+        ctx.child_sink.write(m.nodeid, m.name, final, _guard(m.options)(final),
+                             m.extra.speedup if m.extra is not None else None)
+    result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
+    state.results.append(result)
+    if saving and (comparison is None or _saveable(comparison)):
+        queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
+    if final.calibration and m.measurer.device.startswith("cpu"):
+        ctx.calibrations.append(final.calibration)
+    return result
+
+
+def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
+             take_sample: Callable[[], Sample], passes: list[Sample], env_id: str,
+             environment: dict[str, Any], saving: bool, others: list[Any]) -> Comparison:
+    """The comparison engine on live passes, then what only a live run can add: the other
+    machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
+    from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
+
+    sessions = ctx.store.load_sessions(env_id, m.nodeid, m.name)
+    extra = m.extra
+    fresh = ctx.fresh_runs if not others else None
+    confirm_speedups = fresh_speedups(fresh, m.nodeid, m.name, CONFIRMATIONS)
+    confirmed: list[dict[str, float]] = []
+
+    def recorded_speedups() -> list[dict[str, float]]:
+        # Kept in the record, so `torchperf compare` replays the same confirmation.
+        confirmed.extend(confirm_speedups() if confirm_speedups is not None else [])
+        return confirmed
+
+    candidate = Candidate(
+        m.name, first, m.counters, variant=extra.variant if extra else "eager",
+        speedup=extra.speedup if extra else None, fingerprint=extra.fingerprint if extra else None,
+        metric=extra.metric if extra else None,
+        accuracy_limits=(extra.limits or tolerances(extra.variant, dict(
+            dict(m.options.accuracy).get(extra.variant, ())))) if extra else None,
+        run_failures=list(extra.failures) if extra else [],
+        calibration_kernel=CALIBRATION_KERNEL if first.calibration else None)
+    where = Where(env_id, environment["exact"], str(ctx.store.module_file(env_id, m.nodeid)),
+                  str(ctx.store.root), ctx.store.environments_with(m.nodeid, m.name))
+    comparison = compare(candidate, sessions, ctx.gate(m.options), remeasure=take_sample,
+                         confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device,
+                                                 passes),
+                         confirm_speedups=recorded_speedups if confirm_speedups else None,
+                         saving=saving, where=where)
+    if extra is not None:
+        extra.confirm_speedups = confirmed
+    state.warnings.extend(comparison.warnings)
+    verdict = comparison.verdict
+    if verdict.outcome is Outcome.FAIL:
+        comparison.explanation = explain.explain_slowdown(
+            ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample)
+    if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
+        changes, notes, warnings = explain.cross_machine(
+            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options)
+        comparison.counter_changes = changes
+        comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
+        state.warnings.extend(warnings)
+    return comparison
+
+
+def _saveable(comparison: Comparison) -> bool:
+    return (not comparison.counter_changes and not comparison.failures
+            and comparison.verdict.outcome in (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW))
+
+
+def _result(ctx: RunContext, m: Measured, final: Sample, comparison: Comparison | None,
+            passes: list[Sample], others: list[Any], env_id: str,
+            environment: dict[str, Any]) -> Result:
+    verdict = comparison.verdict if comparison is not None else None
+    run_failures = list(m.extra.failures) if m.extra else []
+    result = Result(
+        name=m.name, nodeid=m.nodeid, samples=list(final.times),
+        number_per_block=m.measurer.number_per_block or 0, device=m.measurer.device,
+        threads=m.options.threads, cpu_share=final.cpu_share,
+        neighbour_load=None if final.neighbour_load is None else round(final.neighbour_load, 3),
+        environment_id=env_id, verdict=verdict, group=m.options.group, summary=final.summary,
+        options=m.options, counters=m.counters,
+        counter_changes=comparison.counter_changes if comparison is not None else [],
+        kind=m.kind, clock=m.clock[-1], calibration=final.calibration,
+        failures=comparison.failures if comparison is not None else run_failures,
+        run_id=ctx.run_id, run_failures=run_failures,
+        # Full precision: `torchperf compare` must replay the very same figures.
+        passes=[{"times": list(p.times), "cpu_share": p.cpu_share, "calibration": p.calibration,
+                 "neighbour_load": p.neighbour_load, "fresh": p.fresh,
+                 "process_statistics": [s.statistic for s in trusted(others)],
+                 "process_calibrations": [s.calibration for s in trusted(others) if s.calibration]}
+                for p in passes],
+        processes=[*final.process_statistics, final.summary.p25] if final.process_statistics else [])
+    if m.extra is not None:
+        m.extra.apply(result)
+    if comparison is not None:
+        result.explanation = list(comparison.explanation)
+    if m.gate and result.summary is not None:
+        # What --torchperf-save would store: shipped in reports so `torchperf accept` can
+        # promote this very measurement to a baseline later.
+        result.session = session_record(ctx, result, m.options)
+        if m.extra is not None:
+            result.session.update(m.extra.record())
+        result.environment = environment
+    return result

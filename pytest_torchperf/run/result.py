@@ -1,0 +1,264 @@
+"""The result object a test gets back from ``torchperf(...)``, and its JSON record.
+
+Pure module: a :class:`Result` is built from per-call samples and an optional :class:`Verdict`.
+Its :meth:`Result.to_record` form is what travels to the terminal summary (also across xdist
+workers, through the test report) and what reports read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pytest_torchperf.core.stats import Summary, summarize
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.store.records import MeasurementRecord
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.verdict import Verdict
+
+
+@dataclass
+class Result:
+    """Timing of one measurement (all times in seconds per call).
+
+    ``samples`` holds one per-call time per timed block; ``median``, ``p25``, ``iqr`` and friends
+    summarise them. ``verdict`` is set in ``--torchperf-compare`` runs.
+    """
+
+    name: str
+    nodeid: str
+    samples: list[float]
+    number_per_block: int
+    device: str
+    threads: int
+    cpu_share: float | None
+    environment_id: str | None = None
+    verdict: Verdict | None = None
+    #: Share of the other CPUs other processes kept busy while timing (CPU; None elsewhere).
+    neighbour_load: float | None = None
+    group: str | None = None
+    #: True when ``--torchperf-disable`` ran the target once without timing.
+    disabled: bool = False
+    #: The resolved options the measurement ran with (after marker/CLI/ini precedence).
+    options: Any = field(default=None, repr=False)
+    #: Noise-free counters: ``flops``, ``ops`` (ATen op -> calls), ``params``, ``param_bytes``,
+    #: ``peak_memory`` (bytes). None when counters are off.
+    counters: dict[str, Any] | None = None
+    #: Gated counter changes against the baseline (each a readable sentence); empty = unchanged.
+    counter_changes: list[str] = field(default_factory=list)
+    #: ``torchperf`` for fixture calls and whole tests, ``timer`` for ``torchperf_timer``.
+    kind: str = "torchperf"
+    #: How blocks were clocked: ``cpu``, ``cuda-events`` or ``sync``.
+    clock: str | None = None
+    #: True once the session was written to the baseline file (``--torchperf-save``, test passed).
+    saved: bool = False
+    #: Why a saving run did not store this measurement (``machine +61% slower``), else None.
+    not_saved: str | None = None
+    #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
+    calibration: float | None = None
+    summary: Summary | None = field(default=None, repr=False)
+    #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
+    variant: str = "eager"
+    #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for eager).
+    speedup: dict[str, float] | None = None
+    #: Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``, ``max_abs``, ``top1``).
+    accuracy: dict[str, float] | None = None
+    #: Tolerances the accuracy was checked against.
+    accuracy_limits: dict[str, float] | None = None
+    #: Seconds to build the variant including its first (compiling) call; None for eager.
+    build_time: float | None = None
+    #: How the variant was built (e.g. ``torch.compile(backend='inductor')``).
+    method: str | None = None
+    #: Things worth knowing about how the variant was built (fallbacks, caveats).
+    notes: list[str] = field(default_factory=list)
+    #: The user metric (``metric=fn`` on ``data=``) for this variant, if one was given.
+    metric: float | None = None
+    #: Summary statistics of the outputs (stored with baselines to catch numerics changes).
+    fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+    #: Failures other than the timing verdict and counters (accuracy, speedup, compile time,
+    #: numerics drift), each a full sentence naming the measurement.
+    failures: list[str] = field(default_factory=list)
+    #: Id of the pytest run (worker) that measured it; its saved session carries the same id.
+    run_id: str | None = None
+    #: Failures found within the run (accuracy vs eager, min_speedup, compile time), a subset of
+    #: ``failures`` (which adds the across-run checks).
+    run_failures: list[str] = field(default_factory=list)
+    #: Every sampling pass the verdict saw, in order (first, re-measures): ``times``,
+    #: ``cpu_share``, ``calibration``. ``torchperf compare`` replays them.
+    passes: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: ``--torchperf-processes``: the p25 (seconds per call) of each fresh process whose
+    #: measurement was pooled, this one's last; empty for a single-process measurement.
+    processes: list[float] = field(default_factory=list)
+    #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
+    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
+    #: Lines a live run adds to a failed verdict: the profiled op diff and the trace path.
+    explanation: list[str] = field(default_factory=list)
+    #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
+    session: dict[str, Any] | None = field(default=None, repr=False)
+    #: The environment fingerprint of the measurement (``environment.json`` of its folder).
+    environment: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.summary is None and self.samples:
+            self.summary = summarize(self.samples)
+
+    # Convenience accessors -------------------------------------------------------------------
+    def _stat(self, attr: str) -> float:
+        if self.summary is None:
+            raise ValueError(f"measurement {self.name!r} was not timed (--torchperf-disable)")
+        return float(getattr(self.summary, attr))
+
+    @property
+    def median(self) -> float:
+        """Median per-call time in seconds."""
+        return self._stat("median")
+
+    @property
+    def p25(self) -> float:
+        """25th percentile of per-call time in seconds: the statistic compared with baselines."""
+        return self._stat("p25")
+
+    @property
+    def p75(self) -> float:
+        """75th percentile of per-call time in seconds."""
+        return self._stat("p75")
+
+    @property
+    def iqr(self) -> float:
+        """Inter-quartile range of per-call time in seconds."""
+        return self._stat("iqr")
+
+    @property
+    def min(self) -> float:
+        """Fastest per-call time in seconds."""
+        return self._stat("min")
+
+    @property
+    def mean(self) -> float:
+        """Mean per-call time in seconds."""
+        return self._stat("mean")
+
+    @property
+    def outcome(self) -> Outcome:
+        """Verdict outcome (``FAIL`` also when counters changed), or ``MEASURED`` without comparison."""
+        if self.counter_changes or self.failures:
+            return Outcome.FAIL
+        return self.verdict.outcome if self.verdict else Outcome.MEASURED
+
+    @property
+    def counter_message(self) -> str | None:
+        """Failure message for changed counters, or None."""
+        if not self.counter_changes:
+            return None
+        return (f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
+                f"If intended, record a new baseline (pytest --torchperf-save --torchperf-reset); "
+                f"to stop gating a counter pass ignore_counters=[...]")
+
+    def __repr__(self) -> str:
+        if self.summary is None:
+            return f"<torchperf Result {self.name!r}: not timed (--torchperf-disable)>"
+        s = self.summary
+        text = (f"<torchperf Result {self.name!r}: median {format_time(s.median)} "
+                f"(p25 {format_time(s.p25)}, IQR {format_time(s.iqr)}, {s.n} blocks x "
+                f"{self.number_per_block} calls, {self.device}, {self.threads} thread"
+                f"{'s' if self.threads != 1 else ''})")
+        if self.verdict is not None:
+            text += f" {self.verdict.outcome.value}"
+            if self.verdict.ratio is not None:
+                text += f" {format_change(self.verdict.ratio)}"
+        if self.speedup is not None:
+            text += f" speedup x{self.speedup['median']:.2f}"
+        return text + ">"
+
+    def to_record(self) -> MeasurementRecord:
+        """JSON-friendly record for summaries and reports (see :mod:`pytest_torchperf.store.records`)."""
+        record: MeasurementRecord = {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "group": self.group,
+            "device": self.device,
+            "threads": self.threads,
+            "environment_id": self.environment_id,
+            "disabled": self.disabled,
+            "number_per_block": self.number_per_block,
+            "cpu_share": self.cpu_share,
+            "neighbour_load": self.neighbour_load,
+            "stats": self.summary.to_dict() if self.summary else None,
+            "samples": [float(f"{t:.6g}") for t in self.samples],
+            "options": {"min_time": self.options.min_time, "max_slowdown": self.options.max_slowdown}
+            if self.options is not None else None,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "counters": self.counters,
+            "counter_changes": list(self.counter_changes),
+            "kind": self.kind,
+            "clock": self.clock,
+            "saved": self.saved,
+            "not_saved": self.not_saved,
+            "calibration": self.calibration,
+            "outcome": self.outcome.value if not self.disabled else "disabled",
+            "variant": self.variant,
+            "speedup": self.speedup,
+            "accuracy": self.accuracy,
+            "accuracy_limits": self.accuracy_limits,
+            "build_time": self.build_time,
+            "method": self.method,
+            "notes": list(self.notes),
+            "metric": self.metric,
+            "failures": list(self.failures),
+            "run_id": self.run_id,
+            "session": self.session,
+            "environment": self.environment,
+            "run_failures": list(self.run_failures),
+            "passes": self.passes,
+            "processes": list(self.processes),
+            "confirm_speedups": list(self.confirm_speedups),
+            "explanation": list(self.explanation),
+        }
+        # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
+        record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"
+        return record
+
+
+@dataclass
+class VariantExtra:
+    """What a measurement carries beyond its timing: variant facts, accuracy, fingerprint, metric."""
+
+    variant: str
+    counters: dict[str, Any] | None = None
+    build_time: float | None = None
+    method: str | None = None
+    notes: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    speedup: dict[str, float] | None = None
+    accuracy: dict[str, float] | None = None
+    limits: dict[str, float] | None = None
+    fingerprint: dict[str, Any] | None = None
+    metric: float | None = None
+    failures: list[str] = field(default_factory=list)
+    #: Speedups the fresh confirming processes measured (when the speedup check needed them).
+    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
+
+    def apply(self, result: Result) -> None:
+        """Copy the variant facts onto the test's Result."""
+        result.variant = self.variant
+        result.speedup = self.speedup
+        result.accuracy = self.accuracy
+        result.accuracy_limits = self.limits
+        result.build_time = self.build_time
+        result.method = self.method
+        facts = ", ".join(f"{k}={v}" for k, v in self.info.items())
+        result.notes = [*self.notes, *([f"evidence: {facts}"] if facts else [])]
+        result.metric = self.metric
+        result.fingerprint = self.fingerprint
+        result.confirm_speedups = list(self.confirm_speedups)
+
+    def record(self) -> dict[str, Any]:
+        """The keys a saved baseline session holds for this measurement."""
+        def rounded(values: Mapping[str, float] | None) -> dict[str, float] | None:
+            return None if values is None else {k: float(f"{v:.6g}") for k, v in values.items()}
+
+        return {"variant": self.variant, "speedup": rounded(self.speedup),
+                "accuracy": rounded(self.accuracy), "accuracy_limits": rounded(self.limits),
+                "build_time": None if self.build_time is None else round(self.build_time, 3),
+                "method": self.method, "fingerprint": self.fingerprint, "metric": self.metric}

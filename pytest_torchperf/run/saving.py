@@ -1,0 +1,139 @@
+"""Storing a measurement as a baseline session: whether its pass is fit to store (guards, the
+machine's speed against the stored sessions and the rest of the run), the session record itself,
+and writing the queued sessions once the test passed. Pytest-free.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Callable
+
+from pytest_torchperf import __version__
+from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.judge.samples import Sample, guard_problem, machine_disturbance
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.run import explain
+from pytest_torchperf.run.children import child_session_records
+from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.result import Result
+from pytest_torchperf.run.state import Measured, PendingSave, TestState
+
+
+def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
+    """The contention, spread and neighbour guards of ``options``, as one function."""
+    def guard(sample: Sample) -> str | None:
+        return guard_problem(sample, min_cpu_share=options.min_cpu_share,
+                             max_relative_iqr=options.max_spread,
+                             max_neighbour_load=options.max_neighbour_load)
+    return guard
+
+
+def save_guard(options: MeasureOptions, references: list[tuple[str, list[float]]],
+                ) -> Callable[[Any], Any]:
+    """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual."""
+    guard = guard_of(options)
+
+    def unfit(sample: Any) -> Any:
+        problem = guard(sample) if isinstance(sample, Sample) else None
+        return problem or machine_disturbance(sample.calibration, references,
+                                              options.max_machine_slowdown)
+    return unfit
+
+
+def calibration_references(ctx: RunContext, env_id: str, nodeid: str,
+                            name: str) -> list[tuple[str, list[float]]]:
+    """What a saved pass's machine speed is held against: the stored sessions' calibration
+    kernel (unless --torchperf-reset replaces them) and this run's other measurements'."""
+    from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
+    from pytest_torchperf.store.baselines import BaselineFileError
+
+    references = []
+    if not ctx.settings.reset:
+        try:
+            stored = [s["calibration"] for s in ctx.store.load_sessions(env_id, nodeid, name)
+                      if s.get("calibration") and s.get("calibration_kernel") == CALIBRATION_KERNEL]
+        except BaselineFileError:
+            stored = []  # the save itself reports the bad file
+        references.append(("the stored sessions", stored))
+    references.append(("this run's other measurements", list(ctx.calibrations)))
+    return references
+
+
+def queue_save(ctx: RunContext, state: TestState, m: Measured, result: Result, final: Sample,
+               others: list[Any], unfit: Callable[[Any], Any], passes: int, env_id: str,
+               environment: dict[str, Any]) -> None:
+    """Queue the sessions to store once the test passes, unless the pass is unfit to store."""
+    problem = unfit(final)
+    times = "measured twice" if passes > 1 else "measured once"
+    if isinstance(problem, str):
+        result.not_saved = problem.split(":")[0]
+        state.warnings.append(f"{m.name}: baseline not saved: {problem} ({times}). Save again on a "
+                              f"quieter machine.")
+        return
+    if problem:
+        ratio, reference, what = problem
+        result.not_saved = f"machine {format_change(ratio)} slower"
+        state.warnings.append(
+            f"{m.name}: measured, not saved: the machine ran the calibration kernel "
+            f"{format_change(ratio)} slower than {what} ({format_time(final.calibration)} vs "
+            f"{format_time(reference)} per call; {times}). Stored now, this baseline would make "
+            f"unchanged code look faster in every later compare. Save again when the machine is "
+            f"quiet.")
+        return
+    record = dict(result.session or {})
+    record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
+    kept = [o for o in others if not unfit(o)]
+    if len(kept) < len(others):
+        state.warnings.append(
+            f"{m.name}: {len(others) - len(kept)} of the other processes' sessions not saved: the "
+            f"machine ran the calibration kernel more than "
+            f"{format_percent(m.options.max_machine_slowdown)} slower than in the stored sessions "
+            f"or this run while they measured")
+    state.pending += [PendingSave(env_id, environment, m.nodeid, m.name, r, result) for r in
+                      [*child_session_records(record, kept, ctx.run_id), record]]
+
+
+def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> dict[str, Any]:
+    """The JSON record of one saved session."""
+    from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
+
+    assert result.summary is not None
+    return {
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_id": ctx.run_id,
+        "git_sha": ctx.git_sha(),
+        "pytest_torchperf": __version__,
+        "statistic": result.summary.p25,
+        "stats": {k: v if k == "n" else float(f"{v:.6g}")
+                  for k, v in result.summary.to_dict().items()},
+        "times": [float(f"{t:.6g}") for t in result.samples],
+        "number_per_block": result.number_per_block,
+        "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
+        "neighbour_load": result.neighbour_load,
+        "threads": result.threads,
+        "device": result.device,
+        "min_time": options.min_time,
+        "group": result.group,
+        "clock": result.clock,
+        "calibration": None if result.calibration is None else float(f"{result.calibration:.6g}"),
+        "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
+        "counters": result.counters,
+        # The gate this measurement ran under, so `torchperf compare` judges it the same way.
+        "gate": ctx.gate(options).to_record(),
+    }
+
+
+def flush(ctx: RunContext, state: TestState) -> list[Any]:
+    """Write the pending baseline sessions of a test that passed; return the files written."""
+    written, reset_done = [], set()
+    for pending in state.pending:
+        # --torchperf-reset replaces a history once; the other processes' sessions of the same
+        # measurement (--torchperf-processes) are then appended to the fresh one.
+        key = (pending.env_id, pending.nodeid, pending.name)
+        reset = ctx.settings.reset and key not in reset_done
+        reset_done.add(key)
+        written.append(ctx.store.record(pending.env_id, pending.environment, pending.nodeid,
+                                        pending.name, pending.record, reset=reset))
+        pending.result.saved = True
+    state.pending.clear()
+    return written

@@ -1,0 +1,74 @@
+"""What one test item accumulates while it measures: its results, the baseline writes waiting for
+the test to pass, warnings and failures. Pytest-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.run.result import Result, VariantExtra
+
+if TYPE_CHECKING:
+    from pytest_torchperf.measure.timing import Measurer
+
+
+class TorchperfWarning(UserWarning):
+    """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
+
+
+@dataclass
+class PendingSave:
+    """A session record to write once the test has passed."""
+
+    env_id: str
+    environment: dict[str, Any]
+    nodeid: str
+    name: str
+    record: dict[str, Any]
+    result: Result
+
+
+@dataclass
+class TestState:
+    """Measurements made by one test item."""
+
+    __test__ = False  # a dataclass named Test*, not a test class
+
+    results: list[Result] = field(default_factory=list)
+    pending: list[PendingSave] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    #: Messages to show as TorchperfWarning, attributed to the test by the plugin.
+    warnings: list[str] = field(default_factory=list)
+    #: Failures not tied to one Result (a variant that could not be built).
+    failures: list[str] = field(default_factory=list)
+    #: Variants left out because they cannot exist here: label -> reason.
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: True once this test built compiled/quantized variants (dynamo is reset after the test).
+    built_variants: bool = False
+
+    def failure_messages(self) -> list[str]:
+        """Messages of measurements that must fail the test (each with its explanation)."""
+        messages = ["\n".join([r.verdict.message, *r.explanation]) for r in self.results
+                    if r.verdict and r.verdict.failed]
+        messages += [r.counter_message for r in self.results if r.counter_message]
+        messages += [f for r in self.results for f in r.failures]
+        return messages + self.failures
+
+
+@dataclass
+class Measured:
+    """A measurement ready to be judged: its first pass, and how to take more."""
+
+    nodeid: str
+    name: str
+    measurer: "Measurer"
+    options: MeasureOptions
+    counters: dict[str, Any] | None
+    first: Sample
+    take_sample: Callable[[], Sample]
+    clock: list[str]
+    gate: bool = True
+    kind: str = "torchperf"
+    extra: VariantExtra | None = None

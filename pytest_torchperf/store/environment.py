@@ -1,0 +1,177 @@
+"""Environment fingerprints: which baselines are comparable with a measurement taken here.
+
+Timings are only comparable on the same hardware and software (other CPUs speed up other ops
+by other factors; contended sessions here ran 2-3.5x slower), so every baseline is
+filed under an *environment id* derived from the exact-match fields below. Soft fields (hostname,
+Python version) are stored for display only. torch is imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import sys
+from typing import Any, Mapping
+
+#: Fields that must match for two measurements to be comparable, in the order hints mention them.
+EXACT_FIELDS: tuple[str, ...] = (
+    "device", "device_name", "device_memory_gib", "cuda", "cudnn", "torch", "torch_git", "blas",
+    "onednn", "cpu_capability", "cpu_model", "cpu_isa", "cpu_count", "threads",
+)
+
+#: ISA flags that change which kernels torch picks (from /proc/cpuinfo).
+_ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8",
+              "asimd", "sve")
+
+
+def _cpu_info() -> tuple[str, str]:
+    """CPU model string and the relevant ISA flags."""
+    model = platform.processor() or platform.machine()
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "Hardware", "CPU part") and model in ("", platform.machine()):
+                    model = value.strip() or model
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                if model not in ("", platform.machine()) and flags:
+                    break
+    except OSError:
+        pass
+    if sys.platform == "darwin" and not flags:  # pragma: no cover - macOS
+        model = model or "apple"
+    isa = ",".join(f for f in _ISA_FLAGS if f in flags)
+    return model, isa
+
+
+def _build_line(config_text: str, pattern: str) -> str | None:
+    match = re.search(pattern, config_text)
+    return match.group(1) if match else None
+
+
+@functools.lru_cache(maxsize=1)
+def machine_fields() -> dict[str, Any]:
+    """Device-independent exact fields: CPU and torch build (cached for the process)."""
+    import torch
+
+    model, isa = _cpu_info()
+    config_text = torch.__config__.show()
+    blas = _build_line(config_text, r"BLAS_INFO=([^,\s]+)")
+    mkl = _build_line(config_text, r"Math Kernel Library Version ([0-9.]+)")
+    return {
+        "torch": torch.__version__,
+        "torch_git": (torch.version.git_version or "")[:12],
+        "blas": f"{blas} {mkl}" if blas and mkl else blas,
+        "onednn": _build_line(config_text, r"MKL-DNN v([0-9.]+)"),
+        "cpu_capability": _build_line(config_text, r"CPU capability usage: (\S+)"),
+        "cpu_model": model,
+        "cpu_isa": isa,
+        "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+
+
+def device_fields(device: Any) -> dict[str, Any]:
+    """Exact fields of the device a measurement ran on (GPU name, memory, CUDA and cuDNN)."""
+    import torch
+
+    dev = torch.device(device)
+    fields: dict[str, Any] = {"device": dev.type, "device_name": None, "device_memory_gib": None,
+                              "cuda": None, "cudnn": None}
+    if dev.type == "cuda" and torch.cuda.is_available():
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        fields.update(
+            device_name=props.name,
+            device_memory_gib=round(props.total_memory / 2**30),
+            cuda=torch.version.cuda or getattr(torch.version, "hip", None),
+            cudnn=torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        )
+    elif dev.type == "mps":
+        fields["device_name"] = "apple-mps"
+    return fields
+
+
+def fingerprint(device: Any, threads: int) -> dict[str, Any]:
+    """Full fingerprint of a measurement: ``{"exact": {...}, "soft": {...}}``."""
+    from pytest_torchperf import __version__
+
+    exact = {**machine_fields(), **device_fields(device), "threads": threads}
+    exact = {key: exact.get(key) for key in EXACT_FIELDS}
+    soft = {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "pytest_torchperf": __version__,
+    }
+    return {"exact": exact, "soft": soft}
+
+
+def environment_id(exact: Mapping[str, Any]) -> str:
+    """Stable, readable folder name for an exact fingerprint (``cpu-intel-xeon-torch2.14.1-t1-1a2b3c4d``)."""
+    digest = hashlib.sha256(json.dumps(dict(exact), sort_keys=True, default=str).encode()).hexdigest()[:8]
+    hardware = exact.get("device_name") or exact.get("cpu_model") or "unknown"
+    slug = re.sub(r"(intel|amd|\(r\)|\(tm\)|processor|cpu|@.*)", " ", str(hardware).lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:24].strip("-") or "hw"
+    torch_version = str(exact.get("torch", "")).split("+")[0]
+    return f"{exact.get('device', 'cpu')}-{slug}-torch{torch_version}-t{exact.get('threads')}-{digest}"
+
+
+def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
+    """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``."""
+    diffs = [f"{key} {here.get(key)} here vs {stored.get(key)} stored"
+             for key in EXACT_FIELDS if here.get(key) != stored.get(key)]
+    return "; ".join(diffs) if diffs else "fingerprints match but ids differ (stored by another version?)"
+
+
+def machine_info() -> dict[str, Any]:
+    """pytest-benchmark-style ``machine_info`` plus the torch build fields."""
+    uname = platform.uname()
+    info: dict[str, Any] = {
+        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(), "python_build": list(platform.python_build()),
+        "release": uname.release, "system": uname.system,
+    }
+    try:
+        fields = machine_fields()
+        info["cpu"] = {"brand_raw": fields["cpu_model"], "flags": fields["cpu_isa"].split(","),
+                       "count": fields["cpu_count"]}
+        info["torch"] = {key: fields[key] for key in ("torch", "torch_git", "blas", "onednn",
+                                                      "cpu_capability")}
+    except ImportError:  # pragma: no cover - torch is loaded whenever there are records
+        pass
+    return info
+
+
+def git(*args: str) -> str | None:
+    """Output of ``git ARGS`` in the current folder, or None (no git, not a repository, error)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def commit_info() -> dict[str, Any]:
+    """pytest-benchmark-style ``commit_info`` of the working tree (empty fields outside git)."""
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "id": sha, "time": git("log", "-1", "--format=%cI") if sha else None,
+        "author_time": git("log", "-1", "--format=%aI") if sha else None,
+        "dirty": bool(status) if sha else None,  # clean tree: empty status output -> False
+        "project": os.path.basename(git("rev-parse", "--show-toplevel") or os.getcwd()),
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    }

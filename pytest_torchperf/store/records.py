@@ -1,0 +1,150 @@
+"""The shapes of what torchperf writes and reads, as typed dicts: a measurement's record (what
+:meth:`pytest_torchperf.run.result.Result.to_record` produces and every report, the JSON results
+file and ``torchperf`` read), a verdict, a sampling pass and a stored baseline session. Documented
+field by field in docs/file-formats.md. Pure: typing only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class StatsRecord(TypedDict):
+    """Summary of per-call seconds (one value per timed block)."""
+
+    n: int
+    min: float
+    p25: float
+    median: float
+    p75: float
+    max: float
+    mean: float
+    iqr: float
+
+
+class VerdictRecord(TypedDict, total=False):
+    """A verdict (:class:`pytest_torchperf.judge.decision.Verdict`), as JSON."""
+
+    outcome: str  #: pass, fail, inconclusive, improved, new
+    message: str
+    ratio: float | None  #: the verdict's figure: candidate / baseline statistic
+    first_ratio: float | None
+    confirm_ratio: float | None
+    confirm_ratios: list[float]
+    confirmed_in: str | None  #: fresh or same
+    baseline_statistic: float | None  #: median of the stored sessions' p25 (seconds per call)
+    candidate_statistic: float | None
+    tolerance: float | None  #: max_slowdown as given
+    effective_tolerance: float | None  #: the limit applied (widened by the sessions' noise)
+    baseline_sessions: int
+    baseline_cv: float | None  #: process-to-process noise of the stored sessions (relative)
+    suspicious: bool  #: passed only after a contradicting re-measure
+    machine_ratio: float | None  #: calibration kernel now / when the baseline was saved
+    normalized_ratio: float | None
+    remeasures: int
+    notes: list[str]
+    new_reason: str | None
+
+
+class PassRecord(TypedDict, total=False):
+    """One sampling pass the verdict saw, replayed by ``torchperf compare``."""
+
+    times: list[float]  #: per-call seconds, one per block, full precision
+    cpu_share: float | None
+    calibration: float | None  #: p25 of the calibration kernel timed alongside (seconds)
+    neighbour_load: float | None
+    fresh: bool  #: taken in a fresh process (a confirmation)
+    process_statistics: list[float]  #: other processes' p25s pooled with it
+    process_calibrations: list[float]
+
+
+class GateRecord(TypedDict, total=False):
+    """The options a measurement was judged under."""
+
+    max_slowdown: float
+    min_cpu_share: float
+    max_spread: float
+    max_neighbour_load: float
+    max_machine_slowdown: float
+    strict: bool
+    ignore_counters: list[str]
+    confirm: str
+
+
+class SessionRecord(TypedDict, total=False):
+    """One stored baseline session (``sessions`` of a measurement in a baseline file)."""
+
+    timestamp: str
+    run_id: str  #: ``<run id>`` or ``<run id>-p<k>`` for the k-th extra process of a save
+    git_sha: str | None
+    pytest_torchperf: str
+    statistic: float  #: p25 of per-call seconds: what verdicts compare
+    stats: StatsRecord
+    times: list[float]
+    number_per_block: int
+    cpu_share: float | None
+    neighbour_load: float | None
+    threads: int
+    device: str
+    min_time: float
+    group: str | None
+    clock: str | None  #: cpu, cuda-events or sync
+    calibration: float | None
+    calibration_kernel: str | None
+    counters: dict[str, Any] | None
+    gate: GateRecord
+    top_ops: list[dict[str, Any]] | None
+    process: int
+    variant: str
+    speedup: dict[str, float] | None
+    accuracy: dict[str, float] | None
+    accuracy_limits: dict[str, float] | None
+    build_time: float | None
+    method: str | None
+    fingerprint: dict[str, Any] | None
+    metric: float | None
+
+
+class MeasurementRecord(TypedDict, total=False):
+    """One measurement of a run, as every report, the results file and the CLI see it."""
+
+    nodeid: str
+    name: str
+    group: str | None
+    device: str
+    threads: int
+    environment_id: str | None
+    disabled: bool
+    number_per_block: int
+    cpu_share: float | None
+    neighbour_load: float | None
+    stats: StatsRecord | None
+    samples: list[float]
+    options: dict[str, float] | None
+    verdict: VerdictRecord | None
+    counters: dict[str, Any] | None
+    counter_changes: list[str]
+    kind: str  #: torchperf or timer
+    clock: str | None
+    saved: bool
+    not_saved: str | None  #: why a saving run did not store it
+    calibration: float | None
+    outcome: str  #: fail when anything failed, else the verdict's outcome; measured, disabled
+    label: str  #: the label every report shows, e.g. ``FAIL (counters)``
+    variant: str
+    speedup: dict[str, float] | None
+    accuracy: dict[str, float] | None
+    accuracy_limits: dict[str, float] | None
+    build_time: float | None
+    method: str | None
+    notes: list[str]
+    metric: float | None
+    failures: list[str]
+    run_id: str | None
+    session: SessionRecord | None  #: what --torchperf-save stores (torchperf accept uses it)
+    environment: dict[str, Any] | None
+    run_failures: list[str]
+    passes: list[PassRecord]
+    processes: list[float]
+    confirm_speedups: list[dict[str, float]]
+    explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown

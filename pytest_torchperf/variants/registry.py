@@ -1,0 +1,130 @@
+"""The variants a target can be measured as, each defined once: its settings and their checks,
+its accuracy tolerances, its flags and the function that builds it.
+
+Adding a variant is one :class:`Variant` here plus its builder function (in
+:mod:`pytest_torchperf.variants.builders`, named by ``builder``). Pure: importing this module
+imports neither torch nor the builders; options parsing uses it at pytest start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pytest_torchperf.core.errors import OptionError
+
+#: ``torch.compile`` modes (``mode=`` of the compiled and fused variants).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: Accepted spellings of the amp variant's ``dtype``.
+AMP_DTYPES = ("bfloat16", "bf16", "float16", "fp16", "half")
+#: ``mode=`` of the int8 variant (see :mod:`pytest_torchperf.variants.quantization`).
+INT8_MODES = ("dynamic", "static", "weight_only")
+#: Accuracy tolerances a user can set per variant in ``accuracy={"int8": {"rel_l2": 0.1}}``.
+ACCURACY_KEYS: tuple[str, ...] = ("rel_l2", "cosine", "max_abs", "top1", "metric")
+#: Metrics where larger is better (the tolerance is a lower limit).
+LOWER_LIMITS = ("cosine", "top1")
+#: On CUDA, inductor's Triton kernels and cuDNN pick other reduction orders than eager: a conv net
+#: compiled on an H200 (torch 2.11, benchmarks/gpu_e2e.sh) drifted rel-L2 1.9e-5 (compiled) and
+#: 3.5e-5 (fused), above the CPU limit of 1e-5 with nothing wrong.
+CUDA_COMPILED_TOLERANCES = {"rel_l2": 1e-4}
+#: AMP in float16 is far closer to fp32 than bfloat16 (10 vs 7 mantissa bits).
+AMP_FP16_TOLERANCES = {"rel_l2": 5e-3, "cosine": 0.9999, "metric": 0.03}
+
+Check = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of running a target."""
+
+    name: str
+    #: What is built, in one line (reports and docs).
+    what: str
+    #: Settings accepted in ``variants={name: {...}}``.
+    settings: tuple[str, ...] = ()
+    #: Rejects setting values torch would only reject later, deep inside a build (OptionError).
+    check: Check | None = None
+    #: Default accuracy tolerances: ``rel_l2``/``max_abs`` upper limits, ``cosine``/``top1``
+    #: lower limits, ``metric`` the largest change of the user metric.
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    #: Built with ``torch.compile``: graph counters (graphs, breaks, recompiles) apply.
+    compiled: bool = False
+    #: The builder's name in :mod:`pytest_torchperf.variants.builders`.
+    builder: str = ""
+
+
+def _one_of(name: str, settings: Mapping[str, Any], key: str, allowed: tuple[str, ...],
+            transform: Callable[[Any], str] = str) -> None:
+    if key in settings and transform(settings[key]) not in allowed:
+        raise OptionError(f"variant {name!r}: {key}={settings[key]!r} is not one of "
+                          f"{', '.join(allowed)}")
+
+
+def _check_compiled(name: str, settings: Mapping[str, Any]) -> None:
+    _one_of(name, settings, "mode", COMPILE_MODES)
+    if "mode" in settings and "options" in settings:
+        raise OptionError("variant 'compiled': torch.compile takes either mode= or options=, "
+                          "not both; put the mode's settings in options (see "
+                          "torch._inductor.list_mode_options(mode))")
+    if "fullgraph" in settings and not isinstance(settings["fullgraph"], bool):
+        raise OptionError(f"variant 'compiled': fullgraph={settings['fullgraph']!r} must be True "
+                          f"or False")
+    if "dynamic" in settings and settings["dynamic"] not in (True, False, None):
+        raise OptionError(f"variant 'compiled': dynamic={settings['dynamic']!r} must be True, "
+                          f"False or None")
+    if "options" in settings and not isinstance(settings["options"], Mapping):
+        raise OptionError(f"variant 'compiled': options={settings['options']!r} must be a dict "
+                          f"of inductor settings")
+    if "backend" in settings and not (isinstance(settings["backend"], str)
+                                      or callable(settings["backend"])):
+        raise OptionError(f"variant 'compiled': backend={settings['backend']!r} must be a "
+                          f"backend name or a backend function")
+
+
+def _check_fused(name: str, settings: Mapping[str, Any]) -> None:
+    _one_of(name, settings, "mode", COMPILE_MODES)
+
+
+def _check_amp(name: str, settings: Mapping[str, Any]) -> None:
+    _one_of(name, settings, "dtype", AMP_DTYPES, lambda v: str(v).replace("torch.", "").lower())
+
+
+def _check_int8(name: str, settings: Mapping[str, Any]) -> None:
+    _one_of(name, settings, "mode", INT8_MODES)
+
+
+# Measured drifts behind the tolerances (docs/variants.md): compiled/fused <= 3e-6 max abs on CPU;
+# AMP bf16 rel-L2 0.5-1.2 %, fp16 0.15 %; int8 2-3.5 %.
+VARIANTS: dict[str, Variant] = {v.name: v for v in (
+    Variant("eager", "the model as given, fp32: the reference",
+            tolerances={"rel_l2": 1e-5, "metric": 0.02}, builder="build_eager"),
+    Variant("compiled", "torch.compile (inductor unless backend=)",
+            settings=("backend", "mode", "fullgraph", "dynamic", "options"), check=_check_compiled,
+            tolerances={"rel_l2": 1e-5, "metric": 0.02}, compiled=True, builder="build_compiled"),
+    Variant("fused", "an inference-frozen graph: inductor freezing, else the fx conv-bn fold",
+            settings=("mode",), check=_check_fused, tolerances={"rel_l2": 1e-5, "metric": 0.02},
+            compiled=True, builder="build_fused"),
+    Variant("amp", "torch.autocast: bf16 on CPU, fp16 on CUDA", settings=("dtype",),
+            check=_check_amp, tolerances={"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
+            builder="build_amp"),
+    Variant("int8", "torchao dynamic int8 or PT2E static int8, compiled", settings=("mode",),
+            check=_check_int8, tolerances={"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
+            builder="build_int8"),
+)}
+#: The variants, in display order (eager is the fp32 reference).
+VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)
+#: Variants built with torch.compile (graph counters and recompiles apply).
+COMPILED_VARIANTS: tuple[str, ...] = tuple(n for n, v in VARIANTS.items() if v.compiled)
+
+
+def tolerances(variant: str, overrides: Mapping[str, float] | None = None,
+               amp_dtype: str | None = None, device: str = "cpu") -> dict[str, float]:
+    """Tolerances of one variant: its defaults (fp16 AMP and CUDA compiles have their own), then
+    the user's overrides."""
+    spec = VARIANTS.get(variant)
+    base: Mapping[str, float] = spec.tolerances if spec is not None else {}
+    if variant == "amp" and amp_dtype == "float16":
+        base = AMP_FP16_TOLERANCES
+    if spec is not None and spec.compiled and device.startswith("cuda"):
+        base = {**base, **CUDA_COMPILED_TOLERANCES}
+    return {**base, **(overrides or {})}

@@ -1,0 +1,91 @@
+"""Shared fixtures of the end-to-end tests: a pytester with fast sampling and the guards off.
+
+Every pytester run gets a pytest.ini with very short sampling (these tests check workflows, not
+speed), and verdicts are made deterministic by editing stored baselines to extreme values rather
+than by making anything slower (no sleeping, no timing races).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+# Import torch (and the parts the plugin loads lazily) in the outer process before any pytester
+# run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
+# process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
+import torch  # noqa: F401  isort: skip
+import torch.utils.benchmark  # noqa: F401  isort: skip
+
+
+def _load_lazy_torch_modules() -> None:
+    """Run each torch feature the plugin uses once, so its lazy imports land in the snapshot."""
+    from pytest_torchperf.measure.counters import collect_counters, graph_counters
+    from pytest_torchperf.measure.profiling import profile_call, quiet_kineto
+
+    quiet_kineto()
+    model = torch.nn.Linear(2, 2)
+    x = torch.randn(1, 2)
+    collect_counters(lambda: model(x), "cpu", module=model)
+    profile_call(lambda: model(x), "cpu", iterations=1)
+    compiled = torch.compile(model, backend="eager")
+    graph_counters(model, (x,), {})
+    compiled(x)
+    torch._dynamo.reset()
+    # The variants' machinery: inductor, torchao (dynamic and PT2E), fx fusion, autocast.
+    from pytest_torchperf.variants.compilers import inductor_problem
+    from pytest_torchperf.variants.quantization import QuantizationUnavailable, quantize_model
+
+    import importlib
+    importlib.import_module("torch.fx.experimental.optimization")
+    inductor_problem("cpu")
+    conv = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            quantize_model(conv, torch.randn(1, 1, 2, 2), mode="static")
+            quantize_model(torch.nn.Sequential(torch.nn.Linear(2, 2)), x, mode="dynamic")
+        except QuantizationUnavailable:
+            pass  # no torchao here: the int8 tests skip with the reason
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
+    torch._dynamo.reset()
+
+
+_load_lazy_torch_modules()
+
+FAST_INI = """
+[pytest]
+torchperf_min_time = 0.02s
+torchperf_warmup = 0.005s
+# The machine running this suite is shared: the contention, spread, neighbour and machine-speed
+# guards are switched off here (tests of the guards switch them back on), so verdicts depend only
+# on edited baselines.
+torchperf_min_cpu_share = 0
+torchperf_max_spread = 1000%
+torchperf_max_neighbour_load = 100%
+torchperf_max_machine_slowdown = 1000%
+# Suspected slowdowns are confirmed in this process: a fresh pytest process per failing test would
+# add seconds each (tests/e2e/test_processes.py checks the default, fresh, on its own).
+torchperf_confirm = same
+# Saves measure in one process (the default, 5 fresh processes, is tested in test_processes.py).
+torchperf_processes = 1
+console_output_style = classic
+filterwarnings =
+    ignore:.*No CUDA runtime.*
+"""
+
+
+@pytest.fixture
+def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester with fast torchperf sampling configured and a wide terminal.
+
+    The wide terminal keeps the summary in its flat one-row-per-measurement layout, which the
+    assertions below match; the grouped layout for narrow terminals is unit-tested.
+    """
+    monkeypatch.setenv("COLUMNS", "200")
+    pytester.makefile(".ini", pytest=FAST_INI)
+    return pytester

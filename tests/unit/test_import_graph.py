@@ -1,0 +1,150 @@
+"""The package's import graph: layers import only downwards, no module cycles, and the pure layers
+import neither pytest nor torch. Deferred imports (inside functions, under ``TYPE_CHECKING``)
+count: a cycle hidden in a function is still a knot.
+
+Layers, lowest first (docs/architecture.md)::
+
+    core < variants < options < measure = store < judge < report < run < pytest_plugin = cli
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
+LAYERS = {"core": 0, "variants": 1, "options": 2, "measure": 3, "store": 3, "judge": 4,
+          "report": 5, "run": 6, "pytest_plugin": 7, "cli": 7}
+#: Layers that must not import pytest or torch at module level (torch may load lazily, inside
+#: functions, in measure, variants and run; pytest only in pytest_plugin).
+NO_PYTEST = {"core", "variants", "options", "measure", "store", "judge", "report", "run", "cli"}
+NO_MODULE_LEVEL_TORCH = set(LAYERS)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere (module level, functions, TYPE_CHECKING)."""
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_package else name.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                if target in modules and target != name and not target.startswith(name + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` where ``b``'s layer is above ``a``'s."""
+    found = []
+    for source, targets in graph.items():
+        if layer(source) not in LAYERS:
+            continue
+        for target in targets:
+            if layer(target) in LAYERS and LAYERS[layer(target)] > LAYERS[layer(source)]:
+                found.append(f"{source} -> {target}")
+    return sorted(found)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph.get(node, ()):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """Top-level modules imported at module level (not in functions or TYPE_CHECKING blocks)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_layers_import_only_downwards() -> None:
+    assert upward_imports(import_graph(PACKAGE)) == []
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert cycles(import_graph(PACKAGE)) == []
+
+
+def test_pure_layers_import_neither_pytest_nor_torch_at_module_level() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path, PACKAGE)
+        imported = module_level_imports(path)
+        if (layer(name) in NO_PYTEST or name == "pytest_torchperf") and "pytest" in imported:
+            offenders.append(f"{name} imports pytest")
+        if "torch" in imported:
+            offenders.append(f"{name} imports torch at module level")
+    assert offenders == []
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    """The checks themselves fail on a package that has the knots they guard against."""
+    package = tmp_path / "pytest_torchperf"
+    for sub in ("judge", "report", "run"):
+        (package / sub).mkdir(parents=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "judge" / "a.py").write_text("def f():\n    from pytest_torchperf.report import b\n")
+    (package / "report" / "b.py").write_text("from pytest_torchperf.judge import a\n")
+    (package / "run" / "c.py").write_text("from ..judge import a\n")
+    graph = import_graph(package)
+    assert graph["pytest_torchperf.run.c"] == {"pytest_torchperf.judge", "pytest_torchperf.judge.a"}
+    assert upward_imports(graph) == ["pytest_torchperf.judge.a -> pytest_torchperf.report",
+                                     "pytest_torchperf.judge.a -> pytest_torchperf.report.b"]
+    assert cycles(graph) == [["pytest_torchperf.judge.a", "pytest_torchperf.report.b"]]

@@ -1,0 +1,33 @@
+"""Verdicts come from one comparison engine (pytest_torchperf.judge.compare), whether a live run or
+``torchperf compare`` asks: no other module calls the decision, drift or counter checks. Static,
+like the import-graph test, so a second comparison path fails here as soon as it is written."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
+#: Function -> the modules allowed to call it. Cross-machine counters (another environment's
+#: baseline, plugin-only) reuse the counter diff.
+ALLOWED = {
+    "judge": {"judge/compare.py"},
+    "decide": {"judge/verdict.py"},
+    "drift_checks": {"judge/compare.py"},
+    "speedup_check": {"judge/drift.py"},
+    "diff_counters": {"judge/compare.py", "judge/counter_diff.py", "run/explain.py"},
+}
+
+
+def test_only_the_engine_calls_the_checks() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        where = str(path.relative_to(PACKAGE))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else (
+                    func.attr if isinstance(func, ast.Attribute) else None)
+                if name in ALLOWED and where not in ALLOWED[name]:
+                    offenders.append(f"{where}:{node.lineno} calls {name}()")
+    assert offenders == []

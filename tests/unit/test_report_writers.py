@@ -1,0 +1,57 @@
+"""Unit tests of the report writers on synthetic records: markdown and pytest-benchmark JSON."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_torchperf.report.benchmark_json import PYTEST_BENCHMARK_FORMAT, benchmark_json
+from pytest_torchperf.report.markdown import markdown_report
+
+
+def record(name: str, outcome: str, *, ratio: float | None = None, failures: tuple[str, ...] = (),
+           changes: tuple[str, ...] = (), message: str = "", samples: tuple[float, ...] = (
+               1e-3, 1.1e-3, 1.2e-3, 1.3e-3, 1.4e-3)) -> dict:
+    stats = {"n": len(samples), "min": min(samples), "p25": samples[1], "median": samples[2],
+             "p75": samples[3], "max": max(samples), "mean": sum(samples) / len(samples),
+             "iqr": samples[3] - samples[1]}
+    verdict = {"outcome": "fail" if outcome == "fail" and not failures and not changes else "pass",
+               "message": message or f"{name}: message", "ratio": ratio,
+               "baseline_statistic": 1e-3}
+    return {"nodeid": f"t.py::test_{name}", "name": name, "group": None, "outcome": outcome,
+            "stats": stats, "samples": list(samples), "verdict": verdict,
+            "failures": list(failures), "counter_changes": list(changes), "number_per_block": 10,
+            "device": "cpu", "threads": 1, "environment_id": "cpu-x-t1-0",
+            "environment": {"exact": {"device": "cpu"}}}
+
+
+RECORDS = [
+    record("fast", "pass", ratio=1.01),
+    record("slow", "fail", ratio=1.5, message="slow: 50.0% slower than baseline (...)"),
+    record("ops", "fail", ratio=1.0, changes=("FLOPs +1.0% (1 -> 2)",)),
+]
+
+
+def test_markdown_lists_failures_first_with_the_terminal_labels() -> None:
+    text = markdown_report(RECORDS, "env line")
+    assert text.startswith("## torchperf: 2 fail, 1 pass\n\n`env line`\n")
+    assert "### Needs attention" in text
+    assert "slow: 50.0% slower than baseline (...)" in text and "FLOPs +1.0% (1 -> 2)" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`t.py" in line]
+    assert rows[0].startswith("| ❌ FAIL (counters) | `t.py::test_ops`")
+    assert rows[1].startswith("| ❌ FAIL | `t.py::test_slow`") and "| +50.0% |" in rows[1]
+    assert rows[2].startswith("| ✅ pass | `t.py::test_fast`")
+    assert markdown_report([], "env").startswith("## torchperf: no measurements")
+
+
+def test_benchmark_json_follows_pytest_benchmarks_layout_with_our_section() -> None:
+    data = benchmark_json(RECORDS, {"node": "vm"}, {"id": "abc"})
+    json.dumps(data)
+    assert data["version"] == PYTEST_BENCHMARK_FORMAT and data["machine_info"] == {"node": "vm"}
+    assert data["torchperf"]["environments"] == {"cpu-x-t1-0": {"exact": {"device": "cpu"}}}
+    slow = next(b for b in data["benchmarks"] if b["name"] == "test_slow[slow]")
+    stats = slow["stats"]
+    assert stats["rounds"] == 5 and stats["iterations"] == 10 and stats["median"] == 1.2e-3
+    assert stats["min"] <= stats["q1"] <= stats["median"] <= stats["q3"] <= stats["max"]
+    assert slow["torchperf"]["outcome"] == "fail" and slow["torchperf"]["label"] == "FAIL"
+    untimed = {**record("off", "disabled"), "samples": [], "stats": None}
+    assert all(b["name"] != "test_off[off]" for b in benchmark_json([untimed], {}, {})["benchmarks"])
