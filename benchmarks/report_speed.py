@@ -24,8 +24,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     args = parser.parse_args()
 
-    from pytest_torchperf.report.html import html_report
-    from pytest_torchperf.pytest_plugin.reporter import stored_histories
+    from pytest_torchperf.report.html import html_report, stored_histories
     from pytest_torchperf.report.benchmark_json import benchmark_json
     from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.core.stats import summarize

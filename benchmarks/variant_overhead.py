@@ -43,10 +43,13 @@ def main() -> None:
 
     import torch
 
-    from pytest_torchperf.options.measure_options import parse_layer, resolve
-    from pytest_torchperf.run.session import PerfSession, TestState
-    from pytest_torchperf.options.settings import RunSettings
     from pytest_torchperf.measure.torch_state import restore, snapshot
+    from pytest_torchperf.options.measure_options import parse_layer, resolve
+    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.saving import flush
+    from pytest_torchperf.run.state import TestState
+    from pytest_torchperf.run.variant_run import measure_variants
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
     from vision_zoo import TextClassifier, build_resnet18, make_images, make_tokens
 
@@ -56,7 +59,7 @@ def main() -> None:
     }
     storage = Path(tempfile.mkdtemp(prefix="torchperf-bench-"))
     settings = RunSettings(storage=storage, save=args.save)
-    session = PerfSession(settings)
+    ctx = RunContext(settings)
     print(f"torch {torch.__version__}, threads 1, min_time {args.min_time}s per variant, "
           f"{'save' if args.save else 'measure-only'} mode, "
           f"{'cold' if args.cold else 'warm'} inductor cache, cpu count {os.cpu_count()}, "
@@ -74,9 +77,9 @@ def main() -> None:
             torch.manual_seed(0)
             model = build()
             start = time.perf_counter()
-            results = session.measure_variants(state, f"bench::{model_name}[{variant}]", model_name,
-                                               model, (inputs,), {}, options, (variant,))
-            session.flush(state)
+            results = measure_variants(ctx, state, f"bench::{model_name}[{variant}]", model_name,
+                                       model, (inputs,), {}, options, (variant,))
+            flush(ctx, state)
             wall = time.perf_counter() - start
             restore(saved, reset_dynamo=True)
             result = results[variant]

@@ -148,7 +148,8 @@ def replay(record: Mapping[str, Any], sessions: list[dict[str, Any]], *,
         env_id = record["environment_id"]
         exact = (environment or record.get("environment") or {}).get("exact") or {}
         where = Where(env_id, exact, str(store.module_file(env_id, record["nodeid"])),
-                      str(store.root), store.environments_with(record["nodeid"], record["name"]))
+                      str(store.root), lambda: store.environments_with(record["nodeid"],
+                                                                       record["name"]))
     return compare(candidate, sessions, gate, remeasure=remeasure, confirm=confirm,
                    confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
                    if gate.confirm == "fresh" else None, where=where)

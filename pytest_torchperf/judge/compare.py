@@ -50,12 +50,15 @@ class Gate:
     ignore_counters: tuple[str, ...] = ()
     #: Where confirming passes were taken: ``fresh`` processes or the ``same`` one.
     confirm: str = "same"
+    #: The run also saved (strict does not fail a measurement that has no baseline yet then).
+    saving: bool = False
 
     def to_record(self) -> dict[str, Any]:
         return {"max_slowdown": self.max_slowdown, "min_cpu_share": self.min_cpu_share,
                 "max_spread": self.max_spread, "max_neighbour_load": self.max_neighbour_load,
                 "max_machine_slowdown": self.max_machine_slowdown, "strict": self.strict,
-                "ignore_counters": list(self.ignore_counters), "confirm": self.confirm}
+                "ignore_counters": list(self.ignore_counters), "confirm": self.confirm,
+                "saving": self.saving}
 
     @classmethod
     def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
@@ -68,7 +71,8 @@ class Gate:
                   "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
                   "strict": bool(gate.get("strict", False)),
                   "ignore_counters": tuple(gate.get("ignore_counters") or ()),
-                  "confirm": gate.get("confirm", "same")}
+                  "confirm": gate.get("confirm", "same"),
+                  "saving": bool(gate.get("saving", False))}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -102,8 +106,9 @@ class Where:
     #: The file that would hold its sessions, and the storage folder.
     baseline_file: str = ""
     storage: str = ""
-    #: Other stored environments that hold this measurement: ``(env_id, fingerprint)``.
-    others: Sequence[tuple[str, Mapping[str, Any]]] = ()
+    #: Finds the other stored environments that hold this measurement, ``(env_id, fingerprint)``
+    #: (called only when there is no baseline here: it reads every environment's file).
+    others: Callable[[], Sequence[tuple[str, Mapping[str, Any]]]] = lambda: ()
 
 
 @dataclass
@@ -137,8 +142,8 @@ class Comparison:
 
 def compare(candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate, *,
             remeasure: Callable[[], Sample], confirm: Callable[[], Sample | None] | None = None,
-            confirm_speedups: Callable[[], list[dict[str, float]]] | None = None,
-            saving: bool = False, where: Where = Where()) -> Comparison:
+            confirm_speedups: Callable[[], list[dict[str, float] | None]] | None = None,
+            where: Where = Where()) -> Comparison:
     """Judge ``candidate`` against the stored ``sessions`` of its environment under ``gate``."""
     label = candidate.label
     judgement = judge(
@@ -150,8 +155,10 @@ def compare(candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: G
                              if s.get("calibration") and candidate.calibration_kernel
                              and s.get("calibration_kernel") == candidate.calibration_kernel])
     verdict = judgement.verdict
-    if verdict.outcome is Outcome.NEW:
-        verdict = explain_new(verdict, label, where)
+    others = ([(env_id, env) for env_id, env in where.others() if env_id != where.environment_id]
+              if verdict.outcome is Outcome.NEW else [])
+    if others:
+        verdict = explain_new(verdict, label, where, others)
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     changes = (diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
                if candidate.counters is not None and stored_counters is not None else [])
@@ -163,24 +170,25 @@ def compare(candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: G
     failures = [*candidate.run_failures, *drift_failures]
     if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
         failures.append(f"{verdict.message} ({STRICT})")
-    elif gate.strict and verdict.outcome is Outcome.NEW and not saving:
+    elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.
+        elsewhere = (f"; baselines of it exist only for {', '.join(e for e, _ in others)}"
+                     if others else "")
         failures.append(
             f"{label}: no baseline for this measurement in {where.baseline_file or 'the storage'} "
-            f"(environment {where.environment_id or '?'}), {STRICT}. Record one with pytest "
-            f"--torchperf-save and commit it (git add {where.storage or '.torchperf'}), or point "
-            f"--torchperf-storage at the folder that holds it")
+            f"(environment {where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with "
+            f"pytest --torchperf-save and commit it (git add {where.storage or '.torchperf'}), or "
+            f"point --torchperf-storage at the folder that holds it")
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
     return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)
 
 
-def explain_new(verdict: Verdict, label: str, where: Where) -> Verdict:
+def explain_new(verdict: Verdict, label: str, where: Where,
+                others: Sequence[tuple[str, Mapping[str, Any]]]) -> Verdict:
     """Say which fingerprint field differs when baselines exist only for other environments."""
-    if not where.others:
-        return verdict
-    env_id, stored = where.others[0]
+    env_id, stored = others[0]
     exact = stored.get("exact")
     folder = f"{where.storage}/{env_id}" if where.storage else env_id
     if not isinstance(exact, Mapping):

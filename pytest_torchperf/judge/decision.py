@@ -128,25 +128,29 @@ def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
             taken = taken if taken is not None else remeasure()
             samples.append(taken)
             problem = guard.problem(taken, reference)
+            taken_ratio = taken.statistic / baseline
+            confirm_ratios = tuple(p.statistic / baseline for p in passes[1:])
+            if taken_ratio <= 1.0 + limit:
+                # Within the limit, disturbed or not (a disturbance only adds time): the first
+                # pass was not confirmed.
+                return Decision(Outcome.PASS, "contradicted", first, taken, samples,
+                                ratio=taken_ratio, candidate=taken.statistic, first_ratio=ratio,
+                                confirm_ratios=(*confirm_ratios, taken_ratio),
+                                confirmed_in=where, **common)
             if problem and not retried:
                 retried = True  # one more try for a disturbed confirming pass
                 continue
-            confirm_ratios = tuple(p.statistic / baseline for p in passes[1:])
             if problem:
                 return Decision(Outcome.INCONCLUSIVE, "untrusted", first, current, samples,
                                 ratio=ratio, candidate=current.statistic, first_ratio=ratio,
                                 confirm_ratios=confirm_ratios, confirmed_in=where,
                                 problem=problem, **common)
-            taken_ratio = taken.statistic / baseline
-            if taken_ratio <= 1.0 + limit:
-                return Decision(Outcome.PASS, "contradicted", first, taken, samples,
-                                ratio=taken_ratio, candidate=taken.statistic, first_ratio=ratio,
-                                confirm_ratios=(*confirm_ratios, taken_ratio),
-                                confirmed_in=where, **common)
             passes.append(taken)
-        pooled = statistics.median(p.statistic for p in passes)
-        return Decision(Outcome.FAIL, "confirmed", first, passes[-1], samples,
-                        ratio=pooled / baseline, candidate=pooled, first_ratio=ratio,
+        # The figure is the median pass: the Result then shows that pass's times and p25.
+        middle = sorted(passes, key=lambda p: p.statistic)[len(passes) // 2]
+        return Decision(Outcome.FAIL, "confirmed", first, middle, samples,
+                        ratio=middle.statistic / baseline, candidate=middle.statistic,
+                        first_ratio=ratio,
                         confirm_ratios=tuple(p.statistic / baseline for p in passes[1:]),
                         confirmed_in=where, **common)
     figures = dict(ratio=ratio, candidate=current.statistic, first_ratio=ratio, **common)

@@ -19,7 +19,7 @@ REMEDY = ("If intended (a model edit, a torch upgrade), record new baselines wit
 
 def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, float],
                   max_slowdown: float,
-                  confirm: Callable[[], Sequence[Mapping[str, float]]] | None = None,
+                  confirm: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
                   ) -> tuple[str | None, str | None]:
     """(failure, warning) of a variant whose speedup vs eager fell since the baseline.
 
@@ -44,8 +44,10 @@ def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, flo
         confirmed = ""
         if confirm is not None:
             confirming = list(confirm())
-            shown = ", ".join(f"x{c['median']:.2f}" for c in confirming) or "none measured"
-            if not confirming or any(c.get("p75", c["median"]) >= limit for c in confirming):
+            shown = ", ".join(f"x{c['median']:.2f}" if c else "not measured"
+                              for c in confirming) or "none measured"
+            if not confirming or any(not c or c.get("p75", c["median"]) >= limit
+                                     for c in confirming):
                 return None, f"{text}{widened}); not confirmed by fresh processes ({shown})"
             confirmed = f"; confirmed in {len(confirming)} fresh processes: {shown}"
         return (f"{text}{widened}{confirmed}). Eager ran in the same rounds, so a slower machine "
@@ -58,7 +60,7 @@ def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, flo
 def drift_checks(label: str, sessions: Sequence[Mapping[str, Any]], *,
                  speedup: Mapping[str, float] | None, fingerprint: Mapping[str, Any] | None,
                  metric: float | None, limits: Mapping[str, float], max_slowdown: float,
-                 confirm_speedups: Callable[[], Sequence[Mapping[str, float]]] | None = None,
+                 confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
                  ) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one measurement against its stored ``sessions``.
 

@@ -91,6 +91,7 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
                 "passes": record.get("passes"),
                 "processes": record.get("processes") or [],
                 "confirm_speedups": record.get("confirm_speedups") or [],
+                "explanation": record.get("explanation") or [],
             },
         })
     environments = {r["environment_id"]: r["environment"] for r in records

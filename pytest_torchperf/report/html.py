@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 

@@ -159,14 +159,15 @@ def fresh_confirmer(fresh: FreshRuns | None, nodeid: str, name: str, device: str
 
 
 def fresh_speedups(fresh: FreshRuns | None, nodeid: str, name: str,
-                   count: int) -> Callable[[], list[dict[str, float]]] | None:
-    """The speedups vs eager that ``count`` fresh runs of the test measured for ``name``."""
+                   count: int) -> Callable[[], list[dict[str, float] | None]] | None:
+    """The speedups vs eager that ``count`` fresh runs of the test measured for ``name`` (None
+    for a run that did not measure it: it cannot confirm)."""
     if fresh is None:
         return None
 
-    def speedups() -> list[dict[str, float]]:
+    def speedups() -> list[dict[str, float] | None]:
         found = [fresh.get(nodeid, k).get((nodeid, name)) for k in range(count)]
-        return [dict(f.speedup) for f in found if f is not None and f.speedup]
+        return [dict(f.speedup) if f is not None and f.speedup else None for f in found]
     return speedups
 
 

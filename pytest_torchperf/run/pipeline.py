@@ -126,7 +126,8 @@ def measure(ctx: RunContext, state: TestState, nodeid: str, name: str, target: C
     extra = None
     if kind == "torchperf":
         extra = VariantExtra("eager", fingerprint=output_fingerprint(output, again, measurer),
-                             metric=user_metric(measurer, options, name))
+                             metric=user_metric(measurer, options, name),
+                             limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))))
     graphs_before = dynamo_graph_total() if count_graphs else 0
     clock: list[str] = []
     take_sample = sampler(ctx, measurer, clock)
@@ -157,16 +158,16 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     final, comparison = first, None
     if comparing:
         comparison = _compare(ctx, state, m, first, take_sample, passes, env_id, environment,
-                              saving, others)
+                              others)
         final = comparison.sample
     elif (saving or ctx.child_sink) and unfit(first):
         final = take_sample()  # a contaminated baseline would poison every later comparison
     if ctx.child_sink is not None and m.gate:
-        ctx.child_sink.write(m.nodeid, m.name, final, _guard(m.options)(final),
+        ctx.child_sink.write(m.nodeid, m.name, final, guard_of(m.options)(final),
                              m.extra.speedup if m.extra is not None else None)
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
     state.results.append(result)
-    if saving and (comparison is None or _saveable(comparison)):
+    if saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):
         ctx.calibrations.append(final.calibration)
@@ -175,7 +176,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
 
 def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
              take_sample: Callable[[], Sample], passes: list[Sample], env_id: str,
-             environment: dict[str, Any], saving: bool, others: list[Any]) -> Comparison:
+             environment: dict[str, Any], others: list[Any]) -> Comparison:
     """The comparison engine on live passes, then what only a live run can add: the other
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
@@ -184,9 +185,9 @@ def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
     extra = m.extra
     fresh = ctx.fresh_runs if not others else None
     confirm_speedups = fresh_speedups(fresh, m.nodeid, m.name, CONFIRMATIONS)
-    confirmed: list[dict[str, float]] = []
+    confirmed: list[dict[str, float] | None] = []
 
-    def recorded_speedups() -> list[dict[str, float]]:
+    def recorded_speedups() -> list[dict[str, float] | None]:
         # Kept in the record, so `torchperf compare` replays the same confirmation.
         confirmed.extend(confirm_speedups() if confirm_speedups is not None else [])
         return confirmed
@@ -200,12 +201,12 @@ def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
         run_failures=list(extra.failures) if extra else [],
         calibration_kernel=CALIBRATION_KERNEL if first.calibration else None)
     where = Where(env_id, environment["exact"], str(ctx.store.module_file(env_id, m.nodeid)),
-                  str(ctx.store.root), ctx.store.environments_with(m.nodeid, m.name))
+                  str(ctx.store.root), lambda: ctx.store.environments_with(m.nodeid, m.name))
     comparison = compare(candidate, sessions, ctx.gate(m.options), remeasure=take_sample,
                          confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device,
                                                  passes),
                          confirm_speedups=recorded_speedups if confirm_speedups else None,
-                         saving=saving, where=where)
+                         where=where)
     if extra is not None:
         extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)

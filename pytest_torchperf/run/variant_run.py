@@ -107,7 +107,8 @@ def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
     counters, again = counters_of(eager, options)
     plan.extras["eager"] = VariantExtra(
         "eager", counters=counters, fingerprint=output_fingerprint(reference, again, eager),
-        metric=user_metric(eager, options, label))
+        metric=user_metric(eager, options, label),
+        limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))))
     plan.measurers["eager"] = eager
     return reference
 

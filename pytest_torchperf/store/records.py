@@ -23,7 +23,7 @@ class StatsRecord(TypedDict):
 
 
 class VerdictRecord(TypedDict, total=False):
-    """A verdict (:class:`pytest_torchperf.judge.decision.Verdict`), as JSON."""
+    """A verdict (:class:`pytest_torchperf.judge.verdict.Verdict`), as JSON."""
 
     outcome: str  #: pass, fail, inconclusive, improved, new
     message: str

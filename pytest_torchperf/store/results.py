@@ -65,6 +65,7 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
             "passes": section.get("passes") or [], "run_failures": section.get("run_failures") or [],
             "processes": section.get("processes") or [],
             "confirm_speedups": section.get("confirm_speedups") or [],
+            "explanation": section.get("explanation") or [],
             "options": bench.get("options"),
         })
     return records, dict(ours.get("environments") or {})

@@ -235,7 +235,7 @@ def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
 def test_warnings_turned_into_errors_fail_cleanly_and_do_not_save(perf: pytest.Pytester) -> None:
     perf.makepyfile(SLEEPY)
     result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9", "-W",
-                            "error::pytest_torchperf.run.session.TorchperfWarning")
+                            "error::pytest_torchperf.run.state.TorchperfWarning")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share * (TorchperfWarning turned "
                                  "into an error by a warnings filter)"])
