@@ -1,7 +1,7 @@
 """What each variant costs beyond its sampling budget and build time, and the speedups seen.
 
 For each model and variant this measures one ``torchperf`` item the way the plugin runs it
-(``PerfSession.measure_variants`` with the variant plus the eager reference, timed interleaved),
+(``run.variant_run.measure_variants`` with the variant plus the eager reference, timed interleaved),
 and prints:
 
 * build: seconds to build the variant including its first (compiling) call,
