@@ -21,12 +21,12 @@ import time
 def main() -> int:
     import torch
 
-    from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.measure.counters import collect_counters
     from pytest_torchperf.measure.devices import DeviceUnavailable, select_device
-    from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.measure.nvtx import nvtx_range
     from pytest_torchperf.measure.profiling import Profiler
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.options.measure_options import MeasureOptions
 
     print(f"torch {torch.__version__}, cuda available: {torch.cuda.is_available()}")
     if not torch.cuda.is_available():

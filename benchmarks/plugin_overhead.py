@@ -460,7 +460,7 @@ class Comparison:
             return [f"{self.label}: no timed runs (see PROBLEMS)"]
         wall_a, wall_b = self._wall(self.runs_a), self._wall(self.runs_b)
         min_a, min_b = min(wall_a), min(wall_b)
-        paired = statistics.median(a / b for a, b in zip(wall_a, wall_b))
+        paired = statistics.median(a / b for a, b in zip(wall_a, wall_b, strict=False))
         cpu_a = statistics.median(r.cpu for r in self.runs_a)
         cpu_b = statistics.median(r.cpu for r in self.runs_b)
         lines = [

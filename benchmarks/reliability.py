@@ -193,7 +193,7 @@ def main() -> int:
         fails = outcomes.get("fail", 0)
         low, high = wilson(fails, n)
         red_low, red_high = wilson(red, count)
-        figures[label] = {"runs": count, "verdicts": n, "outcomes": outcomes,
+        figures[label] = {"runs": count, "verdict_count": n, "outcomes": outcomes,
                           "fail_rate": fails / n if n else None, "fail_rate_95ci": [low, high],
                           "red_runs": red, "red_run_rate_95ci": [red_low, red_high],
                           "wall_s_per_test": sum(walls) / len(walls), "processes": processes,

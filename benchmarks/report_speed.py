@@ -24,10 +24,10 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     args = parser.parse_args()
 
-    from pytest_torchperf.report.html import html_report, stored_histories
-    from pytest_torchperf.report.benchmark_json import benchmark_json
-    from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.report.benchmark_json import benchmark_json
+    from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.store.baselines import BaselineStore
 
     rng = random.Random(0)

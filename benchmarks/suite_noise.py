@@ -24,7 +24,6 @@ their processes, the suite figure keeps the correlation a real CI run has.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import random
@@ -165,7 +164,7 @@ def spread_table(runs: list[dict[str, Any]]) -> None:
     for name in names:
         ms = [r["measurements"][name] for r in runs]
         p25s = [summarize(m["times"]).p25 for m in ms]
-        norm = [p / m["calibration"] for p, m in zip(p25s, ms) if m.get("calibration")]
+        norm = [p / m["calibration"] for p, m in zip(p25s, ms, strict=False) if m.get("calibration")]
         print(f"{name:22} {statistics.median(p25s) * 1e3:9.3f}ms {robust_cv(p25s):9.1%} "
               f"{max(p25s) / min(p25s):8.2f} {robust_cv(norm):9.1%} {max(norm) / min(norm):8.2f}")
     cals = [statistics.median(m["calibration"] for m in r["measurements"].values()) for r in runs]
@@ -222,10 +221,10 @@ def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, see
                                   calibration_kernel="mm64-fp32")
             result = compare(
                 candidate, sessions, Gate(max_slowdown=limit, confirm=confirm),
-                remeasure=lambda: spare.pop(0) if len(spare) > 1 else spare[0],
-                confirm=(lambda: fresh.pop(0) if fresh else None) if confirm == "fresh" else None,
-                confirm_speedups=lambda: [runs[f]["measurements"][name]["speedup"]
-                                          for f in (f1, f2)])
+                remeasure=lambda spare=spare: spare.pop(0) if len(spare) > 1 else spare[0],
+                confirm=(lambda fresh=fresh: fresh.pop(0) if fresh else None) if confirm == "fresh" else None,
+                confirm_speedups=lambda name=name, pair=(f1, f2): [
+                    runs[f]["measurements"][name]["speedup"] for f in pair])
             outcome = result.outcome
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if outcome == "fail":

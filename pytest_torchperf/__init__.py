@@ -37,19 +37,20 @@ _PUBLIC = {
 __all__ = [*sorted(_PUBLIC), "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.errors import OptionError
-    from .judge.decision import Outcome
-    from .judge.verdict import Verdict
-    from .measure.devices import select_device
-    from .measure.nvtx import nvtx_range
-    from .measure.profiling import Profiler
-    from .options.measure_options import MeasureOptions
-    from .run.block_timer import BlockTimer
-    from .run.result import Result
-    from .run.state import TorchperfWarning
-    from .store.baselines import BaselineFileError, BaselineStore
-    from .store.results import load_results
-    from .variants.quantization import quantize_model
+    from .core.errors import OptionError as OptionError
+    from .judge.decision import Outcome as Outcome
+    from .judge.verdict import Verdict as Verdict
+    from .measure.devices import select_device as select_device
+    from .measure.nvtx import nvtx_range as nvtx_range
+    from .measure.profiling import Profiler as Profiler
+    from .options.measure_options import MeasureOptions as MeasureOptions
+    from .run.block_timer import BlockTimer as BlockTimer
+    from .run.result import Result as Result
+    from .run.state import TorchperfWarning as TorchperfWarning
+    from .store.baselines import BaselineFileError as BaselineFileError
+    from .store.baselines import BaselineStore as BaselineStore
+    from .store.results import load_results as load_results
+    from .variants.quantization import quantize_model as quantize_model
 
 
 def __getattr__(name: str) -> Any:

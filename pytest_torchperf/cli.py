@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.options.measure_options import OptionError, parse_fraction, parse_share
-from pytest_torchperf.store.baselines import (BaselineFileError, BaselineStore, atomic_write_text,
-                                              same_run)
+from pytest_torchperf.store.baselines import (
+    BaselineFileError,
+    BaselineStore,
+    atomic_write_text,
+    same_run,
+)
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.compare import Comparison
@@ -226,7 +231,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if not _selected(record["nodeid"], record["name"], args.k):
             continue
         session, env_id = record.get("session"), record.get("environment_id")
-        environment = environments.get(env_id) or store.environment(env_id or "")
+        environment = (environments.get(env_id) if env_id else None) or store.environment(env_id or "")
         if not session or not env_id or not environment:
             print(f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
                   f"e.g. --torchperf-disable, or an ungated torchperf_timer)")
@@ -282,7 +287,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="torchperf", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    storage = {"default": ".torchperf", "help": "baseline folder (default .torchperf)"}
+    storage: dict[str, Any] = {"default": ".torchperf", "help": "baseline folder (default .torchperf)"}
     p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
     p.add_argument("--storage", **storage)
     p.set_defaults(run=cmd_list)

@@ -12,7 +12,6 @@ import functools
 
 import pytest
 import torch
-
 from vision_zoo import LitAutoEncoder, make_digits, optimisation_step
 
 

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import torch
-
 from vision_zoo import TinyMLP, make_features, make_images, preprocess
 
 IN_FEATURES = 128

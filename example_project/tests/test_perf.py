@@ -11,9 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-
-from vision_zoo import (TinyMLP, build_mobilenet_v3_small, build_resnet18, make_features, make_images,
-                        preprocess)
+from vision_zoo import (
+    TinyMLP,
+    build_mobilenet_v3_small,
+    build_resnet18,
+    make_features,
+    make_images,
+    preprocess,
+)
 
 NUM_CLASSES = 10
 IN_FEATURES = 128

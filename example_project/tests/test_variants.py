@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-
 from vision_zoo import TextClassifier, build_resnet18, make_images, make_tokens
 
 ALL_VARIANTS = ["eager", "compiled", "fused", "amp", "int8"]

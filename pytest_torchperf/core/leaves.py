@@ -12,7 +12,7 @@ def leaf_difference(first: list[tuple[str, Any]], second: list[tuple[str, Any]],
     ``out[0]['boxes']: shape (7, 4) in the variant vs (9, 4) in eager``; a leaf only one side
     has is named with its shape and the leaf counts.
     """
-    for (p1, s1), (p2, s2) in zip(first, second):
+    for (p1, s1), (p2, s2) in zip(first, second, strict=False):
         if p1 != p2:
             return (f"output structure differs: {p1} {tuple(s1)} in {first_name} where "
                     f"{second_name} has {p2} {tuple(s2)} ({len(first)} vs {len(second)} output "

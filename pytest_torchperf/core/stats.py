@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 #: Factor that turns a median absolute deviation into a standard-deviation estimate for normal data.
 MAD_TO_SIGMA = 1.4826

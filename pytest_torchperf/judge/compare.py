@@ -14,11 +14,14 @@ saving run, fails).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.drift import drift_checks
+from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
@@ -27,9 +30,7 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.verdict import Verdict, judge
-from pytest_torchperf.judge.drift import drift_checks
 from pytest_torchperf.store.environment import describe_difference
-from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.variants.registry import tolerances
 
 #: What ``--torchperf-strict`` appends to a verdict that fails only because of it.

@@ -6,7 +6,8 @@ diffed (``ops changed: aten::addmm 2 -> 3, new aten::copy_ x4; FLOPs +33.1%``) a
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pytest_torchperf.core.units import format_bytes
 from pytest_torchperf.options.measure_options import COUNTER_NAMES  # noqa: F401 - re-exported

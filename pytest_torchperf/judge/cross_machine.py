@@ -14,7 +14,8 @@ kernels from the CPU's instruction sets, so those counters are reported, not gat
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: Normalised slowdowns beyond this are reported (as a warning, never a failure).
 CROSS_MACHINE_TOLERANCE = 0.5
@@ -24,7 +25,9 @@ def pick_environment(here: Mapping[str, Any],
                      others: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[str, Mapping[str, Any]] | None:
     """The stored environment most like this one: same device type and torch build first."""
     def score(entry: tuple[str, Mapping[str, Any]]) -> tuple[int, int, int]:
-        exact = entry[1].get("exact") if isinstance(entry[1].get("exact"), Mapping) else {}
+        exact = entry[1].get("exact")
+        if not isinstance(exact, Mapping):
+            exact = {}
         same_device = str(exact.get("device", "")).split(":")[0] == str(here.get("device", "")).split(":")[0]
         same_torch = exact.get("torch") == here.get("torch") and exact.get("torch_git") == here.get("torch_git")
         same_threads = exact.get("threads") == here.get("threads")

@@ -7,11 +7,12 @@ Pure module shared by the plugin (``--torchperf-compare``) and ``torchperf compa
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from pytest_torchperf.measure.accuracy import fingerprint_drift
-from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.judge.tolerance import effective_tolerance
+from pytest_torchperf.measure.accuracy import fingerprint_drift
 
 REMEDY = ("If intended (a model edit, a torch upgrade), record new baselines with "
           "pytest --torchperf-save --torchperf-reset")

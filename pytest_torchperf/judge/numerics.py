@@ -4,7 +4,7 @@ are computed by :mod:`pytest_torchperf.measure.accuracy`)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
 
 from pytest_torchperf.variants.registry import LOWER_LIMITS
 

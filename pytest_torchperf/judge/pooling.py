@@ -8,8 +8,9 @@ statistics shrinks it by about sqrt(N).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable, Protocol
+from typing import Protocol, TypeVar
 
 from pytest_torchperf.judge.samples import Sample
 
@@ -20,11 +21,17 @@ class ProcessPass(Protocol):
     @property
     def statistic(self) -> float: ...
 
-    calibration: float | None
-    problem: str | None
+    @property
+    def calibration(self) -> float | None: ...
+
+    @property
+    def problem(self) -> str | None: ...
 
 
-def trusted(others: Iterable[ProcessPass]) -> list[ProcessPass]:
+P = TypeVar("P", bound=ProcessPass)
+
+
+def trusted(others: Iterable[P]) -> list[P]:
     """The child measurements that passed the contention/spread guard (the rest are dropped)."""
     return [s for s in others if s.problem is None]
 

@@ -5,8 +5,8 @@ pass can be trusted at all: CPU contention, a busy neighbour, gross spread, a sl
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from pytest_torchperf.core.stats import Summary
 from pytest_torchperf.core.units import format_change, format_percent, format_time
@@ -143,3 +143,10 @@ class GuardLimits:
                              max_neighbour_load=self.max_neighbour_load,
                              reference_calibration=reference_calibration,
                              max_machine_slowdown=self.max_machine_slowdown)
+
+    def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
+        """The only problem with ``sample`` is that the machine ran slower than at save time."""
+        return (self.problem(sample, reference_calibration) is not None
+                and guard_problem(sample, min_cpu_share=self.min_cpu_share,
+                                  max_relative_iqr=self.max_relative_iqr,
+                                  max_neighbour_load=self.max_neighbour_load) is None)

@@ -18,7 +18,7 @@ Pure logic, used by :func:`pytest_torchperf.judge.decision.judge` and the speedu
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from pytest_torchperf.core.stats import robust_cv
 

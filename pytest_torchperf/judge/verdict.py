@@ -4,13 +4,26 @@ worded into a message, notes and figures (:func:`word`); :func:`judge` does both
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
-from pytest_torchperf.judge.decision import CONFIRMATIONS, Decision, Outcome, decide
-from pytest_torchperf.judge.samples import (MAX_MACHINE_SLOWDOWN, MAX_NEIGHBOUR_LOAD,
-                                            MAX_RELATIVE_IQR, MIN_CPU_SHARE, GuardLimits, Sample)
+from pytest_torchperf.judge.decision import (
+    CONFIRMATIONS,
+    SLOW_MACHINE_MARGIN,
+    Decision,
+    Outcome,
+    decide,
+)
+from pytest_torchperf.judge.samples import (
+    MAX_MACHINE_SLOWDOWN,
+    MAX_NEIGHBOUR_LOAD,
+    MAX_RELATIVE_IQR,
+    MIN_CPU_SHARE,
+    GuardLimits,
+    Sample,
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +116,7 @@ def word(label: str, d: Decision) -> Verdict:
             f"{format_percent(d.tolerance)} limit; judged at {format_percent(d.limit)} (3 standard "
             f"deviations)")
     machine = d.machine_ratio(d.final)
-    figures = dict(
+    figures: dict[str, Any] = dict(
         ratio=d.ratio, first_ratio=d.first_ratio, baseline_statistic=d.baseline,
         candidate_statistic=d.candidate, tolerance=d.tolerance, effective_tolerance=d.limit,
         baseline_sessions=d.sessions, baseline_cv=d.noise, remeasures=len(d.samples) - 1,
@@ -132,6 +145,12 @@ def word(label: str, d: Decision) -> Verdict:
                    f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
                    f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
                    f"limit {limit})\n" + _confidence_line(d))
+        if d.slow_machine and machine:
+            notes.append(f"the machine ran its calibration kernel {format_change(machine)} slower "
+                         f"than at save time; divided by that, the slowdown is still "
+                         f"{format_change(d.ratio / machine)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so it is not "
+                         f"the machine's")
+            figures["notes"] = tuple(notes)
     elif d.reason == "contradicted":
         message = (f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
                    f"(first pass {format_change(d.first_ratio)}; limit {limit})")

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pytest_torchperf.core.leaves import leaf_difference
 
@@ -67,7 +68,7 @@ def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
             f"{problem}, so the values cannot be compared element by element (a detection model "
             f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
             f"before thresholding) to check accuracy")
-    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand)]
+    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand, strict=True)]
 
 
 def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
@@ -162,7 +163,7 @@ def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> 
     if problem:
         return math.inf, problem
     drift = 0.0
-    for a, b in zip(old, new):
+    for a, b in zip(old, new, strict=False):
         if a.get("nonfinite", 0) != b.get("nonfinite", 0):
             return math.inf, (f"{a.get('path')}: non-finite values {a.get('nonfinite', 0)} -> "
                               f"{b.get('nonfinite', 0)}")
@@ -170,7 +171,7 @@ def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> 
             continue
         pa, pb = a["probe"], b["probe"]
         norm = math.sqrt(sum(v * v for v in pa))
-        delta = math.sqrt(sum((x - y) ** 2 for x, y in zip(pa, pb)))
+        delta = math.sqrt(sum((x - y) ** 2 for x, y in zip(pa, pb, strict=False)))
         probe_change = delta / norm if norm > 0 else delta
         l2_change = abs(b["l2"] - a["l2"]) / a["l2"] if a["l2"] > 0 else abs(b["l2"])
         drift = max(drift, probe_change, l2_change)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import collections
 import weakref
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -> dict[str, Any]:
@@ -98,7 +99,7 @@ def _op_counter() -> Any:
             #: Dtypes of the tensors the ops produced (tells fp32 code from low-precision code).
             self.dtypes: set[str] = set()
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
             out = func(*args, **(kwargs or {}))
             for tensor in tree_leaves(out):
@@ -110,9 +111,9 @@ def _op_counter() -> Any:
 
 
 def _peak_tracker() -> Any:
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
-    import torch
 
     class PeakTensorMemory(TorchDispatchMode):
         """High-water mark of tensor storages allocated inside the region (freed via weakref)."""
@@ -126,7 +127,7 @@ def _peak_tracker() -> Any:
         def _free(self, ptr: int) -> None:
             self.current -= self.live.pop(ptr, 0)
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
             existing = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))

@@ -13,7 +13,7 @@ Pure standard library: no torch, no pytest.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 #: /proc/stat columns that are busy time: user nice system idle iowait irq softirq steal.
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
@@ -35,7 +35,7 @@ def busy_cpu_seconds(stat_path: str = "/proc/stat") -> float | None:
     return sum(ticks[i] for i in _BUSY_COLUMNS if i < len(ticks)) / os.sysconf("SC_CLK_TCK")
 
 
-def busy_clock() -> Callable[[], float] | None:
+def busy_clock() -> Callable[[], float | None] | None:
     """A function reading :func:`busy_cpu_seconds`, or None where ``/proc/stat`` is missing."""
     return busy_cpu_seconds if busy_cpu_seconds() is not None else None
 

@@ -24,8 +24,7 @@ def output_fingerprint(output: Any, again: Any, measurer: Any) -> dict[str, Any]
 
     ``again`` is a second call's output, or :data:`NO_OUTPUT` to make one with ``measurer``.
     """
-    from pytest_torchperf.measure.accuracy import fingerprint
-    from pytest_torchperf.measure.accuracy import fingerprint_drift
+    from pytest_torchperf.measure.accuracy import fingerprint, fingerprint_drift
 
     first = fingerprint(output)
     if again is NO_OUTPUT:

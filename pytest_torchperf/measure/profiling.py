@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.core.units import format_time
 
@@ -89,7 +90,8 @@ def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
             entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
             for key in entry:
                 entry[key].append(float(row.get(key, 0.0) or 0.0))
-    rows = [{"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
+    rows: list[dict[str, Any]] = [
+        {"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
             for op, entry in merged.items()]
     rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
     return rows

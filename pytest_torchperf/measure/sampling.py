@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 #: Untimed calls made before timing, whatever ``warmup`` says.
 MIN_WARMUP_CALLS = 3
@@ -70,7 +70,7 @@ class Neighbours:
     directly where there is no such clock. Injected, so sampling stays testable on fake clocks.
     """
 
-    def __init__(self, busy_clock: Callable[[], float] | None, cpus: int,
+    def __init__(self, busy_clock: Callable[[], float | None] | None, cpus: int,
                  fallback: Callable[[], float | None] | None = None) -> None:
         self.busy_clock, self.cpus, self.fallback = busy_clock, cpus, fallback
         self._start: float | None = None
@@ -82,9 +82,10 @@ class Neighbours:
         """The neighbours' load since :meth:`start`, given this process's CPU time and the wall."""
         from pytest_torchperf.measure.machine_load import neighbour_load
 
-        if self.busy_clock is None or self._start is None:
+        now = self.busy_clock() if self.busy_clock is not None else None
+        if now is None or self._start is None:  # no clock, or it became unreadable meanwhile
             return self.fallback() if self.fallback is not None else None
-        return neighbour_load(self.busy_clock() - self._start, own_cpu, wall, self.cpus)
+        return neighbour_load(now - self._start, own_cpu, wall, self.cpus)
 
 
 def collect(run_block: RunBlock, *, min_time: float, warmup: float,
@@ -190,4 +191,4 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
 
 def round_ratios(reference: list[float], candidate: list[float]) -> list[float]:
     """Per-round speedups ``reference / candidate`` of two interleaved variants (rounds paired)."""
-    return [r / c for r, c in zip(reference, candidate) if c > 0]
+    return [r / c for r, c in zip(reference, candidate, strict=False) if c > 0]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
-from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.measure.sampling import Neighbours, RawSamples, collect
+from pytest_torchperf.options.measure_options import MeasureOptions
 
 
 class NonFiniteOutputError(AssertionError):

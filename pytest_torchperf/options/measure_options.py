@@ -11,10 +11,13 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from pytest_torchperf.core.errors import OptionError  # defined apart so that variant_options can raise it too
+from pytest_torchperf.core.errors import (
+    OptionError,  # defined apart so that variant_options can raise it too
+)
 from pytest_torchperf.options.variant_options import (  # noqa: F401 - re-exported: the option table below uses them
     ACCURACY_KEYS,
     VARIANT_NAMES,
@@ -26,9 +29,6 @@ from pytest_torchperf.options.variant_options import (  # noqa: F401 - re-export
     parse_variant_filter,
     parse_variants,
 )
-
-
-
 
 # --------------------------------------------------------------------------------------------------
 # Value parsers. Each accepts the forms a user would type in a marker, on the command line or in an

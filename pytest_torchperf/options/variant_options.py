@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.variants.registry import (  # noqa: F401 - re-exported
@@ -15,7 +16,6 @@ from pytest_torchperf.variants.registry import (  # noqa: F401 - re-exported
     VARIANT_NAMES,
     VARIANTS,
 )
-
 
 #: One variant and its settings, as stored in :class:`MeasureOptions` (hashable pairs).
 VariantSpec = tuple[str, tuple[tuple[str, Any], ...]]

@@ -216,8 +216,9 @@ def run_children(session: pytest.Session, count: int) -> None:
 def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
     """Give a comparing run's session the means to confirm a slowdown in a fresh process."""
     settings = config.stash[SETTINGS_KEY]
-    if settings.compare and not settings.child and settings.processes == 1 \
-            and settings.confirm == "fresh":
+    # With --torchperf-processes too: re-measuring in this process and pooling again with the
+    # same children would repeat the first verdict, not confirm it.
+    if settings.compare and not settings.child and settings.confirm == "fresh":
         from pytest_torchperf.run.children import FreshRuns
 
         perf_session.fresh_runs = FreshRuns(lambda nodeid: confirm_in_fresh_process(config, nodeid))

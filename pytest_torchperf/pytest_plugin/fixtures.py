@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.options.measure_options import OptionError, parse_bool
-from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, marker_options, context_of, state_of
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options, state_of
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.result import Result
@@ -76,6 +78,9 @@ class TorchperfFixture:
             measurement_name = (name or (explicit if not self._state.names else None)
                                 or _target_name(target))
             variants = self._variants(resolved, "variants" in options)
+            if kwargs is not None and not isinstance(kwargs, dict):  # checked before it is copied
+                raise TargetError(f"kwargs= must be a dict of keyword arguments for the target, "
+                                  f"got {type(kwargs).__name__}")
             call_kwargs = {} if kwargs is None else kwargs
             if variants is None:
                 return measure(self._ctx, self._state, nodeid, measurement_name, target, inputs,
@@ -150,7 +155,7 @@ def _out_of_memory_message(exc: BaseException, label: str) -> str:
             f"fixtures), or run on a device with more memory.")
 
 
-class VariantResults(dict):  # type: ignore[type-arg]
+class VariantResults(dict):
     """What ``torchperf(model, x, variants=[...])`` returns: variant name -> ``Result``.
 
     ``skipped`` maps the variants that could not be measured here to the reason.
@@ -324,7 +329,12 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
               calibration: Any = None) -> Any:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import prepared
-        from pytest_torchperf.variants.quantization import MODES, QuantizationError, QuantizationUnavailable, quantize_model
+        from pytest_torchperf.variants.quantization import (
+            MODES,
+            QuantizationError,
+            QuantizationUnavailable,
+            quantize_model,
+        )
 
         if mode is not None and mode not in MODES:
             pytest.fail(f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
@@ -347,10 +357,8 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
             pytest.fail(problem, pytrace=False)
         state_of(item).built_variants = True  # dynamo is reset after this test
         module = quantized.model
-        try:
-            module.torchperf_quantization = quantized
-        except (AttributeError, TypeError):  # pragma: no cover - exotic module types
-            pass
+        with contextlib.suppress(AttributeError, TypeError):  # exotic module types
+            module.torchperf_quantization = quantized  # type: ignore[attr-defined]
         return module
 
     return build

@@ -11,11 +11,14 @@ import inspect
 import json
 import os
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
+from pytest_torchperf.pytest_plugin import child_runs, isolation, variant_items
+from pytest_torchperf.pytest_plugin import options as plugin_options
 from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
     torchperf_device,
@@ -25,12 +28,20 @@ from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures a
     torchperf_timer,
     torchperf_variant,
 )
-from pytest_torchperf.pytest_plugin import child_runs, isolation, variant_items
-from pytest_torchperf.pytest_plugin import options as plugin_options
-from pytest_torchperf.pytest_plugin.stash import (CONTEXT_SETUP_KEY, FIXTURE, IS_PERF_KEY, MARKER,
-                                                  PERF_FIXTURES, PERF_KEY, SETTINGS_KEY, STATE_KEY,
-                                                  context_of, marker_options, state_of)
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
+from pytest_torchperf.pytest_plugin.stash import (
+    CONTEXT_SETUP_KEY,
+    FIXTURE,
+    IS_PERF_KEY,
+    MARKER,
+    PERF_FIXTURES,
+    PERF_KEY,
+    SETTINGS_KEY,
+    STATE_KEY,
+    context_of,
+    marker_options,
+    state_of,
+)
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
 # of the environment. Sessions, storage, summaries and torch load when a run uses them.
@@ -234,7 +245,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     isolation.unseed(item)
 
 
-def _junit_figures(record: dict[str, Any]) -> dict[str, Any]:
+def _junit_figures(record: Mapping[str, Any]) -> dict[str, Any]:
     """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.options.measure_options import OptionError
-from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, marker_options, context_of
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, context_of, marker_options
 
 SEED_KEY = pytest.StashKey[Any]()
 

@@ -7,13 +7,17 @@ the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_bool, parse_layer
 from pytest_torchperf.pytest_plugin import child_runs
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.settings import RunSettings
 
 #: Measurement options that also have a ``--torchperf-<name>`` option and a ``torchperf_<name>`` ini key.
 CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
@@ -129,7 +133,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
 
 
-def run_settings(config: pytest.Config) -> "RunSettings":
+def run_settings(config: pytest.Config) -> RunSettings:
     """The run's settings from the command line and ini file, option combinations checked
     (bad input is a UsageError naming the option and the fix)."""
     from pytest_torchperf.options.settings import RunSettings

@@ -38,7 +38,7 @@ class SummaryReporter:
         if report.when != "call":
             return
         for key, value in report.user_properties:
-            if key == RECORDS_PROPERTY:
+            if key == RECORDS_PROPERTY and isinstance(value, str):
                 self.records.extend(json.loads(value))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -73,10 +73,10 @@ class SummaryReporter:
 
     def _write_reports(self, environment_line: str) -> list[str]:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
-        from pytest_torchperf.store.environment import commit_info, machine_info
         from pytest_torchperf.report.benchmark_json import benchmark_json
         from pytest_torchperf.report.markdown import markdown_report
         from pytest_torchperf.store.baselines import atomic_write_text
+        from pytest_torchperf.store.environment import commit_info, machine_info
 
         written: list[str] = []
         markdown_path = self.config.getoption("torchperf_markdown")
@@ -116,7 +116,7 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
     try:
         import torch  # already imported when measurements ran
 
-        torch_version = torch.__version__
+        torch_version = str(torch.__version__)
     except ImportError:  # pragma: no cover
         torch_version = "?"
     return (f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "

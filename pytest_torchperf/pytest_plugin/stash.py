@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
 
 if TYPE_CHECKING:  # the measuring machinery is imported lazily, on the first measurement
-    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.options.settings import RunSettings  # noqa: F401 (named in a key's type)
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.state import TestState
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
 

@@ -10,13 +10,20 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-from pytest_torchperf.report import svg
-from pytest_torchperf.report.terminal import count_line, format_accuracy, format_speedup, sort_records
-from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.core.units import format_bytes, format_change, format_time
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.report import svg
+from pytest_torchperf.report.terminal import (
+    count_line,
+    format_accuracy,
+    format_speedup,
+    sort_records,
+)
 
 
 @dataclass
@@ -143,7 +150,9 @@ def _environments(records: Sequence[Mapping[str, Any]]) -> str:
             seen.setdefault(record["environment_id"], env)
     parts = []
     for env_id, env in sorted(seen.items()):
-        exact = env.get("exact") if isinstance(env.get("exact"), Mapping) else env
+        exact = env.get("exact")
+        if not isinstance(exact, Mapping):
+            exact = env
         rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
                        for k, v in sorted(exact.items()))
         parts.append(f"<details><summary>environment {html.escape(env_id)}</summary>"

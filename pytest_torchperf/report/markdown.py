@@ -5,13 +5,18 @@ so it can render any stored run.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pytest_torchperf.report.terminal import OUTCOME_ORDER, count_line, format_accuracy, format_speedup, sort_records
-
-from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.core.units import format_change, format_time
-
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.report.terminal import (
+    OUTCOME_ORDER,
+    count_line,
+    format_accuracy,
+    format_speedup,
+    sort_records,
+)
 
 
 def _md(text: str) -> str:

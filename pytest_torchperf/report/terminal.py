@@ -7,7 +7,8 @@ same rendering serves a plain run and an xdist controller that only sees test re
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.labels import outcome_label
@@ -86,10 +87,10 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
         for row in rows:
             if len(row[0]) > widths[0]:
                 row[0] = "..." + row[0][-(widths[0] - 3):]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
     for row in rows:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[2:-1])]
+        cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[2:-1], strict=False)]
         cells.append(row[-1])
         lines.append("  ".join(cells).rstrip())
     return lines
@@ -111,14 +112,14 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
             for r in (_row(x, variants) for x in group)]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
     for nodeid, group in sorted(by_test.items(),
                                 key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])):
         lines.append(nodeid)
         for record in group:
             row = _row(record, variants)
             cells = [("  " + row[1]).ljust(widths[0])]
-            cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1])]
+            cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1], strict=False)]
             cells.append(row[-1])
             lines.append("  ".join(cells).rstrip())
     return lines

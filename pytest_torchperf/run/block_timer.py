@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
+from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer
 from pytest_torchperf.run.result import Result
-from pytest_torchperf.core.stats import summarize
 
 
 class BlockTimer:
@@ -38,7 +39,8 @@ class BlockTimer:
 
         measurer = Measurer(fn, args, kwargs or {}, self.options, device=self.device, calibrate=False)
         timed = measurer.sample()
-        return Result(name=name or getattr(fn, "__name__", type(fn).__name__), nodeid="",
+        label = name or str(getattr(fn, "__name__", type(fn).__name__))
+        return Result(name=label, nodeid="",
                       samples=list(timed.raw.times), number_per_block=timed.raw.number_per_block,
                       device=timed.device, threads=self.options.threads,
                       cpu_share=timed.raw.cpu_share, summary=summarize(timed.raw.times),

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.pooling import pooled, trusted  # noqa: F401 - re-exported
+from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.store.baselines import same_run  # noqa: F401 - re-exported
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from pytest_torchperf.judge.compare import Gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
@@ -60,7 +61,7 @@ class RunContext:
             from pytest_torchperf.store.environment import git
 
             self._git_sha = git("rev-parse", "HEAD")
-        return self._git_sha or None
+        return self._git_sha if isinstance(self._git_sha, str) and self._git_sha else None
 
     @contextlib.contextmanager
     def timing_lock(self, device: str) -> Iterator[None]:

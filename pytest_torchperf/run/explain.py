@@ -6,8 +6,9 @@ Pytest-free; torch is imported lazily by the profiling it calls.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.counter_diff import diff_counters
@@ -68,9 +69,13 @@ def cross_machine(store: "BaselineStore", environment: dict[str, Any], nodeid: s
     changes reported but not gated (CPU-class-dependent counters, see
     :func:`~pytest_torchperf.judge.cross_machine.gated_across`) and warnings.
     """
-    from pytest_torchperf.judge.cross_machine import (cpu_class_difference, gated_across,
-                                                      normalised_check, pick_environment,
-                                                      same_torch_build)
+    from pytest_torchperf.judge.cross_machine import (
+        cpu_class_difference,
+        gated_across,
+        normalised_check,
+        pick_environment,
+        same_torch_build,
+    )
     from pytest_torchperf.store.baselines import BaselineFileError
 
     picked = pick_environment(environment["exact"], store.environments_with(nodeid, name))
@@ -84,7 +89,9 @@ def cross_machine(store: "BaselineStore", environment: dict[str, Any], nodeid: s
     if not sessions:
         return [], [], []
     warnings = [normalised_check(name, sample.statistic, sample.calibration, sessions, env_id)]
-    stored_exact = stored_env.get("exact") if isinstance(stored_env.get("exact"), dict) else {}
+    stored_exact = stored_env.get("exact")
+    if not isinstance(stored_exact, Mapping):
+        stored_exact = {}
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
                                                                          stored_exact):

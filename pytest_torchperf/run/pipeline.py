@@ -11,8 +11,9 @@ are queued on the test's state; the plugin emits them at the test's location.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.stats import summarize
@@ -25,8 +26,13 @@ from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.saving import (calibration_references, guard_of, queue_save,
-                                         save_guard, session_record)
+from pytest_torchperf.run.saving import (
+    calibration_references,
+    guard_of,
+    queue_save,
+    save_guard,
+    session_record,
+)
 from pytest_torchperf.run.state import Measured, TestState
 from pytest_torchperf.variants.registry import tolerances
 
@@ -183,7 +189,9 @@ def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
 
     sessions = ctx.store.load_sessions(env_id, m.nodeid, m.name)
     extra = m.extra
-    fresh = ctx.fresh_runs if not others else None
+    # Confirming passes are single fresh processes, pooled mode included: the children already
+    # pooled into the first pass cannot confirm it a second time.
+    fresh = ctx.fresh_runs
     confirm_speedups = fresh_speedups(fresh, m.nodeid, m.name, CONFIRMATIONS)
     confirmed: list[dict[str, float] | None] = []
 

@@ -7,15 +7,22 @@ workers, through the test report) and what reports read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
-from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.core.units import format_change, format_time
-from pytest_torchperf.store.records import MeasurementRecord
 from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
+from pytest_torchperf.store.records import (
+    MeasurementRecord,
+    PassRecord,
+    SessionRecord,
+    StatsRecord,
+    VerdictRecord,
+)
 
 
 @dataclass
@@ -91,7 +98,7 @@ class Result:
     #: measurement was pooled, this one's last; empty for a single-process measurement.
     processes: list[float] = field(default_factory=list)
     #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
-    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
     #: Lines a live run adds to a failed verdict: the profiled op diff and the trace path.
     explanation: list[str] = field(default_factory=list)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
@@ -184,11 +191,11 @@ class Result:
             "number_per_block": self.number_per_block,
             "cpu_share": self.cpu_share,
             "neighbour_load": self.neighbour_load,
-            "stats": self.summary.to_dict() if self.summary else None,
+            "stats": cast("StatsRecord", self.summary.to_dict()) if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
             "options": {"min_time": self.options.min_time, "max_slowdown": self.options.max_slowdown}
             if self.options is not None else None,
-            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "verdict": cast("VerdictRecord", self.verdict.to_dict()) if self.verdict else None,
             "counters": self.counters,
             "counter_changes": list(self.counter_changes),
             "kind": self.kind,
@@ -207,10 +214,10 @@ class Result:
             "metric": self.metric,
             "failures": list(self.failures),
             "run_id": self.run_id,
-            "session": self.session,
+            "session": cast("SessionRecord | None", self.session),
             "environment": self.environment,
             "run_failures": list(self.run_failures),
-            "passes": self.passes,
+            "passes": cast("list[PassRecord]", self.passes),
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),
             "explanation": list(self.explanation),
@@ -237,7 +244,7 @@ class VariantExtra:
     metric: float | None = None
     failures: list[str] = field(default_factory=list)
     #: Speedups the fresh confirming processes measured (when the speedup check needed them).
-    confirm_speedups: list[dict[str, float]] = field(default_factory=list)
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
     def apply(self, result: Result) -> None:
         """Copy the variant facts onto the test's Result."""

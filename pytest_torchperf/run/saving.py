@@ -6,7 +6,8 @@ and writing the queued sessions once the test passed. Pytest-free.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pytest_torchperf import __version__
 from pytest_torchperf.core.units import format_change, format_percent, format_time

@@ -3,8 +3,9 @@ the test to pass, warnings and failures. Pytest-free."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions

@@ -12,16 +12,24 @@ variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-fr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.pipeline import (check_not_profiling, claim_name, conclude, counters_of,
-                                           disabled_result, sampler, to_sample)
+from pytest_torchperf.run.pipeline import (
+    check_not_profiling,
+    claim_name,
+    conclude,
+    counters_of,
+    disabled_result,
+    sampler,
+    to_sample,
+)
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.state import Measured, TestState
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS, tolerances
@@ -121,8 +129,11 @@ def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: A
     from pytest_torchperf.judge.numerics import check_limits
     from pytest_torchperf.measure.accuracy import OutputMismatchError, compare_outputs, fingerprint
     from pytest_torchperf.measure.timing import Measurer, NonFiniteOutputError
-    from pytest_torchperf.variants.builders import (VariantBuildError, VariantUnavailable,
-                                                    build_variant)
+    from pytest_torchperf.variants.builders import (
+        VariantBuildError,
+        VariantUnavailable,
+        build_variant,
+    )
 
     options = plan.options
     device_type = torch.device(eager.device).type

@@ -21,8 +21,9 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 1
 FORMAT = "pytest-torchperf-baselines"

@@ -16,7 +16,8 @@ import platform
 import re
 import socket
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: Fields that must match for two measurements to be comparable, in the order hints mention them.
 EXACT_FIELDS: tuple[str, ...] = (

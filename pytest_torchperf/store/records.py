@@ -146,5 +146,5 @@ class MeasurementRecord(TypedDict, total=False):
     run_failures: list[str]
     passes: list[PassRecord]
     processes: list[float]
-    confirm_speedups: list[dict[str, float]]
+    confirm_speedups: list[dict[str, float] | None]
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown

@@ -25,12 +25,13 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Mapping, Sequence
+from typing import Any
 
 from pytest_torchperf.variants.compilers import _first_line, backend_problem, inductor_problem
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS, VARIANTS  # noqa: F401
-
 
 
 class VariantUnavailable(RuntimeError):
@@ -240,7 +241,11 @@ def build_amp(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kw
 
 def build_int8(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
           device_type: str, prepare: Prepare) -> BuiltVariant:
-    from pytest_torchperf.variants.quantization import QuantizationError, QuantizationUnavailable, quantize_model
+    from pytest_torchperf.variants.quantization import (
+        QuantizationError,
+        QuantizationUnavailable,
+        quantize_model,
+    )
 
     if kwargs:
         raise VariantUnavailable("the int8 variant needs positional inputs only (export and "

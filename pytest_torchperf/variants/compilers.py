@@ -23,7 +23,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def inductor_problem(device_type: str) -> str | None:
     """Why inductor cannot compile for ``device_type`` here (None when it can).
 

@@ -22,8 +22,9 @@ import inspect
 import platform
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from pytest_torchperf.variants.compilers import _first_line, inductor_problem
 
@@ -136,8 +137,11 @@ def quantize_model(model: Any, example_inputs: Any, mode: str | None = None,
 def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
              compile: bool) -> QuantizedModel:
     import torch
-    from torchao.quantization import (Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig,
-                                      quantize_)
+    from torchao.quantization import (
+        Int8DynamicActivationInt8WeightConfig,
+        Int8WeightOnlyConfig,
+        quantize_,
+    )
 
     config = (Int8WeightOnlyConfig(set_inductor_config=False) if mode == "weight_only"
               else Int8DynamicActivationInt8WeightConfig(set_inductor_config=False))

@@ -8,8 +8,9 @@ imports neither torch nor the builders; options parsing uses it at pytest start-
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
 

@@ -7,10 +7,7 @@ than by making anything slower (no sleeping, no timing races).
 
 from __future__ import annotations
 
-import json
 import warnings
-from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
@@ -36,10 +33,10 @@ def _load_lazy_torch_modules() -> None:
     compiled(x)
     torch._dynamo.reset()
     # The variants' machinery: inductor, torchao (dynamic and PT2E), fx fusion, autocast.
+    import importlib
+
     from pytest_torchperf.variants.compilers import inductor_problem
     from pytest_torchperf.variants.quantization import QuantizationUnavailable, quantize_model
-
-    import importlib
     importlib.import_module("torch.fx.experimental.optimization")
     inductor_problem("cpu")
     conv = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.Flatten(), torch.nn.Linear(8, 2))

@@ -4,8 +4,9 @@ sleeping or slowing anything down."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def baseline_files(storage: Path) -> list[Path]:

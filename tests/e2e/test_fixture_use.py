@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+
 def test_marked_test_using_timer_or_profiler_is_not_timed_as_a_whole(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import pytest, torch

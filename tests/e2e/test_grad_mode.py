@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+
 def test_training_steps_and_test_bodies_keep_autograd(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import pytest, torch

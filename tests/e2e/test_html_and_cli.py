@@ -112,7 +112,7 @@ def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
     listed = capsys.readouterr().out
     assert "cpu-" in listed and "measurements" in listed
     header, row = listed.splitlines()[:2]
-    columns = dict(zip(header.split(), row.split()))
+    columns = dict(zip(header.split(), row.split(), strict=False))
     assert columns["tests"] == "2" and columns["measurements"] == "2" and columns["sessions"] == "4"
     assert cli.main(["show", "--storage", str(storage), "-k", "conv"]) == 0
     shown = capsys.readouterr().out
@@ -124,7 +124,7 @@ def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
     assert len(frame) == 4 and set(frame["name"]) == {"mlp", "conv"}  # 2 sessions each
     assert {"median_s", "p25_s", "speedup", "rel_l2", "flops", "timestamp"} <= set(frame.columns)
     run = load_results(regressed_run.path / "reports" / "results.json")
-    assert dict(zip(run["name"], run["outcome"])) == {"mlp": "fail", "conv": "pass"}
+    assert dict(zip(run["name"], run["outcome"], strict=False)) == {"mlp": "fail", "conv": "pass"}
     bad = regressed_run.path / "bad.json"
     bad.write_text("{}")
     assert cli.main(["compare", str(storage), str(bad)]) == 2

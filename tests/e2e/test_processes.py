@@ -210,6 +210,22 @@ def test_a_slow_process_alone_does_not_fail_a_test(perf: pytest.Pytester,
     same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*in re-measures in this process*"])
 
 
+def test_pooled_compare_confirms_in_fresh_processes(perf: pytest.Pytester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The controller runs slow, its child fast: the pooled first pass (median of the two) is far
+    # over the limit. Re-measuring in the controller and pooling again with the same child would
+    # repeat that verdict; a fresh confirming process contradicts it.
+    _default_confirm(perf)
+    perf.makepyfile(FRESH)
+    monkeypatch.setenv("FAST", "1")
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    monkeypatch.delenv("FAST")
+    result = perf.runpytest("--torchperf-compare", "--torchperf-processes", "2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mlp: *% vs baseline after a re-measure in a fresh process "
+                                 "(first pass +*%; limit *)*"])
+
+
 def test_a_real_slowdown_is_confirmed_in_a_fresh_process(perf: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

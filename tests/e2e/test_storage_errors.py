@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e.helpers import baseline_files, edit_baselines
 
+
 def test_corrupt_stored_counters_name_the_key(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import torch

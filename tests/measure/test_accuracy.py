@@ -9,8 +9,12 @@ import math
 import pytest
 import torch
 
-from pytest_torchperf.measure.accuracy import (OutputMismatchError, compare_outputs, fingerprint,
-                                               fingerprint_drift)
+from pytest_torchperf.measure.accuracy import (
+    OutputMismatchError,
+    compare_outputs,
+    fingerprint,
+    fingerprint_drift,
+)
 
 
 @dataclasses.dataclass

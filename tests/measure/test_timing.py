@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def test_device_is_taken_from_parameters_before_inputs() -> None:
     import torch
 

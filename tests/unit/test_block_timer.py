@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+
 def test_block_timer_parses_options_like_markers() -> None:
     from pytest_torchperf import BlockTimer, OptionError
 

@@ -350,7 +350,7 @@ if "max_spread" in OPTIONS:
 
 
 def _resolve(raw_layers):
-    return resolve(*(parse_layer(raw, where) for raw, where in zip(raw_layers, LAYERS)))
+    return resolve(*(parse_layer(raw, where) for raw, where in zip(raw_layers, LAYERS, strict=False)))
 
 
 @pytest.mark.parametrize("option", sorted(VALUES))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.judge.cross_machine import normalised_check, pick_environment, same_torch_build
+from pytest_torchperf.judge.cross_machine import (
+    normalised_check,
+    pick_environment,
+    same_torch_build,
+)
 
 HERE = {"device": "cpu", "torch": "2.14.1", "torch_git": "abc", "threads": 1, "cpu_model": "A"}
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchperf.measure.machine_load import busy_cpu_seconds, neighbour_load
-from pytest_torchperf.measure.sampling import Neighbours, collect
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.samples import Sample, guard_problem
 from pytest_torchperf.judge.verdict import judge
+from pytest_torchperf.measure.machine_load import busy_cpu_seconds, neighbour_load
+from pytest_torchperf.measure.sampling import Neighbours, collect
 
 
 def test_busy_cpu_seconds_counts_busy_columns_including_steal(tmp_path: Path) -> None:

@@ -7,13 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchperf.run.children import (ChildSink, ProcessSample, child_session_records, merge,
-                                        pooled, read_child_file, same_run)
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.judge.verdict import judge
+from pytest_torchperf.run.children import (
+    ChildSink,
+    ProcessSample,
+    child_session_records,
+    merge,
+    pooled,
+    read_child_file,
+    same_run,
+)
 
 
 def sample(p25_ms: float, calibration: float | None = None, cpu_share: float = 1.0) -> Sample:

@@ -5,12 +5,10 @@ tests/measure/test_accuracy.py."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from pytest_torchperf.judge.numerics import check_limits
-
-from pytest_torchperf.variants.registry import tolerances
+from pytest_torchperf.measure.sampling import collect_interleaved, round_ratios
 from pytest_torchperf.options.measure_options import (
     SEED_OFF,
     OptionError,
@@ -23,8 +21,8 @@ from pytest_torchperf.options.measure_options import (
     parse_variants,
     resolve,
 )
-from pytest_torchperf.measure.sampling import collect_interleaved, round_ratios
 from pytest_torchperf.report.terminal import render_table, variant_lines
+from pytest_torchperf.variants.registry import tolerances
 
 
 # -- options ----------------------------------------------------------------------------------
