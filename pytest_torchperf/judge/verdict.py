@@ -145,7 +145,7 @@ def word(label: str, d: Decision) -> Verdict:
                    f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
                    f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
                    f"limit {limit})\n" + _confidence_line(d))
-        if d.slow_machine and machine:
+        if d.slow_machine and machine and d.ratio:
             notes.append(f"the machine ran its calibration kernel {format_change(machine)} slower "
                          f"than at save time; divided by that, the slowdown is still "
                          f"{format_change(d.ratio / machine)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so it is not "
