@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.units import format_change
-from pytest_torchperf.options.measure_options import OptionError, parse_fraction, parse_share
+from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.options.values import parse_fraction, parse_share
 from pytest_torchperf.store.baselines import (
     BaselineFileError,
     BaselineStore,

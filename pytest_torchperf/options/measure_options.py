@@ -1,4 +1,5 @@
-"""Options of a measurement: parsing, validation and precedence.
+"""Options of a measurement: the option table, validation and precedence (the value parsers are in
+:mod:`.values`).
 
 Pure module (no pytest, no torch). Every user-settable option of a measurement is described once in
 ``OPTIONS``; the pytest layer feeds it the values from each layer and gets back one resolved
@@ -9,8 +10,6 @@ the ``@pytest.mark.torchperf`` marker, command-line option, ini key, built-in de
 from __future__ import annotations
 
 import difflib
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -18,164 +17,24 @@ from typing import Any
 from pytest_torchperf.core.errors import (
     OptionError,  # defined apart so that variant_options can raise it too
 )
-from pytest_torchperf.options.variant_options import (  # noqa: F401 - re-exported: the option table below uses them
-    ACCURACY_KEYS,
-    VARIANT_NAMES,
+from pytest_torchperf.options.values import (
+    parse_bool,
+    parse_counter_names,
+    parse_duration,
+    parse_fraction,
+    parse_label,
+    parse_positive_int,
+    parse_seed,
+    parse_share,
+)
+from pytest_torchperf.options.variant_options import (
     VariantSpec,
     parse_accuracy,
     parse_data,
     parse_metric,
     parse_min_speedup,
-    parse_variant_filter,
     parse_variants,
 )
-
-# --------------------------------------------------------------------------------------------------
-# Value parsers. Each accepts the forms a user would type in a marker, on the command line or in an
-# ini file, and raises OptionError quoting the bad value and the accepted forms.
-# --------------------------------------------------------------------------------------------------
-
-
-def parse_fraction(value: Any) -> float:
-    """Parse a relative threshold: ``"10%"``, ``"0.1"``, ``0.1`` -> 0.1.
-
-    Bare numbers must be fractions below 1 so that ``10`` (meaning 10 %? 1000 %?) is never guessed;
-    larger thresholds are written with a percent sign (``150%``).
-    """
-    text = str(value).strip()
-    try:
-        if text.endswith("%"):
-            result = float(text[:-1].strip()) / 100.0
-        else:
-            if isinstance(value, bool):
-                raise ValueError
-            result = float(text)
-            if result >= 1.0:
-                raise OptionError(
-                    f"{value!r} is ambiguous as a relative threshold: write a percentage such as "
-                    f"'{text}%' or a fraction below 1 such as 0.1"
-                )
-    except ValueError as exc:
-        if isinstance(exc, OptionError):
-            raise
-        raise OptionError(
-            f"{value!r} is not a percentage or fraction (examples: '10%', 0.1)"
-        ) from None
-    if not math.isfinite(result) or result <= 0.0:
-        raise OptionError(f"{value!r} must be a positive percentage or fraction (examples: '10%', 0.1)")
-    return result
-
-
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us)?\s*$")
-_DURATION_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
-
-
-def parse_duration(value: Any) -> float:
-    """Parse a duration: ``"1s"``, ``"500ms"``, ``"0.5"`` or ``0.5`` (seconds) -> seconds (> 0)."""
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a duration (examples: '1s', '500ms', 0.5)")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION_RE.match(str(value))
-        if not match:
-            raise OptionError(f"{value!r} is not a duration (examples: '1s', '500ms', 0.5)")
-        seconds = float(match.group(1)) * _DURATION_SCALE[match.group(2)]
-    if not math.isfinite(seconds) or seconds <= 0.0:
-        raise OptionError(f"{value!r} must be a positive duration (examples: '1s', '500ms', 0.5)")
-    return seconds
-
-
-def parse_positive_int(value: Any) -> int:
-    """Parse a positive integer such as a thread count (``"1"``, ``4``)."""
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a positive integer")
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise OptionError(f"{value!r} is not a positive integer (example: 1)") from None
-    if number < 1:
-        raise OptionError(f"{value!r} is not a positive integer (example: 1)")
-    return number
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def parse_bool(value: Any) -> bool:
-    """Parse a boolean from a Python bool or an ini word (``true``/``false``/``1``/``0``/``yes``/``no``)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise OptionError(f"{value!r} is not a boolean (use true or false)")
-
-
-def parse_share(value: Any) -> float:
-    """Parse a share between 0 and 1 (``0.9``, ``"90%"``); 0 disables the check it feeds."""
-    text = str(value).strip()
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        share = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
-    except ValueError:
-        raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')") from None
-    if not 0.0 <= share <= 1.0:
-        raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')")
-    return share
-
-
-def parse_counter_names(value: Any) -> tuple[str, ...]:
-    """Parse counter names to ignore: a list/tuple or a comma-separated string (``"memory,ops"``)."""
-    if isinstance(value, str):
-        names = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        names = [str(v).strip() for v in value]
-    else:
-        raise OptionError(f"{value!r} is not a list of counter names (choose from "
-                          f"{', '.join(COUNTER_NAMES)})")
-    unknown = [n for n in names if n not in COUNTER_NAMES]
-    if unknown:
-        raise OptionError(f"unknown counter {unknown[0]!r}; counters are {', '.join(COUNTER_NAMES)}")
-    return tuple(sorted(set(names)))
-
-
-#: Counter names a user can opt out of (``ignore_counters=["memory"]``); ``graphs`` covers the
-#: graph count, graph breaks and recompiles of ``torch.compile``d targets.
-COUNTER_NAMES = ("flops", "ops", "params", "memory", "graphs")
-
-
-#: The value of :attr:`MeasureOptions.seed` meaning "do not seed" (``seed="off"``).
-SEED_OFF = -1
-
-
-def parse_seed(value: Any) -> int:
-    """Parse the per-test RNG seed: a non-negative integer, or ``off`` (:data:`SEED_OFF`)."""
-    if value is False or str(value).strip().lower() in ("off", "none", "false"):
-        return SEED_OFF
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
-    try:
-        seed = int(str(value).strip())
-    except ValueError:
-        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')") from None
-    if seed < 0:
-        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
-    return seed
-
-
-def parse_label(value: Any) -> str:
-    """Parse a measurement name or group: a non-empty string without path separators or newlines."""
-    if not isinstance(value, str) or not value.strip():
-        raise OptionError(f"{value!r} is not a non-empty string")
-    if any(ch in value for ch in "/\\\n\r"):
-        raise OptionError(f"{value!r} must not contain '/', '\\' or line breaks")
-    return value.strip()
-
 
 # --------------------------------------------------------------------------------------------------
 # The option table.

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OptionError, parse_bool
+from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options, state_of
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ def seed(item: pytest.Item) -> None:
         options, _ = context_of(item.config).resolve_options({}, marker_options(item), item.nodeid)
     except OptionError:
         return  # reported when the test calls the fixture
-    from pytest_torchperf.options.measure_options import SEED_OFF
+    from pytest_torchperf.options.values import SEED_OFF
 
     if options.seed == SEED_OFF:
         return

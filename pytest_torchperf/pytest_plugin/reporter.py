@@ -75,8 +75,8 @@ class SummaryReporter:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
         from pytest_torchperf.report.benchmark_json import benchmark_json
         from pytest_torchperf.report.markdown import markdown_report
-        from pytest_torchperf.store.baselines import atomic_write_text
         from pytest_torchperf.store.environment import commit_info, machine_info
+        from pytest_torchperf.store.files import atomic_write_text
 
         written: list[str] = []
         markdown_path = self.config.getoption("torchperf_markdown")

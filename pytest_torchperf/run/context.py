@@ -17,7 +17,8 @@ from pytest_torchperf.measure.torch_state import quiet_trace_logger
 from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer, resolve
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.run.children import FreshRuns
-from pytest_torchperf.store.baselines import BaselineStore, file_lock
+from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.files import file_lock
 
 
 class RunContext:

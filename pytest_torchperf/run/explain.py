@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.options.measure_options import COUNTER_NAMES, MeasureOptions
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.options.values import COUNTER_NAMES
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.state import TestState

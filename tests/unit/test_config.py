@@ -13,13 +13,15 @@ from pytest_torchperf.options.measure_options import (
     OptionError,
     check_keywords,
     option_names,
+    parse_layer,
+    resolve,
+)
+from pytest_torchperf.options.values import (
     parse_bool,
     parse_duration,
     parse_fraction,
     parse_label,
-    parse_layer,
     parse_positive_int,
-    resolve,
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Unit tests of pytest_torchperf.store.baselines: layout, validation, atomic writes, locking."""
+"""Unit tests of pytest_torchperf.store (baselines, schema, files): layout, validation, atomic writes, locking."""
 
 from __future__ import annotations
 
@@ -11,17 +11,22 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf.store import baselines as storage
+from pytest_torchperf.store import files as storage_files
 from pytest_torchperf.store.baselines import (
     DEFAULT_MAX_HISTORY,
     ENVIRONMENT_FILE,
-    FORMAT,
-    SCHEMA_VERSION,
     BaselineFileError,
     BaselineStore,
+    module_slug,
+)
+from pytest_torchperf.store.files import (
     atomic_write_text,
     dumps,
     file_lock,
-    module_slug,
+)
+from pytest_torchperf.store.schema import (
+    FORMAT,
+    SCHEMA_VERSION,
     validate_document,
 )
 
@@ -391,10 +396,10 @@ def test_atomic_write_failure_keeps_old_file_and_removes_temp(tmp_path, monkeypa
         temp_seen.extend(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(storage.os, failing, boom)
+    monkeypatch.setattr(storage_files.os, failing, boom)
     with pytest.raises(OSError, match="No space left"):
         atomic_write_text(path, "new\n" * 1000)
-    monkeypatch.setattr(storage.os, failing, real)
+    monkeypatch.setattr(storage_files.os, failing, real)
     assert temp_seen and temp_seen[0].startswith(".f.json.")  # the temp file existed mid-way ...
     assert path.read_text(encoding="utf-8") == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # ... and was removed
@@ -407,7 +412,7 @@ def test_atomic_write_interrupted_by_keyboard_interrupt(tmp_path, monkeypatch):
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(storage.os, "replace", interrupt)
+    monkeypatch.setattr(storage_files.os, "replace", interrupt)
     with pytest.raises(KeyboardInterrupt):
         atomic_write_text(path, "new\n")
     monkeypatch.undo()
@@ -426,7 +431,7 @@ def test_record_write_failure_keeps_old_baseline(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device", str(dst))
         return real_replace(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(storage.os, "replace", failing_replace)
+    monkeypatch.setattr(storage_files.os, "replace", failing_replace)
     with pytest.raises(BaselineFileError) as info:
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(2e-3))
     monkeypatch.undo()
@@ -448,7 +453,7 @@ def test_failed_record_does_not_leak_into_same_store(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device", str(dst))
         return real_replace(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(storage.os, "replace", failing_replace)
+    monkeypatch.setattr(storage_files.os, "replace", failing_replace)
     with pytest.raises(BaselineFileError):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(2e-3))
     monkeypatch.undo()
@@ -484,7 +489,7 @@ def test_permission_error_on_write_simulated(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(path.parent))
 
-    monkeypatch.setattr(storage.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(storage_files.tempfile, "mkstemp", denied)
     with pytest.raises(BaselineFileError) as info:
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(2e-3))
     monkeypatch.undo()
@@ -679,7 +684,7 @@ def test_file_lock_is_exclusive_between_threads(tmp_path):
 @pytest.fixture
 def no_fsync(monkeypatch):
     """fsync is about durability after a crash, not about concurrency: skip it to keep tests fast."""
-    monkeypatch.setattr(storage.os, "fsync", lambda fd: None)
+    monkeypatch.setattr(storage_files.os, "fsync", lambda fd: None)
 
 
 def test_concurrent_threads_never_lose_records(tmp_path, no_fsync):
@@ -754,16 +759,14 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
 
 def test_interrupt_during_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):
     # Ctrl-C arrives as KeyboardInterrupt (a BaseException) in the middle of writing a baseline.
-    from pytest_torchperf.store import baselines as storage
-
     target = tmp_path / "b.json"
     target.write_text("previous baseline\n")
 
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(storage.os, "fsync", interrupted)
+    monkeypatch.setattr(storage_files.os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        storage.atomic_write_text(target, "new contents that must not appear half-written\n")
+        storage_files.atomic_write_text(target, "new contents that must not appear half-written\n")
     assert target.read_text() == "previous baseline\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]

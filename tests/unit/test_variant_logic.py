@@ -9,17 +9,14 @@ import pytest
 
 from pytest_torchperf.judge.numerics import check_limits
 from pytest_torchperf.measure.sampling import collect_interleaved, round_ratios
-from pytest_torchperf.options.measure_options import (
-    SEED_OFF,
-    OptionError,
+from pytest_torchperf.options.measure_options import OptionError, parse_layer, resolve
+from pytest_torchperf.options.values import SEED_OFF, parse_seed
+from pytest_torchperf.options.variant_options import (
     parse_accuracy,
     parse_data,
-    parse_layer,
     parse_min_speedup,
-    parse_seed,
     parse_variant_filter,
     parse_variants,
-    resolve,
 )
 from pytest_torchperf.report.terminal import render_table, variant_lines
 from pytest_torchperf.variants.registry import tolerances
