@@ -44,13 +44,32 @@ COUNTERS = ("flops", "ops", "params", "peak_memory", "graphs")
 def save(project: Path, storage: Path, extra_env: dict[str, str], cache: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(extra_env, TORCHINDUCTOR_CACHE_DIR=str(cache))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--torchperf-save",
-           "--torchperf-storage", str(storage), "--torchperf-min-time", "0.05",
-           "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%",
-           "--torchperf-max-neighbour-load", "100%", "--torchperf-max-machine-slowdown", "1000%"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--torchperf-save",
+        "--torchperf-storage",
+        str(storage),
+        "--torchperf-min-time",
+        "0.05",
+        "--torchperf-min-cpu-share",
+        "0",
+        "--torchperf-max-spread",
+        "1000%",
+        "--torchperf-max-neighbour-load",
+        "100%",
+        "--torchperf-max-machine-slowdown",
+        "1000%",
+    ]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"save failed ({proc.returncode}) with {extra_env}:\n{proc.stdout[-3000:]}")
+        raise SystemExit(
+            f"save failed ({proc.returncode}) with {extra_env}:\n{proc.stdout[-3000:]}"
+        )
     # A test failing on this class (an accuracy gate, say) saves nothing: say so, keep going.
     for line in proc.stdout.splitlines():
         if line.startswith("FAILED"):
@@ -81,8 +100,9 @@ def kind(session: dict) -> str:
     ops = counters.get("ops") or {}
     quantized = any("quant" in op or "int_mm" in op or "_scaled_mm" in op for op in ops)
     dtypes = counters.get("dtypes")
-    low = dtypes is not None and any(d not in ("float32", "float64", "int64", "int32", "bool")
-                                     for d in dtypes)
+    low = dtypes is not None and any(
+        d not in ("float32", "float64", "int64", "int32", "bool") for d in dtypes
+    )
     return "eager (quantized/low precision)" if quantized or low else "eager fp32"
 
 
@@ -103,21 +123,31 @@ def differs(counter: str, a: dict, b: dict) -> bool | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep", type=Path, help="save the baselines here instead of a temp folder")
+    parser.add_argument(
+        "--keep", type=Path, help="save the baselines here instead of a temp folder"
+    )
     parser.add_argument("--classes", default=",".join(CLASSES), help="simulated classes to run")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="torchperf-portability-"))
     storage = args.keep or work / "storage"
     storage.mkdir(parents=True, exist_ok=True)
     project = work / "example_project"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
-        ".torchperf", ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"))
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(
+            ".torchperf", ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"
+        ),
+    )
     try:
         for name in args.classes.split(","):
             print(f"saving the example project as {name} {CLASSES[name]} ...", flush=True)
             save(project, storage / name, CLASSES[name], work / f"inductor-{name}")
-        envs = {f"{name} {label}": sessions for name in args.classes.split(",")
-                for label, sessions in load(storage / name).items()}
+        envs = {
+            f"{name} {label}": sessions
+            for name in args.classes.split(",")
+            for label, sessions in load(storage / name).items()
+        }
         committed = EXAMPLE / ".torchperf"
         if committed.is_dir():
             for label, sessions in load(committed).items():
@@ -144,8 +174,10 @@ def main() -> int:
                 row[1] += 1
     print(f"\n{'kind of measurement':34} {'counter':12} measurements differing")
     for (k, counter), (bad, total) in sorted(table.items()):
-        print(f"{k:34} {counter:12} {bad} of {total}"
-              + (f"   e.g. {examples[(k, counter)]}" if (k, counter) in examples else ""))
+        print(
+            f"{k:34} {counter:12} {bad} of {total}"
+            + (f"   e.g. {examples[(k, counter)]}" if (k, counter) in examples else "")
+        )
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

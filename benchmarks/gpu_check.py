@@ -49,9 +49,11 @@ def main() -> int:
     x = torch.randn(256, 4096, device=device)
     options = MeasureOptions(min_time=0.5, warmup=0.2)
     events = Measurer(model, (x,), {}, options).sample()
-    print(f"events clock: {events.clock}, median per call "
-          f"{sorted(events.raw.times)[len(events.raw.times) // 2] * 1e3:.3f} ms, "
-          f"{events.raw.number_per_block} calls/block")
+    print(
+        f"events clock: {events.clock}, median per call "
+        f"{sorted(events.raw.times)[len(events.raw.times) // 2] * 1e3:.3f} ms, "
+        f"{events.raw.number_per_block} calls/block"
+    )
 
     # Same model clocked by synchronize + perf_counter (what the 'sync' clock does).
     with torch.inference_mode():
@@ -69,16 +71,20 @@ def main() -> int:
         unsynced = (time.perf_counter() - t0) / 20  # launches only: must look much faster
         torch.cuda.synchronize()
     event_median = sorted(events.raw.times)[len(events.raw.times) // 2]
-    print(f"sync clock per call {sync_per_call * 1e3:.3f} ms; events/sync ratio "
-          f"{event_median / sync_per_call:.3f}; unsynchronised host clock {unsynced * 1e3:.3f} ms "
-          f"(launch time only)")
+    print(
+        f"sync clock per call {sync_per_call * 1e3:.3f} ms; events/sync ratio "
+        f"{event_median / sync_per_call:.3f}; unsynchronised host clock {unsynced * 1e3:.3f} ms "
+        f"(launch time only)"
+    )
     ok &= 0.8 < event_median / sync_per_call < 1.25
 
     with torch.inference_mode():
         counters = collect_counters(lambda: model(x), str(device), module=model)
     expected_act = 256 * 4096 * 4
-    print(f"counters: flops {counters['flops']:,}, peak memory {counters['peak_memory']:,} B "
-          f"(one activation is {expected_act:,} B), params {counters['params']:,}")
+    print(
+        f"counters: flops {counters['flops']:,}, peak memory {counters['peak_memory']:,} B "
+        f"(one activation is {expected_act:,} B), params {counters['params']:,}"
+    )
     ok &= counters["peak_memory"] >= expected_act
 
     with Profiler(device=str(device), iterations=3) as prof:

@@ -67,18 +67,18 @@ testpaths = suite
 python_files = test_*.py
 """
 
-CONFTEST = '''\
+CONFTEST = """\
 import pytest
 
 
 @pytest.fixture
 def numbers():
     return list(range(10))
-'''
+"""
 
 # 10 tests per module: 4 plain, 3 parametrized cases, 2 with tmp_path, 1 with a conftest fixture.
 TESTS_PER_MODULE = 10
-MODULE_TEMPLATE = '''\
+MODULE_TEMPLATE = """\
 import pytest
 
 
@@ -118,16 +118,16 @@ def test_tmp_dir_{i}(tmp_path):
 
 def test_fixture_{i}(numbers):
     assert sum(numbers) == 45
-'''
+"""
 
-PERF_MODULE = '''\
+PERF_MODULE = """\
 import pytest
 
 
 @pytest.mark.torchperf(min_time="100ms", warmup="20ms")
 def test_trivial_perf():
     sum(range(100))
-'''
+"""
 
 
 def write_suite(root: Path, modules: int) -> int:
@@ -151,15 +151,17 @@ def write_suite(root: Path, modules: int) -> int:
 
 @dataclass
 class Run:
-    wall: float          # seconds, perf_counter around the subprocess
-    cpu: float           # user + system CPU seconds of the subprocess (less sensitive to contention)
+    wall: float  # seconds, perf_counter around the subprocess
+    cpu: float  # user + system CPU seconds of the subprocess (less sensitive to contention)
     reported: float | None  # pytest's own "in X.XXs" (session time, excludes startup/plugin load)
     counts: dict[str, int]
     returncode: int
     output: str
 
 
-SUMMARY_COUNT_RE = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)")
+SUMMARY_COUNT_RE = re.compile(
+    r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)"
+)
 SUMMARY_TIME_RE = re.compile(r" in ([0-9.]+)s")
 
 
@@ -181,8 +183,15 @@ def run_pytest(python: str, cwd: Path, env: dict[str, str], args: list[str]) -> 
     cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, check=False)
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -193,18 +202,23 @@ def run_pytest(python: str, cwd: Path, env: dict[str, str], args: list[str]) -> 
 def plugins_line(output: str) -> str | None:
     for line in output.splitlines():
         if line.startswith("plugins:"):
-            return line[len("plugins:"):].strip()
+            return line[len("plugins:") :].strip()
     return None
 
 
 def check_run(label: str, run: Run, expected: int) -> str | None:
     """A problem description if the run did not collect and pass exactly ``expected`` tests."""
-    bad = {k: v for k, v in run.counts.items() if k in ("failed", "errors", "skipped", "xfailed",
-                                                          "xpassed", "deselected")}
+    bad = {
+        k: v
+        for k, v in run.counts.items()
+        if k in ("failed", "errors", "skipped", "xfailed", "xpassed", "deselected")
+    }
     if run.returncode != 0 or run.counts.get("passed") != expected or bad:
         tail = "\n".join(run.output.splitlines()[-15:])
-        return (f"{label}: expected {expected} passed, got {run.counts or 'no summary line'} "
-                f"(exit code {run.returncode})\n{textwrap.indent(tail, '    | ')}")
+        return (
+            f"{label}: expected {expected} passed, got {run.counts or 'no summary line'} "
+            f"(exit code {run.returncode})\n{textwrap.indent(tail, '    | ')}"
+        )
     return None
 
 
@@ -231,8 +245,11 @@ def parse_importtime(stderr: str) -> list[ImportLine]:
         match = IMPORTTIME_RE.match(line)
         if match:
             indent = len(match.group(3)) - 1  # one space after "|" at depth 0, then 2 per level
-            result.append(ImportLine(int(match.group(1)), int(match.group(2)), indent // 2,
-                                     match.group(4).strip()))
+            result.append(
+                ImportLine(
+                    int(match.group(1)), int(match.group(2)), indent // 2, match.group(4).strip()
+                )
+            )
     return result
 
 
@@ -252,10 +269,10 @@ def subtree(lines: list[ImportLine], name: str) -> tuple[ImportLine | None, list
 @dataclass
 class ImportProfile:
     cumulative_ms: float
-    own_ms: float            # self time of pytest_torchperf.* modules
+    own_ms: float  # self time of pytest_torchperf.* modules
     descendants: list[ImportLine]
     torch_modules: list[str]
-    new_modules: int         # modules imported in the subtree (first time in the process)
+    new_modules: int  # modules imported in the subtree (first time in the process)
 
 
 def extract_direct(lines: list[ImportLine]) -> tuple[float, list[ImportLine]]:
@@ -288,13 +305,19 @@ def extract_entry_point_block(lines: list[ImportLine]) -> tuple[float, list[Impo
     first = tops[0]
     while first > 0 and lines[first - 1].depth > 0:
         first -= 1
-    block = lines[first:tops[-1] + 1]
+    block = lines[first : tops[-1] + 1]
     return sum(ln.cumulative_us for ln in block if ln.depth == 0), block
 
 
-def import_profile(python: str, env: dict[str, str], args: list[str], repeats: int,
-                   cwd: Path | None = None, in_pytest: bool = False,
-                   missing_self_us: int = 0) -> ImportProfile:
+def import_profile(
+    python: str,
+    env: dict[str, str],
+    args: list[str],
+    repeats: int,
+    cwd: Path | None = None,
+    in_pytest: bool = False,
+    missing_self_us: int = 0,
+) -> ImportProfile:
     """``python -X importtime *args``: the import of pytest_torchperf.pytest_plugin.hooks in it; median run.
 
     ``missing_self_us`` is added to the cumulative time of ``in_pytest`` runs (the self time of
@@ -302,8 +325,14 @@ def import_profile(python: str, env: dict[str, str], args: list[str], repeats: i
     """
     profiles = []
     for _ in range(repeats):
-        proc = subprocess.run([python, "-X", "importtime", *args], env=env, capture_output=True,
-                              text=True, check=False, cwd=cwd)
+        proc = subprocess.run(
+            [python, "-X", "importtime", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=cwd,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{args!r} failed:\n{proc.stdout[-1000:]}{proc.stderr[-2000:]}")
         lines = parse_importtime(proc.stderr)
@@ -314,12 +343,20 @@ def import_profile(python: str, env: dict[str, str], args: list[str], repeats: i
         else:
             cumulative, everything = extract_direct(lines)
             scope = lines  # the process does nothing but import the plugin
-        own = sum(ln.self_us for ln in everything
-                  if ln.name == PACKAGE or ln.name.startswith(PACKAGE + ".")) + missing_self_us
-        torch_modules = sorted({ln.name for ln in scope
-                                if ln.name == "torch" or ln.name.startswith("torch.")})
-        profiles.append(ImportProfile(cumulative / 1000, own / 1000, everything, torch_modules,
-                                      len(everything)))
+        own = (
+            sum(
+                ln.self_us
+                for ln in everything
+                if ln.name == PACKAGE or ln.name.startswith(PACKAGE + ".")
+            )
+            + missing_self_us
+        )
+        torch_modules = sorted(
+            {ln.name for ln in scope if ln.name == "torch" or ln.name.startswith("torch.")}
+        )
+        profiles.append(
+            ImportProfile(cumulative / 1000, own / 1000, everything, torch_modules, len(everything))
+        )
     profiles.sort(key=lambda p: p.cumulative_ms)
     return profiles[len(profiles) // 2]
 
@@ -332,12 +369,17 @@ def unlogged_self_us(profile: ImportProfile) -> int:
 def torch_in_sys_modules(python: str, env: dict[str, str]) -> str:
     proc = subprocess.run(
         [python, "-c", f"import sys, {PLUGIN_MODULE}; print('torch' in sys.modules)"],
-        env=env, capture_output=True, text=True, check=False)
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return proc.stdout.strip() or f"error: {proc.stderr.strip()[-300:]}"
 
 
 def time_torch_import(python: str, env: dict[str, str], repeats: int) -> tuple[float, float]:
     """Median wall time of ``python -c 'import torch'`` and of ``python -c pass`` (seconds)."""
+
     def median_wall(code: str) -> float:
         walls = []
         for _ in range(repeats):
@@ -359,7 +401,9 @@ def profile_plugin(python: str, cwd: Path, env: dict[str, str], top: int) -> lis
     cmd = [python, "-m", "cProfile", "-o", str(out), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if not out.exists():
-        return [f"cProfile run failed (exit {proc.returncode}): {proc.stdout[-500:]}{proc.stderr[-500:]}"]
+        return [
+            f"cProfile run failed (exit {proc.returncode}): {proc.stdout[-500:]}{proc.stderr[-500:]}"
+        ]
     stats = pstats.Stats(str(out))
     rows = []
     total_tt = 0.0
@@ -370,9 +414,11 @@ def profile_plugin(python: str, cwd: Path, env: dict[str, str], top: int) -> lis
             total_tt += tt
             rows.append((ct, tt, nc, f"{Path(filename).name}:{lineno}({func})"))
     rows.sort(reverse=True)
-    lines = [f"cProfile of one run with the plugin: {total_all:.3f} s profiled, "
-             f"{total_tt * 1000:.1f} ms self time in {PACKAGE} code (profiler overhead inflates both)",
-             f"  {'cumulative':>10} {'self':>9} {'calls':>7}  function"]
+    lines = [
+        f"cProfile of one run with the plugin: {total_all:.3f} s profiled, "
+        f"{total_tt * 1000:.1f} ms self time in {PACKAGE} code (profiler overhead inflates both)",
+        f"  {'cumulative':>10} {'self':>9} {'calls':>7}  function",
+    ]
     for ct, tt, nc, where in rows[:top]:
         lines.append(f"  {ct * 1000:8.2f}ms {tt * 1000:7.2f}ms {nc:7d}  {where}")
     return lines
@@ -401,7 +447,8 @@ def machine_lines() -> list[str]:
         load = "n/a"
     return [
         f"machine: {platform.platform()} ({platform.machine()}), cpus: {os.cpu_count()}"
-        + (f" (usable: {affinity})" if affinity is not None else "") + f", load average: {load}",
+        + (f" (usable: {affinity})" if affinity is not None else "")
+        + f", load average: {load}",
         f"python {platform.python_version()} ({sys.executable}); pytest {version_of('pytest')}, "
         f"pytest-torchperf {version_of('pytest-torchperf')}, torch {version_of('torch')}",
     ]
@@ -412,12 +459,16 @@ def bytecode_note(env: dict[str, str], tmp: Path, use_prefix: bool) -> str:
     if use_prefix:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        return (f"bytecode: cached under {tmp / 'pycache'} (--pycache-prefix; "
-                f"PYTHONDONTWRITEBYTECODE unset for the runs)")
+        return (
+            f"bytecode: cached under {tmp / 'pycache'} (--pycache-prefix; "
+            f"PYTHONDONTWRITEBYTECODE unset for the runs)"
+        )
     if env.get("PYTHONDONTWRITEBYTECODE"):
-        return ("bytecode: PYTHONDONTWRITEBYTECODE is set, so modules without an existing .pyc (an "
-                "editable install of pytest-torchperf, the generated tests) are compiled on every run; "
-                "--pycache-prefix models a normal install")
+        return (
+            "bytecode: PYTHONDONTWRITEBYTECODE is set, so modules without an existing .pyc (an "
+            "editable install of pytest-torchperf, the generated tests) are compiled on every run; "
+            "--pycache-prefix models a normal install"
+        )
     return "bytecode: written and reused as usual"
 
 
@@ -476,33 +527,63 @@ class Comparison:
         rep_a = [r.reported for r in self.runs_a if r.reported is not None]
         rep_b = [r.reported for r in self.runs_b if r.reported is not None]
         if rep_a and rep_b:
-            lines.append(f"  pytest's own session time (\"in X s\", excludes startup and plugin loading): "
-                         f"median {statistics.median(rep_a):.3f} s with plugin vs "
-                         f"{statistics.median(rep_b):.3f} s without")
+            lines.append(
+                f'  pytest\'s own session time ("in X s", excludes startup and plugin loading): '
+                f"median {statistics.median(rep_a):.3f} s with plugin vs "
+                f"{statistics.median(rep_b):.3f} s without"
+            )
         return lines
 
 
 def plugin_active(python: str, cwd: Path, env: dict[str, str], args: list[str]) -> bool:
     """Whether a pytest run with ``args`` registers the plugin module (from ``--trace-config``)."""
     args = [a for a in args if a != "-q"]
-    proc = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", *args, "--trace-config",
-                           "--collect-only", "-q"], cwd=cwd, env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            "--trace-config",
+            "--collect-only",
+            "-q",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return f"PLUGIN registered: <module '{PLUGIN_MODULE}'" in proc.stdout + proc.stderr
 
 
-def compare(label: str, python: str, tmp: Path, env: dict[str, str], args_a: list[str],
-            args_b: list[str], repeats: int, expected: int, problems: list[str]) -> Comparison:
+def compare(
+    label: str,
+    python: str,
+    tmp: Path,
+    env: dict[str, str],
+    args_a: list[str],
+    args_b: list[str],
+    repeats: int,
+    expected: int,
+    problems: list[str],
+) -> Comparison:
     """Warm up, check that A loads the plugin and B does not, then time A B A B ..."""
     found: list[str] = []
     if not plugin_active(python, tmp, env, args_a):
-        found.append(f"{label}: the plugin is not loaded in the runs that should have it (is "
-                     f"pytest-torchperf installed for {python}?)")
+        found.append(
+            f"{label}: the plugin is not loaded in the runs that should have it (is "
+            f"pytest-torchperf installed for {python}?)"
+        )
     if plugin_active(python, tmp, env, args_b):
         found.append(f"{label}: the plugin is loaded in the runs that should not have it")
     # Untimed warm-up runs; they also write the bytecode caches (if any) that the timed runs use.
     for name, run_args in (("with plugin", args_a), ("without plugin", args_b)):
-        problem = check_run(f"{label}, warm-up {name}", run_pytest(python, tmp, env, run_args), expected)
+        problem = check_run(
+            f"{label}, warm-up {name}", run_pytest(python, tmp, env, run_args), expected
+        )
         if problem:
             found.append(problem)
     problems.extend(found)
@@ -514,8 +595,11 @@ def compare(label: str, python: str, tmp: Path, env: dict[str, str], args_a: lis
     for i in range(repeats):
         result.runs_a.append(run_pytest(python, tmp, env, args_a))
         result.runs_b.append(run_pytest(python, tmp, env, args_b))
-        print(f"  run {i + 1}/{repeats}: with plugin {result.runs_a[-1].wall:.3f} s, without "
-              f"{result.runs_b[-1].wall:.3f} s", flush=True)
+        print(
+            f"  run {i + 1}/{repeats}: with plugin {result.runs_a[-1].wall:.3f} s, without "
+            f"{result.runs_b[-1].wall:.3f} s",
+            flush=True,
+        )
     for name, runs in (("with plugin", result.runs_a), ("without plugin", result.runs_b)):
         for i, run in enumerate(runs):
             problem = check_run(f"{label}, {name} run {i + 1}", run, expected)
@@ -526,31 +610,65 @@ def compare(label: str, python: str, tmp: Path, env: dict[str, str], args_a: lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=7,
-                        help="Timed runs per configuration, interleaved ABAB (default 7)")
-    parser.add_argument("--modules", type=int, default=30,
-                        help=f"Test modules in the generated suite, {TESTS_PER_MODULE} tests each (default 30)")
-    parser.add_argument("--import-repeats", type=int, default=5,
-                        help="-X importtime runs; the median one is shown (default 5)")
-    parser.add_argument("--with-perf-test", action="store_true",
-                        help="Also time the suite plus one trivial perf test (first-measurement cost)")
-    parser.add_argument("--perf-repeats", type=int, default=3,
-                        help="Runs of the suite plus the perf test with --with-perf-test (default 3)")
-    parser.add_argument("--without-other-plugins", action="store_true",
-                        help="Also compare with plugin autoloading disabled (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, "
-                             "-p pytest_torchperf.pytest_plugin.hooks vs nothing): the ratio for a lean environment, "
-                             "where other plugins do not dilute it")
-    parser.add_argument("--profile", action="store_true",
-                        help="Also cProfile one run with the plugin and list pytest_torchperf functions")
-    parser.add_argument("--pycache-prefix", action="store_true",
-                        help="Cache compiled bytecode between runs even if PYTHONDONTWRITEBYTECODE is "
-                             "set: unset it and point PYTHONPYCACHEPREFIX at the temporary folder "
-                             "(models a normal pip install, writes nothing into the source tree)")
-    parser.add_argument("--python", default=sys.executable,
-                        help="Interpreter to run pytest with (default: this one)")
-    parser.add_argument("--keep", action="store_true", help="Keep the generated suite and print its path")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=7,
+        help="Timed runs per configuration, interleaved ABAB (default 7)",
+    )
+    parser.add_argument(
+        "--modules",
+        type=int,
+        default=30,
+        help=f"Test modules in the generated suite, {TESTS_PER_MODULE} tests each (default 30)",
+    )
+    parser.add_argument(
+        "--import-repeats",
+        type=int,
+        default=5,
+        help="-X importtime runs; the median one is shown (default 5)",
+    )
+    parser.add_argument(
+        "--with-perf-test",
+        action="store_true",
+        help="Also time the suite plus one trivial perf test (first-measurement cost)",
+    )
+    parser.add_argument(
+        "--perf-repeats",
+        type=int,
+        default=3,
+        help="Runs of the suite plus the perf test with --with-perf-test (default 3)",
+    )
+    parser.add_argument(
+        "--without-other-plugins",
+        action="store_true",
+        help="Also compare with plugin autoloading disabled (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, "
+        "-p pytest_torchperf.pytest_plugin.hooks vs nothing): the ratio for a lean environment, "
+        "where other plugins do not dilute it",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="Also cProfile one run with the plugin and list pytest_torchperf functions",
+    )
+    parser.add_argument(
+        "--pycache-prefix",
+        action="store_true",
+        help="Cache compiled bytecode between runs even if PYTHONDONTWRITEBYTECODE is "
+        "set: unset it and point PYTHONPYCACHEPREFIX at the temporary folder "
+        "(models a normal pip install, writes nothing into the source tree)",
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="Interpreter to run pytest with (default: this one)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="Keep the generated suite and print its path"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.modules < 1 or args.import_repeats < 1 or args.perf_repeats < 1:
         parser.error("--repeats, --modules, --import-repeats and --perf-repeats must be >= 1")
@@ -572,26 +690,45 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         expected = write_suite(tmp, args.modules)
-        print(f"suite: {expected} tests in {args.modules} modules under {tmp} (own pytest.ini, conftest.py)")
+        print(
+            f"suite: {expected} tests in {args.modules} modules under {tmp} (own pytest.ini, conftest.py)"
+        )
 
         # The loaded plugins, from the header of a run without -q.
         header_a = run_pytest(args.python, tmp, env, ["--collect-only", "suite"]).output
-        header_b = run_pytest(args.python, tmp, env, ["-p", f"no:{PLUGIN_NAME}", "--collect-only",
-                                                      "suite"]).output
+        header_b = run_pytest(
+            args.python, tmp, env, ["-p", f"no:{PLUGIN_NAME}", "--collect-only", "suite"]
+        ).output
         plugins_a, plugins_b = plugins_line(header_a), plugins_line(header_b)
         print(f"plugins loaded (with plugin):     {plugins_a or '(none)'}")
         print(f"plugins loaded (-p no:{PLUGIN_NAME}): {plugins_b or '(none)'}")
 
-        main_cmp = compare(f"as installed (other plugins loaded), -p no:{PLUGIN_NAME} as baseline",
-                           args.python, tmp, env, ["-q", "suite"],
-                           ["-q", "-p", f"no:{PLUGIN_NAME}", "suite"], args.repeats, expected, problems)
+        main_cmp = compare(
+            f"as installed (other plugins loaded), -p no:{PLUGIN_NAME} as baseline",
+            args.python,
+            tmp,
+            env,
+            ["-q", "suite"],
+            ["-q", "-p", f"no:{PLUGIN_NAME}", "suite"],
+            args.repeats,
+            expected,
+            problems,
+        )
         lean_cmp = None
         if args.without_other_plugins:
             lean_env = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-            lean_cmp = compare("no plugin autoloading (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1), "
-                               f"-p {PLUGIN_MODULE} vs nothing", args.python, tmp, lean_env,
-                               ["-q", "-p", PLUGIN_MODULE, "suite"], ["-q", "suite"], args.repeats,
-                               expected, problems)
+            lean_cmp = compare(
+                "no plugin autoloading (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1), "
+                f"-p {PLUGIN_MODULE} vs nothing",
+                args.python,
+                tmp,
+                lean_env,
+                ["-q", "-p", PLUGIN_MODULE, "suite"],
+                ["-q", "suite"],
+                args.repeats,
+                expected,
+                problems,
+            )
 
         # Import cost.
         import_code = ["-c", f"import {PLUGIN_MODULE}"]
@@ -602,10 +739,15 @@ def main(argv: list[str] | None = None) -> int:
             cold = import_profile(args.python, env, import_code, args.import_repeats)
             # The same import as it happens inside a real pytest run (entry point loading), where
             # pytest and its dependencies are already imported: what the plugin adds to startup.
-            in_run = import_profile(args.python, env, ["-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                                        "--collect-only", "suite"],
-                                    args.import_repeats, cwd=tmp, in_pytest=True,
-                                    missing_self_us=unlogged_self_us(cold))
+            in_run = import_profile(
+                args.python,
+                env,
+                ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "suite"],
+                args.import_repeats,
+                cwd=tmp,
+                in_pytest=True,
+                missing_self_us=unlogged_self_us(cold),
+            )
         except RuntimeError as exc:
             problems.append(f"import profile: {str(exc)[-1500:]}")
         in_sys_modules = torch_in_sys_modules(args.python, env)
@@ -614,7 +756,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.with_perf_test and main_cmp.runs_a:
             perf_args = ["-q", "--durations=3", "--durations-min=0", "suite", "perf"]
             run_pytest(args.python, tmp, env, perf_args)  # warm-up (bytecode of the perf module)
-            runs_c = [run_pytest(args.python, tmp, env, perf_args) for _ in range(args.perf_repeats)]
+            runs_c = [
+                run_pytest(args.python, tmp, env, perf_args) for _ in range(args.perf_repeats)
+            ]
             for i, run in enumerate(runs_c):
                 problem = check_run(f"with perf test run {i + 1}", run, expected + 1)
                 if problem:
@@ -635,10 +779,13 @@ def main(argv: list[str] | None = None) -> int:
                 "  perf test call phase (pytest --durations): median "
                 + (f"{statistics.median(calls):.3f} s" if calls else "n/a")
                 + " (torch import + output check + warm-up + 100 ms timed + fingerprint)",
-                "  pytest's session time (\"in X s\"): median "
-                + (f"{statistics.median(rep_c):.3f} s vs {statistics.median(rep_a):.3f} s for the plain "
-                   f"suite; the rest of the difference is startup/interpreter exit with torch loaded"
-                   if rep_c and rep_a else "n/a"),
+                '  pytest\'s session time ("in X s"): median '
+                + (
+                    f"{statistics.median(rep_c):.3f} s vs {statistics.median(rep_a):.3f} s for the plain "
+                    f"suite; the rest of the difference is startup/interpreter exit with torch loaded"
+                    if rep_c and rep_a
+                    else "n/a"
+                ),
                 f"  for scale: python -c 'import torch' {torch_wall:.3f} s vs python -c pass "
                 f"{bare_wall:.3f} s -> torch import ~{torch_wall - bare_wall:.3f} s",
             ]
@@ -651,17 +798,25 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def top_imports(profile: ImportProfile) -> list[str]:
-        rows = sorted((ln for ln in profile.descendants if ln.name != PLUGIN_MODULE),
-                      key=lambda ln: ln.self_us, reverse=True)[:5]
-        return [f"    {ln.self_us / 1000:6.1f} ms self, {ln.cumulative_us / 1000:6.1f} ms cumulative  "
-                f"{ln.name}" for ln in rows]
+        rows = sorted(
+            (ln for ln in profile.descendants if ln.name != PLUGIN_MODULE),
+            key=lambda ln: ln.self_us,
+            reverse=True,
+        )[:5]
+        return [
+            f"    {ln.self_us / 1000:6.1f} ms self, {ln.cumulative_us / 1000:6.1f} ms cumulative  "
+            f"{ln.name}"
+            for ln in rows
+        ]
 
     print()
     print("== results ==")
     for line in machine_lines():
         print(line)
-    print(f"suite: {expected} tests, {args.repeats} runs each, interleaved (ABAB), fresh subprocesses, "
-          f"python -m pytest -q -p no:cacheprovider")
+    print(
+        f"suite: {expected} tests, {args.repeats} runs each, interleaved (ABAB), fresh subprocesses, "
+        f"python -m pytest -q -p no:cacheprovider"
+    )
     print(bytecode_line)
     print(f"plugins: {plugins_a or '(none)'}")
     for line in main_cmp.lines(f"-p no:{PLUGIN_NAME}"):
@@ -672,19 +827,25 @@ def main(argv: list[str] | None = None) -> int:
     if cold is None:
         print(f"import {PLUGIN_MODULE}: n/a (see PROBLEMS)")
     else:
-        print(f"import {PLUGIN_MODULE} (cold interpreter): {cold.cumulative_ms:.1f} ms cumulative, of "
-              f"which {cold.own_ms:.1f} ms self time in {PACKAGE} modules; torch imported: "
-              f"{'yes (' + ', '.join(cold.torch_modules[:5]) + ')' if cold.torch_modules else 'no'}")
+        print(
+            f"import {PLUGIN_MODULE} (cold interpreter): {cold.cumulative_ms:.1f} ms cumulative, of "
+            f"which {cold.own_ms:.1f} ms self time in {PACKAGE} modules; torch imported: "
+            f"{'yes (' + ', '.join(cold.torch_modules[:5]) + ')' if cold.torch_modules else 'no'}"
+        )
         print("  slowest imports under it (by self time):")
         print("\n".join(top_imports(cold)))
     if in_run is not None:
-        print(f"import {PLUGIN_MODULE} inside a pytest run (what the plugin adds to startup): "
-              f"{in_run.cumulative_ms:.1f} ms cumulative, {in_run.new_modules} modules newly imported, "
-              f"{in_run.own_ms:.1f} ms self time in {PACKAGE} modules (self time of {PACKAGE} and "
-              f"{PLUGIN_MODULE}, not logged there, taken from the cold import)")
+        print(
+            f"import {PLUGIN_MODULE} inside a pytest run (what the plugin adds to startup): "
+            f"{in_run.cumulative_ms:.1f} ms cumulative, {in_run.new_modules} modules newly imported, "
+            f"{in_run.own_ms:.1f} ms self time in {PACKAGE} modules (self time of {PACKAGE} and "
+            f"{PLUGIN_MODULE}, not logged there, taken from the cold import)"
+        )
         print("  slowest imports under it (by self time):")
         print("\n".join(top_imports(in_run)))
-    print(f"python -c \"import sys, {PLUGIN_MODULE}; print('torch' in sys.modules)\" -> {in_sys_modules}")
+    print(
+        f"python -c \"import sys, {PLUGIN_MODULE}; print('torch' in sys.modules)\" -> {in_sys_modules}"
+    )
     for line in perf_lines:
         print(line)
     for line in profile_lines:
@@ -693,10 +854,12 @@ def main(argv: list[str] | None = None) -> int:
     cpus = os.cpu_count() or 1
     # The benchmark itself keeps about one CPU busy, so the load at the end counts it too.
     if load_start >= 0.5 * cpus or load_end >= cpus:
-        print(f"warning: 1-minute load average {load_start:.2f} at the start and {load_end:.2f} at the "
-              f"end on {cpus} CPUs (this benchmark accounts for about 1): other processes "
-              f"competed for the CPUs, wall-clock figures are unreliable (prefer the minima, the "
-              f"paired ratio and the CPU-time ratio, or rerun on an idle machine with more --repeats)")
+        print(
+            f"warning: 1-minute load average {load_start:.2f} at the start and {load_end:.2f} at the "
+            f"end on {cpus} CPUs (this benchmark accounts for about 1): other processes "
+            f"competed for the CPUs, wall-clock figures are unreliable (prefer the minima, the "
+            f"paired ratio and the CPU-time ratio, or rerun on an idle machine with more --repeats)"
+        )
     if problems:
         print()
         print("PROBLEMS (the figures above may not describe a working run):")
@@ -704,8 +867,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  - {problem}")
     if main_cmp.runs_a:
         ratio = main_cmp.ratio
-        print(f"verdict: ratio {ratio:.3f} is {'within' if ratio <= GOAL_RATIO else 'ABOVE'} the goal of "
-              f"{GOAL_RATIO} (informational only; noisy machines vary by several percent)")
+        print(
+            f"verdict: ratio {ratio:.3f} is {'within' if ratio <= GOAL_RATIO else 'ABOVE'} the goal of "
+            f"{GOAL_RATIO} (informational only; noisy machines vary by several percent)"
+        )
     print(f"benchmark took {time.perf_counter() - started:.0f} s")
     return 1 if problems else 0
 

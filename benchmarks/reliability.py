@@ -96,24 +96,42 @@ def test_model(torchperf, name):
 '''
 
 
-def run_pytest(project: Path, *args: str, extra: dict[str, float] | None = None,
-               json_out: Path | None = None) -> tuple[list[dict], float]:
+def run_pytest(
+    project: Path, *args: str, extra: dict[str, float] | None = None, json_out: Path | None = None
+) -> tuple[list[dict], float]:
     """One fresh pytest process; returns the torchperf records of its JSON report and wall time."""
     env = {**os.environ, "RELIABILITY_EXTRA": json.dumps(extra or {})}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-           "-p", "no:xdist", "-p", "no:benchmark", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:benchmark",
+        *args,
+    ]
     if json_out is not None:
         cmd += ["--torchperf-json", str(json_out)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+        )
     if json_out is None:
         return [], wall
     data = json.loads(json_out.read_text())
-    return [b["torchperf"] | {"name": b["name"].split("[")[-1].rstrip("]"), "p25": b["stats"].get("q1")}
-            for b in data["benchmarks"]], wall
+    return [
+        b["torchperf"] | {"name": b["name"].split("[")[-1].rstrip("]"), "p25": b["stats"].get("q1")}
+        for b in data["benchmarks"]
+    ], wall
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -136,8 +154,10 @@ def main() -> int:
     project = Path(tempfile.mkdtemp(prefix="torchperf-reliability-"))
     (project / "test_models.py").write_text(PROJECT_TEST)
     (project / "pytest.ini").write_text("[pytest]\nconsole_output_style = classic\n")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"python {platform.python_version()}; project {project}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"python {platform.python_version()}; project {project}"
+    )
     started = time.perf_counter()
 
     defaults = [project / f"default{i}" for i in range(2)]
@@ -145,10 +165,18 @@ def main() -> int:
         _, save_wall = run_pytest(project, "--torchperf-save", "--torchperf-storage", str(storage))
     singles = [project / f"single{i}" for i in range(2)]
     for storage in singles:
-        run_pytest(project, "--torchperf-save", "--torchperf-processes", "1",
-                   "--torchperf-storage", str(storage))
-    print(f"baselines saved: 2 default (5-process) storages ({save_wall:.0f} s each), "
-          f"2 single-session storages")
+        run_pytest(
+            project,
+            "--torchperf-save",
+            "--torchperf-processes",
+            "1",
+            "--torchperf-storage",
+            str(storage),
+        )
+    print(
+        f"baselines saved: 2 default (5-process) storages ({save_wall:.0f} s each), "
+        f"2 single-session storages"
+    )
     # "+X %" is X % of the baseline the comparison is made against: the median of all stored p25s.
     stored: dict[str, list[float]] = {}
     for path in project.glob("*/*/test_models.py.json"):
@@ -156,27 +184,43 @@ def main() -> int:
             for name, entry in measurements.items():
                 stored.setdefault(name, []).extend(s["statistic"] for s in entry["sessions"])
     per_call = {name: statistics.median(values) for name, values in sorted(stored.items())}
-    print("baseline p25 per call: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in per_call.items()))
+    print(
+        "baseline p25 per call: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in per_call.items())
+    )
 
     def extra(fraction: float) -> dict[str, float]:
         return {k: v * fraction for k, v in per_call.items()}
 
     figures: dict[str, dict] = {}
 
-    def campaign(label: str, count: int, fraction: float, processes: int = 1,
-                 hogs_running: int = 0, limit: str | None = None, single: bool = False) -> None:
+    def campaign(
+        label: str,
+        count: int,
+        fraction: float,
+        processes: int = 1,
+        hogs_running: int = 0,
+        limit: str | None = None,
+        single: bool = False,
+    ) -> None:
         outcomes: dict[str, int] = {}
         walls, verdicts, red = [], [], 0
         for i in range(count):
             storage = (singles if single else defaults)[i % 2]
-            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                    for _ in range(hogs_running)]
+            hogs = [
+                subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(hogs_running)
+            ]
             try:
                 records, wall = run_pytest(
-                    project, "--torchperf-compare", "--torchperf-storage", str(storage),
+                    project,
+                    "--torchperf-compare",
+                    "--torchperf-storage",
+                    str(storage),
                     *(["--torchperf-processes", str(processes)] if processes > 1 else []),
                     *(["--torchperf-max-slowdown", limit] if limit else []),
-                    extra=extra(fraction), json_out=project / "compare.json")
+                    extra=extra(fraction),
+                    json_out=project / "compare.json",
+                )
             finally:
                 for h in hogs:
                     h.kill()
@@ -185,29 +229,58 @@ def main() -> int:
             for r in records:
                 outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
                 v = r.get("verdict") or {}
-                verdicts.append({"run": i, "model": r["name"], "outcome": r["outcome"],
-                                 **{k: v.get(k) for k in ("ratio", "first_ratio", "confirm_ratio",
-                                                          "machine_ratio", "effective_tolerance")},
-                                 "message": (v.get("message") or "").splitlines()[0][:300]})
+                verdicts.append(
+                    {
+                        "run": i,
+                        "model": r["name"],
+                        "outcome": r["outcome"],
+                        **{
+                            k: v.get(k)
+                            for k in (
+                                "ratio",
+                                "first_ratio",
+                                "confirm_ratio",
+                                "machine_ratio",
+                                "effective_tolerance",
+                            )
+                        },
+                        "message": (v.get("message") or "").splitlines()[0][:300],
+                    }
+                )
         n = sum(outcomes.values())
         fails = outcomes.get("fail", 0)
         low, high = wilson(fails, n)
         red_low, red_high = wilson(red, count)
-        figures[label] = {"runs": count, "verdict_count": n, "outcomes": outcomes,
-                          "fail_rate": fails / n if n else None, "fail_rate_95ci": [low, high],
-                          "red_runs": red, "red_run_rate_95ci": [red_low, red_high],
-                          "wall_s_per_test": sum(walls) / len(walls), "processes": processes,
-                          "injected": fraction, "hogs": hogs_running,
-                          "baseline": "1 session" if single else "default save (5 processes)",
-                          "max_slowdown": limit or "10% (default)",
-                          "by_model": {m: {o: sum(1 for v in verdicts if v["model"] == m and v["outcome"] == o)
-                                           for o in sorted({v["outcome"] for v in verdicts})}
-                                       for m in sorted({v["model"] for v in verdicts})},
-                          "verdicts": verdicts}
-        print(f"{label:<40} runs {count:>3}  verdicts {n:>4}  fail {fails:>4} "
-              f"({100 * fails / max(n, 1):5.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%)  "
-              f"red runs {red}/{count} (95% CI {100 * red_low:.0f}-{100 * red_high:.0f} per 100)  "
-              f"{dict(sorted(outcomes.items()))}  {sum(walls) / len(walls):.1f} s/test", flush=True)
+        figures[label] = {
+            "runs": count,
+            "verdict_count": n,
+            "outcomes": outcomes,
+            "fail_rate": fails / n if n else None,
+            "fail_rate_95ci": [low, high],
+            "red_runs": red,
+            "red_run_rate_95ci": [red_low, red_high],
+            "wall_s_per_test": sum(walls) / len(walls),
+            "processes": processes,
+            "injected": fraction,
+            "hogs": hogs_running,
+            "baseline": "1 session" if single else "default save (5 processes)",
+            "max_slowdown": limit or "10% (default)",
+            "by_model": {
+                m: {
+                    o: sum(1 for v in verdicts if v["model"] == m and v["outcome"] == o)
+                    for o in sorted({v["outcome"] for v in verdicts})
+                }
+                for m in sorted({v["model"] for v in verdicts})
+            },
+            "verdicts": verdicts,
+        }
+        print(
+            f"{label:<40} runs {count:>3}  verdicts {n:>4}  fail {fails:>4} "
+            f"({100 * fails / max(n, 1):5.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%)  "
+            f"red runs {red}/{count} (95% CI {100 * red_low:.0f}-{100 * red_high:.0f} per 100)  "
+            f"{dict(sorted(outcomes.items()))}  {sum(walls) / len(walls):.1f} s/test",
+            flush=True,
+        )
 
     campaign("unchanged", runs(30), 0.0)
     campaign("unchanged, 1-session baseline", runs(10), 0.0, single=True)
@@ -222,16 +295,28 @@ def main() -> int:
     campaign("+10%, processes 3, limit 7.5%", runs(4), 0.10, processes=3, limit="7.5%")
     unchanged = figures["unchanged"]
     rate = unchanged["fail_rate"] or 0.0
-    print(f"suite level: {unchanged['red_runs']} red runs in {unchanged['runs']} unchanged runs of "
-          f"this {len(per_call)}-test suite; at the measured per-verdict rate {100 * rate:.2f}% a "
-          f"20-test suite would be red in {100 * (1 - (1 - rate) ** 20):.1f} of 100 runs if "
-          f"verdicts were independent (benchmarks/suite_noise.py replays real processes instead)")
+    print(
+        f"suite level: {unchanged['red_runs']} red runs in {unchanged['runs']} unchanged runs of "
+        f"this {len(per_call)}-test suite; at the measured per-verdict rate {100 * rate:.2f}% a "
+        f"20-test suite would be red in {100 * (1 - (1 - rate) ** 20):.1f} of 100 runs if "
+        f"verdicts were independent (benchmarks/suite_noise.py replays real processes instead)"
+    )
     total = time.perf_counter() - started
     print(f"total {total / 60:.1f} min")
     if args.out:
-        args.out.write_text(json.dumps({"machine": platform.processor(), "cpus": os.cpu_count(),
-                                        "per_call_s": per_call, "figures": figures,
-                                        "total_s": total}, indent=2) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "machine": platform.processor(),
+                    "cpus": os.cpu_count(),
+                    "per_call_s": per_call,
+                    "figures": figures,
+                    "total_s": total,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -42,25 +42,56 @@ def main() -> None:
         for s in range(args.sessions):
             times = [base * rng.uniform(0.97, 1.05) for _ in range(100)]
             summary = summarize(times)
-            store.record(env_id, environment, nodeid, "m", {
-                "statistic": summary.p25, "times": times, "timestamp": f"2026-11-{s + 1:02d}T00:00:00",
-                "git_sha": f"{s:040x}", "run_id": f"r{s}", "counters": {"flops": 1000 + i}})
-        samples = [base * rng.uniform(0.97, 1.05) * (1.3 if i % 50 == 0 else 1.0) for _ in range(100)]
+            store.record(
+                env_id,
+                environment,
+                nodeid,
+                "m",
+                {
+                    "statistic": summary.p25,
+                    "times": times,
+                    "timestamp": f"2026-11-{s + 1:02d}T00:00:00",
+                    "git_sha": f"{s:040x}",
+                    "run_id": f"r{s}",
+                    "counters": {"flops": 1000 + i},
+                },
+            )
+        samples = [
+            base * rng.uniform(0.97, 1.05) * (1.3 if i % 50 == 0 else 1.0) for _ in range(100)
+        ]
         summary = summarize(samples)
         failed = i % 50 == 0
-        records.append({
-            "nodeid": nodeid, "name": "m", "group": None, "device": "cpu", "threads": 1,
-            "environment_id": env_id, "outcome": "fail" if failed else "pass", "samples": samples,
-            "stats": summary.to_dict(), "number_per_block": 10, "cpu_share": 0.99,
-            "verdict": {"outcome": "fail" if failed else "pass", "baseline_statistic": base,
-                        "ratio": summary.p25 / base - 1, "message": f"m: {summary.p25 / base - 1:+.1%}"},
-            "counters": {"flops": 1000 + i, "params": 10, "peak_memory": 4096},
-            "counter_changes": [], "failures": [], "run_id": "now",
-            "speedup": {"median": 1.5, "p25": 1.4, "p75": 1.6, "n": 30} if i % 5 else None,
-            "accuracy": {"rel_l2": 1e-3} if i % 5 else None,
-        })
-    print(f"setup: {args.measurements} measurements x {args.sessions} sessions in "
-          f"{time.perf_counter() - start:.1f} s ({storage})")
+        records.append(
+            {
+                "nodeid": nodeid,
+                "name": "m",
+                "group": None,
+                "device": "cpu",
+                "threads": 1,
+                "environment_id": env_id,
+                "outcome": "fail" if failed else "pass",
+                "samples": samples,
+                "stats": summary.to_dict(),
+                "number_per_block": 10,
+                "cpu_share": 0.99,
+                "verdict": {
+                    "outcome": "fail" if failed else "pass",
+                    "baseline_statistic": base,
+                    "ratio": summary.p25 / base - 1,
+                    "message": f"m: {summary.p25 / base - 1:+.1%}",
+                },
+                "counters": {"flops": 1000 + i, "params": 10, "peak_memory": 4096},
+                "counter_changes": [],
+                "failures": [],
+                "run_id": "now",
+                "speedup": {"median": 1.5, "p25": 1.4, "p75": 1.6, "n": 30} if i % 5 else None,
+                "accuracy": {"rel_l2": 1e-3} if i % 5 else None,
+            }
+        )
+    print(
+        f"setup: {args.measurements} measurements x {args.sessions} sessions in "
+        f"{time.perf_counter() - start:.1f} s ({storage})"
+    )
 
     timings = {}
     start = time.perf_counter()
@@ -78,8 +109,10 @@ def main() -> None:
     for what, seconds in timings.items():
         print(f"{what:15} {seconds * 1000:8.1f} ms")
     print(f"{'total':15} {sum(timings.values()) * 1000:8.1f} ms (goal < 2000 ms)")
-    print(f"HTML {len(page.encode()) / 1e6:.2f} MB (goal < 2 MB), markdown {len(markdown) / 1e3:.0f} KB, "
-          f"JSON {len(data) / 1e6:.2f} MB")
+    print(
+        f"HTML {len(page.encode()) / 1e6:.2f} MB (goal < 2 MB), markdown {len(markdown) / 1e3:.0f} KB, "
+        f"JSON {len(data) / 1e6:.2f} MB"
+    )
 
 
 if __name__ == "__main__":

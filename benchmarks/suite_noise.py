@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PROJECT_TEST = '''
+PROJECT_TEST = """
 import pytest, torch, torchvision
 from torch import nn
 
@@ -97,7 +97,7 @@ def test_plain(torchperf, name):
 def test_variants(torchperf, name):
     make_model, make_input = VARIANTS[name]
     torchperf(make_model(), make_input(), name=name)
-'''
+"""
 
 
 def collect(processes: int, out: Path, hog: int = 0) -> None:
@@ -112,9 +112,26 @@ def collect(processes: int, out: Path, hog: int = 0) -> None:
             json_out = project / f"run-{process}.json"
             start = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                 "-p", "no:benchmark", "--torchperf-json", str(json_out)],
-                cwd=project, env=env, capture_output=True, text=True, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:xdist",
+                    "-p",
+                    "no:benchmark",
+                    "--torchperf-json",
+                    str(json_out),
+                ],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             wall = time.perf_counter() - start
             if proc.returncode != 0:
                 raise SystemExit(f"process {process} failed:\n{proc.stdout[-3000:]}")
@@ -130,10 +147,19 @@ def collect(processes: int, out: Path, hog: int = 0) -> None:
                     "neighbour_load": tp.get("neighbour_load"),
                     "speedup": tp.get("speedup"),
                 }
-            runs.append({"process": process, "wall_s": round(wall, 1),
-                         "started": time.strftime("%H:%M:%S"), "measurements": measurements})
-            print(f"process {process + 1}/{processes}: {len(measurements)} measurements in "
-                  f"{wall:.0f} s", flush=True)
+            runs.append(
+                {
+                    "process": process,
+                    "wall_s": round(wall, 1),
+                    "started": time.strftime("%H:%M:%S"),
+                    "measurements": measurements,
+                }
+            )
+            print(
+                f"process {process + 1}/{processes}: {len(measurements)} measurements in "
+                f"{wall:.0f} s",
+                flush=True,
+            )
             out.write_text(json.dumps({"hogs": hog, "runs": runs}, indent=1))
     finally:
         for h in hogs:
@@ -145,13 +171,22 @@ def _sample(m: dict[str, Any], scale: float = 1.0) -> Any:
     from pytest_torchperf.judge.samples import Sample
 
     times = tuple(t * scale for t in m["times"])
-    return Sample(summarize(times), m.get("cpu_share"), times, m.get("calibration"),
-                  neighbour_load=m.get("neighbour_load"))
+    return Sample(
+        summarize(times),
+        m.get("cpu_share"),
+        times,
+        m.get("calibration"),
+        neighbour_load=m.get("neighbour_load"),
+    )
 
 
 def _session(m: dict[str, Any]) -> dict[str, Any]:
-    return {"statistic": _sample(m).summary.p25, "calibration": m.get("calibration"),
-            "calibration_kernel": "mm64-fp32", "speedup": m.get("speedup")}
+    return {
+        "statistic": _sample(m).summary.p25,
+        "calibration": m.get("calibration"),
+        "calibration_kernel": "mm64-fp32",
+        "speedup": m.get("speedup"),
+    }
 
 
 def spread_table(runs: list[dict[str, Any]]) -> None:
@@ -159,14 +194,20 @@ def spread_table(runs: list[dict[str, Any]]) -> None:
     from pytest_torchperf.core.stats import robust_cv, summarize
 
     names = sorted(runs[0]["measurements"])
-    print(f"\n{'measurement':22} {'median p25':>11} {'robust CV':>9} {'max/min':>8} "
-          f"{'norm. CV':>9} {'max/min':>8}")
+    print(
+        f"\n{'measurement':22} {'median p25':>11} {'robust CV':>9} {'max/min':>8} "
+        f"{'norm. CV':>9} {'max/min':>8}"
+    )
     for name in names:
         ms = [r["measurements"][name] for r in runs]
         p25s = [summarize(m["times"]).p25 for m in ms]
-        norm = [p / m["calibration"] for p, m in zip(p25s, ms, strict=False) if m.get("calibration")]
-        print(f"{name:22} {statistics.median(p25s) * 1e3:9.3f}ms {robust_cv(p25s):9.1%} "
-              f"{max(p25s) / min(p25s):8.2f} {robust_cv(norm):9.1%} {max(norm) / min(norm):8.2f}")
+        norm = [
+            p / m["calibration"] for p, m in zip(p25s, ms, strict=False) if m.get("calibration")
+        ]
+        print(
+            f"{name:22} {statistics.median(p25s) * 1e3:9.3f}ms {robust_cv(p25s):9.1%} "
+            f"{max(p25s) / min(p25s):8.2f} {robust_cv(norm):9.1%} {max(norm) / min(norm):8.2f}"
+        )
     cals = [statistics.median(m["calibration"] for m in r["measurements"].values()) for r in runs]
     print(f"calibration kernel, median per process: {min(cals) * 1e6:.2f}-{max(cals) * 1e6:.2f} us")
 
@@ -180,18 +221,28 @@ def saved_sessions(runs: list[dict[str, Any]], processes: list[int], name: str) 
     stored: list[dict[str, Any]] = []
     for process in processes:
         m = runs[process]["measurements"][name]
-        run_cals = [x["calibration"] for x in runs[process]["measurements"].values()
-                    if x.get("calibration")]
+        run_cals = [
+            x["calibration"] for x in runs[process]["measurements"].values() if x.get("calibration")
+        ]
         if guard_problem(_sample(m)) or machine_disturbance(
-                m.get("calibration"), [("stored", [s["calibration"] for s in stored]),
-                                       ("run", run_cals)]):
+            m.get("calibration"),
+            [("stored", [s["calibration"] for s in stored]), ("run", run_cals)],
+        ):
             continue
         stored.append(_session(m))
     return stored
 
 
-def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, seed: int,
-             limit: float, scale: float, confirm: str = "fresh") -> dict[str, Any]:
+def simulate(
+    runs: list[dict[str, Any]],
+    *,
+    save_processes: int,
+    draws: int,
+    seed: int,
+    limit: float,
+    scale: float,
+    confirm: str = "fresh",
+) -> dict[str, Any]:
     """Simulated CI runs of the whole suite through the plugin's own decision code.
 
     Per run: ``save_processes`` processes are the saved baseline (through the save guards), one
@@ -216,15 +267,25 @@ def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, see
             cm = runs[cand]["measurements"][name]
             fresh = [_sample(runs[f]["measurements"][name], scale) for f in (f1, f2)]
             spare = [_sample(runs[a]["measurements"][name], scale) for a in (a1, a2)]
-            candidate = Candidate(name, _sample(cm, scale), speedup=cm.get("speedup"),
-                                  variant="amp" if cm.get("speedup") else "eager",
-                                  calibration_kernel="mm64-fp32")
+            candidate = Candidate(
+                name,
+                _sample(cm, scale),
+                speedup=cm.get("speedup"),
+                variant="amp" if cm.get("speedup") else "eager",
+                calibration_kernel="mm64-fp32",
+            )
             result = compare(
-                candidate, sessions, Gate(max_slowdown=limit, confirm=confirm),
+                candidate,
+                sessions,
+                Gate(max_slowdown=limit, confirm=confirm),
                 remeasure=lambda spare=spare: spare.pop(0) if len(spare) > 1 else spare[0],
-                confirm=(lambda fresh=fresh: fresh.pop(0) if fresh else None) if confirm == "fresh" else None,
+                confirm=(lambda fresh=fresh: fresh.pop(0) if fresh else None)
+                if confirm == "fresh"
+                else None,
                 confirm_speedups=lambda name=name, pair=(f1, f2): [
-                    runs[f]["measurements"][name]["speedup"] for f in pair])
+                    runs[f]["measurements"][name]["speedup"] for f in pair
+                ],
+            )
             outcome = result.outcome
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if outcome == "fail":
@@ -232,27 +293,40 @@ def simulate(runs: list[dict[str, Any]], *, save_processes: int, draws: int, see
                 fails_by_name[name] = fails_by_name.get(name, 0) + 1
         red_runs += red
     total = sum(outcomes.values())
-    return {"outcomes": {k: v / total for k, v in sorted(outcomes.items())},
-            "red_runs": red_runs / draws, "draws": draws, "fails_by_name": fails_by_name,
-            "verdicts": total}
+    return {
+        "outcomes": {k: v / total for k, v in sorted(outcomes.items())},
+        "red_runs": red_runs / draws,
+        "draws": draws,
+        "fails_by_name": fails_by_name,
+        "verdicts": total,
+    }
 
 
 def analyse(path: Path, save_processes: list[int], draws: int, seed: int, limit: float) -> None:
     data = json.loads(path.read_text())
     runs = data["runs"]
-    print(f"{path}: {len(runs)} processes x {len(runs[0]['measurements'])} measurements; "
-          f"limit {limit:.0%}; {draws} simulated CI runs per line")
+    print(
+        f"{path}: {len(runs)} processes x {len(runs[0]['measurements'])} measurements; "
+        f"limit {limit:.0%}; {draws} simulated CI runs per line"
+    )
     spread_table(runs)
     print(f"\n{'saved':>5} {'change':>9}  {'red runs':>8}  verdicts")
     for k in save_processes:
         for scale in (1.0, 1.2, 1.5):
             r = simulate(runs, save_processes=k, draws=draws, seed=seed, limit=limit, scale=scale)
             what = "unchanged" if scale == 1.0 else f"+{(scale - 1) * 100:.0f} %"
-            print(f"{k:5} {what:>9} {r['red_runs']:8.1%}  "
-                  + ", ".join(f"{o} {v:.1%}" for o, v in r["outcomes"].items()))
+            print(
+                f"{k:5} {what:>9} {r['red_runs']:8.1%}  "
+                + ", ".join(f"{o} {v:.1%}" for o, v in r["outcomes"].items())
+            )
             if scale == 1.0 and r["fails_by_name"]:
-                print("      false failures: " + ", ".join(
-                    f"{n} {c}" for n, c in sorted(r["fails_by_name"].items(), key=lambda kv: -kv[1])))
+                print(
+                    "      false failures: "
+                    + ", ".join(
+                        f"{n} {c}"
+                        for n, c in sorted(r["fails_by_name"].items(), key=lambda kv: -kv[1])
+                    )
+                )
 
 
 def main() -> int:
@@ -272,8 +346,13 @@ def main() -> int:
     if args.command == "collect":
         collect(args.processes, args.out, args.hogs)
     else:
-        analyse(args.file, [int(k) for k in args.save_processes.split(",")], args.draws, args.seed,
-                args.limit)
+        analyse(
+            args.file,
+            [int(k) for k in args.save_processes.split(",")],
+            args.draws,
+            args.seed,
+            args.limit,
+        )
     return 0
 
 

@@ -50,6 +50,7 @@ def main() -> None:
     from pytest_torchperf.run.saving import flush
     from pytest_torchperf.run.state import TestState
     from pytest_torchperf.run.variant_run import measure_variants
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "example_project"))
     from vision_zoo import TextClassifier, build_resnet18, make_images, make_tokens
 
@@ -60,25 +61,40 @@ def main() -> None:
     storage = Path(tempfile.mkdtemp(prefix="torchperf-bench-"))
     settings = RunSettings(storage=storage, save=args.save)
     ctx = RunContext(settings)
-    print(f"torch {torch.__version__}, threads 1, min_time {args.min_time}s per variant, "
-          f"{'save' if args.save else 'measure-only'} mode, "
-          f"{'cold' if args.cold else 'warm'} inductor cache, cpu count {os.cpu_count()}, "
-          f"load {os.getloadavg()[0]:.2f}")
-    header = (f"{'model':10} {'variant':9} {'build s':>8} {'budget s':>9} {'wall s':>7} "
-              f"{'extra s':>8} {'speedup':>8} {'rel-L2':>9}")
+    print(
+        f"torch {torch.__version__}, threads 1, min_time {args.min_time}s per variant, "
+        f"{'save' if args.save else 'measure-only'} mode, "
+        f"{'cold' if args.cold else 'warm'} inductor cache, cpu count {os.cpu_count()}, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
+    header = (
+        f"{'model':10} {'variant':9} {'build s':>8} {'budget s':>9} {'wall s':>7} "
+        f"{'extra s':>8} {'speedup':>8} {'rel-L2':>9}"
+    )
     print(header)
     print("-" * len(header))
     for model_name in args.models.split(","):
         build, inputs = models[model_name]
         for variant in ("eager", "compiled", "fused", "amp", "int8"):
-            options = resolve(parse_layer({"min_time": args.min_time, "variants": [variant]}, "bench"))
+            options = resolve(
+                parse_layer({"min_time": args.min_time, "variants": [variant]}, "bench")
+            )
             state = TestState()
             saved = snapshot()
             torch.manual_seed(0)
             model = build()
             start = time.perf_counter()
-            results = measure_variants(ctx, state, f"bench::{model_name}[{variant}]", model_name,
-                                       model, (inputs,), {}, options, (variant,))
+            results = measure_variants(
+                ctx,
+                state,
+                f"bench::{model_name}[{variant}]",
+                model_name,
+                model,
+                (inputs,),
+                {},
+                options,
+                (variant,),
+            )
             flush(ctx, state)
             wall = time.perf_counter() - start
             restore(saved, reset_dynamo=True)
@@ -88,8 +104,11 @@ def main() -> None:
             budget = args.min_time * (1 if variant == "eager" else 2)
             speedup = f"x{result.speedup['median']:.2f}" if result.speedup else "-"
             rel = f"{result.accuracy['rel_l2']:.1e}" if result.accuracy else "-"
-            print(f"{model_name:10} {variant:9} {built:8.1f} {budget:9.1f} {wall:7.1f} "
-                  f"{wall - built - budget:8.1f} {speedup:>8} {rel:>9}", flush=True)
+            print(
+                f"{model_name:10} {variant:9} {built:8.1f} {budget:9.1f} {wall:7.1f} "
+                f"{wall - built - budget:8.1f} {speedup:>8} {rel:>9}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

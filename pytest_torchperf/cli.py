@@ -40,8 +40,16 @@ def _table(rows: list[dict[str, Any]], empty: str) -> str:
 
     if not rows:
         return empty
-    with pd.option_context("display.max_rows", None, "display.max_columns", None,
-                           "display.width", 200, "display.max_colwidth", 70):
+    with pd.option_context(
+        "display.max_rows",
+        None,
+        "display.max_columns",
+        None,
+        "display.width",
+        200,
+        "display.max_colwidth",
+        70,
+    ):
         return pd.DataFrame(rows).to_string(index=False)
 
 
@@ -61,10 +69,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     for env_id, nodeid, _name, sessions in store.measurements():
         env = store.environment(env_id)
         exact = env.get("exact") or {}
-        row = summary.setdefault(env_id, {
-            "environment": env_id, "device": exact.get("device", "?"),
-            "torch": exact.get("torch", "?"), "threads": exact.get("threads", "?"),
-            "tests": set(), "measurements": 0, "sessions": 0, "last saved": ""})
+        row = summary.setdefault(
+            env_id,
+            {
+                "environment": env_id,
+                "device": exact.get("device", "?"),
+                "torch": exact.get("torch", "?"),
+                "threads": exact.get("threads", "?"),
+                "tests": set(),
+                "measurements": 0,
+                "sessions": 0,
+                "last saved": "",
+            },
+        )
         row["tests"].add(nodeid)
         row["measurements"] += 1
         row["sessions"] += len(sessions)
@@ -83,16 +100,23 @@ def cmd_show(args: argparse.Namespace) -> int:
             continue
         latest = sessions[-1]
         speedup = latest.get("speedup") or {}
-        rows.append({
-            "environment": env_id, "test": nodeid, "name": name,
-            "variant": latest.get("variant", "eager"), "sessions": len(sessions),
-            "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in sessions)),
-            "latest p25": _fmt_time(latest["statistic"]),
-            "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
-            "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}" if (latest.get("accuracy") or {}).get("rel_l2")
-            is not None else "-",
-            "saved": latest.get("timestamp", "?"), "commit": str(latest.get("git_sha") or "-")[:8],
-        })
+        rows.append(
+            {
+                "environment": env_id,
+                "test": nodeid,
+                "name": name,
+                "variant": latest.get("variant", "eager"),
+                "sessions": len(sessions),
+                "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in sessions)),
+                "latest p25": _fmt_time(latest["statistic"]),
+                "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
+                "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
+                if (latest.get("accuracy") or {}).get("rel_l2") is not None
+                else "-",
+                "saved": latest.get("timestamp", "?"),
+                "commit": str(latest.get("git_sha") or "-")[:8],
+            }
+        )
     print(_table(rows, "no stored measurement matches"))
     return 0
 
@@ -103,13 +127,20 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if path.is_dir():
         records = stored_records(path)
         store = BaselineStore(path)
-        return records, {r["environment_id"]: store.environment(r["environment_id"]) for r in records}
+        return records, {
+            r["environment_id"]: store.environment(r["environment_id"]) for r in records
+        }
     return read_results(path)
 
 
-def replay(record: Mapping[str, Any], sessions: list[dict[str, Any]], *,
-           store: BaselineStore | None = None, environment: Mapping[str, Any] | None = None,
-           **overrides: float | None) -> "Comparison":
+def replay(
+    record: Mapping[str, Any],
+    sessions: list[dict[str, Any]],
+    *,
+    store: BaselineStore | None = None,
+    environment: Mapping[str, Any] | None = None,
+    **overrides: float | None,
+) -> "Comparison":
     """The plugin's comparison of one measured record against stored ``sessions``, replayed.
 
     The same engine as ``pytest --torchperf-compare`` (:func:`pytest_torchperf.judge.compare`),
@@ -124,14 +155,27 @@ def replay(record: Mapping[str, Any], sessions: list[dict[str, Any]], *,
 
     session = record.get("session") or {}
     gate = Gate.from_record(session.get("gate") or {}, **overrides)
-    passes = record.get("passes") or [{"times": session.get("times") or record.get("samples"),
-                                       "cpu_share": session.get("cpu_share"),
-                                       "calibration": session.get("calibration")}]
-    samples = [Sample(summarize(p["times"]), p.get("cpu_share"), tuple(p["times"]), p.get("calibration"),
-                      tuple(p.get("process_statistics") or ()),
-                      tuple(p.get("process_calibrations") or ()), p.get("neighbour_load"),
-                      bool(p.get("fresh")))
-               for p in passes if p.get("times")]
+    passes = record.get("passes") or [
+        {
+            "times": session.get("times") or record.get("samples"),
+            "cpu_share": session.get("cpu_share"),
+            "calibration": session.get("calibration"),
+        }
+    ]
+    samples = [
+        Sample(
+            summarize(p["times"]),
+            p.get("cpu_share"),
+            tuple(p["times"]),
+            p.get("calibration"),
+            tuple(p.get("process_statistics") or ()),
+            tuple(p.get("process_calibrations") or ()),
+            p.get("neighbour_load"),
+            bool(p.get("fresh")),
+        )
+        for p in passes
+        if p.get("times")
+    ]
     later = samples[1:]
 
     def remeasure() -> Sample:
@@ -143,53 +187,92 @@ def replay(record: Mapping[str, Any], sessions: list[dict[str, Any]], *,
         return later.pop(0) if later and later[0].fresh else None
 
     candidate = Candidate(
-        record["name"], samples[0], session.get("counters", record.get("counters")),
-        variant=session.get("variant", "eager"), speedup=session.get("speedup"),
-        fingerprint=session.get("fingerprint"), metric=session.get("metric"),
+        record["name"],
+        samples[0],
+        session.get("counters", record.get("counters")),
+        variant=session.get("variant", "eager"),
+        speedup=session.get("speedup"),
+        fingerprint=session.get("fingerprint"),
+        metric=session.get("metric"),
         accuracy_limits=session.get("accuracy_limits"),
         run_failures=list(record.get("run_failures") or []),
-        calibration_kernel=session.get("calibration_kernel"))
+        calibration_kernel=session.get("calibration_kernel"),
+    )
     where = Where()
     if store is not None and record.get("environment_id"):
         env_id = record["environment_id"]
         exact = (environment or record.get("environment") or {}).get("exact") or {}
-        where = Where(env_id, exact, str(store.module_file(env_id, record["nodeid"])),
-                      str(store.root), lambda: store.environments_with(record["nodeid"],
-                                                                       record["name"]))
-    return compare(candidate, sessions, gate, remeasure=remeasure, confirm=confirm,
-                   confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
-                   if gate.confirm == "fresh" else None, where=where)
+        where = Where(
+            env_id,
+            exact,
+            str(store.module_file(env_id, record["nodeid"])),
+            str(store.root),
+            lambda: store.environments_with(record["nodeid"], record["name"]),
+        )
+    return compare(
+        candidate,
+        sessions,
+        gate,
+        remeasure=remeasure,
+        confirm=confirm,
+        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
+        if gate.confirm == "fresh"
+        else None,
+        where=where,
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     if not Path(args.baseline).is_dir():
-        print(f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
-              f"pytest --torchperf-save wrote (default .torchperf)", file=sys.stderr)
+        print(
+            f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
+            f"pytest --torchperf-save wrote (default .torchperf)",
+            file=sys.stderr,
+        )
         return 2
     store = BaselineStore(Path(args.baseline))
     records, environments = _candidates(Path(args.candidate))
     rows, details, failed = [], [], 0
     for record in records:
-        if not _selected(record["nodeid"], record["name"], args.k) or not record.get("environment_id"):
+        if not _selected(record["nodeid"], record["name"], args.k) or not record.get(
+            "environment_id"
+        ):
             continue
         if not record.get("session"):
             continue  # not gated (torchperf_timer without gate=True) or not timed
-        sessions = [s for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
-                    if not same_run(s.get("run_id"), record.get("run_id"))]
-        result = replay(record, sessions, store=store,
-                        environment=environments.get(record["environment_id"]),
-                        max_slowdown=args.max_slowdown,
-                        min_cpu_share=args.min_cpu_share, max_spread=args.max_spread,
-                        max_neighbour_load=args.max_neighbour_load)
+        sessions = [
+            s
+            for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
+            if not same_run(s.get("run_id"), record.get("run_id"))
+        ]
+        result = replay(
+            record,
+            sessions,
+            store=store,
+            environment=environments.get(record["environment_id"]),
+            max_slowdown=args.max_slowdown,
+            min_cpu_share=args.min_cpu_share,
+            max_spread=args.max_spread,
+            max_neighbour_load=args.max_neighbour_load,
+        )
         failed += result.outcome == "fail"
-        rows.append({"test": record["nodeid"], "name": record["name"], "outcome": result.outcome,
-                     "p25": _fmt_time((record.get("stats") or {}).get("p25")),
-                     "change": format_change(result.verdict.ratio), "verdict": result.label})
+        rows.append(
+            {
+                "test": record["nodeid"],
+                "name": record["name"],
+                "outcome": result.outcome,
+                "p25": _fmt_time((record.get("stats") or {}).get("p25")),
+                "change": format_change(result.verdict.ratio),
+                "verdict": result.label,
+            }
+        )
         if result.outcome in ("fail", "inconclusive", "new"):
             details.append(result.verdict.message)
             if result.counter_changes:
-                details.append(f"{record['name']}: counters changed vs baseline: "
-                               f"{'; '.join(result.counter_changes)}")
+                details.append(
+                    f"{record['name']}: counters changed vs baseline: "
+                    f"{'; '.join(result.counter_changes)}"
+                )
             details += [f for f in result.failures if f not in details]
         details += [w for w in result.warnings if w not in details]
     print(_table(rows, "no measurement to compare"))
@@ -198,7 +281,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
-    print("torchperf: " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared"))
+    print(
+        "torchperf: "
+        + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
+    )
     return 1 if failed else 0
 
 
@@ -213,7 +299,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     line = f"torchperf report of {args.results or args.storage}"
     if args.html:
         path = Path(args.html).resolve()
-        atomic_write_text(path, html_report(records, line, stored_histories(Path(args.storage), records)))
+        atomic_write_text(
+            path, html_report(records, line, stored_histories(Path(args.storage), records))
+        )
         print(f"torchperf: HTML report written to {path}")
     if args.markdown:
         path = Path(args.markdown).resolve()
@@ -232,28 +320,46 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if not _selected(record["nodeid"], record["name"], args.k):
             continue
         session, env_id = record.get("session"), record.get("environment_id")
-        environment = (environments.get(env_id) if env_id else None) or store.environment(env_id or "")
+        environment = (environments.get(env_id) if env_id else None) or store.environment(
+            env_id or ""
+        )
         if not session or not env_id or not environment:
-            print(f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
-                  f"e.g. --torchperf-disable, or an ungated torchperf_timer)")
+            print(
+                f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
+                f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
+            )
             continue
         problem = _guard_problem(session)
         if problem and not args.force:
-            print(f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
-                  f"plugin would not save it either (--force accepts it anyway)")
+            print(
+                f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
+                f"plugin would not save it either (--force accepts it anyway)"
+            )
             refused += 1
             continue
-        store.record(env_id, environment, record["nodeid"], record["name"], session, reset=args.reset)
+        store.record(
+            env_id, environment, record["nodeid"], record["name"], session, reset=args.reset
+        )
         accepted += 1
-        print(f"torchperf: accepted {record['nodeid']} {record['name']} "
-              f"(p25 {_fmt_time(session['statistic'])}) into {store.root / env_id}")
-    print(f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
-          + ("" if accepted else " (nothing timed matched -k)")
-          + ("; accepted sessions carry no op table (explanations of a later slowdown will "
-             "list the top ops without a diff)" if accepted else ""))
+        print(
+            f"torchperf: accepted {record['nodeid']} {record['name']} "
+            f"(p25 {_fmt_time(session['statistic'])}) into {store.root / env_id}"
+        )
+    print(
+        f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
+        + ("" if accepted else " (nothing timed matched -k)")
+        + (
+            "; accepted sessions carry no op table (explanations of a later slowdown will "
+            "list the top ops without a diff)"
+            if accepted
+            else ""
+        )
+    )
     if refused:
-        print(f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
-              f"(see above): the stored baseline still differs from this run there")
+        print(
+            f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
+            f"(see above): the stored baseline still differs from this run there"
+        )
     return 0 if accepted and not refused else 1
 
 
@@ -266,11 +372,19 @@ def _guard_problem(session: dict[str, Any]) -> str | None:
     times = tuple(session.get("times") or ())
     if not times:
         return "no timed samples"
-    sample = Sample(summarize(times), session.get("cpu_share"), times, session.get("calibration"),
-                    neighbour_load=session.get("neighbour_load"))
-    return guard_problem(sample, min_cpu_share=gate.get("min_cpu_share", 0.9),
-                         max_relative_iqr=gate.get("max_spread", 0.25),
-                         max_neighbour_load=gate.get("max_neighbour_load", 1.0))
+    sample = Sample(
+        summarize(times),
+        session.get("cpu_share"),
+        times,
+        session.get("calibration"),
+        neighbour_load=session.get("neighbour_load"),
+    )
+    return guard_problem(
+        sample,
+        min_cpu_share=gate.get("min_cpu_share", 0.9),
+        max_relative_iqr=gate.get("max_spread", 0.25),
+        max_neighbour_load=gate.get("max_neighbour_load", 1.0),
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -288,7 +402,10 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="torchperf", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    storage: dict[str, Any] = {"default": ".torchperf", "help": "baseline folder (default .torchperf)"}
+    storage: dict[str, Any] = {
+        "default": ".torchperf",
+        "help": "baseline folder (default .torchperf)",
+    }
     p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
     p.add_argument("--storage", **storage)
     p.set_defaults(run=cmd_list)
@@ -300,17 +417,29 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
     p.add_argument("baseline", help="baseline folder (.torchperf)")
     p.add_argument("candidate", help="results file (pytest --torchperf-json) or baseline folder")
-    p.add_argument("--max-slowdown", type=fraction, default=None,
-                   help="override the limit each measurement ran with (e.g. 10%%)")
-    p.add_argument("--min-cpu-share", type=share, default=None, help="override the contention guard")
+    p.add_argument(
+        "--max-slowdown",
+        type=fraction,
+        default=None,
+        help="override the limit each measurement ran with (e.g. 10%%)",
+    )
+    p.add_argument(
+        "--min-cpu-share", type=share, default=None, help="override the contention guard"
+    )
     p.add_argument("--max-spread", type=fraction, default=None, help="override the spread guard")
-    p.add_argument("--max-neighbour-load", type=share, default=None,
-                   help="override the neighbour guard (e.g. 50%%; 100%% disables)")
+    p.add_argument(
+        "--max-neighbour-load",
+        type=share,
+        default=None,
+        help="override the neighbour guard (e.g. 50%%; 100%% disables)",
+    )
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
     p.add_argument("--storage", **storage)
-    p.add_argument("--results", help="results file (pytest --torchperf-json); default: latest stored sessions")
+    p.add_argument(
+        "--results", help="results file (pytest --torchperf-json); default: latest stored sessions"
+    )
     p.add_argument("--html", help="write the HTML report here")
     p.add_argument("--markdown", help="write the markdown summary here")
     p.set_defaults(run=cmd_report)
@@ -319,8 +448,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", **storage)
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
-    p.add_argument("--force", action="store_true",
-                   help="accept measurements the save guard would refuse (contention, spread)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="accept measurements the save guard would refuse (contention, spread)",
+    )
     p.set_defaults(run=cmd_accept)
     return parser
 

@@ -11,9 +11,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def chromium() -> str | None:
@@ -25,20 +33,37 @@ def chromium() -> str | None:
     return None
 
 
-def render(page: Path, screenshot: Path, width: int = 1600, height: int = 1000) -> tuple[str, list[str]]:
+def render(
+    page: Path, screenshot: Path, width: int = 1600, height: int = 1000
+) -> tuple[str, list[str]]:
     """Screenshot ``page`` and return (the DOM after scripts ran, console error lines)."""
     binary = chromium()
     assert binary, "no Chromium binary"
     url = page.resolve().as_uri()
     with tempfile.TemporaryDirectory() as profile:
-        common = [binary, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                  f"--window-size={width},{height}"]
-        shot = subprocess.run([*common, f"--screenshot={screenshot}", url], capture_output=True,
-                              text=True, timeout=120, check=False)
-        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=120, check=False)
-    console = [line for line in (shot.stderr + dom.stderr).splitlines()
-               if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
+        common = [
+            binary,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--window-size={width},{height}",
+        ]
+        shot = subprocess.run(
+            [*common, f"--screenshot={screenshot}", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        dom = subprocess.run(
+            [*common, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False
+        )
+    console = [
+        line
+        for line in (shot.stderr + dom.stderr).splitlines()
+        if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)
+    ]
     return dom.stdout, console
 
 
@@ -49,9 +74,13 @@ def colour_pixels(png: Path, rgb: tuple[int, int, int], tolerance: int = 12) -> 
     image = Image.open(png).convert("RGB")
     r0, g0, b0 = rgb
     data = image.tobytes()
-    return sum(1 for i in range(0, len(data), 3)
-               if abs(data[i] - r0) <= tolerance and abs(data[i + 1] - g0) <= tolerance
-               and abs(data[i + 2] - b0) <= tolerance)
+    return sum(
+        1
+        for i in range(0, len(data), 3)
+        if abs(data[i] - r0) <= tolerance
+        and abs(data[i + 1] - g0) <= tolerance
+        and abs(data[i + 2] - b0) <= tolerance
+    )
 
 
 def bluish_pixels(png: Path) -> int:
@@ -59,5 +88,8 @@ def bluish_pixels(png: Path) -> int:
     from PIL import Image
 
     data = Image.open(png).convert("RGB").tobytes()
-    return sum(1 for i in range(0, len(data), 3)
-               if data[i + 2] > data[i] + 60 and data[i + 2] > data[i + 1] + 25)
+    return sum(
+        1
+        for i in range(0, len(data), 3)
+        if data[i + 2] > data[i] + 60 and data[i + 2] > data[i + 1] + 25
+    )

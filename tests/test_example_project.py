@@ -30,27 +30,51 @@ RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
 
 def _run(project: Path, storage: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m pytest <project> ...`` in a fresh process, isolated from the outer pytest run."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "COV_CORE_"))}  # outer xdist/addopts must not leak in
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))
+    }  # outer xdist/addopts must not leak in
     env["COLUMNS"] = "200"  # keep test ids in the summary table unshortened
-    command = [sys.executable, "-m", "pytest", str(project), "-p", "no:cacheprovider", "-rfE",
-               "--torchperf-storage", str(storage), "--torchperf-min-time", "0.2",
-               "--torchperf-min-cpu-share", "0", "--torchperf-max-spread", "1000%",
-               "--torchperf-max-neighbour-load", "100%", "--torchperf-max-machine-slowdown",
-               "1000%", *args]
-    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(project),
+        "-p",
+        "no:cacheprovider",
+        "-rfE",
+        "--torchperf-storage",
+        str(storage),
+        "--torchperf-min-time",
+        "0.2",
+        "--torchperf-min-cpu-share",
+        "0",
+        "--torchperf-max-spread",
+        "1000%",
+        "--torchperf-max-neighbour-load",
+        "100%",
+        "--torchperf-max-machine-slowdown",
+        "1000%",
+        *args,
+    ]
+    return subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def _explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    return (
+        f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    )
 
 
 def _module_file(storage: Path) -> Path:
     files = sorted(p for p in storage.glob("*/*.json") if p.name != "environment.json")
-    assert [p.name for p in files] == ["tests__test_autoencoder.py.json",
-                                       "tests__test_instruments.py.json", "tests__test_perf.py.json",
-                                       "tests__test_variants.py.json"], files
+    assert [p.name for p in files] == [
+        "tests__test_autoencoder.py.json",
+        "tests__test_instruments.py.json",
+        "tests__test_perf.py.json",
+        "tests__test_variants.py.json",
+    ], files
     return files[2]
 
 
@@ -86,14 +110,19 @@ def _check_report_renders(report: Path, shot: Path) -> None:
     dom, console = browser.render(report, shot)
     assert console == [], console
     assert 'data-ready="1"' in dom and dom.count("<svg") >= 14
-    assert browser.colour_pixels(shot, (0xdc, 0xfc, 0xe7), 4) > 500  # pass badges
+    assert browser.colour_pixels(shot, (0xDC, 0xFC, 0xE7), 4) > 500  # pass badges
     assert browser.bluish_pixels(shot) > 500  # box plots and trend dots
 
 
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
     project = tmp_path / "example_project"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
-        ".torchperf", ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"))
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(
+            ".torchperf", ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"
+        ),
+    )
     storage = tmp_path / "baselines"
 
     # 1. Record baselines (in one process: saving in three, the default, is tested on a small
@@ -105,15 +134,21 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     baseline_file = _module_file(storage)
     doc = json.loads(baseline_file.read_text())
     assert sorted(doc["tests"]) == [  # node ids relative to the project's rootdir, not to the copy
-        "tests/test_perf.py::test_mlp_batch_sizes", "tests/test_perf.py::test_mobilenet_v3_small_batch8",
-        "tests/test_perf.py::test_preprocess_speed", RESNET_TEST], _explain(saved)
+        "tests/test_perf.py::test_mlp_batch_sizes",
+        "tests/test_perf.py::test_mobilenet_v3_small_batch8",
+        "tests/test_perf.py::test_preprocess_speed",
+        RESNET_TEST,
+    ], _explain(saved)
     variants = json.loads(_variant_file(storage).read_text())["tests"]
     assert len(variants) == 10, sorted(variants)  # 2 models x 5 variants, one test item each
     int8 = variants["tests/test_variants.py::test_resnet18_variants[int8]"]["resnet18[int8]"]
     session = int8["sessions"][-1]
     assert session["speedup"]["median"] > 0 and 0 < session["accuracy"]["rel_l2"] < 0.06
     assert session["metric"] is not None and session["fingerprint"]["leaves"]
-    assert sorted(doc["tests"]["tests/test_perf.py::test_mlp_batch_sizes"]) == ["mlp-bs1", "mlp-bs64"]
+    assert sorted(doc["tests"]["tests/test_perf.py::test_mlp_batch_sizes"]) == [
+        "mlp-bs1",
+        "mlp-bs64",
+    ]
 
     # 2. Unchanged code compares clean (baselines given a wide margin against runner noise).
     # Stored times x3 and a 200 % limit: only a 9x slowdown of unchanged code could fail, and a
@@ -124,11 +159,18 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     _scale(baseline_file.with_name("tests__test_instruments.py.json"), 3.0)
     _scale(baseline_file.with_name("tests__test_autoencoder.py.json"), 3.0)
     report = tmp_path / "report" / "index.html"
-    compared = _run(project, storage, "--torchperf-compare", "--torchperf-max-slowdown=200%",
-                    f"--torchperf-html={report}")
+    compared = _run(
+        project,
+        storage,
+        "--torchperf-compare",
+        "--torchperf-max-slowdown=200%",
+        f"--torchperf-html={report}",
+    )
     assert compared.returncode == 0, _explain(compared)
     _check_report_renders(report, tmp_path / "report.png")
-    assert "= torchperf =" in compared.stdout and "baseline p25" in compared.stdout, _explain(compared)
+    assert "= torchperf =" in compared.stdout and "baseline p25" in compared.stdout, _explain(
+        compared
+    )
     assert "28 passed" in compared.stdout, _explain(compared)
     counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")][-1]
     assert "fail" not in counts and "inconclusive" not in counts, _explain(compared)
@@ -138,13 +180,15 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
 
     junit = tmp_path / "junit.xml"
     # (the variant tests already compared clean above; leaving them out saves their compiles)
-    regressed = _run(project, storage, "--torchperf-compare", f"--junitxml={junit}",
-                     "-k", "not variants")
+    regressed = _run(
+        project, storage, "--torchperf-compare", f"--junitxml={junit}", "-k", "not variants"
+    )
     assert regressed.returncode == 1, _explain(regressed)
     assert "1 failed, 17 passed" in regressed.stdout, _explain(regressed)
     failed = _failed_cases(junit)
     assert [(c.get("classname"), c.get("name")) for c in failed] == [
-        ("tests.test_perf", "test_resnet18_batch1")], _explain(regressed)
+        ("tests.test_perf", "test_resnet18_batch1")
+    ], _explain(regressed)
     message = failed[0].find("failure").get("message", "") + (failed[0].find("failure").text or "")
     assert "resnet18:" in message and "slower than baseline" in message, message
     assert "in fresh processes" in message, message  # the default --torchperf-confirm
@@ -157,9 +201,15 @@ def _run_as_user(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m pytest`` inside the project with its own settings and committed baselines."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
     env["COLUMNS"] = "200"
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *args],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def _committed_tests() -> dict[str, set[str]]:
@@ -177,23 +227,34 @@ def test_committed_example_baselines_cover_every_perf_test() -> None:
     """A perf test added to the example without re-saving its baselines is caught here."""
     committed = _committed_tests()
     # The plugin's own classification (marker or perf fixture), read at collection.
-    script = ("import sys, pytest\n"
-              "from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY\n"
-              "class Perf:\n"
-              "    def pytest_collection_finish(self, session):\n"
-              "        for item in session.items:\n"
-              "            if item.stash.get(IS_PERF_KEY, False):\n"
-              "                print('PERF', item.nodeid)\n"
-              "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'], "
-              "plugins=[Perf()]))\n")
+    script = (
+        "import sys, pytest\n"
+        "from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY\n"
+        "class Perf:\n"
+        "    def pytest_collection_finish(self, session):\n"
+        "        for item in session.items:\n"
+        "            if item.stash.get(IS_PERF_KEY, False):\n"
+        "                print('PERF', item.nodeid)\n"
+        "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'], "
+        "plugins=[Perf()]))\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
-    listed = subprocess.run([sys.executable, "-c", script], cwd=EXAMPLE, env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    listed = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert listed.returncode == 0, _explain(listed)
-    perf_ids = {line.split(" ", 1)[1] for line in listed.stdout.splitlines()
-                if line.startswith("PERF ")}
-    gated = {i for i in perf_ids if not i.endswith(("test_profile_one_forward",
-                                                    "test_preprocess_timer"))}  # ungated by design
+    perf_ids = {
+        line.split(" ", 1)[1] for line in listed.stdout.splitlines() if line.startswith("PERF ")
+    }
+    gated = {
+        i for i in perf_ids if not i.endswith(("test_profile_one_forward", "test_preprocess_timer"))
+    }  # ungated by design
     assert gated and gated <= set(committed), sorted(gated - set(committed))
 
 
@@ -207,10 +268,21 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
     --torchperf-cross-machine still gates the counters of the same torch build.
     """
     project = tmp_path / "example_project"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
-        ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"))
-    compared = _run_as_user(project, "--torchperf-compare", "--torchperf-cross-machine",
-                            "--torchperf-max-slowdown=300%", "-k", "not variants")
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(
+            ".torchperf-report", "__pycache__", "*.egg-info", ".pytest_cache"
+        ),
+    )
+    compared = _run_as_user(
+        project,
+        "--torchperf-compare",
+        "--torchperf-cross-machine",
+        "--torchperf-max-slowdown=300%",
+        "-k",
+        "not variants",
+    )
     assert compared.returncode == 0, _explain(compared)
     counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")]
     assert counts and "fail" not in counts[-1], _explain(compared)

@@ -33,6 +33,12 @@ def test_options_doc_lists_every_ini_key_and_keyword() -> None:
     keywords = {row[2].strip("`") for row in rows if row[2]}
     assert keywords == set(VALID_KEYWORDS)
     expected_ini = {f"torchperf_{name}" for name, spec in OPTIONS.items() if spec.cli}
-    expected_ini |= {"torchperf_storage", "torchperf_report_dir", "torchperf_device",
-                     "torchperf_variants", "torchperf_processes", "torchperf_confirm"}
+    expected_ini |= {
+        "torchperf_storage",
+        "torchperf_report_dir",
+        "torchperf_device",
+        "torchperf_variants",
+        "torchperf_processes",
+        "torchperf_confirm",
+    }
     assert ini_keys == expected_ini

@@ -16,14 +16,22 @@ from torch import nn
 def convnet() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
     ).eval()
 
 
 @pytest.mark.torchperf(variants=["eager", "compiled", "fused", "amp", "int8"], max_slowdown="50%")
-def test_convnet_variants(torchperf, torchperf_device: torch.device, torchperf_variant: str) -> None:
+def test_convnet_variants(
+    torchperf, torchperf_device: torch.device, torchperf_variant: str
+) -> None:
     model = convnet().to(torchperf_device)
     images = torch.randn(64, 3, 64, 64, device=torchperf_device)
     result = torchperf(model, images, name="convnet-bs64")
@@ -44,6 +52,7 @@ def test_linear_stack(torchperf, torchperf_device: torch.device) -> None:
 @pytest.mark.torchperf
 def test_out_of_memory(torchperf, torchperf_device: torch.device) -> None:
     """Must FAIL with the OOM message (peak/total memory), not crash the session."""
+
     def allocate_a_petabyte() -> torch.Tensor:
         return torch.empty(1 << 50, dtype=torch.uint8, device=torchperf_device)
 
@@ -54,7 +63,9 @@ def test_device_still_usable_after_oom(torchperf_device: torch.device) -> None:
     assert torch.ones(4, device=torchperf_device).sum().item() == 4
 
 
-def test_profiler_and_nvtx(torchperf_profiler, torchperf_nvtx, torchperf_device: torch.device) -> None:
+def test_profiler_and_nvtx(
+    torchperf_profiler, torchperf_nvtx, torchperf_device: torch.device
+) -> None:
     model = nn.Linear(1024, 1024).to(torchperf_device)
     x = torch.randn(256, 1024, device=torchperf_device)
     with torch.no_grad(), torchperf_profiler() as prof:

@@ -12,6 +12,16 @@ from .data import make_features, make_images, preprocess
 from .models import TinyMLP, build_mobilenet_v3_small, build_resnet18
 from .text import TextClassifier, make_tokens
 
-__all__ = ["LitAutoEncoder", "TextClassifier", "TinyMLP", "build_mobilenet_v3_small",
-           "build_resnet18", "make_digits", "make_features", "make_images", "make_tokens",
-           "optimisation_step", "preprocess"]
+__all__ = [
+    "LitAutoEncoder",
+    "TextClassifier",
+    "TinyMLP",
+    "build_mobilenet_v3_small",
+    "build_resnet18",
+    "make_digits",
+    "make_features",
+    "make_images",
+    "make_tokens",
+    "optimisation_step",
+    "preprocess",
+]

@@ -26,10 +26,15 @@ class LitAutoEncoder(nn.Module):
     def __init__(self, latent: int = 16, hidden: int = 128, lr: float = 1e-3) -> None:
         super().__init__()
         self.lr = lr
-        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, hidden), nn.ReLU(),
-                                     nn.Linear(hidden, latent))
-        self.decoder = nn.Sequential(nn.Linear(latent, hidden), nn.ReLU(),
-                                     nn.Linear(hidden, 28 * 28), nn.Unflatten(1, (1, 28, 28)))
+        self.encoder = nn.Sequential(
+            nn.Flatten(), nn.Linear(28 * 28, hidden), nn.ReLU(), nn.Linear(hidden, latent)
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(latent, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 28 * 28),
+            nn.Unflatten(1, (1, 28, 28)),
+        )
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Inference: the embedding of ``images`` ``(batch, 1, 28, 28)`` -> ``(batch, latent)``."""
@@ -39,12 +44,16 @@ class LitAutoEncoder(nn.Module):
         """Encode and decode: the images as the model sees them."""
         return self.decoder(self.encoder(images))
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
         """The reconstruction loss of one batch (labels are ignored, as in Lightning's example)."""
         images, _ = batch
         return F.mse_loss(self.reconstruct(images), images)
 
-    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def validation_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
         with torch.no_grad():
             return self.training_step(batch, batch_idx)
 
@@ -60,8 +69,11 @@ def make_digits(batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return images, labels
 
 
-def optimisation_step(model: LitAutoEncoder, optimizer: torch.optim.Optimizer,
-                      batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def optimisation_step(
+    model: LitAutoEncoder,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+) -> torch.Tensor:
     """What a Trainer does per batch: loss, backward, step, zero the gradients."""
     loss = model.training_step(batch, 0)
     loss.backward()

@@ -61,8 +61,9 @@ def preprocess(images: torch.Tensor, size: int = 224) -> torch.Tensor:
     """
     if images.ndim != 4 or images.shape[1] != 3:
         raise ValueError(f"expected images of shape (batch, 3, H, W), got {tuple(images.shape)}")
-    resized = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False,
-                            antialias=True)
+    resized = F.interpolate(
+        images, size=(size, size), mode="bilinear", align_corners=False, antialias=True
+    )
     mean = torch.tensor(IMAGENET_MEAN, dtype=resized.dtype).view(1, 3, 1, 1)
     std = torch.tensor(IMAGENET_STD, dtype=resized.dtype).view(1, 3, 1, 1)
     return (resized - mean) / std

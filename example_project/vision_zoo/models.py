@@ -40,8 +40,9 @@ class TinyMLP(nn.Module):
         dropout: Dropout probability between the hidden layers (inactive in ``eval()`` mode).
     """
 
-    def __init__(self, in_features: int = 128, hidden: int = 256, num_classes: int = 10,
-                 dropout: float = 0.1) -> None:
+    def __init__(
+        self, in_features: int = 128, hidden: int = 256, num_classes: int = 10, dropout: float = 0.1
+    ) -> None:
         super().__init__()
         self.in_features = in_features
         self.hidden = hidden

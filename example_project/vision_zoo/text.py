@@ -25,13 +25,18 @@ class EncoderBlock(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(),
-                                 nn.Linear(mlp_ratio * dim, dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, dim = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(batch, length, 3, self.heads, dim // self.heads) \
-            .permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = (
+            self.qkv(self.norm1(x))
+            .view(batch, length, 3, self.heads, dim // self.heads)
+            .permute(2, 0, 3, 1, 4)
+            .unbind(0)
+        )
         attended = F.scaled_dot_product_attention(q, k, v)
         x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, dim))
         return x + self.mlp(self.norm2(x))
@@ -43,8 +48,15 @@ class TextClassifier(nn.Module):
     Embedding + learned positions, ``depth`` encoder blocks, mean pooling, linear head.
     """
 
-    def __init__(self, vocab_size: int = 1000, dim: int = 64, heads: int = 4, depth: int = 2,
-                 max_length: int = 64, num_classes: int = 4) -> None:
+    def __init__(
+        self,
+        vocab_size: int = 1000,
+        dim: int = 64,
+        heads: int = 4,
+        depth: int = 2,
+        max_length: int = 64,
+        num_classes: int = 4,
+    ) -> None:
         super().__init__()
         self.max_length = max_length
         self.embed = nn.Embedding(vocab_size, dim)
@@ -57,14 +69,18 @@ class TextClassifier(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         length = tokens.shape[1]
         if length > self.max_length:
-            raise ValueError(f"sequence of {length} tokens is longer than max_length {self.max_length}")
+            raise ValueError(
+                f"sequence of {length} tokens is longer than max_length {self.max_length}"
+            )
         x = self.embed(tokens) + self.position[:, :length]
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x).mean(dim=1))
 
 
-def make_tokens(batch: int, length: int = 32, vocab_size: int = 1000, seed: int = 0) -> torch.Tensor:
+def make_tokens(
+    batch: int, length: int = 32, vocab_size: int = 1000, seed: int = 0
+) -> torch.Tensor:
     """Random token ids of shape ``(batch, length)`` from a private, seeded generator."""
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab_size, (batch, length), generator=generator)

@@ -55,25 +55,33 @@ class Gate:
     saving: bool = False
 
     def to_record(self) -> dict[str, Any]:
-        return {"max_slowdown": self.max_slowdown, "min_cpu_share": self.min_cpu_share,
-                "max_spread": self.max_spread, "max_neighbour_load": self.max_neighbour_load,
-                "max_machine_slowdown": self.max_machine_slowdown, "strict": self.strict,
-                "ignore_counters": list(self.ignore_counters), "confirm": self.confirm,
-                "saving": self.saving}
+        return {
+            "max_slowdown": self.max_slowdown,
+            "min_cpu_share": self.min_cpu_share,
+            "max_spread": self.max_spread,
+            "max_neighbour_load": self.max_neighbour_load,
+            "max_machine_slowdown": self.max_machine_slowdown,
+            "strict": self.strict,
+            "ignore_counters": list(self.ignore_counters),
+            "confirm": self.confirm,
+            "saving": self.saving,
+        }
 
     @classmethod
     def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
         """The gate a session recorded (keys missing from older files: their behaviour then)."""
-        values = {"max_slowdown": gate.get("max_slowdown", 0.10),
-                  "min_cpu_share": gate.get("min_cpu_share", MIN_CPU_SHARE),
-                  "max_spread": gate.get("max_spread", MAX_RELATIVE_IQR),
-                  # Older files measured no neighbours and had no machine guard.
-                  "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
-                  "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
-                  "strict": bool(gate.get("strict", False)),
-                  "ignore_counters": tuple(gate.get("ignore_counters") or ()),
-                  "confirm": gate.get("confirm", "same"),
-                  "saving": bool(gate.get("saving", False))}
+        values = {
+            "max_slowdown": gate.get("max_slowdown", 0.10),
+            "min_cpu_share": gate.get("min_cpu_share", MIN_CPU_SHARE),
+            "max_spread": gate.get("max_spread", MAX_RELATIVE_IQR),
+            # Older files measured no neighbours and had no machine guard.
+            "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
+            "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
+            "strict": bool(gate.get("strict", False)),
+            "ignore_counters": tuple(gate.get("ignore_counters") or ()),
+            "confirm": gate.get("confirm", "same"),
+            "saving": bool(gate.get("saving", False)),
+        }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -136,68 +144,114 @@ class Comparison:
     @property
     def label(self) -> str:
         """The label every report shows (``FAIL (counters)``, ``pass (re-measured)``, ...)."""
-        return outcome_label({"outcome": self.outcome, "verdict": self.verdict.to_dict(),
-                              "counter_changes": self.counter_changes,
-                              "failures": self.failures})
+        return outcome_label(
+            {
+                "outcome": self.outcome,
+                "verdict": self.verdict.to_dict(),
+                "counter_changes": self.counter_changes,
+                "failures": self.failures,
+            }
+        )
 
 
-def compare(candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate, *,
-            remeasure: Callable[[], Sample], confirm: Callable[[], Sample | None] | None = None,
-            confirm_speedups: Callable[[], list[dict[str, float] | None]] | None = None,
-            where: Where = Where()) -> Comparison:
+def compare(
+    candidate: Candidate,
+    sessions: Sequence[Mapping[str, Any]],
+    gate: Gate,
+    *,
+    remeasure: Callable[[], Sample],
+    confirm: Callable[[], Sample | None] | None = None,
+    confirm_speedups: Callable[[], list[dict[str, float] | None]] | None = None,
+    where: Where = Where(),
+) -> Comparison:
     """Judge ``candidate`` against the stored ``sessions`` of its environment under ``gate``."""
     label = candidate.label
     judgement = judge(
-        label, candidate.first, [s["statistic"] for s in sessions], gate.max_slowdown, remeasure,
-        min_cpu_share=gate.min_cpu_share, max_relative_iqr=gate.max_spread,
+        label,
+        candidate.first,
+        [s["statistic"] for s in sessions],
+        gate.max_slowdown,
+        remeasure,
+        min_cpu_share=gate.min_cpu_share,
+        max_relative_iqr=gate.max_spread,
         max_neighbour_load=gate.max_neighbour_load,
-        max_machine_slowdown=gate.max_machine_slowdown, confirm=confirm,
-        baseline_calibrated=[(s["statistic"], s["calibration"]) for s in sessions
-                             if s.get("calibration") and candidate.calibration_kernel
-                             and s.get("calibration_kernel") == candidate.calibration_kernel])
+        max_machine_slowdown=gate.max_machine_slowdown,
+        confirm=confirm,
+        baseline_calibrated=[
+            (s["statistic"], s["calibration"])
+            for s in sessions
+            if s.get("calibration")
+            and candidate.calibration_kernel
+            and s.get("calibration_kernel") == candidate.calibration_kernel
+        ],
+    )
     verdict = judgement.verdict
-    others = ([(env_id, env) for env_id, env in where.others() if env_id != where.environment_id]
-              if verdict.outcome is Outcome.NEW else [])
+    others = (
+        [(env_id, env) for env_id, env in where.others() if env_id != where.environment_id]
+        if verdict.outcome is Outcome.NEW
+        else []
+    )
     if others:
         verdict = explain_new(verdict, label, where, others)
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
-    changes = (diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
-               if candidate.counters is not None and stored_counters is not None else [])
+    changes = (
+        diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
+        if candidate.counters is not None and stored_counters is not None
+        else []
+    )
     limits = candidate.accuracy_limits or tolerances(candidate.variant)
     drift_failures, warnings = drift_checks(
-        label, sessions, speedup=candidate.speedup, fingerprint=candidate.fingerprint,
-        metric=candidate.metric, limits=limits, max_slowdown=gate.max_slowdown,
-        confirm_speedups=confirm_speedups)
+        label,
+        sessions,
+        speedup=candidate.speedup,
+        fingerprint=candidate.fingerprint,
+        metric=candidate.metric,
+        limits=limits,
+        max_slowdown=gate.max_slowdown,
+        confirm_speedups=confirm_speedups,
+    )
     failures = [*candidate.run_failures, *drift_failures]
     if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
         failures.append(f"{verdict.message} ({STRICT})")
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.
-        elsewhere = (f"; baselines of it exist only for {', '.join(e for e, _ in others)}"
-                     if others else "")
+        elsewhere = (
+            f"; baselines of it exist only for {', '.join(e for e, _ in others)}" if others else ""
+        )
         failures.append(
             f"{label}: no baseline for this measurement in {where.baseline_file or 'the storage'} "
             f"(environment {where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with "
             f"pytest --torchperf-save and commit it (git add {where.storage or '.torchperf'}), or "
-            f"point --torchperf-storage at the folder that holds it")
+            f"point --torchperf-storage at the folder that holds it"
+        )
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
     return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)
 
 
-def explain_new(verdict: Verdict, label: str, where: Where,
-                others: Sequence[tuple[str, Mapping[str, Any]]]) -> Verdict:
+def explain_new(
+    verdict: Verdict, label: str, where: Where, others: Sequence[tuple[str, Mapping[str, Any]]]
+) -> Verdict:
     """Say which fingerprint field differs when baselines exist only for other environments."""
     env_id, stored = others[0]
     exact = stored.get("exact")
     folder = f"{where.storage}/{env_id}" if where.storage else env_id
     if not isinstance(exact, Mapping):
-        return replace(verdict, message=(
-            f"{label}: no baseline for this environment; baselines exist under {folder} but its "
-            f"environment.json is unreadable or not a fingerprint, so the difference cannot be "
-            f"named. Restore it from git or delete that folder."))
+        return replace(
+            verdict,
+            message=(
+                f"{label}: no baseline for this environment; baselines exist under {folder} but its "
+                f"environment.json is unreadable or not a fingerprint, so the difference cannot be "
+                f"named. Restore it from git or delete that folder."
+            ),
+        )
     reason = f"{describe_difference(where.exact, exact)} (stored under {folder})"
-    return replace(verdict, new_reason=reason, message=(
-        f"{label}: no comparable baseline: {reason}; record one for this environment with "
-        f"pytest --torchperf-save"))
+    return replace(
+        verdict,
+        new_reason=reason,
+        message=(
+            f"{label}: no comparable baseline: {reason}; record one for this environment with "
+            f"pytest --torchperf-save"
+        ),
+    )

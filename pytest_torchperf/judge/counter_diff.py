@@ -18,9 +18,24 @@ from pytest_torchperf.options.values import COUNTER_NAMES  # noqa: F401 - re-exp
 #: on one with AVX-512 BF16/AMX (same torch build), while fp32 code counted the same ops, FLOPs
 #: and memory on both and under ISA caps down to no vector ISA
 #: (``benchmarks/counter_portability.py``).
-LOW_PRECISION_DTYPES = frozenset({
-    "bfloat16", "float16", "int8", "uint8", "qint8", "quint8", "qint32", "quint4x2",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "int4", "uint4"})
+LOW_PRECISION_DTYPES = frozenset(
+    {
+        "bfloat16",
+        "float16",
+        "int8",
+        "uint8",
+        "qint8",
+        "quint8",
+        "qint32",
+        "quint4x2",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "int4",
+        "uint4",
+    }
+)
 #: Op names that mean quantized code even where the tensors look fp32 (dequantize on the fly).
 _QUANTIZED_OP_WORDS = ("quantize", "_int_mm", "int8", "int4", "_scaled_mm", "weight_int")
 #: Counters that depend on the CPU class for low-precision/quantized code (``ignore`` names).
@@ -45,8 +60,12 @@ def _relative(old: float, new: float) -> str:
     return f"{(new - old) / old * 100:+.1f}%"
 
 
-def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
-                  ignore: Iterable[str] = (), memory_tolerance: float = MEMORY_TOLERANCE) -> list[str]:
+def diff_counters(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    ignore: Iterable[str] = (),
+    memory_tolerance: float = MEMORY_TOLERANCE,
+) -> list[str]:
     """Human-readable changes between two counter dicts (empty when nothing gated changed).
 
     FLOPs, op counts and parameters must match exactly; peak memory within ``memory_tolerance``.
@@ -71,16 +90,25 @@ def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
             changes.append("ops changed: " + ", ".join(parts))
     if "flops" not in skip and "flops" in baseline and "flops" in current:
         if baseline["flops"] != current["flops"]:
-            changes.append(f"FLOPs {_relative(baseline['flops'], current['flops'])} "
-                           f"({baseline['flops']:,} -> {current['flops']:,})")
+            changes.append(
+                f"FLOPs {_relative(baseline['flops'], current['flops'])} "
+                f"({baseline['flops']:,} -> {current['flops']:,})"
+            )
     if "params" not in skip and "params" in baseline and "params" in current:
-        if baseline["params"] != current["params"] or baseline.get("param_bytes") != current.get("param_bytes"):
-            changes.append(f"parameters {baseline['params']:,} -> {current['params']:,} "
-                           f"({format_bytes(baseline.get('param_bytes'))} -> "
-                           f"{format_bytes(current.get('param_bytes'))})")
+        if baseline["params"] != current["params"] or baseline.get("param_bytes") != current.get(
+            "param_bytes"
+        ):
+            changes.append(
+                f"parameters {baseline['params']:,} -> {current['params']:,} "
+                f"({format_bytes(baseline.get('param_bytes'))} -> "
+                f"{format_bytes(current.get('param_bytes'))})"
+            )
     if "graphs" not in skip:
-        for key, label in (("graphs", "graphs"), ("graph_breaks", "graph breaks"),
-                           ("recompiles", "recompiles while timing")):
+        for key, label in (
+            ("graphs", "graphs"),
+            ("graph_breaks", "graph breaks"),
+            ("recompiles", "recompiles while timing"),
+        ):
             if key in baseline and key in current and baseline[key] != current[key]:
                 text = f"{label} {baseline[key]} -> {current[key]}"
                 reasons = current.get("break_reasons") if key == "graph_breaks" else None
@@ -90,6 +118,7 @@ def diff_counters(baseline: Mapping[str, Any], current: Mapping[str, Any],
     if "memory" not in skip and "peak_memory" in baseline and "peak_memory" in current:
         old, new = baseline["peak_memory"], current["peak_memory"]
         if abs(new - old) > memory_tolerance * max(old, 1):
-            changes.append(f"peak memory {_relative(old, new)} ({format_bytes(old)} -> "
-                           f"{format_bytes(new)})")
+            changes.append(
+                f"peak memory {_relative(old, new)} ({format_bytes(old)} -> {format_bytes(new)})"
+            )
     return changes

@@ -21,23 +21,32 @@ from typing import Any
 CROSS_MACHINE_TOLERANCE = 0.5
 
 
-def pick_environment(here: Mapping[str, Any],
-                     others: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[str, Mapping[str, Any]] | None:
+def pick_environment(
+    here: Mapping[str, Any], others: Sequence[tuple[str, Mapping[str, Any]]]
+) -> tuple[str, Mapping[str, Any]] | None:
     """The stored environment most like this one: same device type and torch build first."""
+
     def score(entry: tuple[str, Mapping[str, Any]]) -> tuple[int, int, int]:
         exact = entry[1].get("exact")
         if not isinstance(exact, Mapping):
             exact = {}
-        same_device = str(exact.get("device", "")).split(":")[0] == str(here.get("device", "")).split(":")[0]
-        same_torch = exact.get("torch") == here.get("torch") and exact.get("torch_git") == here.get("torch_git")
+        same_device = (
+            str(exact.get("device", "")).split(":")[0] == str(here.get("device", "")).split(":")[0]
+        )
+        same_torch = exact.get("torch") == here.get("torch") and exact.get("torch_git") == here.get(
+            "torch_git"
+        )
         same_threads = exact.get("threads") == here.get("threads")
         return (int(same_device), int(same_torch), int(same_threads))
+
     return max(others, key=score) if others else None
 
 
 def same_torch_build(here: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
     """Counters are comparable: the same torch version and git revision."""
-    return here.get("torch") == stored.get("torch") and here.get("torch_git") == stored.get("torch_git")
+    return here.get("torch") == stored.get("torch") and here.get("torch_git") == stored.get(
+        "torch_git"
+    )
 
 
 #: Fingerprint fields that say which kernels the CPU gets: the instruction-set flags and the
@@ -48,12 +57,17 @@ CPU_CLASS_FIELDS = ("cpu_isa", "cpu_capability")
 def cpu_class_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str | None:
     """How two environments' CPU classes differ (``cpu_isa avx2,avx512f here vs avx2 stored``),
     or None when they are the same class."""
-    diffs = [f"{key} {here.get(key)} here vs {stored.get(key)} stored"
-             for key in CPU_CLASS_FIELDS if here.get(key) != stored.get(key)]
+    diffs = [
+        f"{key} {here.get(key)} here vs {stored.get(key)} stored"
+        for key in CPU_CLASS_FIELDS
+        if here.get(key) != stored.get(key)
+    ]
     return "; ".join(diffs) or None
 
 
-def gated_across(counters: Mapping[str, Any] | None, class_difference: str | None) -> tuple[str, ...]:
+def gated_across(
+    counters: Mapping[str, Any] | None, class_difference: str | None
+) -> tuple[str, ...]:
     """The counter names (``ignore_counters`` names) *not* gated against another environment.
 
     Same CPU class: none, every counter is exact as within one environment. Another CPU class:
@@ -69,24 +83,35 @@ def gated_across(counters: Mapping[str, Any] | None, class_difference: str | Non
     return CPU_DEPENDENT_COUNTERS
 
 
-def normalised_check(label: str, statistic: float, calibration: float | None,
-                     sessions: Sequence[Mapping[str, Any]], env_id: str,
-                     tolerance: float = CROSS_MACHINE_TOLERANCE) -> str:
+def normalised_check(
+    label: str,
+    statistic: float,
+    calibration: float | None,
+    sessions: Sequence[Mapping[str, Any]],
+    env_id: str,
+    tolerance: float = CROSS_MACHINE_TOLERANCE,
+) -> str:
     """A sentence comparing this run with another machine's sessions, normalised by calibration."""
     calibrated = [(s["statistic"], s["calibration"]) for s in sessions if s.get("calibration")]
     if not calibration or not calibrated:
-        return (f"{label}: cross-machine: no calibration kernel on one side (GPU measurement or an "
-                f"older baseline), so times from {env_id} cannot be normalised; record a baseline "
-                f"here with pytest --torchperf-save")
+        return (
+            f"{label}: cross-machine: no calibration kernel on one side (GPU measurement or an "
+            f"older baseline), so times from {env_id} cannot be normalised; record a baseline "
+            f"here with pytest --torchperf-save"
+        )
     stored = statistics.median(stat / cal for stat, cal in calibrated)
     machine = calibration / statistics.median(cal for _, cal in calibrated)
     ratio = (statistic / calibration) / stored
     speed = f"this machine runs the calibration kernel x{1 / machine:.2f} as fast as {env_id}"
     if ratio > 1.0 + tolerance:
-        return (f"{label}: cross-machine warning: {(ratio - 1) * 100:.0f}% slower than the "
-                f"baseline of {env_id} after normalising by the calibration kernel ({speed}; "
-                f"warning limit {tolerance:.0%}). Normalised times are a hint across machines, "
-                f"never a verdict: record a baseline here with pytest --torchperf-save")
-    return (f"{label}: cross-machine: {(ratio - 1) * 100:+.0f}% vs the baseline of {env_id} after "
-            f"normalising by the calibration kernel ({speed}); within the warning limit "
-            f"{tolerance:.0%}")
+        return (
+            f"{label}: cross-machine warning: {(ratio - 1) * 100:.0f}% slower than the "
+            f"baseline of {env_id} after normalising by the calibration kernel ({speed}; "
+            f"warning limit {tolerance:.0%}). Normalised times are a hint across machines, "
+            f"never a verdict: record a baseline here with pytest --torchperf-save"
+        )
+    return (
+        f"{label}: cross-machine: {(ratio - 1) * 100:+.0f}% vs the baseline of {env_id} after "
+        f"normalising by the calibration kernel ({speed}); within the warning limit "
+        f"{tolerance:.0%}"
+    )

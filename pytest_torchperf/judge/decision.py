@@ -100,11 +100,17 @@ class Decision:
         return calibration / self.reference_calibration
 
 
-def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
-           remeasure: Callable[[], Sample], *, guard: GuardLimits = DEFAULT_GUARD,
-           baseline_calibrations: Sequence[float] = (),
-           confirm: Callable[[], Sample | None] | None = None,
-           confirmations: int = CONFIRMATIONS) -> Decision:
+def decide(
+    first: Sample,
+    baseline_stats: Sequence[float],
+    tolerance: float,
+    remeasure: Callable[[], Sample],
+    *,
+    guard: GuardLimits = DEFAULT_GUARD,
+    baseline_calibrations: Sequence[float] = (),
+    confirm: Callable[[], Sample | None] | None = None,
+    confirmations: int = CONFIRMATIONS,
+) -> Decision:
     """The outcome of ``first`` against stored per-session statistics ``baseline_stats``.
 
     ``remeasure`` takes another pass in this process (once when the guard rejects the first pass,
@@ -114,15 +120,24 @@ def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
     """
     samples = [first]
     if not baseline_stats:
-        return Decision(Outcome.NEW, "new", first, first, samples, tolerance=tolerance,
-                        limit=tolerance)
+        return Decision(
+            Outcome.NEW, "new", first, first, samples, tolerance=tolerance, limit=tolerance
+        )
     baseline = statistics.median(baseline_stats)
     limit, noise = effective_tolerance(tolerance, baseline_stats, first.processes)
-    reference = (statistics.median(baseline_calibrations)
-                 if len(baseline_calibrations) == len(baseline_stats) else None)
-    common: dict[str, Any] = dict(baseline=baseline, sessions=len(baseline_stats),
-                                  tolerance=tolerance, limit=limit, noise=noise,
-                                  reference_calibration=reference)
+    reference = (
+        statistics.median(baseline_calibrations)
+        if len(baseline_calibrations) == len(baseline_stats)
+        else None
+    )
+    common: dict[str, Any] = dict(
+        baseline=baseline,
+        sessions=len(baseline_stats),
+        tolerance=tolerance,
+        limit=limit,
+        noise=noise,
+        reference_calibration=reference,
+    )
 
     slow_machine = False
 
@@ -130,9 +145,14 @@ def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
         """Why ``sample`` cannot be judged; a slow machine does not hide a larger slowdown."""
         problem = guard.problem(sample, reference)
         machine = sample.machine_calibration
-        if (problem and reference and machine and guard.slow_machine_only(sample, reference)
-                and sample.statistic / baseline / (machine / reference)
-                > 1.0 + SLOW_MACHINE_MARGIN * limit):
+        if (
+            problem
+            and reference
+            and machine
+            and guard.slow_machine_only(sample, reference)
+            and sample.statistic / baseline / (machine / reference)
+            > 1.0 + SLOW_MACHINE_MARGIN * limit
+        ):
             # A slowdown far larger than the machine's own is not the machine's doing.
             nonlocal slow_machine
             slow_machine = True
@@ -145,9 +165,18 @@ def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
         samples.append(current)
         problem = untrusted(current)
         if problem:
-            return Decision(Outcome.INCONCLUSIVE, "guard", first, current, samples,
-                            ratio=current.statistic / baseline, candidate=current.statistic,
-                            first_ratio=current.statistic / baseline, problem=problem, **common)
+            return Decision(
+                Outcome.INCONCLUSIVE,
+                "guard",
+                first,
+                current,
+                samples,
+                ratio=current.statistic / baseline,
+                candidate=current.statistic,
+                first_ratio=current.statistic / baseline,
+                problem=problem,
+                **common,
+            )
     ratio = current.statistic / baseline
     if ratio > 1.0 + limit:
         passes, where, retried = [current], None, False
@@ -162,30 +191,62 @@ def decide(first: Sample, baseline_stats: Sequence[float], tolerance: float,
             if taken_ratio <= 1.0 + limit:
                 # Within the limit, disturbed or not (a disturbance only adds time): the first
                 # pass was not confirmed.
-                return Decision(Outcome.PASS, "contradicted", first, taken, samples,
-                                ratio=taken_ratio, candidate=taken.statistic, first_ratio=ratio,
-                                confirm_ratios=(*confirm_ratios, taken_ratio),
-                                confirmed_in=where, **common)
+                return Decision(
+                    Outcome.PASS,
+                    "contradicted",
+                    first,
+                    taken,
+                    samples,
+                    ratio=taken_ratio,
+                    candidate=taken.statistic,
+                    first_ratio=ratio,
+                    confirm_ratios=(*confirm_ratios, taken_ratio),
+                    confirmed_in=where,
+                    **common,
+                )
             if problem and not retried:
                 retried = True  # one more try for a disturbed confirming pass
                 continue
             if problem:
-                return Decision(Outcome.INCONCLUSIVE, "untrusted", first, current, samples,
-                                ratio=ratio, candidate=current.statistic, first_ratio=ratio,
-                                confirm_ratios=confirm_ratios, confirmed_in=where,
-                                problem=problem, **common)
+                return Decision(
+                    Outcome.INCONCLUSIVE,
+                    "untrusted",
+                    first,
+                    current,
+                    samples,
+                    ratio=ratio,
+                    candidate=current.statistic,
+                    first_ratio=ratio,
+                    confirm_ratios=confirm_ratios,
+                    confirmed_in=where,
+                    problem=problem,
+                    **common,
+                )
             passes.append(taken)
         # The figure is the median pass: the Result then shows that pass's times and p25.
         middle = sorted(passes, key=lambda p: p.statistic)[len(passes) // 2]
-        return Decision(Outcome.FAIL, "confirmed", first, middle, samples,
-                        ratio=middle.statistic / baseline, candidate=middle.statistic,
-                        first_ratio=ratio,
-                        confirm_ratios=tuple(p.statistic / baseline for p in passes[1:]),
-                        confirmed_in=where, slow_machine=slow_machine, **common)
+        return Decision(
+            Outcome.FAIL,
+            "confirmed",
+            first,
+            middle,
+            samples,
+            ratio=middle.statistic / baseline,
+            candidate=middle.statistic,
+            first_ratio=ratio,
+            confirm_ratios=tuple(p.statistic / baseline for p in passes[1:]),
+            confirmed_in=where,
+            slow_machine=slow_machine,
+            **common,
+        )
     figures = dict(ratio=ratio, candidate=current.statistic, first_ratio=ratio, **common)
     if ratio < 1.0 - limit:
         calibration = current.machine_calibration
-        if reference and calibration and calibration < reference / (1.0 + guard.max_machine_slowdown):
+        if (
+            reference
+            and calibration
+            and calibration < reference / (1.0 + guard.max_machine_slowdown)
+        ):
             return Decision(Outcome.PASS, "machine-faster", first, current, samples, **figures)
         return Decision(Outcome.IMPROVED, "improved", first, current, samples, **figures)
     return Decision(Outcome.PASS, "within", first, current, samples, **figures)

@@ -14,14 +14,19 @@ from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.measure.accuracy import fingerprint_drift
 
-REMEDY = ("If intended (a model edit, a torch upgrade), record new baselines with "
-          "pytest --torchperf-save --torchperf-reset")
+REMEDY = (
+    "If intended (a model edit, a torch upgrade), record new baselines with "
+    "pytest --torchperf-save --torchperf-reset"
+)
 
 
-def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, float],
-                  max_slowdown: float,
-                  confirm: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
-                  ) -> tuple[str | None, str | None]:
+def speedup_check(
+    label: str,
+    stored: Sequence[float],
+    speedup: Mapping[str, float],
+    max_slowdown: float,
+    confirm: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
+) -> tuple[str | None, str | None]:
     """(failure, warning) of a variant whose speedup vs eager fell since the baseline.
 
     A speedup is a same-moment ratio, so a slower machine does not move it; a fresh process can:
@@ -35,34 +40,51 @@ def speedup_check(label: str, stored: Sequence[float], speedup: Mapping[str, flo
     base = statistics.median(stored)
     limit_pct, _ = effective_tolerance(max_slowdown, [1.0 / s for s in stored if s > 0])
     limit = base / (1.0 + limit_pct)
-    text = (f"{label}: speedup vs eager fell from x{base:.2f} to x{speedup['median']:.2f} "
-            f"(relative to eager this variant is {base / speedup['median'] - 1.0:+.0%} slower; "
-            f"IQR of {int(speedup['n'])} interleaved rounds x{speedup['p25']:.2f}-"
-            f"x{speedup['p75']:.2f}; limit {format_percent(limit_pct)} = x{limit:.2f}")
-    widened = (f", widened from {format_percent(max_slowdown)} by the {len(stored)} stored "
-               f"sessions' spread" if limit_pct > max_slowdown else "")
+    text = (
+        f"{label}: speedup vs eager fell from x{base:.2f} to x{speedup['median']:.2f} "
+        f"(relative to eager this variant is {base / speedup['median'] - 1.0:+.0%} slower; "
+        f"IQR of {int(speedup['n'])} interleaved rounds x{speedup['p25']:.2f}-"
+        f"x{speedup['p75']:.2f}; limit {format_percent(limit_pct)} = x{limit:.2f}"
+    )
+    widened = (
+        f", widened from {format_percent(max_slowdown)} by the {len(stored)} stored "
+        f"sessions' spread"
+        if limit_pct > max_slowdown
+        else ""
+    )
     if speedup["p75"] < limit:
         confirmed = ""
         if confirm is not None:
             confirming = list(confirm())
-            shown = ", ".join(f"x{c['median']:.2f}" if c else "not measured"
-                              for c in confirming) or "none measured"
-            if not confirming or any(not c or c.get("p75", c["median"]) >= limit
-                                     for c in confirming):
+            shown = (
+                ", ".join(f"x{c['median']:.2f}" if c else "not measured" for c in confirming)
+                or "none measured"
+            )
+            if not confirming or any(
+                not c or c.get("p75", c["median"]) >= limit for c in confirming
+            ):
                 return None, f"{text}{widened}); not confirmed by fresh processes ({shown})"
             confirmed = f"; confirmed in {len(confirming)} fresh processes: {shown}"
-        return (f"{text}{widened}{confirmed}). Eager ran in the same rounds, so a slower machine "
-                f"does not explain it: this variant lost ground against eager"), None
+        return (
+            f"{text}{widened}{confirmed}). Eager ran in the same rounds, so a slower machine "
+            f"does not explain it: this variant lost ground against eager"
+        ), None
     if speedup["median"] < limit:
         return None, text + widened + ") - inconclusive: the rounds' spread overlaps the limit"
     return None, None
 
 
-def drift_checks(label: str, sessions: Sequence[Mapping[str, Any]], *,
-                 speedup: Mapping[str, float] | None, fingerprint: Mapping[str, Any] | None,
-                 metric: float | None, limits: Mapping[str, float], max_slowdown: float,
-                 confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
-                 ) -> tuple[list[str], list[str]]:
+def drift_checks(
+    label: str,
+    sessions: Sequence[Mapping[str, Any]],
+    *,
+    speedup: Mapping[str, float] | None,
+    fingerprint: Mapping[str, Any] | None,
+    metric: float | None,
+    limits: Mapping[str, float],
+    max_slowdown: float,
+    confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
+) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one measurement against its stored ``sessions``.
 
     * speedup: see :func:`speedup_check`.
@@ -73,8 +95,9 @@ def drift_checks(label: str, sessions: Sequence[Mapping[str, Any]], *,
     warnings: list[str] = []
     stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
     if speedup and stored_speedups:
-        failure, warning = speedup_check(label, stored_speedups, speedup, max_slowdown,
-                                         confirm_speedups)
+        failure, warning = speedup_check(
+            label, stored_speedups, speedup, max_slowdown, confirm_speedups
+        )
         failures += [failure] if failure else []
         warnings += [warning] if warning else []
     stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
@@ -87,11 +110,15 @@ def drift_checks(label: str, sessions: Sequence[Mapping[str, Any]], *,
                 f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
                 f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {REMEDY}. "
                 f"Random models/inputs must be created inside the test or its function-scoped "
-                f"fixtures (torchperf seeds them with seed=0) or seeded by you")
-    stored_metric = next((s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None)
+                f"fixtures (torchperf seeds them with seed=0) or seeded by you"
+            )
+    stored_metric = next(
+        (s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None
+    )
     if metric is not None and stored_metric is not None and "metric" in limits:
         if abs(metric - stored_metric) > limits["metric"]:
             failures.append(
                 f"{label}: metric changed since the baseline: {stored_metric:.4g} -> {metric:.4g} "
-                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {REMEDY}")
+                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {REMEDY}"
+            )
     return failures, warnings

@@ -9,9 +9,14 @@ from typing import Any
 
 def _failure_kind(record: Mapping[str, Any]) -> str:
     text = " ".join(record.get("failures") or ())
-    for word, kind in (("failing: --torchperf-strict", "strict"), ("drifted", "accuracy"),
-                       ("numerics changed", "numerics"), ("metric changed", "metric"),
-                       ("speedup", "speedup"), ("max_compile_time", "compile time")):
+    for word, kind in (
+        ("failing: --torchperf-strict", "strict"),
+        ("drifted", "accuracy"),
+        ("numerics changed", "numerics"),
+        ("metric changed", "metric"),
+        ("speedup", "speedup"),
+        ("max_compile_time", "compile time"),
+    ):
         if word in text:
             return kind
     return "variant"

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from pytest_torchperf.variants.registry import LOWER_LIMITS
 
 
-def check_limits(label: str, metrics: Mapping[str, float], limits: Mapping[str, float]) -> list[str]:
+def check_limits(
+    label: str, metrics: Mapping[str, float], limits: Mapping[str, float]
+) -> list[str]:
     """Failure sentences for metrics beyond their limits (NaN counts as beyond)."""
     problems = []
     for key in ("rel_l2", "cosine", "max_abs", "top1"):
@@ -25,9 +27,11 @@ def check_limits(label: str, metrics: Mapping[str, float], limits: Mapping[str, 
         problems.append(f"{int(metrics['int_mismatch'])} integer output values differ from eager")
     if not problems:
         return []
-    return [f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}. If the drift is "
-            f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
-            f"{{...}}}}"]
+    return [
+        f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}. If the drift is "
+        f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
+        f"{{...}}}}"
+    ]
 
 
 def _variant(label: str) -> str:

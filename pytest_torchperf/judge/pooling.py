@@ -48,7 +48,8 @@ def pooled(own: Sample, others: Iterable[ProcessPass]) -> Sample:
     usable = trusted(others)
     if not usable:
         return own
-    return replace(own, process_statistics=tuple(s.statistic for s in usable),
-                   process_calibrations=tuple(s.calibration for s in usable if s.calibration))
-
-
+    return replace(
+        own,
+        process_statistics=tuple(s.statistic for s in usable),
+        process_calibrations=tuple(s.calibration for s in usable if s.calibration),
+    )

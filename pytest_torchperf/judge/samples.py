@@ -75,43 +75,60 @@ class Sample:
         return "p25" if not self.process_statistics else f"median p25 of {self.processes} processes"
 
 
-def guard_problem(sample: Sample, *, min_cpu_share: float = MIN_CPU_SHARE,
-                  max_relative_iqr: float = MAX_RELATIVE_IQR,
-                  max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
-                  reference_calibration: float | None = None,
-                  max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN) -> str | None:
+def guard_problem(
+    sample: Sample,
+    *,
+    min_cpu_share: float = MIN_CPU_SHARE,
+    max_relative_iqr: float = MAX_RELATIVE_IQR,
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
+    reference_calibration: float | None = None,
+    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
+) -> str | None:
     """Return why ``sample`` cannot be trusted, or None when it can.
 
     ``reference_calibration`` is the calibration kernel's time when the baseline was saved; a
     pass whose kernel ran more than ``max_machine_slowdown`` slower was taken on a slower machine.
     """
     if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
-        return (f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: another process competed for "
-                f"the CPU while timing")
+        return (
+            f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: another process competed for "
+            f"the CPU while timing"
+        )
     load = sample.neighbour_load
     if load is not None and max_neighbour_load < 1.0 and load > max_neighbour_load:
-        return (f"other processes kept {format_percent(load)} of the other CPUs busy while timing "
-                f"(limit {format_percent(max_neighbour_load)}): a busy neighbour shares caches, "
-                f"memory bandwidth and SMT cores with this one")
+        return (
+            f"other processes kept {format_percent(load)} of the other CPUs busy while timing "
+            f"(limit {format_percent(max_neighbour_load)}): a busy neighbour shares caches, "
+            f"memory bandwidth and SMT cores with this one"
+        )
     rel = sample.summary.relative_iqr
     if rel > max_relative_iqr:
-        return (f"spread IQR/median {format_percent(rel)} > {format_percent(max_relative_iqr)}: "
-                f"timings too unstable to judge")
+        return (
+            f"spread IQR/median {format_percent(rel)} > {format_percent(max_relative_iqr)}: "
+            f"timings too unstable to judge"
+        )
     calibration = sample.machine_calibration
-    if reference_calibration and calibration \
-            and calibration > reference_calibration * (1.0 + max_machine_slowdown):
-        return (f"the machine itself ran the calibration kernel timed alongside "
-                f"{format_change(calibration / reference_calibration)} slower than when the "
-                f"baseline was saved ({format_time(calibration)} vs "
-                f"{format_time(reference_calibration)} per call; limit "
-                f"{format_percent(max_machine_slowdown)}): a slower host or a busy neighbour. If "
-                f"the machine stays this slow, save the baseline again on it")
+    if (
+        reference_calibration
+        and calibration
+        and calibration > reference_calibration * (1.0 + max_machine_slowdown)
+    ):
+        return (
+            f"the machine itself ran the calibration kernel timed alongside "
+            f"{format_change(calibration / reference_calibration)} slower than when the "
+            f"baseline was saved ({format_time(calibration)} vs "
+            f"{format_time(reference_calibration)} per call; limit "
+            f"{format_percent(max_machine_slowdown)}): a slower host or a busy neighbour. If "
+            f"the machine stays this slow, save the baseline again on it"
+        )
     return None
 
 
-def machine_disturbance(calibration: float | None,
-                        references: Sequence[tuple[str, Sequence[float]]],
-                        limit: float = MAX_MACHINE_SLOWDOWN) -> tuple[float, float, str] | None:
+def machine_disturbance(
+    calibration: float | None,
+    references: Sequence[tuple[str, Sequence[float]]],
+    limit: float = MAX_MACHINE_SLOWDOWN,
+) -> tuple[float, float, str] | None:
     """``(ratio, reference, what)`` when the machine ran the calibration kernel more than
     ``limit`` slower than the median of any of the ``(what, calibrations)`` references, else None.
 
@@ -138,15 +155,24 @@ class GuardLimits:
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
 
     def problem(self, sample: Sample, reference_calibration: float | None) -> str | None:
-        return guard_problem(sample, min_cpu_share=self.min_cpu_share,
-                             max_relative_iqr=self.max_relative_iqr,
-                             max_neighbour_load=self.max_neighbour_load,
-                             reference_calibration=reference_calibration,
-                             max_machine_slowdown=self.max_machine_slowdown)
+        return guard_problem(
+            sample,
+            min_cpu_share=self.min_cpu_share,
+            max_relative_iqr=self.max_relative_iqr,
+            max_neighbour_load=self.max_neighbour_load,
+            reference_calibration=reference_calibration,
+            max_machine_slowdown=self.max_machine_slowdown,
+        )
 
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The only problem with ``sample`` is that the machine ran slower than at save time."""
-        return (self.problem(sample, reference_calibration) is not None
-                and guard_problem(sample, min_cpu_share=self.min_cpu_share,
-                                  max_relative_iqr=self.max_relative_iqr,
-                                  max_neighbour_load=self.max_neighbour_load) is None)
+        return (
+            self.problem(sample, reference_calibration) is not None
+            and guard_problem(
+                sample,
+                min_cpu_share=self.min_cpu_share,
+                max_relative_iqr=self.max_relative_iqr,
+                max_neighbour_load=self.max_neighbour_load,
+            )
+            is None
+        )

@@ -41,8 +41,9 @@ def process_noise(baseline_stats: Sequence[float]) -> float | None:
     return sigma
 
 
-def effective_tolerance(tolerance: float, baseline_stats: Sequence[float],
-                        candidate_processes: int = 1) -> tuple[float, float | None]:
+def effective_tolerance(
+    tolerance: float, baseline_stats: Sequence[float], candidate_processes: int = 1
+) -> tuple[float, float | None]:
     """``(limit applied, process noise)``: ``tolerance`` widened to 3 standard deviations of the
     process-to-process noise the stored sessions show.
 

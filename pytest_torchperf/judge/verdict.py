@@ -114,57 +114,90 @@ def word(label: str, d: Decision) -> Verdict:
             f"the {d.sessions} stored sessions (fresh processes of unchanged code) put this "
             f"machine's process-to-process noise at {format_percent(d.noise)}, too much for a "
             f"{format_percent(d.tolerance)} limit; judged at {format_percent(d.limit)} (3 standard "
-            f"deviations)")
+            f"deviations)"
+        )
     machine = d.machine_ratio(d.final)
     figures: dict[str, Any] = dict(
-        ratio=d.ratio, first_ratio=d.first_ratio, baseline_statistic=d.baseline,
-        candidate_statistic=d.candidate, tolerance=d.tolerance, effective_tolerance=d.limit,
-        baseline_sessions=d.sessions, baseline_cv=d.noise, remeasures=len(d.samples) - 1,
+        ratio=d.ratio,
+        first_ratio=d.first_ratio,
+        baseline_statistic=d.baseline,
+        candidate_statistic=d.candidate,
+        tolerance=d.tolerance,
+        effective_tolerance=d.limit,
+        baseline_sessions=d.sessions,
+        baseline_cv=d.noise,
+        remeasures=len(d.samples) - 1,
         confirm_ratio=d.confirm_ratios[0] if d.confirm_ratios else None,
-        confirm_ratios=d.confirm_ratios, confirmed_in=d.confirmed_in, machine_ratio=machine,
-        normalized_ratio=d.ratio / machine if machine and d.ratio else None, notes=tuple(notes))
+        confirm_ratios=d.confirm_ratios,
+        confirmed_in=d.confirmed_in,
+        machine_ratio=machine,
+        normalized_ratio=d.ratio / machine if machine and d.ratio else None,
+        notes=tuple(notes),
+    )
     limit = format_percent(d.limit)
     strict = "--torchperf-strict turns this into a failure."
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
-        return Verdict(Outcome.NEW, f"{label}: no baseline for this environment yet; record one "
-                       f"with pytest --torchperf-save", tolerance=d.tolerance)
+        return Verdict(
+            Outcome.NEW,
+            f"{label}: no baseline for this environment yet; record one "
+            f"with pytest --torchperf-save",
+            tolerance=d.tolerance,
+        )
     if d.reason == "guard":
-        message = (f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
-                   f"trusted: {d.problem} (re-measured once, still bad). Re-run on a quieter "
-                   f"machine; {strict}")
+        message = (
+            f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
+            f"trusted: {d.problem} (re-measured once, still bad). Re-run on a quieter "
+            f"machine; {strict}"
+        )
     elif d.reason == "untrusted":
-        message = (f"{label}: inconclusive, {format_change(d.ratio)} vs baseline but a confirming "
-                   f"pass ({where}) could not be trusted: {d.problem}. Re-run on a quieter "
-                   f"machine; {strict}")
+        message = (
+            f"{label}: inconclusive, {format_change(d.ratio)} vs baseline but a confirming "
+            f"pass ({where}) could not be trusted: {d.problem}. Re-run on a quieter "
+            f"machine; {strict}"
+        )
     elif d.reason == "confirmed":
         passes = len(d.confirm_ratios) + 1
-        where_all = "fresh processes" if d.confirmed_in == "fresh" else "re-measures in this process"
-        message = (f"{label}: {format_change(d.ratio).lstrip('+')} slower than baseline "
-                   f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}, the "
-                   f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
-                   f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
-                   f"limit {limit})\n" + _confidence_line(d))
+        where_all = (
+            "fresh processes" if d.confirmed_in == "fresh" else "re-measures in this process"
+        )
+        message = (
+            f"{label}: {format_change(d.ratio).lstrip('+')} slower than baseline "
+            f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}, the "
+            f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
+            f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
+            f"limit {limit})\n" + _confidence_line(d)
+        )
         if d.slow_machine and machine and d.ratio:
-            notes.append(f"the machine ran its calibration kernel {format_change(machine)} slower "
-                         f"than at save time; divided by that, the slowdown is still "
-                         f"{format_change(d.ratio / machine)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so it is not "
-                         f"the machine's")
+            notes.append(
+                f"the machine ran its calibration kernel {format_change(machine)} slower "
+                f"than at save time; divided by that, the slowdown is still "
+                f"{format_change(d.ratio / machine)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so it is not "
+                f"the machine's"
+            )
             figures["notes"] = tuple(notes)
     elif d.reason == "contradicted":
-        message = (f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
-                   f"(first pass {format_change(d.first_ratio)}; limit {limit})")
+        message = (
+            f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
+            f"(first pass {format_change(d.first_ratio)}; limit {limit})"
+        )
     elif d.reason == "machine-faster":
-        notes.append(f"{format_change(d.ratio)} only because the machine itself ran the calibration "
-                     f"kernel {format_change(machine)}: not an improvement")
-        message = (f"{label}: {format_change(d.ratio)} vs baseline, faster only because the machine "
-                   f"is (calibration kernel {format_change(machine)}; limit {limit})")
+        notes.append(
+            f"{format_change(d.ratio)} only because the machine itself ran the calibration "
+            f"kernel {format_change(machine)}: not an improvement"
+        )
+        message = (
+            f"{label}: {format_change(d.ratio)} vs baseline, faster only because the machine "
+            f"is (calibration kernel {format_change(machine)}; limit {limit})"
+        )
         figures["notes"] = tuple(notes)
     elif d.reason == "improved":
-        message = (f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
-                   f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}; limit "
-                   f"{limit}): the baseline is stale; refresh it with pytest --torchperf-save "
-                   f"--torchperf-reset")
+        message = (
+            f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
+            f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}; limit "
+            f"{limit}): the baseline is stale; refresh it with pytest --torchperf-save "
+            f"--torchperf-reset"
+        )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
     return Verdict(d.outcome, message, suspicious=d.reason == "contradicted", **figures)
@@ -172,14 +205,17 @@ def word(label: str, d: Decision) -> Verdict:
 
 def _confidence_line(d: Decision) -> str:
     """One line saying how much noise the decision had to beat."""
-    parts = [f"spread within run IQR/median {format_percent(d.first.summary.relative_iqr)} and "
-             f"{format_percent(d.final.summary.relative_iqr)}"]
+    parts = [
+        f"spread within run IQR/median {format_percent(d.first.summary.relative_iqr)} and "
+        f"{format_percent(d.final.summary.relative_iqr)}"
+    ]
     if d.final.process_statistics:
         p25s = ", ".join(format_time(t) for t in (*d.final.process_statistics, d.final.summary.p25))
         parts.append(f"candidate: median of {d.final.processes} fresh processes (p25s {p25s})")
     if d.noise is not None:
-        parts.append(f"baseline: median of {d.sessions} sessions, process noise "
-                     f"{format_percent(d.noise)}")
+        parts.append(
+            f"baseline: median of {d.sessions} sessions, process noise {format_percent(d.noise)}"
+        )
     else:
         parts.append(f"baseline: {d.sessions} saved session{'s' if d.sessions != 1 else ''}")
     shares = [s.cpu_share for s in (d.first, d.final) if s.cpu_share is not None]
@@ -212,8 +248,19 @@ def judge(
     the calibration kernel; the machine-speed guard applies when every session did.
     """
     guard = GuardLimits(min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown)
-    calibrations = ([c for _, c in baseline_calibrated]
-                    if len(baseline_calibrated) == len(baseline_stats) else [])
-    d = decide(first, baseline_stats, tolerance, remeasure, guard=guard,
-               baseline_calibrations=calibrations, confirm=confirm, confirmations=confirmations)
+    calibrations = (
+        [c for _, c in baseline_calibrated]
+        if len(baseline_calibrated) == len(baseline_stats)
+        else []
+    )
+    d = decide(
+        first,
+        baseline_stats,
+        tolerance,
+        remeasure,
+        guard=guard,
+        baseline_calibrations=calibrations,
+        confirm=confirm,
+        confirmations=confirmations,
+    )
     return Judgement(word(label, d), d.final, d.samples)

@@ -27,6 +27,7 @@ from pytest_torchperf.core.leaves import leaf_difference
 #: Values kept per output leaf in a fingerprint.
 PROBE_SIZE = 16
 
+
 class OutputMismatchError(ValueError):
     """A variant's outputs do not have the reference's structure (leaves, shapes)."""
 
@@ -61,13 +62,18 @@ def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
 
 def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
     ref, cand = leaves(reference), leaves(candidate)
-    problem = leaf_difference([(p, tuple(t.shape)) for p, t in ref],
-                              [(p, tuple(t.shape)) for p, t in cand], "eager", "the variant")
+    problem = leaf_difference(
+        [(p, tuple(t.shape)) for p, t in ref],
+        [(p, tuple(t.shape)) for p, t in cand],
+        "eager",
+        "the variant",
+    )
     if problem:
         raise OutputMismatchError(
             f"{problem}, so the values cannot be compared element by element (a detection model "
             f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
-            f"before thresholding) to check accuracy")
+            f"before thresholding) to check accuracy"
+        )
     return [(path, r, c) for (path, r), (_, c) in zip(ref, cand, strict=True)]
 
 
@@ -96,16 +102,21 @@ def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
                 top1 = float(agree.float().mean().item())
         else:
             int_mismatch += int((r.detach().cpu() != c.detach().cpu()).sum().item())
-    metrics: dict[str, float] = {"n": float(sum(t.numel() for t in refs)),
-                                 "int_mismatch": float(int_mismatch)}
+    metrics: dict[str, float] = {
+        "n": float(sum(t.numel() for t in refs)),
+        "int_mismatch": float(int_mismatch),
+    }
     if refs:
         r = torch.cat(refs)
         c = torch.cat(cands)
         d = torch.cat(diffs)
         r_norm, c_norm, d_norm = (float(torch.linalg.vector_norm(v)) for v in (r, c, d))
         metrics["rel_l2"] = d_norm / r_norm if r_norm > 0 else d_norm
-        metrics["cosine"] = (float(torch.dot(r, c)) / (r_norm * c_norm) if r_norm > 0 and c_norm > 0
-                             else (1.0 if r_norm == c_norm else 0.0))
+        metrics["cosine"] = (
+            float(torch.dot(r, c)) / (r_norm * c_norm)
+            if r_norm > 0 and c_norm > 0
+            else (1.0 if r_norm == c_norm else 0.0)
+        )
         metrics["max_abs"] = float(d.abs().max()) if d.numel() else 0.0
     if top1 is not None:
         metrics["top1"] = top1
@@ -124,7 +135,11 @@ def fingerprint(output: Any) -> dict[str, Any]:
     out = []
     for path, tensor in leaves(output):
         t = tensor.detach().to("cpu")
-        entry: dict[str, Any] = {"path": path, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        entry: dict[str, Any] = {
+            "path": path,
+            "shape": list(t.shape),
+            "dtype": str(t.dtype).replace("torch.", ""),
+        }
         if (t.is_floating_point() or t.is_complex()) and t.numel():
             flat = t.to(torch.float64).reshape(-1)
             finite_mask = torch.isfinite(flat)
@@ -133,14 +148,16 @@ def fingerprint(output: Any) -> dict[str, Any]:
             # Statistics over the finite values (masked logits hold -inf legitimately); the count
             # of the others is kept so that a change in it is seen. JSON has no NaN/inf.
             probe = torch.nan_to_num(flat[::step][:PROBE_SIZE], nan=0.0, posinf=0.0, neginf=0.0)
-            entry.update({
-                "mean": _sig(finite.mean()) if finite.numel() else 0.0,
-                "std": _sig(finite.std()) if finite.numel() > 1 else 0.0,
-                "l2": _sig(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0,
-                "absmax": _sig(finite.abs().max()) if finite.numel() else 0.0,
-                "nonfinite": int(flat.numel() - int(finite_mask.sum())),
-                "probe": [_sig(v) for v in probe],
-            })
+            entry.update(
+                {
+                    "mean": _sig(finite.mean()) if finite.numel() else 0.0,
+                    "std": _sig(finite.std()) if finite.numel() > 1 else 0.0,
+                    "l2": _sig(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0,
+                    "absmax": _sig(finite.abs().max()) if finite.numel() else 0.0,
+                    "nonfinite": int(flat.numel() - int(finite_mask.sum())),
+                    "probe": [_sig(v) for v in probe],
+                }
+            )
         out.append(entry)
     return {"leaves": out}
 
@@ -150,23 +167,30 @@ def _sig(value: Any) -> float:
     return float(f"{number:.9g}") if math.isfinite(number) else 0.0
 
 
-def fingerprint_drift(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[float, str | None]:
+def fingerprint_drift(
+    stored: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[float, str | None]:
     """How far ``current`` moved from ``stored``: (relative drift, structural change or None).
 
     The drift of a leaf is the larger of the relative L2 change of its probe values and the
     relative change of its L2 norm; the result is the largest over leaves.
     """
     old, new = stored.get("leaves", []), current.get("leaves", [])
-    problem = leaf_difference([(x.get("path"), x.get("shape") or ()) for x in old],
-                              [(x.get("path"), x.get("shape") or ()) for x in new],
-                              "the baseline", "this run")
+    problem = leaf_difference(
+        [(x.get("path"), x.get("shape") or ()) for x in old],
+        [(x.get("path"), x.get("shape") or ()) for x in new],
+        "the baseline",
+        "this run",
+    )
     if problem:
         return math.inf, problem
     drift = 0.0
     for a, b in zip(old, new, strict=False):
         if a.get("nonfinite", 0) != b.get("nonfinite", 0):
-            return math.inf, (f"{a.get('path')}: non-finite values {a.get('nonfinite', 0)} -> "
-                              f"{b.get('nonfinite', 0)}")
+            return math.inf, (
+                f"{a.get('path')}: non-finite values {a.get('nonfinite', 0)} -> "
+                f"{b.get('nonfinite', 0)}"
+            )
         if "probe" not in a or "probe" not in b:
             continue
         pa, pb = a["probe"], b["probe"]

@@ -63,7 +63,9 @@ def compiled_original(target: Any) -> Any:
     return original
 
 
-def graph_counters(original: Callable[..., Any], inputs: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def graph_counters(
+    original: Callable[..., Any], inputs: Any, kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Graph count and graph breaks of what ``torch.compile`` captures from ``original``.
 
     Uses ``torch._dynamo.explain``, which re-traces independently of compile caches, so the figures
@@ -74,8 +76,11 @@ def graph_counters(original: Callable[..., Any], inputs: Any, kwargs: Mapping[st
 
     explanation = torch._dynamo.explain(original)(*inputs, **kwargs)
     reasons = [str(b.reason).splitlines()[0][:120] for b in explanation.break_reasons]
-    return {"graphs": int(explanation.graph_count), "graph_breaks": int(explanation.graph_break_count),
-            "break_reasons": reasons[:3]}
+    return {
+        "graphs": int(explanation.graph_count),
+        "graph_breaks": int(explanation.graph_break_count),
+        "break_reasons": reasons[:3],
+    }
 
 
 def dynamo_graph_total() -> int:
@@ -130,8 +135,11 @@ def _peak_tracker() -> Any:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
-            existing = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
-                        if isinstance(t, torch.Tensor) and not t.is_meta}
+            existing = {
+                t.untyped_storage().data_ptr()
+                for t in tree_leaves((args, kwargs))
+                if isinstance(t, torch.Tensor) and not t.is_meta
+            }
             for tensor in tree_leaves(out):
                 if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
                     continue

@@ -40,29 +40,42 @@ def select_device(requested: str = "auto") -> Any:
     try:
         device = torch.device(text)
     except RuntimeError as exc:
-        raise ValueError(f"{requested!r} is not a torch device name (examples: auto, cpu, cuda, "
-                         f"cuda:1, mps)") from exc
+        raise ValueError(
+            f"{requested!r} is not a torch device name (examples: auto, cpu, cuda, cuda:1, mps)"
+        ) from exc
     if device.type == "cpu":
         return device
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            built = "a CUDA build without a usable GPU/driver" if torch.version.cuda else "a CPU-only torch build"
-            raise DeviceUnavailable(f"device {requested!r} requested but CUDA is not available ({built})")
+            built = (
+                "a CUDA build without a usable GPU/driver"
+                if torch.version.cuda
+                else "a CPU-only torch build"
+            )
+            raise DeviceUnavailable(
+                f"device {requested!r} requested but CUDA is not available ({built})"
+            )
         count = torch.cuda.device_count()
         if device.index is None:
             worker = xdist_worker_index()
             return torch.device("cuda", (worker or 0) % count)
         if device.index >= count:
-            raise DeviceUnavailable(f"device {requested!r} requested but only {count} CUDA device(s) exist")
+            raise DeviceUnavailable(
+                f"device {requested!r} requested but only {count} CUDA device(s) exist"
+            )
         return device
     if device.type == "mps":
         if not torch.backends.mps.is_available():
-            raise DeviceUnavailable(f"device {requested!r} requested but MPS is not available "
-                                    f"(needs Apple silicon and an MPS build of torch)")
+            raise DeviceUnavailable(
+                f"device {requested!r} requested but MPS is not available "
+                f"(needs Apple silicon and an MPS build of torch)"
+            )
         return device
     module = getattr(torch, device.type, None)
     if module is None or not getattr(module, "is_available", lambda: False)():
-        raise DeviceUnavailable(f"device {requested!r} requested but torch.{device.type} is not available")
+        raise DeviceUnavailable(
+            f"device {requested!r} requested but torch.{device.type} is not available"
+        )
     return device
 
 

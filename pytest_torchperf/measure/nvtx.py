@@ -27,8 +27,11 @@ class nvtx_range(contextlib.ContextDecorator):  # noqa: N801 - reads like contex
 
         record = torch.profiler.record_function(self.name)
         record.__enter__()
-        use_nvtx = torch.cuda.is_available() if self._want_nvtx is None else (
-            self._want_nvtx and torch.cuda.is_available())
+        use_nvtx = (
+            torch.cuda.is_available()
+            if self._want_nvtx is None
+            else (self._want_nvtx and torch.cuda.is_available())
+        )
         if use_nvtx:
             torch.cuda.nvtx.range_push(self.name)
         self._stack.append((record, use_nvtx))

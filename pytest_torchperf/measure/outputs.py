@@ -49,8 +49,10 @@ def user_metric(measurer: Any, options: MeasureOptions, label: str) -> float | N
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise OptionError(f"{label}: metric= returned {value!r}; it must return a number "
-                          f"(e.g. accuracy as a float)") from None
+        raise OptionError(
+            f"{label}: metric= returned {value!r}; it must return a number "
+            f"(e.g. accuracy as a float)"
+        ) from None
     if not math.isfinite(number):
         raise OptionError(f"{label}: metric= returned {number} (not finite)")
     return number

@@ -41,22 +41,27 @@ def activities_for(device: str) -> list[Any]:
     return activities
 
 
-def top_ops(events: Iterable[Any], iterations: int = 1, limit: int = TOP_OPS_LIMIT) -> list[dict[str, Any]]:
+def top_ops(
+    events: Iterable[Any], iterations: int = 1, limit: int = TOP_OPS_LIMIT
+) -> list[dict[str, Any]]:
     """Compact table of the most expensive ops: per-iteration calls and self times in seconds."""
     rows = []
     for event in events:
-        if event.key != CALL_RANGE and (event.key.startswith(RANGE_PREFIX)
-                                        or event.key.startswith("ProfilerStep")):
+        if event.key != CALL_RANGE and (
+            event.key.startswith(RANGE_PREFIX) or event.key.startswith("ProfilerStep")
+        ):
             continue
         if event.key == CALL_RANGE and "CPU" not in str(getattr(event, "device_type", "CPU")):
             continue  # the GPU-side annotation of our range spans the whole call: not "outside ops"
         device_us = float(getattr(event, "self_device_time_total", 0) or 0)
-        rows.append({
-            "op": OUTSIDE_OPS if event.key == CALL_RANGE else event.key,
-            "calls": round(event.count / iterations, 3),
-            "self_cpu": float(event.self_cpu_time_total) / iterations * 1e-6,
-            "self_device": device_us / iterations * 1e-6,
-        })
+        rows.append(
+            {
+                "op": OUTSIDE_OPS if event.key == CALL_RANGE else event.key,
+                "calls": round(event.count / iterations, 3),
+                "self_cpu": float(event.self_cpu_time_total) / iterations * 1e-6,
+                "self_device": device_us / iterations * 1e-6,
+            }
+        )
     rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
     return rows[:limit]
 
@@ -66,8 +71,10 @@ def format_top_ops(rows: Sequence[Mapping[str, Any]]) -> str:
     width = max([len("op"), *(len(r["op"]) for r in rows)])
     lines = [f"{'op'.ljust(width)}  {'calls':>7}  {'self CPU':>10}  {'self device':>11}"]
     for r in rows:
-        lines.append(f"{r['op'].ljust(width)}  {r['calls']:>7g}  {format_time(r['self_cpu']):>10}  "
-                     f"{format_time(r['self_device']) if r['self_device'] else '-':>11}")
+        lines.append(
+            f"{r['op'].ljust(width)}  {r['calls']:>7g}  {format_time(r['self_cpu']):>10}  "
+            f"{format_time(r['self_device']) if r['self_device'] else '-':>11}"
+        )
     return "\n".join(lines)
 
 
@@ -92,18 +99,23 @@ def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
                 entry[key].append(float(row.get(key, 0.0) or 0.0))
     rows: list[dict[str, Any]] = [
         {"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
-            for op, entry in merged.items()]
+        for op, entry in merged.items()
+    ]
     rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
     return rows
 
 
-def diff_top_ops(baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]],
-                 limit: int = 3) -> list[str]:
+def diff_top_ops(
+    baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], limit: int = 3
+) -> list[str]:
     """The ops whose self time grew most: ``aten::mkldnn_convolution self time +31% (+3.1 ms)``."""
     old = {r["op"]: r["self_cpu"] + r["self_device"] for r in baseline}
     # Tables stored before the outside-ops row existed cannot be compared on it.
-    new = {r["op"]: r["self_cpu"] + r["self_device"] for r in current
-           if r["op"] != OUTSIDE_OPS or OUTSIDE_OPS in old}
+    new = {
+        r["op"]: r["self_cpu"] + r["self_device"]
+        for r in current
+        if r["op"] != OUTSIDE_OPS or OUTSIDE_OPS in old
+    }
     floor = min(old.values()) if old else 0.0  # ops below the stored table's cut-off
     deltas = []
     for op, value in new.items():
@@ -112,8 +124,10 @@ def diff_top_ops(baseline: Sequence[Mapping[str, Any]], current: Sequence[Mappin
         if delta <= 0:
             continue
         if before is None:
-            text = (f"{op} new in the top ops (+{format_time(delta)}"
-                    f"{'' if floor == 0 else ', below the stored table cut-off of ' + format_time(floor) + ' before'})")
+            text = (
+                f"{op} new in the top ops (+{format_time(delta)}"
+                f"{'' if floor == 0 else ', below the stored table cut-off of ' + format_time(floor) + ' before'})"
+            )
         else:
             text = f"{op} self time {(value - before) / before * 100:+.0f}% (+{format_time(delta)})"
         deltas.append((delta, text))
@@ -141,9 +155,15 @@ class Profiler:
     ``torch.profiler.profile`` (e.g. ``record_shapes=True``).
     """
 
-    def __init__(self, device: str = "cpu", trace: Path | None = None, iterations: int = 1,
-                 on_enter: Callable[[], None] | None = None, on_exit: Callable[["Profiler"], None] | None = None,
-                 **profile_kwargs: Any) -> None:
+    def __init__(
+        self,
+        device: str = "cpu",
+        trace: Path | None = None,
+        iterations: int = 1,
+        on_enter: Callable[[], None] | None = None,
+        on_exit: Callable[["Profiler"], None] | None = None,
+        **profile_kwargs: Any,
+    ) -> None:
         self.device = str(device)
         self.trace = trace
         self.iterations = iterations
@@ -192,8 +212,9 @@ class Profiler:
         return format_top_ops(self.top_ops(limit))
 
 
-def profile_call(call: Callable[[], Any], device: str, iterations: int,
-                 trace: Path | None = None) -> tuple[list[dict[str, Any]], Path | None]:
+def profile_call(
+    call: Callable[[], Any], device: str, iterations: int, trace: Path | None = None
+) -> tuple[list[dict[str, Any]], Path | None]:
     """Profile ``iterations`` calls (after one untimed call) and return the top-ops table and trace."""
     from torch.profiler import record_function
 

@@ -70,8 +70,12 @@ class Neighbours:
     directly where there is no such clock. Injected, so sampling stays testable on fake clocks.
     """
 
-    def __init__(self, busy_clock: Callable[[], float | None] | None, cpus: int,
-                 fallback: Callable[[], float | None] | None = None) -> None:
+    def __init__(
+        self,
+        busy_clock: Callable[[], float | None] | None,
+        cpus: int,
+        fallback: Callable[[], float | None] | None = None,
+    ) -> None:
         self.busy_clock, self.cpus, self.fallback = busy_clock, cpus, fallback
         self._start: float | None = None
 
@@ -88,12 +92,19 @@ class Neighbours:
         return neighbour_load(now - self._start, own_cpu, wall, self.cpus)
 
 
-def collect(run_block: RunBlock, *, min_time: float, warmup: float,
-            clock: Callable[[], float] = time.perf_counter,
-            cpu_clock: Callable[[], float] = time.process_time,
-            block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
-            number: int | None = None, calibrate: RunBlock | None = None,
-            neighbours: Neighbours | None = None) -> RawSamples:
+def collect(
+    run_block: RunBlock,
+    *,
+    min_time: float,
+    warmup: float,
+    clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] = time.process_time,
+    block_target: float = BLOCK_TARGET,
+    min_blocks: int = MIN_BLOCKS,
+    number: int | None = None,
+    calibrate: RunBlock | None = None,
+    neighbours: Neighbours | None = None,
+) -> RawSamples:
     """Warm up, size the blocks and collect timed blocks (see module docstring).
 
     ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
@@ -126,16 +137,29 @@ def collect(run_block: RunBlock, *, min_time: float, warmup: float,
             break
     cpu_time = cpu_clock() - cpu0
     load = neighbours.load(cpu_time, elapsed) if neighbours is not None else None
-    return RawSamples(times=times, number_per_block=number, wall_time=elapsed, cpu_time=cpu_time,
-                      warmup_calls=len(warm), calibration=calibration, neighbour_load=load)
+    return RawSamples(
+        times=times,
+        number_per_block=number,
+        wall_time=elapsed,
+        cpu_time=cpu_time,
+        warmup_calls=len(warm),
+        calibration=calibration,
+        neighbour_load=load,
+    )
 
 
-def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, warmup: float,
-                        clock: Callable[[], float] = time.perf_counter,
-                        cpu_clock: Callable[[], float] = time.process_time,
-                        block_target: float = BLOCK_TARGET, min_blocks: int = MIN_BLOCKS,
-                        calibrate: RunBlock | None = None,
-                        neighbours: Neighbours | None = None) -> dict[str, RawSamples]:
+def collect_interleaved(
+    runners: Mapping[str, RunBlock],
+    *,
+    min_time: float,
+    warmup: float,
+    clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] = time.process_time,
+    block_target: float = BLOCK_TARGET,
+    min_blocks: int = MIN_BLOCKS,
+    calibrate: RunBlock | None = None,
+    neighbours: Neighbours | None = None,
+) -> dict[str, RawSamples]:
     """Time several variants of one target in round-robin blocks (one block of each per round).
 
     Drift and noisy neighbours then hit every variant alike, so the per-round ratio of two
@@ -181,12 +205,23 @@ def collect_interleaved(runners: Mapping[str, RunBlock], *, min_time: float, war
         if rounds >= min_blocks and sum(wall.values()) >= min_time * len(names):
             break
     # The variants took turns in the same moments: one load for all of them.
-    load = (neighbours.load(cpu_clock() - all_cpu0, clock() - all_wall0)
-            if neighbours is not None else None)
-    return {n: RawSamples(times=times[n], number_per_block=numbers[n], wall_time=wall[n],
-                          cpu_time=cpu[n], warmup_calls=warm_calls[n], calibration=calibration[n],
-                          neighbour_load=load)
-            for n in names}
+    load = (
+        neighbours.load(cpu_clock() - all_cpu0, clock() - all_wall0)
+        if neighbours is not None
+        else None
+    )
+    return {
+        n: RawSamples(
+            times=times[n],
+            number_per_block=numbers[n],
+            wall_time=wall[n],
+            cpu_time=cpu[n],
+            warmup_calls=warm_calls[n],
+            calibration=calibration[n],
+            neighbour_load=load,
+        )
+        for n in names
+    }
 
 
 def round_ratios(reference: list[float], candidate: list[float]) -> list[float]:

@@ -76,15 +76,18 @@ def make_clock(device: str) -> Callable[[], float]:
     if dev.type == "cpu":
         return time.perf_counter
     if dev.type == "cuda" and torch.cuda.is_available():
+
         def cuda_clock() -> float:
             torch.cuda.synchronize(dev)
             return time.perf_counter()
+
         return cuda_clock
 
     def accelerator_clock() -> float:
         if torch.accelerator.is_available():
             torch.accelerator.synchronize()
         return time.perf_counter()
+
     return accelerator_clock
 
 
@@ -176,23 +179,35 @@ def calibration_kernel() -> Callable[[int], float]:
 class Measurer:
     """Times one target on fixed inputs; :meth:`sample` may be called again to re-measure."""
 
-    def __init__(self, target: Callable[..., Any], inputs: Sequence[Any], kwargs: dict[str, Any],
-                 options: MeasureOptions, device: str | None = None, calibrate: bool = True,
-                 module: Any = None) -> None:
+    def __init__(
+        self,
+        target: Callable[..., Any],
+        inputs: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: MeasureOptions,
+        device: str | None = None,
+        calibrate: bool = True,
+        module: Any = None,
+    ) -> None:
         if not callable(target):
-            raise TargetError(f"the target must be an nn.Module or a callable, got "
-                              f"{type(target).__name__}: pass the model or a function, not its output")
+            raise TargetError(
+                f"the target must be an nn.Module or a callable, got "
+                f"{type(target).__name__}: pass the model or a function, not its output"
+            )
         if not isinstance(kwargs, dict):
-            raise TargetError(f"kwargs= must be a dict of keyword arguments for the target, got "
-                              f"{type(kwargs).__name__}")
+            raise TargetError(
+                f"kwargs= must be a dict of keyword arguments for the target, got "
+                f"{type(kwargs).__name__}"
+            )
         self.target = target
         self.inputs = tuple(inputs)
         self.kwargs = kwargs
         self.options = options
         #: The eager module behind a variant wrapper (decides eval/no_grad), else None.
         self.module = module
-        self.device = device or infer_device(target if module is None else module, self.inputs,
-                                             self.kwargs)
+        self.device = device or infer_device(
+            target if module is None else module, self.inputs, self.kwargs
+        )
         self.number_per_block: int | None = None
         self.calibrate = calibrate
         self._checked_outputs = False
@@ -218,7 +233,8 @@ class Measurer:
         if bad:
             raise NonFiniteOutputError(
                 f"{label}: the target's output contains {bad} NaN/inf of {total} values; timings of a "
-                f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False.")
+                f"broken model are meaningless. Fix the model or inputs, or pass check_finite=False."
+            )
         return output
 
     def block_runner(self, *, per_block_state: bool = False) -> tuple[Callable[[int], float], str]:
@@ -233,18 +249,26 @@ class Measurer:
         from torch.utils.benchmark import Timer
 
         use_events = self.device.startswith("cuda") and torch.cuda.is_available()
-        clock_name = "cuda-events" if use_events else ("cpu" if self.device.startswith("cpu") else "sync")
-        timer = Timer(stmt="__torchperf_call()", globals={"__torchperf_call": self._call},
-                      num_threads=self.options.threads,
-                      timer=time.perf_counter if use_events else make_clock(self.device))
+        clock_name = (
+            "cuda-events" if use_events else ("cpu" if self.device.startswith("cpu") else "sync")
+        )
+        timer = Timer(
+            stmt="__torchperf_call()",
+            globals={"__torchperf_call": self._call},
+            num_threads=self.options.threads,
+            timer=time.perf_counter if use_events else make_clock(self.device),
+        )
 
         # Timer.timeit(n) first runs max(n // 100, 2) untimed warm-up calls: for a model slower
         # than a block (1 call per block) that triples the cost of every block. Our protocol warms
         # up once per pass, so blocks go straight to the compiled timeit.Timer inside the torch
         # Timer (same statement, globals and clock; threads are set by ``prepared``).
         inner = getattr(timer, "_timer", None)
-        raw_block = inner.timeit if inner is not None else (
-            lambda number: timer.timeit(number).raw_times[0])
+        raw_block = (
+            inner.timeit
+            if inner is not None
+            else (lambda number: timer.timeit(number).raw_times[0])
+        )
 
         def run_block(number: int) -> float:
             return float(raw_block(number))
@@ -265,6 +289,7 @@ class Measurer:
         def prepared_block(number: int) -> float:
             with self.prepared():
                 return runner(number)
+
         return prepared_block, clock_name
 
     def sample(self) -> TimedPass:
@@ -273,9 +298,14 @@ class Measurer:
         run_block, clock_name = self.block_runner()
         calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
         with self.prepared():
-            raw = collect(run_block, min_time=self.options.min_time, warmup=self.options.warmup,
-                          number=self.number_per_block, calibrate=calibrate,
-                          neighbours=neighbours_for(self.device))
+            raw = collect(
+                run_block,
+                min_time=self.options.min_time,
+                warmup=self.options.warmup,
+                number=self.number_per_block,
+                calibrate=calibrate,
+                neighbours=neighbours_for(self.device),
+            )
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
 

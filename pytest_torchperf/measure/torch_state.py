@@ -27,11 +27,17 @@ def snapshot() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "grad": torch.is_grad_enabled(),
         "dtype": torch.get_default_dtype(),
-        "deterministic": (torch.are_deterministic_algorithms_enabled(),
-                          torch.is_deterministic_algorithms_warn_only_enabled()),
-        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
-                  torch.backends.cudnn.enabled, torch.backends.cudnn.allow_tf32,
-                  torch.backends.cuda.matmul.allow_tf32),
+        "deterministic": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+        "cudnn": (
+            torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.enabled,
+            torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32,
+        ),
         "matmul": torch.get_float32_matmul_precision(),
         "qengine": torch.backends.quantized.engine,
     }
@@ -62,8 +68,13 @@ def _restore_values(torch: Any, state: dict[str, Any]) -> None:
     torch.set_default_dtype(state["dtype"])
     enabled, warn_only = state["deterministic"]
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
-    (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.enabled,
-     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) = state["cudnn"]
+    (
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.enabled,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cuda.matmul.allow_tf32,
+    ) = state["cudnn"]
     if torch.get_float32_matmul_precision() != state["matmul"]:
         torch.set_float32_matmul_precision(state["matmul"])
     if torch.backends.quantized.engine != state["qengine"]:
@@ -125,7 +136,8 @@ def quiet_trace_logger() -> None:
     log = logging.getLogger("torch.__trace")
     log.propagate = False
     if not os.environ.get("TORCH_TRACE") and not any(
-            getattr(f, "torchperf", False) for f in log.filters):
+        getattr(f, "torchperf", False) for f in log.filters
+    ):
         drop = logging.Filter("torchperf-drops-everything")
         drop.filter = lambda record: False  # type: ignore[method-assign]
         drop.torchperf = True  # type: ignore[attr-defined]

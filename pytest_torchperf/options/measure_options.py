@@ -116,38 +116,102 @@ class OptionSpec:
 OPTIONS: dict[str, OptionSpec] = {
     spec.name: spec
     for spec in (
-        OptionSpec("max_slowdown", parse_fraction, "Slowdown beyond which a test fails, e.g. 10% or 0.1 (default 10%)"),
-        OptionSpec("min_time", parse_duration, "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)"),
-        OptionSpec("warmup", parse_duration, "Seconds of untimed warm-up calls before timing (default 0.2s)"),
+        OptionSpec(
+            "max_slowdown",
+            parse_fraction,
+            "Slowdown beyond which a test fails, e.g. 10% or 0.1 (default 10%)",
+        ),
+        OptionSpec(
+            "min_time",
+            parse_duration,
+            "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)",
+        ),
+        OptionSpec(
+            "warmup",
+            parse_duration,
+            "Seconds of untimed warm-up calls before timing (default 0.2s)",
+        ),
         OptionSpec("threads", parse_positive_int, "Intra-op threads while timing (default 1)"),
-        OptionSpec("strict", parse_bool, "Inconclusive verdicts (noisy machine) fail the test instead "
-                   "of warning"),
-        OptionSpec("min_cpu_share", parse_share, "Contention guard: CPU measurements with a lower process "
-                   "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)"),
-        OptionSpec("max_spread", parse_fraction, "Spread guard: measurements with a larger IQR/median "
-                   "are inconclusive, e.g. 25% (default)"),
-        OptionSpec("max_machine_slowdown", parse_fraction, "Machine guard: CPU measurements during "
-                   "which the calibration kernel ran more than this slower than when the baseline "
-                   "was saved are inconclusive and not saved, e.g. 25% (default)"),
-        OptionSpec("max_neighbour_load", parse_share, "Neighbour guard: CPU measurements while other "
-                   "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
-                   "(default; 100% disables)"),
-        OptionSpec("inference", parse_bool, "Time nn.Module targets in eval() mode under no_grad (default true)", cli=False),
-        OptionSpec("check_finite", parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False),
+        OptionSpec(
+            "strict",
+            parse_bool,
+            "Inconclusive verdicts (noisy machine) fail the test instead of warning",
+        ),
+        OptionSpec(
+            "min_cpu_share",
+            parse_share,
+            "Contention guard: CPU measurements with a lower process "
+            "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)",
+        ),
+        OptionSpec(
+            "max_spread",
+            parse_fraction,
+            "Spread guard: measurements with a larger IQR/median "
+            "are inconclusive, e.g. 25% (default)",
+        ),
+        OptionSpec(
+            "max_machine_slowdown",
+            parse_fraction,
+            "Machine guard: CPU measurements during "
+            "which the calibration kernel ran more than this slower than when the baseline "
+            "was saved are inconclusive and not saved, e.g. 25% (default)",
+        ),
+        OptionSpec(
+            "max_neighbour_load",
+            parse_share,
+            "Neighbour guard: CPU measurements while other "
+            "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
+            "(default; 100% disables)",
+        ),
+        OptionSpec(
+            "inference",
+            parse_bool,
+            "Time nn.Module targets in eval() mode under no_grad (default true)",
+            cli=False,
+        ),
+        OptionSpec(
+            "check_finite",
+            parse_bool,
+            "Fail when outputs contain NaN or inf (default true)",
+            cli=False,
+        ),
         OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),
-        OptionSpec("counters", parse_bool, "Record FLOPs/op/parameter/memory counters and fail when "
-                   "they change (default true)", cli=False),
-        OptionSpec("ignore_counters", parse_counter_names, "Counters not gated, comma-separated: "
-                   "flops, ops, params, memory, graphs"),
-        OptionSpec("seed", parse_seed, "Seed torch, random and numpy before each perf test so "
-                   "outputs are comparable across runs (default 0; off disables)"),
-        OptionSpec("variants", parse_variants, "Variants to measure side by side: eager, compiled, "
-                   "fused, amp, int8", cli=False),
-        OptionSpec("min_speedup", parse_min_speedup, "Required speedup vs eager per variant", cli=False),
+        OptionSpec(
+            "counters",
+            parse_bool,
+            "Record FLOPs/op/parameter/memory counters and fail when they change (default true)",
+            cli=False,
+        ),
+        OptionSpec(
+            "ignore_counters",
+            parse_counter_names,
+            "Counters not gated, comma-separated: flops, ops, params, memory, graphs",
+        ),
+        OptionSpec(
+            "seed",
+            parse_seed,
+            "Seed torch, random and numpy before each perf test so "
+            "outputs are comparable across runs (default 0; off disables)",
+        ),
+        OptionSpec(
+            "variants",
+            parse_variants,
+            "Variants to measure side by side: eager, compiled, fused, amp, int8",
+            cli=False,
+        ),
+        OptionSpec(
+            "min_speedup", parse_min_speedup, "Required speedup vs eager per variant", cli=False
+        ),
         OptionSpec("accuracy", parse_accuracy, "Accuracy tolerances per variant", cli=False),
-        OptionSpec("max_compile_time", parse_duration, "Fail when building a variant (compile, "
-                   "quantize, first call) takes longer, e.g. 60s (default 180s)"),
-        OptionSpec("metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False),
+        OptionSpec(
+            "max_compile_time",
+            parse_duration,
+            "Fail when building a variant (compile, "
+            "quantize, first call) takes longer, e.g. 60s (default 180s)",
+        ),
+        OptionSpec(
+            "metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False
+        ),
         OptionSpec("data", parse_data, "(inputs, targets) for metric", cli=False),
     )
 }

@@ -39,7 +39,9 @@ def parse_fraction(value: Any) -> float:
             f"{value!r} is not a percentage or fraction (examples: '10%', 0.1)"
         ) from None
     if not math.isfinite(result) or result <= 0.0:
-        raise OptionError(f"{value!r} must be a positive percentage or fraction (examples: '10%', 0.1)")
+        raise OptionError(
+            f"{value!r} must be a positive percentage or fraction (examples: '10%', 0.1)"
+        )
     return result
 
 
@@ -100,7 +102,9 @@ def parse_share(value: Any) -> float:
             raise ValueError
         share = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
     except ValueError:
-        raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')") from None
+        raise OptionError(
+            f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')"
+        ) from None
     if not 0.0 <= share <= 1.0:
         raise OptionError(f"{value!r} is not a share between 0 and 1 (examples: 0.9, '90%')")
     return share
@@ -113,11 +117,14 @@ def parse_counter_names(value: Any) -> tuple[str, ...]:
     elif isinstance(value, (list, tuple, set, frozenset)):
         names = [str(v).strip() for v in value]
     else:
-        raise OptionError(f"{value!r} is not a list of counter names (choose from "
-                          f"{', '.join(COUNTER_NAMES)})")
+        raise OptionError(
+            f"{value!r} is not a list of counter names (choose from {', '.join(COUNTER_NAMES)})"
+        )
     unknown = [n for n in names if n not in COUNTER_NAMES]
     if unknown:
-        raise OptionError(f"unknown counter {unknown[0]!r}; counters are {', '.join(COUNTER_NAMES)}")
+        raise OptionError(
+            f"unknown counter {unknown[0]!r}; counters are {', '.join(COUNTER_NAMES)}"
+        )
     return tuple(sorted(set(names)))
 
 

@@ -53,8 +53,10 @@ def parse_variants(value: Any) -> tuple[VariantSpec, ...]:
             raise OptionError(f"variant {name!r} is listed twice")
         settings = {} if raw_settings is None else raw_settings
         if not isinstance(settings, Mapping):
-            raise OptionError(f"settings of variant {name!r} must be a dict such as "
-                              f"{{'mode': 'max-autotune'}}, got {raw_settings!r}")
+            raise OptionError(
+                f"settings of variant {name!r} must be a dict such as "
+                f"{{'mode': 'max-autotune'}}, got {raw_settings!r}"
+            )
         allowed = VARIANTS[name].settings
         for key in settings:
             if key not in allowed:
@@ -99,8 +101,9 @@ def parse_min_speedup(value: Any) -> tuple[tuple[str, float], ...]:
                 raise ValueError
             number = float(text)
         except ValueError:
-            raise OptionError(f"min_speedup for {variant!r}: {raw!r} is not a number "
-                              f"(examples: 1.2, '1.5x')") from None
+            raise OptionError(
+                f"min_speedup for {variant!r}: {raw!r} is not a number (examples: 1.2, '1.5x')"
+            ) from None
         if not math.isfinite(number) or number <= 0:
             raise OptionError(f"min_speedup for {variant!r}: {raw!r} must be a positive number")
         pairs.append((variant, number))
@@ -114,21 +117,26 @@ def parse_accuracy(value: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]
     for name, limits in _per_variant(value, "tolerances", example).items():
         variant = _variant_name(name)
         if not isinstance(limits, Mapping):
-            raise OptionError(f"accuracy for {variant!r} must be a dict such as {{'rel_l2': 0.1}}, "
-                              f"got {limits!r}")
+            raise OptionError(
+                f"accuracy for {variant!r} must be a dict such as {{'rel_l2': 0.1}}, got {limits!r}"
+            )
         pairs = []
         for key, raw in limits.items():
             if key not in ACCURACY_KEYS:
                 close = difflib.get_close_matches(str(key), ACCURACY_KEYS, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise OptionError(f"accuracy for {variant!r}: unknown metric {key!r}{hint}; "
-                                  f"metrics: {', '.join(ACCURACY_KEYS)}")
+                raise OptionError(
+                    f"accuracy for {variant!r}: unknown metric {key!r}{hint}; "
+                    f"metrics: {', '.join(ACCURACY_KEYS)}"
+                )
             try:
                 if isinstance(raw, bool):
                     raise ValueError
                 number = float(raw)
             except (TypeError, ValueError):
-                raise OptionError(f"accuracy for {variant!r}: {key}={raw!r} is not a number") from None
+                raise OptionError(
+                    f"accuracy for {variant!r}: {key}={raw!r} is not a number"
+                ) from None
             if not math.isfinite(number) or number < 0:
                 raise OptionError(f"accuracy for {variant!r}: {key}={raw!r} must be >= 0")
             pairs.append((str(key), number))
@@ -139,13 +147,17 @@ def parse_accuracy(value: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]
 def parse_metric(value: Any) -> Callable[..., Any]:
     """Parse ``metric=fn``: a callable ``fn(outputs, targets) -> float`` (e.g. top-1 accuracy)."""
     if not callable(value):
-        raise OptionError(f"{value!r} is not callable; pass a function fn(outputs, targets) -> float")
+        raise OptionError(
+            f"{value!r} is not callable; pass a function fn(outputs, targets) -> float"
+        )
     return value
 
 
 def parse_data(value: Any) -> tuple[Any, Any]:
     """Parse ``data=(inputs, targets)``: the labelled batch the ``metric`` is computed on."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise OptionError("data= must be a pair (inputs, targets); inputs is a tensor or a tuple of "
-                          "positional inputs")
+        raise OptionError(
+            "data= must be a pair (inputs, targets); inputs is a tensor or a tuple of "
+            "positional inputs"
+        )
     return (value[0], value[1])

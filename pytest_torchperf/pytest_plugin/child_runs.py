@@ -37,16 +37,27 @@ FIRST_CHILD_TIMEOUT_S = 3600.0
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
     """``--torchperf-processes`` (and ini) plus the internal ``--torchperf-child``."""
-    group.addoption("--torchperf-processes", metavar="N", default=None,
-                    help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
-                         "before this one, interleaving the targets) and judge the median; with "
-                         "--torchperf-save, stores N sessions (ini torchperf_processes)")
-    group.addoption("--torchperf-confirm", metavar="WHERE", default=None, choices=CONFIRM_MODES,
-                    help="Where a suspected slowdown is re-measured before it fails: fresh (a new "
-                         "pytest process runs that test again; default) or same (this process) "
-                         "(ini torchperf_confirm)")
+    group.addoption(
+        "--torchperf-processes",
+        metavar="N",
+        default=None,
+        help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
+        "before this one, interleaving the targets) and judge the median; with "
+        "--torchperf-save, stores N sessions (ini torchperf_processes)",
+    )
+    group.addoption(
+        "--torchperf-confirm",
+        metavar="WHERE",
+        default=None,
+        choices=CONFIRM_MODES,
+        help="Where a suspected slowdown is re-measured before it fails: fresh (a new "
+        "pytest process runs that test again; default) or same (this process) "
+        "(ini torchperf_confirm)",
+    )
     group.addoption("--torchperf-child", metavar="FILE", default=None, help=argparse.SUPPRESS)
-    group.addoption("--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS)
+    group.addoption(
+        "--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS
+    )
     parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
     parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
 
@@ -73,8 +84,12 @@ def processes_setting(config: pytest.Config) -> int:
     if config.getoption("torchperf_child"):
         return 1  # a child measures once; only the controlling run starts processes
     if not raw:
-        implicit = (config.getoption("torchperf_save") and not config.getoption("torchperf_skip")
-                    and not config.getoption("torchperf_disable") and not _xdist(config))
+        implicit = (
+            config.getoption("torchperf_save")
+            and not config.getoption("torchperf_skip")
+            and not config.getoption("torchperf_disable")
+            and not _xdist(config)
+        )
         return SAVE_PROCESSES if implicit else 1
     try:
         count = int(str(raw).strip())
@@ -83,20 +98,25 @@ def processes_setting(config: pytest.Config) -> int:
     if not 1 <= count <= MAX_PROCESSES:
         raise pytest.UsageError(
             f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
-            f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner")
-    if count > 1 and (config.getoption("torchperf_skip")
-                      or (config.getoption("torchperf_disable") and not on_cli)):
+            f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner"
+        )
+    if count > 1 and (
+        config.getoption("torchperf_skip") or (config.getoption("torchperf_disable") and not on_cli)
+    ):
         return 1
     if count > 1:
         if config.getoption("torchperf_disable"):
-            raise pytest.UsageError("--torchperf-processes measures timings; it cannot be combined "
-                                    "with --torchperf-disable")
+            raise pytest.UsageError(
+                "--torchperf-processes measures timings; it cannot be combined "
+                "with --torchperf-disable"
+            )
         if _xdist(config):
             raise pytest.UsageError(
                 "--torchperf-processes starts its own fresh processes one after another; with "
                 "pytest-xdist (-n) they would time on shared cores. Drop -n for the perf run "
                 "(e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
-                "--torchperf-processes 3)")
+                "--torchperf-processes 3)"
+            )
     return count
 
 
@@ -118,8 +138,9 @@ def configure_child(config: pytest.Config) -> None:
     from dataclasses import replace
 
     settings = config.stash[SETTINGS_KEY]
-    config.stash[SETTINGS_KEY] = replace(settings, save=False, compare=False, reset=False,
-                                         cross_machine=False)
+    config.stash[SETTINGS_KEY] = replace(
+        settings, save=False, compare=False, reset=False, cross_machine=False
+    )
 
 
 def start_child_sink(config: pytest.Config) -> None:
@@ -136,8 +157,9 @@ def confirm_setting(config: pytest.Config) -> str:
     """``fresh`` or ``same`` (validated; the ini value too)."""
     value = config.getoption("torchperf_confirm") or config.getini("torchperf_confirm") or "fresh"
     if value not in CONFIRM_MODES:
-        raise pytest.UsageError(f"torchperf: torchperf_confirm must be one of "
-                                f"{', '.join(CONFIRM_MODES)}, got {value!r}")
+        raise pytest.UsageError(
+            f"torchperf: torchperf_confirm must be one of {', '.join(CONFIRM_MODES)}, got {value!r}"
+        )
     return value
 
 
@@ -145,8 +167,11 @@ def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A child runs only perf tests (the controller runs everything else once), or only the one
     test it was started to confirm."""
     only = config.getoption("torchperf_child_only")
-    others = [item for item in items if not item.stash.get(IS_PERF_KEY, False)
-              or (only is not None and item.nodeid != only)]
+    others = [
+        item
+        for item in items
+        if not item.stash.get(IS_PERF_KEY, False) or (only is not None and item.nodeid != only)
+    ]
     if others:
         config.hook.pytest_deselected(items=others)
         items[:] = [item for item in items if item not in others]
@@ -154,8 +179,11 @@ def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 def _perf_items(session: pytest.Session) -> list[pytest.Item]:
     """Perf items this run will execute (not skipped by a marker known at collection)."""
-    return [item for item in session.items if item.stash.get(IS_PERF_KEY, False)
-            and item.get_closest_marker("skip") is None]
+    return [
+        item
+        for item in session.items
+        if item.stash.get(IS_PERF_KEY, False) and item.get_closest_marker("skip") is None
+    ]
 
 
 def _python_command() -> list[str]:
@@ -185,12 +213,20 @@ def run_children(session: pytest.Session, count: int) -> None:
     try:
         for process in range(1, count):
             out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
-            args = [*_python_command(), *config.invocation_params.args,
-                    # Last wins in argparse: an empty path turns the child's JUnit XML off.
-                    "--torchperf-child", str(out), "--junitxml="]
+            args = [
+                *_python_command(),
+                *config.invocation_params.args,
+                # Last wins in argparse: an empty path turns the child's JUnit XML off.
+                "--torchperf-child",
+                str(out),
+                "--junitxml=",
+            ]
             env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
-            _say(terminal, f"torchperf: fresh process {process} of {count}: measuring "
-                           f"{len(perf)} perf test(s) ...")
+            _say(
+                terminal,
+                f"torchperf: fresh process {process} of {count}: measuring "
+                f"{len(perf)} perf test(s) ...",
+            )
             start = time.perf_counter()
             code = _run_child(args, config.invocation_params.dir, env, log, timeout)
             took = time.perf_counter() - start
@@ -198,8 +234,11 @@ def run_children(session: pytest.Session, count: int) -> None:
                 timeout = max(600.0, 5 * took)
             measured = read_child_file(out)
             found.append(measured)
-            _say(terminal, f"torchperf: fresh process {process} of {count}: {len(measured)} "
-                           f"measurement(s) in {took:.1f} s")
+            _say(
+                terminal,
+                f"torchperf: fresh process {process} of {count}: {len(measured)} "
+                f"measurement(s) in {took:.1f} s",
+            )
             if code not in (0, 1) or not measured:
                 problems.append(_child_problem(process, code, log, args, bool(measured)))
         # The controller's own pass is the last process.
@@ -237,8 +276,16 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
     try:
         out, log = folder / "confirm.jsonl", folder / "confirm.log"
         no_xdist = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
-        args = [*_python_command(), *config.invocation_params.args, *no_xdist,
-                "--torchperf-child", str(out), "--torchperf-child-only", nodeid, "--junitxml="]
+        args = [
+            *_python_command(),
+            *config.invocation_params.args,
+            *no_xdist,
+            "--torchperf-child",
+            str(out),
+            "--torchperf-child-only",
+            nodeid,
+            "--junitxml=",
+        ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
         _run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
@@ -246,12 +293,19 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_child(args: list[str], cwd: Path, env: dict[str, str], log: Path,
-               timeout: float) -> int | str:
+def _run_child(
+    args: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float
+) -> int | str:
     """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
     with open(log, "wb") as handle:
-        child = subprocess.Popen(args, cwd=cwd, env=env, stdout=handle,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         try:
             return child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -260,16 +314,25 @@ def _run_child(args: list[str], cwd: Path, env: dict[str, str], log: Path,
             return f"none: killed after {timeout:.0f} s"
 
 
-def _child_problem(process: int, code: int | str, log: Path, args: list[str],
-                   measured: bool) -> str:
+def _child_problem(
+    process: int, code: int | str, log: Path, args: list[str], measured: bool
+) -> str:
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
-    what = ("its measurements are missing from the pooled verdicts (they use the processes that "
-            "did measure)" if not measured else "the measurements it made before are pooled")
+    what = (
+        "its measurements are missing from the pooled verdicts (they use the processes that "
+        "did measure)"
+        if not measured
+        else "the measurements it made before are pooled"
+    )
     if code == 0 and not measured:
-        what = ("it measured nothing (its perf tests were skipped there, or only ungated "
-                "torchperf_timer/profiler tests ran)")
-    return (f"torchperf: fresh process {process} exited with code {code}: {what}. "
-            f"Command: {shlex.join(args)}\n    " + "\n    ".join(tail))
+        what = (
+            "it measured nothing (its perf tests were skipped there, or only ungated "
+            "torchperf_timer/profiler tests ran)"
+        )
+    return (
+        f"torchperf: fresh process {process} exited with code {code}: {what}. "
+        f"Command: {shlex.join(args)}\n    " + "\n    ".join(tail)
+    )
 
 
 def _say(terminal: Any, line: str, yellow: bool = False) -> None:

@@ -54,8 +54,14 @@ class TorchperfFixture:
     def _defaults(self) -> dict[str, Any]:
         return {}
 
-    def __call__(self, target: Callable[..., Any], *inputs: Any, name: str | None = None,
-                 kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
+    def __call__(
+        self,
+        target: Callable[..., Any],
+        *inputs: Any,
+        name: str | None = None,
+        kwargs: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Any:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import TargetError
         from pytest_torchperf.run.pipeline import measure
@@ -65,37 +71,71 @@ class TorchperfFixture:
         nodeid = self._item.nodeid
         skip = None
         try:
-            gate = (True if self.gated_by_default
-                    else parse_bool(options.pop("gate", False)))
+            gate = True if self.gated_by_default else parse_bool(options.pop("gate", False))
             if "seed" in options:
-                raise OptionError(f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
-                                  f"seeds before the test's fixtures run; set it on the marker, "
-                                  f"with --torchperf-seed or with ini torchperf_seed")
+                raise OptionError(
+                    f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
+                    f"seeds before the test's fixtures run; set it on the marker, "
+                    f"with --torchperf-seed or with ini torchperf_seed"
+                )
             if not self.builds_variants and "variants" in options:
-                raise OptionError(f"{nodeid}: torchperf_timer does not build variants; use the "
-                                  f"torchperf fixture with variants=[...]")
+                raise OptionError(
+                    f"{nodeid}: torchperf_timer does not build variants; use the "
+                    f"torchperf fixture with variants=[...]"
+                )
             resolved, explicit = self._ctx.resolve_options(
-                {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid)
-            measurement_name = (name or (explicit if not self._state.names else None)
-                                or _target_name(target))
+                {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid
+            )
+            measurement_name = (
+                name or (explicit if not self._state.names else None) or _target_name(target)
+            )
             variants = self._variants(resolved, "variants" in options)
             if kwargs is not None and not isinstance(kwargs, dict):  # checked before it is copied
-                raise TargetError(f"kwargs= must be a dict of keyword arguments for the target, "
-                                  f"got {type(kwargs).__name__}")
+                raise TargetError(
+                    f"kwargs= must be a dict of keyword arguments for the target, "
+                    f"got {type(kwargs).__name__}"
+                )
             call_kwargs = {} if kwargs is None else kwargs
             if variants is None:
-                return measure(self._ctx, self._state, nodeid, measurement_name, target, inputs,
-                               call_kwargs, resolved, gate=gate, kind=self.kind)
+                return measure(
+                    self._ctx,
+                    self._state,
+                    nodeid,
+                    measurement_name,
+                    target,
+                    inputs,
+                    call_kwargs,
+                    resolved,
+                    gate=gate,
+                    kind=self.kind,
+                )
             if not variants:
-                skip = (f"no variant of this measurement is selected by --torchperf-variants "
-                        f"(asked for: {', '.join(resolved.variant_names())})")
+                skip = (
+                    f"no variant of this measurement is selected by --torchperf-variants "
+                    f"(asked for: {', '.join(resolved.variant_names())})"
+                )
             else:
-                results = measure_variants(self._ctx, self._state, nodeid, measurement_name,
-                                           target, inputs, call_kwargs, resolved, variants)
+                results = measure_variants(
+                    self._ctx,
+                    self._state,
+                    nodeid,
+                    measurement_name,
+                    target,
+                    inputs,
+                    call_kwargs,
+                    resolved,
+                    variants,
+                )
                 if _item_variant(self._item) is not None:
                     return results[variants[0]]
-                return VariantResults(results, {v: self._state.skipped.get(f"{measurement_name}[{v}]")
-                                                for v in variants if v not in results})
+                return VariantResults(
+                    results,
+                    {
+                        v: self._state.skipped.get(f"{measurement_name}[{v}]")
+                        for v in variants
+                        if v not in results
+                    },
+                )
         except VariantSkipped as exc:
             skip = str(exc)
         except (BaselineFileError, OptionError, TargetError) as exc:
@@ -120,7 +160,8 @@ class TorchperfFixture:
             if on_call:
                 raise OptionError(
                     f"{self._item.nodeid}: variants= is set on the marker (which gives the test one "
-                    f"item per variant) and on the torchperf(...) call; set it in one place")
+                    f"item per variant) and on the torchperf(...) call; set it in one place"
+                )
             return (item_variant,)
         names = resolved.variant_names()
         selected = self._ctx.settings.selected_variants(names)
@@ -146,14 +187,18 @@ def _out_of_memory_message(exc: BaseException, label: str) -> str:
     if torch.cuda.is_available():
         from pytest_torchperf.core.units import format_bytes
 
-        peak = (f" Peak allocated {format_bytes(torch.cuda.max_memory_allocated())}, reserved "
-                f"{format_bytes(torch.cuda.max_memory_reserved())}, of "
-                f"{format_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}"
-                f" on {torch.cuda.get_device_name()}.")
+        peak = (
+            f" Peak allocated {format_bytes(torch.cuda.max_memory_allocated())}, reserved "
+            f"{format_bytes(torch.cuda.max_memory_reserved())}, of "
+            f"{format_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}"
+            f" on {torch.cuda.get_device_name()}."
+        )
         torch.cuda.empty_cache()
-    return (f"torchperf: {label}: the device ran out of memory while measuring ({first}).{peak} "
-            f"Reduce the batch size or the model, free memory held by other tests (session-scoped "
-            f"fixtures), or run on a device with more memory.")
+    return (
+        f"torchperf: {label}: the device ran out of memory while measuring ({first}).{peak} "
+        f"Reduce the batch size or the model, free memory held by other tests (session-scoped "
+        f"fixtures), or run on a device with more memory."
+    )
 
 
 class VariantResults(dict):
@@ -266,8 +311,9 @@ class ProfilerFixture:
         suffix = name or (str(index) if index else "")
         trace = trace_path(self._ctx.settings.report_dir / "traces", self._item.nodeid, suffix)
         device = str(device) if device is not None else _default_device(self._ctx)
-        profiler = Profiler(device=device, trace=trace, on_enter=self._enter, on_exit=self._exit,
-                            **profile_kwargs)
+        profiler = Profiler(
+            device=device, trace=trace, on_enter=self._enter, on_exit=self._exit, **profile_kwargs
+        )
         self.profiles.append(profiler)
         return profiler
 
@@ -280,8 +326,9 @@ class ProfilerFixture:
             table = profiler.table()
         except Exception as exc:  # noqa: BLE001 - a report section must never fail the test
             table = f"(no op table: {exc})"
-        self._item.add_report_section("call", "torchperf profiler",
-                                      f"trace: {profiler.trace}\n{table}")
+        self._item.add_report_section(
+            "call", "torchperf profiler", f"trace: {profiler.trace}\n{table}"
+        )
 
 
 def _default_device(ctx: Any) -> str:
@@ -326,8 +373,9 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
     item = request.node
     ctx = context_of(item.config)
 
-    def build(model: Any, example_inputs: Any, mode: str | None = None,
-              calibration: Any = None) -> Any:
+    def build(
+        model: Any, example_inputs: Any, mode: str | None = None, calibration: Any = None
+    ) -> Any:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import prepared
         from pytest_torchperf.variants.quantization import (
@@ -338,8 +386,11 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
         )
 
         if mode is not None and mode not in MODES:
-            pytest.fail(f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
-                        f"{', '.join(MODES)} (or None for the device's default)", pytrace=False)
+            pytest.fail(
+                f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
+                f"{', '.join(MODES)} (or None for the device's default)",
+                pytrace=False,
+            )
         try:
             options, _ = ctx.resolve_options({}, marker_options(item), item.nodeid)
         except OptionError as exc:

@@ -46,6 +46,7 @@ from pytest_torchperf.pytest_plugin.stash import (
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
 # of the environment. Sessions, storage, summaries and torch load when a run uses them.
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys (see :mod:`.options`)."""
     plugin_options.add_options(parser)
@@ -56,8 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(**options): measure this test with pytest-torchperf. Options: "
-        + ", ".join(sorted([*OPTIONS, "name"])) + ". Without the torchperf fixture the test body "
-        "itself is timed.")
+        + ", ".join(sorted([*OPTIONS, "name"]))
+        + ". Without the torchperf fixture the test body "
+        "itself is timed.",
+    )
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     config.stash[CONTEXT_SETUP_KEY] = [lambda ctx: child_runs.attach_fresh_confirm(config, ctx)]
@@ -106,7 +109,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(
                 f"{item.nodeid}: @pytest.mark.torchperf cannot time a unittest.TestCase method as a "
                 f"whole (unittest runs it outside pytest's call hook); use a plain test function, "
-                f"or call pytest_torchperf.BlockTimer inside the method")
+                f"or call pytest_torchperf.BlockTimer inside the method"
+            )
         if marked:
             try:
                 parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
@@ -155,8 +159,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     ctx = context_of(pyfuncitem.config)
     function = pyfuncitem.obj
     if inspect.iscoroutinefunction(function):
-        pytest.skip("torchperf cannot time async test functions as a whole; call the torchperf "
-                    "fixture on a synchronous callable instead")
+        pytest.skip(
+            "torchperf cannot time async test functions as a whole; call the torchperf "
+            "fixture on a synchronous callable instead"
+        )
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     body = functools.partial(function, **args)
     try:
@@ -168,8 +174,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     options = _whole_test_options(options)
     try:
-        measure(ctx, state_of(pyfuncitem), pyfuncitem.nodeid, name or pyfuncitem.originalname,
-                body, (), {}, options, device=default_device())
+        measure(
+            ctx,
+            state_of(pyfuncitem),
+            pyfuncitem.nodeid,
+            name or pyfuncitem.originalname,
+            body,
+            (),
+            {},
+            options,
+            device=default_device(),
+        )
         return True
     except (_baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
@@ -193,8 +208,14 @@ def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
     for message in messages:
         # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
         try:
-            warnings.warn_explicit(TorchperfWarning(message), TorchperfWarning, filename,
-                                   (lineno or 0) + 1, module=module, registry={})
+            warnings.warn_explicit(
+                TorchperfWarning(message),
+                TorchperfWarning,
+                filename,
+                (lineno or 0) + 1,
+                module=module,
+                registry={},
+            )
         except Warning:
             errors.append(f"{message} (TorchperfWarning turned into an error by a warnings filter)")
     messages.clear()
@@ -249,12 +270,19 @@ def _junit_figures(record: Mapping[str, Any]) -> dict[str, Any]:
     """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
-    figures = {"outcome": record["outcome"], "variant": record.get("variant", "eager"),
-               "median_s": stats.get("median"), "p25_s": stats.get("p25"),
-               "baseline_p25_s": verdict.get("baseline_statistic"), "change": verdict.get("ratio"),
-               "speedup": (record.get("speedup") or {}).get("median"),
-               "rel_l2": (record.get("accuracy") or {}).get("rel_l2")}
-    return {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None}
+    figures = {
+        "outcome": record["outcome"],
+        "variant": record.get("variant", "eager"),
+        "median_s": stats.get("median"),
+        "p25_s": stats.get("p25"),
+        "baseline_p25_s": verdict.get("baseline_statistic"),
+        "change": verdict.get("ratio"),
+        "speedup": (record.get("speedup") or {}).get("median"),
+        "rel_l2": (record.get("accuracy") or {}).get("rel_l2"),
+    }
+    return {
+        k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None
+    }
 
 
 def _finish(item: pytest.Item, passed: bool) -> str | None:
@@ -286,5 +314,12 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
     return message
 
 
-__all__ = ["torchperf", "torchperf_device", "torchperf_nvtx", "torchperf_profiler",
-           "torchperf_quantized_model", "torchperf_timer", "torchperf_variant"]
+__all__ = [
+    "torchperf",
+    "torchperf_device",
+    "torchperf_nvtx",
+    "torchperf_profiler",
+    "torchperf_quantized_model",
+    "torchperf_timer",
+    "torchperf_variant",
+]

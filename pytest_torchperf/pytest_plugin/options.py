@@ -38,9 +38,17 @@ def _cli_type(name: str) -> Callable[[str], Any]:
     return convert
 
 
-_METAVARS = {"max_slowdown": "PCT", "min_time": "SECONDS", "warmup": "SECONDS", "threads": "N",
-             "min_cpu_share": "SHARE", "max_spread": "PCT", "max_neighbour_load": "SHARE", "max_machine_slowdown": "PCT",
-             "ignore_counters": "NAMES"}
+_METAVARS = {
+    "max_slowdown": "PCT",
+    "min_time": "SECONDS",
+    "warmup": "SECONDS",
+    "threads": "N",
+    "min_cpu_share": "SHARE",
+    "max_spread": "PCT",
+    "max_neighbour_load": "SHARE",
+    "max_machine_slowdown": "PCT",
+    "ignore_counters": "NAMES",
+}
 
 
 def _help(name: str) -> str:
@@ -81,53 +89,117 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
 def add_options(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
     # Help style: capitalised, no final period for single phrases.
-    group = parser.getgroup("torchperf", "performance regressions of PyTorch models (pytest-torchperf)")
-    group.addoption("--torchperf-save", action="store_true", default=False,
-                    help="Measure marked tests and record the results as baselines")
-    group.addoption("--torchperf-compare", action="store_true", default=False,
-                    help="Measure marked tests and fail those slower than their stored baseline")
-    group.addoption("--torchperf-storage", metavar="DIR", default=None,
-                    help="Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)")
-    group.addoption("--torchperf-reset", action="store_true", default=False,
-                    help="With --torchperf-save: replace the stored history of each measured test "
-                         "instead of appending a session")
+    group = parser.getgroup(
+        "torchperf", "performance regressions of PyTorch models (pytest-torchperf)"
+    )
+    group.addoption(
+        "--torchperf-save",
+        action="store_true",
+        default=False,
+        help="Measure marked tests and record the results as baselines",
+    )
+    group.addoption(
+        "--torchperf-compare",
+        action="store_true",
+        default=False,
+        help="Measure marked tests and fail those slower than their stored baseline",
+    )
+    group.addoption(
+        "--torchperf-storage",
+        metavar="DIR",
+        default=None,
+        help="Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)",
+    )
+    group.addoption(
+        "--torchperf-reset",
+        action="store_true",
+        default=False,
+        help="With --torchperf-save: replace the stored history of each measured test "
+        "instead of appending a session",
+    )
     # One option per measurement option the table in config.py marks as settable here.
     for name in CLI_OPTIONS:
         flag = f"--torchperf-{name.replace('_', '-')}"
         if OPTIONS[name].parse is parse_bool:
             group.addoption(flag, action="store_const", const=True, default=None, help=_help(name))
         else:
-            group.addoption(flag, metavar=_METAVARS.get(name, "VALUE"), type=_cli_type(name),
-                            default=None, help=_help(name))
-    group.addoption("--torchperf-cross-machine", action="store_true", default=False,
-                    help="With --torchperf-compare, where no baseline exists for this environment, "
-                         "compare with another environment's: times normalised by the calibration "
-                         "kernel (warn only), counters of the same torch build (gated)")
-    group.addoption("--torchperf-variants", metavar="NAMES", default=None,
-                    help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
-                         "int8 (ini torchperf_variants)")
-    group.addoption("--torchperf-device", metavar="DEVICE", default=None,
-                    help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps")
-    group.addoption("--torchperf-report-dir", metavar="DIR", default=None,
-                    help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)")
-    group.addoption("--torchperf-markdown", metavar="PATH", default=None,
-                    help="Write a markdown summary of the measurements (also appended to "
-                         "$GITHUB_STEP_SUMMARY when that is set)")
-    group.addoption("--torchperf-html", metavar="PATH", default=None,
-                    help="Write a self-contained HTML report (table, distributions, trends, "
-                         "variant speedups, trace links)")
-    group.addoption("--torchperf-json", metavar="PATH", default=None,
-                    help="Write the measurements as pytest-benchmark-compatible JSON")
-    group.addoption("--torchperf-disable", action="store_true", default=False,
-                    help="Run each perf test once without timing (fast correctness CI)")
-    group.addoption("--torchperf-skip", action="store_true", default=False,
-                    help="Skip perf tests (marked or using the torchperf fixture)")
-    group.addoption("--torchperf-only", action="store_true", default=False,
-                    help="Run only perf tests")
+            group.addoption(
+                flag,
+                metavar=_METAVARS.get(name, "VALUE"),
+                type=_cli_type(name),
+                default=None,
+                help=_help(name),
+            )
+    group.addoption(
+        "--torchperf-cross-machine",
+        action="store_true",
+        default=False,
+        help="With --torchperf-compare, where no baseline exists for this environment, "
+        "compare with another environment's: times normalised by the calibration "
+        "kernel (warn only), counters of the same torch build (gated)",
+    )
+    group.addoption(
+        "--torchperf-variants",
+        metavar="NAMES",
+        default=None,
+        help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
+        "int8 (ini torchperf_variants)",
+    )
+    group.addoption(
+        "--torchperf-device",
+        metavar="DEVICE",
+        default=None,
+        help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps",
+    )
+    group.addoption(
+        "--torchperf-report-dir",
+        metavar="DIR",
+        default=None,
+        help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)",
+    )
+    group.addoption(
+        "--torchperf-markdown",
+        metavar="PATH",
+        default=None,
+        help="Write a markdown summary of the measurements (also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set)",
+    )
+    group.addoption(
+        "--torchperf-html",
+        metavar="PATH",
+        default=None,
+        help="Write a self-contained HTML report (table, distributions, trends, "
+        "variant speedups, trace links)",
+    )
+    group.addoption(
+        "--torchperf-json",
+        metavar="PATH",
+        default=None,
+        help="Write the measurements as pytest-benchmark-compatible JSON",
+    )
+    group.addoption(
+        "--torchperf-disable",
+        action="store_true",
+        default=False,
+        help="Run each perf test once without timing (fast correctness CI)",
+    )
+    group.addoption(
+        "--torchperf-skip",
+        action="store_true",
+        default=False,
+        help="Skip perf tests (marked or using the torchperf fixture)",
+    )
+    group.addoption(
+        "--torchperf-only", action="store_true", default=False, help="Run only perf tests"
+    )
     child_runs.add_options(group, parser)
-    parser.addini("torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)")
-    parser.addini("torchperf_report_dir", "Trace/report folder, relative to the rootdir "
-                  "(default .torchperf-report)")
+    parser.addini(
+        "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
+    )
+    parser.addini(
+        "torchperf_report_dir",
+        "Trace/report folder, relative to the rootdir (default .torchperf-report)",
+    )
     parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
     parser.addini("torchperf_variants", "Run only these variants, comma-separated")
     for name in CLI_OPTIONS:
@@ -142,19 +214,31 @@ def run_settings(config: pytest.Config) -> RunSettings:
 
     opt = config.getoption
     if opt("torchperf_skip") and opt("torchperf_only"):
-        raise pytest.UsageError("--torchperf-skip and --torchperf-only exclude each other; pick one")
+        raise pytest.UsageError(
+            "--torchperf-skip and --torchperf-only exclude each other; pick one"
+        )
     if opt("torchperf_disable") and (opt("torchperf_save") or opt("torchperf_compare")):
-        raise pytest.UsageError("--torchperf-disable runs perf tests without timing, so it cannot be "
-                                "combined with --torchperf-save or --torchperf-compare")
+        raise pytest.UsageError(
+            "--torchperf-disable runs perf tests without timing, so it cannot be "
+            "combined with --torchperf-save or --torchperf-compare"
+        )
     if opt("torchperf_cross_machine") and not opt("torchperf_compare"):
-        raise pytest.UsageError("--torchperf-cross-machine only makes sense with --torchperf-compare")
+        raise pytest.UsageError(
+            "--torchperf-cross-machine only makes sense with --torchperf-compare"
+        )
     if opt("torchperf_reset") and not opt("torchperf_save"):
         raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     storage = folder(config, "storage", ".torchperf")
-    if (opt("torchperf_save") or opt("torchperf_compare")) and storage.exists() and not storage.is_dir():
-        raise pytest.UsageError(f"torchperf: the storage path {storage} is a file, not a folder; "
-                                f"point --torchperf-storage (or ini torchperf_storage) at a folder")
+    if (
+        (opt("torchperf_save") or opt("torchperf_compare"))
+        and storage.exists()
+        and not storage.is_dir()
+    ):
+        raise pytest.UsageError(
+            f"torchperf: the storage path {storage} is a file, not a folder; "
+            f"point --torchperf-storage (or ini torchperf_storage) at a folder"
+        )
 
     raw_filter = opt("torchperf_variants") or config.getini("torchperf_variants") or None
     try:
@@ -165,11 +249,16 @@ def run_settings(config: pytest.Config) -> RunSettings:
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
         device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
-        save=opt("torchperf_save"), compare=opt("torchperf_compare"),
-        disable=opt("torchperf_disable"), reset=opt("torchperf_reset"),
-        cli={k: v for k, v in cli.items() if v is not None}, ini=ini_layer(config),
-        variant_filter=variant_filter, cross_machine=opt("torchperf_cross_machine"),
+        save=opt("torchperf_save"),
+        compare=opt("torchperf_compare"),
+        disable=opt("torchperf_disable"),
+        reset=opt("torchperf_reset"),
+        cli={k: v for k, v in cli.items() if v is not None},
+        ini=ini_layer(config),
+        variant_filter=variant_filter,
+        cross_machine=opt("torchperf_cross_machine"),
         processes=child_runs.processes_setting(config),
         confirm=child_runs.confirm_setting(config),
-        child=child_runs.child_output(config) is not None)
+        child=child_runs.child_output(config) is not None,
+    )
     return settings

@@ -67,9 +67,12 @@ class SummaryReporter:
         from pytest_torchperf.report.html import html_report, run_traces, stored_histories
 
         settings = self.config.stash[SETTINGS_KEY]
-        return html_report(self.records, environment_line,
-                           stored_histories(settings.storage, self.records),
-                           run_traces(settings.report_dir, self.started, folder))
+        return html_report(
+            self.records,
+            environment_line,
+            stored_histories(settings.storage, self.records),
+            run_traces(settings.report_dir, self.started, folder),
+        )
 
     def _write_reports(self, environment_line: str) -> list[str]:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
@@ -83,8 +86,11 @@ class SummaryReporter:
         html_path = self.config.getoption("torchperf_html")
         json_path = self.config.getoption("torchperf_json")
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        markdown = (markdown_report(self.records, environment_line)
-                    if markdown_path or step_summary else None)
+        markdown = (
+            markdown_report(self.records, environment_line)
+            if markdown_path or step_summary
+            else None
+        )
         try:
             if markdown_path and markdown is not None:
                 path = Path(markdown_path).resolve()
@@ -93,7 +99,9 @@ class SummaryReporter:
             if step_summary and markdown is not None:
                 with open(step_summary, "a", encoding="utf-8") as handle:
                     handle.write(markdown + "\n")
-                written.append(f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})")
+                written.append(
+                    f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})"
+                )
             if html_path:
                 path = Path(html_path).resolve()
                 atomic_write_text(path, self._html(path.parent, environment_line))
@@ -104,8 +112,10 @@ class SummaryReporter:
                 atomic_write_text(path, json.dumps(data, indent=2) + "\n")
                 written.append(f"torchperf: pytest-benchmark JSON written to {path}")
         except OSError as exc:
-            written.append(f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
-                           f"check the path and its folder's permissions")
+            written.append(
+                f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
+                f"check the path and its folder's permissions"
+            )
         return written
 
 
@@ -119,9 +129,14 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
         torch_version = str(torch.__version__)
     except ImportError:  # pragma: no cover
         torch_version = "?"
-    return (f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
-            f"threads={','.join(threads)}, "
-            + (f"processes={settings.processes} (verdicts on the median p25), "
-               if settings.processes > 1 else "")
-            + f"storage={settings.storage}, "
-            f"env={','.join(envs) or '-'}")
+    return (
+        f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
+        f"threads={','.join(threads)}, "
+        + (
+            f"processes={settings.processes} (verdicts on the median p25), "
+            if settings.processes > 1
+            else ""
+        )
+        + f"storage={settings.storage}, "
+        f"env={','.join(envs) or '-'}"
+    )

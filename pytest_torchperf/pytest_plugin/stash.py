@@ -34,8 +34,10 @@ def marker_options(item: pytest.Item) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for mark in reversed(list(item.iter_markers(MARKER))):
         if mark.args:
-            raise OptionError(f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
-                              f"got positional {mark.args!r}")
+            raise OptionError(
+                f"{item.nodeid}: @pytest.mark.torchperf takes keyword arguments only, "
+                f"got positional {mark.args!r}"
+            )
         merged.update(mark.kwargs)
     return merged
 
@@ -50,8 +52,9 @@ def context_of(config: pytest.Config) -> "RunContext":
         from pytest_torchperf.options.settings import default_lock_path
         from pytest_torchperf.run.context import RunContext
 
-        context = config.stash[CONTEXT_KEY] = RunContext(config.stash[SETTINGS_KEY],
-                                                         lock_path=default_lock_path())
+        context = config.stash[CONTEXT_KEY] = RunContext(
+            config.stash[SETTINGS_KEY], lock_path=default_lock_path()
+        )
         for setup in config.stash.get(CONTEXT_SETUP_KEY, []):
             setup(context)
     return context

@@ -54,8 +54,10 @@ def left_out_line(config: pytest.Config) -> str | None:
         return None
     total = sum(tally.values())
     parts = ", ".join(f"{name} {count}" for name, count in sorted(tally.items()))
-    return (f"torchperf: --torchperf-variants {','.join(settings.variant_filter)}: {total} variant "
-            f"item{'s' if total != 1 else ''} not collected ({parts})")
+    return (
+        f"torchperf: --torchperf-variants {','.join(settings.variant_filter)}: {total} variant "
+        f"item{'s' if total != 1 else ''} not collected ({parts})"
+    )
 
 
 def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
@@ -66,14 +68,19 @@ def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: b
     elif not uses_fixture:
         raise pytest.UsageError(
             f"{item.nodeid}: @pytest.mark.torchperf(variants=...) needs the torchperf fixture: the "
-            f"variants are built from the model you pass to torchperf(model, *inputs)")
+            f"variants are built from the model you pass to torchperf(model, *inputs)"
+        )
     else:
         try:
             names = tuple(name for name, _ in parse_variants(raw))
         except OptionError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.torchperf: invalid value for "
-                                    f"variants: {exc}") from None
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.torchperf: invalid value for variants: {exc}"
+            ) from None
     settings = config.stash[SETTINGS_KEY]
     if not settings.selected_variants(names):
-        item.add_marker(pytest.mark.skip(
-            reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"))
+        item.add_marker(
+            pytest.mark.skip(
+                reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"
+            )
+        )

@@ -33,19 +33,32 @@ def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
     iqr_outliers = len(samples) - len(inside)
     stddev_outliers = sum(1 for s in samples if abs(s - mean) > stddev)
     return {
-        "min": samples[0], "max": samples[-1], "mean": mean, "stddev": stddev,
-        "rounds": len(samples), "median": stats.get("median", statistics.median(samples)),
-        "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers,
-        "stddev_outliers": stddev_outliers, "outliers": f"{stddev_outliers};{iqr_outliers}",
-        "ld15iqr": inside[0] if inside else samples[0], "hd15iqr": inside[-1] if inside else samples[-1],
+        "min": samples[0],
+        "max": samples[-1],
+        "mean": mean,
+        "stddev": stddev,
+        "rounds": len(samples),
+        "median": stats.get("median", statistics.median(samples)),
+        "iqr": iqr,
+        "q1": q1,
+        "q3": q3,
+        "iqr_outliers": iqr_outliers,
+        "stddev_outliers": stddev_outliers,
+        "outliers": f"{stddev_outliers};{iqr_outliers}",
+        "ld15iqr": inside[0] if inside else samples[0],
+        "hd15iqr": inside[-1] if inside else samples[-1],
         "ops": 1.0 / mean if mean > 0 else 0.0,
         "total": sum(samples) * (record.get("number_per_block") or 1),
-        "iterations": record.get("number_per_block") or 1, "data": samples,
+        "iterations": record.get("number_per_block") or 1,
+        "data": samples,
     }
 
 
-def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[str, Any],
-                   commit_info: Mapping[str, Any]) -> dict[str, Any]:
+def benchmark_json(
+    records: Sequence[Mapping[str, Any]],
+    machine_info: Mapping[str, Any],
+    commit_info: Mapping[str, Any],
+) -> dict[str, Any]:
     """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section."""
     benchmarks = []
     for record in records:
@@ -54,49 +67,59 @@ def benchmark_json(records: Sequence[Mapping[str, Any]], machine_info: Mapping[s
             continue  # --torchperf-disable: nothing was timed
         test = record["nodeid"].split("::")[-1]
         options = record.get("options") or {}
-        benchmarks.append({
-            "group": record.get("group"),
-            "name": f"{test}[{record['name']}]",
-            "fullname": f"{record['nodeid']}[{record['name']}]",
-            "params": None,
-            "param": None,
-            "extra_info": {"device": record.get("device"), "threads": record.get("threads")},
-            "options": {"disable_gc": False, "timer": "perf_counter",
-                        "min_rounds": 5, "max_time": options.get("min_time"),
-                        "min_time": options.get("min_time"), "warmup": True},
-            "stats": stats,
-            "torchperf": {
-                "outcome": record["outcome"],
-                "label": record.get("label") or outcome_label(record),
-                "verdict": record.get("verdict"),
-                "counters": record.get("counters"),
-                "counter_changes": record.get("counter_changes"),
-                "environment_id": record.get("environment_id"),
-                "cpu_share": record.get("cpu_share"),
-                "neighbour_load": record.get("neighbour_load"),
-                "calibration": record.get("calibration"),
-                "clock": record.get("clock"),
-                "saved": record.get("saved"),
-                "not_saved": record.get("not_saved"),
-                "variant": record.get("variant", "eager"),
-                "speedup": record.get("speedup"),
-                "accuracy": record.get("accuracy"),
-                "accuracy_limits": record.get("accuracy_limits"),
-                "build_time": record.get("build_time"),
-                "metric": record.get("metric"),
-                "failures": record.get("failures"),
-                "nodeid": record["nodeid"],
-                "measurement": record["name"],
-                "session": record.get("session"),
-                "run_failures": record.get("run_failures"),
-                "passes": record.get("passes"),
-                "processes": record.get("processes") or [],
-                "confirm_speedups": record.get("confirm_speedups") or [],
-                "explanation": record.get("explanation") or [],
-            },
-        })
-    environments = {r["environment_id"]: r["environment"] for r in records
-                    if r.get("environment_id") and r.get("environment")}
+        benchmarks.append(
+            {
+                "group": record.get("group"),
+                "name": f"{test}[{record['name']}]",
+                "fullname": f"{record['nodeid']}[{record['name']}]",
+                "params": None,
+                "param": None,
+                "extra_info": {"device": record.get("device"), "threads": record.get("threads")},
+                "options": {
+                    "disable_gc": False,
+                    "timer": "perf_counter",
+                    "min_rounds": 5,
+                    "max_time": options.get("min_time"),
+                    "min_time": options.get("min_time"),
+                    "warmup": True,
+                },
+                "stats": stats,
+                "torchperf": {
+                    "outcome": record["outcome"],
+                    "label": record.get("label") or outcome_label(record),
+                    "verdict": record.get("verdict"),
+                    "counters": record.get("counters"),
+                    "counter_changes": record.get("counter_changes"),
+                    "environment_id": record.get("environment_id"),
+                    "cpu_share": record.get("cpu_share"),
+                    "neighbour_load": record.get("neighbour_load"),
+                    "calibration": record.get("calibration"),
+                    "clock": record.get("clock"),
+                    "saved": record.get("saved"),
+                    "not_saved": record.get("not_saved"),
+                    "variant": record.get("variant", "eager"),
+                    "speedup": record.get("speedup"),
+                    "accuracy": record.get("accuracy"),
+                    "accuracy_limits": record.get("accuracy_limits"),
+                    "build_time": record.get("build_time"),
+                    "metric": record.get("metric"),
+                    "failures": record.get("failures"),
+                    "nodeid": record["nodeid"],
+                    "measurement": record["name"],
+                    "session": record.get("session"),
+                    "run_failures": record.get("run_failures"),
+                    "passes": record.get("passes"),
+                    "processes": record.get("processes") or [],
+                    "confirm_speedups": record.get("confirm_speedups") or [],
+                    "explanation": record.get("explanation") or [],
+                },
+            }
+        )
+    environments = {
+        r["environment_id"]: r["environment"]
+        for r in records
+        if r.get("environment_id") and r.get("environment")
+    }
     return {
         "machine_info": dict(machine_info),
         "commit_info": dict(commit_info),

@@ -40,9 +40,13 @@ def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
     """A :class:`History` from stored baseline sessions (as in the baseline files)."""
     return History(
         statistics=[float(s["statistic"]) for s in sessions],
-        labels=[f"{s.get('timestamp', '?')} {str(s.get('git_sha') or '')[:8]} p25 "
-                f"{format_time(s['statistic'])}".strip() for s in sessions],
-        latest_times=list(sessions[-1].get("times") or []) if sessions else [])
+        labels=[
+            f"{s.get('timestamp', '?')} {str(s.get('git_sha') or '')[:8]} p25 "
+            f"{format_time(s['statistic'])}".strip()
+            for s in sessions
+        ],
+        latest_times=list(sessions[-1].get("times") or []) if sessions else [],
+    )
 
 
 _CSS = """
@@ -76,9 +80,22 @@ var f=document.getElementById('filter');if(f){f.addEventListener('input',functio
  r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});}
 """
 
-_HEADERS = ["verdict", "test", "measurement", "median ± IQR", "baseline p25", "change",
-            "speedup vs eager", "rel-L2 vs eager", "FLOPs", "params", "peak memory", "build",
-            "this run vs baseline", "trend (p25 per session)"]
+_HEADERS = [
+    "verdict",
+    "test",
+    "measurement",
+    "median ± IQR",
+    "baseline p25",
+    "change",
+    "speedup vs eager",
+    "rel-L2 vs eager",
+    "FLOPs",
+    "params",
+    "peak memory",
+    "build",
+    "this run vs baseline",
+    "trend (p25 per session)",
+]
 
 
 def _cell(text: str, value: Any = None, numeric: bool = False) -> str:
@@ -98,27 +115,62 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
     median, iqr = stats.get("median"), stats.get("iqr")
     history = history or History()
     cells = [
-        _cell(f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
-              f'</span>', rank),
+        _cell(
+            f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
+            f"</span>",
+            rank,
+        ),
         _cell(html.escape(record["nodeid"])),
-        _cell(html.escape(record["name"]) + (f' <span class="muted">[{html.escape(record["group"])}]</span>'
-                                             if record.get("group") else "")),
-        _cell(f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
-              median if median is not None else -1, True),
-        _cell(format_time(verdict.get("baseline_statistic")), verdict.get("baseline_statistic") or -1, True),
-        _cell(format_change(verdict.get("ratio")), verdict.get("ratio") if verdict.get("ratio") is not None
-              else -99, True),
+        _cell(
+            html.escape(record["name"])
+            + (
+                f' <span class="muted">[{html.escape(record["group"])}]</span>'
+                if record.get("group")
+                else ""
+            )
+        ),
+        _cell(
+            f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
+            median if median is not None else -1,
+            True,
+        ),
+        _cell(
+            format_time(verdict.get("baseline_statistic")),
+            verdict.get("baseline_statistic") or -1,
+            True,
+        ),
+        _cell(
+            format_change(verdict.get("ratio")),
+            verdict.get("ratio") if verdict.get("ratio") is not None else -99,
+            True,
+        ),
         _cell(format_speedup(speedup), speedup["median"] if speedup else -1, True),
         _cell(format_accuracy(accuracy), accuracy.get("rel_l2", -1) if accuracy else -1, True),
-        _cell(f"{counters['flops']:,}" if "flops" in counters else "-", counters.get("flops", -1), True),
-        _cell(f"{counters['params']:,}" if "params" in counters else "-", counters.get("params", -1), True),
-        _cell(format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
-              counters.get("peak_memory", -1), True),
-        _cell(f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
-              record.get("build_time") if record.get("build_time") is not None else -1, True),
+        _cell(
+            f"{counters['flops']:,}" if "flops" in counters else "-",
+            counters.get("flops", -1),
+            True,
+        ),
+        _cell(
+            f"{counters['params']:,}" if "params" in counters else "-",
+            counters.get("params", -1),
+            True,
+        ),
+        _cell(
+            format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
+            counters.get("peak_memory", -1),
+            True,
+        ),
+        _cell(
+            f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
+            record.get("build_time") if record.get("build_time") is not None else -1,
+            True,
+        ),
         _cell(svg.distribution(record.get("samples") or [], history.latest_times), median or -1),
-        _cell(svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
-              len(history.statistics)),
+        _cell(
+            svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
+            len(history.statistics),
+        ),
     ]
     return f'<tr class="{html.escape(outcome)}-row">{"".join(cells)}</tr>'
 
@@ -129,15 +181,19 @@ def _attention(records: Sequence[Mapping[str, Any]]) -> str:
         if record["outcome"] not in ("fail", "inconclusive"):
             continue
         verdict = record.get("verdict") or {}
-        messages = [f"{record['name']}: counters changed: {c}" for c in record.get("counter_changes") or []]
+        messages = [
+            f"{record['name']}: counters changed: {c}" for c in record.get("counter_changes") or []
+        ]
         messages += list(record.get("failures") or [])
         if verdict.get("message") and verdict.get("outcome") in ("fail", "inconclusive"):
             messages.insert(0, "\n".join([verdict["message"], *(record.get("explanation") or [])]))
         body = "\n".join(messages) or record["outcome"]
-        parts.append(f'<h3><span class="verdict {record["outcome"]}">'
-                     f'{html.escape(outcome_label(record))}</span> '
-                     f'{html.escape(record["nodeid"])} — {html.escape(record["name"])}</h3>'
-                     f"<pre>{html.escape(body)}</pre>")
+        parts.append(
+            f'<h3><span class="verdict {record["outcome"]}">'
+            f"{html.escape(outcome_label(record))}</span> "
+            f"{html.escape(record['nodeid'])} — {html.escape(record['name'])}</h3>"
+            f"<pre>{html.escape(body)}</pre>"
+        )
     return "".join(parts)
 
 
@@ -153,10 +209,14 @@ def _environments(records: Sequence[Mapping[str, Any]]) -> str:
         exact = env.get("exact")
         if not isinstance(exact, Mapping):
             exact = env
-        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in sorted(exact.items()))
-        parts.append(f"<details><summary>environment {html.escape(env_id)}</summary>"
-                     f"<table class=\"fingerprint\">{rows}</table></details>")
+        rows = "".join(
+            f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
+            for k, v in sorted(exact.items())
+        )
+        parts.append(
+            f"<details><summary>environment {html.escape(env_id)}</summary>"
+            f'<table class="fingerprint">{rows}</table></details>'
+        )
     return "".join(parts)
 
 
@@ -168,9 +228,15 @@ def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
             # Group by test function and measurement; label bars by variant ("m[int8]" -> "int8").
             name = record["name"]
             base, _, variant = name.rpartition("[")
-            group = f'{record["nodeid"].split("[", 1)[0]} — {base or name}'
-            by_test.setdefault(group, []).append((variant.rstrip("]") if base else name,
-                                                  speedup["median"], speedup["p25"], speedup["p75"]))
+            group = f"{record['nodeid'].split('[', 1)[0]} — {base or name}"
+            by_test.setdefault(group, []).append(
+                (
+                    variant.rstrip("]") if base else name,
+                    speedup["median"],
+                    speedup["p25"],
+                    speedup["p75"],
+                )
+            )
     if not by_test:
         return ""
     parts = ["<h2>Variant speedups vs eager (median and IQR of interleaved rounds)</h2>"]
@@ -179,9 +245,13 @@ def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
-                histories: Mapping[tuple[str, str], History] | None = None,
-                traces: Sequence[tuple[str, str]] = (), title: str = "torchperf report") -> str:
+def html_report(
+    records: Sequence[Mapping[str, Any]],
+    environment_line: str,
+    histories: Mapping[tuple[str, str], History] | None = None,
+    traces: Sequence[tuple[str, str]] = (),
+    title: str = "torchperf report",
+) -> str:
     """The whole report as one HTML document (failures first; see module docstring).
 
     ``histories`` maps ``(nodeid, measurement name)`` to its stored sessions; ``traces`` lists
@@ -190,18 +260,25 @@ def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
     histories = histories or {}
     ordered = sort_records(records)
     counts = count_line(records) or "no measurements"
-    badges = "".join(f'<span class="{html.escape(part.split(" ", 1)[1])}">{html.escape(part)}</span>'
-                     for part in counts.split(", ") if " " in part)
-    rows = "".join(_row(r, histories.get((r["nodeid"], r["name"])), i) for i, r in enumerate(ordered))
+    badges = "".join(
+        f'<span class="{html.escape(part.split(" ", 1)[1])}">{html.escape(part)}</span>'
+        for part in counts.split(", ")
+        if " " in part
+    )
+    rows = "".join(
+        _row(r, histories.get((r["nodeid"], r["name"])), i) for i, r in enumerate(ordered)
+    )
     headers = "".join(f'<th data-col="{i}">{h}</th>' for i, h in enumerate(_HEADERS))
-    trace_items = "".join(f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
-                          for label, href in traces)
+    trace_items = "".join(
+        f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
+        for label, href in traces
+    )
     attention = _attention(ordered)
     environments = _environments(records)
     # JSON for scripts: readable with JSON.parse(textContent); "<" escaped so no "</script>" ends it.
     data = json.dumps({"counts": counts, "measurements": len(records)}).replace("<", "\\u003c")
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
@@ -210,13 +287,18 @@ def html_report(records: Sequence[Mapping[str, Any]], environment_line: str,
         + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'
         f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
         '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
-        '(blue: this run, grey: latest stored baseline session). Trend: stored sessions\' p25, '
-        'last dot this run (red when it failed).</p>'
+        "(blue: this run, grey: latest stored baseline session). Trend: stored sessions' p25, "
+        "last dot this run (red when it failed).</p>"
         + _speedups(ordered)
-        + (f"<h2>Profiler traces of this run</h2><p class=\"muted\">Open in "
-           f"https://ui.perfetto.dev or chrome://tracing.</p><ul>{trace_items}</ul>" if trace_items else "")
+        + (
+            f'<h2>Profiler traces of this run</h2><p class="muted">Open in '
+            f"https://ui.perfetto.dev or chrome://tracing.</p><ul>{trace_items}</ul>"
+            if trace_items
+            else ""
+        )
         + f'<script type="application/json" id="torchperf-data">{data}</script>'
-        f"<script>{_JS}</script></body></html>\n")
+        f"<script>{_JS}</script></body></html>\n"
+    )
 
 
 def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:

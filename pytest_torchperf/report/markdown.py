@@ -26,22 +26,32 @@ def _md(text: str) -> str:
 
 def _verdict_label(record: Mapping[str, Any]) -> str:
     """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
-    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕",
-            "pass": "✅"}.get(record["outcome"], "")
+    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
+        record["outcome"], ""
+    )
     return f"{icon} {outcome_label(record)}".strip()
 
 
 def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str) -> str:
     """A compact markdown summary: headline counts, failures and inconclusives first, then a table."""
-    lines = [f"## torchperf: {count_line(records) or 'no measurements'}", "", f"`{environment_line}`", ""]
+    lines = [
+        f"## torchperf: {count_line(records) or 'no measurements'}",
+        "",
+        f"`{environment_line}`",
+        "",
+    ]
     attention = [r for r in sort_records(records) if r["outcome"] in ("fail", "inconclusive")]
     if attention:
         lines += ["### Needs attention", ""]
         for record in attention:
             verdict = record.get("verdict") or {}
-            messages = list(record.get("counter_changes") or []) + list(record.get("failures") or [])
+            messages = list(record.get("counter_changes") or []) + list(
+                record.get("failures") or []
+            )
             if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
-                messages.insert(0, "\n".join([verdict["message"], *(record.get("explanation") or [])]))
+                messages.insert(
+                    0, "\n".join([verdict["message"], *(record.get("explanation") or [])])
+                )
             lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
             for message in messages:
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
@@ -57,12 +67,19 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
         stats = record.get("stats") or {}
         verdict = record.get("verdict") or {}
         cells = [
-            _verdict_label(record), f"`{_md(record['nodeid'])}`", _md(record["name"]),
-            format_time(stats.get("median")), format_time(stats.get("p25")),
-            format_time(verdict.get("baseline_statistic")), format_change(verdict.get("ratio")),
+            _verdict_label(record),
+            f"`{_md(record['nodeid'])}`",
+            _md(record["name"]),
+            format_time(stats.get("median")),
+            format_time(stats.get("p25")),
+            format_time(verdict.get("baseline_statistic")),
+            format_change(verdict.get("ratio")),
         ]
         if variants:
-            cells += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+            cells += [
+                format_speedup(record.get("speedup")),
+                format_accuracy(record.get("accuracy")),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -23,17 +23,20 @@ def _scale(low: float, high: float, width: float, pad: float = 4.0):
 
     def x(value: float) -> float:
         return round(pad + (value - low) / span * (width - 2 * pad), 1)
+
     return x
 
 
 def _box(values: Sequence[float], y: float, h: float, x, color: str, label: str) -> str:
     v = sorted(values)
     q1, med, q3 = quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75)
-    return (f'<g><title>{html.escape(label)}</title>'
-            f'<line x1="{x(v[0])}" x2="{x(v[-1])}" y1="{y + h / 2}" y2="{y + h / 2}" stroke="{color}"/>'
-            f'<rect x="{x(q1)}" y="{y}" width="{max(x(q3) - x(q1), 1)}" height="{h}" '
-            f'fill="{color}" fill-opacity="0.35" stroke="{color}"/>'
-            f'<line x1="{x(med)}" x2="{x(med)}" y1="{y}" y2="{y + h}" stroke="{color}" stroke-width="2"/></g>')
+    return (
+        f"<g><title>{html.escape(label)}</title>"
+        f'<line x1="{x(v[0])}" x2="{x(v[-1])}" y1="{y + h / 2}" y2="{y + h / 2}" stroke="{color}"/>'
+        f'<rect x="{x(q1)}" y="{y}" width="{max(x(q3) - x(q1), 1)}" height="{h}" '
+        f'fill="{color}" fill-opacity="0.35" stroke="{color}"/>'
+        f'<line x1="{x(med)}" x2="{x(med)}" y1="{y}" y2="{y + h}" stroke="{color}" stroke-width="2"/></g>'
+    )
 
 
 def distribution(current: Sequence[float], baseline: Sequence[float], unit_label: str = "") -> str:
@@ -42,8 +45,10 @@ def distribution(current: Sequence[float], baseline: Sequence[float], unit_label
     if not values:
         return ""
     x = _scale(min(values), max(values), WIDTH)
-    parts = [f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">']
+    parts = [
+        f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     if current:
         parts.append(_box(current, 3, 12, x, COLORS["current"], f"this run{unit_label}"))
     if baseline:
@@ -52,8 +57,12 @@ def distribution(current: Sequence[float], baseline: Sequence[float], unit_label
     return "".join(parts)
 
 
-def trend(history: Sequence[float], current: float | None, failed: bool = False,
-          labels: Sequence[str] = ()) -> str:
+def trend(
+    history: Sequence[float],
+    current: float | None,
+    failed: bool = False,
+    labels: Sequence[str] = (),
+) -> str:
     """The stored sessions' statistic over time, with this run's value as the last (bold) dot."""
     points = list(history) + ([current] if current is not None else [])
     if not points:
@@ -67,15 +76,21 @@ def trend(history: Sequence[float], current: float | None, failed: bool = False,
 
     coords = [(round(4 + i * step, 1), y(v)) for i, v in enumerate(points)]
     path = " ".join(f"{cx},{cy}" for cx, cy in coords)
-    parts = [f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
-             f'<polyline points="{path}" fill="none" stroke="{COLORS["baseline"]}"/>']
+    parts = [
+        f'<svg class="chart" role="img" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
+        f'<polyline points="{path}" fill="none" stroke="{COLORS["baseline"]}"/>',
+    ]
     for i, (cx, cy) in enumerate(coords):
         is_current = current is not None and i == len(coords) - 1
-        color = (COLORS["fail"] if failed else COLORS["current"]) if is_current else COLORS["baseline"]
+        color = (
+            (COLORS["fail"] if failed else COLORS["current"]) if is_current else COLORS["baseline"]
+        )
         title = labels[i] if i < len(labels) else ("this run" if is_current else f"session {i + 1}")
-        parts.append(f'<circle cx="{cx}" cy="{cy}" r="{3 if is_current else 2}" fill="{color}">'
-                     f'<title>{html.escape(title)}</title></circle>')
+        parts.append(
+            f'<circle cx="{cx}" cy="{cy}" r="{3 if is_current else 2}" fill="{color}">'
+            f"<title>{html.escape(title)}</title></circle>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -88,22 +103,27 @@ def speedup_bars(rows: Sequence[tuple[str, float, float, float]], width: int = 3
     height = len(rows) * (bar_h + gap) + 14
     high = max(2.0, max(p75 for _, _, _, p75 in rows) * 1.1)
     x = _scale(0.0, high, width - left, pad=0)
-    parts = [f'<svg class="chart" role="img" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    parts = [
+        f'<svg class="chart" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+    ]
     for i, (label, median, p25, p75) in enumerate(rows):
         top = i * (bar_h + gap) + 4
         color = COLORS["ok"] if median >= 1.0 else COLORS["fail"]
         parts.append(
-            f'<g><title>{html.escape(label)}: x{median:.2f} (IQR {p25:.2f}-{p75:.2f})</title>'
+            f"<g><title>{html.escape(label)}: x{median:.2f} (IQR {p25:.2f}-{p75:.2f})</title>"
             f'<text x="{left - 4}" y="{top + bar_h - 3}" text-anchor="end" font-size="11">'
-            f'{html.escape(label)}</text>'
+            f"{html.escape(label)}</text>"
             f'<rect x="{left}" y="{top}" width="{max(x(median), 1)}" height="{bar_h}" fill="{color}" '
             f'fill-opacity="0.6"/>'
             f'<line x1="{left + x(p25)}" x2="{left + x(p75)}" y1="{top + bar_h / 2}" '
             f'y2="{top + bar_h / 2}" stroke="#111827"/>'
-            f'<text x="{left + x(median) + 4}" y="{top + bar_h - 3}" font-size="11">x{median:.2f}</text></g>')
+            f'<text x="{left + x(median) + 4}" y="{top + bar_h - 3}" font-size="11">x{median:.2f}</text></g>'
+        )
     one = left + x(1.0)
-    parts.append(f'<line x1="{one}" x2="{one}" y1="0" y2="{height - 10}" stroke="#111827" '
-                 f'stroke-dasharray="3,2"/><text x="{one}" y="{height - 1}" font-size="10" '
-                 f'text-anchor="middle">x1 (eager)</text></svg>')
+    parts.append(
+        f'<line x1="{one}" x2="{one}" y1="0" y2="{height - 10}" stroke="#111827" '
+        f'stroke-dasharray="3,2"/><text x="{one}" y="{height - 1}" font-size="10" '
+        f'text-anchor="middle">x1 (eager)</text></svg>'
+    )
     return "".join(parts)

@@ -74,8 +74,10 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
     variants = _has_variants(records)
     headers = _headers(variants)
     rows = [_row(r, variants) for r in sort_records(records)]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(headers)
+    ]
     other = sum(widths[1:]) + 2 * (len(headers) - 1)
     max_test = max(20, width - other)
     if widths[0] > max_test:
@@ -86,7 +88,7 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
         widths[0] = min(max_test, max(len(h) for h in [headers[0], *(row[0] for row in rows)]))
         for row in rows:
             if len(row[0]) > widths[0]:
-                row[0] = "..." + row[0][-(widths[0] - 3):]
+                row[0] = "..." + row[0][-(widths[0] - 3) :]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
     for row in rows:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
@@ -108,13 +110,19 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
         by_test.setdefault(record["nodeid"], []).append(record)
     variants = _has_variants(records)
     headers = ["test / name", *_headers(variants)[2:]]
-    rows = [["  " + r[1], *r[2:]] for group in by_test.values()
-            for r in (_row(x, variants) for x in group)]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    rows = [
+        ["  " + r[1], *r[2:]]
+        for group in by_test.values()
+        for r in (_row(x, variants) for x in group)
+    ]
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(headers)
+    ]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
-    for nodeid, group in sorted(by_test.items(),
-                                key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])):
+    for nodeid, group in sorted(
+        by_test.items(), key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])
+    ):
         lines.append(nodeid)
         for record in group:
             row = _row(record, variants)
@@ -163,19 +171,31 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         if len(group) > 1:
             names = [f"{r['nodeid'].rsplit('/', 1)[-1]} {r['name']}" for r in group]
             shown = ", ".join(names[:NEW_GROUP_NAMES])
-            more = f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
-            lines.append(f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
-                         f"{reason}; record them for this environment with pytest "
-                         f"--torchperf-save")
+            more = (
+                f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
+            )
+            lines.append(
+                f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
+                f"{reason}; record them for this environment with pytest "
+                f"--torchperf-save"
+            )
     for record in ordered:
         verdict = record.get("verdict") or {}
         changes = record.get("counter_changes") or []
         if changes:
-            lines.append(f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}")
+            lines.append(
+                f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}"
+            )
         timing_failed = verdict.get("outcome") == "fail"
-        if (id(record) not in grouped and verdict and (not changes or timing_failed)
-                and (record["outcome"] in ("fail", "inconclusive", "improved", "new")
-                     or verdict.get("suspicious"))):
+        if (
+            id(record) not in grouped
+            and verdict
+            and (not changes or timing_failed)
+            and (
+                record["outcome"] in ("fail", "inconclusive", "improved", "new")
+                or verdict.get("suspicious")
+            )
+        ):
             lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
             lines += list(record.get("explanation") or ())
         for note in verdict.get("notes", ()):
@@ -197,9 +217,11 @@ def variant_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
             text += f", built in {build:.1f} s"
         accuracy = record.get("accuracy") or {}
         if accuracy:
-            parts = [f"rel-L2 {accuracy.get('rel_l2', float('nan')):.1e}",
-                     f"cosine {accuracy.get('cosine', float('nan')):.6f}",
-                     f"max abs {accuracy.get('max_abs', float('nan')):.1e}"]
+            parts = [
+                f"rel-L2 {accuracy.get('rel_l2', float('nan')):.1e}",
+                f"cosine {accuracy.get('cosine', float('nan')):.6f}",
+                f"max abs {accuracy.get('max_abs', float('nan')):.1e}",
+            ]
             if accuracy.get("top1") is not None:
                 parts.append(f"top-1 agreement {accuracy['top1']:.0%}")
             text += "; " + ", ".join(parts)

@@ -1,8 +1,8 @@
 """A block timer usable without pytest: the same protocol as the ``torchperf`` fixture, no baseline.
 
-    from pytest_torchperf.run.block_timer import BlockTimer
-    result = BlockTimer(min_time=0.5).measure(model, x, name="bs1")
-    print(result.median, result)
+from pytest_torchperf.run.block_timer import BlockTimer
+result = BlockTimer(min_time=0.5).measure(model, x, name="bs1")
+print(result.median, result)
 """
 
 from __future__ import annotations
@@ -28,20 +28,36 @@ class BlockTimer:
         # Same parsing and errors as marker keywords: min_time="0.5s" works, typos are named.
         parsed = parse_layer(options, "BlockTimer")
         parsed.pop("name", None)
-        self.options = replace(MeasureOptions(inference=False, check_finite=False, counters=False),
-                               **parsed)
+        self.options = replace(
+            MeasureOptions(inference=False, check_finite=False, counters=False), **parsed
+        )
 
-    def measure(self, fn: Callable[..., Any], *args: Any, name: str | None = None,
-                kwargs: dict[str, Any] | None = None) -> Result:
+    def measure(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> Result:
         """Time ``fn(*args, **kwargs)`` and return a :class:`~pytest_torchperf.run.result.Result`."""
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import Measurer
 
-        measurer = Measurer(fn, args, kwargs or {}, self.options, device=self.device, calibrate=False)
+        measurer = Measurer(
+            fn, args, kwargs or {}, self.options, device=self.device, calibrate=False
+        )
         timed = measurer.sample()
         label = name or str(getattr(fn, "__name__", type(fn).__name__))
-        return Result(name=label, nodeid="",
-                      samples=list(timed.raw.times), number_per_block=timed.raw.number_per_block,
-                      device=timed.device, threads=self.options.threads,
-                      cpu_share=timed.raw.cpu_share, summary=summarize(timed.raw.times),
-                      options=self.options, kind="timer", clock=timed.clock)
+        return Result(
+            name=label,
+            nodeid="",
+            samples=list(timed.raw.times),
+            number_per_block=timed.raw.number_per_block,
+            device=timed.device,
+            threads=self.options.threads,
+            cpu_share=timed.raw.cpu_share,
+            summary=summarize(timed.raw.times),
+            options=self.options,
+            kind="timer",
+            clock=timed.clock,
+        )

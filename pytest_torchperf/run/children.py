@@ -55,11 +55,19 @@ class ProcessSample:
         return summarize(self.times).p25
 
     def to_json(self, nodeid: str, name: str) -> str:
-        return json.dumps({"nodeid": nodeid, "name": name, "process": self.process,
-                           "times": list(self.times), "cpu_share": self.cpu_share,
-                           "calibration": self.calibration, "problem": self.problem,
-                           "neighbour_load": self.neighbour_load,
-                           "speedup": dict(self.speedup) if self.speedup else None})
+        return json.dumps(
+            {
+                "nodeid": nodeid,
+                "name": name,
+                "process": self.process,
+                "times": list(self.times),
+                "cpu_share": self.cpu_share,
+                "calibration": self.calibration,
+                "problem": self.problem,
+                "neighbour_load": self.neighbour_load,
+                "speedup": dict(self.speedup) if self.speedup else None,
+            }
+        )
 
 
 class ChildSink:
@@ -73,10 +81,23 @@ class ChildSink:
         self.path = Path(path)
         self.process = process
 
-    def write(self, nodeid: str, name: str, sample: Sample, problem: str | None,
-              speedup: Mapping[str, float] | None = None) -> None:
-        record = ProcessSample(self.process, tuple(sample.times), sample.cpu_share,
-                               sample.calibration, problem, sample.neighbour_load, speedup)
+    def write(
+        self,
+        nodeid: str,
+        name: str,
+        sample: Sample,
+        problem: str | None,
+        speedup: Mapping[str, float] | None = None,
+    ) -> None:
+        record = ProcessSample(
+            self.process,
+            tuple(sample.times),
+            sample.cpu_share,
+            sample.calibration,
+            problem,
+            sample.neighbour_load,
+            speedup,
+        )
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(record.to_json(nodeid, name) + "\n")
             handle.flush()
@@ -97,8 +118,14 @@ def read_child_file(path: Path) -> dict[Key, ProcessSample]:
             if not times:
                 continue
             found[(str(data["nodeid"]), str(data["name"]))] = ProcessSample(
-                int(data["process"]), times, data.get("cpu_share"), data.get("calibration"),
-                data.get("problem"), data.get("neighbour_load"), data.get("speedup"))
+                int(data["process"]),
+                times,
+                data.get("cpu_share"),
+                data.get("calibration"),
+                data.get("problem"),
+                data.get("neighbour_load"),
+                data.get("speedup"),
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return found
@@ -133,8 +160,9 @@ class FreshRuns:
         return runs[k]
 
 
-def fresh_confirmer(fresh: FreshRuns | None, nodeid: str, name: str, device: str,
-                    passes: list[Sample]) -> Callable[[], Sample | None] | None:
+def fresh_confirmer(
+    fresh: FreshRuns | None, nodeid: str, name: str, device: str, passes: list[Sample]
+) -> Callable[[], Sample | None] | None:
     """The confirming passes of a suspected slowdown, taken in fresh processes (or None).
 
     Each call takes the next fresh run of the test; the pass is appended to ``passes`` (reports
@@ -151,16 +179,23 @@ def fresh_confirmer(fresh: FreshRuns | None, nodeid: str, name: str, device: str
         if found is None:
             return None
         on_cpu = device.startswith("cpu")
-        sample = Sample(summarize(found.times), found.cpu_share if on_cpu else None,
-                        tuple(found.times), found.calibration,
-                        neighbour_load=found.neighbour_load if on_cpu else None, fresh=True)
+        sample = Sample(
+            summarize(found.times),
+            found.cpu_share if on_cpu else None,
+            tuple(found.times),
+            found.calibration,
+            neighbour_load=found.neighbour_load if on_cpu else None,
+            fresh=True,
+        )
         passes.append(sample)
         return sample
+
     return confirm
 
 
-def fresh_speedups(fresh: FreshRuns | None, nodeid: str, name: str,
-                   count: int) -> Callable[[], list[dict[str, float] | None]] | None:
+def fresh_speedups(
+    fresh: FreshRuns | None, nodeid: str, name: str, count: int
+) -> Callable[[], list[dict[str, float] | None]] | None:
     """The speedups vs eager that ``count`` fresh runs of the test measured for ``name`` (None
     for a run that did not measure it: it cannot confirm)."""
     if fresh is None:
@@ -169,11 +204,13 @@ def fresh_speedups(fresh: FreshRuns | None, nodeid: str, name: str,
     def speedups() -> list[dict[str, float] | None]:
         found = [fresh.get(nodeid, k).get((nodeid, name)) for k in range(count)]
         return [dict(f.speedup) if f is not None and f.speedup else None for f in found]
+
     return speedups
 
 
-def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSample],
-                          run_id: str) -> list[dict[str, Any]]:
+def child_session_records(
+    record: Mapping[str, Any], others: Iterable[ProcessSample], run_id: str
+) -> list[dict[str, Any]]:
     """Session records for the trusted child measurements, derived from this process's record.
 
     Counters, fingerprints and variant figures are deterministic or per run, so they are copied;
@@ -184,15 +221,21 @@ def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSam
     for sample in trusted(others):
         summary = summarize(sample.times)
         child = dict(record)
-        child.update({
-            "run_id": f"{run_id}-p{sample.process}",
-            "statistic": summary.p25,
-            "stats": {k: v if k == "n" else float(f"{v:.6g}") for k, v in summary.to_dict().items()},
-            "times": [float(f"{t:.6g}") for t in sample.times],
-            "cpu_share": None if sample.cpu_share is None else round(sample.cpu_share, 4),
-            "calibration": None if sample.calibration is None else float(f"{sample.calibration:.6g}"),
-            "process": sample.process,
-        })
+        child.update(
+            {
+                "run_id": f"{run_id}-p{sample.process}",
+                "statistic": summary.p25,
+                "stats": {
+                    k: v if k == "n" else float(f"{v:.6g}") for k, v in summary.to_dict().items()
+                },
+                "times": [float(f"{t:.6g}") for t in sample.times],
+                "cpu_share": None if sample.cpu_share is None else round(sample.cpu_share, 4),
+                "calibration": None
+                if sample.calibration is None
+                else float(f"{sample.calibration:.6g}"),
+                "process": sample.process,
+            }
+        )
         # Per-run figures the child did not report: not repeated, or they would count N-fold
         # (drift checks take the median of stored speedups).
         child["speedup"] = None
@@ -201,5 +244,16 @@ def child_session_records(record: Mapping[str, Any], others: Iterable[ProcessSam
     return records
 
 
-__all__ = ["ChildSink", "FreshRuns", "ProcessSample", "child_session_records", "fresh_confirmer",
-           "fresh_speedups", "merge", "pooled", "read_child_file", "same_run", "trusted"]
+__all__ = [
+    "ChildSink",
+    "FreshRuns",
+    "ProcessSample",
+    "child_session_records",
+    "fresh_confirmer",
+    "fresh_speedups",
+    "merge",
+    "pooled",
+    "read_child_file",
+    "same_run",
+    "trusted",
+]

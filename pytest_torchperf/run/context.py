@@ -73,8 +73,9 @@ class RunContext:
         with file_lock(self.lock_path):
             yield
 
-    def resolve_options(self, call: Mapping[str, Any], marker: Mapping[str, Any],
-                        where: str) -> tuple[MeasureOptions, str | None]:
+    def resolve_options(
+        self, call: Mapping[str, Any], marker: Mapping[str, Any], where: str
+    ) -> tuple[MeasureOptions, str | None]:
         """Resolve a call's options over marker, CLI and ini; return options and the explicit name."""
         call_layer = parse_layer(call, f"{where}: torchperf(...) call")
         marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
@@ -84,9 +85,14 @@ class RunContext:
 
     def gate(self, options: MeasureOptions) -> Gate:
         """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""
-        return Gate(max_slowdown=options.max_slowdown, min_cpu_share=options.min_cpu_share,
-                    max_spread=options.max_spread, max_neighbour_load=options.max_neighbour_load,
-                    max_machine_slowdown=options.max_machine_slowdown, strict=options.strict,
-                    ignore_counters=tuple(options.ignore_counters),
-                    confirm=self.settings.confirm if self.fresh_runs else "same",
-                    saving=self.settings.save)
+        return Gate(
+            max_slowdown=options.max_slowdown,
+            min_cpu_share=options.min_cpu_share,
+            max_spread=options.max_spread,
+            max_neighbour_load=options.max_neighbour_load,
+            max_machine_slowdown=options.max_machine_slowdown,
+            strict=options.strict,
+            ignore_counters=tuple(options.ignore_counters),
+            confirm=self.settings.confirm if self.fresh_runs else "same",
+            saving=self.settings.save,
+        )

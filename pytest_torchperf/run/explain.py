@@ -26,20 +26,33 @@ def profile_iterations(sample: Sample) -> int:
     return max(3, min(100, int(0.2 / max(sample.statistic, 1e-9))))
 
 
-def baseline_top_ops(measurer: Any, sample: Sample, state: "TestState",
-                     name: str) -> list[dict[str, Any]] | None:
+def baseline_top_ops(
+    measurer: Any, sample: Sample, state: "TestState", name: str
+) -> list[dict[str, Any]] | None:
     """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
     try:
         rows, _ = measurer.profile(profile_iterations(sample))
     except Exception as exc:  # noqa: BLE001 - a profiler problem must not lose the baseline
         state.warnings.append(f"{name}: op table not stored (profiling failed: {exc})")
         return None
-    return [{**row, "self_cpu": float(f"{row['self_cpu']:.4g}"),
-             "self_device": float(f"{row['self_device']:.4g}")} for row in rows]
+    return [
+        {
+            **row,
+            "self_cpu": float(f"{row['self_cpu']:.4g}"),
+            "self_device": float(f"{row['self_device']:.4g}"),
+        }
+        for row in rows
+    ]
 
 
-def explain_slowdown(report_dir: Path, measurer: Any, sessions: Sequence[Mapping[str, Any]],
-                     nodeid: str, name: str, sample: Sample) -> list[str]:
+def explain_slowdown(
+    report_dir: Path,
+    measurer: Any,
+    sessions: Sequence[Mapping[str, Any]],
+    nodeid: str,
+    name: str,
+    sample: Sample,
+) -> list[str]:
     """Profile the target once more (after timing) and name the ops that got slower."""
     from pytest_torchperf.measure.profiling import diff_top_ops, median_top_ops, trace_path
 
@@ -51,19 +64,30 @@ def explain_slowdown(report_dir: Path, measurer: Any, sessions: Sequence[Mapping
     stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
     if stored:
         diffs = diff_top_ops(stored, rows)
-        why = ("; ".join(diffs) if diffs else
-               "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
-               "allocator or machine)")
+        why = (
+            "; ".join(diffs)
+            if diffs
+            else "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
+            "allocator or machine)"
+        )
         lines = [f"  why (profiled, self time per call vs baseline): {why}"]
     else:
-        top = ", ".join(f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3])
+        top = ", ".join(
+            f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3]
+        )
         lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
     return [*lines, f"  trace: {path}"]
 
 
-def cross_machine(store: "BaselineStore", environment: dict[str, Any], nodeid: str, name: str,
-                  sample: Sample, counters: dict[str, Any] | None,
-                  options: MeasureOptions) -> tuple[list[str], list[str], list[str]]:
+def cross_machine(
+    store: "BaselineStore",
+    environment: dict[str, Any],
+    nodeid: str,
+    name: str,
+    sample: Sample,
+    counters: dict[str, Any] | None,
+    options: MeasureOptions,
+) -> tuple[list[str], list[str], list[str]]:
     """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
 
     Returns the counter changes (which fail the test, as within one environment), notes on the
@@ -94,22 +118,30 @@ def cross_machine(store: "BaselineStore", environment: dict[str, Any], nodeid: s
     if not isinstance(stored_exact, Mapping):
         stored_exact = {}
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
-    if counters is None or stored_counters is None or not same_torch_build(environment["exact"],
-                                                                         stored_exact):
+    if (
+        counters is None
+        or stored_counters is None
+        or not same_torch_build(environment["exact"], stored_exact)
+    ):
         return [], [], warnings
     class_difference = cpu_class_difference(environment["exact"], stored_exact)
     informational = gated_across(counters, class_difference)
     notes = []
     if informational:
-        shown = diff_counters(stored_counters, counters,
-                              [c for c in COUNTER_NAMES if c not in informational])
+        shown = diff_counters(
+            stored_counters, counters, [c for c in COUNTER_NAMES if c not in informational]
+        )
         if shown:
             notes.append(
                 f"not gated: {'; '.join(shown)} vs {env_id}: this measurement runs low-precision or "
                 f"quantized code, whose ops and kernels torch and torchao choose by the CPU's "
                 f"instruction sets, and the CPU class differs ({class_difference}). Save a "
-                f"baseline on this machine class (pytest --torchperf-save) to gate them")
-    changes = [f"{change} (vs {env_id}, same torch build)"
-               for change in diff_counters(stored_counters, counters,
-                                           (*options.ignore_counters, *informational))]
+                f"baseline on this machine class (pytest --torchperf-save) to gate them"
+            )
+    changes = [
+        f"{change} (vs {env_id}, same torch build)"
+        for change in diff_counters(
+            stored_counters, counters, (*options.ignore_counters, *informational)
+        )
+    ]
     return changes, notes, warnings

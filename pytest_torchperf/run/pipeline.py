@@ -42,12 +42,14 @@ if TYPE_CHECKING:
 
 # -- the steps every measurement shares -------------------------------------------------------
 
+
 def check_not_profiling(ctx: RunContext, nodeid: str, name: str) -> None:
     """Timing inside a torchperf_profiler block would be inflated: refuse it."""
     if ctx.profiling_depth:
         raise OptionError(
             f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
-            f"3-25% overhead, so time outside the block and profile in a separate pass")
+            f"3-25% overhead, so time outside the block and profile in a separate pass"
+        )
 
 
 def claim_name(state: TestState, nodeid: str, name: str) -> None:
@@ -55,7 +57,8 @@ def claim_name(state: TestState, nodeid: str, name: str) -> None:
     if name in state.names:
         raise OptionError(
             f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
-            f"torchperf(...) call its own name=")
+            f"torchperf(...) call its own name="
+        )
     state.names.add(name)
 
 
@@ -63,8 +66,13 @@ def to_sample(raw: Any, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)
     calibration = summarize(raw.calibration).p25 if raw.calibration else None
-    return Sample(summarize(times), raw.cpu_share if on_cpu else None, times, calibration,
-                  neighbour_load=raw.neighbour_load if on_cpu else None)
+    return Sample(
+        summarize(times),
+        raw.cpu_share if on_cpu else None,
+        times,
+        calibration,
+        neighbour_load=raw.neighbour_load if on_cpu else None,
+    )
 
 
 def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable[[], Sample]:
@@ -76,21 +84,41 @@ def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable
             timed = measurer.sample()
         clock.append(timed.clock)
         return to_sample(timed.raw, on_cpu)
+
     return take_sample
 
 
-def disabled_result(state: TestState, nodeid: str, name: str, device: str,
-                    options: MeasureOptions, kind: str, variant: str = "eager") -> Result:
+def disabled_result(
+    state: TestState,
+    nodeid: str,
+    name: str,
+    device: str,
+    options: MeasureOptions,
+    kind: str,
+    variant: str = "eager",
+) -> Result:
     """``--torchperf-disable``: the target ran once, untimed."""
-    result = Result(name=name, nodeid=nodeid, samples=[], number_per_block=0, device=device,
-                    threads=options.threads, cpu_share=None, group=options.group, disabled=True,
-                    options=options, kind=kind, variant=variant)
+    result = Result(
+        name=name,
+        nodeid=nodeid,
+        samples=[],
+        number_per_block=0,
+        device=device,
+        threads=options.threads,
+        cpu_share=None,
+        group=options.group,
+        disabled=True,
+        options=options,
+        kind=kind,
+        variant=variant,
+    )
     state.results.append(result)
     return result
 
 
-def counters_of(measurer: "Measurer", options: MeasureOptions,
-                eager: Any = None) -> tuple[dict[str, Any] | None, Any]:
+def counters_of(
+    measurer: "Measurer", options: MeasureOptions, eager: Any = None
+) -> tuple[dict[str, Any] | None, Any]:
     """Counters of one call (None when off) and that call's output (for a determinism check)."""
     from pytest_torchperf.measure.outputs import NO_OUTPUT
 
@@ -101,9 +129,21 @@ def counters_of(measurer: "Measurer", options: MeasureOptions,
 
 # -- one plain measurement --------------------------------------------------------------------
 
-def measure(ctx: RunContext, state: TestState, nodeid: str, name: str, target: Callable[..., Any],
-            inputs: Sequence[Any], kwargs: Mapping[str, Any], options: MeasureOptions,
-            device: str | None = None, *, gate: bool = True, kind: str = "torchperf") -> Result:
+
+def measure(
+    ctx: RunContext,
+    state: TestState,
+    nodeid: str,
+    name: str,
+    target: Callable[..., Any],
+    inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: MeasureOptions,
+    device: str | None = None,
+    *,
+    gate: bool = True,
+    kind: str = "torchperf",
+) -> Result:
     """Measure ``target`` for test ``nodeid`` under measurement ``name`` (see module docstring).
 
     ``gate=False`` (the ``torchperf_timer`` default) records the measurement without comparing
@@ -131,20 +171,39 @@ def measure(ctx: RunContext, state: TestState, nodeid: str, name: str, target: C
     counters = None if counters is None else {**counters, **graph}
     extra = None
     if kind == "torchperf":
-        extra = VariantExtra("eager", fingerprint=output_fingerprint(output, again, measurer),
-                             metric=user_metric(measurer, options, name),
-                             limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))))
+        extra = VariantExtra(
+            "eager",
+            fingerprint=output_fingerprint(output, again, measurer),
+            metric=user_metric(measurer, options, name),
+            limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))),
+        )
     graphs_before = dynamo_graph_total() if count_graphs else 0
     clock: list[str] = []
     take_sample = sampler(ctx, measurer, clock)
     first = take_sample()
     if counters is not None and count_graphs:
         counters["recompiles"] = dynamo_graph_total() - graphs_before
-    return conclude(ctx, state, Measured(nodeid, name, measurer, options, counters, first,
-                                         take_sample, clock, gate=gate, kind=kind, extra=extra))
+    return conclude(
+        ctx,
+        state,
+        Measured(
+            nodeid,
+            name,
+            measurer,
+            options,
+            counters,
+            first,
+            take_sample,
+            clock,
+            gate=gate,
+            kind=kind,
+            extra=extra,
+        ),
+    )
 
 
 # -- judging, the Result, the save ------------------------------------------------------------
+
 
 def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     """Judge a measured target against its baseline, build the Result, queue the baseline write."""
@@ -163,14 +222,20 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     unfit = save_guard(m.options, references)
     final, comparison = first, None
     if comparing:
-        comparison = _compare(ctx, state, m, first, take_sample, passes, env_id, environment,
-                              others)
+        comparison = _compare(
+            ctx, state, m, first, take_sample, passes, env_id, environment, others
+        )
         final = comparison.sample
     elif (saving or ctx.child_sink) and unfit(first):
         final = take_sample()  # a contaminated baseline would poison every later comparison
     if ctx.child_sink is not None and m.gate:
-        ctx.child_sink.write(m.nodeid, m.name, final, guard_of(m.options)(final),
-                             m.extra.speedup if m.extra is not None else None)
+        ctx.child_sink.write(
+            m.nodeid,
+            m.name,
+            final,
+            guard_of(m.options)(final),
+            m.extra.speedup if m.extra is not None else None,
+        )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
     state.results.append(result)
     if saving and not result.failures and (comparison is None or _saveable(comparison)):
@@ -180,9 +245,17 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     return result
 
 
-def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
-             take_sample: Callable[[], Sample], passes: list[Sample], env_id: str,
-             environment: dict[str, Any], others: list[Any]) -> Comparison:
+def _compare(
+    ctx: RunContext,
+    state: TestState,
+    m: Measured,
+    first: Sample,
+    take_sample: Callable[[], Sample],
+    passes: list[Sample],
+    env_id: str,
+    environment: dict[str, Any],
+    others: list[Any],
+) -> Comparison:
     """The comparison engine on live passes, then what only a live run can add: the other
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
@@ -201,30 +274,50 @@ def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
         return confirmed
 
     candidate = Candidate(
-        m.name, first, m.counters, variant=extra.variant if extra else "eager",
-        speedup=extra.speedup if extra else None, fingerprint=extra.fingerprint if extra else None,
+        m.name,
+        first,
+        m.counters,
+        variant=extra.variant if extra else "eager",
+        speedup=extra.speedup if extra else None,
+        fingerprint=extra.fingerprint if extra else None,
         metric=extra.metric if extra else None,
-        accuracy_limits=(extra.limits or tolerances(extra.variant, dict(
-            dict(m.options.accuracy).get(extra.variant, ())))) if extra else None,
+        accuracy_limits=(
+            extra.limits
+            or tolerances(extra.variant, dict(dict(m.options.accuracy).get(extra.variant, ())))
+        )
+        if extra
+        else None,
         run_failures=list(extra.failures) if extra else [],
-        calibration_kernel=CALIBRATION_KERNEL if first.calibration else None)
-    where = Where(env_id, environment["exact"], str(ctx.store.module_file(env_id, m.nodeid)),
-                  str(ctx.store.root), lambda: ctx.store.environments_with(m.nodeid, m.name))
-    comparison = compare(candidate, sessions, ctx.gate(m.options), remeasure=take_sample,
-                         confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device,
-                                                 passes),
-                         confirm_speedups=recorded_speedups if confirm_speedups else None,
-                         where=where)
+        calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
+    )
+    where = Where(
+        env_id,
+        environment["exact"],
+        str(ctx.store.module_file(env_id, m.nodeid)),
+        str(ctx.store.root),
+        lambda: ctx.store.environments_with(m.nodeid, m.name),
+    )
+    comparison = compare(
+        candidate,
+        sessions,
+        ctx.gate(m.options),
+        remeasure=take_sample,
+        confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device, passes),
+        confirm_speedups=recorded_speedups if confirm_speedups else None,
+        where=where,
+    )
     if extra is not None:
         extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)
     verdict = comparison.verdict
     if verdict.outcome is Outcome.FAIL:
         comparison.explanation = explain.explain_slowdown(
-            ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample)
+            ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
+        )
     if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
         changes, notes, warnings = explain.cross_machine(
-            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options)
+            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
+        )
         comparison.counter_changes = changes
         comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
         state.warnings.extend(warnings)
@@ -232,33 +325,64 @@ def _compare(ctx: RunContext, state: TestState, m: Measured, first: Sample,
 
 
 def _saveable(comparison: Comparison) -> bool:
-    return (not comparison.counter_changes and not comparison.failures
-            and comparison.verdict.outcome in (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW))
+    return (
+        not comparison.counter_changes
+        and not comparison.failures
+        and comparison.verdict.outcome in (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)
+    )
 
 
-def _result(ctx: RunContext, m: Measured, final: Sample, comparison: Comparison | None,
-            passes: list[Sample], others: list[Any], env_id: str,
-            environment: dict[str, Any]) -> Result:
+def _result(
+    ctx: RunContext,
+    m: Measured,
+    final: Sample,
+    comparison: Comparison | None,
+    passes: list[Sample],
+    others: list[Any],
+    env_id: str,
+    environment: dict[str, Any],
+) -> Result:
     verdict = comparison.verdict if comparison is not None else None
     run_failures = list(m.extra.failures) if m.extra else []
     result = Result(
-        name=m.name, nodeid=m.nodeid, samples=list(final.times),
-        number_per_block=m.measurer.number_per_block or 0, device=m.measurer.device,
-        threads=m.options.threads, cpu_share=final.cpu_share,
+        name=m.name,
+        nodeid=m.nodeid,
+        samples=list(final.times),
+        number_per_block=m.measurer.number_per_block or 0,
+        device=m.measurer.device,
+        threads=m.options.threads,
+        cpu_share=final.cpu_share,
         neighbour_load=None if final.neighbour_load is None else round(final.neighbour_load, 3),
-        environment_id=env_id, verdict=verdict, group=m.options.group, summary=final.summary,
-        options=m.options, counters=m.counters,
+        environment_id=env_id,
+        verdict=verdict,
+        group=m.options.group,
+        summary=final.summary,
+        options=m.options,
+        counters=m.counters,
         counter_changes=comparison.counter_changes if comparison is not None else [],
-        kind=m.kind, clock=m.clock[-1], calibration=final.calibration,
+        kind=m.kind,
+        clock=m.clock[-1],
+        calibration=final.calibration,
         failures=comparison.failures if comparison is not None else run_failures,
-        run_id=ctx.run_id, run_failures=run_failures,
+        run_id=ctx.run_id,
+        run_failures=run_failures,
         # Full precision: `torchperf compare` must replay the very same figures.
-        passes=[{"times": list(p.times), "cpu_share": p.cpu_share, "calibration": p.calibration,
-                 "neighbour_load": p.neighbour_load, "fresh": p.fresh,
-                 "process_statistics": [s.statistic for s in trusted(others)],
-                 "process_calibrations": [s.calibration for s in trusted(others) if s.calibration]}
-                for p in passes],
-        processes=[*final.process_statistics, final.summary.p25] if final.process_statistics else [])
+        passes=[
+            {
+                "times": list(p.times),
+                "cpu_share": p.cpu_share,
+                "calibration": p.calibration,
+                "neighbour_load": p.neighbour_load,
+                "fresh": p.fresh,
+                "process_statistics": [s.statistic for s in trusted(others)],
+                "process_calibrations": [s.calibration for s in trusted(others) if s.calibration],
+            }
+            for p in passes
+        ],
+        processes=[*final.process_statistics, final.summary.p25]
+        if final.process_statistics
+        else [],
+    )
     if m.extra is not None:
         m.extra.apply(result)
     if comparison is not None:

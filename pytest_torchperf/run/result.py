@@ -158,18 +158,22 @@ class Result:
         """Failure message for changed counters, or None."""
         if not self.counter_changes:
             return None
-        return (f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
-                f"If intended, record a new baseline (pytest --torchperf-save --torchperf-reset); "
-                f"to stop gating a counter pass ignore_counters=[...]")
+        return (
+            f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
+            f"If intended, record a new baseline (pytest --torchperf-save --torchperf-reset); "
+            f"to stop gating a counter pass ignore_counters=[...]"
+        )
 
     def __repr__(self) -> str:
         if self.summary is None:
             return f"<torchperf Result {self.name!r}: not timed (--torchperf-disable)>"
         s = self.summary
-        text = (f"<torchperf Result {self.name!r}: median {format_time(s.median)} "
-                f"(p25 {format_time(s.p25)}, IQR {format_time(s.iqr)}, {s.n} blocks x "
-                f"{self.number_per_block} calls, {self.device}, {self.threads} thread"
-                f"{'s' if self.threads != 1 else ''})")
+        text = (
+            f"<torchperf Result {self.name!r}: median {format_time(s.median)} "
+            f"(p25 {format_time(s.p25)}, IQR {format_time(s.iqr)}, {s.n} blocks x "
+            f"{self.number_per_block} calls, {self.device}, {self.threads} thread"
+            f"{'s' if self.threads != 1 else ''})"
+        )
         if self.verdict is not None:
             text += f" {self.verdict.outcome.value}"
             if self.verdict.ratio is not None:
@@ -193,8 +197,12 @@ class Result:
             "neighbour_load": self.neighbour_load,
             "stats": cast("StatsRecord", self.summary.to_dict()) if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
-            "options": {"min_time": self.options.min_time, "max_slowdown": self.options.max_slowdown}
-            if self.options is not None else None,
+            "options": {
+                "min_time": self.options.min_time,
+                "max_slowdown": self.options.max_slowdown,
+            }
+            if self.options is not None
+            else None,
             "verdict": cast("VerdictRecord", self.verdict.to_dict()) if self.verdict else None,
             "counters": self.counters,
             "counter_changes": list(self.counter_changes),
@@ -262,10 +270,17 @@ class VariantExtra:
 
     def record(self) -> dict[str, Any]:
         """The keys a saved baseline session holds for this measurement."""
+
         def rounded(values: Mapping[str, float] | None) -> dict[str, float] | None:
             return None if values is None else {k: float(f"{v:.6g}") for k, v in values.items()}
 
-        return {"variant": self.variant, "speedup": rounded(self.speedup),
-                "accuracy": rounded(self.accuracy), "accuracy_limits": rounded(self.limits),
-                "build_time": None if self.build_time is None else round(self.build_time, 3),
-                "method": self.method, "fingerprint": self.fingerprint, "metric": self.metric}
+        return {
+            "variant": self.variant,
+            "speedup": rounded(self.speedup),
+            "accuracy": rounded(self.accuracy),
+            "accuracy_limits": rounded(self.limits),
+            "build_time": None if self.build_time is None else round(self.build_time, 3),
+            "method": self.method,
+            "fingerprint": self.fingerprint,
+            "metric": self.metric,
+        }

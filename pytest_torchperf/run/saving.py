@@ -22,27 +22,37 @@ from pytest_torchperf.run.state import Measured, PendingSave, TestState
 
 def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
     """The contention, spread and neighbour guards of ``options``, as one function."""
+
     def guard(sample: Sample) -> str | None:
-        return guard_problem(sample, min_cpu_share=options.min_cpu_share,
-                             max_relative_iqr=options.max_spread,
-                             max_neighbour_load=options.max_neighbour_load)
+        return guard_problem(
+            sample,
+            min_cpu_share=options.min_cpu_share,
+            max_relative_iqr=options.max_spread,
+            max_neighbour_load=options.max_neighbour_load,
+        )
+
     return guard
 
 
-def save_guard(options: MeasureOptions, references: list[tuple[str, list[float]]],
-                ) -> Callable[[Any], Any]:
+def save_guard(
+    options: MeasureOptions,
+    references: list[tuple[str, list[float]]],
+) -> Callable[[Any], Any]:
     """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual."""
     guard = guard_of(options)
 
     def unfit(sample: Any) -> Any:
         problem = guard(sample) if isinstance(sample, Sample) else None
-        return problem or machine_disturbance(sample.calibration, references,
-                                              options.max_machine_slowdown)
+        return problem or machine_disturbance(
+            sample.calibration, references, options.max_machine_slowdown
+        )
+
     return unfit
 
 
-def calibration_references(ctx: RunContext, env_id: str, nodeid: str,
-                            name: str) -> list[tuple[str, list[float]]]:
+def calibration_references(
+    ctx: RunContext, env_id: str, nodeid: str, name: str
+) -> list[tuple[str, list[float]]]:
     """What a saved pass's machine speed is held against: the stored sessions' calibration
     kernel (unless --torchperf-reset replaces them) and this run's other measurements'."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
@@ -51,8 +61,11 @@ def calibration_references(ctx: RunContext, env_id: str, nodeid: str,
     references = []
     if not ctx.settings.reset:
         try:
-            stored = [s["calibration"] for s in ctx.store.load_sessions(env_id, nodeid, name)
-                      if s.get("calibration") and s.get("calibration_kernel") == CALIBRATION_KERNEL]
+            stored = [
+                s["calibration"]
+                for s in ctx.store.load_sessions(env_id, nodeid, name)
+                if s.get("calibration") and s.get("calibration_kernel") == CALIBRATION_KERNEL
+            ]
         except BaselineFileError:
             stored = []  # the save itself reports the bad file
         references.append(("the stored sessions", stored))
@@ -60,16 +73,26 @@ def calibration_references(ctx: RunContext, env_id: str, nodeid: str,
     return references
 
 
-def queue_save(ctx: RunContext, state: TestState, m: Measured, result: Result, final: Sample,
-               others: list[Any], unfit: Callable[[Any], Any], passes: int, env_id: str,
-               environment: dict[str, Any]) -> None:
+def queue_save(
+    ctx: RunContext,
+    state: TestState,
+    m: Measured,
+    result: Result,
+    final: Sample,
+    others: list[Any],
+    unfit: Callable[[Any], Any],
+    passes: int,
+    env_id: str,
+    environment: dict[str, Any],
+) -> None:
     """Queue the sessions to store once the test passes, unless the pass is unfit to store."""
     problem = unfit(final)
     times = "measured twice" if passes > 1 else "measured once"
     if isinstance(problem, str):
         result.not_saved = problem.split(":")[0]
-        state.warnings.append(f"{m.name}: baseline not saved: {problem} ({times}). Save again on a "
-                              f"quieter machine.")
+        state.warnings.append(
+            f"{m.name}: baseline not saved: {problem} ({times}). Save again on a quieter machine."
+        )
         return
     if problem:
         ratio, reference, what = problem
@@ -79,7 +102,8 @@ def queue_save(ctx: RunContext, state: TestState, m: Measured, result: Result, f
             f"{format_change(ratio)} slower than {what} ({format_time(final.calibration)} vs "
             f"{format_time(reference)} per call; {times}). Stored now, this baseline would make "
             f"unchanged code look faster in every later compare. Save again when the machine is "
-            f"quiet.")
+            f"quiet."
+        )
         return
     record = dict(result.session or {})
     record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
@@ -89,9 +113,12 @@ def queue_save(ctx: RunContext, state: TestState, m: Measured, result: Result, f
             f"{m.name}: {len(others) - len(kept)} of the other processes' sessions not saved: the "
             f"machine ran the calibration kernel more than "
             f"{format_percent(m.options.max_machine_slowdown)} slower than in the stored sessions "
-            f"or this run while they measured")
-    state.pending += [PendingSave(env_id, environment, m.nodeid, m.name, r, result) for r in
-                      [*child_session_records(record, kept, ctx.run_id), record]]
+            f"or this run while they measured"
+        )
+    state.pending += [
+        PendingSave(env_id, environment, m.nodeid, m.name, r, result)
+        for r in [*child_session_records(record, kept, ctx.run_id), record]
+    ]
 
 
 def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> dict[str, Any]:
@@ -105,8 +132,9 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         "git_sha": ctx.git_sha(),
         "pytest_torchperf": __version__,
         "statistic": result.summary.p25,
-        "stats": {k: v if k == "n" else float(f"{v:.6g}")
-                  for k, v in result.summary.to_dict().items()},
+        "stats": {
+            k: v if k == "n" else float(f"{v:.6g}") for k, v in result.summary.to_dict().items()
+        },
         "times": [float(f"{t:.6g}") for t in result.samples],
         "number_per_block": result.number_per_block,
         "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
@@ -133,8 +161,16 @@ def flush(ctx: RunContext, state: TestState) -> list[Any]:
         key = (pending.env_id, pending.nodeid, pending.name)
         reset = ctx.settings.reset and key not in reset_done
         reset_done.add(key)
-        written.append(ctx.store.record(pending.env_id, pending.environment, pending.nodeid,
-                                        pending.name, pending.record, reset=reset))
+        written.append(
+            ctx.store.record(
+                pending.env_id,
+                pending.environment,
+                pending.nodeid,
+                pending.name,
+                pending.record,
+                reset=reset,
+            )
+        )
         pending.result.saved = True
     state.pending.clear()
     return written

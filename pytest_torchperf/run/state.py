@@ -51,8 +51,11 @@ class TestState:
 
     def failure_messages(self) -> list[str]:
         """Messages of measurements that must fail the test (each with its explanation)."""
-        messages = ["\n".join([r.verdict.message, *r.explanation]) for r in self.results
-                    if r.verdict and r.verdict.failed]
+        messages = [
+            "\n".join([r.verdict.message, *r.explanation])
+            for r in self.results
+            if r.verdict and r.verdict.failed
+        ]
         messages += [r.counter_message for r in self.results if r.counter_message]
         messages += [f for r in self.results for f in r.failures]
         return messages + self.failures

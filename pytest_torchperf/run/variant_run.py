@@ -61,21 +61,32 @@ class _Plan:
     clock_name: str = "cpu"
 
 
-def _counting_recompiles(runner: Callable[[int], float], tally: dict[str, int],
-                         key: str) -> Callable[[int], float]:
+def _counting_recompiles(
+    runner: Callable[[int], float], tally: dict[str, int], key: str
+) -> Callable[[int], float]:
     """Wrap a block runner so graphs dynamo compiles during its blocks are counted under ``key``."""
+
     def run(number: int) -> float:
         before = dynamo_graph_total()
         try:
             return runner(number)
         finally:
             tally[key] += dynamo_graph_total() - before
+
     return run
 
 
-def measure_variants(ctx: RunContext, state: TestState, nodeid: str, name: str,
-                     target: Callable[..., Any], inputs: Sequence[Any], kwargs: Mapping[str, Any],
-                     options: MeasureOptions, variants: Sequence[str]) -> dict[str, Result]:
+def measure_variants(
+    ctx: RunContext,
+    state: TestState,
+    nodeid: str,
+    name: str,
+    target: Callable[..., Any],
+    inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: MeasureOptions,
+    variants: Sequence[str],
+) -> dict[str, Result]:
     """Measure ``variants`` of ``target`` side by side; returns variant -> Result.
 
     Eager fp32 is always run as the reference (outputs for accuracy, interleaved blocks for
@@ -86,16 +97,23 @@ def measure_variants(ctx: RunContext, state: TestState, nodeid: str, name: str,
     __tracebackhide__ = True
     from pytest_torchperf.measure.timing import Measurer
 
-    plan = _Plan(nodeid, name, options, variants,
-                 {v: name if v == "eager" else f"{name}[{v}]" for v in variants})
+    plan = _Plan(
+        nodeid,
+        name,
+        options,
+        variants,
+        {v: name if v == "eager" else f"{name}[{v}]" for v in variants},
+    )
     check_not_profiling(ctx, nodeid, name)
     for label in plan.labels.values():
         claim_name(state, nodeid, label)
     eager = Measurer(target, inputs, dict(kwargs), options)
     if ctx.settings.disable:
         eager.run_once()
-        return {v: disabled_result(state, nodeid, plan.labels[v], eager.device, options,
-                                   "torchperf", v) for v in variants}
+        return {
+            v: disabled_result(state, nodeid, plan.labels[v], eager.device, options, "torchperf", v)
+            for v in variants
+        }
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
     reference = _reference(plan, eager, target)
     _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
@@ -106,23 +124,37 @@ def measure_variants(ctx: RunContext, state: TestState, nodeid: str, name: str,
 def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
     """Eager's graph counters, checked outputs, counters, fingerprint and metric."""
     options = plan.options
-    plan.count_graphs = (options.counters and "graphs" not in options.ignore_counters
-                         and any(v in COMPILED_VARIANTS for v in plan.variants))
+    plan.count_graphs = (
+        options.counters
+        and "graphs" not in options.ignore_counters
+        and any(v in COMPILED_VARIANTS for v in plan.variants)
+    )
     # explain() must run before anything is compiled: it invalidates dynamo's cache entries.
     plan.graph = eager.graph_counters(target) if plan.count_graphs else {}
     label = plan.labels.get("eager", f"{plan.name}[eager reference]")
     reference = eager.check_outputs(label)
     counters, again = counters_of(eager, options)
     plan.extras["eager"] = VariantExtra(
-        "eager", counters=counters, fingerprint=output_fingerprint(reference, again, eager),
+        "eager",
+        counters=counters,
+        fingerprint=output_fingerprint(reference, again, eager),
         metric=user_metric(eager, options, label),
-        limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))))
+        limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))),
+    )
     plan.measurers["eager"] = eager
     return reference
 
 
-def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: Any,
-           inputs: Sequence[Any], kwargs: Mapping[str, Any], reference: Any) -> None:
+def _build(
+    ctx: RunContext,
+    state: TestState,
+    plan: _Plan,
+    eager: Any,
+    target: Any,
+    inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    reference: Any,
+) -> None:
     """Build every other variant, check its outputs against eager's, keep its facts."""
     import torch
 
@@ -144,8 +176,15 @@ def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: A
             continue
         label = plan.labels[variant]
         try:
-            built = build_variant(variant, options.variant_settings(variant), target, inputs,
-                                  kwargs, device_type, eager.prepared)
+            built = build_variant(
+                variant,
+                options.variant_settings(variant),
+                target,
+                inputs,
+                kwargs,
+                device_type,
+                eager.prepared,
+            )
         except VariantUnavailable as exc:
             if len(plan.variants) == 1:
                 raise VariantSkipped(f"{label}: not measured: {exc}") from None
@@ -158,8 +197,9 @@ def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: A
             if len(plan.variants) == 1:
                 raise VariantFailed(message) from None
             continue
-        measurer = Measurer(built.target, inputs, dict(kwargs), options, device=eager.device,
-                            module=module)
+        measurer = Measurer(
+            built.target, inputs, dict(kwargs), options, device=eager.device, module=module
+        )
         try:
             output = measurer.check_outputs(label)
         except NonFiniteOutputError as exc:
@@ -167,10 +207,16 @@ def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: A
             if len(plan.variants) == 1:
                 raise
             continue
-        extra = VariantExtra(variant, build_time=built.build_time, method=built.method,
-                             notes=list(built.notes), info=dict(built.info))
-        extra.limits = tolerances(variant, overrides.get(variant), built.amp_dtype,
-                                  device=str(eager.device))
+        extra = VariantExtra(
+            variant,
+            build_time=built.build_time,
+            method=built.method,
+            notes=list(built.notes),
+            info=dict(built.info),
+        )
+        extra.limits = tolerances(
+            variant, overrides.get(variant), built.amp_dtype, device=str(eager.device)
+        )
         try:
             extra.accuracy = compare_outputs(reference, output)
             extra.failures += check_limits(label, extra.accuracy, extra.limits)
@@ -181,7 +227,8 @@ def _build(ctx: RunContext, state: TestState, plan: _Plan, eager: Any, target: A
                 f"{label}: building the variant took {built.build_time:.1f} s ({built.method}), "
                 f"above max_compile_time {options.max_compile_time:.0f} s. A cold inductor "
                 f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
-                f"this model is expected to compile slowly")
+                f"this model is expected to compile slowly"
+            )
         extra.fingerprint = fingerprint(output) if plan.extras["eager"].fingerprint else None
         extra.metric = user_metric(measurer, options, label)
         if variant in COMPILED_VARIANTS and plan.count_graphs:
@@ -200,8 +247,11 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
     clock_name = "cpu"
     for variant, measurer in plan.measurers.items():
         runner, clock_name = measurer.block_runner(per_block_state=True)
-        runners[variant] = _counting_recompiles(runner, recompiles, variant) \
-            if variant in COMPILED_VARIANTS else runner
+        runners[variant] = (
+            _counting_recompiles(runner, recompiles, variant)
+            if variant in COMPILED_VARIANTS
+            else runner
+        )
     calibrate = None
     if clock_name == "cpu":
         kernel = calibration_kernel()
@@ -209,11 +259,16 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
         def calibrate(number: int) -> float:
             with prepared(kernel, plan.options):
                 return kernel(number)
+
     plan.clock_name = clock_name
     with ctx.timing_lock(eager.device):
-        raws = collect_interleaved(runners, min_time=plan.options.min_time,
-                                   warmup=plan.options.warmup, calibrate=calibrate,
-                                   neighbours=neighbours_for(eager.device))
+        raws = collect_interleaved(
+            runners,
+            min_time=plan.options.min_time,
+            warmup=plan.options.warmup,
+            calibrate=calibrate,
+            neighbours=neighbours_for(eager.device),
+        )
     required = dict(plan.options.min_speedup)
     for variant, extra in plan.extras.items():
         plan.measurers[variant].number_per_block = raws[variant].number_per_block
@@ -222,38 +277,73 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
         if variant == "eager":
             continue
         ratios = summarize(round_ratios(raws["eager"].times, raws[variant].times))
-        extra.speedup = {"median": ratios.median, "p25": ratios.p25, "p75": ratios.p75,
-                         "n": ratios.n}
+        extra.speedup = {
+            "median": ratios.median,
+            "p25": ratios.p25,
+            "p75": ratios.p75,
+            "n": ratios.n,
+        }
         if variant in required and ratios.median < required[variant]:
             extra.failures.append(
                 f"{plan.labels[variant]}: speedup vs eager x{ratios.median:.2f} (IQR of "
                 f"{ratios.n} interleaved rounds x{ratios.p25:.2f}-x{ratios.p75:.2f}) is below the "
-                f"required min_speedup x{required[variant]:.2f}")
+                f"required min_speedup x{required[variant]:.2f}"
+            )
     return raws
 
 
-def _conclude_each(ctx: RunContext, state: TestState, plan: _Plan,
-                   raws: dict[str, Any]) -> dict[str, Result]:
+def _conclude_each(
+    ctx: RunContext, state: TestState, plan: _Plan, raws: dict[str, Any]
+) -> dict[str, Result]:
     """Each listed variant judged and saved like a plain measurement."""
     results: dict[str, Result] = {}
     for variant in [v for v in plan.variants if v in plan.measurers]:
         measurer, extra = plan.measurers[variant], plan.extras[variant]
         clock = [plan.clock_name]
         first = to_sample(raws[variant], measurer.device.startswith("cpu"))
-        results[variant] = conclude(ctx, state, Measured(
-            plan.nodeid, plan.labels[variant], measurer, plan.options, extra.counters, first,
-            sampler(ctx, measurer, clock), clock, gate=True, kind="torchperf", extra=extra))
-    return {v: results.get(v) or plan.failed[v] for v in plan.variants
-            if v in results or v in plan.failed}
+        results[variant] = conclude(
+            ctx,
+            state,
+            Measured(
+                plan.nodeid,
+                plan.labels[variant],
+                measurer,
+                plan.options,
+                extra.counters,
+                first,
+                sampler(ctx, measurer, clock),
+                clock,
+                gate=True,
+                kind="torchperf",
+                extra=extra,
+            ),
+        )
+    return {
+        v: results.get(v) or plan.failed[v]
+        for v in plan.variants
+        if v in results or v in plan.failed
+    }
 
 
-def failed_variant(ctx: RunContext, state: TestState, plan: _Plan, variant: str, device: str,
-                   message: str) -> Result:
+def failed_variant(
+    ctx: RunContext, state: TestState, plan: _Plan, variant: str, device: str, message: str
+) -> Result:
     """An untimed, failed result for a variant that could not be built or gave NaN/inf, so
     the summary and every report show it (and the test fails with its message)."""
-    result = Result(name=plan.labels[variant], nodeid=plan.nodeid, samples=[], number_per_block=0,
-                    device=device, threads=plan.options.threads, cpu_share=None,
-                    group=plan.options.group, options=plan.options, variant=variant,
-                    failures=[message], run_id=ctx.run_id, run_failures=[message])
+    result = Result(
+        name=plan.labels[variant],
+        nodeid=plan.nodeid,
+        samples=[],
+        number_per_block=0,
+        device=device,
+        threads=plan.options.threads,
+        cpu_share=None,
+        group=plan.options.group,
+        options=plan.options,
+        variant=variant,
+        failures=[message],
+        run_id=ctx.run_id,
+        run_failures=[message],
+    )
     state.results.append(result)
     return result

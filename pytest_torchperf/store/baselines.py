@@ -34,8 +34,14 @@ from pytest_torchperf.store.schema import (
 DEFAULT_MAX_HISTORY = 10
 ENVIRONMENT_FILE = "environment.json"
 
-__all__ = ["DEFAULT_MAX_HISTORY", "ENVIRONMENT_FILE", "BaselineFileError", "BaselineStore",
-           "module_slug", "same_run"]
+__all__ = [
+    "DEFAULT_MAX_HISTORY",
+    "ENVIRONMENT_FILE",
+    "BaselineFileError",
+    "BaselineStore",
+    "module_slug",
+    "same_run",
+]
 
 
 def module_slug(nodeid: str) -> str:
@@ -43,7 +49,6 @@ def module_slug(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
     slug = re.sub(r"[^A-Za-z0-9._-]+", "__", module.replace("\\", "/").replace("/", "__"))
     return slug.strip("_") or "root"
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -70,8 +75,11 @@ class BaselineStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise BaselineFileError(path, f"cannot be read ({exc.strerror})",
-                                    "Check the permissions of the storage folder.") from None
+            raise BaselineFileError(
+                path,
+                f"cannot be read ({exc.strerror})",
+                "Check the permissions of the storage folder.",
+            ) from None
         # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement even
         # within the filesystem's timestamp resolution.
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -81,12 +89,19 @@ class BaselineStore:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise BaselineFileError(path, f"cannot be read ({exc.strerror})",
-                                    "Check the permissions of the storage folder.") from None
+            raise BaselineFileError(
+                path,
+                f"cannot be read ({exc.strerror})",
+                "Check the permissions of the storage folder.",
+            ) from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            what = "is empty" if not text.strip() else f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            what = (
+                "is empty"
+                if not text.strip()
+                else f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            )
             raise BaselineFileError(path, what) from None
         validate_document(doc, path)
         self._cache[path] = (stamp, doc)
@@ -100,8 +115,16 @@ class BaselineStore:
         entry = doc["tests"].get(nodeid, {}).get(name)
         return list(entry["sessions"]) if entry else []
 
-    def record(self, env_id: str, environment: Mapping[str, Any], nodeid: str, name: str,
-               session: Mapping[str, Any], *, reset: bool = False) -> Path:
+    def record(
+        self,
+        env_id: str,
+        environment: Mapping[str, Any],
+        nodeid: str,
+        name: str,
+        session: Mapping[str, Any],
+        *,
+        reset: bool = False,
+    ) -> Path:
         """Append ``session`` to a measurement's history (or replace it when ``reset``); return the file.
 
         Read-modify-write happens under an exclusive lock; the write is atomic. An existing file that
@@ -115,12 +138,16 @@ class BaselineStore:
                 self._cache.pop(path, None)
                 # Work on a copy: a failed write must not leave the new session in the read cache.
                 doc = copy.deepcopy(self._read(path)) or {
-                    "format": FORMAT, "schema_version": SCHEMA_VERSION,
-                    "environment_id": env_id, "module": nodeid.split("::", 1)[0], "tests": {}}
+                    "format": FORMAT,
+                    "schema_version": SCHEMA_VERSION,
+                    "environment_id": env_id,
+                    "module": nodeid.split("::", 1)[0],
+                    "tests": {},
+                }
                 entry = doc["tests"].setdefault(nodeid, {}).setdefault(name, {"sessions": []})
                 sessions = [] if reset else list(entry["sessions"])
                 sessions.append(dict(session))
-                entry["sessions"] = sessions[-self.max_history:]
+                entry["sessions"] = sessions[-self.max_history :]
                 text = dumps(doc) + "\n"  # serialise before touching the file: bad values fail here
                 atomic_write_text(path, text)
                 env_path = path.parent / ENVIRONMENT_FILE
@@ -128,20 +155,28 @@ class BaselineStore:
                     atomic_write_text(env_path, dumps(dict(environment)) + "\n")
         except PermissionError as exc:
             raise BaselineFileError(
-                exc.filename or path, "cannot be written (permission denied)",
-                f"Make {self.root} writable or point --torchperf-storage at a writable folder.") from None
+                exc.filename or path,
+                "cannot be written (permission denied)",
+                f"Make {self.root} writable or point --torchperf-storage at a writable folder.",
+            ) from None
         except NotADirectoryError:
             raise BaselineFileError(
-                path, "cannot be written: part of the storage path is a file, not a folder",
-                f"Point --torchperf-storage (now {self.root}) at a folder.") from None
+                path,
+                "cannot be written: part of the storage path is a file, not a folder",
+                f"Point --torchperf-storage (now {self.root}) at a folder.",
+            ) from None
         except OSError as exc:
             raise BaselineFileError(
-                exc.filename or path, f"cannot be written ({exc.strerror})",
-                f"Check free space and permissions of {self.root}.") from None
+                exc.filename or path,
+                f"cannot be written ({exc.strerror})",
+                f"Check free space and permissions of {self.root}.",
+            ) from None
         except ValueError as exc:  # e.g. NaN/inf in a session: never written, file untouched
             raise BaselineFileError(
-                path, f"the new session for {nodeid} {name!r} cannot be stored as JSON ({exc})",
-                "This is a bug in pytest-torchperf; please report it with the test.") from None
+                path,
+                f"the new session for {nodeid} {name!r} cannot be stored as JSON ({exc})",
+                "This is a bug in pytest-torchperf; please report it with the test.",
+            ) from None
         self._cache.pop(path, None)
         return path
 

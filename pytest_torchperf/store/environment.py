@@ -21,13 +21,34 @@ from typing import Any
 
 #: Fields that must match for two measurements to be comparable, in the order hints mention them.
 EXACT_FIELDS: tuple[str, ...] = (
-    "device", "device_name", "device_memory_gib", "cuda", "cudnn", "torch", "torch_git", "blas",
-    "onednn", "cpu_capability", "cpu_model", "cpu_isa", "cpu_count", "threads",
+    "device",
+    "device_name",
+    "device_memory_gib",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torch_git",
+    "blas",
+    "onednn",
+    "cpu_capability",
+    "cpu_model",
+    "cpu_isa",
+    "cpu_count",
+    "threads",
 )
 
 #: ISA flags that change which kernels torch picks (from /proc/cpuinfo).
-_ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8",
-              "asimd", "sve")
+_ISA_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+)
 
 
 def _cpu_info() -> tuple[str, str]:
@@ -39,7 +60,10 @@ def _cpu_info() -> tuple[str, str]:
             for line in handle:
                 key, _, value = line.partition(":")
                 key = key.strip()
-                if key in ("model name", "Hardware", "CPU part") and model in ("", platform.machine()):
+                if key in ("model name", "Hardware", "CPU part") and model in (
+                    "",
+                    platform.machine(),
+                ):
                     model = value.strip() or model
                 elif key in ("flags", "Features") and not flags:
                     flags = set(value.split())
@@ -75,7 +99,9 @@ def machine_fields() -> dict[str, Any]:
         "cpu_capability": _build_line(config_text, r"CPU capability usage: (\S+)"),
         "cpu_model": model,
         "cpu_isa": isa,
-        "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_count": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
     }
 
 
@@ -84,8 +110,13 @@ def device_fields(device: Any) -> dict[str, Any]:
     import torch
 
     dev = torch.device(device)
-    fields: dict[str, Any] = {"device": dev.type, "device_name": None, "device_memory_gib": None,
-                              "cuda": None, "cudnn": None}
+    fields: dict[str, Any] = {
+        "device": dev.type,
+        "device_name": None,
+        "device_memory_gib": None,
+        "cuda": None,
+        "cudnn": None,
+    }
     if dev.type == "cuda" and torch.cuda.is_available():
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
@@ -117,38 +148,57 @@ def fingerprint(device: Any, threads: int) -> dict[str, Any]:
 
 def environment_id(exact: Mapping[str, Any]) -> str:
     """Stable, readable folder name for an exact fingerprint (``cpu-intel-xeon-torch2.14.1-t1-1a2b3c4d``)."""
-    digest = hashlib.sha256(json.dumps(dict(exact), sort_keys=True, default=str).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(
+        json.dumps(dict(exact), sort_keys=True, default=str).encode()
+    ).hexdigest()[:8]
     hardware = exact.get("device_name") or exact.get("cpu_model") or "unknown"
     slug = re.sub(r"(intel|amd|\(r\)|\(tm\)|processor|cpu|@.*)", " ", str(hardware).lower())
     slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:24].strip("-") or "hw"
     torch_version = str(exact.get("torch", "")).split("+")[0]
-    return f"{exact.get('device', 'cpu')}-{slug}-torch{torch_version}-t{exact.get('threads')}-{digest}"
+    return (
+        f"{exact.get('device', 'cpu')}-{slug}-torch{torch_version}-t{exact.get('threads')}-{digest}"
+    )
 
 
 def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
     """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``."""
-    diffs = [f"{key} {here.get(key)} here vs {stored.get(key)} stored"
-             for key in EXACT_FIELDS if here.get(key) != stored.get(key)]
-    return "; ".join(diffs) if diffs else "fingerprints match but ids differ (stored by another version?)"
+    diffs = [
+        f"{key} {here.get(key)} here vs {stored.get(key)} stored"
+        for key in EXACT_FIELDS
+        if here.get(key) != stored.get(key)
+    ]
+    return (
+        "; ".join(diffs)
+        if diffs
+        else "fingerprints match but ids differ (stored by another version?)"
+    )
 
 
 def machine_info() -> dict[str, Any]:
     """pytest-benchmark-style ``machine_info`` plus the torch build fields."""
     uname = platform.uname()
     info: dict[str, Any] = {
-        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "node": uname.node,
+        "processor": uname.processor,
+        "machine": uname.machine,
         "python_compiler": platform.python_compiler(),
         "python_implementation": platform.python_implementation(),
         "python_implementation_version": platform.python_version(),
-        "python_version": platform.python_version(), "python_build": list(platform.python_build()),
-        "release": uname.release, "system": uname.system,
+        "python_version": platform.python_version(),
+        "python_build": list(platform.python_build()),
+        "release": uname.release,
+        "system": uname.system,
     }
     try:
         fields = machine_fields()
-        info["cpu"] = {"brand_raw": fields["cpu_model"], "flags": fields["cpu_isa"].split(","),
-                       "count": fields["cpu_count"]}
-        info["torch"] = {key: fields[key] for key in ("torch", "torch_git", "blas", "onednn",
-                                                      "cpu_capability")}
+        info["cpu"] = {
+            "brand_raw": fields["cpu_model"],
+            "flags": fields["cpu_isa"].split(","),
+            "count": fields["cpu_count"],
+        }
+        info["torch"] = {
+            key: fields[key] for key in ("torch", "torch_git", "blas", "onednn", "cpu_capability")
+        }
     except ImportError:  # pragma: no cover - torch is loaded whenever there are records
         pass
     return info
@@ -170,7 +220,8 @@ def commit_info() -> dict[str, Any]:
     sha = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {
-        "id": sha, "time": git("log", "-1", "--format=%cI") if sha else None,
+        "id": sha,
+        "time": git("log", "-1", "--format=%cI") if sha else None,
         "author_time": git("log", "-1", "--format=%aI") if sha else None,
         "dirty": bool(status) if sha else None,  # clean tree: empty status output -> False
         "project": os.path.basename(git("rev-parse", "--show-toplevel") or os.getcwd()),

@@ -35,7 +35,8 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
     if not isinstance(ours, dict) or ours.get("format") != RESULTS_FORMAT:
         raise ResultsFileError(
             f"results file {path}: not written by pytest-torchperf (no 'torchperf' section with "
-            f"format {RESULTS_FORMAT!r}); write one with pytest --torchperf-json PATH")
+            f"format {RESULTS_FORMAT!r}); write one with pytest --torchperf-json PATH"
+        )
     records = []
     for bench in doc.get("benchmarks", []):
         section = bench.get("torchperf") or {}
@@ -43,31 +44,46 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
         if "nodeid" not in section or not data:
             continue
         session = section.get("session") or {}
-        records.append({
-            "nodeid": section["nodeid"], "name": section["measurement"], "group": bench.get("group"),
-            "device": (bench.get("extra_info") or {}).get("device"),
-            "threads": (bench.get("extra_info") or {}).get("threads"),
-            "environment_id": section.get("environment_id"), "outcome": section.get("outcome"),
-            "stats": summarize(data).to_dict(), "samples": data,
-            "number_per_block": (bench.get("stats") or {}).get("iterations"),
-            "cpu_share": section.get("cpu_share"), "calibration": section.get("calibration"),
-            "verdict": section.get("verdict"), "counters": section.get("counters"),
-            "counter_changes": section.get("counter_changes") or [],
-            "variant": section.get("variant", "eager"), "speedup": section.get("speedup"),
-            "accuracy": section.get("accuracy"), "accuracy_limits": section.get("accuracy_limits"),
-            "build_time": section.get("build_time"), "metric": section.get("metric"),
-            "failures": section.get("failures") or [], "session": session or None,
-            "run_id": session.get("run_id"), "saved": section.get("saved"),
-            "not_saved": section.get("not_saved"), "label": section.get("label"),
-            "neighbour_load": section.get("neighbour_load"),
-            # What `torchperf compare` replays: every pass the verdict saw, in order, and the
-            # failures found within the run.
-            "passes": section.get("passes") or [], "run_failures": section.get("run_failures") or [],
-            "processes": section.get("processes") or [],
-            "confirm_speedups": section.get("confirm_speedups") or [],
-            "explanation": section.get("explanation") or [],
-            "options": bench.get("options"),
-        })
+        records.append(
+            {
+                "nodeid": section["nodeid"],
+                "name": section["measurement"],
+                "group": bench.get("group"),
+                "device": (bench.get("extra_info") or {}).get("device"),
+                "threads": (bench.get("extra_info") or {}).get("threads"),
+                "environment_id": section.get("environment_id"),
+                "outcome": section.get("outcome"),
+                "stats": summarize(data).to_dict(),
+                "samples": data,
+                "number_per_block": (bench.get("stats") or {}).get("iterations"),
+                "cpu_share": section.get("cpu_share"),
+                "calibration": section.get("calibration"),
+                "verdict": section.get("verdict"),
+                "counters": section.get("counters"),
+                "counter_changes": section.get("counter_changes") or [],
+                "variant": section.get("variant", "eager"),
+                "speedup": section.get("speedup"),
+                "accuracy": section.get("accuracy"),
+                "accuracy_limits": section.get("accuracy_limits"),
+                "build_time": section.get("build_time"),
+                "metric": section.get("metric"),
+                "failures": section.get("failures") or [],
+                "session": session or None,
+                "run_id": session.get("run_id"),
+                "saved": section.get("saved"),
+                "not_saved": section.get("not_saved"),
+                "label": section.get("label"),
+                "neighbour_load": section.get("neighbour_load"),
+                # What `torchperf compare` replays: every pass the verdict saw, in order, and the
+                # failures found within the run.
+                "passes": section.get("passes") or [],
+                "run_failures": section.get("run_failures") or [],
+                "processes": section.get("processes") or [],
+                "confirm_speedups": section.get("confirm_speedups") or [],
+                "explanation": section.get("explanation") or [],
+                "options": bench.get("options"),
+            }
+        )
     return records, dict(ours.get("environments") or {})
 
 
@@ -78,18 +94,33 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
         if not sessions:
             continue
         latest = sessions[-1]
-        records.append({
-            "nodeid": nodeid, "name": name, "group": latest.get("group"), "device": latest.get("device"),
-            "threads": latest.get("threads"), "environment_id": env_id, "outcome": "measured",
-            "stats": summarize(latest["times"]).to_dict() if latest.get("times") else None,
-            "samples": list(latest.get("times") or []), "verdict": None,
-            "counters": latest.get("counters"), "counter_changes": [],
-            "variant": latest.get("variant", "eager"), "speedup": latest.get("speedup"),
-            "accuracy": latest.get("accuracy"), "build_time": latest.get("build_time"),
-            "metric": latest.get("metric"), "failures": [], "session": latest,
-            "run_id": latest.get("run_id"), "sessions": len(sessions),
-            "timestamp": latest.get("timestamp"), "git_sha": latest.get("git_sha"),
-        })
+        records.append(
+            {
+                "nodeid": nodeid,
+                "name": name,
+                "group": latest.get("group"),
+                "device": latest.get("device"),
+                "threads": latest.get("threads"),
+                "environment_id": env_id,
+                "outcome": "measured",
+                "stats": summarize(latest["times"]).to_dict() if latest.get("times") else None,
+                "samples": list(latest.get("times") or []),
+                "verdict": None,
+                "counters": latest.get("counters"),
+                "counter_changes": [],
+                "variant": latest.get("variant", "eager"),
+                "speedup": latest.get("speedup"),
+                "accuracy": latest.get("accuracy"),
+                "build_time": latest.get("build_time"),
+                "metric": latest.get("metric"),
+                "failures": [],
+                "session": latest,
+                "run_id": latest.get("run_id"),
+                "sessions": len(sessions),
+                "timestamp": latest.get("timestamp"),
+                "git_sha": latest.get("git_sha"),
+            }
+        )
     return records
 
 
@@ -101,18 +132,30 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         speedup = r.get("speedup") or {}
         accuracy = r.get("accuracy") or {}
         counters = r.get("counters") or {}
-        rows.append({
-            "environment": r.get("environment_id"), "test": r["nodeid"], "name": r["name"],
-            "variant": r.get("variant", "eager"), "outcome": r.get("outcome"),
-            "median_s": stats.get("median"), "p25_s": stats.get("p25"), "iqr_s": stats.get("iqr"),
-            "baseline_p25_s": verdict.get("baseline_statistic"), "ratio": verdict.get("ratio"),
-            "speedup": speedup.get("median"), "rel_l2": accuracy.get("rel_l2"),
-            "cosine": accuracy.get("cosine"), "metric": r.get("metric"),
-            "build_time_s": r.get("build_time"), "flops": counters.get("flops"),
-            "params": counters.get("params"), "peak_memory_bytes": counters.get("peak_memory"),
-            "timestamp": (r.get("session") or {}).get("timestamp"),
-            "git_sha": (r.get("session") or {}).get("git_sha"),
-        })
+        rows.append(
+            {
+                "environment": r.get("environment_id"),
+                "test": r["nodeid"],
+                "name": r["name"],
+                "variant": r.get("variant", "eager"),
+                "outcome": r.get("outcome"),
+                "median_s": stats.get("median"),
+                "p25_s": stats.get("p25"),
+                "iqr_s": stats.get("iqr"),
+                "baseline_p25_s": verdict.get("baseline_statistic"),
+                "ratio": verdict.get("ratio"),
+                "speedup": speedup.get("median"),
+                "rel_l2": accuracy.get("rel_l2"),
+                "cosine": accuracy.get("cosine"),
+                "metric": r.get("metric"),
+                "build_time_s": r.get("build_time"),
+                "flops": counters.get("flops"),
+                "params": counters.get("params"),
+                "peak_memory_bytes": counters.get("peak_memory"),
+                "timestamp": (r.get("session") or {}).get("timestamp"),
+                "git_sha": (r.get("session") or {}).get("git_sha"),
+            }
+        )
     return rows
 
 
@@ -130,12 +173,20 @@ def load_results(path: Path | str) -> Any:
         rows = []
         for env_id, nodeid, name, sessions in BaselineStore(path).measurements():
             for index, session in enumerate(sessions):
-                record = {"nodeid": nodeid, "name": name, "environment_id": env_id,
-                          "outcome": "stored", "session": session,
-                          "stats": session.get("stats"), "variant": session.get("variant", "eager"),
-                          "speedup": session.get("speedup"), "accuracy": session.get("accuracy"),
-                          "counters": session.get("counters"), "metric": session.get("metric"),
-                          "build_time": session.get("build_time")}
+                record = {
+                    "nodeid": nodeid,
+                    "name": name,
+                    "environment_id": env_id,
+                    "outcome": "stored",
+                    "session": session,
+                    "stats": session.get("stats"),
+                    "variant": session.get("variant", "eager"),
+                    "speedup": session.get("speedup"),
+                    "accuracy": session.get("accuracy"),
+                    "counters": session.get("counters"),
+                    "metric": session.get("metric"),
+                    "build_time": session.get("build_time"),
+                }
                 row = _rows([record])[0]
                 row["session"] = index
                 rows.append(row)

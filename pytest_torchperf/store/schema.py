@@ -22,29 +22,36 @@ class BaselineFileError(Exception):
         self.path = Path(path)
         self.problem = problem
         if remedy is None:
-            remedy = (f"The file was left untouched. Fix it, restore it (git checkout -- {path}), "
-                      f"or delete it and record a new baseline with pytest --torchperf-save.")
+            remedy = (
+                f"The file was left untouched. Fix it, restore it (git checkout -- {path}), "
+                f"or delete it and record a new baseline with pytest --torchperf-save."
+            )
         super().__init__(f"baseline file {path}: {problem}. {remedy}")
-
 
 
 def validate_document(doc: Any, path: Path) -> dict[str, Any]:
     """Check a parsed module file; raise :class:`BaselineFileError` naming the offending key."""
     if not isinstance(doc, dict):
-        raise BaselineFileError(path, f"top level is a JSON {type(doc).__name__}, expected an object")
+        raise BaselineFileError(
+            path, f"top level is a JSON {type(doc).__name__}, expected an object"
+        )
     if doc.get("format") != FORMAT:
         raise BaselineFileError(
-            path, f"not a pytest-torchperf baseline file (key 'format' is {doc.get('format')!r}, "
-                  f"expected {FORMAT!r})",
-            "Move it out of the storage folder, or point --torchperf-storage at another folder.")
+            path,
+            f"not a pytest-torchperf baseline file (key 'format' is {doc.get('format')!r}, "
+            f"expected {FORMAT!r})",
+            "Move it out of the storage folder, or point --torchperf-storage at another folder.",
+        )
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise BaselineFileError(path, f"key 'schema_version' is {version!r}, expected an integer")
     if version > SCHEMA_VERSION:
         raise BaselineFileError(
-            path, f"written by a newer pytest-torchperf (schema_version {version} > {SCHEMA_VERSION} "
-                  f"understood here)",
-            "Upgrade pytest-torchperf (pip install -U pytest-torchperf); the file was left untouched.")
+            path,
+            f"written by a newer pytest-torchperf (schema_version {version} > {SCHEMA_VERSION} "
+            f"understood here)",
+            "Upgrade pytest-torchperf (pip install -U pytest-torchperf); the file was left untouched.",
+        )
     tests = doc.get("tests")
     if not isinstance(tests, dict):
         raise BaselineFileError(path, "key 'tests' is missing or not an object")
@@ -65,16 +72,21 @@ def validate_session(session: Any, path: Path, where: str) -> None:
         raise BaselineFileError(path, f"key {where} is not an object")
     stat = session.get("statistic")
     if not _positive_number(stat):
-        raise BaselineFileError(path, f"key {where}.statistic is {stat!r}, expected a positive number "
-                                      f"of seconds")
+        raise BaselineFileError(
+            path, f"key {where}.statistic is {stat!r}, expected a positive number of seconds"
+        )
     times = session.get("times")
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):
-        raise BaselineFileError(path, f"key {where}.times must be a list of positive numbers "
-                                      f"(per-call seconds)")
+        raise BaselineFileError(
+            path, f"key {where}.times must be a list of positive numbers (per-call seconds)"
+        )
     calibration = session.get("calibration")
     if calibration is not None and not _positive_number(calibration):
-        raise BaselineFileError(path, f"key {where}.calibration is {calibration!r}, expected a positive "
-                                      f"number of seconds or null")
+        raise BaselineFileError(
+            path,
+            f"key {where}.calibration is {calibration!r}, expected a positive "
+            f"number of seconds or null",
+        )
     counters = session.get("counters")
     if counters is not None:
         if not isinstance(counters, dict):
@@ -82,53 +94,78 @@ def validate_session(session: Any, path: Path, where: str) -> None:
         for key, value in counters.items():
             if key == "ops":
                 if not isinstance(value, dict) or not all(
-                        isinstance(k, str) and _count(v) for k, v in value.items()):
-                    raise BaselineFileError(path, f"key {where}.counters.ops must map op names to "
-                                                  f"non-negative integers")
+                    isinstance(k, str) and _count(v) for k, v in value.items()
+                ):
+                    raise BaselineFileError(
+                        path, f"key {where}.counters.ops must map op names to non-negative integers"
+                    )
             elif key in ("break_reasons", "dtypes"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise BaselineFileError(path, f"key {where}.counters.{key} must be a list of "
-                                                  f"strings")
+                    raise BaselineFileError(
+                        path, f"key {where}.counters.{key} must be a list of strings"
+                    )
             elif not _count(value):
-                raise BaselineFileError(path, f"key {where}.counters.{key} is {value!r}, expected a "
-                                              f"non-negative integer")
+                raise BaselineFileError(
+                    path,
+                    f"key {where}.counters.{key} is {value!r}, expected a non-negative integer",
+                )
     _validate_variant_fields(session, path, where)
     top_ops = session.get("top_ops")
     if top_ops is not None:
         if not isinstance(top_ops, list):
             raise BaselineFileError(path, f"key {where}.top_ops must be a list")
         for i, row in enumerate(top_ops):
-            if (not isinstance(row, dict) or not isinstance(row.get("op"), str)
-                    or not all(_non_negative(row.get(k)) for k in ("calls", "self_cpu", "self_device"))):
-                raise BaselineFileError(path, f"key {where}.top_ops[{i}] must have 'op' (text) and "
-                                              f"non-negative 'calls', 'self_cpu', 'self_device'")
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("op"), str)
+                or not all(_non_negative(row.get(k)) for k in ("calls", "self_cpu", "self_device"))
+            ):
+                raise BaselineFileError(
+                    path,
+                    f"key {where}.top_ops[{i}] must have 'op' (text) and "
+                    f"non-negative 'calls', 'self_cpu', 'self_device'",
+                )
 
 
 def _validate_variant_fields(session: dict[str, Any], path: Path, where: str) -> None:
     """Optional keys of variant measurements: speedup, accuracy, fingerprint, metric."""
     speedup = session.get("speedup")
-    if speedup is not None and (not isinstance(speedup, dict) or not all(
-            _positive_number(speedup.get(k)) for k in ("median", "p25", "p75"))):
-        raise BaselineFileError(path, f"key {where}.speedup must be an object with positive "
-                                      f"'median', 'p25' and 'p75'")
+    if speedup is not None and (
+        not isinstance(speedup, dict)
+        or not all(_positive_number(speedup.get(k)) for k in ("median", "p25", "p75"))
+    ):
+        raise BaselineFileError(
+            path, f"key {where}.speedup must be an object with positive 'median', 'p25' and 'p75'"
+        )
     for key in ("accuracy", "accuracy_limits"):
         value = session.get(key)
-        if value is not None and (not isinstance(value, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values())):
+        if value is not None and (
+            not isinstance(value, dict)
+            or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
+            )
+        ):
             raise BaselineFileError(path, f"key {where}.{key} must map metric names to numbers")
     metric = session.get("metric")
     if metric is not None and (isinstance(metric, bool) or not isinstance(metric, (int, float))):
-        raise BaselineFileError(path, f"key {where}.metric is {metric!r}, expected a number or null")
+        raise BaselineFileError(
+            path, f"key {where}.metric is {metric!r}, expected a number or null"
+        )
     fp = session.get("fingerprint")
     if fp is not None:
         leaves = fp.get("leaves") if isinstance(fp, dict) else None
         if not isinstance(leaves, list) or not all(
-                isinstance(leaf, dict) and isinstance(leaf.get("shape"), list)
-                and all(isinstance(v, (int, float)) for v in leaf.get("probe", []))
-                and all(isinstance(leaf.get(k, 0.0), (int, float)) for k in ("l2", "mean"))
-                for leaf in leaves):
-            raise BaselineFileError(path, f"key {where}.fingerprint must be an object whose 'leaves' "
-                                          f"list holds shape lists and numeric statistics")
+            isinstance(leaf, dict)
+            and isinstance(leaf.get("shape"), list)
+            and all(isinstance(v, (int, float)) for v in leaf.get("probe", []))
+            and all(isinstance(leaf.get(k, 0.0), (int, float)) for k in ("l2", "mean"))
+            for leaf in leaves
+        ):
+            raise BaselineFileError(
+                path,
+                f"key {where}.fingerprint must be an object whose 'leaves' "
+                f"list holds shape lists and numeric statistics",
+            )
 
 
 def _count(value: Any) -> bool:
@@ -136,10 +173,18 @@ def _count(value: Any) -> bool:
 
 
 def _non_negative(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0)
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 def _positive_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )

@@ -62,9 +62,15 @@ class BuiltVariant:
 Prepare = Callable[[], ContextManager[Any]]
 
 
-def build_variant(name: str, settings: Mapping[str, Any], target: Callable[..., Any],
-                  inputs: Sequence[Any], kwargs: Mapping[str, Any], device_type: str,
-                  prepare: Prepare) -> BuiltVariant:
+def build_variant(
+    name: str,
+    settings: Mapping[str, Any],
+    target: Callable[..., Any],
+    inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     """Build variant ``name`` of ``target`` and make its first call under ``prepare()``.
 
     ``prepare`` enters the same global state timing will use (threads, eval, no_grad): dynamo
@@ -77,10 +83,16 @@ def build_variant(name: str, settings: Mapping[str, Any], target: Callable[..., 
     return built
 
 
-def _first_call(fn: Callable[..., Any], inputs: tuple[Any, ...], kwargs: dict[str, Any],
-                prepare: Prepare, step: str, extra: ContextManager[Any] | None = None) -> Any:
+def _first_call(
+    fn: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    prepare: Prepare,
+    step: str,
+    extra: ContextManager[Any] | None = None,
+) -> Any:
     try:
-        with prepare(), (extra or contextlib.nullcontext()):
+        with prepare(), extra or contextlib.nullcontext():
             return fn(*inputs, **kwargs)
     except (VariantUnavailable, VariantBuildError):
         raise
@@ -88,8 +100,14 @@ def _first_call(fn: Callable[..., Any], inputs: tuple[Any, ...], kwargs: dict[st
         raise VariantBuildError(f"{step} failed: {_first_line(exc)}") from exc
 
 
-def build_eager(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
-           device_type: str, prepare: Prepare) -> BuiltVariant:
+def build_eager(
+    settings: dict[str, Any],
+    target: Any,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     return BuiltVariant("eager", target, 0.0, "eager fp32 (reference)")
 
 
@@ -99,8 +117,14 @@ def _inductor_counters() -> dict[str, int]:
     return dict(counters["inductor"])
 
 
-def build_compiled(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...],
-              kwargs: dict[str, Any], device_type: str, prepare: Prepare) -> BuiltVariant:
+def build_compiled(
+    settings: dict[str, Any],
+    target: Any,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     import torch
 
     backend = settings.pop("backend", "inductor")
@@ -113,15 +137,22 @@ def build_compiled(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...
     try:
         compiled = torch.compile(target, backend=backend, **settings)
     except Exception as exc:  # noqa: BLE001 - settings torch rejects (an unknown option key, ...)
-        raise VariantBuildError(f"torch.compile rejected the settings {settings!r}: "
-                                f"{_first_line(exc)}") from None
+        raise VariantBuildError(
+            f"torch.compile rejected the settings {settings!r}: {_first_line(exc)}"
+        ) from None
     _first_call(compiled, inputs, kwargs, prepare, "torch.compile (first call)")
     shown = ", ".join([f"backend={backend!r}", *(f"{k}={v!r}" for k, v in settings.items())])
     return BuiltVariant("compiled", compiled, 0.0, f"torch.compile({shown})", notes=notes)
 
 
-def build_fused(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
-           device_type: str, prepare: Prepare) -> BuiltVariant:
+def build_fused(
+    settings: dict[str, Any],
+    target: Any,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     import torch
 
     problem = inductor_problem(device_type)
@@ -134,53 +165,93 @@ def build_fused(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], 
     # torch.compile takes mode or options, not both: a mode is spelled out as its options.
     options = {**(torch._inductor.list_mode_options(mode) if mode else {}), "freezing": True}
     compiled = torch.compile(target, backend="inductor", options=options)
-    _first_call(compiled, inputs, kwargs, prepare, "torch.compile with freezing (first call)",
-                torch._inductor.config.patch(freezing=True))
+    _first_call(
+        compiled,
+        inputs,
+        kwargs,
+        prepare,
+        "torch.compile with freezing (first call)",
+        torch._inductor.config.patch(freezing=True),
+    )
     after = _inductor_counters()
-    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
-    evidence = {k: v for k, v in delta.items()
-                if k == "fxgraph_cache_bypass" or "weight_pack" in k or "folding" in k}
+    delta = {
+        k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
+    }
+    evidence = {
+        k: v
+        for k, v in delta.items()
+        if k == "fxgraph_cache_bypass" or "weight_pack" in k or "folding" in k
+    }
     notes = []
     if not evidence:
-        notes.append("inductor reported no sign of freezing (no FX cache bypass, no weight "
-                     "prepacking); was the target run with gradients enabled? freezing needs an "
-                     "nn.Module in inference mode")
-    return BuiltVariant("fused", compiled, 0.0,
-                        "torch.compile(backend='inductor') + inductor freezing"
-                        + (f", mode={mode!r}" if mode else ""),
-                        info={"freezing_evidence": evidence}, notes=notes)
+        notes.append(
+            "inductor reported no sign of freezing (no FX cache bypass, no weight "
+            "prepacking); was the target run with gradients enabled? freezing needs an "
+            "nn.Module in inference mode"
+        )
+    return BuiltVariant(
+        "fused",
+        compiled,
+        0.0,
+        "torch.compile(backend='inductor') + inductor freezing"
+        + (f", mode={mode!r}" if mode else ""),
+        info={"freezing_evidence": evidence},
+        notes=notes,
+    )
 
 
-def _fx_fused(target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any], prepare: Prepare,
-              why: str) -> BuiltVariant:
+def _fx_fused(
+    target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any], prepare: Prepare, why: str
+) -> BuiltVariant:
     import torch
     import torch.fx.experimental.optimization as fx_optimization
 
     if not isinstance(target, torch.nn.Module):
         raise VariantUnavailable(f"{why}; the fallback (fx conv-bn fold) needs an nn.Module")
-    batch_norms = sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in target.modules())
+    batch_norms = sum(
+        isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in target.modules()
+    )
     if batch_norms == 0:
-        raise VariantUnavailable(f"{why}; the fallback (fx conv-bn fold) has no BatchNorm to fold "
-                                 f"here, so it would equal eager")
+        raise VariantUnavailable(
+            f"{why}; the fallback (fx conv-bn fold) has no BatchNorm to fold "
+            f"here, so it would equal eager"
+        )
     try:
         with prepare():
             fused = fx_optimization.fuse(target, inplace=False)
     except Exception as exc:  # noqa: BLE001
-        raise VariantUnavailable(f"{why}; the fallback fx conv-bn fold cannot trace the model "
-                                 f"({_first_line(exc)})") from None
+        raise VariantUnavailable(
+            f"{why}; the fallback fx conv-bn fold cannot trace the model ({_first_line(exc)})"
+        ) from None
     left = sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in fused.modules())
     _first_call(fused, inputs, kwargs, prepare, "fx-fused model (first call)")
-    return BuiltVariant("fused", fused, 0.0, "torch.fx conv-bn fold (eager)",
-                        info={"batch_norms_folded": batch_norms - left},
-                        notes=[f"inductor unavailable ({why}); used the eager conv-bn fold"])
+    return BuiltVariant(
+        "fused",
+        fused,
+        0.0,
+        "torch.fx conv-bn fold (eager)",
+        info={"batch_norms_folded": batch_norms - left},
+        notes=[f"inductor unavailable ({why}); used the eager conv-bn fold"],
+    )
 
 
-_DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
-           "half": "float16"}
+_DTYPES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+}
 
 
-def build_amp(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
-         device_type: str, prepare: Prepare) -> BuiltVariant:
+def build_amp(
+    settings: dict[str, Any],
+    target: Any,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -188,8 +259,9 @@ def build_amp(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kw
     if requested is not None:
         dtype_name = _DTYPES.get(str(requested).replace("torch.", "").lower())
         if dtype_name is None:
-            raise VariantBuildError(f"amp dtype {requested!r} is not supported; use 'bfloat16' or "
-                                    f"'float16'")
+            raise VariantBuildError(
+                f"amp dtype {requested!r} is not supported; use 'bfloat16' or 'float16'"
+            )
     else:
         dtype_name = "bfloat16" if device_type == "cpu" else "float16"
     if not torch.amp.is_autocast_available(device_type):
@@ -199,8 +271,10 @@ def build_amp(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kw
     dtype = getattr(torch, dtype_name)
     notes = []
     if device_type == "cpu" and dtype_name == "float16":
-        notes.append("float16 autocast on CPU is usually slower than fp32 (x0.27 on AVX-512 "
-                     "without FP16 units)")
+        notes.append(
+            "float16 autocast on CPU is usually slower than fp32 (x0.27 on AVX-512 "
+            "without FP16 units)"
+        )
 
     def amp_call(*args: Any, **kw: Any) -> Any:
         with torch.autocast(device_type, dtype=dtype):
@@ -228,19 +302,34 @@ def build_amp(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kw
         except Warning as exc:
             raise VariantUnavailable(f"autocast disabled itself: {exc}") from None
         except Exception as exc:  # noqa: BLE001
-            raise VariantBuildError(f"autocast ({dtype_name}) call failed: {_first_line(exc)}") from exc
+            raise VariantBuildError(
+                f"autocast ({dtype_name}) call failed: {_first_line(exc)}"
+            ) from exc
     if counter.low == 0:
         raise VariantUnavailable(
             f"autocast ran no op in {dtype_name} (of {counter.total} floating ops): the model has "
-            f"no autocast-eligible op (matmul, linear, conv), so amp would equal eager")
+            f"no autocast-eligible op (matmul, linear, conv), so amp would equal eager"
+        )
     amp_call.__name__ = f"amp_{getattr(target, '__name__', type(target).__name__)}"
-    return BuiltVariant("amp", amp_call, 0.0, f"torch.autocast({device_type!r}, dtype={dtype_name})",
-                        info={"low_precision_ops": counter.low, "floating_ops": counter.total},
-                        notes=notes, amp_dtype=dtype_name)
+    return BuiltVariant(
+        "amp",
+        amp_call,
+        0.0,
+        f"torch.autocast({device_type!r}, dtype={dtype_name})",
+        info={"low_precision_ops": counter.low, "floating_ops": counter.total},
+        notes=notes,
+        amp_dtype=dtype_name,
+    )
 
 
-def build_int8(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any],
-          device_type: str, prepare: Prepare) -> BuiltVariant:
+def build_int8(
+    settings: dict[str, Any],
+    target: Any,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device_type: str,
+    prepare: Prepare,
+) -> BuiltVariant:
     from pytest_torchperf.variants.quantization import (
         QuantizationError,
         QuantizationUnavailable,
@@ -248,8 +337,10 @@ def build_int8(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], k
     )
 
     if kwargs:
-        raise VariantUnavailable("the int8 variant needs positional inputs only (export and "
-                                 "calibration take a tuple of inputs)")
+        raise VariantUnavailable(
+            "the int8 variant needs positional inputs only (export and "
+            "calibration take a tuple of inputs)"
+        )
     try:
         with prepare(), warnings.catch_warnings():
             # torchao's Int8Tensor tells every compile that it lacks a cache hash: noise for users.
@@ -259,7 +350,11 @@ def build_int8(settings: dict[str, Any], target: Any, inputs: tuple[Any, ...], k
         raise VariantUnavailable(str(exc)) from None
     except QuantizationError as exc:
         raise VariantBuildError(f"int8 quantization: {exc}") from None
-    return BuiltVariant("int8", quantized.model, 0.0, f"{quantized.mode}: {quantized.method}",
-                        info={"quantized": quantized.quantized, "mode": quantized.mode},
-                        notes=list(quantized.notes))
-
+    return BuiltVariant(
+        "int8",
+        quantized.model,
+        0.0,
+        f"{quantized.mode}: {quantized.method}",
+        info={"quantized": quantized.quantized, "mode": quantized.mode},
+        notes=list(quantized.notes),
+    )

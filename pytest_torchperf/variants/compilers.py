@@ -40,7 +40,9 @@ def inductor_problem(device_type: str) -> str | None:
         fn = torch.compile(lambda x: x + 1, backend="inductor", fullgraph=True)
         fn(torch.ones(4, device=device_type))
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot compile here"
-        hint = " (install g++ or set CXX)" if device_type == "cpu" else " (check the Triton install)"
+        hint = (
+            " (install g++ or set CXX)" if device_type == "cpu" else " (check the Triton install)"
+        )
         return f"torch.compile(backend='inductor') does not work here: {_first_line(exc)}{hint}"
     finally:
         torch._dynamo.reset()
@@ -65,6 +67,8 @@ def backend_problem(backend: object, device_type: str) -> str | None:
             return f"backend {name!r} is not installed ({_first_line(exc)}); {install}"
         available = set(torch._dynamo.list_backends(exclude_tags=()))
     if name not in available:
-        return (f"torch.compile backend {name!r} is not registered here; available: "
-                f"{', '.join(sorted(available))}")
+        return (
+            f"torch.compile backend {name!r} is not registered here; available: "
+            f"{', '.join(sorted(available))}"
+        )
     return None

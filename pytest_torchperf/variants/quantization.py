@@ -79,8 +79,14 @@ def _as_args(inputs: Any) -> tuple[Any, ...]:
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
-def quantize_model(model: Any, example_inputs: Any, mode: str | None = None,
-                   calibration: Iterable[Any] | None = None, *, compile: bool = True) -> QuantizedModel:
+def quantize_model(
+    model: Any,
+    example_inputs: Any,
+    mode: str | None = None,
+    calibration: Iterable[Any] | None = None,
+    *,
+    compile: bool = True,
+) -> QuantizedModel:
     """Return an int8 version of ``model`` (the original is not modified).
 
     ``example_inputs``: one input or a tuple of positional inputs, used for export, the first
@@ -94,19 +100,22 @@ def quantize_model(model: Any, example_inputs: Any, mode: str | None = None,
     if not isinstance(model, torch.nn.Module):
         raise QuantizationUnavailable(
             f"int8 quantization needs an nn.Module (its nn.Linear/Conv layers are quantized), got "
-            f"{type(model).__name__}")
+            f"{type(model).__name__}"
+        )
     device_type = _device_type(model)
     if device_type not in ("cpu", "cuda"):
         raise QuantizationUnavailable(
             f"int8 quantization is not available on {device_type}: torchao's int8 kernels and "
-            f"oneDNN run on cpu and cuda only")
+            f"oneDNN run on cpu and cuda only"
+        )
     if mode is not None and mode not in MODES:
         raise ValueError(f"unknown quantization mode {mode!r}; modes: {', '.join(MODES)}")
     try:
         import torchao  # noqa: F401
     except Exception as exc:  # noqa: BLE001
-        raise QuantizationUnavailable(f"torchao is not importable ({_first_line(exc)}); "
-                                      f"pip install torchao") from None
+        raise QuantizationUnavailable(
+            f"torchao is not importable ({_first_line(exc)}); pip install torchao"
+        ) from None
     chosen = mode or default_mode(model, device_type)
     args = _as_args(example_inputs)
     start = time.perf_counter()
@@ -126,16 +135,19 @@ def quantize_model(model: Any, example_inputs: Any, mode: str | None = None,
         # Without AVX-512 VNNI, oneDNN's int8 products go through 16-bit intermediates that
         # saturate: an int8 transformer drifted rel-L2 0.147 from fp32 with AVX2 kernels and
         # 0.006 with AVX-512 ones (same model, same machine, ATEN_CPU_CAPABILITY capped).
-        notes.append(f"this CPU runs int8 with {_cpu_capability()} kernels, whose 16-bit "
-                     f"intermediates can saturate: expect more drift from fp32 than on AVX-512 "
-                     f"VNNI/AMX machines")
+        notes.append(
+            f"this CPU runs int8 with {_cpu_capability()} kernels, whose 16-bit "
+            f"intermediates can saturate: expect more drift from fp32 than on AVX-512 "
+            f"VNNI/AMX machines"
+        )
     result.notes[:0] = notes
     result.build_time = time.perf_counter() - start
     return result
 
 
-def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
-             compile: bool) -> QuantizedModel:
+def _torchao(
+    model: Any, args: tuple[Any, ...], mode: str, device_type: str, compile: bool
+) -> QuantizedModel:
     import torch
     from torchao.quantization import (
         Int8DynamicActivationInt8WeightConfig,
@@ -143,31 +155,52 @@ def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
         quantize_,
     )
 
-    config = (Int8WeightOnlyConfig(set_inductor_config=False) if mode == "weight_only"
-              else Int8DynamicActivationInt8WeightConfig(set_inductor_config=False))
+    config = (
+        Int8WeightOnlyConfig(set_inductor_config=False)
+        if mode == "weight_only"
+        else Int8DynamicActivationInt8WeightConfig(set_inductor_config=False)
+    )
     quantized = copy.deepcopy(model).eval()
-    skipped = [name for name, m in quantized.named_modules()
-               if isinstance(m, torch.nn.Linear) and not _int8_shape_ok(m, device_type)]
+    skipped = [
+        name
+        for name, m in quantized.named_modules()
+        if isinstance(m, torch.nn.Linear) and not _int8_shape_ok(m, device_type)
+    ]
     # torchao's own default filter (plain Linear layers, not e.g. attention's out_proj), narrowed.
     default_filter = inspect.signature(quantize_).parameters["filter_fn"].default
     try:
-        quantize_(quantized, config, filter_fn=lambda m, fqn: bool(default_filter(m, fqn))
-                  and _int8_shape_ok(m, device_type))
+        quantize_(
+            quantized,
+            config,
+            filter_fn=lambda m, fqn: (
+                bool(default_filter(m, fqn)) and _int8_shape_ok(m, device_type)
+            ),
+        )
     except Exception as exc:  # noqa: BLE001
         raise QuantizationError(f"torchao quantize_ failed: {_first_line(exc)}") from None
-    count = sum(1 for m in quantized.modules() if isinstance(m, torch.nn.Linear)
-                and type(m.weight).__name__ not in ("Parameter", "Tensor"))
+    count = sum(
+        1
+        for m in quantized.modules()
+        if isinstance(m, torch.nn.Linear) and type(m.weight).__name__ not in ("Parameter", "Tensor")
+    )
     if count == 0:
-        why = (f" (on CUDA, int8 matmul needs both dims a multiple of 8; not so for: "
-               f"{', '.join(skipped)})" if skipped else "")
+        why = (
+            f" (on CUDA, int8 matmul needs both dims a multiple of 8; not so for: "
+            f"{', '.join(skipped)})"
+            if skipped
+            else ""
+        )
         raise QuantizationUnavailable(
             f"int8 {mode}: the model has no nn.Linear layer torchao can quantize{why}, so an int8 "
-            f"variant would equal eager")
+            f"variant would equal eager"
+        )
     method = f"torchao {type(config).__name__}"
     notes: list[str] = []
     if skipped:
-        notes.append(f"kept in fp32 (CUDA int8 matmul needs dims that are multiples of 8): "
-                     f"{', '.join(skipped)}")
+        notes.append(
+            f"kept in fp32 (CUDA int8 matmul needs dims that are multiples of 8): "
+            f"{', '.join(skipped)}"
+        )
     callable_model: Callable[..., Any] = quantized
     problem = inductor_problem(device_type) if compile else "compile=False"
     if problem is None:
@@ -179,7 +212,9 @@ def _torchao(model: Any, args: tuple[Any, ...], mode: str, device_type: str,
                 warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
                 callable_model(*args)
         except Exception as exc:  # noqa: BLE001
-            raise QuantizationError(f"compiling the int8 model failed: {_first_line(exc)}") from None
+            raise QuantizationError(
+                f"compiling the int8 model failed: {_first_line(exc)}"
+            ) from None
     else:
         notes.append(f"not compiled ({problem}); eager int8 is usually slower than fp32")
     return QuantizedModel(callable_model, mode, method, count, notes=notes)
@@ -204,36 +239,44 @@ def _batch_dynamic_shapes(args: Sequence[Any]) -> tuple[Any, ...]:
     """
     import torch
 
-    return tuple({0: torch.export.Dim.AUTO}
-                 if isinstance(a, torch.Tensor) and a.dim() > 0 and a.shape[0] > 1 else None
-                 for a in args)
+    return tuple(
+        {0: torch.export.Dim.AUTO}
+        if isinstance(a, torch.Tensor) and a.dim() > 0 and a.shape[0] > 1
+        else None
+        for a in args
+    )
 
 
-def _static(model: Any, args: tuple[Any, ...], calibration: Iterable[Any] | None,
-            device_type: str) -> QuantizedModel:
+def _static(
+    model: Any, args: tuple[Any, ...], calibration: Iterable[Any] | None, device_type: str
+) -> QuantizedModel:
     import torch
 
     if device_type != "cpu" or not _is_x86():
         raise QuantizationUnavailable(
             f"static int8 (PT2E with X86InductorQuantizer) needs an x86 CPU, not "
-            f"{device_type} on {platform.machine()}; use mode='dynamic' or 'weight_only'")
+            f"{device_type} on {platform.machine()}; use mode='dynamic' or 'weight_only'"
+        )
     problem = inductor_problem("cpu")
     if problem:
-        raise QuantizationUnavailable(f"static int8 must be compiled with inductor freezing: {problem}")
+        raise QuantizationUnavailable(
+            f"static int8 must be compiled with inductor freezing: {problem}"
+        )
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     step = "torch.export (strict=True)"
     try:
-        exported = torch.export.export(model.eval(), args, strict=True,
-                                       dynamic_shapes=_batch_dynamic_shapes(args)).module()
+        exported = torch.export.export(
+            model.eval(), args, strict=True, dynamic_shapes=_batch_dynamic_shapes(args)
+        ).module()
         step = "prepare_pt2e"
         quantizer = xiq.X86InductorQuantizer()
         quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
         prepared = prepare_pt2e(exported, quantizer)
         step = "calibration"
         with torch.no_grad():
-            for batch in (calibration if calibration is not None else [args]):
+            for batch in calibration if calibration is not None else [args]:
                 prepared(*_as_args(batch))
         step = "convert_pt2e"
         converted = convert_pt2e(prepared)
@@ -241,27 +284,44 @@ def _static(model: Any, args: tuple[Any, ...], calibration: Iterable[Any] | None
         raise
     except Exception as exc:  # noqa: BLE001
         raise QuantizationError(f"{step} failed: {_first_line(exc)}") from None
-    count = sum(1 for n in converted.graph.nodes if "quantize_per" in str(n.target)
-                and "dequantize" not in str(n.target))
+    count = sum(
+        1
+        for n in converted.graph.nodes
+        if "quantize_per" in str(n.target) and "dequantize" not in str(n.target)
+    )
     if count == 0:
-        raise QuantizationUnavailable("static int8: the quantizer found no conv/linear pattern to "
-                                      "quantize, so an int8 variant would equal eager")
+        raise QuantizationUnavailable(
+            "static int8: the quantizer found no conv/linear pattern to "
+            "quantize, so an int8 variant would equal eager"
+        )
     compiled = torch.compile(converted)
     try:
         # Freezing must be on at the first call: passed as a compile option it is silently ignored,
         # and without it the quantized ops do not lower.
-        with torch.no_grad(), torch._inductor.config.patch(freezing=True), \
-                warnings.catch_warnings():
+        with (
+            torch.no_grad(),
+            torch._inductor.config.patch(freezing=True),
+            warnings.catch_warnings(),
+        ):
             # inductor's own int8 lowering copies a tensor the discouraged way (harmless noise).
             warnings.filterwarnings("ignore", message="To copy construct from a tensor")
             compiled(*args)
     except Exception as exc:  # noqa: BLE001
-        raise QuantizationError(f"compiling the PT2E int8 graph failed: {_first_line(exc)}") from None
+        raise QuantizationError(
+            f"compiling the PT2E int8 graph failed: {_first_line(exc)}"
+        ) from None
     notes = []
     if calibration is None:
-        notes.append("calibrated on the example inputs only (pass calibration= for representative data)")
-    return QuantizedModel(compiled, "static", "PT2E X86InductorQuantizer + torch.compile(freezing)",
-                          count, notes=notes)
+        notes.append(
+            "calibrated on the example inputs only (pass calibration= for representative data)"
+        )
+    return QuantizedModel(
+        compiled,
+        "static",
+        "PT2E X86InductorQuantizer + torch.compile(freezing)",
+        count,
+        notes=notes,
+    )
 
 
 def _cpu_capability() -> str | None:

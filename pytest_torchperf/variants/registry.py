@@ -54,32 +54,47 @@ class Variant:
     builder: str = ""
 
 
-def _one_of(name: str, settings: Mapping[str, Any], key: str, allowed: tuple[str, ...],
-            transform: Callable[[Any], str] = str) -> None:
+def _one_of(
+    name: str,
+    settings: Mapping[str, Any],
+    key: str,
+    allowed: tuple[str, ...],
+    transform: Callable[[Any], str] = str,
+) -> None:
     if key in settings and transform(settings[key]) not in allowed:
-        raise OptionError(f"variant {name!r}: {key}={settings[key]!r} is not one of "
-                          f"{', '.join(allowed)}")
+        raise OptionError(
+            f"variant {name!r}: {key}={settings[key]!r} is not one of {', '.join(allowed)}"
+        )
 
 
 def _check_compiled(name: str, settings: Mapping[str, Any]) -> None:
     _one_of(name, settings, "mode", COMPILE_MODES)
     if "mode" in settings and "options" in settings:
-        raise OptionError("variant 'compiled': torch.compile takes either mode= or options=, "
-                          "not both; put the mode's settings in options (see "
-                          "torch._inductor.list_mode_options(mode))")
+        raise OptionError(
+            "variant 'compiled': torch.compile takes either mode= or options=, "
+            "not both; put the mode's settings in options (see "
+            "torch._inductor.list_mode_options(mode))"
+        )
     if "fullgraph" in settings and not isinstance(settings["fullgraph"], bool):
-        raise OptionError(f"variant 'compiled': fullgraph={settings['fullgraph']!r} must be True "
-                          f"or False")
+        raise OptionError(
+            f"variant 'compiled': fullgraph={settings['fullgraph']!r} must be True or False"
+        )
     if "dynamic" in settings and settings["dynamic"] not in (True, False, None):
-        raise OptionError(f"variant 'compiled': dynamic={settings['dynamic']!r} must be True, "
-                          f"False or None")
+        raise OptionError(
+            f"variant 'compiled': dynamic={settings['dynamic']!r} must be True, False or None"
+        )
     if "options" in settings and not isinstance(settings["options"], Mapping):
-        raise OptionError(f"variant 'compiled': options={settings['options']!r} must be a dict "
-                          f"of inductor settings")
-    if "backend" in settings and not (isinstance(settings["backend"], str)
-                                      or callable(settings["backend"])):
-        raise OptionError(f"variant 'compiled': backend={settings['backend']!r} must be a "
-                          f"backend name or a backend function")
+        raise OptionError(
+            f"variant 'compiled': options={settings['options']!r} must be a dict "
+            f"of inductor settings"
+        )
+    if "backend" in settings and not (
+        isinstance(settings["backend"], str) or callable(settings["backend"])
+    ):
+        raise OptionError(
+            f"variant 'compiled': backend={settings['backend']!r} must be a "
+            f"backend name or a backend function"
+        )
 
 
 def _check_fused(name: str, settings: Mapping[str, Any]) -> None:
@@ -96,30 +111,63 @@ def _check_int8(name: str, settings: Mapping[str, Any]) -> None:
 
 # Measured drifts behind the tolerances (docs/variants.md): compiled/fused <= 3e-6 max abs on CPU;
 # AMP bf16 rel-L2 0.5-1.2 %, fp16 0.15 %; int8 2-3.5 %.
-VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("eager", "the model as given, fp32: the reference",
-            tolerances={"rel_l2": 1e-5, "metric": 0.02}, builder="build_eager"),
-    Variant("compiled", "torch.compile (inductor unless backend=)",
-            settings=("backend", "mode", "fullgraph", "dynamic", "options"), check=_check_compiled,
-            tolerances={"rel_l2": 1e-5, "metric": 0.02}, compiled=True, builder="build_compiled"),
-    Variant("fused", "an inference-frozen graph: inductor freezing, else the fx conv-bn fold",
-            settings=("mode",), check=_check_fused, tolerances={"rel_l2": 1e-5, "metric": 0.02},
-            compiled=True, builder="build_fused"),
-    Variant("amp", "torch.autocast: bf16 on CPU, fp16 on CUDA", settings=("dtype",),
-            check=_check_amp, tolerances={"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
-            builder="build_amp"),
-    Variant("int8", "torchao dynamic int8 or PT2E static int8, compiled", settings=("mode",),
-            check=_check_int8, tolerances={"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
-            builder="build_int8"),
-)}
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant(
+            "eager",
+            "the model as given, fp32: the reference",
+            tolerances={"rel_l2": 1e-5, "metric": 0.02},
+            builder="build_eager",
+        ),
+        Variant(
+            "compiled",
+            "torch.compile (inductor unless backend=)",
+            settings=("backend", "mode", "fullgraph", "dynamic", "options"),
+            check=_check_compiled,
+            tolerances={"rel_l2": 1e-5, "metric": 0.02},
+            compiled=True,
+            builder="build_compiled",
+        ),
+        Variant(
+            "fused",
+            "an inference-frozen graph: inductor freezing, else the fx conv-bn fold",
+            settings=("mode",),
+            check=_check_fused,
+            tolerances={"rel_l2": 1e-5, "metric": 0.02},
+            compiled=True,
+            builder="build_fused",
+        ),
+        Variant(
+            "amp",
+            "torch.autocast: bf16 on CPU, fp16 on CUDA",
+            settings=("dtype",),
+            check=_check_amp,
+            tolerances={"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
+            builder="build_amp",
+        ),
+        Variant(
+            "int8",
+            "torchao dynamic int8 or PT2E static int8, compiled",
+            settings=("mode",),
+            check=_check_int8,
+            tolerances={"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
+            builder="build_int8",
+        ),
+    )
+}
 #: The variants, in display order (eager is the fp32 reference).
 VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)
 #: Variants built with torch.compile (graph counters and recompiles apply).
 COMPILED_VARIANTS: tuple[str, ...] = tuple(n for n, v in VARIANTS.items() if v.compiled)
 
 
-def tolerances(variant: str, overrides: Mapping[str, float] | None = None,
-               amp_dtype: str | None = None, device: str = "cpu") -> dict[str, float]:
+def tolerances(
+    variant: str,
+    overrides: Mapping[str, float] | None = None,
+    amp_dtype: str | None = None,
+    device: str = "cpu",
+) -> dict[str, float]:
     """Tolerances of one variant: its defaults (fp16 AMP and CUDA compiles have their own), then
     the user's overrides."""
     spec = VARIANTS.get(variant)

@@ -37,6 +37,7 @@ def _load_lazy_torch_modules() -> None:
 
     from pytest_torchperf.variants.compilers import inductor_problem
     from pytest_torchperf.variants.quantization import QuantizationUnavailable, quantize_model
+
     importlib.import_module("torch.fx.experimental.optimization")
     inductor_problem("cpu")
     conv = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.Flatten(), torch.nn.Linear(8, 2))

@@ -27,8 +27,10 @@ def edit_baselines(storage: Path, edit: Callable[[str, str, dict[str, Any]], Non
 
 def scale_baselines(storage: Path, factor: float, name: str | None = None) -> None:
     """Multiply stored times by ``factor`` (< 1 makes the current code look slower)."""
+
     def edit(_nodeid: str, measurement: str, session: dict[str, Any]) -> None:
         if name is None or measurement == name:
             session["statistic"] *= factor
             session["times"] = [t * factor for t in session["times"]]
+
     edit_baselines(storage, edit)

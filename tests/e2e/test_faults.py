@@ -29,14 +29,18 @@ def test_fine(torchperf):
 """
 
 
-def test_target_that_raises_fails_only_its_test_with_its_own_traceback(perf: pytest.Pytester) -> None:
+def test_target_that_raises_fails_only_its_test_with_its_own_traceback(
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile(RAISES)
     result = perf.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*raise ValueError(\"shape mismatch in user code\")",
-        "E       ValueError: shape mismatch in user code",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            '*raise ValueError("shape mismatch in user code")',
+            "E       ValueError: shape mismatch in user code",
+        ]
+    )
     assert "pytest_torchperf/measure.py" not in result.stdout.str()
 
 
@@ -51,9 +55,12 @@ def test_nan_outputs_are_reported_not_timed(perf: pytest.Pytester) -> None:
     """)
     result = perf.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*nan: the target's output contains 4 NaN/inf of 4 values; timings of a broken model are "
-        "meaningless. Fix the model or inputs, or pass check_finite=False."])
+    result.stdout.fnmatch_lines(
+        [
+            "*nan: the target's output contains 4 NaN/inf of 4 values; timings of a broken model are "
+            "meaningless. Fix the model or inputs, or pass check_finite=False."
+        ]
+    )
 
 
 SLEEPY = """
@@ -73,12 +80,14 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     guard_on = ["--torchperf-compare", "--torchperf-min-cpu-share=0.9"]
     result = perf.runpytest(*guard_on)
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines([
-        "*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted: CPU share 0.* < "
-        "0.90: another process competed for the CPU while timing (re-measured once, still bad)*",
-        "*test_sleepy*sleepy*INCONCLUSIVE*",
-        "torchperf: 1 inconclusive",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted: CPU share 0.* < "
+            "0.90: another process competed for the CPU while timing (re-measured once, still bad)*",
+            "*test_sleepy*sleepy*INCONCLUSIVE*",
+            "torchperf: 1 inconclusive",
+        ]
+    )
     strict = perf.runpytest(*guard_on, "--torchperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*sleepy: inconclusive*(failing: --torchperf-strict)"])
@@ -87,7 +96,9 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     perf.runpytest(*guard_on).assert_outcomes(failed=1)
 
 
-def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(perf: pytest.Pytester) -> None:
+def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(
+    perf: pytest.Pytester,
+) -> None:
     """One busy process per other CPU: this process keeps its own core (CPU share stays high), but
     shares caches, memory bandwidth and SMT cores with them. The neighbour guard sees it in
     /proc/stat and says so instead of failing."""
@@ -105,20 +116,26 @@ def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(perf: pyte
     """)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
     scale_baselines(perf.path / ".torchperf", 0.01)  # as a slowdown this would fail
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(min(cpus - 1, 32))]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(min(cpus - 1, 32))
+    ]
     try:
-        result = perf.runpytest("--torchperf-compare", "--torchperf-max-neighbour-load=50%",
-                                "--torchperf-min-time=0.3s")
+        result = perf.runpytest(
+            "--torchperf-compare", "--torchperf-max-neighbour-load=50%", "--torchperf-min-time=0.3s"
+        )
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines([
-        "*lin: inconclusive, *% vs baseline cannot be trusted: other processes kept *% of the "
-        "other CPUs busy while timing (limit 50%): a busy neighbour shares caches, memory "
-        "bandwidth and SMT cores with this one (re-measured once, still bad)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*lin: inconclusive, *% vs baseline cannot be trusted: other processes kept *% of the "
+            "other CPUs busy while timing (limit 50%): a busy neighbour shares caches, memory "
+            "bandwidth and SMT cores with this one (re-measured once, still bad)*"
+        ]
+    )
 
 
 def test_starved_save_is_not_recorded(perf: pytest.Pytester) -> None:
@@ -136,7 +153,8 @@ def test_starved_save_says_not_saved_in_the_summary(perf: pytest.Pytester) -> No
 
 
 def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_stored(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile("""
         import torch
         def test_m(torchperf):
@@ -147,22 +165,33 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
 
     def fast_machine(_nodeid: str, _name: str, session: dict) -> None:
         session["calibration"] /= 10  # the stored session's machine ran the kernel 10x faster
+
     edit_baselines(storage, fast_machine)
     before = baseline_files(storage)[0].read_text()
     result = perf.runpytest("--torchperf-save", "--torchperf-max-machine-slowdown=25%")
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines([
-        "*lin: measured, not saved: the machine ran the calibration kernel +* slower than the "
-        "stored sessions (* vs * per call; measured twice). Stored now, this baseline would make "
-        "unchanged code look faster in every later compare*",
-        "*test_m*lin*measured, not saved: machine +* slower"])
+    result.stdout.fnmatch_lines(
+        [
+            "*lin: measured, not saved: the machine ran the calibration kernel +* slower than the "
+            "stored sessions (* vs * per call; measured twice). Stored now, this baseline would make "
+            "unchanged code look faster in every later compare*",
+            "*test_m*lin*measured, not saved: machine +* slower",
+        ]
+    )
     assert baseline_files(storage)[0].read_text() == before  # nothing appended
     # --torchperf-reset replaces the stored sessions: only this run is the reference then.
-    perf.runpytest("--torchperf-save", "--torchperf-reset",
-                   "--torchperf-max-machine-slowdown=25%").assert_outcomes(passed=1)
-    assert len(json.loads(baseline_files(storage)[0].read_text())["tests"]["test_a_save_while_the_"
-               "machine_is_slower_than_in_the_stored_sessions_is_not_stored.py::test_m"]["lin"]
-               ["sessions"]) == 1
+    perf.runpytest(
+        "--torchperf-save", "--torchperf-reset", "--torchperf-max-machine-slowdown=25%"
+    ).assert_outcomes(passed=1)
+    assert (
+        len(
+            json.loads(baseline_files(storage)[0].read_text())["tests"][
+                "test_a_save_while_the_"
+                "machine_is_slower_than_in_the_stored_sessions_is_not_stored.py::test_m"
+            ]["lin"]["sessions"]
+        )
+        == 1
+    )
 
 
 def test_baseline_from_another_environment_names_the_difference(perf: pytest.Pytester) -> None:
@@ -181,10 +210,13 @@ def test_baseline_from_another_environment_names_the_difference(perf: pytest.Pyt
     (foreign / "environment.json").write_text(json.dumps(env))
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*lin: no comparable baseline: torch 2.14* here vs 2.13.0 stored (stored under "
-        "*cpu-other-torch2.13.0-t1-00000000); record one for this environment with pytest "
-        "--torchperf-save"])
+    result.stdout.fnmatch_lines(
+        [
+            "*lin: no comparable baseline: torch 2.14* here vs 2.13.0 stored (stored under "
+            "*cpu-other-torch2.13.0-t1-00000000); record one for this environment with pytest "
+            "--torchperf-save"
+        ]
+    )
 
 
 def test_threads_are_part_of_the_environment(perf: pytest.Pytester) -> None:
@@ -216,16 +248,22 @@ def test_loading_the_plugin_does_not_import_torch(pytester: pytest.Pytester) -> 
 
 def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    perf.makepyfile(**{f"test_mod{i}": textwrap.dedent(f"""
+    perf.makepyfile(
+        **{
+            f"test_mod{i}": textwrap.dedent(f"""
         import torch
         def test_m{i}(torchperf):
             torchperf(torch.nn.Linear(8, 8), torch.randn(4, 8), name="lin{i}")
-    """) for i in range(4)})
+    """)
+            for i in range(4)
+        }
+    )
     save = perf.runpytest_subprocess("-n", "2", "--torchperf-save")
     save.assert_outcomes(passed=4)
     assert len(baseline_files(perf.path / ".torchperf")) == 4
-    compare = perf.runpytest_subprocess("-n", "2", "--torchperf-compare",
-                                        "--torchperf-max-slowdown=900%")
+    compare = perf.runpytest_subprocess(
+        "-n", "2", "--torchperf-compare", "--torchperf-max-slowdown=900%"
+    )
     compare.assert_outcomes(passed=4)
     text = compare.stdout.str()
     assert text.count("= torchperf =") == 1
@@ -234,11 +272,19 @@ def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
 
 def test_warnings_turned_into_errors_fail_cleanly_and_do_not_save(perf: pytest.Pytester) -> None:
     perf.makepyfile(SLEEPY)
-    result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9", "-W",
-                            "error::pytest_torchperf.run.state.TorchperfWarning")
+    result = perf.runpytest(
+        "--torchperf-save",
+        "--torchperf-min-cpu-share=0.9",
+        "-W",
+        "error::pytest_torchperf.run.state.TorchperfWarning",
+    )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share * (TorchperfWarning turned "
-                                 "into an error by a warnings filter)"])
+    result.stdout.fnmatch_lines(
+        [
+            "*sleepy: baseline not saved: CPU share * (TorchperfWarning turned "
+            "into an error by a warnings filter)"
+        ]
+    )
     assert "_emit_warnings" not in result.stdout.str()
     assert baseline_files(perf.path / ".torchperf") == []
 
@@ -258,8 +304,12 @@ def test_next(torchperf):
 """)
     result = perf.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*torchperf: big-batch: the device ran out of memory while measuring "
-                                 "(CUDA out of memory. Tried to allocate 20.00 GiB).*Reduce the batch size*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*torchperf: big-batch: the device ran out of memory while measuring "
+            "(CUDA out of memory. Tried to allocate 20.00 GiB).*Reduce the batch size*"
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 
@@ -275,7 +325,9 @@ def _move_to_other_machine(storage: Path) -> str:
     return other.name
 
 
-def test_cross_machine_compare_warns_on_normalised_time_and_gates_counters(perf: pytest.Pytester) -> None:
+def test_cross_machine_compare_warns_on_normalised_time_and_gates_counters(
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile("""
 import torch
 def test_mlp(torchperf):
@@ -291,21 +343,29 @@ def test_mlp(torchperf):
     scale_baselines(storage, 0.1)  # the other machine was 10x faster, per call and normalised
     result = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine")
     result.assert_outcomes(passed=1)  # a normalised time difference only warns
-    result.stdout.fnmatch_lines([f"*mlp: cross-machine warning: *% slower than the baseline of {other} "
-                                 f"after normalising by the calibration kernel*never a verdict*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*mlp: cross-machine warning: *% slower than the baseline of {other} "
+            f"after normalising by the calibration kernel*never a verdict*"
+        ]
+    )
 
     def more_flops(_nodeid: str, _name: str, session: dict) -> None:
         session["counters"]["flops"] += 1
+
     edit_baselines(storage, more_flops)
     failed = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine")
     failed.assert_outcomes(failed=1)
-    failed.stdout.fnmatch_lines([f"*mlp: counters changed vs baseline: FLOPs *(vs {other}, same torch build)*"])
+    failed.stdout.fnmatch_lines(
+        [f"*mlp: counters changed vs baseline: FLOPs *(vs {other}, same torch build)*"]
+    )
     usage = perf.runpytest("--torchperf-cross-machine")
     assert usage.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_a_storage_folder_that_cannot_be_created_is_reported_with_its_path(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     """A real permission error, not a simulated one: sysfs refuses mkdir even to root (which
     ignores chmod), so this also runs in containers where the suite runs as root."""
     import os

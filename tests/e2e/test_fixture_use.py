@@ -58,10 +58,14 @@ def test_bad_fixture_arguments_fail_clearly(perf: pytest.Pytester) -> None:
     """)
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(failed=3, passed=1)
-    result.stdout.fnmatch_lines([
-        "*the target must be an nn.Module or a callable, got Tensor: pass the model or a function, "
-        "not its output",
-    ])
-    result.stdout.fnmatch_lines(["*kwargs= must be a dict of keyword arguments for the target, got list"])
+    result.stdout.fnmatch_lines(
+        [
+            "*the target must be an nn.Module or a callable, got Tensor: pass the model or a function, "
+            "not its output",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*kwargs= must be a dict of keyword arguments for the target, got list"]
+    )
     result.stdout.fnmatch_lines(["*'maybe' is not a boolean (use true or false)"])
     assert "pytest_torchperf/" not in result.stdout.str()

@@ -30,15 +30,22 @@ def regressed_run(perf: pytest.Pytester) -> pytest.Pytester:
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
-    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
-                            "--torchperf-html", "reports/report.html",
-                            "--torchperf-json", "reports/results.json")
+    result = perf.runpytest(
+        "--torchperf-compare",
+        "--torchperf-max-slowdown=500%",
+        "--torchperf-html",
+        "reports/report.html",
+        "--torchperf-json",
+        "reports/results.json",
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["torchperf: HTML report written to *reports/report.html"])
     return perf
 
 
-def test_html_report_shows_failure_first_with_history_and_trace(regressed_run: pytest.Pytester) -> None:
+def test_html_report_shows_failure_first_with_history_and_trace(
+    regressed_run: pytest.Pytester,
+) -> None:
     page = (regressed_run.path / "reports" / "report.html").read_text()
     assert "<h1>torchperf report: 1 fail, 1 pass</h1>" in page
     attention = page.split("<h2>Needs attention</h2>", 1)[1].split("<h2>", 1)[0]
@@ -51,14 +58,28 @@ def test_html_report_shows_failure_first_with_history_and_trace(regressed_run: p
     assert (regressed_run.path / "reports" / href).resolve().is_file()
 
 
-def test_cli_compare_gives_the_plugins_verdicts(regressed_run: pytest.Pytester,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_compare_gives_the_plugins_verdicts(
+    regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = regressed_run.path
-    plugin = {b["torchperf"]["measurement"]: b["torchperf"]["outcome"]
-              for b in json.loads((path / "reports" / "results.json").read_text())["benchmarks"]}
+    plugin = {
+        b["torchperf"]["measurement"]: b["torchperf"]["outcome"]
+        for b in json.loads((path / "reports" / "results.json").read_text())["benchmarks"]
+    }
     assert plugin == {"mlp": "fail", "conv": "pass"}
-    code = cli.main(["compare", str(path / ".torchperf"), str(path / "reports" / "results.json"),
-                     "--max-slowdown", "500%", "--min-cpu-share", "0", "--max-spread", "1000%"])
+    code = cli.main(
+        [
+            "compare",
+            str(path / ".torchperf"),
+            str(path / "reports" / "results.json"),
+            "--max-slowdown",
+            "500%",
+            "--min-cpu-share",
+            "0",
+            "--max-spread",
+            "1000%",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     rows = {line.split()[1]: line.split()[2] for line in out.splitlines() if "::test_" in line}
@@ -67,23 +88,45 @@ def test_cli_compare_gives_the_plugins_verdicts(regressed_run: pytest.Pytester,
     assert out.rstrip().endswith("torchperf: 1 fail, 1 pass")
 
 
-def test_cli_accept_then_compare_passes(regressed_run: pytest.Pytester,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_accept_then_compare_passes(
+    regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = regressed_run.path
     results = str(path / "reports" / "results.json")
-    assert cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "mlp",
-                     "--reset"]) == 0
+    assert (
+        cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "mlp", "--reset"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "torchperf: 1 measurement accepted" in out and "::test_mlp mlp" in out
     # The slower timing is now the baseline: the same gate passes.
-    assert cli.main(["compare", str(path / ".torchperf"), results, "--max-slowdown", "500%",
-                     "--min-cpu-share", "0", "--max-spread", "1000%"]) == 0
-    regressed_run.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%").assert_outcomes(passed=2)
-    assert cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "nothing"]) == 1
+    assert (
+        cli.main(
+            [
+                "compare",
+                str(path / ".torchperf"),
+                results,
+                "--max-slowdown",
+                "500%",
+                "--min-cpu-share",
+                "0",
+                "--max-spread",
+                "1000%",
+            ]
+        )
+        == 0
+    )
+    regressed_run.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%").assert_outcomes(
+        passed=2
+    )
+    assert (
+        cli.main(["accept", results, "--storage", str(path / ".torchperf"), "-k", "nothing"]) == 1
+    )
 
 
 def test_cli_accept_refusal_is_a_nonzero_exit_and_force_overrides(
-        regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A matched measurement the save guard refuses must not look like success to a CI script."""
     import json
 
@@ -101,12 +144,25 @@ def test_cli_accept_refusal_is_a_nonzero_exit_and_force_overrides(
     assert code == 1
     assert "mlp: not accepted: CPU share 0.30 < 0.90" in out
     assert "1 measurement accepted" in out and "1 matching measurement NOT accepted" in out
-    assert cli.main(["accept", str(results), "--storage", str(path / ".torchperf"), "-k", "test_mlp",
-                     "--force"]) == 0
+    assert (
+        cli.main(
+            [
+                "accept",
+                str(results),
+                "--storage",
+                str(path / ".torchperf"),
+                "-k",
+                "test_mlp",
+                "--force",
+            ]
+        )
+        == 0
+    )
 
 
-def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_list_show_report_and_load_results(
+    regressed_run: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     storage = regressed_run.path / ".torchperf"
     assert cli.main(["list", "--storage", str(storage)]) == 0
     listed = capsys.readouterr().out
@@ -131,17 +187,21 @@ def test_cli_list_show_report_and_load_results(regressed_run: pytest.Pytester,
     assert "not written by pytest-torchperf" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium/Chrome binary on PATH "
-                    "(Debian: apt-get install chromium)")
-def test_html_report_renders_in_headless_chromium(regressed_run: pytest.Pytester, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    browser.chromium() is None,
+    reason="no Chromium/Chrome binary on PATH (Debian: apt-get install chromium)",
+)
+def test_html_report_renders_in_headless_chromium(
+    regressed_run: pytest.Pytester, tmp_path: Path
+) -> None:
     shot = tmp_path / "report.png"
     dom, console = browser.render(regressed_run.path / "reports" / "report.html", shot)
     assert console == []
     assert 'data-ready="1"' in dom  # the page's script ran to the end
-    assert dom.count("-row\"") == 2 and dom.count("<svg") >= 4  # the two measurements
+    assert dom.count('-row"') == 2 and dom.count("<svg") >= 4  # the two measurements
     # Pixels: the fail badge's red background, the pass badge's green and the blue box plots.
-    assert browser.colour_pixels(shot, (0xfe, 0xe2, 0xe2), 4) > 200
-    assert browser.colour_pixels(shot, (0xdc, 0xfc, 0xe7), 4) > 200
+    assert browser.colour_pixels(shot, (0xFE, 0xE2, 0xE2), 4) > 200
+    assert browser.colour_pixels(shot, (0xDC, 0xFC, 0xE7), 4) > 200
     blue = browser.bluish_pixels(shot)
     assert blue > 150, blue  # box plots and trend dots
 
@@ -153,13 +213,19 @@ def test_console_script_is_installed(tmp_path: Path) -> None:
 
     script = shutil.which("torchperf")
     assert script, "the torchperf console script is not on PATH: pip install -e . installs it"
-    out = subprocess.run([script, "list", "--storage", str(tmp_path)], capture_output=True,
-                         text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [script, "list", "--storage", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0 and f"no baselines under {tmp_path}" in out.stdout, out.stderr
 
 
-def test_cli_compare_uses_each_measurements_own_options(perf: pytest.Pytester,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_compare_uses_each_measurements_own_options(
+    perf: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A marker's max_slowdown and ignore_counters travel in the results file: compare honours them."""
     perf.makepyfile("""
 import os, torch, pytest
@@ -177,8 +243,22 @@ def test_lenient(torchperf):
     out = capsys.readouterr().out
     assert code == 0 and "torchperf: 1 pass" in out
     # Overriding the recorded limit on the command line is still possible.
-    assert cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json"),
-                     "--max-slowdown", "10%", "--min-cpu-share", "0", "--max-spread", "1000%"]) == 1
+    assert (
+        cli.main(
+            [
+                "compare",
+                str(perf.path / ".torchperf"),
+                str(perf.path / "r.json"),
+                "--max-slowdown",
+                "10%",
+                "--min-cpu-share",
+                "0",
+                "--max-spread",
+                "1000%",
+            ]
+        )
+        == 1
+    )
     assert "in re-measures in this process" in capsys.readouterr().out  # the plugin's own passes
     assert cli.main(["compare", str(perf.path / "no-such-folder"), str(perf.path / "r.json")]) == 2
     assert "does not exist" in capsys.readouterr().err

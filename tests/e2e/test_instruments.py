@@ -28,7 +28,9 @@ def test_net(torchperf):
 """
 
 
-def write_model(pytester: pytest.Pytester, width: int = 32, extra: str = "", options: str = "") -> None:
+def write_model(
+    pytester: pytest.Pytester, width: int = 32, extra: str = "", options: str = ""
+) -> None:
     pytester.makepyfile(test_net=MODEL.format(width=width, extra=extra, options=options))
 
 
@@ -48,7 +50,9 @@ def test_counters_are_stored_with_the_baseline(perf: pytest.Pytester) -> None:
     assert counters["param_bytes"] == 4 * counters["params"]
     assert counters["ops"]["aten::relu"] == 1 and counters["ops"]["aten::addmm"] == 2
     assert counters["peak_memory"] >= 8 * 32 * 4  # at least the hidden activation
-    assert session["top_ops"] and {"op", "calls", "self_cpu", "self_device"} <= set(session["top_ops"][0])
+    assert session["top_ops"] and {"op", "calls", "self_cpu", "self_device"} <= set(
+        session["top_ops"][0]
+    )
 
 
 def test_one_extra_cheap_op_fails_the_counter_gate(perf: pytest.Pytester) -> None:
@@ -57,14 +61,19 @@ def test_one_extra_cheap_op_fails_the_counter_gate(perf: pytest.Pytester) -> Non
     write_model(perf, extra="\n        h = h * 1.0")  # one extra elementwise op: timing noise-level
     result = perf.runpytest(*LOOSE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "net: counters changed vs baseline: ops changed: new aten::mul x1. If "
-        "intended, record a new baseline (pytest --torchperf-save --torchperf-reset); to stop gating "
-        "a counter pass ignore_counters=[[]...[]]",
-    ])
-    result.stdout.fnmatch_lines(["*test_net*net*FAIL*",
-                                 "test_net.py::test_net: net: counters changed: ops changed: new "
-                                 "aten::mul x1"])
+    result.stdout.fnmatch_lines(
+        [
+            "net: counters changed vs baseline: ops changed: new aten::mul x1. If "
+            "intended, record a new baseline (pytest --torchperf-save --torchperf-reset); to stop gating "
+            "a counter pass ignore_counters=[[]...[]]",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*test_net*net*FAIL*",
+            "test_net.py::test_net: net: counters changed: ops changed: new aten::mul x1",
+        ]
+    )
 
 
 def test_flops_and_parameter_changes_are_worded_precisely(perf: pytest.Pytester) -> None:
@@ -73,8 +82,11 @@ def test_flops_and_parameter_changes_are_worded_precisely(perf: pytest.Pytester)
     write_model(perf, width=48)
     result = perf.runpytest(*LOOSE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*FLOPs +50.0% (10,240 -> 15,360); parameters 676 -> 1,012 (2.6 KiB -> 4.0 KiB); peak memory*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*FLOPs +50.0% (10,240 -> 15,360); parameters 676 -> 1,012 (2.6 KiB -> 4.0 KiB); peak memory*"
+        ]
+    )
 
 
 def test_a_counter_can_be_opted_out(perf: pytest.Pytester) -> None:
@@ -103,12 +115,14 @@ def test_confirmed_slowdown_names_the_ops_responsible(perf: pytest.Pytester) -> 
     edit_baselines(perf.path / ".torchperf", faster_past)
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "net: *% slower than baseline*",
-        "  how sure: *",
-        "  why (profiled, self time per call vs baseline): *aten::addmm self time +*% (+*)*",
-        "  trace: *.torchperf-report/traces/test_net.py_test_net-net-regression.json",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "net: *% slower than baseline*",
+            "  how sure: *",
+            "  why (profiled, self time per call vs baseline): *aten::addmm self time +*% (+*)*",
+            "  trace: *.torchperf-report/traces/test_net.py_test_net-net-regression.json",
+        ]
+    )
     traces = list((perf.path / ".torchperf-report" / "traces").glob("*regression.json"))
     assert len(traces) == 1 and json.loads(traces[0].read_text())["traceEvents"]
 
@@ -126,13 +140,15 @@ def test_profiler_fixture_saves_trace_and_reports_top_ops(perf: pytest.Pytester)
     """)
     result = perf.runpytest("-rP")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*- Captured torchperf profiler call -*",
-        "trace: *.torchperf-report/traces/test_profiler_fixture_saves_trace_and_reports_top_ops.py_"
-        "test_prof.json",
-        "op * calls * self CPU * self device",
-        "aten::*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- Captured torchperf profiler call -*",
+            "trace: *.torchperf-report/traces/test_profiler_fixture_saves_trace_and_reports_top_ops.py_"
+            "test_prof.json",
+            "op * calls * self CPU * self device",
+            "aten::*",
+        ]
+    )
     assert "gpuGetDeviceCount" not in result.stdout.str() + result.stderr.str()
 
 
@@ -150,8 +166,13 @@ def test_profiler_fixture_works_bare_with_its_defaults(perf: pytest.Pytester) ->
     """)
     result = perf.runpytest("-rP")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*- Captured torchperf profiler call -*",
-                                 "trace: *test_bare.json", "op * calls * self CPU * self device"])
+    result.stdout.fnmatch_lines(
+        [
+            "*- Captured torchperf profiler call -*",
+            "trace: *test_bare.json",
+            "op * calls * self CPU * self device",
+        ]
+    )
 
 
 def test_timing_inside_the_profiler_is_refused(perf: pytest.Pytester) -> None:
@@ -164,9 +185,12 @@ def test_timing_inside_the_profiler_is_refused(perf: pytest.Pytester) -> None:
     """)
     result = perf.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*'lin' was timed inside a torchperf_profiler block; the profiler adds 3-25% overhead, so "
-        "time outside the block and profile in a separate pass"])
+    result.stdout.fnmatch_lines(
+        [
+            "*'lin' was timed inside a torchperf_profiler block; the profiler adds 3-25% overhead, so "
+            "time outside the block and profile in a separate pass"
+        ]
+    )
 
 
 def test_nvtx_ranges_work_on_cpu_and_show_in_the_profiler(perf: pytest.Pytester) -> None:
@@ -229,7 +253,9 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
     result.stdout.fnmatch_lines(["*test_timer*matmul*measured*"])
     (path,) = baseline_files(perf.path / ".torchperf")
     stored = json.loads(path.read_text())["tests"]
-    assert list(stored) == ["test_timer_fixture_is_recorded_but_not_gated_unless_asked.py::test_gated"]
+    assert list(stored) == [
+        "test_timer_fixture_is_recorded_but_not_gated_unless_asked.py::test_gated"
+    ]
     compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     compare.stdout.fnmatch_lines(["*gated-matmul*pass*"])
     compare.stdout.fnmatch_lines(["*test_timer*matmul*measured*"])
@@ -271,17 +297,23 @@ def test_graph_breaks_of_compiled_targets_are_gated(perf: pytest.Pytester) -> No
     perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
     (path,) = baseline_files(perf.path / ".torchperf")
     counters = json.loads(path.read_text())["tests"]["test_c.py::test_compiled"]["compiled"][
-        "sessions"][0]["counters"]
+        "sessions"
+    ][0]["counters"]
     assert (counters["graphs"], counters["graph_breaks"], counters["recompiles"]) == (1, 0, 0)
     assert counters["ops"]["aten::addmm"] == 1  # counted on the eager original
     perf.runpytest(*LOOSE).assert_outcomes(passed=1)
     # A data-dependent branch forces a graph break.
-    perf.makepyfile(test_c=COMPILED.format(extra="\n        if y.sum().item() > 1e9:\n            y = y * 2"))
+    perf.makepyfile(
+        test_c=COMPILED.format(extra="\n        if y.sum().item() > 1e9:\n            y = y * 2")
+    )
     result = perf.runpytest(*LOOSE, "--torchperf-ignore-counters=ops,memory,flops")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "compiled: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1 (first reason: "
-        "*item()*)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "compiled: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1 (first reason: "
+            "*item()*)*"
+        ]
+    )
 
 
 def test_python_overhead_is_named_as_outside_torch_ops() -> None:

@@ -31,13 +31,15 @@ def test_compare_without_baseline_reports_new_and_passes(perf: pytest.Pytester) 
     perf.makepyfile(TWO_MODELS)
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*= torchperf =*",
-        "torchperf: compare; device=cpu, torch *, threads=1, storage=*, env=cpu-*",
-        "*test_conv*conv*new*",
-        "*mlp: no baseline for this environment yet; record one with pytest --torchperf-save*",
-        "torchperf: 2 new",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= torchperf =*",
+            "torchperf: compare; device=cpu, torch *, threads=1, storage=*, env=cpu-*",
+            "*test_conv*conv*new*",
+            "*mlp: no baseline for this environment yet; record one with pytest --torchperf-save*",
+            "torchperf: 2 new",
+        ]
+    )
 
 
 def test_save_then_compare_passes(perf: pytest.Pytester) -> None:
@@ -65,15 +67,18 @@ def test_slower_target_fails_exactly_that_test(perf: pytest.Pytester) -> None:
     storage = perf.path / ".torchperf"
     scale_baselines(storage, 0.01, name="mlp")  # stored mlp is 100x faster: the code "got slower"
     xml = perf.path / "junit.xml"
-    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown", "500%",
-                            f"--junitxml={xml}")
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-max-slowdown", "500%", f"--junitxml={xml}"
+    )
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*_ test_mlp _*",
-        "mlp: *% slower than baseline (p25 * vs *, the median of 3 passes: first +*%, then +*%, "
-        "+*% in re-measures in this process; limit 500%)",
-        "  how sure: spread within run IQR/median *; baseline: 1 saved session; CPU share *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_mlp _*",
+            "mlp: *% slower than baseline (p25 * vs *, the median of 3 passes: first +*%, then +*%, "
+            "+*% in re-measures in this process; limit 500%)",
+            "  how sure: spread within run IQR/median *; baseline: 1 saved session; CPU share *",
+        ]
+    )
     result.stdout.fnmatch_lines(["FAILED *::test_mlp - Failed: mlp:*"])
     assert "test_conv - " not in result.stdout.str()
     suite = ET.parse(xml).getroot().find("testsuite")
@@ -99,12 +104,14 @@ def test_faster_target_reports_improved(perf: pytest.Pytester) -> None:
     scale_baselines(perf.path / ".torchperf", 100.0)
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*test_conv*improved*",
-        "*conv: *% faster than baseline*the baseline is stale; refresh it with pytest "
-        "--torchperf-save --torchperf-reset",
-        "torchperf: 2 improved",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_conv*improved*",
+            "*conv: *% faster than baseline*the baseline is stale; refresh it with pytest "
+            "--torchperf-save --torchperf-reset",
+            "torchperf: 2 improved",
+        ]
+    )
 
 
 def test_corrupt_baseline_is_a_clear_error_and_left_untouched(perf: pytest.Pytester) -> None:
@@ -116,11 +123,13 @@ def test_corrupt_baseline_is_a_clear_error_and_left_untouched(perf: pytest.Pytes
     for mode in ("--torchperf-compare", "--torchperf-save"):
         result = perf.runpytest(mode)
         result.assert_outcomes(failed=2)
-        result.stdout.fnmatch_lines([
-            f"*torchperf: baseline file {path}: is not valid JSON*. The file was left untouched. "
-            f"Fix it, restore it (git checkout -- {path}), or delete it and record a new baseline "
-            f"with pytest --torchperf-save.",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                f"*torchperf: baseline file {path}: is not valid JSON*. The file was left untouched. "
+                f"Fix it, restore it (git checkout -- {path}), or delete it and record a new baseline "
+                f"with pytest --torchperf-save.",
+            ]
+        )
         assert "Traceback" not in result.stdout.str()
         assert path.read_bytes() == truncated
 
@@ -129,17 +138,22 @@ def test_corrupt_baseline_is_a_clear_error_and_left_untouched(perf: pytest.Pytes
     ("content", "expected"),
     [
         ('{"hello": 1}', "*not a pytest-torchperf baseline file (key 'format' is None*"),
-        ('{"format": "pytest-torchperf-baselines", "schema_version": 99, "tests": {}}',
-         "*written by a newer pytest-torchperf (schema_version 99 > 1 understood here)*Upgrade*"),
-        ('{"format": "pytest-torchperf-baselines", "schema_version": 1, "tests": {"t": {"mlp": '
-         '{"sessions": [{"times": [1.0]}]}}}}',
-         "*key tests[[]'t'[]][[]'mlp'[]].sessions[[]0[]].statistic is None, expected a positive "
-         "number*"),
+        (
+            '{"format": "pytest-torchperf-baselines", "schema_version": 99, "tests": {}}',
+            "*written by a newer pytest-torchperf (schema_version 99 > 1 understood here)*Upgrade*",
+        ),
+        (
+            '{"format": "pytest-torchperf-baselines", "schema_version": 1, "tests": {"t": {"mlp": '
+            '{"sessions": [{"times": [1.0]}]}}}}',
+            "*key tests[[]'t'[]][[]'mlp'[]].sessions[[]0[]].statistic is None, expected a positive "
+            "number*",
+        ),
     ],
     ids=["foreign", "newer-schema", "missing-field"],
 )
-def test_bad_baseline_files_name_file_and_key(perf: pytest.Pytester, content: str,
-                                              expected: str) -> None:
+def test_bad_baseline_files_name_file_and_key(
+    perf: pytest.Pytester, content: str, expected: str
+) -> None:
     perf.makepyfile(TWO_MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     (path,) = baseline_files(perf.path / ".torchperf")
@@ -168,11 +182,24 @@ def test_compare_and_save_together_record_only_passing_measurements(perf: pytest
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
     # A huge limit: only the edited mlp baseline (100x faster) can fail, whatever the machine does.
-    perf.runpytest("--torchperf-compare", "--torchperf-save",
-                   "--torchperf-max-slowdown=500%").assert_outcomes(passed=1, failed=1)
+    perf.runpytest(
+        "--torchperf-compare", "--torchperf-save", "--torchperf-max-slowdown=500%"
+    ).assert_outcomes(passed=1, failed=1)
     (path,) = baseline_files(perf.path / ".torchperf")
     tests = json.loads(path.read_text())["tests"]
-    assert len(tests["test_compare_and_save_together_record_only_passing_measurements.py::test_mlp"]
-               ["mlp"]["sessions"]) == 1
-    assert len(tests["test_compare_and_save_together_record_only_passing_measurements.py::test_conv"]
-               ["conv"]["sessions"]) == 2
+    assert (
+        len(
+            tests["test_compare_and_save_together_record_only_passing_measurements.py::test_mlp"][
+                "mlp"
+            ]["sessions"]
+        )
+        == 1
+    )
+    assert (
+        len(
+            tests["test_compare_and_save_together_record_only_passing_measurements.py::test_conv"][
+                "conv"
+            ]["sessions"]
+        )
+        == 2
+    )

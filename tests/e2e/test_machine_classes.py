@@ -37,8 +37,9 @@ def _other_cpu_class(storage: Path, direction: str) -> tuple[str, str]:
     env = json.loads(env_file.read_text())
     here = env["exact"]["cpu_isa"] or ""
     flags = [f for f in here.split(",") if f]
-    env["exact"]["cpu_isa"] = (",".join([*flags, "amx_fp16"]) if direction == "more"
-                               else ",".join(flags[:1]))
+    env["exact"]["cpu_isa"] = (
+        ",".join([*flags, "amx_fp16"]) if direction == "more" else ",".join(flags[:1])
+    )
     env_file.write_text(json.dumps(env))
     other = env_dir.with_name(f"cpu-otherclass-{direction}-0000beef")
     env_dir.rename(other)
@@ -52,7 +53,8 @@ def _other_class_counted_other_ops(_nodeid: str, _name: str, session: dict) -> N
 
 @pytest.mark.parametrize("direction", ["more", "fewer"])
 def test_another_cpu_class_gates_fp32_counters_and_reports_low_precision_ones(
-        perf: pytest.Pytester, direction: str) -> None:
+    perf: pytest.Pytester, direction: str
+) -> None:
     perf.makepyfile(PROJECT)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     storage = perf.path / ".torchperf"
@@ -62,43 +64,61 @@ def test_another_cpu_class_gates_fp32_counters_and_reports_low_precision_ones(
     result = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine", "-rf")
     # fp32 code counts the same ops on every CPU class: a difference is a real change.
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines([
-        f"*fp32: counters changed vs baseline: ops changed: removed aten::sub_ x3 (vs {other}, "
-        f"same torch build)*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*fp32: counters changed vs baseline: ops changed: removed aten::sub_ x3 (vs {other}, "
+            f"same torch build)*"
+        ]
+    )
     # bf16 code's ops depend on the CPU class: reported with the reason, not failed.
     text = result.stdout.str()
     assert "::test_bf16 - " not in text and "bf16: counters changed" not in text
-    result.stdout.fnmatch_lines([
-        f"*bf16*note: not gated: ops changed: removed aten::sub_ x3 vs {other}: this measurement "
-        f"runs low-precision or quantized code*the CPU class differs (cpu_isa * here vs {isa} "
-        f"stored)*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*bf16*note: not gated: ops changed: removed aten::sub_ x3 vs {other}: this measurement "
+            f"runs low-precision or quantized code*the CPU class differs (cpu_isa * here vs {isa} "
+            f"stored)*"
+        ]
+    )
 
     # Parameters are the model's own on any CPU class: gated for low-precision code too.
     def other_params(_nodeid: str, name: str, session: dict) -> None:
         session["counters"]["ops"].pop("aten::sub_", None)
         if name == "bf16":
             session["counters"]["params"] = 99
+
     edit_baselines(storage, other_params)
     params = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine")
     params.assert_outcomes(failed=1, passed=1)
-    params.stdout.fnmatch_lines([f"*bf16: counters changed vs baseline: parameters 99 -> 0 *"
-                                 f"(vs {other}, same torch build)*"])
+    params.stdout.fnmatch_lines(
+        [
+            f"*bf16: counters changed vs baseline: parameters 99 -> 0 *"
+            f"(vs {other}, same torch build)*"
+        ]
+    )
 
 
 def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environment(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile(PROJECT)
     typo = perf.path / ".torchperff"
-    result = perf.runpytest("--torchperf-compare", "--torchperf-strict",
-                            "--torchperf-storage", str(typo))
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-strict", "--torchperf-storage", str(typo)
+    )
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        f"*fp32: no baseline for this measurement in {typo}/cpu-*/test_strict_fails_a_measurement*"
-        f".json (environment cpu-*), failing: --torchperf-strict. Record one with pytest "
-        f"--torchperf-save and commit it (git add {typo}), or point --torchperf-storage at the "
-        f"folder that holds it*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*fp32: no baseline for this measurement in {typo}/cpu-*/test_strict_fails_a_measurement*"
+            f".json (environment cpu-*), failing: --torchperf-strict. Record one with pytest "
+            f"--torchperf-save and commit it (git add {typo}), or point --torchperf-storage at the "
+            f"folder that holds it*"
+        ]
+    )
     # Without strict: new, passing, as before.
-    perf.runpytest("--torchperf-compare", "--torchperf-storage", str(typo)).assert_outcomes(passed=2)
+    perf.runpytest("--torchperf-compare", "--torchperf-storage", str(typo)).assert_outcomes(
+        passed=2
+    )
     # A run that saves is creating the baseline: strict does not fail it.
     saving = perf.runpytest("--torchperf-compare", "--torchperf-save", "--torchperf-strict")
     saving.assert_outcomes(passed=2)
@@ -107,7 +127,8 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
 
 
 def test_new_measurements_of_one_other_environment_share_one_reason_line(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile(PROJECT)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     other, _ = _other_cpu_class(perf.path / ".torchperf", "fewer")
@@ -115,6 +136,9 @@ def test_new_measurements_of_one_other_environment_share_one_reason_line(
     result.assert_outcomes(passed=2)
     text = result.stdout.str()
     assert text.count("no comparable baseline") == 1, text
-    result.stdout.fnmatch_lines([
-        f"no comparable baseline for 2 measurements (*bf16, *fp32): cpu_isa * here vs * stored "
-        f"(stored under *{other}); record them for this environment with pytest --torchperf-save"])
+    result.stdout.fnmatch_lines(
+        [
+            f"no comparable baseline for 2 measurements (*bf16, *fp32): cpu_isa * here vs * stored "
+            f"(stored under *{other}); record them for this environment with pytest --torchperf-save"
+        ]
+    )

@@ -16,8 +16,9 @@ def test_options(torchperf):
 """
 
 
-def run_precedence(pytester: pytest.Pytester, ini: str, cli: list[str], marker: str,
-                   call: str) -> tuple[float, float, int]:
+def run_precedence(
+    pytester: pytest.Pytester, ini: str, cli: list[str], marker: str, call: str
+) -> tuple[float, float, int]:
     pytester.makefile(".ini", pytest=f"[pytest]\ntorchperf_warmup = 0.005s\n{ini}")
     pytester.makepyfile(PRECEDENCE.format(marker=marker, call=call))
     result = pytester.runpytest(*cli)
@@ -30,22 +31,45 @@ def run_precedence(pytester: pytest.Pytester, ini: str, cli: list[str], marker: 
     ("ini", "cli", "marker", "call", "expected"),
     [
         ("", [], "", "", (0.10, 1.0, 1)),  # defaults
-        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s\ntorchperf_threads = 2", [], "",
-         "", (0.40, 0.03, 2)),  # ini over default
-        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
-         ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"], "", "",
-         (0.30, 0.02, 1)),  # CLI over ini
-        ("torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
-         ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"],
-         "max_slowdown='20%', min_time=0.025", "", (0.20, 0.025, 1)),  # marker over CLI
-        ("torchperf_max_slowdown = 40%", ["--torchperf-max-slowdown=30%"],
-         "max_slowdown='20%', min_time=0.025", ", max_slowdown=0.05, min_time='15ms'",
-         (0.05, 0.015, 1)),  # call over marker
+        (
+            "torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s\ntorchperf_threads = 2",
+            [],
+            "",
+            "",
+            (0.40, 0.03, 2),
+        ),  # ini over default
+        (
+            "torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
+            ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"],
+            "",
+            "",
+            (0.30, 0.02, 1),
+        ),  # CLI over ini
+        (
+            "torchperf_max_slowdown = 40%\ntorchperf_min_time = 0.03s",
+            ["--torchperf-max-slowdown=30%", "--torchperf-min-time=20ms"],
+            "max_slowdown='20%', min_time=0.025",
+            "",
+            (0.20, 0.025, 1),
+        ),  # marker over CLI
+        (
+            "torchperf_max_slowdown = 40%",
+            ["--torchperf-max-slowdown=30%"],
+            "max_slowdown='20%', min_time=0.025",
+            ", max_slowdown=0.05, min_time='15ms'",
+            (0.05, 0.015, 1),
+        ),  # call over marker
     ],
     ids=["default", "ini", "cli-over-ini", "marker-over-cli", "call-over-marker"],
 )
-def test_precedence(pytester: pytest.Pytester, ini: str, cli: list[str], marker: str, call: str,
-                    expected: tuple[float, float, int]) -> None:
+def test_precedence(
+    pytester: pytest.Pytester,
+    ini: str,
+    cli: list[str],
+    marker: str,
+    call: str,
+    expected: tuple[float, float, int],
+) -> None:
     assert run_precedence(pytester, ini, cli, marker, call) == pytest.approx(expected)
 
 
@@ -58,14 +82,16 @@ def test_unknown_marker_keyword_names_test_and_valid_options(perf: pytest.Pytest
     """)
     result = perf.runpytest("--strict-markers")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "ERROR: test_unknown_marker_keyword_names_test_and_valid_options.py::test_typo: "
-        "@pytest.mark.torchperf: unknown torchperf option 'max_slowdwon'. Did you mean "
-        "'max_slowdown'? Valid options: accuracy, check_finite, counters, data, group, "
-        "ignore_counters, inference, max_compile_time, max_machine_slowdown, max_neighbour_load, "
-        "max_slowdown, max_spread, metric, "
-        "min_cpu_share, min_speedup, min_time, name, seed, strict, threads, variants, warmup.",
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: test_unknown_marker_keyword_names_test_and_valid_options.py::test_typo: "
+            "@pytest.mark.torchperf: unknown torchperf option 'max_slowdwon'. Did you mean "
+            "'max_slowdown'? Valid options: accuracy, check_finite, counters, data, group, "
+            "ignore_counters, inference, max_compile_time, max_machine_slowdown, max_neighbour_load, "
+            "max_slowdown, max_spread, metric, "
+            "min_cpu_share, min_speedup, min_time, name, seed, strict, threads, variants, warmup.",
+        ]
+    )
 
 
 def test_marker_is_registered_for_strict_markers(perf: pytest.Pytester) -> None:
@@ -88,9 +114,12 @@ def test_invalid_marker_value_quotes_it(perf: pytest.Pytester) -> None:
     """)
     result = perf.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*test_bad: @pytest.mark.torchperf: invalid value for min_time: 'fast' is not a duration "
-        "(examples: '1s', '500ms', 0.5)"])
+    result.stderr.fnmatch_lines(
+        [
+            "*test_bad: @pytest.mark.torchperf: invalid value for min_time: 'fast' is not a duration "
+            "(examples: '1s', '500ms', 0.5)"
+        ]
+    )
 
 
 def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
@@ -100,29 +129,42 @@ def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
             torchperf(torch.nn.Linear(2, 2), torch.randn(1, 2), max_slowdown=12)
     """)
     result = perf.runpytest()
-    result.stdout.fnmatch_lines([
-        "*torchperf(...) call: invalid value for max_slowdown: 12 is ambiguous as a relative "
-        "threshold: write a percentage such as '12%' or a fraction below 1 such as 0.1*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*torchperf(...) call: invalid value for max_slowdown: 12 is ambiguous as a relative "
+            "threshold: write a percentage such as '12%' or a fraction below 1 such as 0.1*"
+        ]
+    )
     assert result.ret != 0
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--torchperf-max-slowdown=ten"],
-         "*argument --torchperf-max-slowdown: 'ten' is not a percentage or fraction (examples: "
-         "'10%', 0.1)"),
+        (
+            ["--torchperf-max-slowdown=ten"],
+            "*argument --torchperf-max-slowdown: 'ten' is not a percentage or fraction (examples: "
+            "'10%', 0.1)",
+        ),
         (["--torchperf-min-time=-1s"], "*argument --torchperf-min-time: '-1s' is not a duration*"),
-        (["--torchperf-threads=0"], "*argument --torchperf-threads: '0' is not a positive integer*"),
-        (["--torchperf-skip", "--torchperf-only"],
-         "*--torchperf-skip and --torchperf-only exclude each other; pick one"),
-        (["--torchperf-disable", "--torchperf-compare"],
-         "*--torchperf-disable runs perf tests without timing, so it cannot be combined with*"),
+        (
+            ["--torchperf-threads=0"],
+            "*argument --torchperf-threads: '0' is not a positive integer*",
+        ),
+        (
+            ["--torchperf-skip", "--torchperf-only"],
+            "*--torchperf-skip and --torchperf-only exclude each other; pick one",
+        ),
+        (
+            ["--torchperf-disable", "--torchperf-compare"],
+            "*--torchperf-disable runs perf tests without timing, so it cannot be combined with*",
+        ),
         (["--torchperf-reset"], "*--torchperf-reset only makes sense with --torchperf-save"),
     ],
 )
-def test_invalid_command_line_is_a_usage_error(perf: pytest.Pytester, args: list[str],
-                                               expected: str) -> None:
+def test_invalid_command_line_is_a_usage_error(
+    perf: pytest.Pytester, args: list[str], expected: str
+) -> None:
     perf.makepyfile("def test_x(): pass")
     result = perf.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -134,9 +176,12 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*torchperf: ini file: invalid value for max_slowdown: 'lots' is not a percentage or "
-        "fraction*(ini key torchperf_max_slowdown)"])
+    result.stderr.fnmatch_lines(
+        [
+            "*torchperf: ini file: invalid value for max_slowdown: 'lots' is not a percentage or "
+            "fraction*(ini key torchperf_max_slowdown)"
+        ]
+    )
 
 
 COUNTING = """
@@ -216,9 +261,12 @@ def test_duplicate_measurement_names_fail_with_a_hint(perf: pytest.Pytester) -> 
     """)
     result = perf.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*measurement name 'Linear' is used twice in this test; give each torchperf(...) call its "
-        "own name="])
+    result.stdout.fnmatch_lines(
+        [
+            "*measurement name 'Linear' is used twice in this test; give each torchperf(...) call its "
+            "own name="
+        ]
+    )
 
 
 def test_result_repr_is_unit_aware(perf: pytest.Pytester) -> None:
@@ -252,13 +300,29 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     # argparse %-formats help strings: a bare "10%" in a help text crashed `pytest --help` once.
     result = pytester.runpytest("--help")
     assert result.ret == 0
-    result.stdout.fnmatch_lines([
-        "performance regressions of PyTorch models (pytest-torchperf):",
-        "*--torchperf-save*",
-        "*--torchperf-max-slowdown=PCT",
-        "*Slowdown beyond which a test fails, e.g. 10% or 0.1",
-    ])
-    for name in ("compare", "storage", "reset", "min-time", "warmup", "threads", "strict",
-                 "min-cpu-share", "max-spread", "device", "report-dir", "ignore-counters", "disable",
-                 "skip", "only"):
+    result.stdout.fnmatch_lines(
+        [
+            "performance regressions of PyTorch models (pytest-torchperf):",
+            "*--torchperf-save*",
+            "*--torchperf-max-slowdown=PCT",
+            "*Slowdown beyond which a test fails, e.g. 10% or 0.1",
+        ]
+    )
+    for name in (
+        "compare",
+        "storage",
+        "reset",
+        "min-time",
+        "warmup",
+        "threads",
+        "strict",
+        "min-cpu-share",
+        "max-spread",
+        "device",
+        "report-dir",
+        "ignore-counters",
+        "disable",
+        "skip",
+        "only",
+    ):
         assert f"--torchperf-{name}" in result.stdout.str(), name

@@ -34,18 +34,22 @@ def sessions(perf: pytest.Pytester) -> list[dict]:
 
 
 def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile(MODELS)
-    save = perf.runpytest("--torchperf-save", "--torchperf-processes", "3",
-                          "--junitxml", "junit.xml")
+    save = perf.runpytest(
+        "--torchperf-save", "--torchperf-processes", "3", "--junitxml", "junit.xml"
+    )
     save.assert_outcomes(passed=2)
-    save.stdout.fnmatch_lines([
-        "torchperf: fresh process 1 of 3: measuring 1 perf test(s) ...",
-        "torchperf: fresh process 1 of 3: 1 measurement(s) in *",
-        "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
-        "torchperf: process 3 of 3: this run",
-        "*processes=3 (verdicts on the median p25)*",
-    ])
+    save.stdout.fnmatch_lines(
+        [
+            "torchperf: fresh process 1 of 3: measuring 1 perf test(s) ...",
+            "torchperf: fresh process 1 of 3: 1 measurement(s) in *",
+            "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
+            "torchperf: process 3 of 3: this run",
+            "*processes=3 (verdicts on the median p25)*",
+        ]
+    )
     stored = sessions(perf)
     run_ids = sorted(s["run_id"] for s in stored)
     assert len(stored) == 3 and run_ids[1].endswith("-p1") and run_ids[2].endswith("-p2")
@@ -57,27 +61,37 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     assert cases == {"test_mlp", "test_plain"}
 
     scale_baselines(perf.path / ".torchperf", 0.01)  # every stored process 100x faster
-    compare = perf.runpytest("--torchperf-compare", "--torchperf-processes", "2",
-                             "--torchperf-json", "out.json")
+    compare = perf.runpytest(
+        "--torchperf-compare", "--torchperf-processes", "2", "--torchperf-json", "out.json"
+    )
     compare.assert_outcomes(passed=1, failed=1)
-    compare.stdout.fnmatch_lines([
-        "*mlp: *% slower than baseline (median p25 of 2 processes *",
-        "*candidate: median of 2 fresh processes (p25s *",
-    ])
+    compare.stdout.fnmatch_lines(
+        [
+            "*mlp: *% slower than baseline (median p25 of 2 processes *",
+            "*candidate: median of 2 fresh processes (p25s *",
+        ]
+    )
     record = json.loads((perf.path / "out.json").read_text())["benchmarks"][0]["torchperf"]
     assert len(record["processes"]) == 2
     assert len(record["passes"][0]["process_statistics"]) == 1
 
 
 def test_reset_with_processes_keeps_every_process_and_drops_the_old_history(
-        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     perf.makepyfile(MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     old = sessions(perf)[0]["run_id"]
     summary = perf.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    reset = perf.runpytest("--torchperf-save", "--torchperf-reset", "--torchperf-processes", "3",
-                           "--torchperf-html", "report.html")
+    reset = perf.runpytest(
+        "--torchperf-save",
+        "--torchperf-reset",
+        "--torchperf-processes",
+        "3",
+        "--torchperf-html",
+        "report.html",
+    )
     reset.assert_outcomes(passed=2)
     stored = sessions(perf)
     assert len(stored) == 3 and old not in {s["run_id"] for s in stored}
@@ -91,8 +105,11 @@ def test_reset_with_processes_keeps_every_process_and_drops_the_old_history(
 def test_ini_processes_do_not_block_a_skip_run(perf: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     perf.makepyfile(MODELS)
-    ini = (perf.path / "pytest.ini").read_text().replace("torchperf_processes = 1",
-                                                         "torchperf_processes = 3")
+    ini = (
+        (perf.path / "pytest.ini")
+        .read_text()
+        .replace("torchperf_processes = 1", "torchperf_processes = 3")
+    )
     (perf.path / "pytest.ini").write_text(ini)
     result = perf.runpytest_subprocess("-n", "2", "--torchperf-skip")
     result.assert_outcomes(passed=1, skipped=1)
@@ -108,21 +125,33 @@ if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
 """)
     result = perf.runpytest("--torchperf-save", "--torchperf-processes", "3")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "torchperf: fresh process 1 exited with code *: its measurements are missing*",
-        "*RuntimeError: this child cannot start*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: fresh process 1 exited with code *: its measurements are missing*",
+            "*RuntimeError: this child cannot start*",
+        ]
+    )
     assert len(sessions(perf)) == 2  # process 2 and this run
     assert len(baseline_files(perf.path / ".torchperf")) == 1
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--torchperf-processes", "0"], "*--torchperf-processes must be a whole number from 1 to 10, got '0'*"),
-    (["--torchperf-processes", "three"], "*must be a whole number*got 'three'*"),
-    (["--torchperf-processes", "2", "--torchperf-disable"], "*cannot be combined with --torchperf-disable*"),
-])
-def test_bad_process_options_are_usage_errors(perf: pytest.Pytester, args: list[str],
-                                              message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--torchperf-processes", "0"],
+            "*--torchperf-processes must be a whole number from 1 to 10, got '0'*",
+        ),
+        (["--torchperf-processes", "three"], "*must be a whole number*got 'three'*"),
+        (
+            ["--torchperf-processes", "2", "--torchperf-disable"],
+            "*cannot be combined with --torchperf-disable*",
+        ),
+    ],
+)
+def test_bad_process_options_are_usage_errors(
+    perf: pytest.Pytester, args: list[str], message: str
+) -> None:
     perf.makepyfile(MODELS)
     result = perf.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -139,8 +168,11 @@ def test_processes_with_xdist_is_a_usage_error(perf: pytest.Pytester) -> None:
 
 def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
     perf.makepyfile(MODELS)
-    ini = (perf.path / "pytest.ini").read_text().replace("torchperf_processes = 1",
-                                                         "torchperf_processes = 2")
+    ini = (
+        (perf.path / "pytest.ini")
+        .read_text()
+        .replace("torchperf_processes = 1", "torchperf_processes = 2")
+    )
     (perf.path / "pytest.ini").write_text(ini)
     result = perf.runpytest("--torchperf-save")
     result.assert_outcomes(passed=2)
@@ -155,8 +187,12 @@ def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pyteste
     ini.write_text(ini.read_text().replace("torchperf_processes = 1\n", ""))
     result = perf.runpytest("--torchperf-save")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["torchperf: fresh process 4 of 5: 1 measurement(s) in *",
-                                 "*processes=5 (verdicts on the median p25)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: fresh process 4 of 5: 1 measurement(s) in *",
+            "*processes=5 (verdicts on the median p25)*",
+        ]
+    )
     assert len(sessions(perf)) == 5
     # A compare alone measures in one process (suspected slowdowns are confirmed in a fresh one).
     compare = perf.runpytest("--torchperf-compare")
@@ -194,8 +230,9 @@ def _default_confirm(perf: pytest.Pytester) -> None:
     (perf.path / "pytest.ini").write_text(ini)
 
 
-def test_a_slow_process_alone_does_not_fail_a_test(perf: pytest.Pytester,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_process_alone_does_not_fail_a_test(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _default_confirm(perf)
     perf.makepyfile(FRESH)
     monkeypatch.setenv("FAST", "1")
@@ -203,15 +240,17 @@ def test_a_slow_process_alone_does_not_fail_a_test(perf: pytest.Pytester,
     monkeypatch.delenv("FAST")
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mlp: *% vs baseline after a re-measure in a fresh process "
-                                 "(first pass +*%; limit 10%)*"])
+    result.stdout.fnmatch_lines(
+        ["*mlp: *% vs baseline after a re-measure in a fresh process (first pass +*%; limit 10%)*"]
+    )
     same = perf.runpytest("--torchperf-compare", "--torchperf-confirm", "same")
     same.assert_outcomes(failed=1)  # the same process stays slow: confirmed there
     same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*in re-measures in this process*"])
 
 
-def test_pooled_compare_confirms_in_fresh_processes(perf: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pooled_compare_confirms_in_fresh_processes(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The controller runs slow, its child fast: the pooled first pass (median of the two) is far
     # over the limit. Re-measuring in the controller and pooling again with the same child would
     # repeat that verdict; a fresh confirming process contradicts it.
@@ -222,22 +261,28 @@ def test_pooled_compare_confirms_in_fresh_processes(perf: pytest.Pytester,
     monkeypatch.delenv("FAST")
     result = perf.runpytest("--torchperf-compare", "--torchperf-processes", "2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*mlp: *% vs baseline after a re-measure in a fresh process "
-                                 "(first pass +*%; limit *)*"])
+    result.stdout.fnmatch_lines(
+        ["*mlp: *% vs baseline after a re-measure in a fresh process (first pass +*%; limit *)*"]
+    )
 
 
-def test_a_real_slowdown_is_confirmed_in_a_fresh_process(perf: pytest.Pytester,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_real_slowdown_is_confirmed_in_a_fresh_process(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _default_confirm(perf)
     perf.makepyfile(MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.01)
-    result = perf.runpytest("--torchperf-compare", "--junitxml", "junit.xml",
-                            "--torchperf-json", "r.json")
+    result = perf.runpytest(
+        "--torchperf-compare", "--junitxml", "junit.xml", "--torchperf-json", "r.json"
+    )
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*mlp: *% slower than baseline (p25 * vs *, the median of 3 "
-                                 "passes: first +*%, then +*%, +*% in fresh processes; limit 10%)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp: *% slower than baseline (p25 * vs *, the median of 3 "
+            "passes: first +*%, then +*%, +*% in fresh processes; limit 10%)*"
+        ]
+    )
     # torchperf compare replays the fresh-process passes: the same wording and figure offline.
     from pytest_torchperf import cli
 

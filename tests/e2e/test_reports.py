@@ -24,7 +24,9 @@ def test_conv(torchperf):
 """
 
 
-def test_markdown_and_json_from_one_run(perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_markdown_and_json_from_one_run(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     perf.makepyfile(MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.01, name="mlp")
@@ -32,20 +34,33 @@ def test_markdown_and_json_from_one_run(perf: pytest.Pytester, monkeypatch: pyte
     step_summary.write_text("# earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     # A huge limit: only the edited mlp baseline (100x faster) can fail, whatever the machine does.
-    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
-                            "--torchperf-markdown", "reports/summary.md",
-                            "--torchperf-json", "reports/bench.json")
+    result = perf.runpytest(
+        "--torchperf-compare",
+        "--torchperf-max-slowdown=500%",
+        "--torchperf-markdown",
+        "reports/summary.md",
+        "--torchperf-json",
+        "reports/bench.json",
+    )
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "torchperf: markdown summary written to *reports/summary.md",
-        "torchperf: summary appended to $GITHUB_STEP_SUMMARY (*step_summary.md)",
-        "torchperf: pytest-benchmark JSON written to *reports/bench.json",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: markdown summary written to *reports/summary.md",
+            "torchperf: summary appended to $GITHUB_STEP_SUMMARY (*step_summary.md)",
+            "torchperf: pytest-benchmark JSON written to *reports/bench.json",
+        ]
+    )
     markdown = (perf.path / "reports" / "summary.md").read_text()
     assert markdown.startswith("## torchperf: 1 fail, 1 pass\n")
-    assert "### Needs attention" in markdown and "mlp: " in markdown and "slower than baseline" in markdown
+    assert (
+        "### Needs attention" in markdown
+        and "mlp: " in markdown
+        and "slower than baseline" in markdown
+    )
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and "`" in line]
-    assert rows[0].startswith("| ❌ FAIL |") and "mlp" in rows[0]  # failures first, as in the terminal
+    assert (
+        rows[0].startswith("| ❌ FAIL |") and "mlp" in rows[0]
+    )  # failures first, as in the terminal
     assert step_summary.read_text().startswith("# earlier step\n## torchperf: 1 fail, 1 pass")
 
     data = json.loads((perf.path / "reports" / "bench.json").read_text())
@@ -67,8 +82,13 @@ def test_pytest_benchmark_compare_reads_our_json(perf: pytest.Pytester) -> None:
     perf.makepyfile(MODELS)
     perf.runpytest("--torchperf-json", "bench.json").assert_outcomes(passed=2)
     command = [cli] if cli else [sys.executable, "-m", "pytest_benchmark.cli"]
-    out = subprocess.run([*command, "compare", str(perf.path / "bench.json")], capture_output=True,
-                         text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [*command, "compare", str(perf.path / "bench.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "test_mlp[mlp]" in out.stdout and "test_conv[conv]" in out.stdout
     assert "Failed to load" not in out.stdout + out.stderr
@@ -79,11 +99,14 @@ def test_report_path_that_cannot_be_written_is_reported(perf: pytest.Pytester) -
     (perf.path / "blocker").write_text("a file, not a folder")
     result = perf.runpytest("--torchperf-markdown", "blocker/summary.md")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["torchperf: could not write a report (*blocker: *); check the path*"])
+    result.stdout.fnmatch_lines(
+        ["torchperf: could not write a report (*blocker: *); check the path*"]
+    )
 
 
-def test_one_figure_and_one_label_per_verdict_everywhere(perf: pytest.Pytester,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_figure_and_one_label_per_verdict_everywhere(
+    perf: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The failure headline, the terminal table, markdown, HTML, JSON and ``torchperf compare``
     report the same change and the same outcome label for a measurement: the verdict's figure is
     the median of the passes that agreed (``Verdict.ratio``), whichever report shows it."""
@@ -100,22 +123,35 @@ def test_one_figure_and_one_label_per_verdict_everywhere(perf: pytest.Pytester,
     def counters_changed(_nodeid: str, name: str, session: dict) -> None:
         if name == "conv":
             session["counters"]["flops"] += 1  # conv fails on its counters only
+
     from tests.e2e.helpers import edit_baselines
+
     edit_baselines(perf.path / ".torchperf", counters_changed)
-    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=500%",
-                            "--torchperf-markdown", "r/summary.md", "--torchperf-json", "r/r.json",
-                            "--torchperf-html", "r/report.html")
+    result = perf.runpytest(
+        "--torchperf-compare",
+        "--torchperf-max-slowdown=500%",
+        "--torchperf-markdown",
+        "r/summary.md",
+        "--torchperf-json",
+        "r/r.json",
+        "--torchperf-html",
+        "r/report.html",
+    )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    data = {b["torchperf"]["measurement"]: b["torchperf"]
-            for b in json.loads((perf.path / "r" / "r.json").read_text())["benchmarks"]}
+    data = {
+        b["torchperf"]["measurement"]: b["torchperf"]
+        for b in json.loads((perf.path / "r" / "r.json").read_text())["benchmarks"]
+    }
     mlp = data["mlp"]
     figure = format_change(mlp["verdict"]["ratio"])  # the one figure, e.g. "+1890.2%"
     label = mlp["label"]
     assert label == "FAIL" and data["conv"]["label"] == "FAIL (counters)"
 
     # The failure headline (pytest's short summary and the test's own failure message).
-    headline = re.search(r"FAILED \S+::test_mlp - Failed: mlp: ([0-9.]+)% slower than baseline", out)
+    headline = re.search(
+        r"FAILED \S+::test_mlp - Failed: mlp: ([0-9.]+)% slower than baseline", out
+    )
     assert headline and f"+{headline.group(1)}%" == figure, (headline, figure)
     # The terminal table: change column and label.
     [row] = [line for line in out.splitlines() if re.match(r"\S*test_mlp\s+mlp \[dense\]", line)]

@@ -24,8 +24,9 @@ def test_corrupt_stored_counters_name_the_key(perf: pytest.Pytester) -> None:
     edit_baselines(perf.path / ".torchperf", corrupt)
     result = perf.runpytest("--torchperf-compare")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*sessions[[]0[]].counters.flops is 'many', expected a non-negative "
-                                 "integer*"])
+    result.stdout.fnmatch_lines(
+        ["*sessions[[]0[]].counters.flops is 'many', expected a non-negative integer*"]
+    )
 
 
 def test_unreadable_environment_file_is_named(perf: pytest.Pytester) -> None:
@@ -55,6 +56,8 @@ def test_save_warning_says_how_often_it_measured(perf: pytest.Pytester) -> None:
         def test_sleepy(torchperf):
             torchperf(lambda: time.sleep(0.002), name="sleepy")
     """)
-    result = perf.runpytest("--torchperf-compare", "--torchperf-save", "--torchperf-min-cpu-share=0.9")
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-save", "--torchperf-min-cpu-share=0.9"
+    )
     result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share * (measured once)*"])
     assert json.loads(json.dumps(baseline_files(perf.path / ".torchperf"), default=str)) == []

@@ -28,11 +28,14 @@ def mlp():
     return model
 """
 
-ALL_FIVE = MLP + """
+ALL_FIVE = (
+    MLP
+    + """
 @pytest.mark.torchperf(variants=["eager", "compiled", "fused", "amp", "int8"])
 def test_mlp(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="mlp")
 """
+)
 
 
 def _stored(perf: pytest.Pytester) -> dict[str, dict]:
@@ -57,7 +60,9 @@ def test_five_variants_save_compare_and_report(perf: pytest.Pytester) -> None:
     assert "fxgraph_cache_bypass" in text  # the evidence that freezing took effect
     assert "mlp[amp]: torch.autocast('cpu', dtype=bfloat16)" in text
     assert "low_precision_ops=" in text
-    assert "mlp[int8]: dynamic: torchao Int8DynamicActivationInt8WeightConfig + torch.compile" in text
+    assert (
+        "mlp[int8]: dynamic: torchao Int8DynamicActivationInt8WeightConfig + torch.compile" in text
+    )
     stored = _stored(perf)
     assert set(stored) == {"mlp", "mlp[compiled]", "mlp[fused]", "mlp[amp]", "mlp[int8]"}
     assert stored["mlp"]["variant"] == "eager" and stored["mlp"]["speedup"] is None
@@ -80,41 +85,63 @@ def test_five_variants_save_compare_and_report(perf: pytest.Pytester) -> None:
 
 
 def test_variant_filter_and_dash_k_select_variants(perf: pytest.Pytester) -> None:
-    perf.makepyfile(ALL_FIVE + """
+    perf.makepyfile(
+        ALL_FIVE
+        + """
 def test_plain(torchperf):
     torchperf(mlp(), torch.randn(2, 16), name="plain")
-""")
+"""
+    )
     only = perf.runpytest("--torchperf-variants=eager,amp", "-rs")
     only.assert_outcomes(passed=3)
     assert "test_mlp[compiled]" not in only.stdout.str()
-    only.stdout.fnmatch_lines(["torchperf: --torchperf-variants eager,amp: 3 variant items not "
-                               "collected (compiled 1, fused 1, int8 1)"])
+    only.stdout.fnmatch_lines(
+        [
+            "torchperf: --torchperf-variants eager,amp: 3 variant items not "
+            "collected (compiled 1, fused 1, int8 1)"
+        ]
+    )
     picked = perf.runpytest("-k", "amp")
     picked.assert_outcomes(passed=1)
     none = perf.runpytest("--torchperf-variants=int8", "-rs", "-k", "plain")
     none.assert_outcomes(skipped=1)
-    none.stdout.fnmatch_lines(["*no variant of this measurement is selected by --torchperf-variants*"])
+    none.stdout.fnmatch_lines(
+        ["*no variant of this measurement is selected by --torchperf-variants*"]
+    )
     bad = perf.runpytest("--torchperf-variants=eager,int4")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*--torchperf-variants: unknown variant 'int4' (did you mean "
-                              "'int8'?); known variants: eager, compiled, fused, amp, int8*"])
+    bad.stderr.fnmatch_lines(
+        [
+            "*--torchperf-variants: unknown variant 'int4' (did you mean "
+            "'int8'?); known variants: eager, compiled, fused, amp, int8*"
+        ]
+    )
 
 
 def test_unknown_marker_variant_is_a_usage_error(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants=["eager", "compiled_fast"])
 def test_mlp(torchperf):
     torchperf(mlp(), torch.randn(8, 16))
-""")
+"""
+    )
     result = perf.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*test_mlp*invalid value for variants: unknown variant "
-                                 "'compiled_fast' (did you mean 'compiled'?); known variants: "
-                                 "eager, compiled, fused, amp, int8*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*test_mlp*invalid value for variants: unknown variant "
+            "'compiled_fast' (did you mean 'compiled'?); known variants: "
+            "eager, compiled, fused, amp, int8*"
+        ]
+    )
 
 
 def test_call_level_variants_return_results_per_variant(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 def test_call(torchperf):
     results = torchperf(mlp(), torch.randn(8, 16), name="mlp", variants=["eager", "amp"])
     assert set(results) == {"eager", "amp"}
@@ -125,29 +152,41 @@ def test_call(torchperf):
 @pytest.mark.torchperf(variants=["amp"])
 def test_both(torchperf):
     torchperf(mlp(), torch.randn(8, 16), variants=["eager"])
-""")
+"""
+    )
     result = perf.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*variants= is set on the marker (which gives the test one item "
-                                 "per variant) and on the torchperf(...) call; set it in one place*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*variants= is set on the marker (which gives the test one item "
+            "per variant) and on the torchperf(...) call; set it in one place*"
+        ]
+    )
 
 
 def test_accuracy_gate_fires_on_the_variant_beyond_its_tolerance(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants=["compiled", "amp", "int8"], accuracy={"amp": {"rel_l2": 1e-6}})
 def test_mlp(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="mlp")
-""")
+"""
+    )
     result = perf.runpytest()
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "*mlp[[]amp[]]: outputs drifted from eager fp32: rel_l2 * above the limit 1.00e-06*",
-        "*FAILED*test_mlp[[]amp[]]*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp[[]amp[]]: outputs drifted from eager fp32: rel_l2 * above the limit 1.00e-06*",
+            "*FAILED*test_mlp[[]amp[]]*",
+        ]
+    )
     assert "FAIL (accuracy)" in result.stdout.str()
 
 
 def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
-        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Weights scaled by 1e-3 move outputs beyond the fp32 variants' tolerance (1e-5) but within
     amp's (3e-2) and int8's (6e-2): "numerics changed" fires exactly on eager/compiled/fused."""
     perf.makepyfile(ALL_FIVE)
@@ -156,10 +195,19 @@ def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     result.assert_outcomes(passed=2, failed=3)
     text = result.stdout.str()
-    result.stdout.fnmatch_lines(["*FAILED*test_mlp[[]eager[]]*", "*FAILED*test_mlp[[]compiled[]]*",
-                                 "*FAILED*test_mlp[[]fused[]]*"])
-    result.stdout.fnmatch_lines(["*mlp: numerics changed since the baseline: outputs moved by "
-                                 "*limit 1.00e-05, from accuracy rel_l2*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*FAILED*test_mlp[[]eager[]]*",
+            "*FAILED*test_mlp[[]compiled[]]*",
+            "*FAILED*test_mlp[[]fused[]]*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp: numerics changed since the baseline: outputs moved by "
+            "*limit 1.00e-05, from accuracy rel_l2*"
+        ]
+    )
     assert "mlp[amp]: numerics changed" not in text and "mlp[int8]: numerics changed" not in text
 
 
@@ -170,18 +218,25 @@ def test_speedup_regression_fails_only_that_variant(perf: pytest.Pytester) -> No
     def inflate(_nodeid: str, name: str, session: dict) -> None:
         if name == "mlp[compiled]":  # "compiled used to be 50x faster than eager"
             session["speedup"] = {"median": 50.0, "p25": 49.0, "p75": 51.0, "n": 9}
+
     edit_baselines(perf.path / ".torchperf", inflate)
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     result.assert_outcomes(passed=4, failed=1)
-    result.stdout.fnmatch_lines([
-        "*mlp[[]compiled[]]: speedup vs eager fell from x50.00 to x* slower; IQR of * rounds *; "
-        "limit 900% = x5.00)*",
-        "*FAILED*test_mlp[[]compiled[]]*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp[[]compiled[]]: speedup vs eager fell from x50.00 to x* slower; IQR of * rounds *; "
+            "limit 900% = x5.00)*",
+            "*FAILED*test_mlp[[]compiled[]]*",
+        ]
+    )
 
 
 def test_graph_break_fails_the_compiled_variants_with_the_reason(
-        perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    perf.makepyfile(MLP + """
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    perf.makepyfile(
+        MLP
+        + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -199,18 +254,24 @@ def test_net(torchperf):
 @pytest.mark.torchperf(variants={"compiled": {"fullgraph": True}})
 def test_fullgraph(torchperf):
     torchperf(Net(), torch.randn(8, 16), name="full")
-""")
+"""
+    )
     perf.runpytest("--torchperf-save").assert_outcomes(passed=3)
     monkeypatch.setenv("BREAK", "1")
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines([
-        "*full[[]compiled[]]: could not be built: torch.compile (first call) failed: *",
-        "*net[[]compiled[]]: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*full[[]compiled[]]: could not be built: torch.compile (first call) failed: *",
+            "*net[[]compiled[]]: counters changed vs baseline: graphs 1 -> 2; graph breaks 0 -> 1*",
+        ]
+    )
 
 
 def test_min_speedup_and_compile_time_gates(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants=["compiled"], min_speedup={"compiled": 1000})
 def test_fast(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="fast")
@@ -218,18 +279,24 @@ def test_fast(torchperf):
 @pytest.mark.torchperf(variants=["compiled"], max_compile_time="1us")
 def test_slow_compile(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="slowc")
-""")
+"""
+    )
     result = perf.runpytest()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "*fast[[]compiled[]]: speedup vs eager x* (IQR of * interleaved rounds x*-x*) is below the "
-        "required min_speedup x1000.00*",
-        "*slowc[[]compiled[]]: building the variant took * s (torch.compile(backend='inductor')), "
-        "above max_compile_time 0 s*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*fast[[]compiled[]]: speedup vs eager x* (IQR of * interleaved rounds x*-x*) is below the "
+            "required min_speedup x1000.00*",
+            "*slowc[[]compiled[]]: building the variant took * s (torch.compile(backend='inductor')), "
+            "above max_compile_time 0 s*",
+        ]
+    )
 
 
 def test_unavailable_variants_are_skipped_with_the_reason(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants={"compiled": {"backend": "tensorrt"}})
 def test_trt(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="trt")
@@ -242,13 +309,17 @@ def test_call_level_skip_keeps_the_others(torchperf):
     results = torchperf(torch.nn.ReLU(), torch.randn(8, 16), name="relu2", variants=["eager", "amp"])
     assert set(results) == {"eager"}
     assert "no op in bfloat16" in results.skipped["amp"]
-""")
+"""
+    )
     result = perf.runpytest("-rs")
     result.assert_outcomes(passed=1, skipped=3)
-    result.stdout.fnmatch_lines([
-        "*trt[[]compiled[]]: not measured: backend 'tensorrt' is not installed*pip install torch-tensorrt*",
-        "*relu[[]amp[]]: not measured: autocast ran no op in bfloat16*so amp would equal eager*",
-        "*relu[[]int8[]]: not measured: int8 *no nn.Linear layer torchao can quantize*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*trt[[]compiled[]]: not measured: backend 'tensorrt' is not installed*pip install torch-tensorrt*",
+            "*relu[[]amp[]]: not measured: autocast ran no op in bfloat16*so amp would equal eager*",
+            "*relu[[]int8[]]: not measured: int8 *no nn.Linear layer torchao can quantize*",
+        ]
+    )
 
 
 def test_nan_in_one_variant_names_it(perf: pytest.Pytester) -> None:
@@ -267,11 +338,15 @@ def test_overflow(torchperf):
 """)
     result = perf.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*big[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*"])
+    result.stdout.fnmatch_lines(
+        ["*big[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*"]
+    )
 
 
 def test_metric_on_labelled_batch_is_stored_and_gated(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 def top1(outputs, targets):
     return (outputs.argmax(-1) == targets).float().mean().item()
 
@@ -280,18 +355,24 @@ def top1(outputs, targets):
                              torch.arange(64) % 4))
 def test_mlp(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="mlp")
-""")
+"""
+    )
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     stored = _stored(perf)
     assert 0.0 <= stored["mlp"]["metric"] <= 1.0 and stored["mlp[int8]"]["metric"] is not None
 
     def shift(_nodeid: str, name: str, session: dict) -> None:
         session["metric"] = session["metric"] + 0.5
+
     edit_baselines(perf.path / ".torchperf", shift)
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*mlp: metric changed since the baseline: * (-0.5; limit ±0.02)*",
-                                 "*mlp[[]int8[]]: metric changed since the baseline: * (-0.5; limit ±0.05)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp: metric changed since the baseline: * (-0.5; limit ±0.02)*",
+            "*mlp[[]int8[]]: metric changed since the baseline: * (-0.5; limit ±0.05)*",
+        ]
+    )
 
 
 def test_dict_and_dataclass_outputs_are_compared(perf: pytest.Pytester) -> None:
@@ -319,7 +400,9 @@ def test_struct(torchperf):
 
 
 def test_global_torch_state_is_restored_after_variant_tests(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants=["fused", "int8"])
 def test_a(torchperf):
     torch._inductor.config.coordinate_descent_tuning = True  # as torchao's defaults would
@@ -332,12 +415,15 @@ def test_b_sees_clean_state():
     assert torch._inductor.config.coordinate_descent_tuning is False
     assert not torch.are_deterministic_algorithms_enabled()
     assert not counters["stats"]  # dynamo was reset after the variant tests
-""")
+"""
+    )
     perf.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
 
 
 def test_quantized_model_fixture(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 def test_dynamic(torchperf_quantized_model, torchperf):
     x = torch.randn(8, 16)
     q = torchperf_quantized_model(mlp(), x)
@@ -363,12 +449,16 @@ def test_bad_mode(torchperf_quantized_model):
 
 def test_unavailable(torchperf_quantized_model):
     torchperf_quantized_model(torch.nn.ReLU(), torch.randn(2, 16))
-""")
+"""
+    )
     result = perf.runpytest("-rs")
     result.assert_outcomes(passed=2, failed=1, skipped=1)
-    result.stdout.fnmatch_lines([
-        "*torchperf_quantized_model: unknown mode 'int3'; modes: dynamic, static, weight_only*",
-        "*SKIPPED*torchperf_quantized_model: int8 dynamic: the model has no nn.Linear layer*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*torchperf_quantized_model: unknown mode 'int3'; modes: dynamic, static, weight_only*",
+            "*SKIPPED*torchperf_quantized_model: int8 dynamic: the model has no nn.Linear layer*",
+        ]
+    )
 
 
 def test_disable_runs_variants_without_building_them(perf: pytest.Pytester) -> None:
@@ -379,18 +469,22 @@ def test_disable_runs_variants_without_building_them(perf: pytest.Pytester) -> N
 
 
 def test_marker_variants_need_the_fixture(perf: pytest.Pytester) -> None:
-    perf.makepyfile(textwrap.dedent("""
+    perf.makepyfile(
+        textwrap.dedent("""
         import pytest
         @pytest.mark.torchperf(variants=["compiled"])
         def test_body():
             pass
-    """))
+    """)
+    )
     result = perf.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*variants=...) needs the torchperf fixture*"])
 
 
-def test_without_a_cxx_compiler_variants_skip_or_fall_back_with_the_reason(perf: pytest.Pytester) -> None:
+def test_without_a_cxx_compiler_variants_skip_or_fall_back_with_the_reason(
+    perf: pytest.Pytester,
+) -> None:
     """A machine where inductor cannot compile: compiled skips, fused falls back to the eager
     conv-bn fold, int8 falls back to eager torchao int8 with a note - all said plainly."""
     perf.makeconftest("""
@@ -421,21 +515,34 @@ def test_conv(torchperf):
     result = perf.runpytest("-rs")
     result.assert_outcomes(passed=2, skipped=1)
     text = result.stdout.str()
-    result.stdout.fnmatch_lines(["*conv[[]compiled[]]: not measured: torch.compile(backend='inductor') "
-                                 "does not work here: InvalidCxxCompiler (simulated)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*conv[[]compiled[]]: not measured: torch.compile(backend='inductor') "
+            "does not work here: InvalidCxxCompiler (simulated)*"
+        ]
+    )
     assert "conv[fused]: torch.fx conv-bn fold (eager)" in text
     assert "batch_norms_folded=1" in text
     assert "static PT2E quantization failed" in text or "not compiled (" in text
 
 
 def test_variants_in_markdown_json_and_junit_reports(perf: pytest.Pytester) -> None:
-    perf.makepyfile(MLP + """
+    perf.makepyfile(
+        MLP
+        + """
 @pytest.mark.torchperf(variants=["eager", "amp"], accuracy={"amp": {"rel_l2": 1e-6}})
 def test_mlp(torchperf):
     torchperf(mlp(), torch.randn(8, 16), name="mlp")
-""")
-    result = perf.runpytest("--torchperf-markdown", "summary.md", "--torchperf-json", "bench.json",
-                            "--junitxml", "junit.xml")
+"""
+    )
+    result = perf.runpytest(
+        "--torchperf-markdown",
+        "summary.md",
+        "--torchperf-json",
+        "bench.json",
+        "--junitxml",
+        "junit.xml",
+    )
     result.assert_outcomes(passed=1, failed=1)
     markdown = (perf.path / "summary.md").read_text()
     assert "speedup vs eager | rel-L2 vs eager |" in markdown
@@ -444,22 +551,32 @@ def test_mlp(torchperf):
     bench = {b["name"]: b for b in json.loads((perf.path / "bench.json").read_text())["benchmarks"]}
     assert set(bench) == {"test_mlp[eager][mlp]", "test_mlp[amp][mlp[amp]]"}
     amp = bench["test_mlp[amp][mlp[amp]]"]["torchperf"]
-    assert amp["variant"] == "amp" and amp["speedup"]["median"] > 0 and amp["accuracy"]["rel_l2"] > 0
+    assert (
+        amp["variant"] == "amp" and amp["speedup"]["median"] > 0 and amp["accuracy"]["rel_l2"] > 0
+    )
     assert amp["failures"] and bench["test_mlp[eager][mlp]"]["torchperf"]["variant"] == "eager"
     junit = (perf.path / "junit.xml").read_text()
     assert 'name="test_mlp[amp]"' in junit and "&quot;variant&quot;: &quot;amp&quot;" in junit
     import xml.etree.ElementTree as ET
-    case = next(c for c in ET.parse(perf.path / "junit.xml").iter("testcase")
-                if c.get("name") == "test_mlp[amp]")
+
+    case = next(
+        c
+        for c in ET.parse(perf.path / "junit.xml").iter("testcase")
+        if c.get("name") == "test_mlp[amp]"
+    )
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["torchperf.mlp[amp].outcome"] == "fail"
     assert props["torchperf.mlp[amp].variant"] == "amp"
-    assert float(props["torchperf.mlp[amp].speedup"]) > 0 and float(props["torchperf.mlp[amp].rel_l2"]) > 0
+    assert (
+        float(props["torchperf.mlp[amp].speedup"]) > 0
+        and float(props["torchperf.mlp[amp].rel_l2"]) > 0
+    )
     assert float(props["torchperf.mlp[amp].median_s"]) > 0
 
 
 def test_call_level_build_failure_and_nan_are_failed_results_the_rest_is_measured(
-        perf: pytest.Pytester) -> None:
+    perf: pytest.Pytester,
+) -> None:
     perf.makepyfile("""
 import torch
 
@@ -484,8 +601,12 @@ def test_mixed(torchperf):
 """)
     result = perf.runpytest("--torchperf-markdown", "s.md")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*net[[]compiled[]]: could not be built: torch.compile (first call) failed*",
-                                 "*net[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*net[[]compiled[]]: could not be built: torch.compile (first call) failed*",
+            "*net[[]amp[]]: the target's output contains 8 NaN/inf of 8 values*",
+        ]
+    )
     text = result.stdout.str()
     assert "torchperf: 2 fail, 1 measured" in text
     assert "net[compiled]" in (perf.path / "s.md").read_text()

@@ -38,11 +38,17 @@ def test_compare_outputs_metrics_on_nested_outputs() -> None:
 
 
 def test_compare_outputs_rejects_structure_and_shape_changes() -> None:
-    with pytest.raises(OutputMismatchError, match=r"only the variant has out\[1\] \(1,\) "
-                                                  r"\(1 vs 2 output tensors\)"):
+    with pytest.raises(
+        OutputMismatchError,
+        match=r"only the variant has out\[1\] \(1,\) "
+        r"\(1 vs 2 output tensors\)",
+    ):
         compare_outputs((torch.ones(2),), (torch.ones(2), torch.ones(1)))
-    with pytest.raises(OutputMismatchError, match=r"out\['a'\]: shape \(3,\) in the variant vs "
-                                                  r"\(2,\) in eager"):
+    with pytest.raises(
+        OutputMismatchError,
+        match=r"out\['a'\]: shape \(3,\) in the variant vs "
+        r"\(2,\) in eager",
+    ):
         compare_outputs({"a": torch.ones(2)}, {"a": torch.ones(3)})
 
 
@@ -74,6 +80,8 @@ def test_fingerprint_drift_sees_small_changes_and_shape_changes() -> None:
     nudged = {"logits": out["logits"] * (1 + 1e-3), "ids": out["ids"]}
     drift, problem = fingerprint_drift(fp, fingerprint(nudged))
     assert problem is None and 5e-4 < drift < 2e-3
-    drift, problem = fingerprint_drift(fp, fingerprint({"logits": torch.randn(4, 12), "ids": out["ids"]}))
+    drift, problem = fingerprint_drift(
+        fp, fingerprint({"logits": torch.randn(4, 12), "ids": out["ids"]})
+    )
     assert drift == math.inf
     assert problem == "out['logits']: shape (4, 12) in this run vs (4, 10) in the baseline"

@@ -159,10 +159,21 @@ def test_parse_positive_int_rejects(value):
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (True, True), (False, False),
-        ("true", True), ("True", True), (" TRUE ", True), ("1", True), ("yes", True), ("on", True),
+        (True, True),
+        (False, False),
+        ("true", True),
+        ("True", True),
+        (" TRUE ", True),
+        ("1", True),
+        ("yes", True),
+        ("on", True),
         (1, True),
-        ("false", False), ("False", False), ("0", False), ("no", False), ("off", False), (0, False),
+        ("false", False),
+        ("False", False),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+        (0, False),
     ],
 )
 def test_parse_bool_accepts(value, expected):
@@ -176,16 +187,25 @@ def test_parse_bool_rejects(value):
     assert repr(value) in str(info.value)
 
 
-@pytest.mark.parametrize(("value", "expected"), [("resnet", "resnet"), ("  fast path ", "fast path")])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("resnet", "resnet"), ("  fast path ", "fast path")]
+)
 def test_parse_label_accepts(value, expected):
     assert parse_label(value) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "match"),
-    [("", "non-empty"), ("   ", "non-empty"), (None, "non-empty"), (3, "non-empty"),
-     ("a/b", "must not contain"), ("a\\b", "must not contain"), ("a\nb", "must not contain"),
-     ("a\rb", "must not contain")],
+    [
+        ("", "non-empty"),
+        ("   ", "non-empty"),
+        (None, "non-empty"),
+        (3, "non-empty"),
+        ("a/b", "must not contain"),
+        ("a\\b", "must not contain"),
+        ("a\nb", "must not contain"),
+        ("a\rb", "must not contain"),
+    ],
 )
 def test_parse_label_rejects(value, match):
     with pytest.raises(OptionError, match=match) as info:
@@ -198,21 +218,33 @@ def test_parse_label_rejects(value, match):
 # --------------------------------------------------------------------------------------------------
 
 _config_module = pytest.importorskip("pytest_torchperf.options.measure_options")
-needs_share = pytest.mark.skipif(not hasattr(_config_module, "parse_share"),
-                                 reason="config.parse_share not present")
+needs_share = pytest.mark.skipif(
+    not hasattr(_config_module, "parse_share"), reason="config.parse_share not present"
+)
 
 
 @needs_share
-@pytest.mark.parametrize(("value", "expected"),
-                         [(0.9, 0.9), ("0.9", 0.9), ("90%", 0.9), (" 50 % ", 0.5), (0, 0.0), ("0", 0.0),
-                          (1, 1.0), ("100%", 1.0)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.9, 0.9),
+        ("0.9", 0.9),
+        ("90%", 0.9),
+        (" 50 % ", 0.5),
+        (0, 0.0),
+        ("0", 0.0),
+        (1, 1.0),
+        ("100%", 1.0),
+    ],
+)
 def test_parse_share_accepts(value, expected):
     assert _config_module.parse_share(value) == pytest.approx(expected)
 
 
 @needs_share
-@pytest.mark.parametrize("value", [1.5, "150%", -0.1, "-5%", "abc", "", True, False, None, "nan",
-                                   float("nan")])
+@pytest.mark.parametrize(
+    "value", [1.5, "150%", -0.1, "-5%", "abc", "", True, False, None, "nan", float("nan")]
+)
 def test_parse_share_rejects(value):
     with pytest.raises(OptionError, match="share between 0 and 1") as info:
         _config_module.parse_share(value)
@@ -284,8 +316,10 @@ def test_check_keywords_unknown_without_close_match_has_no_hint():
     assert "Valid options:" in msg
 
 
-@pytest.mark.parametrize(("typo", "suggestion"), [("thread", "threads"), ("warm_up", "warmup"),
-                                                   ("min_tim", "min_time"), ("stric", "strict")])
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [("thread", "threads"), ("warm_up", "warmup"), ("min_tim", "min_time"), ("stric", "strict")],
+)
 def test_check_keywords_suggestions(typo, suggestion):
     with pytest.raises(OptionError, match=f"Did you mean '{suggestion}'"):
         check_keywords({typo: 1}, "marker")
@@ -297,12 +331,31 @@ def test_check_keywords_suggestions(typo, suggestion):
 
 
 def test_parse_layer_parses_every_option():
-    parsed = parse_layer({"max_slowdown": "20%", "min_time": "500ms", "warmup": "0.1", "threads": "2",
-                          "strict": "true", "inference": "no", "check_finite": 0, "group": " g ",
-                          "name": " fwd "}, "ini")
-    assert parsed == {"max_slowdown": pytest.approx(0.2), "min_time": 0.5, "warmup": 0.1, "threads": 2,
-                      "strict": True, "inference": False, "check_finite": False, "group": "g",
-                      "name": "fwd"}
+    parsed = parse_layer(
+        {
+            "max_slowdown": "20%",
+            "min_time": "500ms",
+            "warmup": "0.1",
+            "threads": "2",
+            "strict": "true",
+            "inference": "no",
+            "check_finite": 0,
+            "group": " g ",
+            "name": " fwd ",
+        },
+        "ini",
+    )
+    assert parsed == {
+        "max_slowdown": pytest.approx(0.2),
+        "min_time": 0.5,
+        "warmup": 0.1,
+        "threads": 2,
+        "strict": True,
+        "inference": False,
+        "check_finite": False,
+        "group": "g",
+        "name": "fwd",
+    }
 
 
 def test_parse_layer_none_means_not_set():
@@ -352,7 +405,9 @@ if "max_spread" in OPTIONS:
 
 
 def _resolve(raw_layers):
-    return resolve(*(parse_layer(raw, where) for raw, where in zip(raw_layers, LAYERS, strict=False)))
+    return resolve(
+        *(parse_layer(raw, where) for raw, where in zip(raw_layers, LAYERS, strict=False))
+    )
 
 
 @pytest.mark.parametrize("option", sorted(VALUES))
@@ -377,8 +432,14 @@ def test_layer_wins_over_lower_and_loses_to_higher(level, option):
 
 
 def test_call_layer_beats_all():
-    opts = _resolve([{"max_slowdown": "50%"}, {"max_slowdown": "40%"}, {"max_slowdown": "30%"},
-                     {"max_slowdown": "20%"}])
+    opts = _resolve(
+        [
+            {"max_slowdown": "50%"},
+            {"max_slowdown": "40%"},
+            {"max_slowdown": "30%"},
+            {"max_slowdown": "20%"},
+        ]
+    )
     assert opts.max_slowdown == pytest.approx(0.5)
 
 
@@ -410,8 +471,9 @@ def test_default_when_no_layer_sets_anything():
 
 def test_none_values_fall_through_to_lower_layers():
     # None in a higher layer (parsed or raw) means "not set here".
-    assert _resolve([{"max_slowdown": None}, {"max_slowdown": None}, {}, {"max_slowdown": "20%"}]
-                    ).max_slowdown == pytest.approx(0.2)
+    assert _resolve(
+        [{"max_slowdown": None}, {"max_slowdown": None}, {}, {"max_slowdown": "20%"}]
+    ).max_slowdown == pytest.approx(0.2)
     assert resolve({"threads": None}, {"threads": 4}).threads == 4
     assert resolve({"group": None}, {}).group is None
 
@@ -432,5 +494,7 @@ def test_resolve_ignores_name_and_keeps_other_fields_default():
 
 
 def test_resolve_merges_different_options_from_different_layers():
-    opts = _resolve([{"threads": 2}, {"max_slowdown": "25%"}, {"min_time": "0.5"}, {"strict": "yes"}])
+    opts = _resolve(
+        [{"threads": 2}, {"max_slowdown": "25%"}, {"min_time": "0.5"}, {"strict": "yes"}]
+    )
     assert opts == MeasureOptions(threads=2, max_slowdown=0.25, min_time=0.5, strict=True)

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from pytest_torchperf.judge.counter_diff import diff_counters
 
-BASE = {"ops": {"aten::addmm": 2, "aten::relu": 1}, "flops": 10_240, "params": 100,
-        "param_bytes": 400, "peak_memory": 1000, "graphs": 1, "graph_breaks": 0, "recompiles": 0}
+BASE = {
+    "ops": {"aten::addmm": 2, "aten::relu": 1},
+    "flops": 10_240,
+    "params": 100,
+    "param_bytes": 400,
+    "peak_memory": 1000,
+    "graphs": 1,
+    "graph_breaks": 0,
+    "recompiles": 0,
+}
 
 
 def test_identical_counters_have_no_change() -> None:
@@ -13,9 +21,16 @@ def test_identical_counters_have_no_change() -> None:
 
 
 def test_every_change_is_worded_exactly() -> None:
-    current = {**BASE, "ops": {"aten::addmm": 3, "aten::mul": 1}, "flops": 15_360, "params": 120,
-               "param_bytes": 480, "graphs": 2, "graph_breaks": 1,
-               "break_reasons": ["call to a builtin"]}
+    current = {
+        **BASE,
+        "ops": {"aten::addmm": 3, "aten::mul": 1},
+        "flops": 15_360,
+        "params": 120,
+        "param_bytes": 480,
+        "graphs": 2,
+        "graph_breaks": 1,
+        "break_reasons": ["call to a builtin"],
+    }
     assert diff_counters(BASE, current) == [
         "ops changed: aten::addmm 2 -> 3, new aten::mul x1, removed aten::relu x1",
         "FLOPs +50.0% (10,240 -> 15,360)",
@@ -27,7 +42,9 @@ def test_every_change_is_worded_exactly() -> None:
 
 def test_peak_memory_has_a_one_percent_tolerance() -> None:
     assert diff_counters(BASE, {**BASE, "peak_memory": 1009}) == []
-    assert diff_counters(BASE, {**BASE, "peak_memory": 1100}) == ["peak memory +10.0% (1000 B -> 1.1 KiB)"]
+    assert diff_counters(BASE, {**BASE, "peak_memory": 1100}) == [
+        "peak memory +10.0% (1000 B -> 1.1 KiB)"
+    ]
 
 
 def test_ignored_and_missing_counters_are_not_compared() -> None:

@@ -12,9 +12,11 @@ HERE = {"device": "cpu", "torch": "2.14.1", "torch_git": "abc", "threads": 1, "c
 
 
 def test_pick_environment_prefers_same_device_then_same_torch() -> None:
-    others = [("gpu", {"exact": {**HERE, "device": "cuda:0"}}),
-              ("old-torch", {"exact": {**HERE, "torch": "2.13.0", "cpu_model": "B"}}),
-              ("same-build", {"exact": {**HERE, "cpu_model": "B"}})]
+    others = [
+        ("gpu", {"exact": {**HERE, "device": "cuda:0"}}),
+        ("old-torch", {"exact": {**HERE, "torch": "2.13.0", "cpu_model": "B"}}),
+        ("same-build", {"exact": {**HERE, "cpu_model": "B"}}),
+    ]
     assert pick_environment(HERE, others)[0] == "same-build"
     assert pick_environment(HERE, []) is None
     assert same_torch_build(HERE, {**HERE, "cpu_model": "B"})
@@ -38,10 +40,18 @@ def test_normalised_check_factors_out_machine_speed() -> None:
 # BF16/FP16 + AMX): the classes this project's CI runners switch between.
 XEON = {**HERE, "cpu_isa": "avx2,avx512f,avx512_vnni", "cpu_capability": "AVX512"}
 XEON_AMX = {**XEON, "cpu_isa": "avx2,avx512f,avx512_vnni,avx512_bf16,avx512_fp16,amx_bf16,amx_int8"}
-FP32 = {"ops": {"aten::addmm": 3, "aten::relu": 2}, "flops": 100, "params": 10,
-        "dtypes": ["float32"]}
-INT8 = {"ops": {"aten::_to_copy": 15, "aten::_int_mm": 3}, "flops": 100, "params": 10,
-        "dtypes": ["float32", "int32", "int8"]}
+FP32 = {
+    "ops": {"aten::addmm": 3, "aten::relu": 2},
+    "flops": 100,
+    "params": 10,
+    "dtypes": ["float32"],
+}
+INT8 = {
+    "ops": {"aten::_to_copy": 15, "aten::_int_mm": 3},
+    "flops": 100,
+    "params": 10,
+    "dtypes": ["float32", "int32", "int8"],
+}
 
 
 def test_counters_are_all_gated_within_a_cpu_class() -> None:
@@ -61,7 +71,9 @@ def test_across_cpu_classes_only_low_precision_code_has_counters_reported_not_ga
         assert gated_across(FP32, difference) == ()  # fp32: every counter stays exact
         assert gated_across(INT8, difference) == ("ops", "flops", "memory")  # params, graphs gated
     other_capability = {**XEON, "cpu_capability": "AVX2"}
-    assert "cpu_capability AVX512 here vs AVX2 stored" in cpu_class_difference(XEON, other_capability)
+    assert "cpu_capability AVX512 here vs AVX2 stored" in cpu_class_difference(
+        XEON, other_capability
+    )
 
 
 def test_low_precision_is_read_from_dtypes_and_from_quantized_ops() -> None:

@@ -14,9 +14,11 @@ def _speedup(median: float, spread: float = 0.02) -> dict[str, float]:
 def test_a_speedup_that_fell_beyond_the_limit_fails_and_says_by_how_much() -> None:
     failure, warning = speedup_check("m[compiled]", [2.0, 2.0, 2.0], _speedup(1.5), 0.1)
     assert warning is None and failure is not None
-    assert failure.startswith("m[compiled]: speedup vs eager fell from x2.00 to x1.50 (relative "
-                              "to eager this variant is +33% slower; IQR of 20 interleaved rounds "
-                              "x1.48-x1.52; limit 10% = x1.82). Eager ran in the same rounds")
+    assert failure.startswith(
+        "m[compiled]: speedup vs eager fell from x2.00 to x1.50 (relative "
+        "to eager this variant is +33% slower; IQR of 20 interleaved rounds "
+        "x1.48-x1.52; limit 10% = x1.82). Eager ran in the same rounds"
+    )
     assert speedup_check("m[compiled]", [2.0], _speedup(1.9), 0.1) == (None, None)
     # Only the median below the limit: inconclusive, a warning.
     failure, warning = speedup_check("m[amp]", [2.0], _speedup(1.80, spread=0.05), 0.1)
@@ -42,34 +44,74 @@ def test_a_fall_must_be_confirmed_by_the_fresh_processes() -> None:
     failure, warning = speedup_check("m[compiled]", [2.0], _speedup(1.5), 0.1, confirm=fresh)
     assert failure is None and calls == [1]
     assert warning.endswith("not confirmed by fresh processes (x1.95, x1.50)")
-    failure, _ = speedup_check("m[compiled]", [2.0], _speedup(1.5), 0.1,
-                               confirm=lambda: [_speedup(1.5), _speedup(1.45)])
+    failure, _ = speedup_check(
+        "m[compiled]", [2.0], _speedup(1.5), 0.1, confirm=lambda: [_speedup(1.5), _speedup(1.45)]
+    )
     assert failure is not None and "confirmed in 2 fresh processes: x1.50, x1.45" in failure
     failure, warning = speedup_check("m[compiled]", [2.0], _speedup(1.5), 0.1, confirm=lambda: [])
     assert failure is None and "none measured" in warning
     # No fall, no fresh process started.
-    assert speedup_check("m[compiled]", [2.0], _speedup(2.0), 0.1, confirm=lambda: 1 / 0) == (None, None)
+    assert speedup_check("m[compiled]", [2.0], _speedup(2.0), 0.1, confirm=lambda: 1 / 0) == (
+        None,
+        None,
+    )
 
 
 def test_drift_checks_gate_fingerprint_and_metric() -> None:
-    stored = [{"fingerprint": {"leaves": [{"path": "out", "shape": [2], "l2": 1.0,
-                                           "probe": [1.0, 0.0]}]}, "metric": 0.9}]
+    stored = [
+        {
+            "fingerprint": {
+                "leaves": [{"path": "out", "shape": [2], "l2": 1.0, "probe": [1.0, 0.0]}]
+            },
+            "metric": 0.9,
+        }
+    ]
     moved = {"leaves": [{"path": "out", "shape": [2], "l2": 1.1, "probe": [1.1, 0.0]}]}
-    failures, warnings = drift_checks("m", stored, speedup=None, fingerprint=moved, metric=0.8,
-                                      limits={"rel_l2": 1e-5, "metric": 0.02}, max_slowdown=0.1)
+    failures, warnings = drift_checks(
+        "m",
+        stored,
+        speedup=None,
+        fingerprint=moved,
+        metric=0.8,
+        limits={"rel_l2": 1e-5, "metric": 0.02},
+        max_slowdown=0.1,
+    )
     assert warnings == []
-    assert failures[0].startswith("m: numerics changed since the baseline: outputs moved by 1.00e-01")
+    assert failures[0].startswith(
+        "m: numerics changed since the baseline: outputs moved by 1.00e-01"
+    )
     assert failures[1].startswith("m: metric changed since the baseline: 0.9 -> 0.8 (-0.1; limit")
-    same, _ = drift_checks("m", stored, speedup=None, fingerprint=stored[0]["fingerprint"],
-                           metric=0.9, limits={"rel_l2": 1e-5, "metric": 0.02}, max_slowdown=0.1)
+    same, _ = drift_checks(
+        "m",
+        stored,
+        speedup=None,
+        fingerprint=stored[0]["fingerprint"],
+        metric=0.9,
+        limits={"rel_l2": 1e-5, "metric": 0.02},
+        max_slowdown=0.1,
+    )
     assert same == []
     reshaped = {"leaves": [{"path": "out", "shape": [3], "l2": 1.0, "probe": [1.0, 0.0, 0.0]}]}
-    [shape], _ = drift_checks("m", stored, speedup=None, fingerprint=reshaped, metric=None,
-                              limits={"rel_l2": 1e-5}, max_slowdown=0.1)
+    [shape], _ = drift_checks(
+        "m",
+        stored,
+        speedup=None,
+        fingerprint=reshaped,
+        metric=None,
+        limits={"rel_l2": 1e-5},
+        max_slowdown=0.1,
+    )
     assert "out: shape (3,) in this run vs (2,) in the baseline" in shape
 
 
 @pytest.mark.parametrize("stored", [[], [{"speedup": None}]])
 def test_no_stored_speedup_means_no_speedup_check(stored: list) -> None:
-    assert drift_checks("m", stored, speedup=_speedup(0.1), fingerprint=None, metric=None,
-                        limits={}, max_slowdown=0.1) == ([], [])
+    assert drift_checks(
+        "m",
+        stored,
+        speedup=_speedup(0.1),
+        fingerprint=None,
+        metric=None,
+        limits={},
+        max_slowdown=0.1,
+    ) == ([], [])

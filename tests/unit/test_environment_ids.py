@@ -14,18 +14,34 @@ from pytest_torchperf.store.environment import EXACT_FIELDS, describe_difference
 
 def exact(**overrides) -> dict:
     base = {
-        "device": "cpu", "device_name": None, "device_memory_gib": None, "cuda": None, "cudnn": None,
-        "torch": "2.14.1+cpu", "torch_git": "0123456789ab", "blas": "mkl 2024.2", "onednn": "3.5.3",
-        "cpu_capability": "AVX512", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz",
-        "cpu_isa": "avx2,avx512f", "cpu_count": 16, "threads": 1,
+        "device": "cpu",
+        "device_name": None,
+        "device_memory_gib": None,
+        "cuda": None,
+        "cudnn": None,
+        "torch": "2.14.1+cpu",
+        "torch_git": "0123456789ab",
+        "blas": "mkl 2024.2",
+        "onednn": "3.5.3",
+        "cpu_capability": "AVX512",
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz",
+        "cpu_isa": "avx2,avx512f",
+        "cpu_count": 16,
+        "threads": 1,
     }
     base.update(overrides)
     return base
 
 
 def gpu(**overrides) -> dict:
-    return exact(device="cuda", device_name="NVIDIA H100 80GB HBM3", device_memory_gib=80, cuda="12.8",
-                 cudnn=91000, **overrides)
+    return exact(
+        device="cuda",
+        device_name="NVIDIA H100 80GB HBM3",
+        device_memory_gib=80,
+        cuda="12.8",
+        cudnn=91000,
+        **overrides,
+    )
 
 
 ID_RE = re.compile(r"^[a-z0-9]+-[a-z0-9-]+-torch[0-9a-z.]*-t[^-]+-[0-9a-f]{8}$")
@@ -72,7 +88,7 @@ def test_environment_id_is_a_safe_folder_name():
 
 def test_environment_id_hardware_slug_is_at_most_24_chars():
     env_id = environment_id(exact(cpu_model="A" * 100))
-    slug = env_id[len("cpu-"):env_id.index("-torch")]
+    slug = env_id[len("cpu-") : env_id.index("-torch")]
     assert slug == "a" * 24
 
 
@@ -119,7 +135,10 @@ def test_environment_id_accepts_non_json_values():
 def test_describe_difference_lists_fields_in_exact_order():
     here = exact(torch="2.14.1", threads=1)
     stored = exact(torch="2.13.0", threads=4)
-    assert describe_difference(here, stored) == "torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored"
+    assert (
+        describe_difference(here, stored)
+        == "torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored"
+    )
 
 
 def test_describe_difference_order_follows_exact_fields_not_dict_order():
@@ -143,7 +162,8 @@ def test_describe_difference_ignores_non_exact_fields():
 
 def test_describe_difference_identical():
     assert describe_difference(exact(), exact()) == (
-        "fingerprints match but ids differ (stored by another version?)")
+        "fingerprints match but ids differ (stored by another version?)"
+    )
     assert describe_difference({}, {}).startswith("fingerprints match")
 
 
@@ -152,4 +172,10 @@ def test_describe_difference_gpu_vs_cpu():
     parts = text.split("; ")
     assert parts[0] == "device cuda here vs cpu stored"
     assert parts[1] == "device_name NVIDIA H100 80GB HBM3 here vs None stored"
-    assert [p.split()[0] for p in parts] == ["device", "device_name", "device_memory_gib", "cuda", "cudnn"]
+    assert [p.split()[0] for p in parts] == [
+        "device",
+        "device_name",
+        "device_memory_gib",
+        "cuda",
+        "cudnn",
+    ]

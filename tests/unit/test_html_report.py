@@ -10,22 +10,44 @@ from pytest_torchperf.report.html import History, history_from_sessions, html_re
 
 def _record(name: str, outcome: str, **extra: object) -> dict:
     samples = [1e-3 * (1 + i / 100) for i in range(20)]
-    return {"nodeid": "tests/test_m.py::test_m", "name": name, "outcome": outcome, "group": None,
-            "stats": {"median": 1.1e-3, "p25": 1.05e-3, "iqr": 1e-4}, "samples": samples,
-            "verdict": {"outcome": outcome, "baseline_statistic": 1e-3, "ratio": 0.05,
-                        "message": f"{name}: 5.0% slower than baseline"},
-            "counters": {"flops": 1000, "params": 10, "peak_memory": 2048},
-            "counter_changes": [], "failures": [], **extra}
+    return {
+        "nodeid": "tests/test_m.py::test_m",
+        "name": name,
+        "outcome": outcome,
+        "group": None,
+        "stats": {"median": 1.1e-3, "p25": 1.05e-3, "iqr": 1e-4},
+        "samples": samples,
+        "verdict": {
+            "outcome": outcome,
+            "baseline_statistic": 1e-3,
+            "ratio": 0.05,
+            "message": f"{name}: 5.0% slower than baseline",
+        },
+        "counters": {"flops": 1000, "params": 10, "peak_memory": 2048},
+        "counter_changes": [],
+        "failures": [],
+        **extra,
+    }
 
 
 def test_report_is_self_contained_sorted_and_explains_failures() -> None:
-    records = [_record("fast", "pass"),
-               _record("slow", "fail", counter_changes=["FLOPs +50.0% (10 -> 15)"]),
-               _record("m[int8]", "pass", speedup={"median": 3.0, "p25": 2.9, "p75": 3.1, "n": 9},
-                       accuracy={"rel_l2": 0.02}, build_time=4.0)]
-    histories = {("tests/test_m.py::test_m", "fast"): History([1e-3, 1.02e-3], ["a", "b"], [1e-3] * 5)}
-    page = html_report(records, "torchperf: compare; device=cpu", histories,
-                       traces=[("t.json", "traces/t.json")])
+    records = [
+        _record("fast", "pass"),
+        _record("slow", "fail", counter_changes=["FLOPs +50.0% (10 -> 15)"]),
+        _record(
+            "m[int8]",
+            "pass",
+            speedup={"median": 3.0, "p25": 2.9, "p75": 3.1, "n": 9},
+            accuracy={"rel_l2": 0.02},
+            build_time=4.0,
+        ),
+    ]
+    histories = {
+        ("tests/test_m.py::test_m", "fast"): History([1e-3, 1.02e-3], ["a", "b"], [1e-3] * 5)
+    }
+    page = html_report(
+        records, "torchperf: compare; device=cpu", histories, traces=[("t.json", "traces/t.json")]
+    )
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert not re.search(r"""(src|href)=["']https?://""", page)  # nothing from the network
     assert "<h1>torchperf report: 1 fail, 2 pass</h1>" in page
@@ -43,8 +65,10 @@ def test_report_is_self_contained_sorted_and_explains_failures() -> None:
 
 
 def test_history_from_sessions_and_charts() -> None:
-    sessions = [{"statistic": 1e-3, "timestamp": "2026-01-01", "git_sha": "abc", "times": [1e-3, 2e-3]},
-                {"statistic": 2e-3, "timestamp": "2026-01-02", "times": [2e-3, 3e-3]}]
+    sessions = [
+        {"statistic": 1e-3, "timestamp": "2026-01-01", "git_sha": "abc", "times": [1e-3, 2e-3]},
+        {"statistic": 2e-3, "timestamp": "2026-01-02", "times": [2e-3, 3e-3]},
+    ]
     history = history_from_sessions(sessions)
     assert history.statistics == [1e-3, 2e-3] and history.latest_times == [2e-3, 3e-3]
     assert history.labels[0].startswith("2026-01-01 abc p25 1 ms")
@@ -57,7 +81,11 @@ def test_history_from_sessions_and_charts() -> None:
 
 def test_two_hundred_measurements_stay_small() -> None:
     records = [_record(f"m{i}", "pass") for i in range(200)]
-    histories = {("tests/test_m.py::test_m", f"m{i}"): History([1e-3] * 10, [f"s{j}" for j in range(10)],
-                                                               [1e-3] * 100) for i in range(200)}
+    histories = {
+        ("tests/test_m.py::test_m", f"m{i}"): History(
+            [1e-3] * 10, [f"s{j}" for j in range(10)], [1e-3] * 100
+        )
+        for i in range(200)
+    }
     page = html_report(records, "env", histories)
     assert len(page.encode()) < 2_000_000

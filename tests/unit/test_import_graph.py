@@ -13,8 +13,18 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
-LAYERS = {"core": 0, "variants": 1, "options": 2, "measure": 3, "store": 3, "judge": 4,
-          "report": 5, "run": 6, "pytest_plugin": 7, "cli": 7}
+LAYERS = {
+    "core": 0,
+    "variants": 1,
+    "options": 2,
+    "measure": 3,
+    "store": 3,
+    "judge": 4,
+    "report": 5,
+    "run": 6,
+    "pytest_plugin": 7,
+    "cli": 7,
+}
 #: Layers that must not import pytest or torch at module level (torch may load lazily, inside
 #: functions, in measure, variants and run; pytest only in pytest_plugin).
 NO_PYTEST = {"core", "variants", "options", "measure", "store", "judge", "report", "run", "cli"}
@@ -37,7 +47,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = name.split(".") if is_package else name.split(".")[:-1]
-                    base = base[:len(base) - (node.level - 1)]
+                    base = base[: len(base) - (node.level - 1)]
                     module = ".".join(base + ([node.module] if node.module else []))
                 else:
                     module = node.module or ""
@@ -145,6 +155,8 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     (package / "run" / "c.py").write_text("from ..judge import a\n")
     graph = import_graph(package)
     assert graph["pytest_torchperf.run.c"] == {"pytest_torchperf.judge", "pytest_torchperf.judge.a"}
-    assert upward_imports(graph) == ["pytest_torchperf.judge.a -> pytest_torchperf.report",
-                                     "pytest_torchperf.judge.a -> pytest_torchperf.report.b"]
+    assert upward_imports(graph) == [
+        "pytest_torchperf.judge.a -> pytest_torchperf.report",
+        "pytest_torchperf.judge.a -> pytest_torchperf.report.b",
+    ]
     assert cycles(graph) == [["pytest_torchperf.judge.a", "pytest_torchperf.report.b"]]

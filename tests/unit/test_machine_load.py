@@ -52,13 +52,27 @@ class Clocks:
 
 
 @pytest.mark.parametrize("others, expected", [(0.0, 0.0), (1.0, 1.0), (0.3, 0.3)])
-def test_collect_measures_the_neighbours_over_the_timed_blocks(others: float, expected: float) -> None:
+def test_collect_measures_the_neighbours_over_the_timed_blocks(
+    others: float, expected: float
+) -> None:
     c = Clocks(others)
-    raw = collect(c.run_block, min_time=0.5, warmup=0.01, clock=lambda: c.now,
-                  cpu_clock=lambda: c.cpu, neighbours=Neighbours(lambda: c.busy, 2))
+    raw = collect(
+        c.run_block,
+        min_time=0.5,
+        warmup=0.01,
+        clock=lambda: c.now,
+        cpu_clock=lambda: c.cpu,
+        neighbours=Neighbours(lambda: c.busy, 2),
+    )
     assert raw.neighbour_load == pytest.approx(expected)
-    fallback = collect(c.run_block, min_time=0.1, warmup=0.01, clock=lambda: c.now,
-                       cpu_clock=lambda: c.cpu, neighbours=Neighbours(None, 2, lambda: 0.75))
+    fallback = collect(
+        c.run_block,
+        min_time=0.1,
+        warmup=0.01,
+        clock=lambda: c.now,
+        cpu_clock=lambda: c.cpu,
+        neighbours=Neighbours(None, 2, lambda: 0.75),
+    )
     assert fallback.neighbour_load == 0.75  # no /proc/stat: the load-average fallback
 
 
@@ -70,8 +84,10 @@ def test_guard_rejects_a_busy_neighbour_even_with_a_full_cpu_share() -> None:
     assert guard_problem(_sample(0.2)) is None
     assert guard_problem(_sample(None)) is None  # GPU or unknown
     problem = guard_problem(_sample(0.98))
-    assert problem == ("other processes kept 98% of the other CPUs busy while timing (limit 50%): "
-                       "a busy neighbour shares caches, memory bandwidth and SMT cores with this one")
+    assert problem == (
+        "other processes kept 98% of the other CPUs busy while timing (limit 50%): "
+        "a busy neighbour shares caches, memory bandwidth and SMT cores with this one"
+    )
     assert guard_problem(_sample(0.98), max_neighbour_load=1.0) is None  # 100 % disables it
 
 

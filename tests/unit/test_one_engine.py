@@ -26,8 +26,11 @@ def test_only_the_engine_calls_the_checks() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 func = node.func
-                name = func.id if isinstance(func, ast.Name) else (
-                    func.attr if isinstance(func, ast.Attribute) else None)
+                name = (
+                    func.id
+                    if isinstance(func, ast.Name)
+                    else (func.attr if isinstance(func, ast.Attribute) else None)
+                )
                 if name in ALLOWED and where not in ALLOWED[name]:
                     offenders.append(f"{where}:{node.lineno} calls {name}()")
     assert offenders == []

@@ -28,8 +28,9 @@ def sample(p25_ms: float, calibration: float | None = None, cpu_share: float = 1
     return Sample(summarize(times), cpu_share, times, calibration)
 
 
-def child(process: int, p25_ms: float, problem: str | None = None,
-          calibration: float | None = None) -> ProcessSample:
+def child(
+    process: int, p25_ms: float, problem: str | None = None, calibration: float | None = None
+) -> ProcessSample:
     return ProcessSample(process, sample(p25_ms).times, 1.0, calibration, problem)
 
 
@@ -51,8 +52,10 @@ def test_untrusted_children_are_left_out_of_the_pool() -> None:
 
 
 def test_pooled_calibration_is_the_median_of_the_processes() -> None:
-    pool = pooled(sample(10.0, calibration=1.0), [child(1, 10.0, calibration=3.0),
-                                                   child(2, 10.0, calibration=2.0)])
+    pool = pooled(
+        sample(10.0, calibration=1.0),
+        [child(1, 10.0, calibration=3.0), child(2, 10.0, calibration=2.0)],
+    )
     assert pool.machine_calibration == 2.0
     assert pool.calibration == 1.0  # a saved session pairs its own p25 with its own calibration
 
@@ -78,11 +81,20 @@ def test_merge_keeps_process_order() -> None:
 
 
 def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this_run() -> None:
-    record = {"run_id": "abc", "statistic": 0.010, "times": [0.010], "counters": {"flops": 5},
-              "speedup": {"median": 1.5}, "top_ops": [{"op": "aten::addmm"}],
-              "variant": "eager", "cpu_share": 0.99, "calibration": 1e-5}
-    records = child_session_records(record, [child(1, 12.0, calibration=2e-5),
-                                             child(2, 99.0, problem="busy")], "abc")
+    record = {
+        "run_id": "abc",
+        "statistic": 0.010,
+        "times": [0.010],
+        "counters": {"flops": 5},
+        "speedup": {"median": 1.5},
+        "top_ops": [{"op": "aten::addmm"}],
+        "variant": "eager",
+        "cpu_share": 0.99,
+        "calibration": 1e-5,
+    }
+    records = child_session_records(
+        record, [child(1, 12.0, calibration=2e-5), child(2, 99.0, problem="busy")], "abc"
+    )
     assert len(records) == 1  # the contaminated child is not stored
     stored = records[0]
     assert stored["run_id"] == "abc-p1" and stored["process"] == 1
@@ -102,8 +114,14 @@ def test_machine_check_uses_the_pooled_calibration() -> None:
     """Three processes say the machine ran 3x slower: the slowdown is the machine's, not the code's."""
     others = [child(1, 30.0, calibration=3.0), child(2, 30.0, calibration=3.0)]
     first = pooled(sample(30.0, calibration=3.0), others)
-    judgement = judge("mlp", first, [0.010], 0.10, lambda: pooled(sample(30.0, calibration=3.0), others),
-                      baseline_calibrated=[(0.010, 1.0)])
+    judgement = judge(
+        "mlp",
+        first,
+        [0.010],
+        0.10,
+        lambda: pooled(sample(30.0, calibration=3.0), others),
+        baseline_calibrated=[(0.010, 1.0)],
+    )
     assert judgement.verdict.outcome is Outcome.INCONCLUSIVE
     assert judgement.verdict.machine_ratio == pytest.approx(3.0)
 

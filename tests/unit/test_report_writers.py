@@ -8,20 +8,48 @@ from pytest_torchperf.report.benchmark_json import PYTEST_BENCHMARK_FORMAT, benc
 from pytest_torchperf.report.markdown import markdown_report
 
 
-def record(name: str, outcome: str, *, ratio: float | None = None, failures: tuple[str, ...] = (),
-           changes: tuple[str, ...] = (), message: str = "", samples: tuple[float, ...] = (
-               1e-3, 1.1e-3, 1.2e-3, 1.3e-3, 1.4e-3)) -> dict:
-    stats = {"n": len(samples), "min": min(samples), "p25": samples[1], "median": samples[2],
-             "p75": samples[3], "max": max(samples), "mean": sum(samples) / len(samples),
-             "iqr": samples[3] - samples[1]}
-    verdict = {"outcome": "fail" if outcome == "fail" and not failures and not changes else "pass",
-               "message": message or f"{name}: message", "ratio": ratio,
-               "baseline_statistic": 1e-3}
-    return {"nodeid": f"t.py::test_{name}", "name": name, "group": None, "outcome": outcome,
-            "stats": stats, "samples": list(samples), "verdict": verdict,
-            "failures": list(failures), "counter_changes": list(changes), "number_per_block": 10,
-            "device": "cpu", "threads": 1, "environment_id": "cpu-x-t1-0",
-            "environment": {"exact": {"device": "cpu"}}}
+def record(
+    name: str,
+    outcome: str,
+    *,
+    ratio: float | None = None,
+    failures: tuple[str, ...] = (),
+    changes: tuple[str, ...] = (),
+    message: str = "",
+    samples: tuple[float, ...] = (1e-3, 1.1e-3, 1.2e-3, 1.3e-3, 1.4e-3),
+) -> dict:
+    stats = {
+        "n": len(samples),
+        "min": min(samples),
+        "p25": samples[1],
+        "median": samples[2],
+        "p75": samples[3],
+        "max": max(samples),
+        "mean": sum(samples) / len(samples),
+        "iqr": samples[3] - samples[1],
+    }
+    verdict = {
+        "outcome": "fail" if outcome == "fail" and not failures and not changes else "pass",
+        "message": message or f"{name}: message",
+        "ratio": ratio,
+        "baseline_statistic": 1e-3,
+    }
+    return {
+        "nodeid": f"t.py::test_{name}",
+        "name": name,
+        "group": None,
+        "outcome": outcome,
+        "stats": stats,
+        "samples": list(samples),
+        "verdict": verdict,
+        "failures": list(failures),
+        "counter_changes": list(changes),
+        "number_per_block": 10,
+        "device": "cpu",
+        "threads": 1,
+        "environment_id": "cpu-x-t1-0",
+        "environment": {"exact": {"device": "cpu"}},
+    }
 
 
 RECORDS = [
@@ -54,4 +82,6 @@ def test_benchmark_json_follows_pytest_benchmarks_layout_with_our_section() -> N
     assert stats["min"] <= stats["q1"] <= stats["median"] <= stats["q3"] <= stats["max"]
     assert slow["torchperf"]["outcome"] == "fail" and slow["torchperf"]["label"] == "FAIL"
     untimed = {**record("off", "disabled"), "samples": [], "stats": None}
-    assert all(b["name"] != "test_off[off]" for b in benchmark_json([untimed], {}, {})["benchmarks"])
+    assert all(
+        b["name"] != "test_off[off]" for b in benchmark_json([untimed], {}, {})["benchmarks"]
+    )

@@ -22,7 +22,9 @@ class FakeClock:
     ``cpu_share`` is the fraction of wall time the process gets on the CPU.
     """
 
-    def __init__(self, per_call: float, *, first_call_extra: float = 0.0, cpu_share: float = 1.0) -> None:
+    def __init__(
+        self, per_call: float, *, first_call_extra: float = 0.0, cpu_share: float = 1.0
+    ) -> None:
         self.per_call = per_call
         self.first_call_extra = first_call_extra
         self.cpu_share = cpu_share
@@ -53,8 +55,8 @@ class FakeClock:
 
 def _split(fake: FakeClock, raw: RawSamples) -> tuple[list[int], list[int]]:
     """Split the recorded calls into warm-up calls and timed blocks."""
-    warm = fake.calls[:raw.warmup_calls]
-    blocks = fake.calls[raw.warmup_calls:]
+    warm = fake.calls[: raw.warmup_calls]
+    blocks = fake.calls[raw.warmup_calls :]
     return warm, blocks
 
 
@@ -71,7 +73,16 @@ def test_constants():
 
 @pytest.mark.parametrize(
     ("per_call", "expected"),
-    [(1e-4, 100), (1e-5, 1000), (1e-3, 10), (3e-3, 3), (0.01, 1), (0.02, 1), (5.0, 1), (1e-7, 100000)],
+    [
+        (1e-4, 100),
+        (1e-5, 1000),
+        (1e-3, 10),
+        (3e-3, 3),
+        (0.01, 1),
+        (0.02, 1),
+        (5.0, 1),
+        (1e-7, 100000),
+    ],
 )
 def test_block_size_targets_ten_ms(per_call, expected):
     assert block_size(per_call) == expected
@@ -308,7 +319,9 @@ def test_calibration_block_follows_every_timed_block():
         now[0] += number * 5e-6
         return number * 5e-6
 
-    raw = collect(run_block, min_time=0.1, warmup=0.0, clock=clock, cpu_clock=clock, calibrate=calibrate)
+    raw = collect(
+        run_block, min_time=0.1, warmup=0.0, clock=clock, cpu_clock=clock, calibrate=calibrate
+    )
     warm = 5  # untimed calibration warm-up calls (number=1)
     assert cal_calls[:warm] == [1] * warm
     timed = cal_calls[warm:]

@@ -42,12 +42,19 @@ def session(stat: float = 1e-3, **extra) -> dict:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative path -> bytes)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def valid_doc(**tests) -> dict:
-    return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "environment_id": ENV,
-            "module": "tests/test_model.py", "tests": tests or {NODE: {NAME: {"sessions": [session()]}}}}
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "environment_id": ENV,
+        "module": "tests/test_model.py",
+        "tests": tests or {NODE: {NAME: {"sessions": [session()]}}},
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -82,7 +89,9 @@ def test_module_slug_is_a_safe_file_stem():
 
 def test_module_file_layout(tmp_path):
     store = BaselineStore(tmp_path / ".torchperf")
-    assert store.module_file(ENV, NODE) == tmp_path / ".torchperf" / ENV / "tests__test_model.py.json"
+    assert (
+        store.module_file(ENV, NODE) == tmp_path / ".torchperf" / ENV / "tests__test_model.py.json"
+    )
     assert store.max_history == DEFAULT_MAX_HISTORY == 10
 
 
@@ -102,7 +111,9 @@ def test_load_sessions_missing_file_and_missing_entries(tmp_path):
 
 def test_record_round_trip(tmp_path):
     store = BaselineStore(tmp_path)
-    s = session(2e-3, timestamp="2025-01-01T00:00:00+00:00", run_id="abc", stats={"n": 3, "p25": 2e-3})
+    s = session(
+        2e-3, timestamp="2025-01-01T00:00:00+00:00", run_id="abc", stats={"n": 3, "p25": 2e-3}
+    )
     path = store.record(ENV, ENVIRONMENT, NODE, NAME, s)
     assert path == store.module_file(ENV, NODE)
     assert path.is_file()
@@ -188,7 +199,10 @@ def test_reset_on_empty_history(tmp_path):
         ({"statistic": True, "times": [1e-3]}, r"new session\.statistic is True"),
         ({"statistic": "1e-3", "times": [1e-3]}, r"new session\.statistic is '1e-3'"),
         ({"statistic": 1e-3}, r"new session\.times must be a list"),
-        ({"statistic": 1e-3, "times": [1e-3, -1.0]}, r"new session\.times must be a list of positive"),
+        (
+            {"statistic": 1e-3, "times": [1e-3, -1.0]},
+            r"new session\.times must be a list of positive",
+        ),
         ({"statistic": 1e-3, "times": "1e-3"}, r"new session\.times must be a list"),
     ],
 )
@@ -235,44 +249,83 @@ CORRUPT = {
     "whitespace": ("  \n", ["is empty"]),
     "top_level_list": ("[1, 2, 3]", ["top level is a JSON list, expected an object"]),
     "top_level_string": ('"hello"', ["top level is a JSON str"]),
-    "foreign": (json.dumps({"format": "something-else", "tests": {}}),
-                ["not a pytest-torchperf baseline file", "key 'format' is 'something-else'",
-                 "Move it out of the storage folder"]),
+    "foreign": (
+        json.dumps({"format": "something-else", "tests": {}}),
+        [
+            "not a pytest-torchperf baseline file",
+            "key 'format' is 'something-else'",
+            "Move it out of the storage folder",
+        ],
+    ),
     "no_format": (json.dumps({"schema_version": 1, "tests": {}}), ["key 'format' is None"]),
-    "newer_schema": (json.dumps({**valid_doc(), "schema_version": SCHEMA_VERSION + 1}),
-                     [f"schema_version {SCHEMA_VERSION + 1} > {SCHEMA_VERSION}", "Upgrade pytest-torchperf"]),
-    "schema_not_int": (json.dumps({**valid_doc(), "schema_version": "1"}),
-                       ["key 'schema_version' is '1', expected an integer"]),
-    "schema_bool": (json.dumps({**valid_doc(), "schema_version": True}),
-                    ["key 'schema_version' is True"]),
-    "missing_tests": (json.dumps({"format": FORMAT, "schema_version": 1}),
-                      ["key 'tests' is missing or not an object"]),
-    "tests_is_list": (json.dumps({"format": FORMAT, "schema_version": 1, "tests": []}),
-                      ["key 'tests' is missing or not an object"]),
-    "test_not_object": (json.dumps(valid_doc(**{NODE: [1]})), [f"key tests[{NODE!r}] is not an object"]),
-    "no_sessions": (json.dumps(valid_doc(**{NODE: {NAME: {}}})),
-                    [f"key tests[{NODE!r}][{NAME!r}].sessions is missing or not a list"]),
-    "session_not_object": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [3]}}})),
-                           [f"key tests[{NODE!r}][{NAME!r}].sessions[0] is not an object"]),
-    "missing_statistic": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(), {"times": [1e-3]}]}}})),
-                          [f"key tests[{NODE!r}][{NAME!r}].sessions[1].statistic is None",
-                           "expected a positive number"]),
-    "negative_statistic": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(-1e-3)]}}})),
-                           [f"key tests[{NODE!r}][{NAME!r}].sessions[0].statistic is -0.001"]),
-    "string_statistic": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": "fast",
-                                                                           "times": [1e-3]}]}}})),
-                         [".sessions[0].statistic is 'fast'"]),
-    "times_not_list": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3,
-                                                                          "times": 1e-3}]}}})),
-                       [f"key tests[{NODE!r}][{NAME!r}].sessions[0].times must be a list of positive"]),
-    "times_with_zero": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3,
-                                                                           "times": [1e-3, 0]}]}}})),
-                        [".sessions[0].times must be a list of positive numbers"]),
-    "times_missing": (json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3}]}}})),
-                      [".sessions[0].times must be a list"]),
-    "nan_statistic": ('{"format": "pytest-torchperf-baselines", "schema_version": 1, "tests": '
-                      '{"t.py::x": {"n": {"sessions": [{"statistic": NaN, "times": [1]}]}}}}',
-                      [".sessions[0].statistic is nan"]),
+    "newer_schema": (
+        json.dumps({**valid_doc(), "schema_version": SCHEMA_VERSION + 1}),
+        [f"schema_version {SCHEMA_VERSION + 1} > {SCHEMA_VERSION}", "Upgrade pytest-torchperf"],
+    ),
+    "schema_not_int": (
+        json.dumps({**valid_doc(), "schema_version": "1"}),
+        ["key 'schema_version' is '1', expected an integer"],
+    ),
+    "schema_bool": (
+        json.dumps({**valid_doc(), "schema_version": True}),
+        ["key 'schema_version' is True"],
+    ),
+    "missing_tests": (
+        json.dumps({"format": FORMAT, "schema_version": 1}),
+        ["key 'tests' is missing or not an object"],
+    ),
+    "tests_is_list": (
+        json.dumps({"format": FORMAT, "schema_version": 1, "tests": []}),
+        ["key 'tests' is missing or not an object"],
+    ),
+    "test_not_object": (
+        json.dumps(valid_doc(**{NODE: [1]})),
+        [f"key tests[{NODE!r}] is not an object"],
+    ),
+    "no_sessions": (
+        json.dumps(valid_doc(**{NODE: {NAME: {}}})),
+        [f"key tests[{NODE!r}][{NAME!r}].sessions is missing or not a list"],
+    ),
+    "session_not_object": (
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [3]}}})),
+        [f"key tests[{NODE!r}][{NAME!r}].sessions[0] is not an object"],
+    ),
+    "missing_statistic": (
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(), {"times": [1e-3]}]}}})),
+        [
+            f"key tests[{NODE!r}][{NAME!r}].sessions[1].statistic is None",
+            "expected a positive number",
+        ],
+    ),
+    "negative_statistic": (
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(-1e-3)]}}})),
+        [f"key tests[{NODE!r}][{NAME!r}].sessions[0].statistic is -0.001"],
+    ),
+    "string_statistic": (
+        json.dumps(
+            valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": "fast", "times": [1e-3]}]}}})
+        ),
+        [".sessions[0].statistic is 'fast'"],
+    ),
+    "times_not_list": (
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3, "times": 1e-3}]}}})),
+        [f"key tests[{NODE!r}][{NAME!r}].sessions[0].times must be a list of positive"],
+    ),
+    "times_with_zero": (
+        json.dumps(
+            valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3, "times": [1e-3, 0]}]}}})
+        ),
+        [".sessions[0].times must be a list of positive numbers"],
+    ),
+    "times_missing": (
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3}]}}})),
+        [".sessions[0].times must be a list"],
+    ),
+    "nan_statistic": (
+        '{"format": "pytest-torchperf-baselines", "schema_version": 1, "tests": '
+        '{"t.py::x": {"n": {"sessions": [{"statistic": NaN, "times": [1]}]}}}}',
+        [".sessions[0].statistic is nan"],
+    ),
 }
 
 
@@ -440,7 +493,9 @@ def test_record_write_failure_keeps_old_baseline(tmp_path, monkeypatch):
     assert "cannot be written (No space left on device)" in msg
     assert f"Check free space and permissions of {tmp_path}" in msg
     assert snapshot(tmp_path) == before  # old content, no stray temp files
-    assert [s["statistic"] for s in BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)] == [1e-3]
+    assert [s["statistic"] for s in BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)] == [
+        1e-3
+    ]
 
 
 def test_failed_record_does_not_leak_into_same_store(tmp_path, monkeypatch):
@@ -566,8 +621,12 @@ def test_environments_with_skips_bad_files_and_tolerates_bad_environment(tmp_pat
     bad.write_text("{not json", encoding="utf-8")
     (tmp_path / "stray-file.json").write_text("{}", encoding="utf-8")
     found = dict(store.environments_with(NODE, NAME))
-    assert found == {"env-good": {"exact": {"a": 1}}, "env-noenv": {}, "env-badenv": {},
-                     "env-corrupt-env": {}}
+    assert found == {
+        "env-good": {"exact": {"a": 1}},
+        "env-noenv": {},
+        "env-badenv": {},
+        "env-corrupt-env": {},
+    }
     assert bad.read_text(encoding="utf-8") == "{not json"
 
 
@@ -577,8 +636,17 @@ def test_environments_with_skips_bad_files_and_tolerates_bad_environment(tmp_pat
 
 
 def test_dumps_keeps_numeric_lists_on_one_line():
-    doc = {"tests": {"t": {"n": {"sessions": [{"statistic": 1e-3, "times": [0.001, 0.0011, 0.0009],
-                                               "stats": {"n": 3}}]}}}}
+    doc = {
+        "tests": {
+            "t": {
+                "n": {
+                    "sessions": [
+                        {"statistic": 1e-3, "times": [0.001, 0.0011, 0.0009], "stats": {"n": 3}}
+                    ]
+                }
+            }
+        }
+    }
     text = dumps(doc)
     assert '"times": [0.001, 0.0011, 0.0009]' in text
     lines = text.splitlines()
@@ -611,7 +679,7 @@ def test_dumps_exact_layout():
     [
         {},
         [],
-        {"a": [1.5e-07, 2, 3.25], "b": "x\"y\n", "c": True, "d": None, "é": ["ü", 1]},
+        {"a": [1.5e-07, 2, 3.25], "b": 'x"y\n', "c": True, "d": None, "é": ["ü", 1]},
         [[1, 2], [3, [4, 5]], {"x": [6]}],
         {"nested": {"deep": {"deeper": [{"k": [0.1, 0.2]}, {"k": []}]}}},
         [1, "two", None, False],
@@ -696,7 +764,9 @@ def test_concurrent_threads_never_lose_records(tmp_path, no_fsync):
         gate.wait()
         try:
             for i in range(15):
-                store.record(ENV, ENVIRONMENT, f"tests/test_model.py::test_{tag}_{i}", NAME, session())
+                store.record(
+                    ENV, ENVIRONMENT, f"tests/test_model.py::test_{tag}_{i}", NAME, session()
+                )
                 store.record(ENV, ENVIRONMENT, NODE, NAME, session((i + 1) * 1e-3, writer=tag))
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -731,8 +801,10 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
     except ValueError:  # pragma: no cover - platforms without fork
         pytest.skip("needs the fork start method")
     start = ctx.Event()
-    procs = [ctx.Process(target=_process_worker, args=(str(tmp_path), tag, 20, start))
-             for tag in ("p1", "p2")]
+    procs = [
+        ctx.Process(target=_process_worker, args=(str(tmp_path), tag, 20, start))
+        for tag in ("p1", "p2")
+    ]
     for p in procs:
         p.start()
     start.set()
@@ -752,9 +824,12 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
     shared = store.load_sessions(ENV, NODE, NAME)
     assert len(shared) == 40  # 2 x 20 appends to the same history, none lost
     for tag in ("p1", "p2"):  # each writer's sessions in its own order
-        assert [s["statistic"] for s in shared if s["writer"] == tag] == [(i + 1) * 1e-3 for i in range(20)]
+        assert [s["statistic"] for s in shared if s["writer"] == tag] == [
+            (i + 1) * 1e-3 for i in range(20)
+        ]
     assert [p.name for p in (tmp_path / ENV).iterdir()] and not [
-        p.name for p in (tmp_path / ENV).iterdir() if p.name.endswith(".tmp")]
+        p.name for p in (tmp_path / ENV).iterdir() if p.name.endswith(".tmp")
+    ]
 
 
 def test_interrupt_during_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):

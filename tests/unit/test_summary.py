@@ -14,18 +14,54 @@ from pytest_torchperf.report.terminal import (
 )
 
 
-def rec(nodeid: str, outcome: str, name: str = "fwd", *, median: float | None = 2e-3,
-        p25: float | None = 1.5e-3, baseline: float | None = 1e-3, ratio: float | None = 1.5,
-        message: str = "", suspicious: bool = False, notes: tuple[str, ...] = (),
-        group: str | None = None, verdict: bool = True) -> dict:
+def rec(
+    nodeid: str,
+    outcome: str,
+    name: str = "fwd",
+    *,
+    median: float | None = 2e-3,
+    p25: float | None = 1.5e-3,
+    baseline: float | None = 1e-3,
+    ratio: float | None = 1.5,
+    message: str = "",
+    suspicious: bool = False,
+    notes: tuple[str, ...] = (),
+    group: str | None = None,
+    verdict: bool = True,
+) -> dict:
     """A record shaped like Result.to_record()."""
-    stats = None if median is None else {"n": 10, "min": p25, "p25": p25, "median": median, "p75": median,
-                                         "max": median, "mean": median, "iqr": median - p25}
+    stats = (
+        None
+        if median is None
+        else {
+            "n": 10,
+            "min": p25,
+            "p25": p25,
+            "median": median,
+            "p75": median,
+            "max": median,
+            "mean": median,
+            "iqr": median - p25,
+        }
+    )
     v = None
     if verdict:
-        v = {"outcome": outcome, "message": message or f"{name}: {outcome} message", "ratio": ratio,
-             "baseline_statistic": baseline, "suspicious": suspicious, "notes": list(notes)}
-    return {"nodeid": nodeid, "name": name, "group": group, "outcome": outcome, "stats": stats, "verdict": v}
+        v = {
+            "outcome": outcome,
+            "message": message or f"{name}: {outcome} message",
+            "ratio": ratio,
+            "baseline_statistic": baseline,
+            "suspicious": suspicious,
+            "notes": list(notes),
+        }
+    return {
+        "nodeid": nodeid,
+        "name": name,
+        "group": group,
+        "outcome": outcome,
+        "stats": stats,
+        "verdict": v,
+    }
 
 
 MIXED = [
@@ -40,24 +76,50 @@ MIXED = [
 
 
 def test_outcome_order():
-    assert OUTCOME_ORDER == ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
+    assert OUTCOME_ORDER == (
+        "fail",
+        "inconclusive",
+        "improved",
+        "new",
+        "pass",
+        "measured",
+        "disabled",
+    )
 
 
 def test_sort_records_by_severity_then_nodeid_then_name():
-    records = [rec("b.py::t", "pass"), rec("a.py::t", "pass", name="z"), rec("a.py::t", "pass", name="a"),
-               rec("z.py::t", "fail"), rec("c.py::t", "weird"), rec("a.py::t", "inconclusive")]
+    records = [
+        rec("b.py::t", "pass"),
+        rec("a.py::t", "pass", name="z"),
+        rec("a.py::t", "pass", name="a"),
+        rec("z.py::t", "fail"),
+        rec("c.py::t", "weird"),
+        rec("a.py::t", "inconclusive"),
+    ]
     ordered = [(r["outcome"], r["nodeid"], r["name"]) for r in sort_records(records)]
-    assert ordered == [("fail", "z.py::t", "fwd"), ("inconclusive", "a.py::t", "fwd"),
-                       ("pass", "a.py::t", "a"), ("pass", "a.py::t", "z"), ("pass", "b.py::t", "fwd"),
-                       ("weird", "c.py::t", "fwd")]  # unknown outcomes last
+    assert ordered == [
+        ("fail", "z.py::t", "fwd"),
+        ("inconclusive", "a.py::t", "fwd"),
+        ("pass", "a.py::t", "a"),
+        ("pass", "a.py::t", "z"),
+        ("pass", "b.py::t", "fwd"),
+        ("weird", "c.py::t", "fwd"),
+    ]  # unknown outcomes last
 
 
 def test_render_table_orders_failures_first():
     lines = render_table(MIXED)
     assert lines[0].split() == HEADERS[:4] + ["baseline", "p25", "change", "verdict"]
     order = [line.split()[0].split("::")[1] for line in lines[1:]]
-    assert order == ["test_fail", "test_inconclusive", "test_improved", "test_new", "test_pass",
-                     "test_measured", "test_disabled"]
+    assert order == [
+        "test_fail",
+        "test_inconclusive",
+        "test_improved",
+        "test_new",
+        "test_pass",
+        "test_measured",
+        "test_disabled",
+    ]
 
 
 def test_render_table_cells():
@@ -88,10 +150,10 @@ def test_render_table_columns_aligned():
     for line in lines[1:]:
         # numeric cells are right-aligned: the change column ends where its header ends
         assert line[change_end - 1] != " "
-        assert line[verdict_col - 2:verdict_col] == "  "
+        assert line[verdict_col - 2 : verdict_col] == "  "
         assert line[verdict_col] != " "
     name_col = lines[0].index("name")
-    assert all(line[name_col:name_col + 3] == "fwd" for line in lines[1:])
+    assert all(line[name_col : name_col + 3] == "fwd" for line in lines[1:])
 
 
 def test_render_table_suspicious_pass_and_group():
@@ -113,7 +175,9 @@ def test_render_table_drops_folders_of_long_test_ids_first():
 
 
 def test_render_table_shortens_long_test_ids_from_the_left():
-    long_id = "tests/" + "very_long_directory_name/" * 2 + "test_" + "model_" * 12 + ".py::test_forward"
+    long_id = (
+        "tests/" + "very_long_directory_name/" * 2 + "test_" + "model_" * 12 + ".py::test_forward"
+    )
     lines = render_table([rec(long_id, "pass")], width=80)
     cell = lines[1].split()[0]
     assert cell.startswith("...")
@@ -138,8 +202,9 @@ def test_render_table_short_ids_untouched():
 
 
 def test_count_line():
-    assert count_line(MIXED) == ("1 fail, 1 inconclusive, 1 improved, 1 new, 1 pass, 1 measured, "
-                                 "1 disabled")
+    assert count_line(MIXED) == (
+        "1 fail, 1 inconclusive, 1 improved, 1 new, 1 pass, 1 measured, 1 disabled"
+    )
     assert count_line([rec("a", "pass"), rec("b", "pass"), rec("c", "fail")]) == "1 fail, 2 pass"
     assert count_line([]) == ""
     assert count_line(iter([rec("a", "new")])) == "1 new"
@@ -167,8 +232,10 @@ def test_detail_lines_messages_worth_reading():
 
 
 def test_detail_lines_notes_follow_their_message_even_for_pass():
-    records = [rec("t.py::a", "pass", message="a: ok", notes=("noise widened",)),
-               rec("t.py::b", "fail", message="b: slow", notes=("n1", "n2"))]
+    records = [
+        rec("t.py::a", "pass", message="a: ok", notes=("noise widened",)),
+        rec("t.py::b", "fail", message="b: slow", notes=("n1", "n2")),
+    ]
     assert detail_lines(records) == [
         "t.py::b: b: slow",
         "t.py::b: note: n1",

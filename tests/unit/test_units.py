@@ -61,8 +61,16 @@ def test_format_change_missing_or_non_finite(ratio):
 
 @pytest.mark.parametrize(
     ("fraction", "expected"),
-    [(0.1, "10%"), (0.105, "10.5%"), (0.25, "25%"), (1.5, "150%"), (0.0, "0%"), (1.0, "100%"),
-     (0.123456, "12.35%"), (10.0, "1000%")],
+    [
+        (0.1, "10%"),
+        (0.105, "10.5%"),
+        (0.25, "25%"),
+        (1.5, "150%"),
+        (0.0, "0%"),
+        (1.0, "100%"),
+        (0.123456, "12.35%"),
+        (10.0, "1000%"),
+    ],
 )
 def test_format_percent(fraction, expected):
     assert format_percent(fraction) == expected

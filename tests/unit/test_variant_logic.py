@@ -34,16 +34,25 @@ def test_variants_accept_list_string_and_dict_and_keep_order() -> None:
     assert options.variant_settings("amp") == {}
 
 
-@pytest.mark.parametrize("value, message", [
-    (["eagr"], "unknown variant 'eagr' (did you mean 'eager'?); known variants: eager, compiled, "
-               "fused, amp, int8"),
-    (["amp", "amp"], "variant 'amp' is listed twice"),
-    ({"compiled": {"moed": "x"}}, "variant 'compiled' has no setting 'moed'; its settings: backend"),
-    ({"eager": {"mode": "x"}}, "variant 'eager' has no setting 'mode'; its settings: none"),
-    ({"amp": "bf16"}, "settings of variant 'amp' must be a dict"),
-    ([], "names no variant"),
-    (3, "is not a list of variants"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            ["eagr"],
+            "unknown variant 'eagr' (did you mean 'eager'?); known variants: eager, compiled, "
+            "fused, amp, int8",
+        ),
+        (["amp", "amp"], "variant 'amp' is listed twice"),
+        (
+            {"compiled": {"moed": "x"}},
+            "variant 'compiled' has no setting 'moed'; its settings: backend",
+        ),
+        ({"eager": {"mode": "x"}}, "variant 'eager' has no setting 'mode'; its settings: none"),
+        ({"amp": "bf16"}, "settings of variant 'amp' must be a dict"),
+        ([], "names no variant"),
+        (3, "is not a list of variants"),
+    ],
+)
 def test_bad_variants_name_the_problem(value: object, message: str) -> None:
     with pytest.raises(OptionError) as info:
         parse_variants(value)
@@ -60,7 +69,8 @@ def test_variant_filter_and_per_variant_options() -> None:
     with pytest.raises(OptionError, match="must be a positive number"):
         parse_min_speedup({"amp": 0})
     assert parse_accuracy({"int8": {"rel_l2": 0.1, "top1": 0.9}}) == (
-        ("int8", (("rel_l2", 0.1), ("top1", 0.9))),)
+        ("int8", (("rel_l2", 0.1), ("top1", 0.9))),
+    )
     with pytest.raises(OptionError, match="unknown metric 'rel_l1' \\(did you mean 'rel_l2'\\?\\)"):
         parse_accuracy({"int8": {"rel_l1": 0.1}})
     with pytest.raises(OptionError, match="must be >= 0"):
@@ -97,7 +107,10 @@ def test_check_limits_names_metric_value_and_limit() -> None:
     assert "rel_l2 0.0800 above the limit 0.0600" in message
     assert "cosine 0.9970 below the minimum 0.9980" in message
     assert "accuracy={'int8': {...}}" in message
-    assert check_limits("m[int8]", {**metrics, "rel_l2": 0.01, "cosine": 0.9999}, tolerances("int8")) == []
+    assert (
+        check_limits("m[int8]", {**metrics, "rel_l2": 0.01, "cosine": 0.9999}, tolerances("int8"))
+        == []
+    )
     [nan] = check_limits("m[amp]", {"rel_l2": float("nan")}, tolerances("amp"))
     assert "rel_l2 nan above the limit" in nan
 
@@ -119,13 +132,19 @@ class FakeVariants:
             self.order.append((name, number))
             self.now += number * self.per_call[name]
             return number * self.per_call[name]
+
         return run
 
 
 def test_interleaved_sampling_runs_round_robin_with_equal_rounds() -> None:
     fake = FakeVariants({"eager": 1e-3, "compiled": 5e-4})
-    raws = collect_interleaved({n: fake.runner(n) for n in fake.per_call}, min_time=0.1,
-                               warmup=0.01, clock=fake.clock, cpu_clock=fake.clock)
+    raws = collect_interleaved(
+        {n: fake.runner(n) for n in fake.per_call},
+        min_time=0.1,
+        warmup=0.01,
+        clock=fake.clock,
+        cpu_clock=fake.clock,
+    )
     timed = [(n, k) for n, k in fake.order if k > 1]
     assert [n for n, _ in timed[:4]] == ["eager", "compiled", "eager", "compiled"]
     assert len(raws["eager"].times) == len(raws["compiled"].times)
@@ -140,8 +159,13 @@ def test_interleaved_sampling_runs_round_robin_with_equal_rounds() -> None:
 def test_a_slow_variant_does_not_multiply_the_budget() -> None:
     """One call of the slow variant is a whole block: the budget is shared, at least 5 rounds."""
     fake = FakeVariants({"eager": 1e-3, "amp": 0.3})
-    raws = collect_interleaved({n: fake.runner(n) for n in fake.per_call}, min_time=0.5,
-                               warmup=0.0, clock=fake.clock, cpu_clock=fake.clock)
+    raws = collect_interleaved(
+        {n: fake.runner(n) for n in fake.per_call},
+        min_time=0.5,
+        warmup=0.0,
+        clock=fake.clock,
+        cpu_clock=fake.clock,
+    )
     assert len(raws["amp"].times) == 5  # min_blocks rounds, 1.5 s of amp already cover 2 x 0.5 s
     assert raws["amp"].number_per_block == 1
 
@@ -152,18 +176,35 @@ def test_round_ratios_pair_rounds_and_skip_zero() -> None:
 
 # -- summary ----------------------------------------------------------------------------------
 def _record(name: str, variant: str = "eager", **extra: object) -> dict:
-    return {"nodeid": "t.py::test_m", "name": name, "outcome": "measured", "group": None,
-            "stats": {"median": 1e-3, "p25": 9e-4}, "verdict": None, "counter_changes": [],
-            "saved": False, "variant": variant, **extra}
+    return {
+        "nodeid": "t.py::test_m",
+        "name": name,
+        "outcome": "measured",
+        "group": None,
+        "stats": {"median": 1e-3, "p25": 9e-4},
+        "verdict": None,
+        "counter_changes": [],
+        "saved": False,
+        "variant": variant,
+        **extra,
+    }
 
 
 def test_summary_shows_variant_columns_only_when_variants_were_measured() -> None:
     plain = render_table([_record("m")])
     assert "speedup" not in plain[0]
-    records = [_record("m"), _record("m[int8]", "int8", speedup={"median": 3.2, "p25": 3.1, "p75": 3.3},
-                                     accuracy={"rel_l2": 0.021, "top1": 0.95},
-                                     method="dynamic: torchao", build_time=4.2,
-                                     notes=["evidence: quantized=2"])]
+    records = [
+        _record("m"),
+        _record(
+            "m[int8]",
+            "int8",
+            speedup={"median": 3.2, "p25": 3.1, "p75": 3.3},
+            accuracy={"rel_l2": 0.021, "top1": 0.95},
+            method="dynamic: torchao",
+            build_time=4.2,
+            notes=["evidence: quantized=2"],
+        ),
+    ]
     lines = render_table(records)
     assert "speedup vs eager" in lines[0] and "rel-L2 vs eager" in lines[0]
     row = next(line for line in lines if "m[int8]" in line)
@@ -174,7 +215,11 @@ def test_summary_shows_variant_columns_only_when_variants_were_measured() -> Non
 
 
 def test_summary_names_the_kind_of_variant_failure() -> None:
-    record = _record("m[amp]", "amp", outcome="fail",
-                     failures=["m[amp]: outputs drifted from eager fp32: rel_l2 ..."])
+    record = _record(
+        "m[amp]",
+        "amp",
+        outcome="fail",
+        failures=["m[amp]: outputs drifted from eager fp32: rel_l2 ..."],
+    )
     row = next(line for line in render_table([record]) if "m[amp]" in line)
     assert row.endswith("FAIL (accuracy)")

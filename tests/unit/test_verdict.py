@@ -210,9 +210,11 @@ def test_fail_confirmed_by_two_remeasures_reports_the_median_of_three_passes():
     assert v.baseline_statistic == pytest.approx(MS)
     assert v.confirmed_in == "same" and not v.suspicious
     msg = v.message
-    assert msg.startswith("fwd: 50.0% slower than baseline (p25 1.5 ms vs 1 ms, the median of 3 "
-                          "passes: first +50.0%, then +40.0%, +60.0% in re-measures in this process; "
-                          "limit 10%)")
+    assert msg.startswith(
+        "fwd: 50.0% slower than baseline (p25 1.5 ms vs 1 ms, the median of 3 "
+        "passes: first +50.0%, then +40.0%, +60.0% in re-measures in this process; "
+        "limit 10%)"
+    )
     assert "how sure:" in msg
     assert "spread within run IQR/median 0% and 0%" in msg
     assert "baseline: median of 3 sessions, process noise 0%" in msg
@@ -252,8 +254,9 @@ def test_suspicious_pass_when_a_remeasure_contradicts():
     assert v.ratio == pytest.approx(1.02) and v.first_ratio == pytest.approx(1.5)
     assert v.confirm_ratio == pytest.approx(1.02)
     assert v.candidate_statistic == pytest.approx(1.02 * MS)
-    assert v.message == ("fwd: +2.0% vs baseline after a re-measure in this process (first pass "
-                         "+50.0%; limit 10%)")
+    assert v.message == (
+        "fwd: +2.0% vs baseline after a re-measure in this process (first pass +50.0%; limit 10%)"
+    )
     assert j.sample is confirm
 
 
@@ -350,8 +353,10 @@ def test_a_contaminated_confirming_pass_gets_one_more_try_then_is_inconclusive()
     assert rm.calls == 2 and v.remeasures == 2
     assert v.ratio == pytest.approx(1.5)
     assert v.candidate_statistic == pytest.approx(1.5 * MS)
-    assert ("fwd: inconclusive, +50.0% vs baseline but a confirming pass (in this process) could "
-            "not be trusted") in v.message
+    assert (
+        "fwd: inconclusive, +50.0% vs baseline but a confirming pass (in this process) could "
+        "not be trusted"
+    ) in v.message
     assert "CPU share 0.30 < 0.90" in v.message
     assert j.sample is first  # the trustworthy pass, whose figures the message quotes
     # One retry recovers: the contaminated pass does not count, two clean ones confirm.
@@ -392,9 +397,11 @@ def test_noise_aware_widening_with_five_sessions():
     assert v.effective_tolerance == pytest.approx(3 * 0.5 / 2.326)
     assert v.baseline_cv == pytest.approx(0.5 / 2.326)
     assert v.baseline_sessions == 5
-    assert v.notes == ("the 5 stored sessions (fresh processes of unchanged code) put this "
-                       "machine's process-to-process noise at 21.5%, too much for a 10% limit; "
-                       "judged at 64.49% (3 standard deviations)",)
+    assert v.notes == (
+        "the 5 stored sessions (fresh processes of unchanged code) put this "
+        "machine's process-to-process noise at 21.5%, too much for a 10% limit; "
+        "judged at 64.49% (3 standard deviations)",
+    )
     assert "limit 64.49%" in v.message
 
 
@@ -430,8 +437,9 @@ def test_four_sessions_that_disagree_widen_the_limit_with_a_note():
     assert "the 4 stored sessions" in v.notes[0] and "noise at 24.28%" in v.notes[0]
     assert v.outcome is Outcome.PASS  # +24% vs their median is within what they disagree by
     assert rm.calls == 0
-    far = judge("fwd", sample(2.0 * MS), sessions, 0.1,
-                Remeasure(sample(2.0 * MS), sample(2.0 * MS))).verdict
+    far = judge(
+        "fwd", sample(2.0 * MS), sessions, 0.1, Remeasure(sample(2.0 * MS), sample(2.0 * MS))
+    ).verdict
     assert far.outcome is Outcome.FAIL  # +90%: beyond the spread, still caught
 
 
@@ -451,12 +459,15 @@ def test_remeasures_are_bounded_in_the_worst_case():
     assert rm.calls == 3 and j.verdict.remeasures == 3
 
 
-@pytest.mark.skipif("min_cpu_share" not in inspect.signature(judge).parameters,
-                    reason="judge has no configurable guard thresholds")
+@pytest.mark.skipif(
+    "min_cpu_share" not in inspect.signature(judge).parameters,
+    reason="judge has no configurable guard thresholds",
+)
 def test_judge_guard_thresholds_configurable():
     rm = Remeasure()
-    j = judge("fwd", sample(MS, cpu_share=0.5), BASE, 0.1, rm, min_cpu_share=0.0,
-              max_relative_iqr=0.25)
+    j = judge(
+        "fwd", sample(MS, cpu_share=0.5), BASE, 0.1, rm, min_cpu_share=0.0, max_relative_iqr=0.25
+    )
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
     j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm, max_relative_iqr=1.0)
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
@@ -475,7 +486,14 @@ def test_outcome_str_is_value():
     assert str(Outcome.FAIL) == "fail"
     assert f"{Outcome.INCONCLUSIVE}" == "inconclusive"
     assert Outcome("pass") is Outcome.PASS
-    assert {o.value for o in Outcome} == {"pass", "fail", "inconclusive", "improved", "new", "measured"}
+    assert {o.value for o in Outcome} == {
+        "pass",
+        "fail",
+        "inconclusive",
+        "improved",
+        "new",
+        "measured",
+    }
 
 
 def test_verdict_to_dict_round_trips_fields():
@@ -494,6 +512,7 @@ def test_verdict_to_dict_round_trips_fields():
     assert d["suspicious"] is False and d["remeasures"] == 2
     assert d["notes"] == list(v.notes) and isinstance(d["notes"], list)
     import json
+
     json.dumps(d)  # JSON-friendly
 
 
@@ -515,8 +534,10 @@ def test_a_pass_on_a_clearly_slower_machine_is_remeasured_then_inconclusive():
     v = j.verdict
     assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 1
     assert v.machine_ratio == pytest.approx(1.48)
-    assert ("the machine itself ran the calibration kernel timed alongside +48.0% slower than "
-            "when the baseline was saved (14.8 us vs 10 us per call; limit 25%)") in v.message
+    assert (
+        "the machine itself ran the calibration kernel timed alongside +48.0% slower than "
+        "when the baseline was saved (14.8 us vs 10 us per call; limit 25%)"
+    ) in v.message
     # Divided by the machine's +48%, +50% is +1.4%: within the limit, so nothing can be said.
     assert v.normalized_ratio == pytest.approx(1.5 / 1.48)
 
@@ -525,73 +546,106 @@ def test_a_slowdown_beyond_the_machine_slowdown_fails_on_a_slow_machine():
     # +800% on a machine +48% slower: even divided by 1.48 it is +508%, so the slow machine
     # does not hide it; every pass (first and two confirmations) ran on the slow machine.
     rm = Remeasure(calibrated(9 * MS, 14.8e-6), calibrated(9 * MS, 14.8e-6))
-    v = judge("fwd", calibrated(9 * MS, 14.8e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    v = judge(
+        "fwd", calibrated(9 * MS, 14.8e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
     assert v.outcome is Outcome.FAIL and rm.calls == 2
-    assert any("calibration kernel +48.0% slower than at save time" in n and "+508.1%" in n
-               for n in v.notes), v.notes
+    assert any(
+        "calibration kernel +48.0% slower than at save time" in n and "+508.1%" in n
+        for n in v.notes
+    ), v.notes
     # One confirming pass within the limit once divided (+60% on a +48% machine): not confirmed,
     # inconclusive after its one retry.
-    rm = Remeasure(calibrated(9 * MS, 14.8e-6), calibrated(1.6 * MS, 14.8e-6),
-                   calibrated(1.6 * MS, 14.8e-6))
-    v = judge("fwd", calibrated(9 * MS, 14.8e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    rm = Remeasure(
+        calibrated(9 * MS, 14.8e-6), calibrated(1.6 * MS, 14.8e-6), calibrated(1.6 * MS, 14.8e-6)
+    )
+    v = judge(
+        "fwd", calibrated(9 * MS, 14.8e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
     assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 3
 
 
 def test_the_machine_recovering_in_the_remeasure_gives_a_real_verdict():
-    rm = Remeasure(calibrated(1.5 * MS, 10.1e-6), calibrated(1.45 * MS, 10.2e-6),
-                   calibrated(1.5 * MS, 9.9e-6))
-    v = judge("fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1, rm,
-              baseline_calibrated=CAL_BASE).verdict
+    rm = Remeasure(
+        calibrated(1.5 * MS, 10.1e-6), calibrated(1.45 * MS, 10.2e-6), calibrated(1.5 * MS, 9.9e-6)
+    )
+    v = judge(
+        "fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
     assert v.outcome is Outcome.FAIL and rm.calls == 3
     assert "machine speed" in v.message  # the confidence line says how fast the machine was
 
 
 def test_a_confirming_pass_on_a_slow_machine_is_retried():
-    rm = Remeasure(calibrated(1.5 * MS, 15e-6), calibrated(1.5 * MS, 10e-6),
-                   calibrated(1.5 * MS, 10e-6))
-    v = judge("fwd", calibrated(1.5 * MS, 10e-6), BASE, 0.1, rm,
-              baseline_calibrated=CAL_BASE).verdict
+    rm = Remeasure(
+        calibrated(1.5 * MS, 15e-6), calibrated(1.5 * MS, 10e-6), calibrated(1.5 * MS, 10e-6)
+    )
+    v = judge(
+        "fwd", calibrated(1.5 * MS, 10e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
     assert v.outcome is Outcome.FAIL and rm.calls == 3
 
 
 def test_machine_must_be_clearly_slower_to_be_blamed():
     # Calibration only +20% (< 25 %): the +50% is judged as usual.
     rm = Remeasure(calibrated(1.5 * MS, 12e-6), calibrated(1.5 * MS, 12e-6))
-    v = judge("fwd", calibrated(1.5 * MS, 12e-6), BASE, 0.1, rm,
-              baseline_calibrated=CAL_BASE).verdict
+    v = judge(
+        "fwd", calibrated(1.5 * MS, 12e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
     assert v.outcome is Outcome.FAIL
     # Calibration +30% (> 25%) and +40%: 1.4 / 1.3 is within the limit, so the machine may explain it.
-    assert judge("fwd", calibrated(1.4 * MS, 13e-6), BASE, 0.1,
-                 Remeasure(calibrated(1.4 * MS, 13e-6)), baseline_calibrated=CAL_BASE,
-                 max_machine_slowdown=0.25).verdict.outcome is Outcome.INCONCLUSIVE
+    assert (
+        judge(
+            "fwd",
+            calibrated(1.4 * MS, 13e-6),
+            BASE,
+            0.1,
+            Remeasure(calibrated(1.4 * MS, 13e-6)),
+            baseline_calibrated=CAL_BASE,
+            max_machine_slowdown=0.25,
+        ).verdict.outcome
+        is Outcome.INCONCLUSIVE
+    )
 
 
 def test_machine_guard_needs_every_stored_session_calibrated():
     # An upgrade left old sessions without calibration: no machine comparison, plain verdict.
     stats = [1 * MS] * 4 + [1.3 * MS]
     rm = Remeasure(calibrated(2.3 * MS, 5e-6), calibrated(2.3 * MS, 5e-6))
-    j = judge("fwd", calibrated(2.3 * MS, 5e-6), stats, 0.15, rm,
-              baseline_calibrated=[(1.3 * MS, 1e-6)])
+    j = judge(
+        "fwd", calibrated(2.3 * MS, 5e-6), stats, 0.15, rm, baseline_calibrated=[(1.3 * MS, 1e-6)]
+    )
     assert j.verdict.machine_ratio is None
     assert j.verdict.outcome is Outcome.FAIL
 
 
 def test_speedup_the_machine_explains_is_not_an_improvement():
-    j = judge("fwd", calibrated(0.7 * MS, 7e-6), BASE, 0.1, Remeasure(), baseline_calibrated=CAL_BASE)
+    j = judge(
+        "fwd", calibrated(0.7 * MS, 7e-6), BASE, 0.1, Remeasure(), baseline_calibrated=CAL_BASE
+    )
     v = j.verdict
     assert v.outcome is Outcome.PASS
     assert v.machine_ratio == pytest.approx(0.7)
-    assert v.message == ("fwd: -30.0% vs baseline, faster only because the machine is (calibration "
-                         "kernel -30.0%; limit 10%)")
+    assert v.message == (
+        "fwd: -30.0% vs baseline, faster only because the machine is (calibration "
+        "kernel -30.0%; limit 10%)"
+    )
     assert any("not an improvement" in note for note in v.notes)
 
 
 def test_without_calibration_on_either_side_the_machine_guard_is_off():
-    j = judge("fwd", sample(1.5 * MS), BASE, 0.1, Remeasure(sample(1.5 * MS), sample(1.5 * MS)),
-              baseline_calibrated=CAL_BASE)
+    j = judge(
+        "fwd",
+        sample(1.5 * MS),
+        BASE,
+        0.1,
+        Remeasure(sample(1.5 * MS), sample(1.5 * MS)),
+        baseline_calibrated=CAL_BASE,
+    )
     assert j.verdict.outcome is Outcome.FAIL and j.verdict.machine_ratio is None
-    j = judge("fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1,
-              Remeasure(sample(1.5 * MS), sample(1.5 * MS)))
+    j = judge(
+        "fwd", calibrated(1.5 * MS, 15e-6), BASE, 0.1, Remeasure(sample(1.5 * MS), sample(1.5 * MS))
+    )
     assert j.verdict.outcome is Outcome.FAIL
 
 
