@@ -45,6 +45,8 @@ def outcome_label(record: Mapping[str, Any]) -> str:
         label += " (re-measured)"
     if record.get("saved"):
         label += ", saved"
+        if record.get("not_saved"):  # some processes' sessions were kept, not this one
+            label += f" but not {record['not_saved']}"
     elif record.get("not_saved"):
         label += f", not saved: {record['not_saved']}"
     return label

@@ -218,7 +218,17 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         return pooled(sample, others) if others else sample
 
     first = pooled(m.first, others) if others else m.first
-    references = calibration_references(ctx, env_id, m.nodeid, m.name) if saving else []
+    references = (
+        calibration_references(
+            ctx,
+            env_id,
+            m.nodeid,
+            m.name,
+            processes=[m.first.calibration, *(o.calibration for o in others)] if others else (),
+        )
+        if saving
+        else []
+    )
     unfit = save_guard(m.options, references)
     final, comparison = first, None
     if comparing:
