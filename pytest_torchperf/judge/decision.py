@@ -118,128 +118,32 @@ def decide(
     fresh process (None when it cannot). ``baseline_calibrations``: the stored sessions'
     calibration kernel times, when every session has one (the machine-speed guard needs them).
     """
-    samples = [first]
     if not baseline_stats:
         return Decision(
-            Outcome.NEW, "new", first, first, samples, tolerance=tolerance, limit=tolerance
+            Outcome.NEW, "new", first, first, [first], tolerance=tolerance, limit=tolerance
         )
-    baseline = statistics.median(baseline_stats)
     limit, noise = effective_tolerance(tolerance, baseline_stats, first.processes)
     reference = (
         statistics.median(baseline_calibrations)
         if len(baseline_calibrations) == len(baseline_stats)
         else None
     )
-    common: dict[str, Any] = dict(
-        baseline=baseline,
-        sessions=len(baseline_stats),
-        tolerance=tolerance,
-        limit=limit,
-        noise=noise,
-        reference_calibration=reference,
-    )
+    judging = _Judging(first, statistics.median(baseline_stats), limit, guard, reference)
+    judging.common.update(sessions=len(baseline_stats), tolerance=tolerance, noise=noise)
 
-    slow_machine = False
-
-    def untrusted(sample: Sample) -> str | None:
-        """Why ``sample`` cannot be judged; a slow machine does not hide a larger slowdown."""
-        problem = guard.problem(sample, reference)
-        machine = sample.machine_calibration
-        if (
-            problem
-            and reference
-            and machine
-            and guard.slow_machine_only(sample, reference)
-            and sample.statistic / baseline / (machine / reference)
-            > 1.0 + SLOW_MACHINE_MARGIN * limit
-        ):
-            # A slowdown far larger than the machine's own is not the machine's doing.
-            nonlocal slow_machine
-            slow_machine = True
-            return None
-        return problem
-
-    current, problem = first, untrusted(first)
+    current, problem = first, judging.untrusted(first)
     if problem:
         current = remeasure()
-        samples.append(current)
-        problem = untrusted(current)
+        judging.samples.append(current)
+        problem = judging.untrusted(current)
         if problem:
-            return Decision(
-                Outcome.INCONCLUSIVE,
-                "guard",
-                first,
-                current,
-                samples,
-                ratio=current.statistic / baseline,
-                candidate=current.statistic,
-                first_ratio=current.statistic / baseline,
-                problem=problem,
-                **common,
+            ratio = judging.ratio(current)
+            return judging.decision(
+                Outcome.INCONCLUSIVE, "guard", current, ratio, first_ratio=ratio, problem=problem
             )
-    ratio = current.statistic / baseline
+    ratio = judging.ratio(current)
     if ratio > 1.0 + limit:
-        passes, where, retried = [current], None, False
-        while len(passes) <= confirmations:
-            taken = confirm() if confirm is not None else None
-            where = "fresh" if taken is not None else "same"
-            taken = taken if taken is not None else remeasure()
-            samples.append(taken)
-            problem = untrusted(taken)
-            taken_ratio = taken.statistic / baseline
-            confirm_ratios = tuple(p.statistic / baseline for p in passes[1:])
-            if taken_ratio <= 1.0 + limit:
-                # Within the limit, disturbed or not (a disturbance only adds time): the first
-                # pass was not confirmed.
-                return Decision(
-                    Outcome.PASS,
-                    "contradicted",
-                    first,
-                    taken,
-                    samples,
-                    ratio=taken_ratio,
-                    candidate=taken.statistic,
-                    first_ratio=ratio,
-                    confirm_ratios=(*confirm_ratios, taken_ratio),
-                    confirmed_in=where,
-                    **common,
-                )
-            if problem and not retried:
-                retried = True  # one more try for a disturbed confirming pass
-                continue
-            if problem:
-                return Decision(
-                    Outcome.INCONCLUSIVE,
-                    "untrusted",
-                    first,
-                    current,
-                    samples,
-                    ratio=ratio,
-                    candidate=current.statistic,
-                    first_ratio=ratio,
-                    confirm_ratios=confirm_ratios,
-                    confirmed_in=where,
-                    problem=problem,
-                    **common,
-                )
-            passes.append(taken)
-        # The figure is the median pass: the Result then shows that pass's times and p25.
-        middle = sorted(passes, key=lambda p: p.statistic)[len(passes) // 2]
-        return Decision(
-            Outcome.FAIL,
-            "confirmed",
-            first,
-            middle,
-            samples,
-            ratio=middle.statistic / baseline,
-            candidate=middle.statistic,
-            first_ratio=ratio,
-            confirm_ratios=tuple(p.statistic / baseline for p in passes[1:]),
-            confirmed_in=where,
-            slow_machine=slow_machine,
-            **common,
-        )
-    figures = dict(ratio=ratio, candidate=current.statistic, first_ratio=ratio, **common)
+        return judging.confirm_slowdown(current, confirm, remeasure, confirmations)
     if ratio < 1.0 - limit:
         calibration = current.machine_calibration
         if (
@@ -247,6 +151,122 @@ def decide(
             and calibration
             and calibration < reference / (1.0 + guard.max_machine_slowdown)
         ):
-            return Decision(Outcome.PASS, "machine-faster", first, current, samples, **figures)
-        return Decision(Outcome.IMPROVED, "improved", first, current, samples, **figures)
-    return Decision(Outcome.PASS, "within", first, current, samples, **figures)
+            return judging.decision(Outcome.PASS, "machine-faster", current, ratio)
+        return judging.decision(Outcome.IMPROVED, "improved", current, ratio)
+    return judging.decision(Outcome.PASS, "within", current, ratio)
+
+
+class _Judging:
+    """One decision in progress: the baseline it is held against and the passes taken so far."""
+
+    def __init__(
+        self,
+        first: Sample,
+        baseline: float,
+        limit: float,
+        guard: GuardLimits,
+        reference: float | None,
+    ) -> None:
+        self.first, self.baseline, self.limit = first, baseline, limit
+        self.guard, self.reference = guard, reference
+        self.samples = [first]
+        #: A pass was counted although the machine ran slow (see :meth:`untrusted`).
+        self.slow_machine = False
+        self.common: dict[str, Any] = dict(
+            baseline=baseline, limit=limit, reference_calibration=reference
+        )
+
+    def ratio(self, sample: Sample) -> float:
+        return sample.statistic / self.baseline
+
+    def untrusted(self, sample: Sample) -> str | None:
+        """Why ``sample`` cannot be judged; a slow machine does not hide a larger slowdown."""
+        problem = self.guard.problem(sample, self.reference)
+        machine = sample.machine_calibration
+        if (
+            problem
+            and self.reference
+            and machine
+            and self.guard.slow_machine_only(sample, self.reference)
+            and self.ratio(sample) / (machine / self.reference)
+            > 1.0 + SLOW_MACHINE_MARGIN * self.limit
+        ):
+            # A slowdown far larger than the machine's own is not the machine's doing.
+            self.slow_machine = True
+            return None
+        return problem
+
+    def decision(
+        self, outcome: Outcome, reason: str, final: Sample, ratio: float, **figures: Any
+    ) -> Decision:
+        figures.setdefault("first_ratio", ratio)
+        return Decision(
+            outcome,
+            reason,
+            self.first,
+            final,
+            self.samples,
+            ratio=ratio,
+            candidate=final.statistic,
+            **figures,
+            **self.common,
+        )
+
+    def confirm_slowdown(
+        self,
+        current: Sample,
+        confirm: Callable[[], Sample | None] | None,
+        remeasure: Callable[[], Sample],
+        confirmations: int,
+    ) -> Decision:
+        """Fail only when ``confirmations`` more passes (fresh processes when ``confirm`` gives
+        them) are slower than the limit too; one within it contradicts the slowdown."""
+        ratio = self.ratio(current)
+        passes, retried = [current], False
+        where: str | None = None
+        while len(passes) <= confirmations:
+            taken = confirm() if confirm is not None else None
+            where = "fresh" if taken is not None else "same"
+            taken = taken if taken is not None else remeasure()
+            self.samples.append(taken)
+            problem = self.untrusted(taken)
+            taken_ratio = self.ratio(taken)
+            confirm_ratios = tuple(self.ratio(p) for p in passes[1:])
+            if taken_ratio <= 1.0 + self.limit:
+                # Within the limit, disturbed or not (a disturbance only adds time): the first
+                # pass was not confirmed.
+                return self.decision(
+                    Outcome.PASS,
+                    "contradicted",
+                    taken,
+                    taken_ratio,
+                    first_ratio=ratio,
+                    confirm_ratios=(*confirm_ratios, taken_ratio),
+                    confirmed_in=where,
+                )
+            if problem and not retried:
+                retried = True  # one more try for a disturbed confirming pass
+                continue
+            if problem:
+                return self.decision(
+                    Outcome.INCONCLUSIVE,
+                    "untrusted",
+                    current,
+                    ratio,
+                    confirm_ratios=confirm_ratios,
+                    confirmed_in=where,
+                    problem=problem,
+                )
+            passes.append(taken)
+        # The figure is the median pass: the Result then shows that pass's times and p25.
+        middle = sorted(passes, key=lambda p: p.statistic)[len(passes) // 2]
+        return self.decision(
+            Outcome.FAIL,
+            "confirmed",
+            middle,
+            self.ratio(middle),
+            first_ratio=ratio,
+            confirm_ratios=tuple(self.ratio(p) for p in passes[1:]),
+            confirmed_in=where,
+            slow_machine=self.slow_machine,
+        )
