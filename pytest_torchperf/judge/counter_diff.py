@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_torchperf.core.units import format_bytes
-from pytest_torchperf.options.values import COUNTER_NAMES  # noqa: F401 - re-exported
 
 #: Dtypes of low-precision and quantized tensors. A call producing any of them runs code whose
 #: kernels *and* dispatch-level decompositions torch and torchao choose from the CPU's

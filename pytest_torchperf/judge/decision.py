@@ -7,15 +7,17 @@ Pure module (no torch, no pytest). Deciding (:func:`decide`, here) and wording
 1. **Guard.** A pass during which the process did not get the CPU (CPU share < 0.9), other
    processes kept the other CPUs busy, the spread was gross (IQR/median > 25 %) or the machine
    itself ran the calibration kernel clearly slower than when the baseline was saved is measured
-   again; if it is still bad the verdict is *inconclusive*, never *fail*.
+   again; if it is still bad the verdict is *inconclusive*, never *fail*. One exception: on a
+   slower machine, a slowdown that divided by the machine's is still over 3 limits counts.
 2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the
    median of the stored sessions' p25. Timing interference only adds time, so p25 is steadier.
 3. **Widen, never narrow** the limit to three standard deviations of the process-to-process noise
    the stored sessions show (:mod:`.tolerance`).
 4. **Confirm.** A suspected slowdown fails only if two more passes agree, taken in fresh processes
    by default: a process that runs a model slow for its whole life (memory layout, allocator
-   state) then cannot fail a test alone, nor can a baseline that happened to run fast. The
-   figure of a failure is the median of the three passes.
+   state) then cannot fail a test alone, nor can a baseline that happened to run fast. Each
+   confirming pass is judged at the limit for its own number of processes (one, when the first
+   pass pooled several). The figure of a failure is the median of the three passes.
 
 Measuring is injected as callables so this module can be driven by synthetic samples in unit
 tests and by the passes a results file recorded (``torchperf compare``).
@@ -89,8 +91,12 @@ class Decision:
     problem: str | None = None
     reference_calibration: float | None = None
     widened_by: str | None = None
-    #: A pass counted although the machine ran slow: its slowdown exceeded the machine's.
-    slow_machine: bool = False
+    #: ``(machine ratio, ratio divided by it)`` of a pass counted although the machine ran slow
+    #: (its slowdown exceeded the machine's by over SLOW_MACHINE_MARGIN limits); the slowest such.
+    slow_machine: tuple[float, float] | None = None
+    #: The limit the confirming passes were judged at, when it differs from ``limit`` (a pooled
+    #: first pass, single-process confirmations).
+    confirm_limit: float | None = None
 
     def machine_ratio(self, sample: Sample) -> float | None:
         """The sample's calibration kernel against the baseline sessions' (None when unknown)."""
@@ -128,8 +134,8 @@ def decide(
         if len(baseline_calibrations) == len(baseline_stats)
         else None
     )
-    judging = _Judging(first, statistics.median(baseline_stats), limit, guard, reference)
-    judging.common.update(sessions=len(baseline_stats), tolerance=tolerance, noise=noise)
+    judging = _Judging(first, baseline_stats, tolerance, guard, reference)
+    judging.common.update(noise=noise)
 
     current, problem = first, judging.untrusted(first)
     if problem:
@@ -162,37 +168,47 @@ class _Judging:
     def __init__(
         self,
         first: Sample,
-        baseline: float,
-        limit: float,
+        baseline_stats: Sequence[float],
+        tolerance: float,
         guard: GuardLimits,
         reference: float | None,
     ) -> None:
-        self.first, self.baseline, self.limit = first, baseline, limit
+        self.first, self.baseline_stats, self.tolerance = first, baseline_stats, tolerance
+        self.baseline = statistics.median(baseline_stats)
+        self.limit = self.limit_for(first)
         self.guard, self.reference = guard, reference
         self.samples = [first]
-        #: A pass was counted although the machine ran slow (see :meth:`untrusted`).
-        self.slow_machine = False
+        #: (machine ratio, normalised ratio) of the slowest pass counted on a slow machine.
+        self.slow_machine: tuple[float, float] | None = None
         self.common: dict[str, Any] = dict(
-            baseline=baseline, limit=limit, reference_calibration=reference
+            baseline=self.baseline,
+            sessions=len(baseline_stats),
+            tolerance=tolerance,
+            limit=self.limit,
+            reference_calibration=reference,
         )
 
     def ratio(self, sample: Sample) -> float:
         return sample.statistic / self.baseline
 
+    def limit_for(self, sample: Sample) -> float:
+        """The limit for a pass pooling ``sample.processes`` processes (widened to the noise)."""
+        return effective_tolerance(self.tolerance, self.baseline_stats, sample.processes)[0]
+
     def untrusted(self, sample: Sample) -> str | None:
         """Why ``sample`` cannot be judged; a slow machine does not hide a larger slowdown."""
         problem = self.guard.problem(sample, self.reference)
-        machine = sample.machine_calibration
-        if (
-            problem
-            and self.reference
-            and machine
-            and self.guard.slow_machine_only(sample, self.reference)
-            and self.ratio(sample) / (machine / self.reference)
-            > 1.0 + SLOW_MACHINE_MARGIN * self.limit
-        ):
+        calibration = sample.machine_calibration
+        if not (problem and self.reference and calibration):
+            return problem
+        machine = calibration / self.reference
+        normalised = self.ratio(sample) / machine
+        if self.guard.slow_machine_only(
+            sample, self.reference
+        ) and normalised > 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample):
             # A slowdown far larger than the machine's own is not the machine's doing.
-            self.slow_machine = True
+            if self.slow_machine is None or machine > self.slow_machine[0]:
+                self.slow_machine = (machine, normalised)
             return None
         return problem
 
@@ -224,6 +240,7 @@ class _Judging:
         ratio = self.ratio(current)
         passes, retried = [current], False
         where: str | None = None
+        confirm_limit: float | None = None
         while len(passes) <= confirmations:
             taken = confirm() if confirm is not None else None
             where = "fresh" if taken is not None else "same"
@@ -232,7 +249,10 @@ class _Judging:
             problem = self.untrusted(taken)
             taken_ratio = self.ratio(taken)
             confirm_ratios = tuple(self.ratio(p) for p in passes[1:])
-            if taken_ratio <= 1.0 + self.limit:
+            taken_limit = self.limit_for(taken)
+            if taken_limit != self.limit:
+                confirm_limit = taken_limit
+            if taken_ratio <= 1.0 + taken_limit:
                 # Within the limit, disturbed or not (a disturbance only adds time): the first
                 # pass was not confirmed.
                 return self.decision(
@@ -243,6 +263,7 @@ class _Judging:
                     first_ratio=ratio,
                     confirm_ratios=(*confirm_ratios, taken_ratio),
                     confirmed_in=where,
+                    confirm_limit=confirm_limit,
                 )
             if problem and not retried:
                 retried = True  # one more try for a disturbed confirming pass
@@ -255,6 +276,7 @@ class _Judging:
                     ratio,
                     confirm_ratios=confirm_ratios,
                     confirmed_in=where,
+                    confirm_limit=confirm_limit,
                     problem=problem,
                 )
             passes.append(taken)
@@ -268,5 +290,6 @@ class _Judging:
             first_ratio=ratio,
             confirm_ratios=tuple(self.ratio(p) for p in passes[1:]),
             confirmed_in=where,
+            confirm_limit=confirm_limit,
             slow_machine=self.slow_machine,
         )

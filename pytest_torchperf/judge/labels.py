@@ -27,7 +27,9 @@ def outcome_label(record: Mapping[str, Any]) -> str:
 
     ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time+counters)``, ``FAIL (accuracy)``,
     ``FAIL (strict)``, ``INCONCLUSIVE``, ``improved``, ``new``, ``pass``, ``pass (re-measured)``,
-    ``measured``, ``disabled``; then ``, saved`` or ``, not saved: <why>`` in saving runs.
+    ``measured``, ``disabled``; then ``, saved``, ``, saved but not this process's session
+    (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not saved: <why>`` in
+    saving runs.
     """
     verdict = record.get("verdict") or {}
     outcome = record["outcome"]

@@ -135,6 +135,8 @@ def word(label: str, d: Decision) -> Verdict:
         notes=tuple(notes),
     )
     limit = format_percent(d.limit)
+    if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
+        limit += f", {format_percent(d.confirm_limit)} for one process"
     strict = "--torchperf-strict turns this into a failure."
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
@@ -163,17 +165,18 @@ def word(label: str, d: Decision) -> Verdict:
         )
         message = (
             f"{label}: {format_change(d.ratio).lstrip('+')} slower than baseline "
-            f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}, the "
+            f"({d.final.what} {format_time(d.candidate)} vs {format_time(d.baseline)}, the "
             f"median of {passes} passes: first {format_change(d.first_ratio)}, then "
             f"{', '.join(format_change(r) for r in d.confirm_ratios)} in {where_all}; "
             f"limit {limit})\n" + _confidence_line(d)
         )
-        if d.slow_machine and machine and d.ratio:
+        if d.slow_machine is not None:
+            slow, normalised = d.slow_machine
             notes.append(
-                f"the machine ran its calibration kernel {format_change(machine)} slower "
-                f"than at save time; divided by that, the slowdown is still "
-                f"{format_change(d.ratio / machine)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so it is not "
-                f"the machine's"
+                f"a pass ran while the machine ran its calibration kernel {format_change(slow)} "
+                f"slower than at save time; divided by that, its slowdown was still "
+                f"{format_change(normalised)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so "
+                f"it was not the machine's"
             )
             figures["notes"] = tuple(notes)
     elif d.reason == "contradicted":
@@ -194,7 +197,7 @@ def word(label: str, d: Decision) -> Verdict:
     elif d.reason == "improved":
         message = (
             f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
-            f"({d.first.what} {format_time(d.candidate)} vs {format_time(d.baseline)}; limit "
+            f"({d.final.what} {format_time(d.candidate)} vs {format_time(d.baseline)}; limit "
             f"{limit}): the baseline is stale; refresh it with pytest --torchperf-save "
             f"--torchperf-reset"
         )

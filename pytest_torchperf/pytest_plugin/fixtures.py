@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -90,12 +90,12 @@ class TorchperfFixture:
                 name or (explicit if not self._state.names else None) or _target_name(target)
             )
             variants = self._variants(resolved, "variants" in options)
-            if kwargs is not None and not isinstance(kwargs, dict):  # checked before it is copied
+            if kwargs is not None and not isinstance(kwargs, Mapping):  # before it is copied
                 raise TargetError(
                     f"kwargs= must be a dict of keyword arguments for the target, "
                     f"got {type(kwargs).__name__}"
                 )
-            call_kwargs = {} if kwargs is None else kwargs
+            call_kwargs = {} if kwargs is None else dict(kwargs)
             if variants is None:
                 return measure(
                     self._ctx,

@@ -1,8 +1,10 @@
 """A block timer usable without pytest: the same protocol as the ``torchperf`` fixture, no baseline.
 
-from pytest_torchperf.run.block_timer import BlockTimer
-result = BlockTimer(min_time=0.5).measure(model, x, name="bs1")
-print(result.median, result)
+Example::
+
+    >>> from pytest_torchperf import BlockTimer
+    >>> result = BlockTimer(min_time=0.5).measure(model, x, name="bs1")
+    >>> print(result.median, result)
 """
 
 from __future__ import annotations

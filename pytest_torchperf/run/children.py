@@ -236,9 +236,9 @@ def child_session_records(
                 "process": sample.process,
             }
         )
-        # Per-run figures the child did not report: not repeated, or they would count N-fold
-        # (drift checks take the median of stored speedups).
-        child["speedup"] = None
+        # A variant's speedup: the child's own (each process measures its own speedup, as each
+        # measures its own time), never this process's copied N-fold. The profile is not repeated.
+        child["speedup"] = dict(sample.speedup) if sample.speedup else None
         child.pop("top_ops", None)
         records.append(child)
     return records

@@ -224,7 +224,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             env_id,
             m.nodeid,
             m.name,
-            processes=[m.first.calibration, *(o.calibration for o in others)] if others else (),
+            processes=[m.first.calibration, *(o.calibration for o in trusted(others))]
+            if others
+            else (),
         )
         if saving
         else []
@@ -376,7 +378,8 @@ def _result(
         failures=comparison.failures if comparison is not None else run_failures,
         run_id=ctx.run_id,
         run_failures=run_failures,
-        # Full precision: `torchperf compare` must replay the very same figures.
+        # Full precision: `torchperf compare` must replay the very same figures. A fresh
+        # confirming pass was judged alone, so it is not pooled with the children on replay.
         passes=[
             {
                 "times": list(p.times),
@@ -384,8 +387,10 @@ def _result(
                 "calibration": p.calibration,
                 "neighbour_load": p.neighbour_load,
                 "fresh": p.fresh,
-                "process_statistics": [s.statistic for s in trusted(others)],
-                "process_calibrations": [s.calibration for s in trusted(others) if s.calibration],
+                "process_statistics": [] if p.fresh else [s.statistic for s in trusted(others)],
+                "process_calibrations": []
+                if p.fresh
+                else [s.calibration for s in trusted(others) if s.calibration],
             }
             for p in passes
         ],

@@ -121,8 +121,8 @@ def queue_save(
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
             state.warnings.append(
-                f"{m.name}: this process's session not saved, the other processes' "
-                f"{len(records)} are: {detail}"
+                f"{m.name}: this process's session not saved ({why}); the other "
+                f"{len(records)} processes' sessions are stored if the test passes"
             )
         else:
             result.not_saved = why

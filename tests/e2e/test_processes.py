@@ -266,6 +266,35 @@ def test_pooled_compare_confirms_in_fresh_processes(
     )
 
 
+def test_pooled_slowdown_confirmed_in_fresh_processes_replays_the_same(
+    perf: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A pooled first pass (this process and one child) and two single fresh confirming processes;
+    # torchperf compare must not pool the fresh passes with the child: same headline offline.
+    _default_confirm(perf)
+    perf.makepyfile(MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    scale_baselines(perf.path / ".torchperf", 0.01)
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-processes", "2", "--torchperf-json", "r.json"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp: *% slower than baseline (p25 * vs *, the median of 3 passes: first +*%, then "
+            "+*%, +*% in fresh processes; limit *)*"
+        ]
+    )
+    from pytest_torchperf import cli
+
+    headline = next(line for line in result.stdout.lines if line.startswith("mlp: "))
+    passes = json.loads((perf.path / "r.json").read_text())["benchmarks"][0]["torchperf"]["passes"]
+    assert [bool(p["process_statistics"]) for p in passes] == [True, False, False]
+    capsys.readouterr()
+    assert cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json")]) == 1
+    assert headline in capsys.readouterr().out
+
+
 def test_a_real_slowdown_is_confirmed_in_a_fresh_process(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

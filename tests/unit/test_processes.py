@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,10 @@ def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this
     assert stored["speedup"] is None and "top_ops" not in stored  # not measured by the child
     assert record["run_id"] == "abc"  # the controller's own record is untouched
     json.dumps(stored)
+    # A variant's child reports its own speedup: stored as its own, never the controller's.
+    measured = replace(child(1, 12.0), speedup={"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10})
+    (stored,) = child_session_records(record, [measured], "abc")
+    assert stored["speedup"] == {"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10}
 
 
 def test_a_runs_own_child_sessions_are_recognised() -> None:

@@ -661,3 +661,39 @@ def test_machine_disturbance_holds_a_pass_against_the_lowest_reference():
     assert machine_disturbance(9.6e-6, [("this run", [7.4e-6, 7.6e-6])])[2] == "this run"
     assert machine_disturbance(9.6e-6, [("the stored sessions", []), ("this run", [])]) is None
     assert machine_disturbance(None, [stored]) is None  # GPU: no calibration kernel
+
+
+def test_the_slow_machine_note_names_the_pass_that_ran_on_the_slow_machine():
+    # First pass +50% at normal speed, a confirming pass +800% on a machine +48% slower (counted:
+    # +508% even divided by that), a last one +50% at normal speed. The figure is the median pass
+    # (+50%); the note must speak of the slow pass, not of the figure's.
+    rm = Remeasure(calibrated(9 * MS, 14.8e-6), calibrated(1.5 * MS, 10e-6))
+    v = judge(
+        "fwd", calibrated(1.5 * MS, 10e-6), BASE, 0.1, rm, baseline_calibrated=CAL_BASE
+    ).verdict
+    assert v.outcome is Outcome.FAIL and v.ratio == pytest.approx(1.5)
+    (note,) = [n for n in v.notes if "calibration kernel" in n]
+    assert "+48.0% slower than at save time" in note and "+508.1%" in note, note
+
+
+def test_pooled_first_pass_single_process_confirmations_use_their_own_limit():
+    # Five noisy sessions: a pooled pass of 3 processes is judged at a tighter limit than one
+    # process. A single-process confirming pass between the two limits contradicts the slowdown.
+    stats = [1.0 * MS, 1.05 * MS, 0.95 * MS, 1.1 * MS, 0.9 * MS]
+    pooled_limit = effective_tolerance(0.05, stats, 3)[0]
+    single_limit = effective_tolerance(0.05, stats, 1)[0]
+    assert pooled_limit < single_limit
+    between = 1.0 + (pooled_limit + single_limit) / 2
+    slow = (1 + pooled_limit + 0.05) * MS
+    first = replace(sample(slow), process_statistics=(slow, slow))
+    assert first.processes == 3
+    v = judge("fwd", first, stats, 0.05, Remeasure(sample(between * MS))).verdict
+    assert v.outcome is Outcome.PASS
+    assert "for one process" in v.message, v.message
+    # Both confirming passes beyond the single-process limit: confirmed.
+    beyond = sample((1 + single_limit + 0.05) * MS)
+    v = judge("fwd", first, stats, 0.05, Remeasure(beyond, beyond)).verdict
+    assert v.outcome is Outcome.FAIL
+    assert (
+        f"limit {100 * pooled_limit:.2f}%, {100 * single_limit:.2f}% for one process" in v.message
+    )
