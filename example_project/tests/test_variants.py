@@ -48,8 +48,8 @@ def test_resnet18_variants(torchperf, torchperf_variant: str) -> None:
 
 
 # Widen the int8 tolerance for this model (its attention logits are sensitive to activation
-# quantization: rel-L2 0.006 from fp32 with AVX-512 kernels, 0.15 on a CPU that runs int8 with
-# AVX2 kernels, whose 16-bit intermediates saturate) and require nothing of the speedups: they
+# quantization: rel-L2 0.006 from fp32 on a CPU with VNNI/AMX, 0.15 on one without VNNI, whose
+# int8 products saturate in 16-bit intermediates) and require nothing of the speedups: they
 # are reported, and gated against the baseline with --torchperf-compare.
 @pytest.mark.torchperf(
     variants=ALL_VARIANTS,

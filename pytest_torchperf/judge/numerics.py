@@ -10,9 +10,16 @@ from pytest_torchperf.variants.registry import LOWER_LIMITS
 
 
 def check_limits(
-    label: str, metrics: Mapping[str, float], limits: Mapping[str, float]
+    label: str,
+    metrics: Mapping[str, float],
+    limits: Mapping[str, float],
+    caveat: str | None = None,
 ) -> list[str]:
-    """Failure sentences for metrics beyond their limits (NaN counts as beyond)."""
+    """Failure sentences for metrics beyond their limits (NaN counts as beyond).
+
+    ``caveat`` is what the machine contributes to the drift (int8 on a CPU whose int8 products
+    saturate); it is told with the failure, which still fails: the outputs are what they are.
+    """
     problems = []
     for key in ("rel_l2", "cosine", "max_abs", "top1"):
         if key not in limits or key not in metrics:
@@ -27,8 +34,9 @@ def check_limits(
         problems.append(f"{int(metrics['int_mismatch'])} integer output values differ from eager")
     if not problems:
         return []
+    why = f" ({caveat})" if caveat else ""
     return [
-        f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}. If the drift is "
+        f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}{why}. If the drift is "
         f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
         f"{{...}}}}"
     ]

@@ -219,7 +219,9 @@ def _build(
         )
         try:
             extra.accuracy = compare_outputs(reference, output)
-            extra.failures += check_limits(label, extra.accuracy, extra.limits)
+            extra.failures += check_limits(
+                label, extra.accuracy, extra.limits, caveat=built.accuracy_caveat
+            )
         except OutputMismatchError as exc:
             extra.failures.append(f"{label}: {exc}")
         if built.build_time > options.max_compile_time:

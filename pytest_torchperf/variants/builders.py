@@ -57,6 +57,9 @@ class BuiltVariant:
     notes: list[str] = field(default_factory=list)
     #: ``bfloat16``/``float16`` for amp (its accuracy defaults depend on it), else None.
     amp_dtype: str | None = None
+    #: What an accuracy failure of this variant should also say about the machine (int8 on a CPU
+    #: whose int8 products saturate), else None.
+    accuracy_caveat: str | None = None
 
 
 Prepare = Callable[[], ContextManager[Any]]
@@ -357,4 +360,5 @@ def build_int8(
         f"{quantized.mode}: {quantized.method}",
         info={"quantized": quantized.quantized, "mode": quantized.mode},
         notes=list(quantized.notes),
+        accuracy_caveat=quantized.accuracy_caveat,
     )

@@ -223,3 +223,17 @@ def test_summary_names_the_kind_of_variant_failure() -> None:
     )
     row = next(line for line in render_table([record]) if "m[amp]" in line)
     assert row.endswith("FAIL (accuracy)")
+
+
+def test_accuracy_failure_tells_the_machines_caveat() -> None:
+    from pytest_torchperf.judge.numerics import check_limits
+
+    caveat = "this CPU's int8 matrix products saturate (...)"
+    [message] = check_limits(
+        "mlp[int8]", {"rel_l2": 0.42, "cosine": 0.9}, {"rel_l2": 0.06}, caveat=caveat
+    )
+    assert message.startswith(
+        "mlp[int8]: outputs drifted from eager fp32: rel_l2 0.4200 above the limit 0.0600 "
+        "(this CPU's int8 matrix products saturate (...)). If the drift is expected"
+    )
+    assert check_limits("mlp[int8]", {"rel_l2": 0.01}, {"rel_l2": 0.06}, caveat=caveat) == []
