@@ -260,12 +260,18 @@ def test_committed_example_baselines_cover_every_perf_test() -> None:
 
 def test_example_project_compares_clean_against_its_committed_baselines(tmp_path: Path) -> None:
     """What a clone gets: ``pytest --torchperf-compare`` in example_project/ against the baselines
-    committed for this project's CI machine class.
+    committed for this project's CI machine classes: counters and output fingerprints are exact,
+    time is advisory here.
 
-    Times get a wide limit (300 %: only a 4x slowdown fails), because CI runs this under pytest -n
-    beside other work and a timing gate on a shared runner is advisory anyway; counters and output
-    fingerprints stay exact. On another machine class the environment does not match, and
-    --torchperf-cross-machine still gates the counters of the same torch build.
+    Why time cannot gate this check: it runs on whatever runner CI lands on, under pytest -n beside
+    other work. Seen on this project's own VM, unchanged code, same machine class: the
+    autoencoder's Adam step ran +28.8 % and +54.8 % in two fresh confirming processes while the
+    calibration kernel ran within 25 % of save time (memory contention the kernel does not feel),
+    so the 15 % marker limit (widened to 21 %) failed it. A marker's ``max_slowdown`` outranks the
+    command line, so no CLI limit can widen it. The check therefore passes when the only failures
+    are timing verdicts and fails on anything else: a counter change, drifted numerics, a crash.
+    On another machine class the environment does not match, and --torchperf-cross-machine still
+    gates the counters of the same torch build.
     """
     project = tmp_path / "example_project"
     shutil.copytree(
@@ -279,16 +285,32 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
         project,
         "--torchperf-compare",
         "--torchperf-cross-machine",
-        "--torchperf-max-slowdown=300%",
+        "--torchperf-json=results.json",
         "-k",
         "not variants",
     )
-    assert compared.returncode == 0, _explain(compared)
-    counts = [line for line in compared.stdout.splitlines() if line.startswith("torchperf: ")]
-    assert counts and "fail" not in counts[-1], _explain(compared)
+    assert compared.returncode in (0, 1), _explain(compared)  # 1: tests failed; else a crash
+    measured = [
+        b["torchperf"] for b in json.loads((project / "results.json").read_text())["benchmarks"]
+    ]
+    assert len(measured) >= 10, _explain(compared)
+    not_timing = [
+        f"{m['measurement']}: {m['label']}"
+        for m in measured
+        if m["outcome"] == "fail" and m["label"] not in ("FAIL", "FAIL (re-measured)")
+    ]
+    assert not_timing == [], _explain(compared)
+    # Every pytest failure is one of those timing verdicts (no test failed for another reason).
+    failed_tests = {
+        line.split()[1] for line in compared.stdout.splitlines() if line.startswith("FAILED ")
+    }
+    timing_failures = {m["nodeid"] for m in measured if m["outcome"] == "fail"}
+    assert failed_tests <= timing_failures, _explain(compared)
+    assert compared.returncode == (1 if failed_tests else 0), _explain(compared)
     committed_envs = {p.name for p in (EXAMPLE / ".torchperf").iterdir() if p.is_dir()}
     same_machine_class = any(f"env={env}" in compared.stdout for env in committed_envs)
-    if same_machine_class:
-        assert "pass" in counts[-1] and "new" not in counts[-1], _explain(compared)
+    outcomes = {m["outcome"] for m in measured}
+    if same_machine_class:  # judged against this class's own baselines
+        assert "new" not in outcomes, _explain(compared)
     else:  # judged against the most similar stored environment instead
-        assert "new" in counts[-1], _explain(compared)
+        assert "new" in outcomes, _explain(compared)
