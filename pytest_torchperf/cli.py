@@ -168,8 +168,10 @@ def replay(
             p.get("cpu_share"),
             tuple(p["times"]),
             p.get("calibration"),
-            tuple(p.get("process_statistics") or ()),
-            tuple(p.get("process_calibrations") or ()),
+            # A fresh confirming pass is one process; files written before 0.1.0 recorded the
+            # pooled children beside it too, which would pool it again on replay.
+            () if p.get("fresh") else tuple(p.get("process_statistics") or ()),
+            () if p.get("fresh") else tuple(p.get("process_calibrations") or ()),
             p.get("neighbour_load"),
             bool(p.get("fresh")),
         )

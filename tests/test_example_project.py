@@ -300,6 +300,16 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
         if m["outcome"] == "fail" and m["label"] not in ("FAIL", "FAIL (re-measured)")
     ]
     assert not_timing == [], _explain(compared)
+    # Advisory, not blind: a timing failure of unchanged code beyond 4x is a bug, not the runner.
+    too_slow = [
+        f"{m['measurement']}: x{m['verdict']['ratio']:.2f}"
+        for m in measured
+        if m["outcome"] == "fail" and (m["verdict"] or {}).get("ratio", 0) >= 4
+    ]
+    assert too_slow == [], _explain(compared)
+    assert not any(line.startswith("ERROR ") for line in compared.stdout.splitlines()), _explain(
+        compared
+    )
     # Every pytest failure is one of those timing verdicts (no test failed for another reason).
     failed_tests = {
         line.split()[1] for line in compared.stdout.splitlines() if line.startswith("FAILED ")

@@ -47,6 +47,9 @@ class Verdict:
     tolerance: float | None = None
     #: Tolerance actually applied (widened by the stored sessions' noise).
     effective_tolerance: float | None = None
+    #: Tolerance applied to a confirming pass of one process when the first pass pooled several
+    #: (``--torchperf-processes``): wider, a single process varies more than a median of N.
+    confirm_tolerance: float | None = None
     baseline_sessions: int = 0
     #: Estimated process-to-process noise (relative standard deviation) of the stored sessions.
     baseline_cv: float | None = None
@@ -84,6 +87,7 @@ class Verdict:
             "candidate_statistic": self.candidate_statistic,
             "tolerance": self.tolerance,
             "effective_tolerance": self.effective_tolerance,
+            "confirm_tolerance": self.confirm_tolerance,
             "baseline_sessions": self.baseline_sessions,
             "baseline_cv": self.baseline_cv,
             "suspicious": self.suspicious,
@@ -124,6 +128,7 @@ def word(label: str, d: Decision) -> Verdict:
         candidate_statistic=d.candidate,
         tolerance=d.tolerance,
         effective_tolerance=d.limit,
+        confirm_tolerance=d.confirm_limit,
         baseline_sessions=d.sessions,
         baseline_cv=d.noise,
         remeasures=len(d.samples) - 1,
@@ -173,10 +178,10 @@ def word(label: str, d: Decision) -> Verdict:
         if d.slow_machine is not None:
             slow, normalised = d.slow_machine
             notes.append(
-                f"a pass ran while the machine ran its calibration kernel {format_change(slow)} "
-                f"slower than at save time; divided by that, its slowdown was still "
-                f"{format_change(normalised)}, over {SLOW_MACHINE_MARGIN:g} times the limit, so "
-                f"it was not the machine's"
+                f"the pass at {format_change(normalised * slow)} ran while the machine ran its "
+                f"calibration kernel {format_change(slow)} slower than at save time; divided by "
+                f"that, its slowdown was still {format_change(normalised)}, over "
+                f"{SLOW_MACHINE_MARGIN:g} times that pass's limit, so it was not the machine's"
             )
             figures["notes"] = tuple(notes)
     elif d.reason == "contradicted":

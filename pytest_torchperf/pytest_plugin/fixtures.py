@@ -92,7 +92,7 @@ class TorchperfFixture:
             variants = self._variants(resolved, "variants" in options)
             if kwargs is not None and not isinstance(kwargs, Mapping):  # before it is copied
                 raise TargetError(
-                    f"kwargs= must be a dict of keyword arguments for the target, "
+                    f"kwargs= must be a mapping (a dict) of keyword arguments for the target, "
                     f"got {type(kwargs).__name__}"
                 )
             call_kwargs = {} if kwargs is None else dict(kwargs)

@@ -213,8 +213,8 @@ def child_session_records(
 ) -> list[dict[str, Any]]:
     """Session records for the trusted child measurements, derived from this process's record.
 
-    Counters, fingerprints and variant figures are deterministic or per run, so they are copied;
-    the timing fields are the child's own. Each gets its own ``run_id`` suffix so reports can tell
+    Counters and fingerprints are deterministic, so they are copied; the timing fields and a
+    variant's speedup are the child's own. Each gets its own ``run_id`` suffix so reports can tell
     the sessions of one multi-process save apart.
     """
     records = []

@@ -120,9 +120,10 @@ def queue_save(
             )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
+            stored = "process's session is" if len(records) == 1 else "processes' sessions are"
             state.warnings.append(
-                f"{m.name}: this process's session not saved ({why}); the other "
-                f"{len(records)} processes' sessions are stored if the test passes"
+                f"{m.name}: this process's session not saved: {detail} The other "
+                f"{len(records)} {stored} stored if the test passes"
             )
         else:
             result.not_saved = why

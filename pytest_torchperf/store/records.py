@@ -36,6 +36,7 @@ class VerdictRecord(TypedDict, total=False):
     candidate_statistic: float | None
     tolerance: float | None  #: max_slowdown as given
     effective_tolerance: float | None  #: the limit applied (widened by the sessions' noise)
+    confirm_tolerance: float | None  #: a one-process confirming pass's limit (pooled runs)
     baseline_sessions: int
     baseline_cv: float | None  #: process-to-process noise of the stored sessions (relative)
     suspicious: bool  #: passed only after a contradicting re-measure

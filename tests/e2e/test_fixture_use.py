@@ -65,7 +65,7 @@ def test_bad_fixture_arguments_fail_clearly(perf: pytest.Pytester) -> None:
         ]
     )
     result.stdout.fnmatch_lines(
-        ["*kwargs= must be a dict of keyword arguments for the target, got list"]
+        ["*kwargs= must be a mapping (a dict) of keyword arguments for the target, got list"]
     )
     result.stdout.fnmatch_lines(["*'maybe' is not a boolean (use true or false)"])
     assert "pytest_torchperf/" not in result.stdout.str()

@@ -674,6 +674,7 @@ def test_the_slow_machine_note_names_the_pass_that_ran_on_the_slow_machine():
     assert v.outcome is Outcome.FAIL and v.ratio == pytest.approx(1.5)
     (note,) = [n for n in v.notes if "calibration kernel" in n]
     assert "+48.0% slower than at save time" in note and "+508.1%" in note, note
+    assert note.startswith("the pass at +800.0% ran while"), note
 
 
 def test_pooled_first_pass_single_process_confirmations_use_their_own_limit():
