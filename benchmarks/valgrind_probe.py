@@ -4,14 +4,18 @@ instruction-count mode (issue: "Instruction-count mode").
 For each model it starts one child Python under ``valgrind --tool=callgrind`` with
 instrumentation off, imports torch and builds the model uninstrumented, switches instrumentation
 on (``callgrind_control -i on``), runs warm-up calls, then counts two windows of calls (collection
-toggled by ``torch._C._valgrind_toggle*``, one profile dump per window). It prints per model: the
-wall time of the child's phases (start-up and imports, instrumentation on, warm-up, windows), the
+toggled by ``torch._C._valgrind_toggle*``, one profile dump per window), all through the
+plugin's own ``pytest_torchperf.measure.callgrind.count_instructions``. It prints per model: the
+wall time of the child's phases (start-up and imports; counting, which includes switching
+instrumentation on and off, warm-up and reading the profiles), the
 instructions per call of each window and how far the two windows disagree, with and without
 ``--cache-sim=yes`` (simulated cache misses; "estimated cycles" need them). Sensitivity: the same
 model with one extra elementwise op and with a pure-Python loop beside it.
 
-    python benchmarks/valgrind_probe.py                # all models, ~10 min on a 2-vCPU VM
+    python benchmarks/valgrind_probe.py                # all models, ~15 min on a 2-vCPU VM
     python benchmarks/valgrind_probe.py --models mlp --cache-sim no
+
+Results on this project's CI VM: benchmarks/results/valgrind-probe-2cpu.log (and .json).
 
 Cachegrind is not measured: Valgrind 3.19 (this project's machine image) has no client request to
 start and stop cachegrind's instrumentation (3.22 added it), so it would count ``import torch``
@@ -23,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -68,74 +71,48 @@ def call():
     return y
 
 t1 = time.time()
-subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True,
-               stdout=subprocess.DEVNULL)
+from pathlib import Path
+from pytest_torchperf.measure.callgrind import count_instructions
+count = count_instructions(call, calls, Path(os.environ["PYTEST_TORCHPERF_CALLGRIND_DIR"]))
 t2 = time.time()
-for _ in range(2):
-    call()
-t3 = time.time()
-windows = []
-for _ in range(2):
-    torch._C._valgrind_toggle()
-    for _ in range(calls):
-        call()
-    torch._C._valgrind_toggle_and_dump_stats()
-    windows.append(time.time())
-print("PHASES " + json.dumps({"imports_and_build": t1 - t0, "instr_on": t2 - t1,
-                              "warmup": t3 - t2, "window1": windows[0] - t3,
-                              "window2": windows[1] - windows[0]}))
+top = sorted(count.functions.items(), key=lambda kv: -kv[1])[:5]
+print("PHASES " + json.dumps({"imports_and_build": t1 - t0, "counting": t2 - t1,
+                              "windows": list(count.windows), "top": top}))
 """
 
 
-def total_ir(path: Path) -> int:
-    """Instructions (Ir) of one callgrind dump, from its ``summary:``/``totals:`` line."""
-    text = path.read_text(errors="replace")
-    match = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
-    if not match:
-        raise RuntimeError(f"no totals in {path}")
-    return int(match.group(1))
-
-
 def run(model: str, calls: int, extra: str, cache_sim: bool) -> dict:
+    from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
+
     work = Path(tempfile.mkdtemp(prefix="vgprobe-"))
     script = work / "child.py"
     script.write_text(CHILD)
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--collect-atstart=no",
-        f"--cache-sim={'yes' if cache_sim else 'no'}",
-        f"--callgrind-out-file={work}/callgrind.out.%p",
-        sys.executable,
-        str(script),
-        model,
-        str(calls),
-        extra,
-    ]
+    cmd = valgrind_command(
+        [sys.executable, str(script), model, str(calls), extra], work, cache_sim=cache_sim
+    )
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"))
+    env[DUMP_DIR_ENV] = str(work)
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     wall = time.time() - start
-    if proc.returncode != 0:
+    shutil.rmtree(work, ignore_errors=True)
+    if proc.returncode != 0 or "PHASES " not in proc.stdout:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
     phases = json.loads(proc.stdout.split("PHASES ", 1)[1].splitlines()[0])
-    dumps = sorted(
-        (p for p in work.iterdir() if re.match(r"callgrind\.out\.\d+\.\d+$", p.name)),
-        key=lambda p: int(p.name.rsplit(".", 1)[1]),
-    )
-    counts = [total_ir(p) / calls for p in dumps]
-    shutil.rmtree(work, ignore_errors=True)
-    return {"wall_s": wall, "phases": phases, "ir_per_call": counts}
+    return {"wall_s": wall, "phases": phases, "ir_per_call": phases["windows"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="mlp,convnet,transformer")
-    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--cache-sim", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--json", type=Path, help="write every run here too")
+    parser.add_argument("--summarize", type=Path, help="only print the summary of a --json file")
     args = parser.parse_args()
+    if args.summarize:
+        summarize(json.loads(args.summarize.read_text()))
+        return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on PATH: apt-get install valgrind")
     version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout
@@ -154,18 +131,24 @@ def main() -> None:
                 print(
                     f"{model:12} extra={extra:7} cache-sim={'yes' if sim else 'no ':3} "
                     f"wall {r['wall_s']:6.1f} s (imports+build {ph['imports_and_build']:5.1f} s, "
-                    f"warm-up {ph['warmup']:5.1f} s, windows {ph['window1']:5.1f}+"
-                    f"{ph['window2']:5.1f} s); Ir/call {a:,.0f} then {b:,.0f} "
+                    f"counting {ph['counting']:5.1f} s); Ir/call {a:,.0f} then {b:,.0f} "
                     f"({(b - a) / a * 100:+.4f}%)",
                     flush=True,
                 )
-    base = {r["model"]: r["ir_per_call"][1] for r in rows if r["extra"] == "none"}
+    summarize(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+def summarize(rows: list[dict]) -> None:
+    """Each injected change against the same model's plain run without cache simulation."""
+    base = {
+        r["model"]: r["ir_per_call"][1] for r in rows if r["extra"] == "none" and not r["cache_sim"]
+    }
     for r in rows:
         if r["extra"] != "none":
             change = (r["ir_per_call"][1] - base[r["model"]]) / base[r["model"]] * 100
             print(f"{r['model']:12} +{r['extra']:7} instructions {change:+.2f}% per call")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

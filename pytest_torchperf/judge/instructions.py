@@ -1,0 +1,115 @@
+"""Instruction-count verdicts, pure: a measurement's instructions per call under Valgrind against
+its baseline, and the functions that explain a change.
+
+Why a separate rule from timing: instruction counts of the same code repeat within about 0.002 %
+between windows of one process (measured on this project's 2-vCPU CI VM with callgrind), so no
+statistics over samples are needed and the limit can be tight (1 % by default). What can break
+that determinism is the workload itself (random inputs per call, lazy initialisation,
+data-dependent control flow): two counted windows of the same calls must agree, or the verdict is
+inconclusive with both figures.
+
+Not wired to an option yet: the instruction-count mode (``--torchperf-instructions``) is being
+built on these pieces; see CHANGELOG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.measure.callgrind import InstructionCount
+
+#: Default limit on the increase of instructions per call (1 %).
+DEFAULT_MAX_INCREASE = 0.01
+#: How far the two counted windows may disagree before a count is not trusted (0.1 %).
+WINDOW_AGREEMENT = 0.001
+#: Functions named in a verdict's "why" line.
+TOP_FUNCTIONS = 3
+
+
+@dataclass(frozen=True)
+class InstructionVerdict:
+    outcome: Outcome
+    #: Relative change of instructions per call vs the baseline (None when there is none).
+    change: float | None
+    message: str
+    #: The functions that grew (or shrank) most, worded, for the "why" line.
+    why: tuple[str, ...] = ()
+
+
+def judge_instructions(
+    label: str,
+    current: InstructionCount,
+    baseline: InstructionCount | None,
+    max_increase: float = DEFAULT_MAX_INCREASE,
+) -> InstructionVerdict:
+    """Pass, fail, improved, inconclusive or new, with the message a user reads."""
+    first, second = current.windows
+    if current.disagreement > WINDOW_AGREEMENT:
+        return InstructionVerdict(
+            Outcome.INCONCLUSIVE,
+            None,
+            f"{label}: inconclusive: the two counted windows disagree by "
+            f"{current.disagreement * 100:.2f}% ({format_count(first)} vs "
+            f"{format_count(second)} instructions per call; they must agree within "
+            f"{WINDOW_AGREEMENT * 100:g}%). The calls do not repeat the same work: random "
+            f"inputs created per call, lazy initialisation or data-dependent control flow. "
+            f"Create inputs once outside the timed call",
+        )
+    if baseline is None:
+        return InstructionVerdict(
+            Outcome.NEW,
+            None,
+            f"{label}: {format_count(second)} instructions per call (no baseline yet)",
+        )
+    change = (current.per_call - baseline.per_call) / baseline.per_call
+    why = tuple(function_changes(current.functions, baseline.functions))
+    figures = (
+        f"{format_count(current.per_call)} vs {format_count(baseline.per_call)}; "
+        f"limit {max_increase * 100:g}%"
+    )
+    if change > max_increase:
+        outcome = Outcome.FAIL
+    elif change < -max_increase:
+        outcome = Outcome.IMPROVED
+    else:
+        outcome = Outcome.PASS
+    message = f"{label}: instructions {change * 100:+.1f}% per call vs baseline ({figures})"
+    if outcome is not Outcome.PASS and why:
+        message += "\n  why (self instructions per call vs baseline): " + "; ".join(why)
+    return InstructionVerdict(outcome, change, message, why)
+
+
+def function_changes(
+    current: Mapping[str, float], baseline: Mapping[str, float], top: int = TOP_FUNCTIONS
+) -> list[str]:
+    """The functions whose self instructions per call changed most, largest first:
+    ``at::native::cpublas::gemm +2.1 M/call``. A function only one side has counts from zero."""
+    deltas = {
+        name: current.get(name, 0.0) - baseline.get(name, 0.0)
+        for name in set(current) | set(baseline)
+    }
+    ranked = sorted(
+        ((delta, name) for name, delta in deltas.items() if delta), key=lambda t: -abs(t[0])
+    )
+    return [f"{name} {_signed_count(delta)}/call" for delta, name in ranked[:top]]
+
+
+def format_count(n: float) -> str:
+    """Instructions for people: ``13.49 M``, ``410 k``, ``41.3 k``, ``812``.
+
+    Millions and billions keep two decimals: a 1 % limit needs four significant digits there.
+    """
+    size = abs(n)
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if size >= scale:
+            return f"{n / scale:.2f} {unit}"
+    if size >= 1e3:
+        value = n / 1e3
+        return f"{value:.{2 if abs(value) < 10 else (1 if abs(value) < 100 else 0)}f} k"
+    return f"{n:.0f}"
+
+
+def _signed_count(n: float) -> str:
+    return ("+" if n > 0 else "-") + format_count(abs(n))

@@ -1,0 +1,279 @@
+"""Counting a call's instructions under Valgrind's callgrind, from inside the counted process.
+
+How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.14):
+
+- The process runs under ``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no``
+  (:func:`valgrind_command`): ``import torch`` and model construction run uninstrumented, which
+  keeps start-up near 40 s of CPU instead of about 120 s with instrumentation from the start.
+- :func:`count_instructions` runs warm-up calls uninstrumented, switches instrumentation on for
+  this process (``callgrind_control -i on <pid>``), then counts two windows of calls:
+  collection is toggled around each window by ``torch._C._valgrind_toggle()`` and each window
+  dumps its own profile (``torch._C._valgrind_toggle_and_dump_stats()``). Instrumentation is
+  switched off again afterwards so the next test's set-up runs at native speed.
+- Each dump is read with ``callgrind_annotate`` for its total and its per-function self counts
+  (:func:`parse_annotate`, pure).
+
+Valgrind does not emulate AVX-512 or AMX: under it torch dispatches to AVX2 kernels, so counts
+describe those kernels on any host; they are a stable proxy for work, not a prediction of native
+time. Inductor's cache must not be shared with native runs (kernels built for the host's ISA were
+seen to give wrong outputs under Valgrind): :func:`valgrind_command` callers give the child its own
+``TORCHINDUCTOR_CACHE_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Environment variable naming the folder the counted process dumps its profiles into; set by
+#: whoever starts the process under Valgrind (its presence means "you are being counted").
+DUMP_DIR_ENV = "PYTEST_TORCHPERF_CALLGRIND_DIR"
+#: Uncounted, uninstrumented calls before the windows. The first calls of a model keep changing
+#: what they execute (lazy initialisation, allocator caches, Python 3.11's adaptive interpreter
+#: specialising the bytecode): a 200 k-instruction MLP's two windows disagreed by 1.4 % after 2
+#: warm-up calls, 0.13 % after 30 and 0.03 % after 100. Uninstrumented calls run several times
+#: faster under Valgrind than instrumented ones, so the warm-up runs before instrumentation.
+WARMUP_CALLS = 100
+#: ... but no longer than this many seconds (a large model's calls are slow under Valgrind).
+WARMUP_SECONDS = 20.0
+#: Functions kept per measurement for the "why" of a later verdict.
+KEEP_FUNCTIONS = 40
+
+
+@dataclass(frozen=True)
+class InstructionCount:
+    """One measurement's instruction counts (per call), from two counted windows."""
+
+    #: Instructions per call in the first and second counted window.
+    windows: tuple[float, float]
+    #: Self instructions per call by (short) function name, from the counted windows.
+    functions: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def per_call(self) -> float:
+        """The figure every verdict compares: the second window (the first still warms caches
+        of lazily initialised state more often)."""
+        return self.windows[1]
+
+    @property
+    def disagreement(self) -> float:
+        """Relative difference between the two windows (0.0 = identical)."""
+        first, second = self.windows
+        return abs(second - first) / first if first else 0.0
+
+
+class CallgrindError(RuntimeError):
+    """Counting failed (tool missing, no profile written); the message says what to do."""
+
+
+def valgrind_command(argv: Sequence[str], dump_dir: Path, cache_sim: bool = False) -> list[str]:
+    """``argv`` (e.g. ``[python, -m, pytest, ...]``) run under callgrind, instrumentation off."""
+    if shutil.which("valgrind") is None:
+        raise CallgrindError(
+            "valgrind is not on PATH: instruction counts need it (Debian/Ubuntu: "
+            "apt-get install valgrind; macOS is not supported by Valgrind)"
+        )
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--collect-atstart=no",
+        f"--cache-sim={'yes' if cache_sim else 'no'}",
+        f"--callgrind-out-file={dump_dir}/callgrind.out.%p",
+        *argv,
+    ]
+
+
+def counted_process() -> Path | None:
+    """The dump folder when this process runs under callgrind for us, else None."""
+    value = os.environ.get(DUMP_DIR_ENV)
+    return Path(value) if value else None
+
+
+def count_instructions(call: Callable[[], Any], calls: int, dump_dir: Path) -> InstructionCount:
+    """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each.
+
+    Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
+    instrumentation off again when it returns.
+    """
+    import torch
+
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    before = set(_dumps(dump_dir))
+    deadline = time.monotonic() + WARMUP_SECONDS
+    for _ in range(WARMUP_CALLS):
+        call()
+        if time.monotonic() > deadline:
+            break
+    _instrumentation(True)
+    try:
+        call()  # once instrumented, before counting: callgrind's own first-execution costs
+        for _ in range(2):
+            torch._C._valgrind_toggle()
+            for _ in range(calls):
+                call()
+            torch._C._valgrind_toggle_and_dump_stats()
+    finally:
+        _instrumentation(False)
+    new = [p for p in _dumps(dump_dir) if p not in before]
+    if len(new) != 2:
+        raise CallgrindError(
+            f"expected 2 callgrind profiles in {dump_dir}, found {len(new)}: is this process "
+            f"running under valgrind --tool=callgrind?"
+        )
+    totals = []
+    functions: dict[str, float] = {}
+    for index, path in enumerate(new):
+        _, per_function = parse_annotate(_annotate(path))
+        totals.append(file_total(path.read_text(errors="replace")) / calls)
+        if index == 1:  # the window every verdict compares
+            ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
+            for name, count in ranked:
+                functions[name] = functions.get(name, 0.0) + count / calls
+        path.unlink(missing_ok=True)
+    return InstructionCount((totals[0], totals[1]), functions)
+
+
+def file_total(profile: str) -> int:
+    """Instructions (Ir) of one callgrind profile part, from its ``totals:`` line.
+
+    Not its ``summary:`` line, nor ``callgrind_annotate``'s PROGRAM TOTALS (which prints the
+    summary): after instrumentation was switched off and on again in the process, the summary of
+    the next part came out near 2**64 (wrapped below zero) while ``totals:`` held the part's own
+    cost (seen with Valgrind 3.19: parts 3 and 5 of six)."""
+    events = ["Ir"]
+    for line in profile.splitlines():
+        if line.startswith("events:"):
+            events = line.split(":", 1)[1].split()
+        elif line.startswith("totals:"):
+            values = line.split(":", 1)[1].split()
+            index = events.index("Ir") if "Ir" in events else 0
+            return int(values[index]) if index < len(values) else 0
+    raise CallgrindError("the callgrind profile has no totals: line (was it cut short?)")
+
+
+#: One count column of ``callgrind_annotate``: ``21,172``, ``(16.72%)`` or ``.`` (zero).
+_COUNT = re.compile(r"^(?:[\d,]+|\.|\(\s*[\d.]+%\))$")
+
+
+def parse_annotate(text: str) -> tuple[int, dict[str, int]]:
+    """The total instructions (Ir) and the self Ir per function (short names, overloads summed)
+    of ``callgrind_annotate --inclusive=no`` output, with one event column or several
+    (``--cache-sim=yes`` adds cache events; Ir is found by the ``Events shown:`` line)."""
+    total = None
+    functions: dict[str, int] = {}
+    in_table = False
+    ir_column = 0
+    for line in text.splitlines():
+        if line.startswith("Events shown:"):
+            events = line.split(":", 1)[1].split()
+            ir_column = events.index("Ir") if "Ir" in events else 0
+            continue
+        if line.strip().endswith("file:function"):
+            in_table = True
+            continue
+        parsed = _counts_and_name(line)
+        if parsed is None:
+            continue
+        counts, what = parsed
+        if len(counts) <= ir_column:
+            continue
+        if what == "PROGRAM TOTALS":
+            total = counts[ir_column]
+        elif in_table:
+            name = short_name(what)
+            functions[name] = functions.get(name, 0) + counts[ir_column]
+    if total is None:
+        raise CallgrindError("callgrind_annotate printed no PROGRAM TOTALS line")
+    return total, functions
+
+
+def _counts_and_name(line: str) -> tuple[list[int], str] | None:
+    """``68,919 (100.0%) 21,357 (100.0%)  PROGRAM TOTALS`` -> ([68919, 21357], "PROGRAM TOTALS")."""
+    line = re.sub(r"\(\s+", "(", line)  # "( 8.89%)" is one column
+    tokens = line.split()
+    counts: list[int] = []
+    index = 0
+    while index < len(tokens) and _COUNT.match(tokens[index]):
+        token = tokens[index]
+        if token == ".":
+            counts.append(0)
+        elif not token.startswith("("):
+            counts.append(int(token.replace(",", "")))
+        index += 1
+    if not counts or index == len(tokens):
+        return None
+    # The name keeps its own spacing (C++ signatures contain spaces).
+    rest = line.split(None, index)[index] if index else line
+    return counts, rest.strip()
+
+
+def _annotate(path: Path) -> str:
+    result = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CallgrindError(
+            f"callgrind_annotate failed on {path} ({result.returncode}): {result.stderr[-500:]}"
+        )
+    return result.stdout
+
+
+def _instrumentation(on: bool) -> None:
+    result = subprocess.run(
+        ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CallgrindError(
+            f"callgrind_control -i {'on' if on else 'off'} failed ({result.returncode}): "
+            f"{(result.stderr or result.stdout)[-500:]}; is this process running under "
+            f"valgrind --tool=callgrind?"
+        )
+
+
+def _dumps(dump_dir: Path) -> list[Path]:
+    found = [p for p in dump_dir.glob("callgrind.out.*") if re.search(r"\.\d+\.\d+$", p.name)]
+    return sorted(found, key=lambda p: int(p.name.rsplit(".", 1)[1]))
+
+
+#: Parameter lists, template arguments and return types that make C++ symbols unreadable.
+_TEMPLATE = re.compile(r"<[^<>]*>")
+
+
+def short_name(symbol: str) -> str:
+    """A readable function name from a callgrind symbol.
+
+    ``/usr/lib/libtorch_cpu.so:at::native::(anonymous namespace)::gemm_impl<float>(char, long)
+    [/usr/lib/libtorch_cpu.so]`` -> ``at::native::(anonymous namespace)::gemm_impl``;
+    ``???:_PyEval_EvalFrameDefault`` -> ``_PyEval_EvalFrameDefault``.
+    """
+    name = symbol.strip()
+    name = re.sub(r"\s+\[[^\]]*\]$", "", name)  # trailing "[object file]"
+    if ":" in name and not name.split(":", 1)[1].startswith(":"):
+        head, rest = name.split(":", 1)
+        if "/" in head or head == "???" or head.endswith((".c", ".cpp", ".h", ".so")):
+            name = rest  # "file:function"
+    previous = None
+    while previous != name:  # nested templates, innermost first
+        previous, name = name, _TEMPLATE.sub("", name)
+    paren = name.find("(", 1 if name.startswith("(") else 0)
+    while paren != -1 and name[paren:].startswith("(anonymous namespace)"):
+        paren = name.find("(", paren + len("(anonymous namespace)"))
+    if paren > 0:
+        name = name[:paren]
+    name = re.sub(r"'\d+$", "", name.strip())  # callgrind's recursion depth: "f'2"
+    return name or symbol.strip()

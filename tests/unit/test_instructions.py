@@ -1,0 +1,172 @@
+"""The instruction-count verdict (pytest_torchperf.judge.instructions): pure, no Valgrind needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.instructions import format_count, function_changes, judge_instructions
+from pytest_torchperf.measure.callgrind import InstructionCount, parse_annotate, short_name
+
+BASE = InstructionCount(
+    (13_490_000.0, 13_489_700.0),
+    {"at::native::cpublas::gemm": 9_000_000.0, "_PyEval_EvalFrameDefault": 1_200_000.0},
+)
+
+
+def _count(per_call: float, **functions: float) -> InstructionCount:
+    merged = {**BASE.functions, **{k.replace("__", "::"): v for k, v in functions.items()}}
+    return InstructionCount((per_call, per_call), merged)
+
+
+def test_an_increase_over_the_limit_fails_with_the_functions_that_grew() -> None:
+    current = _count(13_907_900.0, at__native__cpublas__gemm=9_410_000.0)
+    verdict = judge_instructions("mlp", current, BASE)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.message.startswith(
+        "mlp: instructions +3.1% per call vs baseline (13.91 M vs 13.49 M; limit 1%)"
+    )
+    assert "at::native::cpublas::gemm +410 k/call" in verdict.message
+
+
+def test_within_the_limit_passes_and_below_it_improves() -> None:
+    assert judge_instructions("mlp", _count(13_550_000.0), BASE).outcome is Outcome.PASS
+    assert judge_instructions("mlp", _count(13_000_000.0), BASE).outcome is Outcome.IMPROVED
+    tight = judge_instructions("mlp", _count(13_550_000.0), BASE, max_increase=0.001)
+    assert tight.outcome is Outcome.FAIL and "limit 0.1%" in tight.message
+
+
+def test_windows_that_disagree_make_it_inconclusive_with_both_figures() -> None:
+    current = InstructionCount((13_490_000.0, 13_560_000.0))
+    verdict = judge_instructions("mlp", current, BASE)
+    assert verdict.outcome is Outcome.INCONCLUSIVE and verdict.change is None
+    assert "disagree by 0.52% (13.49 M vs 13.56 M instructions per call" in verdict.message
+    assert "random inputs" in verdict.message
+
+
+def test_windows_within_a_tenth_of_a_percent_are_trusted() -> None:
+    current = InstructionCount((13_490_000.0, 13_500_000.0))  # 0.074 %
+    assert judge_instructions("mlp", current, BASE).outcome is Outcome.PASS
+
+
+def test_no_baseline_is_new() -> None:
+    verdict = judge_instructions("mlp", _count(13_490_000.0), None)
+    assert verdict.outcome is Outcome.NEW and "13.49 M instructions per call" in verdict.message
+
+
+def test_function_changes_rank_by_size_and_count_missing_functions_from_zero() -> None:
+    changes = function_changes(
+        {"gemm": 9.4e6, "loop": 4.1e5, "same": 5.0},
+        {"gemm": 9.0e6, "gone": 2.0e5, "same": 5.0},
+    )
+    assert changes == ["loop +410 k/call", "gemm +400 k/call", "gone -200 k/call"]
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (13_490_000, "13.49 M"),
+        (410_000, "410 k"),
+        (812, "812"),
+        (2.5e9, "2.50 G"),
+        (41_300, "41.3 k"),
+    ],
+)
+def test_format_count(n: float, text: str) -> None:
+    assert format_count(n) == text
+
+
+@pytest.mark.parametrize(
+    ("symbol", "name"),
+    [
+        ("???:_PyEval_EvalFrameDefault [/usr/bin/python3.11]", "_PyEval_EvalFrameDefault"),
+        (
+            "/usr/lib/libtorch_cpu.so:at::native::cpublas::gemm(char, char, long, float) "
+            "[/usr/lib/libtorch_cpu.so]",
+            "at::native::cpublas::gemm",
+        ),
+        (
+            "???:void at::native::(anonymous namespace)::addmm_impl<float>(at::Tensor&, "
+            "at::Tensor const&)",
+            "void at::native::(anonymous namespace)::addmm_impl",
+        ),
+        ("memcpy", "memcpy"),
+    ],
+)
+def test_short_name(symbol: str, name: str) -> None:
+    assert short_name(symbol) == name
+
+
+ANNOTATE = """\
+--------------------------------------------------------------------------------
+Profile data file 'callgrind.out.2390.2' (creator: callgrind-3.19.0)
+--------------------------------------------------------------------------------
+Events recorded:  Ir
+Thresholds:       100
+
+--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+67,486,278 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                  file:function
+--------------------------------------------------------------------------------
+45,100,000 (66.83%)  ???:at::native::cpublas::gemm(char, char, long) [/x/libtorch_cpu.so]
+ 6,000,000 ( 8.89%)  ???:_PyEval_EvalFrameDefault [/usr/bin/python3.11]
+   120,000 ( 0.18%)  ./string/memcpy.S:memcpy [/lib/libc.so.6]
+    10,000 ( 0.01%)  ???:at::native::cpublas::gemm(char, char, long, float) [/x/libtorch_cpu.so]
+"""
+
+
+def test_parse_annotate_reads_the_total_and_sums_overloads_by_short_name() -> None:
+    total, functions = parse_annotate(ANNOTATE)
+    assert total == 67_486_278
+    assert functions == {
+        "at::native::cpublas::gemm": 45_110_000,
+        "_PyEval_EvalFrameDefault": 6_000_000,
+        "memcpy": 120_000,
+    }
+
+
+def test_parse_annotate_without_totals_says_so() -> None:
+    from pytest_torchperf.measure.callgrind import CallgrindError
+
+    with pytest.raises(CallgrindError, match="no PROGRAM TOTALS"):
+        parse_annotate("nothing here\n")
+
+
+def test_parse_annotate_finds_ir_among_the_cache_simulation_events() -> None:
+    text = """\
+Events recorded:  Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+Events shown:     Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+--------------------------------------------------------------------------------
+Ir                  Dr                 Dw  I1mr  D1mr  D1mw  ILmr DLmr DLmw
+--------------------------------------------------------------------------------
+68,919,066 (100.0%) 21,357,453 (100.0%) 1,369,987 (100.0%) 101,634 (100.0%) . . 32 41 301  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                  Dr                 Dw  I1mr  D1mr  D1mw  ILmr DLmr DLmw  file:function
+--------------------------------------------------------------------------------
+45,000,000 (65.29%) 9,000,000 (42.14%) . . . . . . .  ???:mkl_blas_avx2_sgemm_kernel_0 [/x/libmkl.so]
+"""
+    total, functions = parse_annotate(text)
+    assert total == 68_919_066
+    assert functions == {"mkl_blas_avx2_sgemm_kernel_0": 45_000_000}
+
+
+def test_file_total_reads_the_totals_line_not_the_wrapped_summary() -> None:
+    from pytest_torchperf.measure.callgrind import CallgrindError, file_total
+
+    part = "version: 1\nevents: Ir\npart: 3\nsummary: 18446744073709002745\ntotals: 649449\n"
+    assert file_total(part) == 649_449
+    cache = "events: Ir Dr Dw\nsummary: 1 2 3\ntotals: 68919066 21357453 1369987\n"
+    assert file_total(cache) == 68_919_066
+    with pytest.raises(CallgrindError, match="no totals"):
+        file_total("events: Ir\n")
+
+
+def test_short_name_drops_the_recursion_depth() -> None:
+    assert short_name("???:_PyEval_EvalFrameDefault'2 [/usr/bin/python3.11]") == (
+        "_PyEval_EvalFrameDefault"
+    )
