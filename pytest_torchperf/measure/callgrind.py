@@ -217,32 +217,25 @@ def _counts_and_name(line: str) -> tuple[list[int], str] | None:
 
 
 def _annotate(path: Path) -> str:
-    result = subprocess.run(
-        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
+    return _tool(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(path)]
     )
-    if result.returncode != 0:
-        raise CallgrindError(
-            f"callgrind_annotate failed on {path} ({result.returncode}): {result.stderr[-500:]}"
-        )
-    return result.stdout
 
 
 def _instrumentation(on: bool) -> None:
-    result = subprocess.run(
-        ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    _tool(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())])
+
+
+def _tool(argv: list[str]) -> str:
+    """Run one of Valgrind's helper scripts; its failure names the command and what it said."""
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise CallgrindError(
-            f"callgrind_control -i {'on' if on else 'off'} failed ({result.returncode}): "
+            f"{' '.join(argv)} failed ({result.returncode}): "
             f"{(result.stderr or result.stdout)[-500:]}; is this process running under "
             f"valgrind --tool=callgrind?"
         )
+    return result.stdout
 
 
 def _dumps(dump_dir: Path) -> list[Path]:
