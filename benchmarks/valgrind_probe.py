@@ -47,6 +47,9 @@ def build(name):
         m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
         return m.eval(), torch.randn(64, 256)
+    if name == "tiny":  # the hard case: ~200 k instructions per call, mostly Python and dispatch
+        m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        return m.eval(), torch.randn(16, 64)
     if name == "convnet":
         m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
@@ -72,7 +75,10 @@ def call():
 
 t1 = time.time()
 from pathlib import Path
+import pytest_torchperf.measure.callgrind as cg
 from pytest_torchperf.measure.callgrind import count_instructions
+if os.environ.get("PROBE_WARMUP_S"):
+    cg.WARMUP_SECONDS = float(os.environ["PROBE_WARMUP_S"])
 count = count_instructions(call, calls, Path(os.environ["PYTEST_TORCHPERF_CALLGRIND_DIR"]))
 t2 = time.time()
 top = sorted(count.functions.items(), key=lambda kv: -kv[1])[:5]
@@ -81,7 +87,7 @@ print("PHASES " + json.dumps({"imports_and_build": t1 - t0, "counting": t2 - t1,
 """
 
 
-def run(model: str, calls: int, extra: str, cache_sim: bool) -> dict:
+def run(model: str, calls: int, extra: str, cache_sim: bool, warmup_s: float | None = None) -> dict:
     from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
 
     work = Path(tempfile.mkdtemp(prefix="vgprobe-"))
@@ -92,6 +98,8 @@ def run(model: str, calls: int, extra: str, cache_sim: bool) -> dict:
     )
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"))
     env[DUMP_DIR_ENV] = str(work)
+    if warmup_s is not None:
+        env["PROBE_WARMUP_S"] = str(warmup_s)
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     wall = time.time() - start
@@ -104,10 +112,17 @@ def run(model: str, calls: int, extra: str, cache_sim: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="mlp,convnet,transformer")
+    parser.add_argument("--models", default="mlp,convnet,transformer", help="also: tiny")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--cache-sim", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--json", type=Path, help="write every run here too")
+    parser.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=None,
+        help="cap on the uninstrumented warm-up (default: the plugin's WARMUP_SECONDS)",
+    )
+    parser.add_argument("--extras", default="none,op,python", help="injected changes to run")
     parser.add_argument("--summarize", type=Path, help="only print the summary of a --json file")
     args = parser.parse_args()
     if args.summarize:
@@ -120,11 +135,11 @@ def main() -> None:
     sims = {"both": (False, True), "yes": (True,), "no": (False,)}[args.cache_sim]
     rows = []
     for model in args.models.split(","):
-        for extra in ("none", "op", "python"):
+        for extra in args.extras.split(","):
             for sim in sims:
                 if extra != "none" and sim:
                     continue  # sensitivity is about instructions: no need to repeat it with cache-sim
-                r = run(model, args.calls, extra, sim)
+                r = run(model, args.calls, extra, sim, args.warmup_seconds)
                 a, b = r["ir_per_call"][:2]
                 ph = r["phases"]
                 rows.append({"model": model, "extra": extra, "cache_sim": sim, **r})
