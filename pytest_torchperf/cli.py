@@ -209,7 +209,8 @@ def replay(
             exact,
             str(store.module_file(env_id, record["nodeid"])),
             str(store.root),
-            lambda: store.environments_with(record["nodeid"], record["name"]),
+            storage_missing=not store.root.exists(),
+            others=lambda: store.environments_with(record["nodeid"], record["name"]),
         )
     return compare(
         candidate,

@@ -115,6 +115,8 @@ class Where:
     #: The file that would hold its sessions, and the storage folder.
     baseline_file: str = ""
     storage: str = ""
+    #: The storage folder does not exist at all (the likeliest typo in --torchperf-storage).
+    storage_missing: bool = False
     #: Finds the other stored environments that hold this measurement, ``(env_id, fingerprint)``
     #: (called only when there is no baseline here: it reads every environment's file).
     others: Callable[[], Sequence[tuple[str, Mapping[str, Any]]]] = lambda: ()
@@ -219,12 +221,21 @@ def compare(
         elsewhere = (
             f"; baselines of it exist only for {', '.join(e for e, _ in others)}" if others else ""
         )
-        failures.append(
-            f"{label}: no baseline for this measurement in {where.baseline_file or 'the storage'} "
-            f"(environment {where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with "
-            f"pytest --torchperf-save and commit it (git add {where.storage or '.torchperf'}), or "
-            f"point --torchperf-storage at the folder that holds it"
-        )
+        if where.storage_missing:
+            failures.append(
+                f"{label}: no baseline: the storage folder {where.storage} does not exist, "
+                f"{STRICT}. Is --torchperf-storage misspelt, or were the baselines never "
+                f"committed? Point --torchperf-storage at the folder that holds them, or record "
+                f"them with pytest --torchperf-save and commit the folder"
+            )
+        else:
+            failures.append(
+                f"{label}: no baseline for this measurement in "
+                f"{where.baseline_file or 'the storage'} (environment "
+                f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with pytest "
+                f"--torchperf-save and commit it (git add {where.storage or '.torchperf'}), or "
+                f"point --torchperf-storage at the folder that holds it"
+            )
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
     return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)

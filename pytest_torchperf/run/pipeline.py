@@ -307,7 +307,8 @@ def _compare(
         environment["exact"],
         str(ctx.store.module_file(env_id, m.nodeid)),
         str(ctx.store.root),
-        lambda: ctx.store.environments_with(m.nodeid, m.name),
+        storage_missing=not ctx.store.root.exists(),
+        others=lambda: ctx.store.environments_with(m.nodeid, m.name),
     )
     comparison = compare(
         candidate,

@@ -109,6 +109,20 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
+            f"*fp32: no baseline: the storage folder {typo} does not exist, failing: "
+            f"--torchperf-strict. Is --torchperf-storage misspelt, or were the baselines never "
+            f"committed? Point --torchperf-storage at the folder that holds them, or record them "
+            f"with pytest --torchperf-save and commit the folder*"
+        ]
+    )
+    # A folder that exists but lacks this measurement: the file and environment it looked for.
+    typo.mkdir()
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-strict", "--torchperf-storage", str(typo)
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
             f"*fp32: no baseline for this measurement in {typo}/cpu-*/test_strict_fails_a_measurement*"
             f".json (environment cpu-*), failing: --torchperf-strict. Record one with pytest "
             f"--torchperf-save and commit it (git add {typo}), or point --torchperf-storage at the "
