@@ -350,7 +350,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
-        + ("" if accepted else " (nothing timed matched -k)")
+        + ("" if accepted or refused else " (nothing timed matched -k)")
         + (
             "; accepted sessions carry no op table (explanations of a later slowdown will "
             "list the top ops without a diff)"

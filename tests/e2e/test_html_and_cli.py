@@ -144,6 +144,11 @@ def test_cli_accept_refusal_is_a_nonzero_exit_and_force_overrides(
     assert code == 1
     assert "mlp: not accepted: CPU share 0.30 < 0.90" in out
     assert "1 measurement accepted" in out and "1 matching measurement NOT accepted" in out
+    # Only the refused one selected: it matched, so "nothing matched" would contradict it.
+    code = cli.main(["accept", str(results), "--storage", str(path / ".torchperf"), "-k", "mlp"])
+    out = capsys.readouterr().out
+    assert code == 1 and "0 measurements accepted" in out and "nothing timed matched" not in out
+    assert "1 matching measurement NOT accepted" in out
     assert (
         cli.main(
             [
