@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.options.measure_options import OptionError
@@ -30,9 +30,6 @@ from pytest_torchperf.store.baselines import (
     atomic_write_text,
     same_run,
 )
-
-if TYPE_CHECKING:
-    from pytest_torchperf.judge.compare import Comparison
 
 
 def _table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -133,99 +130,9 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return read_results(path)
 
 
-def replay(
-    record: Mapping[str, Any],
-    sessions: list[dict[str, Any]],
-    *,
-    store: BaselineStore | None = None,
-    environment: Mapping[str, Any] | None = None,
-    **overrides: float | None,
-) -> "Comparison":
-    """The plugin's comparison of one measured record against stored ``sessions``, replayed.
-
-    The same engine as ``pytest --torchperf-compare`` (:func:`pytest_torchperf.judge.compare`),
-    fed the record's own gate (``overrides`` such as ``max_slowdown`` replace its values) and the
-    sampling passes the plugin took, in order: its re-measures and its fresh-process
-    confirmations, whose speedups are kept too. On the same data and options the outcome, figure,
-    label and message are the plugin's. ``store`` words a missing baseline as the plugin does.
-    """
-    from pytest_torchperf.core.stats import summarize
-    from pytest_torchperf.judge.compare import Candidate, Gate, Where, compare
-    from pytest_torchperf.judge.samples import Sample
-
-    session = record.get("session") or {}
-    gate = Gate.from_record(session.get("gate") or {}, **overrides)
-    passes = record.get("passes") or [
-        {
-            "times": session.get("times") or record.get("samples"),
-            "cpu_share": session.get("cpu_share"),
-            "calibration": session.get("calibration"),
-        }
-    ]
-    samples = [
-        Sample(
-            summarize(p["times"]),
-            p.get("cpu_share"),
-            tuple(p["times"]),
-            p.get("calibration"),
-            # A fresh confirming pass is one process; files written before 0.1.0 recorded the
-            # pooled children beside it too, which would pool it again on replay.
-            () if p.get("fresh") else tuple(p.get("process_statistics") or ()),
-            () if p.get("fresh") else tuple(p.get("process_calibrations") or ()),
-            p.get("neighbour_load"),
-            bool(p.get("fresh")),
-        )
-        for p in passes
-        if p.get("times")
-    ]
-    later = samples[1:]
-
-    def remeasure() -> Sample:
-        # The plugin's own later passes; past them (other options than the run's) the last one.
-        return later.pop(0) if later else samples[-1]
-
-    def confirm() -> Sample | None:
-        # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
-        return later.pop(0) if later and later[0].fresh else None
-
-    candidate = Candidate(
-        record["name"],
-        samples[0],
-        session.get("counters", record.get("counters")),
-        variant=session.get("variant", "eager"),
-        speedup=session.get("speedup"),
-        fingerprint=session.get("fingerprint"),
-        metric=session.get("metric"),
-        accuracy_limits=session.get("accuracy_limits"),
-        run_failures=list(record.get("run_failures") or []),
-        calibration_kernel=session.get("calibration_kernel"),
-    )
-    where = Where()
-    if store is not None and record.get("environment_id"):
-        env_id = record["environment_id"]
-        exact = (environment or record.get("environment") or {}).get("exact") or {}
-        where = Where(
-            env_id,
-            exact,
-            str(store.module_file(env_id, record["nodeid"])),
-            str(store.root),
-            storage_missing=not store.root.exists(),
-            others=lambda: store.environments_with(record["nodeid"], record["name"]),
-        )
-    return compare(
-        candidate,
-        sessions,
-        gate,
-        remeasure=remeasure,
-        confirm=confirm,
-        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
-        if gate.confirm == "fresh"
-        else None,
-        where=where,
-    )
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_torchperf.judge.replay import replay
+
     if not Path(args.baseline).is_dir():
         print(
             f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "

@@ -21,12 +21,14 @@ from pytest_torchperf.pytest_plugin import child_runs, isolation, variant_items
 from pytest_torchperf.pytest_plugin import options as plugin_options
 from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
+    torchperf_timer,
+    torchperf_variant,
+)
+from pytest_torchperf.pytest_plugin.instrument_fixtures import (  # noqa: F401 - registered here too
     torchperf_device,
     torchperf_nvtx,
     torchperf_profiler,
     torchperf_quantized_model,
-    torchperf_timer,
-    torchperf_variant,
 )
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import (

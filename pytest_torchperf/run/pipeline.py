@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.pooling import pooled, trusted
@@ -34,97 +32,17 @@ from pytest_torchperf.run.saving import (
     session_record,
 )
 from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.run.steps import (
+    check_not_profiling,
+    claim_name,
+    counters_of,
+    disabled_result,
+    sampler,
+)
 from pytest_torchperf.variants.registry import tolerances
 
 if TYPE_CHECKING:
-    from pytest_torchperf.measure.timing import Measurer
-
-
-# -- the steps every measurement shares -------------------------------------------------------
-
-
-def check_not_profiling(ctx: RunContext, nodeid: str, name: str) -> None:
-    """Timing inside a torchperf_profiler block would be inflated: refuse it."""
-    if ctx.profiling_depth:
-        raise OptionError(
-            f"{nodeid}: {name!r} was timed inside a torchperf_profiler block; the profiler adds "
-            f"3-25% overhead, so time outside the block and profile in a separate pass"
-        )
-
-
-def claim_name(state: TestState, nodeid: str, name: str) -> None:
-    """Each measurement of a test needs its own name (it is its baseline key)."""
-    if name in state.names:
-        raise OptionError(
-            f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
-            f"torchperf(...) call its own name="
-        )
-    state.names.add(name)
-
-
-def to_sample(raw: Any, on_cpu: bool) -> Sample:
-    """A verdict :class:`Sample` from one sampling pass's raw samples."""
-    times = tuple(raw.times)
-    calibration = summarize(raw.calibration).p25 if raw.calibration else None
-    return Sample(
-        summarize(times),
-        raw.cpu_share if on_cpu else None,
-        times,
-        calibration,
-        neighbour_load=raw.neighbour_load if on_cpu else None,
-    )
-
-
-def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable[[], Sample]:
-    """A function taking one (re-)measurement of ``measurer`` under the timing lock."""
-    on_cpu = measurer.device.startswith("cpu")
-
-    def take_sample() -> Sample:
-        with ctx.timing_lock(measurer.device):
-            timed = measurer.sample()
-        clock.append(timed.clock)
-        return to_sample(timed.raw, on_cpu)
-
-    return take_sample
-
-
-def disabled_result(
-    state: TestState,
-    nodeid: str,
-    name: str,
-    device: str,
-    options: MeasureOptions,
-    kind: str,
-    variant: str = "eager",
-) -> Result:
-    """``--torchperf-disable``: the target ran once, untimed."""
-    result = Result(
-        name=name,
-        nodeid=nodeid,
-        samples=[],
-        number_per_block=0,
-        device=device,
-        threads=options.threads,
-        cpu_share=None,
-        group=options.group,
-        disabled=True,
-        options=options,
-        kind=kind,
-        variant=variant,
-    )
-    state.results.append(result)
-    return result
-
-
-def counters_of(
-    measurer: "Measurer", options: MeasureOptions, eager: Any = None
-) -> tuple[dict[str, Any] | None, Any]:
-    """Counters of one call (None when off) and that call's output (for a determinism check)."""
-    from pytest_torchperf.measure.outputs import NO_OUTPUT
-
-    if not options.counters:
-        return None, NO_OUTPUT
-    return measurer.counters(eager, capture=True)
+    pass
 
 
 # -- one plain measurement --------------------------------------------------------------------

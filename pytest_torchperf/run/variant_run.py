@@ -21,17 +21,17 @@ from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.pipeline import (
+from pytest_torchperf.run.pipeline import conclude
+from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
-    conclude,
     counters_of,
     disabled_result,
     sampler,
     to_sample,
 )
-from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.state import Measured, TestState
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS, tolerances
 
 
