@@ -50,3 +50,18 @@ def format_bytes(n: float | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"  # pragma: no cover - loop always returns
+
+
+def format_count(n: float) -> str:
+    """Instructions for people: ``13.49 M``, ``410 k``, ``41.3 k``, ``812``.
+
+    Millions and billions keep two decimals: a 1 % limit needs four significant digits there.
+    """
+    size = abs(n)
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if size >= scale:
+            return f"{n / scale:.2f} {unit}"
+    if size >= 1e3:
+        value = n / 1e3
+        return f"{value:.{2 if abs(value) < 10 else (1 if abs(value) < 100 else 0)}f} k"
+    return f"{n:.0f}"

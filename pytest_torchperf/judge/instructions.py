@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.measure.callgrind import InstructionCount
 
@@ -94,21 +95,6 @@ def function_changes(
         ((delta, name) for name, delta in deltas.items() if delta), key=lambda t: -abs(t[0])
     )
     return [f"{name} {_signed_count(delta)}/call" for delta, name in ranked[:top]]
-
-
-def format_count(n: float) -> str:
-    """Instructions for people: ``13.49 M``, ``410 k``, ``41.3 k``, ``812``.
-
-    Millions and billions keep two decimals: a 1 % limit needs four significant digits there.
-    """
-    size = abs(n)
-    for unit, scale in (("G", 1e9), ("M", 1e6)):
-        if size >= scale:
-            return f"{n / scale:.2f} {unit}"
-    if size >= 1e3:
-        value = n / 1e3
-        return f"{value:.{2 if abs(value) < 10 else (1 if abs(value) < 100 else 0)}f} k"
-    return f"{n:.0f}"
 
 
 def _signed_count(n: float) -> str:

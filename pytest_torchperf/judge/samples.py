@@ -124,6 +124,18 @@ def guard_problem(
     return None
 
 
+def loosening_option(problem: str) -> str:
+    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`),
+    for a machine that is always like that."""
+    if problem.startswith("CPU share"):
+        return "--torchperf-min-cpu-share=0"
+    if problem.startswith("other processes kept"):
+        return "--torchperf-max-neighbour-load=100%"
+    if problem.startswith("spread"):
+        return "a wider --torchperf-max-spread (e.g. 50%)"
+    return "--torchperf-max-machine-slowdown=1000%"
+
+
 def machine_disturbance(
     calibration: float | None,
     references: Sequence[tuple[str, Sequence[float]]],

@@ -11,7 +11,12 @@ from typing import Any
 
 from pytest_torchperf import __version__
 from pytest_torchperf.core.units import format_change, format_percent, format_time
-from pytest_torchperf.judge.samples import Sample, guard_problem, machine_disturbance
+from pytest_torchperf.judge.samples import (
+    Sample,
+    guard_problem,
+    loosening_option,
+    machine_disturbance,
+)
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import child_session_records
@@ -110,7 +115,7 @@ def queue_save(
             why = problem.split(":")[0]
             detail = (
                 f"{problem} ({times}). Save again on a quieter machine, or, where this machine "
-                f"is always this busy, store it anyway with {_guard_option(problem)}."
+                f"is always this busy, store it anyway with {loosening_option(problem)}."
             )
         else:
             ratio, reference, what = problem
@@ -200,14 +205,3 @@ def flush(ctx: RunContext, state: TestState) -> list[Any]:
         pending.result.saved = True
     state.pending.clear()
     return written
-
-
-def _guard_option(problem: str) -> str:
-    """The option that loosens the guard behind ``problem`` (a guard's sentence)."""
-    if problem.startswith("CPU share"):
-        return "--torchperf-min-cpu-share=0"
-    if problem.startswith("other processes kept"):
-        return "--torchperf-max-neighbour-load=100%"
-    if problem.startswith("spread"):
-        return "a wider --torchperf-max-spread (e.g. 50%)"
-    return "--torchperf-max-machine-slowdown=1000%"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.instructions import format_count, function_changes, judge_instructions
+from pytest_torchperf.judge.instructions import function_changes, judge_instructions
 from pytest_torchperf.measure.callgrind import InstructionCount, parse_annotate, short_name
 
 BASE = InstructionCount(
