@@ -3,6 +3,7 @@
     python benchmarks/reliability.py                 # ~35-45 min on a 2-core runner
     python benchmarks/reliability.py --scale 0.25    # a quick look (~10 min), wider error bars
     python benchmarks/reliability.py --out figures.json
+    python benchmarks/reliability.py --mode instructions --parallel 2   # --torchperf-instructions
 
 Everything goes through real ``pytest --torchperf-save`` / ``--torchperf-compare`` runs, each a
 fresh process, on a generated project of five small models (an MLP at two sizes, a conv net,
@@ -49,19 +50,28 @@ import pytest, torch
 from torch import nn
 
 EXTRA = json.loads(os.environ.get("RELIABILITY_EXTRA", "{}"))   # name -> seconds added per call
+# Instruction mode: name -> [pure-Python loop steps, extra torch ops] added per call.
+WORK = json.loads(os.environ.get("RELIABILITY_WORK", "{}"))
 
 
 class Slowed(nn.Module):
-    """The model, then a spin of a fixed number of seconds (0 when unchanged)."""
-    def __init__(self, model, extra):
+    """The model, then a spin of a fixed number of seconds (0 when unchanged), then extra work
+    (a pure-Python loop, extra elementwise ops) for the instruction-count conditions."""
+    def __init__(self, model, extra, work=(0, 0)):
         super().__init__()
         self.model, self.extra = model, extra
+        self.steps, self.ops = work
     def forward(self, x):
         out = self.model(x)
         if self.extra:
             end = time.perf_counter() + self.extra
             while time.perf_counter() < end:
                 pass
+        total = 0
+        for i in range(self.steps):
+            total += i
+        for _ in range(self.ops):
+            out = out * 1.0
         return out
 
 
@@ -92,15 +102,24 @@ MODELS = {
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model(torchperf, name):
     make_model, make_input = MODELS[name]
-    torchperf(Slowed(make_model(), EXTRA.get(name, 0.0)), make_input(), name=name)
+    torchperf(Slowed(make_model(), EXTRA.get(name, 0.0), WORK.get(name, (0, 0))), make_input(),
+              name=name)
 '''
 
 
 def run_pytest(
-    project: Path, *args: str, extra: dict[str, float] | None = None, json_out: Path | None = None
+    project: Path,
+    *args: str,
+    extra: dict[str, float] | None = None,
+    json_out: Path | None = None,
+    work: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[list[dict], float]:
     """One fresh pytest process; returns the torchperf records of its JSON report and wall time."""
-    env = {**os.environ, "RELIABILITY_EXTRA": json.dumps(extra or {})}
+    env = {
+        **os.environ,
+        "RELIABILITY_EXTRA": json.dumps(extra or {}),
+        "RELIABILITY_WORK": json.dumps(work or {}),
+    }
     cmd = [
         sys.executable,
         "-m",
@@ -148,6 +167,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the number of runs")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    parser.add_argument(
+        "--mode",
+        choices=("time", "instructions"),
+        default="time",
+        help="the timing conditions (default) or the --torchperf-instructions ones "
+        "(benchmarks/instruction_reliability.py; ~60-90 min with --parallel 2)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="instructions mode: compare runs of the conditions without hogs at once "
+        "(counts do not depend on the load; wall times then do)",
+    )
     args = parser.parse_args()
     runs = lambda n: max(1, round(n * args.scale))  # noqa: E731
 
@@ -158,6 +191,13 @@ def main() -> int:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"python {platform.python_version()}; project {project}"
     )
+    if args.mode == "instructions":
+        from instruction_reliability import instruction_conditions
+
+        figures = instruction_conditions(project, runs, run_pytest, wilson, args.parallel)
+        if args.out:
+            args.out.write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
     started = time.perf_counter()
 
     defaults = [project / f"default{i}" for i in range(2)]

@@ -79,7 +79,7 @@ import pytest_torchperf.measure.callgrind as cg
 from pytest_torchperf.measure.callgrind import count_instructions
 if os.environ.get("PROBE_WARMUP_S"):
     cg.WARMUP_SECONDS = float(os.environ["PROBE_WARMUP_S"])
-count = count_instructions(call, calls, Path(os.environ["PYTEST_TORCHPERF_CALLGRIND_DIR"]))
+count = count_instructions(call, Path(os.environ["PYTEST_TORCHPERF_CALLGRIND_DIR"]), calls=calls)
 t2 = time.time()
 top = sorted(count.functions.items(), key=lambda kv: -kv[1])[:5]
 print("PHASES " + json.dumps({"imports_and_build": t1 - t0, "counting": t2 - t1,

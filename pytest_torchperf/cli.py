@@ -24,6 +24,7 @@ from typing import Any
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.options.measure_options import OptionError
 from pytest_torchperf.options.values import parse_fraction, parse_share
+from pytest_torchperf.report.terminal import format_instructions
 from pytest_torchperf.store.baselines import (
     BaselineFileError,
     BaselineStore,
@@ -164,6 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             min_cpu_share=args.min_cpu_share,
             max_spread=args.max_spread,
             max_neighbour_load=args.max_neighbour_load,
+            max_instruction_increase=args.max_instruction_increase,
         )
         failed += result.outcome == "fail"
         rows.append(
@@ -172,6 +174,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "name": record["name"],
                 "outcome": result.outcome,
                 "p25": _fmt_time((record.get("stats") or {}).get("p25")),
+                **(
+                    {"instr/call": format_instructions(record)}
+                    if record.get("instructions")
+                    else {}
+                ),
                 "change": format_change(result.verdict.ratio),
                 "verdict": result.label,
             }
@@ -185,6 +192,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             details += [f for f in result.failures if f not in details]
         details += [w for w in result.warnings if w not in details]
+    if any("instr/call" in row for row in rows):  # an instruction-count run's records
+        rows = [{**row, "instr/call": row.get("instr/call", "-")} for row in rows]
     print(_table(rows, "no measurement to compare"))
     for line in details:
         print(line)
@@ -279,6 +288,8 @@ def _guard_problem(session: dict[str, Any]) -> str | None:
     from pytest_torchperf.judge.samples import Sample, guard_problem
 
     gate = session.get("gate") or {}
+    if gate.get("instructions"):
+        return None  # an instruction-count run stores counts; its time was never guarded
     times = tuple(session.get("times") or ())
     if not times:
         return "no timed samples"
@@ -342,6 +353,12 @@ def _parser() -> argparse.ArgumentParser:
         type=share,
         default=None,
         help="override the neighbour guard (e.g. 50%%; 100%% disables)",
+    )
+    p.add_argument(
+        "--max-instruction-increase",
+        type=fraction,
+        default=None,
+        help="override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
     )
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.set_defaults(run=cmd_compare)

@@ -40,5 +40,6 @@ def test_options_doc_lists_every_ini_key_and_keyword() -> None:
         "torchperf_variants",
         "torchperf_processes",
         "torchperf_confirm",
+        "torchperf_instructions",
     }
     assert ini_keys == expected_ini

@@ -21,6 +21,7 @@ from typing import Any
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
+from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE, judge_instructions
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
@@ -29,7 +30,8 @@ from pytest_torchperf.judge.samples import (
     MIN_CPU_SHARE,
     Sample,
 )
-from pytest_torchperf.judge.verdict import Verdict, judge
+from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
+from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.environment import describe_difference
 from pytest_torchperf.variants.registry import tolerances
 
@@ -53,6 +55,11 @@ class Gate:
     confirm: str = "same"
     #: The run also saved (strict does not fail a measurement that has no baseline yet then).
     saving: bool = False
+    #: An instruction-count run (``--torchperf-instructions``): instructions per call gate, time
+    #: and the timed speedups of variants are reported only.
+    instructions: bool = False
+    #: Instruction-count runs: the largest growth of instructions per call that passes.
+    max_instruction_increase: float = DEFAULT_MAX_INCREASE
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -65,6 +72,8 @@ class Gate:
             "ignore_counters": list(self.ignore_counters),
             "confirm": self.confirm,
             "saving": self.saving,
+            "instructions": self.instructions,
+            "max_instruction_increase": self.max_instruction_increase,
         }
 
     @classmethod
@@ -81,6 +90,8 @@ class Gate:
             "ignore_counters": tuple(gate.get("ignore_counters") or ()),
             "confirm": gate.get("confirm", "same"),
             "saving": bool(gate.get("saving", False)),
+            "instructions": bool(gate.get("instructions", False)),
+            "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -103,6 +114,10 @@ class Candidate:
     run_failures: Sequence[str] = ()
     #: Name of the calibration kernel timed alongside (only sessions of the same kernel compare).
     calibration_kernel: str | None = None
+    #: Instruction-count runs: this measurement's count (``InstructionCount.to_record()``), or
+    #: None with ``uncounted`` saying why there is none.
+    instructions: Mapping[str, Any] | None = None
+    uncounted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,25 +183,29 @@ def compare(
 ) -> Comparison:
     """Judge ``candidate`` against the stored ``sessions`` of its environment under ``gate``."""
     label = candidate.label
-    judgement = judge(
-        label,
-        candidate.first,
-        [s["statistic"] for s in sessions],
-        gate.max_slowdown,
-        remeasure,
-        min_cpu_share=gate.min_cpu_share,
-        max_relative_iqr=gate.max_spread,
-        max_neighbour_load=gate.max_neighbour_load,
-        max_machine_slowdown=gate.max_machine_slowdown,
-        confirm=confirm,
-        baseline_calibrated=[
-            (s["statistic"], s["calibration"])
-            for s in sessions
-            if s.get("calibration")
-            and candidate.calibration_kernel
-            and s.get("calibration_kernel") == candidate.calibration_kernel
-        ],
-    )
+    if gate.instructions:
+        verdict = instruction_verdict(candidate, sessions, gate)
+        judgement = Judgement(verdict, candidate.first, [candidate.first])
+    else:
+        judgement = judge(
+            label,
+            candidate.first,
+            [s["statistic"] for s in sessions],
+            gate.max_slowdown,
+            remeasure,
+            min_cpu_share=gate.min_cpu_share,
+            max_relative_iqr=gate.max_spread,
+            max_neighbour_load=gate.max_neighbour_load,
+            max_machine_slowdown=gate.max_machine_slowdown,
+            confirm=confirm,
+            baseline_calibrated=[
+                (s["statistic"], s["calibration"])
+                for s in sessions
+                if s.get("calibration")
+                and candidate.calibration_kernel
+                and s.get("calibration_kernel") == candidate.calibration_kernel
+            ],
+        )
     verdict = judgement.verdict
     others = (
         [(env_id, env) for env_id, env in where.others() if env_id != where.environment_id]
@@ -205,7 +224,8 @@ def compare(
     drift_failures, warnings = drift_checks(
         label,
         sessions,
-        speedup=candidate.speedup,
+        # Timed speedups are reported only in an instruction-count run, like time itself.
+        speedup=None if gate.instructions else candidate.speedup,
         fingerprint=candidate.fingerprint,
         metric=candidate.metric,
         limits=limits,
@@ -239,6 +259,37 @@ def compare(
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
     return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)
+
+
+def instruction_verdict(
+    candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+) -> Verdict:
+    """The verdict of an instruction-count run: this count against the latest stored session
+    that has one (counts repeat within 0.1 %, so one session is a baseline)."""
+    label = candidate.label
+    if candidate.instructions is None:
+        return Verdict(
+            Outcome.FAIL,
+            f"{label}: no instruction count: {candidate.uncounted or 'not measured'}",
+            basis="instructions",
+        )
+    current = InstructionCount.from_record(candidate.instructions)
+    stored = [s for s in sessions if s.get("instructions")]
+    baseline = InstructionCount.from_record(stored[-1]["instructions"]) if stored else None
+    judged = judge_instructions(label, current, baseline, gate.max_instruction_increase)
+    ratio = None if judged.change is None else 1.0 + judged.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=baseline.per_call if baseline else None,
+        candidate_statistic=current.per_call,
+        tolerance=gate.max_instruction_increase,
+        effective_tolerance=gate.max_instruction_increase,
+        baseline_sessions=len(stored),
+        basis="instructions",
+    )
 
 
 def explain_new(

@@ -35,14 +35,18 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     outcome = record["outcome"]
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
     timing = verdict.get("outcome")
+    # An instruction-count run's verdict compares instructions, not time.
+    basis = "instructions" if verdict.get("basis") == "instructions" else "time"
+    if basis == "instructions" and timing == "fail":
+        label = "FAIL (instructions)"
     if record.get("counter_changes"):
         # Say what failed: a counter change can fail a test whose timing passed or was inconclusive.
-        label = "FAIL (time+counters)" if timing == "fail" else "FAIL (counters)"
+        label = f"FAIL ({basis}+counters)" if timing == "fail" else "FAIL (counters)"
         if timing == "inconclusive":
-            label += ", time inconclusive"
+            label += f", {basis} inconclusive"
     elif record.get("failures"):
         kind = _failure_kind(record)
-        label = f"FAIL (time+{kind})" if timing == "fail" else f"FAIL ({kind})"
+        label = f"FAIL ({basis}+{kind})" if timing == "fail" else f"FAIL ({kind})"
     if verdict.get("suspicious"):
         label += " (re-measured)"
     if record.get("saved"):

@@ -77,6 +77,8 @@ def replay(
         accuracy_limits=session.get("accuracy_limits"),
         run_failures=list(record.get("run_failures") or []),
         calibration_kernel=session.get("calibration_kernel"),
+        instructions=record.get("instructions"),
+        uncounted="no count was recorded for it",
     )
     where = Where()
     if store is not None and record.get("environment_id"):

@@ -69,6 +69,9 @@ class Verdict:
     confirm_ratios: tuple[float, ...] = ()
     #: Where the confirming passes were taken: ``fresh`` (new processes) or ``same``.
     confirmed_in: str | None = None
+    #: What was compared: ``time`` (statistics are seconds) or ``instructions`` (instructions
+    #: per call under Valgrind, ``--torchperf-instructions``).
+    basis: str = "time"
 
     @property
     def failed(self) -> bool:
@@ -98,6 +101,7 @@ class Verdict:
             "new_reason": self.new_reason,
             "confirm_ratios": list(self.confirm_ratios),
             "confirmed_in": self.confirmed_in,
+            "basis": self.basis,
         }
 
 

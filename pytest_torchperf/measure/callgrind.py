@@ -22,6 +22,7 @@ seen to give wrong outputs under Valgrind): :func:`valgrind_command` callers giv
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shutil
@@ -42,9 +43,16 @@ DUMP_DIR_ENV = "PYTEST_TORCHPERF_CALLGRIND_DIR"
 #: (nothing to profile), though that saves little: Valgrind's emulation dominates, and a 0.9 ms
 #: MLP call took 1.2 s under Valgrind uninstrumented and 1.1 s instrumented.
 WARMUP_CALLS = 100
-#: ... but no longer than this many seconds. With a 3 s cap and 5 calls per window a convnet's
+#: ... but no longer than this many CPU seconds. With a 3 s cap and 5 calls per window a convnet's
 #: windows disagreed by 0.105 % (0.003 % with 20 s and 10 calls).
 WARMUP_SECONDS = 20.0
+#: CPU seconds (uninstrumented, under Valgrind) each counted window aims for, and its bounds in
+#: calls. The first window counts a few thousand instructions more than the second whatever its
+#: length (about 7 k on a 195 k-instruction MLP: -0.38 % per call with 10 calls per window,
+#: -0.036 % with 100), so cheap calls get long windows.
+WINDOW_SECONDS = 3.0
+MIN_WINDOW_CALLS = 2
+MAX_WINDOW_CALLS = 100
 #: Functions kept per measurement for the "why" of a later verdict.
 KEEP_FUNCTIONS = 40
 
@@ -69,6 +77,23 @@ class InstructionCount:
         """Relative difference between the two windows (0.0 = identical)."""
         first, second = self.windows
         return abs(second - first) / first if first else 0.0
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON form (results files and baseline sessions): ``per_call``, ``windows``,
+        ``functions``."""
+        return {
+            "per_call": round(self.per_call, 1),
+            "windows": [round(w, 1) for w in self.windows],
+            "functions": {name: round(count, 1) for name, count in self.functions.items()},
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "InstructionCount":
+        windows = record.get("windows") or [record["per_call"]] * 2
+        return cls(
+            (float(windows[0]), float(windows[1])),
+            {str(k): float(v) for k, v in (record.get("functions") or {}).items()},
+        )
 
 
 class CallgrindError(RuntimeError):
@@ -99,31 +124,65 @@ def counted_process() -> Path | None:
     return Path(value) if value else None
 
 
-def count_instructions(call: Callable[[], Any], calls: int, dump_dir: Path) -> InstructionCount:
-    """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each.
+def valgrind_version() -> str:
+    """``valgrind-3.19.0`` (part of an instruction-count environment), or ``valgrind-?``."""
+    try:
+        return _tool(["valgrind", "--version"]).strip() or "valgrind-?"
+    except CallgrindError:
+        return "valgrind-?"
+
+
+def calls_per_window(seconds_per_call: float) -> int:
+    """Calls in each counted window: about :data:`WINDOW_SECONDS` of them, 2 to 10.
+
+    Only the per-call figure is compared, so the window size need not repeat between runs; more
+    calls only average out what little varies between calls."""
+    if seconds_per_call <= 0:
+        return MAX_WINDOW_CALLS
+    return max(MIN_WINDOW_CALLS, min(MAX_WINDOW_CALLS, int(WINDOW_SECONDS / seconds_per_call)))
+
+
+def count_instructions(
+    call: Callable[[], Any], dump_dir: Path, calls: int | None = None
+) -> InstructionCount:
+    """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each
+    (``None``: sized by :func:`calls_per_window` from the warm-up calls).
 
     Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
-    instrumentation off again when it returns.
+    instrumentation off again when it returns. The warm-up budget is CPU time of this process,
+    not wall time, so a busy machine does not shorten it.
     """
     import torch
 
-    if calls < 1:
+    if calls is not None and calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
     before = set(_dumps(dump_dir))
-    deadline = time.monotonic() + WARMUP_SECONDS
-    for _ in range(WARMUP_CALLS):
+    start = time.process_time()
+    done = 0
+    while done < WARMUP_CALLS and (done == 0 or time.process_time() - start <= WARMUP_SECONDS):
         call()
-        if time.monotonic() > deadline:
-            break
+        done += 1
+    if calls is None:
+        calls = calls_per_window((time.process_time() - start) / max(done, 1))
     _instrumentation(True)
+    # The cyclic garbage collector runs after a count of allocations, not per call: a window it
+    # happened to run in counted 0.1-0.3 % more than the other (tiny MLP, 10 calls per window).
+    # Disabled while counting, as timeit does while timing; collected before each window.
+    collecting = gc.isenabled()
     try:
         call()  # once instrumented, before counting: callgrind's own first-execution costs
         for _ in range(2):
+            gc.collect()
+            gc.disable()
             torch._C._valgrind_toggle()
             for _ in range(calls):
                 call()
             torch._C._valgrind_toggle_and_dump_stats()
+            if collecting:
+                gc.enable()
     finally:
+        if collecting:
+            gc.enable()
         _instrumentation(False)
     new = [p for p in _dumps(dump_dir) if p not in before]
     if len(new) != 2:

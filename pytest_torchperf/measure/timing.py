@@ -220,6 +220,12 @@ class Measurer:
         __tracebackhide__ = True  # the user's traceback starts at their target
         return self.target(*self.inputs, **self.kwargs)
 
+    def call(self) -> Any:
+        """One call of the target (the caller enters :meth:`prepared`), e.g. to count its
+        instructions."""
+        __tracebackhide__ = True
+        return self.target(*self.inputs, **self.kwargs)
+
     def check_outputs(self, label: str) -> Any:
         """Call the target once, fail clearly on NaN/inf outputs (when ``check_finite``), and
         return the outputs (the reference for a variant's accuracy)."""

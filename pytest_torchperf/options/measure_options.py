@@ -93,6 +93,11 @@ class MeasureOptions:
     metric: Callable[..., Any] | None = None
     #: ``(inputs, targets)``: the labelled batch for ``metric``.
     data: tuple[Any, Any] | None = None
+    #: In an instruction-count run (``--torchperf-instructions``), count this measurement's
+    #: instructions; False times it as a run without that option would.
+    instructions: bool = True
+    #: Instruction-count runs: fail when instructions per call grew by more than this fraction.
+    max_instruction_increase: float = 0.01
 
     def variant_names(self) -> tuple[str, ...]:
         """The variant names, in the order given."""
@@ -213,6 +218,19 @@ OPTIONS: dict[str, OptionSpec] = {
             "metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False
         ),
         OptionSpec("data", parse_data, "(inputs, targets) for metric", cli=False),
+        OptionSpec(
+            "instructions",
+            parse_bool,
+            "In a --torchperf-instructions run, count this test's instructions (default "
+            "true; false times it instead)",
+            cli=False,
+        ),
+        OptionSpec(
+            "max_instruction_increase",
+            parse_fraction,
+            "Instruction-count runs: growth of instructions per call beyond which a test "
+            "fails, e.g. 1% (default)",
+        ),
     )
 }
 

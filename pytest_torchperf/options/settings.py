@@ -43,6 +43,9 @@ class RunSettings:
     #: ``--torchperf-confirm``: a suspected slowdown is re-measured in a ``fresh`` process or the
     #: ``same`` one.
     confirm: str = "fresh"
+    #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call counted
+    #: under Valgrind (time is reported, not gated).
+    instructions: bool = False
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""
@@ -56,7 +59,8 @@ class RunSettings:
         if self.disable:
             return "disabled (each target run once, no timing)"
         parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
-        return "+".join(parts) if parts else "measure only (no baseline)"
+        mode = "+".join(parts) if parts else "measure only (no baseline)"
+        return f"{mode}, instruction counts" if self.instructions else mode
 
 
 def default_lock_path() -> Path | None:

@@ -88,7 +88,9 @@ def processes_setting(config: pytest.Config) -> int:
             config.getoption("torchperf_save")
             and not config.getoption("torchperf_skip")
             and not config.getoption("torchperf_disable")
-            and not _xdist(config)
+            and not is_xdist(config)
+            # Instruction counts repeat exactly between processes (the mode checks the rest).
+            and not _counts_instructions(config)
         )
         return SAVE_PROCESSES if implicit else 1
     try:
@@ -110,7 +112,7 @@ def processes_setting(config: pytest.Config) -> int:
                 "--torchperf-processes measures timings; it cannot be combined "
                 "with --torchperf-disable"
             )
-        if _xdist(config):
+        if is_xdist(config):
             raise pytest.UsageError(
                 "--torchperf-processes starts its own fresh processes one after another; with "
                 "pytest-xdist (-n) they would time on shared cores. Drop -n for the perf run "
@@ -120,7 +122,14 @@ def processes_setting(config: pytest.Config) -> int:
     return count
 
 
-def _xdist(config: pytest.Config) -> bool:
+def _counts_instructions(config: pytest.Config) -> bool:
+    raw = config.getoption("torchperf_instructions", None)
+    if raw is None:
+        raw = str(config.getini("torchperf_instructions")).strip().lower() in ("true", "1", "yes")
+    return bool(raw)
+
+
+def is_xdist(config: pytest.Config) -> bool:
     """pytest-xdist spreads this run over workers (``-n N``, N > 0), or this is one of them."""
     if hasattr(config, "workerinput"):
         return True
@@ -177,7 +186,7 @@ def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in others]
 
 
-def _perf_items(session: pytest.Session) -> list[pytest.Item]:
+def perf_items(session: pytest.Session) -> list[pytest.Item]:
     """Perf items this run will execute (not skipped by a marker known at collection)."""
     return [
         item
@@ -186,7 +195,7 @@ def _perf_items(session: pytest.Session) -> list[pytest.Item]:
     ]
 
 
-def _python_command() -> list[str]:
+def python_command() -> list[str]:
     """How to start pytest so a child imports what this run imports.
 
     ``python -m pytest`` puts the working folder first on ``sys.path``; the ``pytest`` console
@@ -201,7 +210,7 @@ def _python_command() -> list[str]:
 def run_children(session: pytest.Session, count: int) -> None:
     """Run the ``count - 1`` child processes and hand their measurements to the session."""
     config = session.config
-    perf = _perf_items(session)
+    perf = perf_items(session)
     if count <= 1 or not perf or config.option.collectonly:
         return
     from pytest_torchperf.run.children import merge, read_child_file
@@ -214,7 +223,7 @@ def run_children(session: pytest.Session, count: int) -> None:
         for process in range(1, count):
             out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
             args = [
-                *_python_command(),
+                *python_command(),
                 *config.invocation_params.args,
                 # Last wins in argparse: an empty path turns the child's JUnit XML off.
                 "--torchperf-child",
@@ -222,19 +231,19 @@ def run_children(session: pytest.Session, count: int) -> None:
                 "--junitxml=",
             ]
             env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
-            _say(
+            say(
                 terminal,
                 f"torchperf: fresh process {process} of {count}: measuring "
                 f"{len(perf)} perf test(s) ...",
             )
             start = time.perf_counter()
-            code = _run_child(args, config.invocation_params.dir, env, log, timeout)
+            code = run_child(args, config.invocation_params.dir, env, log, timeout)
             took = time.perf_counter() - start
             if process == 1:
                 timeout = max(600.0, 5 * took)
             measured = read_child_file(out)
             found.append(measured)
-            _say(
+            say(
                 terminal,
                 f"torchperf: fresh process {process} of {count}: {len(measured)} "
                 f"measurement(s) in {took:.1f} s",
@@ -242,14 +251,14 @@ def run_children(session: pytest.Session, count: int) -> None:
             if code not in (0, 1) or not measured:
                 problems.append(_child_problem(process, code, log, args, bool(measured)))
         # The controller's own pass is the last process.
-        _say(terminal, f"torchperf: process {count} of {count}: this run")
+        say(terminal, f"torchperf: process {count} of {count}: this run")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     perf_session = context_of(config)
     perf_session.process_pool = merge(found)
     perf_session.process_problems = problems
     for problem in problems:
-        _say(terminal, problem, yellow=True)
+        say(terminal, problem, yellow=True)
 
 
 def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
@@ -277,7 +286,7 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
         out, log = folder / "confirm.jsonl", folder / "confirm.log"
         no_xdist = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
         args = [
-            *_python_command(),
+            *python_command(),
             *config.invocation_params.args,
             *no_xdist,
             "--torchperf-child",
@@ -287,13 +296,13 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
             "--junitxml=",
         ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
-        _run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
+        run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_child(
+def run_child(
     args: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float
 ) -> int | str:
     """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
@@ -335,6 +344,6 @@ def _child_problem(
     )
 
 
-def _say(terminal: Any, line: str, yellow: bool = False) -> None:
+def say(terminal: Any, line: str, yellow: bool = False) -> None:
     if terminal is not None:
         terminal.write_line(line, yellow=yellow)

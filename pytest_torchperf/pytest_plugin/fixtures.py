@@ -63,7 +63,8 @@ class TorchperfFixture:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import TargetError
         from pytest_torchperf.run.pipeline import measure
-        from pytest_torchperf.run.variant_run import VariantFailed, VariantSkipped, measure_variants
+        from pytest_torchperf.run.state import MeasurementSkipped
+        from pytest_torchperf.run.variant_run import VariantFailed, measure_variants
         from pytest_torchperf.store.baselines import BaselineFileError
 
         nodeid = self._item.nodeid
@@ -134,7 +135,7 @@ class TorchperfFixture:
                         if v not in results
                     },
                 )
-        except VariantSkipped as exc:
+        except MeasurementSkipped as exc:
             skip = str(exc)
         except (BaselineFileError, OptionError, TargetError) as exc:
             message = f"torchperf: {exc}"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
-from pytest_torchperf.pytest_plugin import child_runs, isolation, variant_items
+from pytest_torchperf.pytest_plugin import child_runs, instruction_runs, isolation, variant_items
 from pytest_torchperf.pytest_plugin import options as plugin_options
 from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
@@ -71,6 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     if settings.child:
         child_runs.configure_child(config)
+        if settings.instructions:
+            config.stash[CONTEXT_SETUP_KEY].append(
+                lambda ctx: instruction_runs.configure_counting_child(config)
+            )
         return  # a child writes no summary or reports: the controlling run does
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 
@@ -80,7 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     """One line naming the mode and storage (torch is not imported for it)."""
     settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is None or not (settings.save or settings.compare or settings.disable):
+    if settings is None or not (
+        settings.save or settings.compare or settings.disable or settings.instructions
+    ):
         return None
     return f"torchperf: {settings.mode}, storage={settings.storage}"
 
@@ -138,6 +144,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     settings = session.config.stash[SETTINGS_KEY]
     if settings.child:
         child_runs.start_child_sink(session.config)
+    elif settings.instructions and not session.testsfailed:
+        instruction_runs.run_counting_child(session)
     elif settings.processes > 1 and not session.testsfailed:
         child_runs.run_children(session, settings.processes)
 
@@ -173,6 +181,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         raise pytest.UsageError(str(exc)) from None
     from pytest_torchperf.measure.timing import default_device
     from pytest_torchperf.run.pipeline import measure
+    from pytest_torchperf.run.state import MeasurementSkipped
 
     options = _whole_test_options(options)
     try:
@@ -188,6 +197,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             device=default_device(),
         )
         return True
+    except MeasurementSkipped as exc:
+        pytest.skip(str(exc))
     except (_baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin import child_runs
+from pytest_torchperf.pytest_plugin import child_runs, instruction_runs
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.settings import RunSettings
@@ -48,6 +48,7 @@ _METAVARS = {
     "max_neighbour_load": "SHARE",
     "max_machine_slowdown": "PCT",
     "ignore_counters": "NAMES",
+    "max_instruction_increase": "PCT",
 }
 
 
@@ -193,6 +194,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--torchperf-only", action="store_true", default=False, help="Run only perf tests"
     )
     child_runs.add_options(group, parser)
+    instruction_runs.add_options(group, parser)
     parser.addini(
         "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
     )
@@ -260,5 +262,6 @@ def run_settings(config: pytest.Config) -> RunSettings:
         processes=child_runs.processes_setting(config),
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
+        instructions=instruction_runs.instructions_setting(config),
     )
     return settings

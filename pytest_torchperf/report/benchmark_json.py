@@ -112,6 +112,8 @@ def benchmark_json(
                     "processes": record.get("processes") or [],
                     "confirm_speedups": record.get("confirm_speedups") or [],
                     "explanation": record.get("explanation") or [],
+                    "instructions": record.get("instructions"),
+                    "instructions_vs_eager": record.get("instructions_vs_eager"),
                 },
             }
         )

@@ -21,6 +21,8 @@ from pytest_torchperf.report import svg
 from pytest_torchperf.report.terminal import (
     count_line,
     format_accuracy,
+    format_baseline,
+    format_instructions,
     format_speedup,
     sort_records,
 )
@@ -87,6 +89,7 @@ _HEADERS = [
     "median ± IQR",
     "baseline p25",
     "change",
+    "instructions / call",
     "speedup vs eager",
     "rel-L2 vs eager",
     "FLOPs",
@@ -135,13 +138,18 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
             True,
         ),
         _cell(
-            format_time(verdict.get("baseline_statistic")),
+            format_baseline(verdict),
             verdict.get("baseline_statistic") or -1,
             True,
         ),
         _cell(
             format_change(verdict.get("ratio")),
             verdict.get("ratio") if verdict.get("ratio") is not None else -99,
+            True,
+        ),
+        _cell(
+            format_instructions(record),
+            (record.get("instructions") or {}).get("per_call", -1),
             True,
         ),
         _cell(format_speedup(speedup), speedup["median"] if speedup else -1, True),

@@ -14,6 +14,8 @@ from pytest_torchperf.report.terminal import (
     OUTCOME_ORDER,
     count_line,
     format_accuracy,
+    format_baseline,
+    format_instructions,
     format_speedup,
     sort_records,
 )
@@ -57,8 +59,12 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
     variants = any(r.get("speedup") or r.get("accuracy") for r in records)
+    instructions = any(r.get("instructions") for r in records)
     header = "| verdict | test | name | median | p25 | baseline p25 | change |"
     rule = "|---|---|---|---:|---:|---:|---:|"
+    if instructions:
+        header = "| verdict | test | name | median | p25 | instr/call | baseline | change |"
+        rule += "---:|"
     if variants:
         header += " speedup vs eager | rel-L2 vs eager |"
         rule += "---:|---:|"
@@ -72,7 +78,8 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
             _md(record["name"]),
             format_time(stats.get("median")),
             format_time(stats.get("p25")),
-            format_time(verdict.get("baseline_statistic")),
+            *([format_instructions(record)] if instructions else []),
+            format_baseline(verdict),
             format_change(verdict.get("ratio")),
         ]
         if variants:

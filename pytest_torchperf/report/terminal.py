@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.core.units import format_change, format_count, format_time
 from pytest_torchperf.judge.labels import outcome_label
 
 #: Row order of outcomes: what needs attention first.
@@ -44,7 +44,32 @@ def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
     return any(r.get("speedup") or r.get("accuracy") for r in records)
 
 
-def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
+def _has_instructions(records: Iterable[Mapping[str, Any]]) -> bool:
+    return any(r.get("instructions") for r in records)
+
+
+def format_baseline(verdict: Mapping[str, Any]) -> str:
+    """The verdict's baseline: seconds per call, or instructions per call in an instruction run."""
+    value = verdict.get("baseline_statistic")
+    if verdict.get("basis") == "instructions":
+        return "-" if value is None else format_count(value)
+    return format_time(value)
+
+
+def format_instructions(record: Mapping[str, Any]) -> str:
+    """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
+    count = record.get("instructions")
+    if not count:
+        return "-"
+    text = format_count(count["per_call"])
+    if record.get("instructions_vs_eager"):
+        text += f" (x{record['instructions_vs_eager']:.2f} eager)"
+    return text
+
+
+def _row(
+    record: Mapping[str, Any], variants: bool = False, instructions: bool = False
+) -> list[str]:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
     row = [
@@ -52,9 +77,10 @@ def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
         record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
         format_time(stats.get("median")),
         format_time(stats.get("p25")),
-        format_time(verdict.get("baseline_statistic")),
-        format_change(verdict.get("ratio")),
     ]
+    if instructions:
+        row.append(format_instructions(record))
+    row += [format_baseline(verdict), format_change(verdict.get("ratio"))]
     if variants:
         row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
     return [*row, outcome_label(record)]
@@ -63,17 +89,21 @@ def _row(record: Mapping[str, Any], variants: bool = False) -> list[str]:
 HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
 #: Extra columns when any measurement is a variant.
 VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
+#: Headers of an instruction-count run: the count, and a baseline that is a count where the
+#: verdict compared instructions (a time where a test opted out).
+INSTRUCTION_HEADERS = ["test", "name", "median", "p25", "instr/call", "baseline", "change"]
 
 
-def _headers(variants: bool) -> list[str]:
-    return [*HEADERS[:-1], *VARIANT_HEADERS, HEADERS[-1]] if variants else list(HEADERS)
+def _headers(variants: bool, instructions: bool = False) -> list[str]:
+    first = INSTRUCTION_HEADERS if instructions else HEADERS[:-1]
+    return [*first, *(VARIANT_HEADERS if variants else ()), HEADERS[-1]]
 
 
 def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
-    variants = _has_variants(records)
-    headers = _headers(variants)
-    rows = [_row(r, variants) for r in sort_records(records)]
+    variants, instructions = _has_variants(records), _has_instructions(records)
+    headers = _headers(variants, instructions)
+    rows = [_row(r, variants, instructions) for r in sort_records(records)]
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
         for i, h in enumerate(headers)
@@ -108,12 +138,12 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     by_test: dict[str, list[Mapping[str, Any]]] = {}
     for record in sort_records(records):
         by_test.setdefault(record["nodeid"], []).append(record)
-    variants = _has_variants(records)
-    headers = ["test / name", *_headers(variants)[2:]]
+    variants, instructions = _has_variants(records), _has_instructions(records)
+    headers = ["test / name", *_headers(variants, instructions)[2:]]
     rows = [
         ["  " + r[1], *r[2:]]
         for group in by_test.values()
-        for r in (_row(x, variants) for x in group)
+        for r in (_row(x, variants, instructions) for x in group)
     ]
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
@@ -125,7 +155,7 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     ):
         lines.append(nodeid)
         for record in group:
-            row = _row(record, variants)
+            row = _row(record, variants, instructions)
             cells = [("  " + row[1]).ljust(widths[0])]
             cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1], strict=False)]
             cells.append(row[-1])

@@ -98,8 +98,12 @@ class ChildSink:
             sample.neighbour_load,
             speedup,
         )
+        self.append(json.loads(record.to_json(nodeid, name)))
+
+    def append(self, line: Mapping[str, Any]) -> None:
+        """Append one JSON line and flush it to disk."""
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(record.to_json(nodeid, name) + "\n")
+            handle.write(json.dumps(line) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 

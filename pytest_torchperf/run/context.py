@@ -44,6 +44,14 @@ class RunContext:
         self.fresh_runs: FreshRuns | None = None
         #: Calibration kernel p25s of this run's CPU measurements so far (the machine's speed).
         self.calibrations: list[float] = []
+        #: ``--torchperf-instructions``, in the child under Valgrind: where its profiles go.
+        self.counting: Path | None = None
+        #: ``--torchperf-instructions``, in the controller: the child's counts by (nodeid, name),
+        #: what counted them (Valgrind version, CPU capability under it), and why a measurement
+        #: may have no count.
+        self.instruction_counts: dict[tuple[str, str], dict[str, Any]] = {}
+        self.counted_with: dict[str, Any] = {}
+        self.instruction_problem: str | None = None
         quiet_trace_logger()
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -55,6 +63,11 @@ class RunContext:
             fp = fingerprint(device, threads)
             self._fingerprints[key] = (environment_id(fp["exact"]), fp)
         return self._fingerprints[key]
+
+    def counts_instructions(self, options: MeasureOptions, gate: bool = True) -> bool:
+        """This gated measurement is judged on instruction counts (``--torchperf-instructions``
+        and not opted out with ``instructions=False``)."""
+        return gate and self.settings.instructions and options.instructions
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""
@@ -95,4 +108,6 @@ class RunContext:
             ignore_counters=tuple(options.ignore_counters),
             confirm=self.settings.confirm if self.fresh_runs else "same",
             saving=self.settings.save,
+            instructions=self.counts_instructions(options),
+            max_instruction_increase=options.max_instruction_increase,
         )

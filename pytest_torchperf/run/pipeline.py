@@ -23,6 +23,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.counting import instruction_environment, vs_eager
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.saving import (
     calibration_references,
@@ -31,7 +32,7 @@ from pytest_torchperf.run.saving import (
     save_guard,
     session_record,
 )
-from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.run.state import Measured, TestState, check_countable
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
@@ -76,8 +77,18 @@ def measure(
     claim_name(state, nodeid, name)
     # Ungated timer measurements are never compared, so they skip the calibration blocks.
     measurer = Measurer(target, inputs, dict(kwargs), options, device=device, calibrate=gate)
+    check_countable(ctx, options, measurer.device, name, gate)
     if ctx.settings.disable:
         measurer.run_once()
+        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+    if ctx.counting is not None:
+        # The child under Valgrind counts (what opted out runs once); the controlling run does
+        # everything else.
+        from pytest_torchperf.run.counting import count_target
+
+        measurer.check_outputs(name)
+        if ctx.counts_instructions(options, gate):
+            count_target(ctx, nodeid, name, measurer)
         return disabled_result(state, nodeid, name, measurer.device, options, kind)
 
     eager = compiled_original(target) if options.counters else None
@@ -128,6 +139,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     env_id, environment = ctx.environment(m.measurer.device, m.options.threads)
     comparing, saving = ctx.settings.compare and m.gate, ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
+    counted = ctx.counts_instructions(m.options, m.gate)
+    if counted:  # judged and stored on instructions, in their own environment
+        env_id, environment = instruction_environment(environment, ctx.counted_with)
     passes = [m.first]
 
     def take_sample() -> Sample:
@@ -146,10 +160,11 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             if others
             else (),
         )
-        if saving
+        if saving and not counted
         else []
     )
-    unfit = save_guard(m.options, references)
+    # Time is not stored by an instruction-count run, so its guards do not refuse the save.
+    unfit = save_guard(m.options, references) if not counted else (lambda sample: None)
     final, comparison = first, None
     if comparing:
         comparison = _compare(
@@ -167,6 +182,8 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             m.extra.speedup if m.extra is not None else None,
         )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
+    if counted:
+        _attach_count(ctx, m, result, comparing)
     state.results.append(result)
     if saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
@@ -219,6 +236,8 @@ def _compare(
         else None,
         run_failures=list(extra.failures) if extra else [],
         calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
+        instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
+        uncounted=ctx.instruction_problem,
     )
     where = Where(
         env_id,
@@ -241,7 +260,7 @@ def _compare(
         extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)
     verdict = comparison.verdict
-    if verdict.outcome is Outcome.FAIL:
+    if verdict.outcome is Outcome.FAIL and verdict.basis == "time":
         comparison.explanation = explain.explain_slowdown(
             ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
         )
@@ -253,6 +272,24 @@ def _compare(
         comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
         state.warnings.extend(warnings)
     return comparison
+
+
+def _attach_count(ctx: RunContext, m: Measured, result: Result, comparing: bool) -> None:
+    """The instruction count of an instruction-count run on its Result (and the session a save
+    would store); without one the measurement fails (a comparing run's verdict says so)."""
+    count = ctx.instruction_counts.get((m.nodeid, m.name))
+    if count is None:
+        if not comparing:
+            result.failures.append(
+                f"{m.name}: no instruction count: {ctx.instruction_problem or 'not measured'}"
+            )
+        return
+    result.instructions = dict(count)
+    if m.extra is not None and m.extra.variant != "eager":
+        eager = ctx.instruction_counts.get((m.nodeid, m.name.rsplit("[", 1)[0]))
+        result.instructions_vs_eager = vs_eager(count, eager)
+    if result.session is not None:
+        result.session["instructions"] = dict(count)
 
 
 def _saveable(comparison: Comparison) -> bool:

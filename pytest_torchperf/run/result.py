@@ -17,6 +17,7 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.records import (
+    InstructionRecord,
     MeasurementRecord,
     PassRecord,
     SessionRecord,
@@ -65,6 +66,11 @@ class Result:
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
+    #: ``--torchperf-instructions``: instructions per call under Valgrind (``per_call``,
+    #: ``windows``, ``functions``: self instructions per call of the top functions).
+    instructions: dict[str, Any] | None = None
+    #: A variant's instructions per call as a multiple of eager's (None for eager).
+    instructions_vs_eager: float | None = None
     #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
     variant: str = "eager"
     #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for eager).
@@ -229,6 +235,8 @@ class Result:
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),
             "explanation": list(self.explanation),
+            "instructions": cast("InstructionRecord | None", self.instructions),
+            "instructions_vs_eager": self.instructions_vs_eager,
         }
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
         record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"

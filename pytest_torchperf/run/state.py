@@ -15,6 +15,21 @@ if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
 
 
+class MeasurementSkipped(Exception):
+    """A measurement that cannot be taken here; the test is skipped with this reason."""
+
+
+def check_countable(ctx: Any, options: Any, device: str, label: str, gate: bool = True) -> None:
+    """Instruction counts are CPU-only: a measurement on another device is skipped, saying so."""
+    if ctx.counts_instructions(options, gate) and not device.startswith("cpu"):
+        raise MeasurementSkipped(
+            f"{label}: not measured: --torchperf-instructions counts CPU instructions under "
+            f"Valgrind, and this measurement runs on {device}. Measure it in a run without "
+            f"--torchperf-instructions, or mark it @pytest.mark.torchperf(instructions=False) "
+            f"to time it in this run"
+        )
+
+
 class TorchperfWarning(UserWarning):
     """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
 

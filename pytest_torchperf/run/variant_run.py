@@ -23,7 +23,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.run.state import Measured, MeasurementSkipped, TestState, check_countable
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
@@ -35,7 +35,7 @@ from pytest_torchperf.run.steps import (
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS, tolerances
 
 
-class VariantSkipped(Exception):
+class VariantSkipped(MeasurementSkipped):
     """The only variant a test asked for cannot exist here; the test is skipped with this reason."""
 
 
@@ -108,7 +108,9 @@ def measure_variants(
     for label in plan.labels.values():
         claim_name(state, nodeid, label)
     eager = Measurer(target, inputs, dict(kwargs), options)
-    if ctx.settings.disable:
+    check_countable(ctx, options, eager.device, name)
+    if ctx.settings.disable or (ctx.counting is not None and not ctx.counts_instructions(options)):
+        # Also what opted out of counting, in the child under Valgrind: the controller times it.
         eager.run_once()
         return {
             v: disabled_result(state, nodeid, plan.labels[v], eager.device, options, "torchperf", v)
@@ -117,6 +119,8 @@ def measure_variants(
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
     reference = _reference(plan, eager, target)
     _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
+    if ctx.counting is not None:
+        return _count_each(ctx, state, plan)
     raws = _time(ctx, plan, eager)
     return _conclude_each(ctx, state, plan, raws)
 
@@ -292,6 +296,28 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
                 f"required min_speedup x{required[variant]:.2f}"
             )
     return raws
+
+
+def _count_each(ctx: RunContext, state: TestState, plan: _Plan) -> dict[str, Result]:
+    """In the child under Valgrind: count eager (the ratios' reference, listed or not) and each
+    built variant instead of timing them."""
+    from pytest_torchperf.run.counting import count_target
+
+    for variant, measurer in plan.measurers.items():
+        count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
+    return {
+        v: disabled_result(
+            state,
+            plan.nodeid,
+            plan.labels[v],
+            plan.measurers[v].device,
+            plan.options,
+            "torchperf",
+            v,
+        )
+        for v in plan.variants
+        if v in plan.measurers
+    }
 
 
 def _conclude_each(

@@ -37,6 +37,12 @@ EXACT_FIELDS: tuple[str, ...] = (
     "threads",
 )
 
+#: Added to the exact fields of an instruction-count environment (``--torchperf-instructions``):
+#: the Valgrind version and the CPU capability torch dispatched to under it (Valgrind does not
+#: emulate AVX-512 or AMX, so AVX2 on such hosts). Kept out of EXACT_FIELDS, whose hash names
+#: the timing environments already stored.
+INSTRUCTION_FIELDS: tuple[str, ...] = ("valgrind", "counted_capability")
+
 #: ISA flags that change which kernels torch picks (from /proc/cpuinfo).
 _ISA_FLAGS = (
     "avx2",
@@ -164,7 +170,7 @@ def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> s
     """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``."""
     diffs = [
         f"{key} {here.get(key)} here vs {stored.get(key)} stored"
-        for key in EXACT_FIELDS
+        for key in (*EXACT_FIELDS, *INSTRUCTION_FIELDS)
         if here.get(key) != stored.get(key)
     ]
     return (

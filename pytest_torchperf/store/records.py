@@ -70,6 +70,17 @@ class GateRecord(TypedDict, total=False):
     strict: bool
     ignore_counters: list[str]
     confirm: str
+    saving: bool
+    instructions: bool  #: judged on instruction counts (--torchperf-instructions)
+    max_instruction_increase: float
+
+
+class InstructionRecord(TypedDict, total=False):
+    """Instructions per call counted under Valgrind (``--torchperf-instructions``)."""
+
+    per_call: float  #: what verdicts compare (the second counted window)
+    windows: list[float]  #: per call in each of the two counted windows
+    functions: dict[str, float]  #: self instructions per call of the top functions
 
 
 class SessionRecord(TypedDict, total=False):
@@ -104,6 +115,7 @@ class SessionRecord(TypedDict, total=False):
     method: str | None
     fingerprint: dict[str, Any] | None
     metric: float | None
+    instructions: InstructionRecord | None  #: instruction-count environments only
 
 
 class MeasurementRecord(TypedDict, total=False):
@@ -149,3 +161,5 @@ class MeasurementRecord(TypedDict, total=False):
     processes: list[float]
     confirm_speedups: list[dict[str, float] | None]
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown
+    instructions: InstructionRecord | None  #: --torchperf-instructions runs
+    instructions_vs_eager: float | None  #: a variant's instructions per call / eager's

@@ -82,6 +82,8 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
                 "confirm_speedups": section.get("confirm_speedups") or [],
                 "explanation": section.get("explanation") or [],
                 "options": bench.get("options"),
+                "instructions": section.get("instructions"),
+                "instructions_vs_eager": section.get("instructions_vs_eager"),
             }
         )
     return records, dict(ours.get("environments") or {})
@@ -132,6 +134,7 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         speedup = r.get("speedup") or {}
         accuracy = r.get("accuracy") or {}
         counters = r.get("counters") or {}
+        counted = verdict.get("basis") == "instructions"
         rows.append(
             {
                 "environment": r.get("environment_id"),
@@ -142,8 +145,12 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "median_s": stats.get("median"),
                 "p25_s": stats.get("p25"),
                 "iqr_s": stats.get("iqr"),
-                "baseline_p25_s": verdict.get("baseline_statistic"),
+                "baseline_p25_s": None if counted else verdict.get("baseline_statistic"),
                 "ratio": verdict.get("ratio"),
+                # --torchperf-instructions: instructions per call under Valgrind (ratio is then
+                # instructions vs their baseline).
+                "instructions": (r.get("instructions") or {}).get("per_call"),
+                "baseline_instructions": verdict.get("baseline_statistic") if counted else None,
                 "speedup": speedup.get("median"),
                 "rel_l2": accuracy.get("rel_l2"),
                 "cosine": accuracy.get("cosine"),
@@ -186,6 +193,7 @@ def load_results(path: Path | str) -> Any:
                     "counters": session.get("counters"),
                     "metric": session.get("metric"),
                     "build_time": session.get("build_time"),
+                    "instructions": session.get("instructions"),
                 }
                 row = _rows([record])[0]
                 row["session"] = index

@@ -110,6 +110,7 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     f"key {where}.counters.{key} is {value!r}, expected a non-negative integer",
                 )
     _validate_variant_fields(session, path, where)
+    _validate_instructions(session.get("instructions"), path, where)
     top_ops = session.get("top_ops")
     if top_ops is not None:
         if not isinstance(top_ops, list):
@@ -125,6 +126,29 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     f"key {where}.top_ops[{i}] must have 'op' (text) and "
                     f"non-negative 'calls', 'self_cpu', 'self_device'",
                 )
+
+
+def _validate_instructions(value: Any, path: Path, where: str) -> None:
+    if value is None:
+        return
+    windows = value.get("windows") if isinstance(value, dict) else None
+    functions = value.get("functions", {}) if isinstance(value, dict) else None
+    if (
+        not isinstance(value, dict)
+        or not _positive_number(value.get("per_call"))
+        or not (
+            isinstance(windows, list)
+            and len(windows) == 2
+            and all(_positive_number(w) for w in windows)
+        )
+        or not isinstance(functions, dict)
+        or not all(isinstance(k, str) and _non_negative(v) for k, v in functions.items())
+    ):
+        raise BaselineFileError(
+            path,
+            f"key {where}.instructions must hold a positive per_call, two positive windows "
+            f"and a functions object of non-negative counts",
+        )
 
 
 def _validate_variant_fields(session: dict[str, Any], path: Path, where: str) -> None:

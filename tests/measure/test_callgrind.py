@@ -43,7 +43,7 @@ def python_loop():
 
 out = {}
 for name, call in (("plain", plain), ("op", extra_op), ("python", python_loop)):
-    count = count_instructions(call, 10, dump)
+    count = count_instructions(call, dump, calls=10)
     out[name] = {"windows": list(count.windows), "functions": count.functions}
 print("COUNTS " + json.dumps(out))
 """

@@ -1,0 +1,86 @@
+"""Instruction counts of ``--torchperf-instructions``: taken in the child under Valgrind, read
+back by the controlling run, filed under their own environment. Pytest-free.
+
+The child (started by :mod:`pytest_torchperf.pytest_plugin.instruction_runs`) runs the perf tests
+with :attr:`RunContext.counting` set: each measurement's target is called through its usual
+preparation (threads, ``eval()``, ``no_grad()``) and counted by
+:func:`pytest_torchperf.measure.callgrind.count_instructions` instead of timed
+(:func:`count_target`), one JSON line per count in the child's file. The controller reads them
+(:func:`read_counts`) and judges each against the sessions of the *instruction environment*
+(:func:`instruction_environment`): the timing environment plus the Valgrind version and the CPU
+capability torch dispatched to under Valgrind, so an instruction save never touches the timing
+history and vice versa.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_torchperf.store.environment import environment_id
+
+if TYPE_CHECKING:
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.run.context import RunContext
+
+#: Key of one measurement: (nodeid, measurement name).
+Key = tuple[str, str]
+
+
+def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) -> None:
+    """In the child under Valgrind: count ``measurer``'s target and write the line."""
+    import torch
+
+    from pytest_torchperf.measure.callgrind import count_instructions
+
+    assert ctx.counting is not None and ctx.child_sink is not None
+    with measurer.prepared():
+        count = count_instructions(measurer.call, ctx.counting)
+    ctx.child_sink.append(
+        {
+            "nodeid": nodeid,
+            "name": name,
+            "instructions": count.to_record(),
+            "capability": torch.backends.cpu.get_cpu_capability(),
+        }
+    )
+
+
+def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
+    """The counts a child wrote, by measurement, and the CPU capability torch used under
+    Valgrind (a torn or foreign line is skipped)."""
+    counts: dict[Key, dict[str, Any]] = {}
+    capability = None
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return counts, None
+    for line in lines:
+        try:
+            data = json.loads(line)
+            record = data["instructions"]
+            if not float(record["per_call"]) > 0:
+                continue
+            counts[(str(data["nodeid"]), str(data["name"]))] = record
+            capability = data.get("capability") or capability
+        except (ValueError, KeyError, TypeError):
+            continue
+    return counts, capability
+
+
+def instruction_environment(
+    environment: Mapping[str, Any], counted_with: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The environment instruction counts are filed under: the timing fingerprint of the same
+    device and threads plus the Valgrind version and the capability torch saw under it."""
+    exact = {**environment["exact"], **counted_with}
+    return f"instructions-{environment_id(exact)}", {**environment, "exact": exact}
+
+
+def vs_eager(count: Mapping[str, Any] | None, eager: Mapping[str, Any] | None) -> float | None:
+    """A variant's instructions per call as a multiple of eager's (None without both)."""
+    if not count or not eager or not eager.get("per_call"):
+        return None
+    return float(count["per_call"]) / float(eager["per_call"])

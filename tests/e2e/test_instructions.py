@@ -1,0 +1,263 @@
+"""``--torchperf-instructions``: CPU perf tests gated on instructions per call counted in one
+child pytest process under Valgrind.
+
+Valgrind costs 30-60 s per process here, so the save runs once for the module (its own fixture,
+one Valgrind child) and the compare test runs one more; the error paths start none (a fake
+``valgrind`` stands in where one is needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import FAST_INI
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="needs valgrind (apt-get install valgrind)"
+)
+
+MODELS = """
+import os
+import pytest
+import torch
+from torch import nn
+
+#: Extra pure-Python steps per call of model "b" (a slowdown no op counter sees).
+STEPS = int(os.environ.get("EXTRA_STEPS", "0"))
+
+
+class Net(nn.Module):
+    def __init__(self, steps=0):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        self.steps = steps
+
+    def forward(self, x):
+        total = 0
+        for i in range(self.steps):
+            total += i
+        return self.body(x)
+
+
+def test_a(torchperf):
+    torchperf(Net(), torch.randn(16, 64), name="a")
+
+
+def test_b(torchperf):
+    torchperf(Net(STEPS), torch.randn(16, 64), name="b")
+
+
+@pytest.mark.torchperf(variants=["eager", "amp"])
+def test_variants(torchperf):
+    torchperf(nn.Sequential(nn.Linear(64, 64), nn.Tanh()), torch.randn(16, 64), name="v")
+
+
+def test_not_on_cpu(torchperf):
+    torchperf(nn.Linear(4, 4).to("meta"), torch.randn(2, 4, device="meta"), name="meta")
+
+
+@pytest.mark.torchperf(instructions=False)
+def test_timed(torchperf):
+    torchperf(nn.Linear(8, 8), torch.randn(2, 8), name="timed")
+"""
+
+
+def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *args],
+        cwd=root,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _environments(storage: Path) -> dict[str, dict]:
+    return {
+        p.parent.name: json.loads(p.read_text())["exact"]
+        for p in storage.glob("*/environment.json")
+    }
+
+
+def _sessions(storage: Path, env_prefix: str) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for path in storage.glob(f"{env_prefix}*/*.py.json"):
+        for measurements in json.loads(path.read_text())["tests"].values():
+            for name, entry in measurements.items():
+                found.setdefault(name, []).extend(entry["sessions"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A project whose baselines were saved in an instruction run (one Valgrind child)."""
+    root = tmp_path_factory.mktemp("instructions")
+    (root / "pytest.ini").write_text(FAST_INI)
+    (root / "test_models.py").write_text(MODELS)
+    save = _run(root, "--torchperf-instructions", "--torchperf-save")
+    assert save.returncode == 0, save.stdout + save.stderr
+    return root, save.stdout
+
+
+def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) -> None:
+    root, out = saved
+    assert (
+        "torchperf: counting instructions of 6 perf test(s) in a pytest process under valgrind-"
+        in out
+    )
+    assert "5 passed, 1 skipped" in out
+    assert "instr/call" in out
+    storage = root / ".torchperf"
+    environments = _environments(storage)
+    counted = {k: v for k, v in environments.items() if k.startswith("instructions-")}
+    timed = {k: v for k, v in environments.items() if not k.startswith("instructions-")}
+    assert len(counted) == 1 and len(timed) == 1
+    exact = next(iter(counted.values()))
+    assert exact["valgrind"].startswith("valgrind-") and exact["counted_capability"]
+    # Everything else of the fingerprint is the timing environment's own.
+    assert {k: v for k, v in exact.items() if k not in ("valgrind", "counted_capability")} == next(
+        iter(timed.values())
+    )
+    counts = _sessions(storage, "instructions-")
+    assert sorted(counts) == ["a", "b", "v", "v[amp]"]
+    for name, sessions in counts.items():
+        (session,) = sessions
+        first, second = session["instructions"]["windows"]
+        assert abs(first - second) / second < 0.001, (name, session["instructions"])
+        assert session["instructions"]["functions"], name
+        assert session["gate"]["instructions"] is True
+    # The opted-out test is timed and saved with the timing history, which holds nothing else.
+    assert sorted(_sessions(storage, "cpu-")) == ["timed"]
+    # A variant's count is reported as a multiple of eager's.
+    assert "eager)" in out.split("v[amp]", 1)[1].splitlines()[0]
+    assert (
+        "meta: not measured: --torchperf-instructions counts CPU instructions under Valgrind, "
+        "and this measurement runs on meta" in out
+    )
+
+
+def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
+    saved: tuple[Path, str], tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(saved[0], root)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        # About 290 instructions per step on a 197 k-instruction model: +3 %.
+        compare = _run(
+            root,
+            "--torchperf-instructions",
+            "--torchperf-compare",
+            "--torchperf-json",
+            "compare.json",
+            env={"EXTRA_STEPS": "20"},
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    out = compare.stdout
+    assert compare.returncode == 1, out + compare.stderr
+    assert "1 failed, 4 passed, 1 skipped" in out
+    assert "FAILED test_models.py::test_b" in out
+    assert "inconclusive" not in out.lower()
+    failure = next(line for line in out.splitlines() if "b: instructions +" in line)
+    change = float(failure.split("instructions +", 1)[1].split("%", 1)[0])
+    assert 2.0 < change < 5.0, failure
+    assert "per call vs baseline (" in failure and "limit 1%)" in failure
+    assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in out
+    table = {
+        line.split()[1]: line for line in out.splitlines() if line.startswith("test_models.py::")
+    }
+    assert table["b"].endswith("FAIL (instructions)")
+    assert table["a"].rstrip().endswith("pass") and table["v[amp]"].rstrip().endswith("pass")
+    # The offline judge replays the same verdicts from the results file.
+    replay = subprocess.run(
+        [sys.executable, "-m", "pytest_torchperf.cli", "compare", ".torchperf", "compare.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert "FAIL (instructions)" in replay.stdout and "instr/call" in replay.stdout
+    assert f"b: instructions +{change:.1f}% per call vs baseline" in replay.stdout
+
+
+# -- bad environments: no Valgrind child is started ------------------------------------------
+
+
+def test_without_valgrind_it_is_a_usage_error_naming_the_install(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    perf.makepyfile(MODELS)
+    monkeypatch.setenv("PATH", str(perf.path / "empty-bin"))
+    result = perf.runpytest("--torchperf-instructions", "--torchperf-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--torchperf-instructions counts instructions under Valgrind, and valgrind is not on "
+            "PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind*"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ("--torchperf-processes", "3"),
+            "*--torchperf-processes measures time in several processes*",
+        ),
+        (("--torchperf-disable",), "*cannot be combined with --torchperf-disable*"),
+        (("-n", "2"), "*pytest-xdist (-n) would start one per worker. Drop -n*"),
+    ],
+)
+def test_combinations_that_cannot_work_are_usage_errors(
+    perf: pytest.Pytester, args: tuple[str, ...], expected: str
+) -> None:
+    if "-n" in args:
+        pytest.importorskip("xdist")
+    perf.makepyfile(MODELS)
+    result = perf.runpytest("--torchperf-instructions", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_a_child_that_dies_under_valgrind_fails_the_tests_with_its_log_and_command(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = perf.path / "bin" / "valgrind"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo valgrind-9.9.9; exit 0; fi\n'
+        'echo "valgrind: the impossible happened: simulated crash" >&2\n'
+        "exit 7\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    perf.makepyfile(
+        """
+        import torch
+        def test_a(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="a")
+        """
+    )
+    result = perf.runpytest("--torchperf-instructions", "--torchperf-compare")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
+            "counted 0 measurement(s). Command: valgrind --tool=callgrind *",
+            "*valgrind: the impossible happened: simulated crash",
+            "*a: no instruction count: the pytest process under Valgrind exited with code 7*",
+        ]
+    )

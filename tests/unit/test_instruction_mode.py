@@ -1,0 +1,247 @@
+"""``--torchperf-instructions`` through the one comparison engine, the replay, the baseline schema
+and the reports: pure, no Valgrind and no torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.compare import Candidate, Gate, compare
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.replay import replay
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.report.markdown import markdown_report
+from pytest_torchperf.report.terminal import render_table
+from pytest_torchperf.run.counting import instruction_environment, read_counts, vs_eager
+from pytest_torchperf.store.environment import describe_difference
+from pytest_torchperf.store.schema import BaselineFileError, validate_session
+
+TIMES = (1e-3, 1.1e-3, 0.9e-3, 1e-3)
+GATE = Gate(instructions=True)
+
+
+def _count(per_call: float, second: float | None = None, **functions: float) -> dict:
+    return {
+        "per_call": per_call if second is None else second,
+        "windows": [per_call, per_call if second is None else second],
+        "functions": {"_PyEval_EvalFrameDefault": 50_000.0, **functions},
+    }
+
+
+def _sample(scale: float = 1.0) -> Sample:
+    times = tuple(t * scale for t in TIMES)
+    return Sample(summarize(times), 1.0, times)
+
+
+def _session(count: dict | None, statistic: float = 1e-3, **extra: object) -> dict:
+    session = {
+        "statistic": statistic,
+        "times": list(TIMES),
+        "counters": {"ops": {"aten::addmm": 2}},
+    }
+    if count is not None:
+        session["instructions"] = count
+    return {**session, **extra}
+
+
+def _no_remeasure() -> Sample:
+    raise AssertionError("an instruction-count run never re-measures time")
+
+
+def test_the_engine_gates_instructions_and_ignores_a_far_slower_time() -> None:
+    # 5x slower on the clock (a busy runner), 3 % more instructions: the instructions decide.
+    candidate = Candidate(
+        "mlp",
+        _sample(5.0),
+        {"ops": {"aten::addmm": 2}},
+        instructions=_count(206_000.0, _PyEval_EvalFrameDefault=56_000.0),
+    )
+    result = compare(candidate, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
+    assert result.outcome == "fail" and result.label == "FAIL (instructions)"
+    assert result.verdict.basis == "instructions"
+    assert result.verdict.message.startswith(
+        "mlp: instructions +3.0% per call vs baseline (206 k vs 200 k; limit 1%)"
+    )
+    assert (
+        "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +6.00 k/call"
+        in (result.verdict.message)
+    )
+    assert result.verdict.ratio == pytest.approx(1.03)
+
+
+def test_unchanged_counts_pass_on_any_clock_and_counters_still_gate() -> None:
+    same = Candidate(
+        "mlp", _sample(0.2), {"ops": {"aten::addmm": 2}}, instructions=_count(200_100.0)
+    )
+    assert (
+        compare(same, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure).outcome
+        == "pass"
+    )
+    more_ops = Candidate(
+        "mlp", _sample(), {"ops": {"aten::addmm": 3}}, instructions=_count(200_000.0)
+    )
+    result = compare(more_ops, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
+    assert result.label == "FAIL (counters)" and result.counter_changes
+
+
+def test_the_latest_session_with_a_count_is_the_baseline() -> None:
+    sessions = [_session(_count(100_000.0)), _session(_count(200_000.0)), _session(None)]
+    candidate = Candidate("mlp", _sample(), instructions=_count(200_000.0))
+    result = compare(candidate, sessions, GATE, remeasure=_no_remeasure)
+    assert result.outcome == "pass" and result.verdict.baseline_sessions == 2
+
+
+def test_no_count_fails_with_the_reason_and_no_baseline_is_new() -> None:
+    missing = Candidate("mlp", _sample(), uncounted="the pytest process under Valgrind exited")
+    result = compare(missing, [_session(_count(1.0))], GATE, remeasure=_no_remeasure)
+    assert result.outcome == "fail"
+    assert result.verdict.message == (
+        "mlp: no instruction count: the pytest process under Valgrind exited"
+    )
+    new = compare(
+        Candidate("mlp", _sample(), instructions=_count(1e5)), [], GATE, remeasure=_no_remeasure
+    )
+    assert new.outcome == "new"
+    strict = compare(
+        Candidate("mlp", _sample(), instructions=_count(1e5)),
+        [],
+        Gate(instructions=True, strict=True),
+        remeasure=_no_remeasure,
+    )
+    assert strict.outcome == "fail"
+
+
+def test_windows_that_disagree_are_inconclusive_and_strict_fails_them() -> None:
+    candidate = Candidate("mlp", _sample(), instructions=_count(200_000.0, 201_000.0))
+    loose = compare(candidate, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
+    assert loose.outcome == "inconclusive" and loose.warnings[0].startswith("mlp: inconclusive")
+    strict = compare(
+        candidate,
+        [_session(_count(200_000.0))],
+        Gate(instructions=True, strict=True),
+        remeasure=_no_remeasure,
+    )
+    assert strict.outcome == "fail"
+
+
+def test_a_timed_speedup_is_not_gated_in_an_instruction_run() -> None:
+    sessions = [_session(_count(1e5), speedup={"median": 2.0, "p25": 1.9, "p75": 2.1, "n": 9})]
+    candidate = Candidate(
+        "m[compiled]",
+        _sample(),
+        variant="compiled",
+        speedup={"median": 1.0, "p25": 0.95, "p75": 1.05, "n": 9},
+        instructions=_count(1e5),
+    )
+    assert compare(candidate, sessions, GATE, remeasure=_no_remeasure).outcome == "pass"
+    timed = compare(candidate, sessions, Gate(), remeasure=lambda: _sample())
+    assert timed.outcome == "fail"  # the same speedup loss fails a timing run
+
+
+def test_the_gate_round_trips_and_old_records_mean_time() -> None:
+    gate = Gate(instructions=True, max_instruction_increase=0.02)
+    assert Gate.from_record(gate.to_record()) == gate
+    assert Gate.from_record({}).instructions is False
+    assert (
+        Gate.from_record(gate.to_record(), max_instruction_increase=0.05).max_instruction_increase
+        == 0.05
+    )
+
+
+def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None:
+    record = {
+        "name": "mlp",
+        "nodeid": "t.py::test",
+        "samples": list(TIMES),
+        "instructions": _count(206_000.0),
+        "session": {"gate": Gate(instructions=True).to_record(), "times": list(TIMES)},
+        "passes": [{"times": list(TIMES), "cpu_share": 1.0}],
+    }
+    result = replay(record, [_session(_count(200_000.0))])
+    assert result.label == "FAIL (instructions)"
+    looser = replay(record, [_session(_count(200_000.0))], max_instruction_increase=0.05)
+    assert looser.outcome == "pass"
+    record.pop("instructions")
+    assert "no instruction count" in replay(record, [_session(_count(2e5))]).verdict.message
+
+
+def test_the_baseline_schema_checks_instruction_records(tmp_path: Path) -> None:
+    validate_session(_session(_count(2e5)), tmp_path / "b.json", "s")
+    for bad in ({"per_call": -1, "windows": [1, 1]}, {"per_call": 5, "windows": [5]}, "many"):
+        with pytest.raises(BaselineFileError, match="instructions must hold a positive per_call"):
+            validate_session(_session(bad), tmp_path / "b.json", "s")  # type: ignore[arg-type]
+
+
+def test_labels_name_instructions() -> None:
+    failed = {"outcome": "fail", "verdict": {"outcome": "fail", "basis": "instructions"}}
+    assert outcome_label(failed) == "FAIL (instructions)"
+    both = {**failed, "counter_changes": ["ops changed"]}
+    assert outcome_label(both) == "FAIL (instructions+counters)"
+    assert outcome_label({"outcome": "fail", "verdict": {"outcome": "fail"}}) == "FAIL"
+
+
+def _record(name: str, **extra: object) -> dict:
+    return {
+        "nodeid": "t.py::test",
+        "name": name,
+        "outcome": "pass",
+        "stats": {"median": 1e-3, "p25": 1e-3},
+        **extra,
+    }
+
+
+def test_reports_show_counts_and_baselines_in_their_units() -> None:
+    records = [
+        _record(
+            "mlp",
+            instructions=_count(206_000.0),
+            verdict={
+                "outcome": "pass",
+                "basis": "instructions",
+                "baseline_statistic": 200_000.0,
+                "ratio": 1.03,
+            },
+        ),
+        _record("mlp[amp]", instructions=_count(412_000.0), instructions_vs_eager=2.0),
+        _record("timed", verdict={"outcome": "pass", "baseline_statistic": 2e-3, "ratio": 0.5}),
+    ]
+    table = "\n".join(render_table(records, width=200))
+    assert "instr/call" in table.splitlines()[0]
+    rows = {line.split()[1]: line for line in table.splitlines()[1:]}
+    assert "206 k" in rows["mlp"] and "200 k" in rows["mlp"] and "+3.0%" in rows["mlp"]
+    assert "412 k (x2.00 eager)" in rows["mlp[amp]"]
+    assert "2 ms" in rows["timed"]
+    markdown = markdown_report(records, "env")
+    assert "| instr/call | baseline |" in markdown and "| 206 k | 200 k | +3.0% |" in markdown
+
+
+def test_read_counts_skips_torn_and_foreign_lines(tmp_path: Path) -> None:
+    path = tmp_path / "counts.jsonl"
+    good = {"nodeid": "t.py::a", "name": "a", "instructions": _count(5e5), "capability": "AVX2"}
+    timing = {"nodeid": "t.py::b", "name": "b", "times": [1e-3]}
+    path.write_text(
+        json.dumps(good) + "\n" + json.dumps(timing) + "\n" + '{"nodeid": "t.py::c", "na'
+    )
+    counts, capability = read_counts(path)
+    assert list(counts) == [("t.py::a", "a")] and capability == "AVX2"
+    assert read_counts(tmp_path / "missing.jsonl") == ({}, None)
+
+
+def test_the_instruction_environment_adds_valgrind_and_the_capability() -> None:
+    timing = {"exact": {"device": "cpu", "cpu_model": "Xeon", "torch": "2.14.1", "threads": 1}}
+    env_id, env = instruction_environment(
+        timing, {"valgrind": "valgrind-3.19.0", "counted_capability": "AVX2"}
+    )
+    assert env_id.startswith("instructions-cpu-xeon-torch2.14.1-t1-")
+    other_id, other = instruction_environment(
+        timing, {"valgrind": "valgrind-3.24.0", "counted_capability": "AVX2"}
+    )
+    assert other_id != env_id
+    assert describe_difference(env["exact"], other["exact"]) == (
+        "valgrind valgrind-3.19.0 here vs valgrind-3.24.0 stored"
+    )
+    assert vs_eager({"per_call": 50.0}, {"per_call": 100.0}) == 0.5
+    assert vs_eager({"per_call": 50.0}, None) is None
