@@ -42,6 +42,11 @@ step 90 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear
     --torchperf-save --torchperf-processes 3 --torchperf-storage "$pstore"
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear" -rA \
     --torchperf-compare --torchperf-processes 2 --torchperf-storage "$pstore"
+# --torchperf-instructions on a GPU machine: CUDA measurements are skipped with the reason (and
+# without valgrind on PATH the run is a usage error naming the install command).
+command -v valgrind || echo "valgrind: not on PATH"
+step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -rs -k "linear" \
+    --torchperf-instructions --torchperf-save --torchperf-storage "$(mktemp -d)"
 # Failures are named as they happen (-v | grep) and in JUnit XML, so a run cut by its limit still
 # says which tests failed (the suite needs about 300 s with -n 14 on 16 cores).
 step 300 python3 -m pytest tests -p no:cacheprovider -v -n 14 -rf --junitxml "$out/suite_junit.xml" \
