@@ -21,7 +21,11 @@ from typing import Any
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
-from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE, judge_instructions
+from pytest_torchperf.judge.instructions import (
+    DEFAULT_MAX_INCREASE,
+    effective_limit,
+    judge_instructions,
+)
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
@@ -286,7 +290,9 @@ def instruction_verdict(
         baseline_statistic=baseline.per_call if baseline else None,
         candidate_statistic=current.per_call,
         tolerance=gate.max_instruction_increase,
-        effective_tolerance=gate.max_instruction_increase,
+        effective_tolerance=effective_limit(baseline.per_call, gate.max_instruction_increase)
+        if baseline
+        else gate.max_instruction_increase,
         baseline_sessions=len(stored),
         basis="instructions",
     )

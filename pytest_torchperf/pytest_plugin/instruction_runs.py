@@ -158,12 +158,19 @@ def run_counting_child(session: pytest.Session) -> None:
         )
         if code not in (0, 1) or not counts:
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-20:]
-            ctx.instruction_problem = (
+            what = (
                 f"the pytest process under Valgrind exited with code {code} after {took:.0f} s "
-                f"and counted {len(counts)} measurement(s). Command: {shlex.join(args)}\n    "
-                + "\n    ".join(tail)
+                f"and counted {len(counts)} measurement(s)"
             )
-            child_runs.say(terminal, f"torchperf: {ctx.instruction_problem}", yellow=True)
+            # The command and the log once, at the top; each measurement's failure refers to it.
+            child_runs.say(
+                terminal,
+                f"torchperf: {what}. Command: {shlex.join(args)}\n    " + "\n    ".join(tail),
+                yellow=True,
+            )
+            ctx.instruction_problem = (
+                f"{what} (its command and the end of its log are printed before the tests)"
+            )
         else:
             ctx.instruction_problem = (
                 "the pytest process under Valgrind did not count it (its test failed or was "

@@ -54,7 +54,7 @@ def test_b(torchperf):
     torchperf(Net(STEPS), torch.randn(16, 64), name="b")
 
 
-@pytest.mark.torchperf(variants=["eager", "amp"])
+@pytest.mark.torchperf(variants=["amp"])
 def test_variants(torchperf):
     torchperf(nn.Sequential(nn.Linear(64, 64), nn.Tanh()), torch.randn(16, 64), name="v")
 
@@ -110,10 +110,10 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) -> None:
     root, out = saved
     assert (
-        "torchperf: counting instructions of 6 perf test(s) in a pytest process under valgrind-"
+        "torchperf: counting instructions of 5 perf test(s) in a pytest process under valgrind-"
         in out
     )
-    assert "5 passed, 1 skipped" in out
+    assert "4 passed, 1 skipped" in out
     assert "instr/call" in out
     storage = root / ".torchperf"
     environments = _environments(storage)
@@ -127,7 +127,7 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
         iter(timed.values())
     )
     counts = _sessions(storage, "instructions-")
-    assert sorted(counts) == ["a", "b", "v", "v[amp]"]
+    assert sorted(counts) == ["a", "b", "v[amp]"]
     for name, sessions in counts.items():
         (session,) = sessions
         first, second = session["instructions"]["windows"]
@@ -151,14 +151,16 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     shutil.copytree(saved[0], root)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
-        # About 290 instructions per step on a 197 k-instruction model: +3 %.
+        # About 200 instructions per step on a 197 k-instruction model: +3 %. The opted-out test
+        # is timed beside the hogs with the guards off (pytest.ini): its limit is opened wide.
         compare = _run(
             root,
             "--torchperf-instructions",
             "--torchperf-compare",
+            "--torchperf-max-slowdown=100000%",
             "--torchperf-json",
             "compare.json",
-            env={"EXTRA_STEPS": "20"},
+            env={"EXTRA_STEPS": "30"},
         )
     finally:
         for hog in hogs:
@@ -166,13 +168,14 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
             hog.wait()
     out = compare.stdout
     assert compare.returncode == 1, out + compare.stderr
-    assert "1 failed, 4 passed, 1 skipped" in out
+    assert "1 failed, 3 passed, 1 skipped" in out
     assert "FAILED test_models.py::test_b" in out
     assert "inconclusive" not in out.lower()
+    print(out)  # the figures quoted in docs/instructions.md
     failure = next(line for line in out.splitlines() if "b: instructions +" in line)
     change = float(failure.split("instructions +", 1)[1].split("%", 1)[0])
     assert 2.0 < change < 5.0, failure
-    assert "per call vs baseline (" in failure and "limit 1%)" in failure
+    assert "per call vs baseline (" in failure and "limit 1%, at least 2.50 k per call" in failure
     assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in out
     table = {
         line.split()[1]: line for line in out.splitlines() if line.startswith("test_models.py::")

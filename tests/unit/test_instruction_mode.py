@@ -57,19 +57,41 @@ def test_the_engine_gates_instructions_and_ignores_a_far_slower_time() -> None:
         "mlp",
         _sample(5.0),
         {"ops": {"aten::addmm": 2}},
-        instructions=_count(206_000.0, _PyEval_EvalFrameDefault=56_000.0),
+        instructions=_count(2_060_000.0, _PyEval_EvalFrameDefault=110_000.0),
     )
-    result = compare(candidate, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
+    result = compare(candidate, [_session(_count(2_000_000.0))], GATE, remeasure=_no_remeasure)
     assert result.outcome == "fail" and result.label == "FAIL (instructions)"
     assert result.verdict.basis == "instructions"
     assert result.verdict.message.startswith(
-        "mlp: instructions +3.0% per call vs baseline (206 k vs 200 k; limit 1%)"
+        "mlp: instructions +3.0% per call vs baseline (2.06 M vs 2.00 M; limit 1%)"
     )
     assert (
-        "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +6.00 k/call"
+        "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +60.0 k/call"
         in (result.verdict.message)
     )
     assert result.verdict.ratio == pytest.approx(1.03)
+
+
+def test_below_the_noise_floor_a_small_target_passes_what_a_large_one_fails() -> None:
+    # +1.5 % of 110 k instructions is 1,650 per call: within what processes of the same code
+    # differ by; the same share of 2 M is not.
+    small = Candidate("v", _sample(), instructions=_count(111_650.0))
+    result = compare(small, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure)
+    assert result.outcome == "pass"
+    assert "limit 1%, at least 2.50 k per call: smaller changes are process-to-process noise" in (
+        result.verdict.message
+    )
+    assert result.verdict.effective_tolerance == pytest.approx(2500 / 110_000)
+    large = Candidate("m", _sample(), instructions=_count(2_030_000.0))
+    assert (
+        compare(large, [_session(_count(2_000_000.0))], GATE, remeasure=_no_remeasure).outcome
+        == "fail"
+    )
+    tiny_jump = Candidate("v", _sample(), instructions=_count(113_000.0))
+    assert (
+        compare(tiny_jump, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure).outcome
+        == "fail"
+    )
 
 
 def test_unchanged_counts_pass_on_any_clock_and_counters_still_gate() -> None:
