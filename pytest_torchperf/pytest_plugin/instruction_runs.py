@@ -13,6 +13,7 @@ gated) and judges the counts through the comparison engine.
 from __future__ import annotations
 
 import os
+import platform
 import shlex
 import shutil
 import tempfile
@@ -141,6 +142,10 @@ def run_counting_child(session: pytest.Session) -> None:
             # str hashes decide dict layouts and so the instructions of every lookup.
             "PYTHONHASHSEED": "0",
         }
+        if platform.machine() in ("x86_64", "AMD64") and "TORCHINDUCTOR_CPP_MARCH" not in env:
+            # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
+            # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
+            env["TORCHINDUCTOR_CPP_MARCH"] = "x86-64-v3"
         child_runs.say(
             terminal,
             f"torchperf: counting instructions of {len(perf)} perf test(s) in a pytest "

@@ -160,6 +160,8 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
             "--torchperf-max-slowdown=100000%",
             "--torchperf-json",
             "compare.json",
+            "--torchperf-html",
+            "report.html",
             env={"EXTRA_STEPS": "30"},
         )
     finally:
@@ -182,6 +184,14 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     }
     assert table["b"].endswith("FAIL (instructions)")
     assert table["a"].rstrip().endswith("pass") and table["v[amp]"].rstrip().endswith("pass")
+    html = (root / "report.html").read_text()
+    assert "instructions / call" in html and "FAIL (instructions)" in html
+    assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in html
+    from pytest_torchperf import load_results
+
+    frame = load_results(root / "compare.json").set_index("name")
+    assert frame.loc["b", "instructions"] > frame.loc["b", "baseline_instructions"] > 1e5
+    assert frame.loc["b", "baseline_p25_s"] != frame.loc["b", "baseline_p25_s"]  # NaN: not a time
     # The offline judge replays the same verdicts from the results file.
     replay = subprocess.run(
         [sys.executable, "-m", "pytest_torchperf.cli", "compare", ".torchperf", "compare.json"],
