@@ -289,7 +289,8 @@ def _guard_problem(session: dict[str, Any]) -> str | None:
 
     gate = session.get("gate") or {}
     if gate.get("instructions"):
-        return None  # an instruction-count run stores counts; its time was never guarded
+        # An instruction-count run stores counts; its time was never guarded.
+        return None if session.get("instructions") else "no instruction count"
     times = tuple(session.get("times") or ())
     if not times:
         return "no timed samples"

@@ -36,7 +36,7 @@ from pytest_torchperf.judge.samples import (
 )
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
 from pytest_torchperf.measure.callgrind import InstructionCount
-from pytest_torchperf.store.environment import describe_difference
+from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, describe_difference
 from pytest_torchperf.variants.registry import tolerances
 
 #: What ``--torchperf-strict`` appends to a verdict that fails only because of it.
@@ -211,13 +211,22 @@ def compare(
             ],
         )
     verdict = judgement.verdict
+    # Only environments of the same kind explain a missing baseline: a timing history cannot
+    # stand in for instruction counts, nor counts for times.
+    counted = where.environment_id.startswith(INSTRUCTION_ENV_PREFIX)
     others = (
-        [(env_id, env) for env_id, env in where.others() if env_id != where.environment_id]
+        [
+            (env_id, env)
+            for env_id, env in where.others()
+            if env_id != where.environment_id
+            and env_id.startswith(INSTRUCTION_ENV_PREFIX) == counted
+        ]
         if verdict.outcome is Outcome.NEW
         else []
     )
+    save = save_command(gate)
     if others:
-        verdict = explain_new(verdict, label, where, others)
+        verdict = explain_new(verdict, label, where, others, save)
     stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
     changes = (
         diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
@@ -235,6 +244,7 @@ def compare(
         limits=limits,
         max_slowdown=gate.max_slowdown,
         confirm_speedups=confirm_speedups,
+        save=save,
     )
     failures = [*candidate.run_failures, *drift_failures]
     if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
@@ -250,15 +260,15 @@ def compare(
                 f"{label}: no baseline: the storage folder {where.storage} does not exist, "
                 f"{STRICT}. Is --torchperf-storage misspelt, or were the baselines never "
                 f"committed? Point --torchperf-storage at the folder that holds them, or record "
-                f"them with pytest --torchperf-save and commit the folder"
+                f"them with {save} and commit the folder"
             )
         else:
             failures.append(
                 f"{label}: no baseline for this measurement in "
                 f"{where.baseline_file or 'the storage'} (environment "
-                f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with pytest "
-                f"--torchperf-save and commit it (git add {where.storage or '.torchperf'}), or "
-                f"point --torchperf-storage at the folder that holds it"
+                f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with {save} "
+                f"and commit it (git add {where.storage or '.torchperf'}), or point "
+                f"--torchperf-storage at the folder that holds it"
             )
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
@@ -298,8 +308,19 @@ def instruction_verdict(
     )
 
 
+def save_command(gate: Gate) -> str:
+    """The command that records a baseline of the kind this gate compares."""
+    if gate.instructions:
+        return "pytest --torchperf-instructions --torchperf-save"
+    return "pytest --torchperf-save"
+
+
 def explain_new(
-    verdict: Verdict, label: str, where: Where, others: Sequence[tuple[str, Mapping[str, Any]]]
+    verdict: Verdict,
+    label: str,
+    where: Where,
+    others: Sequence[tuple[str, Mapping[str, Any]]],
+    save: str = "pytest --torchperf-save",
 ) -> Verdict:
     """Say which fingerprint field differs when baselines exist only for other environments."""
     env_id, stored = others[0]
@@ -320,6 +341,6 @@ def explain_new(
         new_reason=reason,
         message=(
             f"{label}: no comparable baseline: {reason}; record one for this environment with "
-            f"pytest --torchperf-save"
+            f"{save}"
         ),
     )

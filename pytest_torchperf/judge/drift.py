@@ -20,6 +20,10 @@ REMEDY = (
 )
 
 
+def _remedy(save: str) -> str:
+    return REMEDY.replace("pytest --torchperf-save", save)
+
+
 def speedup_check(
     label: str,
     stored: Sequence[float],
@@ -84,6 +88,7 @@ def drift_checks(
     limits: Mapping[str, float],
     max_slowdown: float,
     confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
+    save: str = "pytest --torchperf-save",
 ) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one measurement against its stored ``sessions``.
 
@@ -104,11 +109,13 @@ def drift_checks(
     if fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
         drift, problem = fingerprint_drift(stored_fp, fingerprint)
         if problem:
-            failures.append(f"{label}: numerics changed since the baseline: {problem}. {REMEDY}")
+            failures.append(
+                f"{label}: numerics changed since the baseline: {problem}. {_remedy(save)}"
+            )
         elif drift > limits["rel_l2"]:
             failures.append(
                 f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
-                f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {REMEDY}. "
+                f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {_remedy(save)}. "
                 f"Random models/inputs must be created inside the test or its function-scoped "
                 f"fixtures (torchperf seeds them with seed=0) or seeded by you"
             )
@@ -119,6 +126,6 @@ def drift_checks(
         if abs(metric - stored_metric) > limits["metric"]:
             failures.append(
                 f"{label}: metric changed since the baseline: {stored_metric:.4g} -> {metric:.4g} "
-                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {REMEDY}"
+                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {_remedy(save)}"
             )
     return failures, warnings

@@ -8,8 +8,8 @@ that determinism is the workload itself (random inputs per call, lazy initialisa
 data-dependent control flow): two counted windows of the same calls must agree, or the verdict is
 inconclusive with both figures.
 
-Not wired to an option yet: the instruction-count mode (``--torchperf-instructions``) is being
-built on these pieces; see CHANGELOG.
+Used by the comparison engine (:func:`pytest_torchperf.judge.compare.instruction_verdict`) in
+``--torchperf-instructions`` runs.
 """
 
 from __future__ import annotations

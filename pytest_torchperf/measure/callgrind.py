@@ -133,7 +133,7 @@ def valgrind_version() -> str:
 
 
 def calls_per_window(seconds_per_call: float) -> int:
-    """Calls in each counted window: about :data:`WINDOW_SECONDS` of them, 2 to 10.
+    """Calls in each counted window: about :data:`WINDOW_SECONDS` of them, 2 to 100.
 
     Only the per-call figure is compared, so the window size need not repeat between runs; more
     calls only average out what little varies between calls."""

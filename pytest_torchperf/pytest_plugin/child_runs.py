@@ -123,9 +123,14 @@ def processes_setting(config: pytest.Config) -> int:
 
 
 def _counts_instructions(config: pytest.Config) -> bool:
+    from pytest_torchperf.options.values import parse_bool
+
     raw = config.getoption("torchperf_instructions", None)
     if raw is None:
-        raw = str(config.getini("torchperf_instructions")).strip().lower() in ("true", "1", "yes")
+        try:
+            raw = parse_bool(config.getini("torchperf_instructions") or False)
+        except Exception:
+            raw = False  # the mode's own check reports the bad value
     return bool(raw)
 
 

@@ -60,6 +60,12 @@ def instructions_setting(config: pytest.Config) -> bool:
     if not raw or config.getoption("torchperf_skip"):
         return False
     on_cli = config.getoption("torchperf_instructions") is not None
+    # Set in the ini file, the mode is switched off for one run with -o: say so in each error.
+    off = (
+        ""
+        if on_cli
+        else " (set by ini torchperf_instructions: -o torchperf_instructions=false turns it off for this run)"
+    )
     if config.getoption("torchperf_disable"):
         if not on_cli:
             return False  # the ini default gives way to a run that times nothing
@@ -72,22 +78,22 @@ def instructions_setting(config: pytest.Config) -> bool:
             "--torchperf-instructions counts every perf test in one pytest process under "
             "Valgrind; pytest-xdist (-n) would start one per worker. Drop -n for the "
             "instruction run (e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
-            "--torchperf-instructions --torchperf-compare)"
+            "--torchperf-instructions --torchperf-compare)" + off
         )
     processes = config.getoption("torchperf_processes") or config.getini("torchperf_processes")
     if str(processes).strip() not in ("", "1"):
         raise pytest.UsageError(
             "--torchperf-processes measures time in several processes; instruction counts "
             "repeat exactly between processes, so --torchperf-instructions needs one. Drop "
-            "--torchperf-processes or ini torchperf_processes from this run (or run the timing "
-            "gate as a separate job)"
+            "--torchperf-processes or ini torchperf_processes from this run, or pass "
+            "--torchperf-processes 1 (or run the timing gate as a separate job)" + off
         )
     if not config.getoption("torchperf_child") and shutil.which("valgrind") is None:
         raise pytest.UsageError(
             "--torchperf-instructions counts instructions under Valgrind, and valgrind is not "
             "on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: sudo dnf "
             "install valgrind; not available on macOS or Windows), or drop the option to gate "
-            "on time"
+            "on time" + off
         )
     return True
 
@@ -127,6 +133,8 @@ def run_counting_child(session: pytest.Session) -> None:
                 "--torchperf-child",
                 str(out),
                 "--junitxml=",
+                # A test failing under Valgrind must not stop the counting of the others (-x).
+                "--maxfail=1000000000",
             ],
             folder / "dumps",
         )
@@ -177,9 +185,11 @@ def run_counting_child(session: pytest.Session) -> None:
                 f"{what} (its command and the end of its log are printed before the tests)"
             )
         else:
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
             ctx.instruction_problem = (
-                "the pytest process under Valgrind did not count it (its test failed or was "
-                "skipped there); run the test alone under --torchperf-instructions to see why"
+                f"the pytest process under Valgrind (exit code {code}) did not count it: its "
+                f"test failed or was skipped there. The end of that process's output:\n    "
+                + "\n    ".join(tail)
             )
     finally:
         shutil.rmtree(folder, ignore_errors=True)

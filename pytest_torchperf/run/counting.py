@@ -19,11 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.store.environment import environment_id
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.instructions import judge_instructions
+from pytest_torchperf.measure.callgrind import InstructionCount
+from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
 
 if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result, VariantExtra
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -76,7 +80,38 @@ def instruction_environment(
     """The environment instruction counts are filed under: the timing fingerprint of the same
     device and threads plus the Valgrind version and the capability torch saw under it."""
     exact = {**environment["exact"], **counted_with}
-    return f"instructions-{environment_id(exact)}", {**environment, "exact": exact}
+    return f"{INSTRUCTION_ENV_PREFIX}{environment_id(exact)}", {**environment, "exact": exact}
+
+
+def attach_count(
+    ctx: RunContext,
+    nodeid: str,
+    name: str,
+    extra: VariantExtra | None,
+    result: Result,
+    comparing: bool,
+) -> tuple[str, str] | None:
+    """The instruction count of an instruction-count run on its Result (and the session a save
+    would store); without one the measurement fails (a comparing run's verdict says so).
+    Returns why the count must not be saved (short, and the warning; "" when the failure says
+    it), or None."""
+    count = ctx.instruction_counts.get((nodeid, name))
+    if count is None:
+        if not comparing:
+            result.failures.append(
+                f"{name}: no instruction count: {ctx.instruction_problem or 'not measured'}"
+            )
+        return ("no instruction count", "")
+    result.instructions = dict(count)
+    if extra is not None and extra.variant != "eager":
+        eager = ctx.instruction_counts.get((nodeid, name.rsplit("[", 1)[0]))
+        result.instructions_vs_eager = vs_eager(count, eager)
+    if result.session is not None:
+        result.session["instructions"] = dict(count)
+    judged = judge_instructions(name, InstructionCount.from_record(count), None)
+    if judged.outcome is Outcome.INCONCLUSIVE:  # a count that does not repeat is no baseline
+        return ("counted windows disagree", f"{name}: not saved: {judged.message}")
+    return None
 
 
 def vs_eager(count: Mapping[str, Any] | None, eager: Mapping[str, Any] | None) -> float | None:

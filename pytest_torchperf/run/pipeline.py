@@ -23,7 +23,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.counting import instruction_environment, vs_eager
+from pytest_torchperf.run.counting import attach_count, instruction_environment
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.saving import (
     calibration_references,
@@ -182,10 +182,22 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             m.extra.speedup if m.extra is not None else None,
         )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
+    unsaved: tuple[str, str] | None = None
     if counted:
-        _attach_count(ctx, m, result, comparing)
+        unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
+    elif ctx.settings.instructions and m.gate:
+        # An opted-out test timed in one process beside a Valgrind run: not a timing baseline.
+        unsaved = (
+            "timed in an instruction-count run",
+            f"{m.name}: not saved: timed in a --torchperf-instructions run (one process); save "
+            f"its timing baseline in a run without that option",
+        )
     state.results.append(result)
-    if saving and not result.failures and (comparison is None or _saveable(comparison)):
+    if saving and unsaved:
+        result.not_saved = unsaved[0]
+        if unsaved[1]:
+            state.warnings.append(unsaved[1])
+    elif saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):
         ctx.calibrations.append(final.calibration)
@@ -272,24 +284,6 @@ def _compare(
         comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
         state.warnings.extend(warnings)
     return comparison
-
-
-def _attach_count(ctx: RunContext, m: Measured, result: Result, comparing: bool) -> None:
-    """The instruction count of an instruction-count run on its Result (and the session a save
-    would store); without one the measurement fails (a comparing run's verdict says so)."""
-    count = ctx.instruction_counts.get((m.nodeid, m.name))
-    if count is None:
-        if not comparing:
-            result.failures.append(
-                f"{m.name}: no instruction count: {ctx.instruction_problem or 'not measured'}"
-            )
-        return
-    result.instructions = dict(count)
-    if m.extra is not None and m.extra.variant != "eager":
-        eager = ctx.instruction_counts.get((m.nodeid, m.name.rsplit("[", 1)[0]))
-        result.instructions_vs_eager = vs_eager(count, eager)
-    if result.session is not None:
-        result.session["instructions"] = dict(count)
 
 
 def _saveable(comparison: Comparison) -> bool:

@@ -164,9 +164,12 @@ class Result:
         """Failure message for changed counters, or None."""
         if not self.counter_changes:
             return None
+        counted = self.verdict is not None and self.verdict.basis == "instructions"
+        instructions = " --torchperf-instructions" if counted else ""
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
-            f"If intended, record a new baseline (pytest --torchperf-save --torchperf-reset); "
+            f"If intended, record a new baseline (pytest{instructions} --torchperf-save "
+            f"--torchperf-reset); "
             f"to stop gating a counter pass ignore_counters=[...]"
         )
 

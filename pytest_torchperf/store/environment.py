@@ -42,6 +42,8 @@ EXACT_FIELDS: tuple[str, ...] = (
 #: emulate AVX-512 or AMX, so AVX2 on such hosts). Kept out of EXACT_FIELDS, whose hash names
 #: the timing environments already stored.
 INSTRUCTION_FIELDS: tuple[str, ...] = ("valgrind", "counted_capability")
+#: Prefix of an instruction-count environment's id (its folder under the storage).
+INSTRUCTION_ENV_PREFIX = "instructions-"
 
 #: ISA flags that change which kernels torch picks (from /proc/cpuinfo).
 _ISA_FLAGS = (

@@ -267,3 +267,94 @@ def test_the_instruction_environment_adds_valgrind_and_the_capability() -> None:
     )
     assert vs_eager({"per_call": 50.0}, {"per_call": 100.0}) == 0.5
     assert vs_eager({"per_call": 50.0}, None) is None
+
+
+def test_a_missing_count_is_explained_by_other_instruction_environments_only() -> None:
+    from pytest_torchperf.judge.compare import Where
+
+    timing_env = ("cpu-xeon-torch2.14.1-t1-aaaa", {"exact": {"device": "cpu"}})
+    counted_env = (
+        "instructions-cpu-xeon-torch2.14.1-t1-bbbb",
+        {"exact": {"device": "cpu", "valgrind": "valgrind-3.24.0"}},
+    )
+    where = Where(
+        "instructions-cpu-xeon-torch2.14.1-t1-cccc",
+        {"device": "cpu", "valgrind": "valgrind-3.19.0"},
+        "b.json",
+        ".torchperf",
+        others=lambda: [timing_env],
+    )
+    candidate = Candidate("mlp", _sample(), instructions=_count(2e6))
+    lone = compare(
+        candidate, [], Gate(instructions=True, strict=True), remeasure=_no_remeasure, where=where
+    )
+    assert lone.outcome == "fail" and "cpu-xeon" not in lone.verdict.message
+    assert "Record one with pytest --torchperf-instructions --torchperf-save" in lone.failures[0]
+    both = Where(
+        where.environment_id,
+        where.exact,
+        "b.json",
+        ".torchperf",
+        others=lambda: [timing_env, counted_env],
+    )
+    new = compare(candidate, [], GATE, remeasure=_no_remeasure, where=both)
+    assert new.verdict.message == (
+        "mlp: no comparable baseline: valgrind valgrind-3.19.0 here vs valgrind-3.24.0 stored "
+        "(stored under .torchperf/instructions-cpu-xeon-torch2.14.1-t1-bbbb); record one for "
+        "this environment with pytest --torchperf-instructions --torchperf-save"
+    )
+
+
+def test_accept_refuses_an_instruction_session_without_a_count() -> None:
+    from pytest_torchperf.cli import _guard_problem
+
+    gate = Gate(instructions=True).to_record()
+    assert _guard_problem({"gate": gate, "instructions": _count(2e6), "times": [1.0]}) is None
+    assert _guard_problem({"gate": gate, "times": [1.0]}) == "no instruction count"
+
+
+class _Ctx:
+    def __init__(self, counts: dict) -> None:
+        self.instruction_counts = counts
+        self.instruction_problem = "the pytest process under Valgrind exited with code 7"
+
+
+def _result(name: str) -> object:
+    from pytest_torchperf.run.result import Result
+
+    return Result(
+        name=name,
+        nodeid="t.py::test[amp]",
+        samples=[1e-3],
+        number_per_block=1,
+        device="cpu",
+        threads=1,
+        cpu_share=1.0,
+    )
+
+
+def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> None:
+    from pytest_torchperf.run.counting import attach_count
+    from pytest_torchperf.run.result import VariantExtra
+
+    key = "t.py::test[amp]"
+    ctx = _Ctx({(key, "mlp[amp]"): _count(3e6), (key, "mlp"): _count(1e6)})
+    result = _result("mlp[amp]")
+    result.session = {"statistic": 1e-3}
+    assert attach_count(ctx, key, "mlp[amp]", VariantExtra("amp"), result, comparing=False) is None
+    assert result.instructions["per_call"] == 3e6 and result.instructions_vs_eager == 3.0
+    assert result.session["instructions"]["per_call"] == 3e6
+    missing = _result("other")
+    assert attach_count(ctx, key, "other", None, missing, comparing=False) == (
+        "no instruction count",
+        "",
+    )
+    assert missing.failures == [
+        "other: no instruction count: the pytest process under Valgrind exited with code 7"
+    ]
+    shaky = _result("shaky")
+    ctx.instruction_counts[(key, "shaky")] = _count(2e6, 2.1e6)
+    short, warning = attach_count(ctx, key, "shaky", None, shaky, comparing=False)
+    assert short == "counted windows disagree" and warning.startswith(
+        "shaky: not saved: shaky: inconclusive"
+    )
