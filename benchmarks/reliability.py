@@ -181,10 +181,17 @@ def main() -> int:
         help="instructions mode: compare runs of the conditions without hogs at once "
         "(counts do not depend on the load; wall times then do)",
     )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        help="instructions mode: reuse the save and calibration of an earlier run's project "
+        "folder (printed on its first line)",
+    )
     args = parser.parse_args()
     runs = lambda n: max(1, round(n * args.scale))  # noqa: E731
 
-    project = Path(tempfile.mkdtemp(prefix="torchperf-reliability-"))
+    project = args.project or Path(tempfile.mkdtemp(prefix="torchperf-reliability-"))
     (project / "test_models.py").write_text(PROJECT_TEST)
     (project / "pytest.ini").write_text("[pytest]\nconsole_output_style = classic\n")
     print(
