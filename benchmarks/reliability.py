@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 PROJECT_TEST = '''
-import json, os, time
+import itertools, json, os, time
 import pytest, torch
 from torch import nn
 
@@ -68,8 +68,8 @@ class Slowed(nn.Module):
             while time.perf_counter() < end:
                 pass
         total = 0
-        for i in range(self.steps):
-            total += i
+        for _ in itertools.repeat(None, self.steps):  # a constant 221 instructions per step
+            total ^= 1
         for _ in range(self.ops):
             out = out * 1.0
         return out
