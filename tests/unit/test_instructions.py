@@ -171,3 +171,18 @@ def test_short_name_drops_the_recursion_depth() -> None:
     assert short_name("???:_PyEval_EvalFrameDefault'2 [/usr/bin/python3.11]") == (
         "_PyEval_EvalFrameDefault"
     )
+
+
+def test_jit_code_without_a_symbol_is_one_function_whatever_its_address() -> None:
+    assert short_name("0x00000000dcdbf000") == short_name("???:0x00000000dce69000")
+    assert short_name("0x00000000dcdbf000") == "[JIT-generated code]"
+    text = """Events shown: Ir
+500 (100.0%)  PROGRAM TOTALS
+--------------------------------------------------------------------------------
+Ir                    file:function
+--------------------------------------------------------------------------------
+300 (60.00%)  ???:0x00000000dcdbf000 [???]
+200 (40.00%)  ???:0x00000000dce69000 [???]
+"""
+    total, functions = parse_annotate(text)
+    assert total == 500 and functions == {"[JIT-generated code]": 500}
