@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.core.units import format_change
+from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.options.measure_options import OptionError
 from pytest_torchperf.options.values import parse_fraction, parse_share
 from pytest_torchperf.report.terminal import format_instructions
@@ -248,7 +249,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                 f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
             )
             continue
-        problem = _guard_problem(session)
+        problem = accept_problem(session)
         if problem and not args.force:
             print(
                 f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
@@ -280,33 +281,6 @@ def cmd_accept(args: argparse.Namespace) -> int:
             f"(see above): the stored baseline still differs from this run there"
         )
     return 0 if accepted and not refused else 1
-
-
-def _guard_problem(session: dict[str, Any]) -> str | None:
-    """Why the plugin's save guard would refuse this session (contention or spread), or None."""
-    from pytest_torchperf.core.stats import summarize
-    from pytest_torchperf.judge.samples import Sample, guard_problem
-
-    gate = session.get("gate") or {}
-    if gate.get("instructions"):
-        # An instruction-count run stores counts; its time was never guarded.
-        return None if session.get("instructions") else "no instruction count"
-    times = tuple(session.get("times") or ())
-    if not times:
-        return "no timed samples"
-    sample = Sample(
-        summarize(times),
-        session.get("cpu_share"),
-        times,
-        session.get("calibration"),
-        neighbour_load=session.get("neighbour_load"),
-    )
-    return guard_problem(
-        sample,
-        min_cpu_share=gate.get("min_cpu_share", 0.9),
-        max_relative_iqr=gate.get("max_spread", 0.25),
-        max_neighbour_load=gate.get("max_neighbour_load", 1.0),
-    )
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, guard_problem
 
 if TYPE_CHECKING:
     from pytest_torchperf.store.baselines import BaselineStore
@@ -102,4 +102,30 @@ def replay(
         if gate.confirm == "fresh"
         else None,
         where=where,
+    )
+
+
+def accept_problem(session: Mapping[str, Any]) -> str | None:
+    """Why a recorded session must not become a baseline (``torchperf accept``): what the
+    plugin's save guard would refuse (contention, spread), or a counted run's missing count."""
+
+    gate = session.get("gate") or {}
+    if gate.get("instructions"):
+        # An instruction-count run stores counts; its time was never guarded.
+        return None if session.get("instructions") else "no instruction count"
+    times = tuple(session.get("times") or ())
+    if not times:
+        return "no timed samples"
+    sample = Sample(
+        summarize(times),
+        session.get("cpu_share"),
+        times,
+        session.get("calibration"),
+        neighbour_load=session.get("neighbour_load"),
+    )
+    return guard_problem(
+        sample,
+        min_cpu_share=gate.get("min_cpu_share", 0.9),
+        max_relative_iqr=gate.get("max_spread", 0.25),
+        max_neighbour_load=gate.get("max_neighbour_load", 1.0),
     )

@@ -55,19 +55,21 @@ class ProcessSample:
         return summarize(self.times).p25
 
     def to_json(self, nodeid: str, name: str) -> str:
-        return json.dumps(
-            {
-                "nodeid": nodeid,
-                "name": name,
-                "process": self.process,
-                "times": list(self.times),
-                "cpu_share": self.cpu_share,
-                "calibration": self.calibration,
-                "problem": self.problem,
-                "neighbour_load": self.neighbour_load,
-                "speedup": dict(self.speedup) if self.speedup else None,
-            }
-        )
+        return json.dumps(self.to_record(nodeid, name))
+
+    def to_record(self, nodeid: str, name: str) -> dict[str, Any]:
+        """One line of a child's file."""
+        return {
+            "nodeid": nodeid,
+            "name": name,
+            "process": self.process,
+            "times": list(self.times),
+            "cpu_share": self.cpu_share,
+            "calibration": self.calibration,
+            "problem": self.problem,
+            "neighbour_load": self.neighbour_load,
+            "speedup": dict(self.speedup) if self.speedup else None,
+        }
 
 
 class ChildSink:
@@ -98,7 +100,7 @@ class ChildSink:
             sample.neighbour_load,
             speedup,
         )
-        self.append(json.loads(record.to_json(nodeid, name)))
+        self.append(record.to_record(nodeid, name))
 
     def append(self, line: Mapping[str, Any]) -> None:
         """Append one JSON line and flush it to disk."""

@@ -306,11 +306,11 @@ def test_a_missing_count_is_explained_by_other_instruction_environments_only() -
 
 
 def test_accept_refuses_an_instruction_session_without_a_count() -> None:
-    from pytest_torchperf.cli import _guard_problem
+    from pytest_torchperf.judge.replay import accept_problem
 
     gate = Gate(instructions=True).to_record()
-    assert _guard_problem({"gate": gate, "instructions": _count(2e6), "times": [1.0]}) is None
-    assert _guard_problem({"gate": gate, "times": [1.0]}) == "no instruction count"
+    assert accept_problem({"gate": gate, "instructions": _count(2e6), "times": [1.0]}) is None
+    assert accept_problem({"gate": gate, "times": [1.0]}) == "no instruction count"
 
 
 class _Ctx:
