@@ -135,7 +135,9 @@ def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
 
-    if not Path(args.baseline).is_dir():
+    records, environments = _candidates(Path(args.candidate))
+    # An A/B run's records carry their side A: they need no baseline folder.
+    if not Path(args.baseline).is_dir() and not all(r.get("ab") for r in records):
         print(
             f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
             f"pytest --torchperf-save wrote (default .torchperf)",
@@ -143,7 +145,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return 2
     store = BaselineStore(Path(args.baseline))
-    records, environments = _candidates(Path(args.candidate))
     rows, details, failed = [], [], 0
     for record in records:
         if not _selected(record["nodeid"], record["name"], args.k) or not record.get(
@@ -152,11 +153,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue
         if not record.get("session"):
             continue  # not gated (torchperf_timer without gate=True) or not timed
-        sessions = [
-            s
-            for s in store.load_sessions(record["environment_id"], record["nodeid"], record["name"])
-            if not same_run(s.get("run_id"), record.get("run_id"))
-        ]
+        sessions = (
+            # An A/B run's record carries its own side A; stored baselines play no part.
+            list(record["ab"].get("a_sessions") or [])
+            if record.get("ab")
+            else [
+                s
+                for s in store.load_sessions(
+                    record["environment_id"], record["nodeid"], record["name"]
+                )
+                if not same_run(s.get("run_id"), record.get("run_id"))
+            ]
+        )
         result = replay(
             record,
             sessions,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_torchperf.judge.ab import PairResult, judge_ab
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
@@ -64,6 +65,10 @@ class Gate:
     instructions: bool = False
     #: Instruction-count runs: the largest growth of instructions per call that passes.
     max_instruction_increase: float = DEFAULT_MAX_INCREASE
+    #: An A/B run (``--torchperf-ab``/``--torchperf-ab-python``): what side A is (``origin/main
+    #: (abc1234)``); the paired interval against ``max_slowdown`` is the timing verdict and the
+    #: sessions are side A's. Empty in every other run.
+    ab: str = ""
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -78,6 +83,7 @@ class Gate:
             "saving": self.saving,
             "instructions": self.instructions,
             "max_instruction_increase": self.max_instruction_increase,
+            "ab": self.ab,
         }
 
     @classmethod
@@ -96,6 +102,7 @@ class Gate:
             "saving": bool(gate.get("saving", False)),
             "instructions": bool(gate.get("instructions", False)),
             "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
+            "ab": str(gate.get("ab") or ""),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -122,6 +129,10 @@ class Candidate:
     #: None with ``uncounted`` saying why there is none.
     instructions: Mapping[str, Any] | None = None
     uncounted: str | None = None
+    #: A/B runs: each process pair's block times of both sides (``PairResult.to_record()``), and
+    #: ``"A"``/``"B"`` when only that side has this measurement.
+    ab_pairs: Sequence[Mapping[str, Any]] = ()
+    one_sided: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +201,9 @@ def compare(
     if gate.instructions:
         verdict = instruction_verdict(candidate, sessions, gate)
         judgement = Judgement(verdict, candidate.first, [candidate.first])
+    elif gate.ab:
+        verdict = ab_verdict(candidate, gate)
+        judgement = Judgement(verdict, candidate.first, [candidate.first])
     else:
         judgement = judge(
             label,
@@ -249,7 +263,7 @@ def compare(
     failures = [*candidate.run_failures, *drift_failures]
     if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
         failures.append(f"{verdict.message} ({STRICT})")
-    elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving:
+    elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and not gate.ab:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.
         elsewhere = (
@@ -305,6 +319,27 @@ def instruction_verdict(
         else gate.max_instruction_increase,
         baseline_sessions=len(stored),
         basis="instructions",
+    )
+
+
+def ab_verdict(candidate: Candidate, gate: Gate) -> Verdict:
+    """The timing verdict of an A/B run: side B's paired interval against side A (the sessions
+    the engine checks counters and numerics against are side A's)."""
+    pairs = [PairResult.from_record(p) for p in candidate.ab_pairs]
+    judged = judge_ab(candidate.label, pairs, gate.max_slowdown, gate.ab, candidate.one_sided)
+    iv = judged.interval
+    ratio = None if iv is None else 1.0 + iv.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=judged.a_time,
+        candidate_statistic=judged.b_time,
+        tolerance=gate.max_slowdown,
+        effective_tolerance=gate.max_slowdown,
+        baseline_sessions=len(pairs),
+        basis="ab",
     )
 
 

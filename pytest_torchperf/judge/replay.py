@@ -79,6 +79,8 @@ def replay(
         calibration_kernel=session.get("calibration_kernel"),
         instructions=record.get("instructions"),
         uncounted="no count was recorded for it",
+        ab_pairs=(record.get("ab") or {}).get("pairs") or (),
+        one_sided=(record.get("ab") or {}).get("one_sided"),
     )
     where = Where()
     if store is not None and record.get("environment_id"):

@@ -104,12 +104,14 @@ def collect(
     number: int | None = None,
     calibrate: RunBlock | None = None,
     neighbours: Neighbours | None = None,
+    turn: Callable[[], None] | None = None,
 ) -> RawSamples:
     """Warm up, size the blocks and collect timed blocks (see module docstring).
 
     ``number`` skips block sizing and warm-up sizing (used by a re-measure, which reuses the block
     size of the first pass so both passes time the same thing). ``neighbours`` measures how busy
-    the other CPUs were over the timed blocks.
+    the other CPUs were over the timed blocks. ``turn`` is called before each timed block and
+    returns when this process may run it (A/B runs: the two sides' blocks alternate).
     """
     warm: list[float] = []
     start = clock()
@@ -128,11 +130,17 @@ def collect(
     if neighbours is not None:
         neighbours.start()
     cpu0, wall0 = cpu_clock(), clock()
+    waited = 0.0
     while True:
+        if turn is not None:
+            # Time spent waiting for the other side is neither this process's wall nor CPU time.
+            before = clock()
+            turn()
+            waited += clock() - before
         times.append(run_block(number) / number)
         if calibrate is not None:
             calibration.append(calibrate(cal_number) / cal_number)
-        elapsed = clock() - wall0
+        elapsed = clock() - wall0 - waited
         if elapsed >= min_time and len(times) >= min_blocks:
             break
     cpu_time = cpu_clock() - cpu0
@@ -159,6 +167,7 @@ def collect_interleaved(
     min_blocks: int = MIN_BLOCKS,
     calibrate: RunBlock | None = None,
     neighbours: Neighbours | None = None,
+    turn: Callable[[], None] | None = None,
 ) -> dict[str, RawSamples]:
     """Time several variants of one target in round-robin blocks (one block of each per round).
 
@@ -168,7 +177,8 @@ def collect_interleaved(
     rounds continue until at least ``min_blocks`` rounds and ``min_time`` seconds per variant in
     total (``len(runners) * min_time``): the budget a user sets stays the budget, and a variant
     much slower than a ~10 ms block (one call per block) does not multiply it. Every variant's
-    ``times`` has one entry per round, in round order.
+    ``times`` has one entry per round, in round order. ``turn`` is called before each round (A/B
+    runs, as in :func:`collect`).
     """
     names = list(runners)
     numbers: dict[str, int] = {}
@@ -194,6 +204,8 @@ def collect_interleaved(
         neighbours.start()
     all_cpu0, all_wall0 = cpu_clock(), clock()
     while True:
+        if turn is not None:
+            turn()
         for name in names:
             cpu0, wall0 = cpu_clock(), clock()
             times[name].append(runners[name](numbers[name]) / numbers[name])

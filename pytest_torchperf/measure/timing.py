@@ -210,6 +210,8 @@ class Measurer:
         )
         self.number_per_block: int | None = None
         self.calibrate = calibrate
+        #: A/B runs: called before each timed block, returns on this side's turn.
+        self.turn: Callable[[], None] | None = None
         self._checked_outputs = False
 
     def prepared(self) -> Any:
@@ -311,6 +313,7 @@ class Measurer:
                 number=self.number_per_block,
                 calibrate=calibrate,
                 neighbours=neighbours_for(self.device),
+                turn=self.turn,
             )
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)

@@ -46,6 +46,12 @@ class RunSettings:
     #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call counted
     #: under Valgrind (time is reported, not gated).
     instructions: bool = False
+    #: ``--torchperf-ab REV`` / ``--torchperf-ab-python PYTHON``: what side A is (a git revision,
+    #: or ``python:PATH``); empty outside an A/B run. Children of an A/B run have it too.
+    ab: str = ""
+    #: Process pairs an A/B run measures first, and the most it adds while verdicts are undecided.
+    ab_pairs: int = 3
+    ab_max_pairs: int = 8
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""
@@ -60,6 +66,11 @@ class RunSettings:
             return "disabled (each target run once, no timing)"
         parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
         mode = "+".join(parts) if parts else "measure only (no baseline)"
+        if self.ab:
+            kind, _, what = self.ab.partition(":")
+            return f"A/B: working tree against {what}" + (
+                " (another Python)" if kind == "python" else ""
+            )
         return f"{mode}, instruction counts" if self.instructions else mode
 
 

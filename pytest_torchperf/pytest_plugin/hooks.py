@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
-from pytest_torchperf.pytest_plugin import child_runs, instruction_runs, isolation, variant_items
+from pytest_torchperf.pytest_plugin import (
+    ab_runs,
+    child_runs,
+    instruction_runs,
+    isolation,
+    variant_items,
+)
 from pytest_torchperf.pytest_plugin import options as plugin_options
 from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
     torchperf,
@@ -75,6 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[CONTEXT_SETUP_KEY].append(
                 lambda ctx: instruction_runs.configure_counting_child(config)
             )
+        if settings.ab:
+            ab_runs.configure_side(config)  # waits for this side's first turn
         return  # a child writes no summary or reports: the controlling run does
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 
@@ -85,7 +93,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     """One line naming the mode and storage (torch is not imported for it)."""
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not (
-        settings.save or settings.compare or settings.disable or settings.instructions
+        settings.save
+        or settings.compare
+        or settings.disable
+        or settings.instructions
+        or settings.ab
     ):
         return None
     return f"torchperf: {settings.mode}, storage={settings.storage}"
@@ -131,6 +143,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
+        ab_runs.keep_only(config, items)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
@@ -144,6 +157,9 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     settings = session.config.stash[SETTINGS_KEY]
     if settings.child:
         child_runs.start_child_sink(session.config)
+        ab_runs.announce_tests(session)
+    elif settings.ab and not session.testsfailed:
+        ab_runs.run_duet(session)
     elif settings.instructions and not session.testsfailed:
         instruction_runs.run_counting_child(session)
     elif settings.processes > 1 and not session.testsfailed:

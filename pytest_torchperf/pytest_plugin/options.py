@@ -15,7 +15,7 @@ import pytest
 
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin import child_runs, instruction_runs
+from pytest_torchperf.pytest_plugin import ab_runs, child_runs, instruction_runs
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.settings import RunSettings
@@ -195,6 +195,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     child_runs.add_options(group, parser)
     instruction_runs.add_options(group, parser)
+    ab_runs.add_options(group, parser)
     parser.addini(
         "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
     )
@@ -247,6 +248,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
+    ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
@@ -263,5 +265,8 @@ def run_settings(config: pytest.Config) -> RunSettings:
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
         instructions=instruction_runs.instructions_setting(config),
+        ab=ab,
+        ab_pairs=ab_pairs,
+        ab_max_pairs=ab_max_pairs,
     )
     return settings

@@ -59,6 +59,12 @@ class SummaryReporter:
             tr.write_line("variants (how built, accuracy vs eager fp32 of the same run):")
             for line in variant_lines:
                 tr.write_line("  " + line)
+        if settings.ab:
+            from pytest_torchperf.pytest_plugin.ab_runs import summary_lines
+            from pytest_torchperf.pytest_plugin.stash import context_of
+
+            for line in summary_lines(context_of(self.config)):
+                tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
         for line in self._write_reports(_environment_line(settings, self.records)):
             tr.write_line(line)

@@ -114,6 +114,7 @@ def benchmark_json(
                     "explanation": record.get("explanation") or [],
                     "instructions": record.get("instructions"),
                     "instructions_vs_eager": record.get("instructions_vs_eager"),
+                    "ab": record.get("ab"),
                 },
             }
         )

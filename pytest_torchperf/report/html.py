@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.core.units import format_bytes, format_change, format_time
+from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.terminal import (
     count_line,
     format_accuracy,
     format_baseline,
+    format_change_of,
     format_instructions,
     format_speedup,
     sort_records,
@@ -143,7 +144,7 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
             True,
         ),
         _cell(
-            format_change(verdict.get("ratio")),
+            format_change_of(record),
             verdict.get("ratio") if verdict.get("ratio") is not None else -99,
             True,
         ),

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report.terminal import (
     OUTCOME_ORDER,
     count_line,
     format_accuracy,
     format_baseline,
+    format_change_of,
     format_instructions,
     format_speedup,
     sort_records,
@@ -60,7 +61,11 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
         lines.append("")
     variants = any(r.get("speedup") or r.get("accuracy") for r in records)
     instructions = any(r.get("instructions") for r in records)
-    header = "| verdict | test | name | median | p25 | baseline p25 | change |"
+    header = (
+        "| verdict | test | name | median | p25 | side A p25 | change [95% CI] |"
+        if any(r.get("ab") for r in records)
+        else "| verdict | test | name | median | p25 | baseline p25 | change |"
+    )
     rule = "|---|---|---|---:|---:|---:|---:|"
     if instructions:
         header = "| verdict | test | name | median | p25 | instr/call | baseline | change |"
@@ -80,7 +85,7 @@ def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str)
             format_time(stats.get("p25")),
             *([format_instructions(record)] if instructions else []),
             format_baseline(verdict),
-            format_change(verdict.get("ratio")),
+            format_change_of(record),
         ]
         if variants:
             cells += [

@@ -56,6 +56,20 @@ def format_baseline(verdict: Mapping[str, Any]) -> str:
     return format_time(value)
 
 
+def format_change_of(record: Mapping[str, Any]) -> str:
+    """The verdict's change; in an A/B run with its 95 % interval (``+12.4% [+9.8..+15.1%]``)."""
+    verdict = record.get("verdict") or {}
+    text = format_change(verdict.get("ratio"))
+    interval = (record.get("ab") or {}).get("interval")
+    if interval:
+        text += f" [{interval['low'] * 100:+.1f}..{interval['high'] * 100:+.1f}%]"
+    return text
+
+
+def _has_ab(records: Iterable[Mapping[str, Any]]) -> bool:
+    return any(r.get("ab") for r in records)
+
+
 def format_instructions(record: Mapping[str, Any]) -> str:
     """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
     count = record.get("instructions")
@@ -80,7 +94,7 @@ def _row(
     ]
     if instructions:
         row.append(format_instructions(record))
-    row += [format_baseline(verdict), format_change(verdict.get("ratio"))]
+    row += [format_baseline(verdict), format_change_of(record)]
     if variants:
         row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
     return [*row, outcome_label(record)]
@@ -94,15 +108,17 @@ VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
 INSTRUCTION_HEADERS = ["test", "name", "median", "p25", "instr/call", "baseline", "change"]
 
 
-def _headers(variants: bool, instructions: bool = False) -> list[str]:
+def _headers(variants: bool, instructions: bool = False, ab: bool = False) -> list[str]:
     first = INSTRUCTION_HEADERS if instructions else HEADERS[:-1]
+    if ab:  # an A/B run: the baseline is side A, measured in the same job
+        first = [*first[:4], "side A p25", "change [95% CI]"]
     return [*first, *(VARIANT_HEADERS if variants else ()), HEADERS[-1]]
 
 
 def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
     variants, instructions = _has_variants(records), _has_instructions(records)
-    headers = _headers(variants, instructions)
+    headers = _headers(variants, instructions, _has_ab(records))
     rows = [_row(r, variants, instructions) for r in sort_records(records)]
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
@@ -139,7 +155,7 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     for record in sort_records(records):
         by_test.setdefault(record["nodeid"], []).append(record)
     variants, instructions = _has_variants(records), _has_instructions(records)
-    headers = ["test / name", *_headers(variants, instructions)[2:]]
+    headers = ["test / name", *_headers(variants, instructions, _has_ab(records))[2:]]
     rows = [
         ["  " + r[1], *r[2:]]
         for group in by_test.values()

@@ -52,6 +52,11 @@ class RunContext:
         self.instruction_counts: dict[tuple[str, str], dict[str, Any]] = {}
         self.counted_with: dict[str, Any] = {}
         self.instruction_problem: str | None = None
+        #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
+        #: (:class:`pytest_torchperf.measure.turns.TurnClient`); in the controller: what the two
+        #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).
+        self.turns: Any = None
+        self.duet: Any = None
         quiet_trace_logger()
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -94,6 +99,14 @@ class RunContext:
         marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
         options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
         name = call_layer.get("name") or marker_layer.get("name")
+        layers = (call_layer, marker_layer, self.settings.cli, self.settings.ini)
+        if self.settings.ab and not any("max_slowdown" in layer for layer in layers):
+            # Both sides ran in the same moments: a tighter default than a stored baseline's.
+            from dataclasses import replace
+
+            from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT
+
+            options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
         return options, name
 
     def gate(self, options: MeasureOptions) -> Gate:
@@ -110,4 +123,5 @@ class RunContext:
             saving=self.settings.save,
             instructions=self.counts_instructions(options),
             max_instruction_increase=options.max_instruction_increase,
+            ab=self.duet.against if self.duet is not None else "",
         )

@@ -91,6 +91,23 @@ def measure(
             count_target(ctx, nodeid, name, measurer)
         return disabled_result(state, nodeid, name, measurer.device, options, kind)
 
+    if ctx.duet is not None and gate:
+        # The A/B controller: the two sides measured it in their own processes.
+        from pytest_torchperf.run.duet import DuetMissing, duet_measured
+
+        measurer.check_outputs(name)
+        try:
+            return conclude(ctx, state, duet_measured(ctx.duet, nodeid, name, measurer, kind))
+        except DuetMissing as exc:
+            state.failures.append(str(exc))
+            return disabled_result(state, nodeid, name, measurer.device, options, kind)
+    if ctx.turns is not None and gate:
+        # A side of an A/B run: its blocks alternate with the other side's; the pairing cancels
+        # the machine's drift, so no calibration blocks.
+        turns = ctx.turns
+        measurer.turn = lambda: turns.take(nodeid, name)
+        measurer.calibrate = False
+
     eager = compiled_original(target) if options.counters else None
     # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
     count_graphs = eager is not None and "graphs" not in options.ignore_counters
@@ -137,7 +154,8 @@ def measure(
 def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     """Judge a measured target against its baseline, build the Result, queue the baseline write."""
     env_id, environment = ctx.environment(m.measurer.device, m.options.threads)
-    comparing, saving = ctx.settings.compare and m.gate, ctx.settings.save and m.gate
+    comparing = (ctx.settings.compare or ctx.duet is not None) and m.gate
+    saving = ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
     counted = ctx.counts_instructions(m.options, m.gate)
     if counted:  # judged and stored on instructions, in their own environment
@@ -171,9 +189,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             ctx, state, m, first, take_sample, passes, env_id, environment, others
         )
         final = comparison.sample
-    elif (saving or ctx.child_sink) and unfit(first):
+    elif (saving or ctx.child_sink) and unfit(first) and ctx.turns is None:
         final = take_sample()  # a contaminated baseline would poison every later comparison
-    if ctx.child_sink is not None and m.gate:
+    if ctx.child_sink is not None and m.gate and ctx.turns is None:
         ctx.child_sink.write(
             m.nodeid,
             m.name,
@@ -182,6 +200,18 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             m.extra.speedup if m.extra is not None else None,
         )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
+    if ctx.duet is not None and m.gate:
+        from pytest_torchperf.run.duet import ab_record
+
+        result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
+    if ctx.turns is not None and m.gate:
+        from pytest_torchperf.run.duet import side_line
+
+        top_ops = None
+        if ctx.turns.side == "A" and ctx.turns.pair == 1 and result.summary is not None:
+            # Side A's op table, once: it explains a failing B's profile in the controller.
+            top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
+        ctx.child_sink.append(side_line(result, m.options.max_slowdown, top_ops))
     unsaved: tuple[str, str] | None = None
     if counted:
         unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
@@ -219,7 +249,12 @@ def _compare(
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
 
-    sessions = ctx.store.load_sessions(env_id, m.nodeid, m.name)
+    duet = ctx.duet.measured.get((m.nodeid, m.name)) if ctx.duet is not None else None
+    sessions = (
+        list(duet.a_sessions)
+        if duet is not None
+        else ctx.store.load_sessions(env_id, m.nodeid, m.name)
+    )
     extra = m.extra
     # Confirming passes are single fresh processes, pooled mode included: the children already
     # pooled into the first pass cannot confirm it a second time.
@@ -250,6 +285,8 @@ def _compare(
         calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
         instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
         uncounted=ctx.instruction_problem,
+        ab_pairs=[p.to_record() for p in duet.pairs] if duet is not None else (),
+        one_sided=duet.one_sided if duet is not None else None,
     )
     where = Where(
         env_id,
@@ -272,7 +309,11 @@ def _compare(
         extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)
     verdict = comparison.verdict
-    if verdict.outcome is Outcome.FAIL and verdict.basis == "time":
+    # A/B runs do not rebuild variants in this process: only eager's profile explains.
+    explainable = verdict.basis == "time" or (
+        verdict.basis == "ab" and (extra is None or extra.variant == "eager")
+    )
+    if verdict.outcome is Outcome.FAIL and explainable:
         comparison.explanation = explain.explain_slowdown(
             ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
         )

@@ -71,6 +71,10 @@ class Result:
     instructions: dict[str, Any] | None = None
     #: A variant's instructions per call as a multiple of eager's (None for eager).
     instructions_vs_eager: float | None = None
+    #: A/B runs: side A (``against``), each process pair's block times of both sides
+    #: (``pairs``), side A's session records (``a_sessions``, what the engine checked counters and
+    #: numerics against), the ``interval`` of the change, ``one_sided``.
+    ab: dict[str, Any] | None = None
     #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
     variant: str = "eager"
     #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for eager).
@@ -164,6 +168,12 @@ class Result:
         """Failure message for changed counters, or None."""
         if not self.counter_changes:
             return None
+        if self.verdict is not None and self.verdict.basis == "ab":
+            return (
+                f"{self.name}: counters changed in B vs side A: "
+                f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
+                f"keeps no baseline); to stop gating a counter pass ignore_counters=[...]"
+            )
         counted = self.verdict is not None and self.verdict.basis == "instructions"
         instructions = " --torchperf-instructions" if counted else ""
         return (
@@ -240,6 +250,7 @@ class Result:
             "explanation": list(self.explanation),
             "instructions": cast("InstructionRecord | None", self.instructions),
             "instructions_vs_eager": self.instructions_vs_eager,
+            "ab": self.ab,
         }
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
         record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"

@@ -116,6 +116,8 @@ def measure_variants(
             v: disabled_result(state, nodeid, plan.labels[v], eager.device, options, "torchperf", v)
             for v in variants
         }
+    if ctx.duet is not None:
+        return _from_sides(ctx, state, plan, eager)
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
     reference = _reference(plan, eager, target)
     _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
@@ -243,6 +245,26 @@ def _build(
         plan.extras[variant] = extra
 
 
+def _from_sides(ctx: RunContext, state: TestState, plan: _Plan, eager: Any) -> dict[str, Result]:
+    """The A/B controller: each variant as the two sides measured it (nothing is rebuilt here)."""
+    from pytest_torchperf.run.duet import DuetMissing, duet_measured
+
+    eager.check_outputs(plan.name)
+    results: dict[str, Result] = {}
+    for variant in plan.variants:
+        label = plan.labels[variant]
+        try:
+            results[variant] = conclude(
+                ctx, state, duet_measured(ctx.duet, plan.nodeid, label, eager, "torchperf")
+            )
+        except DuetMissing as exc:
+            state.failures.append(str(exc))
+            results[variant] = disabled_result(
+                state, plan.nodeid, label, eager.device, plan.options, "torchperf", variant
+            )
+    return results
+
+
 def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
     """Time eager and every built variant round-robin (one block of each per round)."""
     from pytest_torchperf.measure.sampling import collect_interleaved, round_ratios
@@ -259,7 +281,8 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
             else runner
         )
     calibrate = None
-    if clock_name == "cpu":
+    turns = ctx.turns  # a side of an A/B run: its rounds alternate with the other side's
+    if clock_name == "cpu" and turns is None:
         kernel = calibration_kernel()
 
         def calibrate(number: int) -> float:
@@ -274,6 +297,7 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
             warmup=plan.options.warmup,
             calibrate=calibrate,
             neighbours=neighbours_for(eager.device),
+            turn=(lambda: turns.take(plan.nodeid, plan.name)) if turns is not None else None,
         )
     required = dict(plan.options.min_speedup)
     for variant, extra in plan.extras.items():

@@ -163,3 +163,4 @@ class MeasurementRecord(TypedDict, total=False):
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown
     instructions: InstructionRecord | None  #: --torchperf-instructions runs
     instructions_vs_eager: float | None  #: a variant's instructions per call / eager's
+    ab: dict[str, Any] | None  #: A/B runs: side A, the pairs' block times, the interval

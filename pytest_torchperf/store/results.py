@@ -78,6 +78,7 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
                 # failures found within the run.
                 "passes": section.get("passes") or [],
                 "run_failures": section.get("run_failures") or [],
+                "ab": section.get("ab"),
                 "processes": section.get("processes") or [],
                 "confirm_speedups": section.get("confirm_speedups") or [],
                 "explanation": section.get("explanation") or [],
@@ -151,6 +152,10 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 # instructions vs their baseline).
                 "instructions": (r.get("instructions") or {}).get("per_call"),
                 "baseline_instructions": verdict.get("baseline_statistic") if counted else None,
+                # A/B runs: the 95 % interval of the change (baseline_p25_s is side A's p25).
+                "ab_against": (r.get("ab") or {}).get("against"),
+                "ab_low": ((r.get("ab") or {}).get("interval") or {}).get("low"),
+                "ab_high": ((r.get("ab") or {}).get("interval") or {}).get("high"),
                 "speedup": speedup.get("median"),
                 "rel_l2": accuracy.get("rel_l2"),
                 "cosine": accuracy.get("cosine"),

@@ -1,0 +1,197 @@
+"""A/B verdicts, pure: side B (the working tree) against side A (a git revision, or another
+Python environment) measured in the same job, block by block in turn.
+
+Why this statistic: the two sides ran alternately on the same CPU, so whatever the machine did
+(a slower VM for a minute, a neighbour) hit both alike and cancels in the per-round ratio
+``B block / A block``. What does not cancel is each *process's* own luck (memory layout, allocator
+state: the same conv net ran 13.5 ms in some processes and 25 ms in others on a 2-vCPU VM). So
+one process pair gives one figure, the median of its round ratios, and the verdict rests on
+several fresh pairs: the mean of their log ratios with a Student-t interval over pairs. More pairs
+narrow it; the run adds pairs while a verdict is undecided (:func:`undecided`).
+
+Used by the comparison engine (:func:`pytest_torchperf.judge.compare.ab_verdict`) in
+``--torchperf-ab`` / ``--torchperf-ab-python`` runs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.units import format_time
+from pytest_torchperf.judge.decision import Outcome
+
+#: Default limit of an A/B run: both sides ran side by side, so a tighter limit than a stored
+#: baseline's 10 % holds (overridable like any max_slowdown).
+DEFAULT_AB_LIMIT = 0.05
+#: Confidence of the interval a verdict rests on.
+CONFIDENCE = 0.95
+#: Two-sided 95 % Student-t quantiles by degrees of freedom (1..30); above 30, 1.96 + 2.4/df.
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t95(df: int) -> float:
+    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (df >= 1)."""
+    if df < 1:
+        raise ValueError("a t interval needs at least two pairs")
+    return _T95[df - 1] if df <= len(_T95) else 1.96 + 2.4 / df
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One process pair's measurement of one target: per-call block times of each side, in the
+    order the rounds ran (round i of A and round i of B ran one after the other)."""
+
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+
+    @property
+    def rounds(self) -> int:
+        return min(len(self.a), len(self.b))
+
+    @property
+    def ratio(self) -> float:
+        """Median of the round ratios B/A (rounds one side ran alone are left out)."""
+        return statistics.median(b / a for a, b in zip(self.a, self.b, strict=False) if a > 0)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"a": list(self.a), "b": list(self.b)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> PairResult:
+        return cls(tuple(float(t) for t in record["a"]), tuple(float(t) for t in record["b"]))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The change B vs A (B/A - 1) and its confidence interval, from ``pairs`` pair ratios."""
+
+    change: float
+    low: float
+    high: float
+    pairs: int
+    #: Relative standard deviation of the pair ratios (log scale), the pairs' own spread.
+    spread: float
+
+
+def interval(ratios: Sequence[float]) -> Interval | None:
+    """Mean of the log pair ratios with a 95 % t interval; None with fewer than two pairs."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 2:
+        return None
+    mean = statistics.fmean(logs)
+    sd = statistics.stdev(logs)
+    half = t95(len(logs) - 1) * sd / math.sqrt(len(logs))
+    return Interval(
+        math.exp(mean) - 1, math.exp(mean - half) - 1, math.exp(mean + half) - 1, len(logs), sd
+    )
+
+
+def classify(iv: Interval, limit: float) -> Outcome:
+    """Fail above the limit, improved below minus the limit, pass inside, else inconclusive."""
+    if iv.low > limit:
+        return Outcome.FAIL
+    if iv.high < -limit:
+        return Outcome.IMPROVED
+    if iv.low >= -limit and iv.high <= limit:
+        return Outcome.PASS
+    return Outcome.INCONCLUSIVE
+
+
+def undecided(pairs: Sequence[PairResult], limit: float) -> bool:
+    """More pairs could still decide this measurement (its interval straddles a limit)."""
+    iv = interval([p.ratio for p in pairs if p.rounds])
+    return iv is None or classify(iv, limit) is Outcome.INCONCLUSIVE
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:+.1f}%"
+
+
+@dataclass(frozen=True)
+class ABVerdict:
+    outcome: Outcome
+    message: str
+    interval: Interval | None
+    #: p25 of each side's per-call block times over all its rounds (seconds).
+    a_time: float | None
+    b_time: float | None
+
+
+def judge_ab(
+    label: str,
+    pairs: Sequence[PairResult],
+    limit: float,
+    against: str,
+    one_sided: str | None = None,
+) -> ABVerdict:
+    """The verdict of side B against side A (``against`` names A: ``origin/main (abc1234)``).
+
+    ``one_sided``: ``"B"`` when only the working tree has this measurement (new in B), ``"A"``
+    when only the revision has it (removed in B).
+    """
+    a_all = [t for p in pairs for t in p.a]
+    b_all = [t for p in pairs for t in p.b]
+    # p25, the statistic every report shows for a measurement (the verdict rests on the pairs).
+    a_time = summarize(a_all).p25 if a_all else None
+    b_time = summarize(b_all).p25 if b_all else None
+    if one_sided == "B" or (b_all and not a_all):
+        return ABVerdict(
+            Outcome.NEW,
+            f"{label}: new in B: not measured on side A ({against}); "
+            f"{format_time(b_time) if b_time else '?'} per call in B",
+            None,
+            None,
+            b_time,
+        )
+    if one_sided == "A" or not b_all:
+        return ABVerdict(
+            Outcome.NEW,
+            f"{label}: removed in B: only side A ({against}) measured it",
+            None,
+            a_time,
+            None,
+        )
+    usable = [p for p in pairs if p.rounds]
+    iv = interval([p.ratio for p in usable])
+    figures = (
+        f"p25 {format_time(b_time)} vs {format_time(a_time)} per call" if a_time and b_time else ""
+    )
+    if iv is None:
+        return ABVerdict(
+            Outcome.INCONCLUSIVE,
+            f"{label}: inconclusive: {len(usable)} process pair(s) measured both sides, an "
+            f"interval needs at least 2 ({figures}). Run more pairs (--torchperf-ab-pairs)",
+            None,
+            a_time,
+            b_time,
+        )
+    outcome = classify(iv, limit)
+    spread = ", ".join(f"{(p.ratio - 1) * 100:+.1f}%" for p in usable)
+    head = (
+        f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}) vs {against}; "
+        f"limit {limit * 100:g}%"
+    )
+    detail = f"{figures}; {iv.pairs} process pairs: {spread}"
+    if outcome is Outcome.FAIL:
+        message = f"{label}: {head} ({detail})"
+    elif outcome is Outcome.IMPROVED:
+        message = f"{label}: improved {head} ({detail})"
+    elif outcome is Outcome.PASS:
+        message = f"{label}: {head} ({detail})"
+    else:
+        message = (
+            f"{label}: inconclusive: {head}: the interval straddles the limit after "
+            f"{iv.pairs} process pairs ({detail}). The pairs disagree more than the limit "
+            f"allows: give it more pairs (--torchperf-ab-pairs), a longer min_time, or a "
+            f"quieter runner"
+        )
+    return ABVerdict(outcome, message, iv, a_time, b_time)

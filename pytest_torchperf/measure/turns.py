@@ -1,0 +1,95 @@
+"""Taking turns with the other side of an A/B run: the child's end of the protocol.
+
+In an A/B run (``--torchperf-ab``) two child pytest processes, side A and side B, measure the same
+tests, and must never run at the same time: on a 2-core runner they would share a core and the
+caches, and a difference between them would be the machine's, not the code's. The controlling
+run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.run.duet`). A side
+runs only while it holds the token: from its start-up (it waits before collecting, so imports and
+model building never overlap the other side's timing) to the next timed block, where it gives the
+token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and
+whatever the machine does in those seconds hits both.
+
+The protocol: one JSON object per line on a pipe to the controller (``{"ready": side}``,
+``{"tests": [...]}``, ``{"at": [nodeid, name]}``), one line ``go`` back when it is this side's turn.
+The pipe's file descriptors come in :data:`TURN_FDS_ENV`. No torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+#: ``"<read fd>,<write fd>"`` of the child's pipes to the controller.
+TURN_FDS_ENV = "PYTEST_TORCHPERF_AB_FDS"
+#: ``A`` or ``B``: which side this child is.
+SIDE_ENV = "PYTEST_TORCHPERF_AB_SIDE"
+#: Comma-separated CPUs both sides are pinned to (empty: not pinned).
+CPUS_ENV = "PYTEST_TORCHPERF_AB_CPUS"
+#: The pair number of this child (1, 2, ...), for its lines.
+PAIR_ENV = "PYTEST_TORCHPERF_AB_PAIR"
+
+
+class ControllerGone(RuntimeError):
+    """The controlling run closed the pipe (it was interrupted): this side must stop."""
+
+
+class TurnClient:
+    """This side's end of the turn protocol (see the module docstring)."""
+
+    def __init__(self, read_fd: int, write_fd: int, side: str, pair: int = 1) -> None:
+        self._in = os.fdopen(read_fd, "r", encoding="utf-8")
+        self._out = os.fdopen(write_fd, "w", encoding="utf-8", buffering=1)
+        self.side = side
+        self.pair = pair
+
+    @classmethod
+    def from_environment(cls) -> TurnClient | None:
+        """The client of a child started for an A/B run; None in any other process."""
+        fds = os.environ.get(TURN_FDS_ENV)
+        if not fds:
+            return None
+        read_fd, write_fd = (int(fd) for fd in fds.split(","))
+        return cls(
+            read_fd,
+            write_fd,
+            os.environ.get(SIDE_ENV, "?"),
+            int(os.environ.get(PAIR_ENV, "1") or 1),
+        )
+
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            self._out.write(json.dumps(message) + "\n")
+        except BrokenPipeError:
+            raise ControllerGone("the A/B controller closed the pipe") from None
+
+    def _wait(self) -> None:
+        line = self._in.readline()
+        if line.strip() != "go":
+            raise ControllerGone("the A/B controller closed the pipe")
+
+    def ready(self) -> None:
+        """Pin this process to the shared CPUs, say so, and wait for the first turn."""
+        pin_to_shared_cpus()
+        self._send({"ready": self.side})
+        self._wait()
+
+    def tests(self, nodeids: Sequence[str]) -> None:
+        """Tell the controller which tests this side will run (no turn is given back)."""
+        self._send({"tests": list(nodeids)})
+
+    def take(self, nodeid: str, name: str) -> None:
+        """Give the turn back before a timed block of ``(nodeid, name)``; return on our turn."""
+        self._send({"at": [nodeid, name]})
+        self._wait()
+
+
+def pin_to_shared_cpus() -> None:
+    """Pin this process (and the threads it starts later) to the CPUs both sides share."""
+    cpus = [int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()]
+    if cpus and hasattr(os, "sched_setaffinity"):
+        # A container may forbid it; the turns still keep the sides apart.
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cpus)

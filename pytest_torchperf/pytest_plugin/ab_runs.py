@@ -1,0 +1,461 @@
+"""pytest glue of A/B runs: ``--torchperf-ab REV`` and ``--torchperf-ab-python PYTHON``.
+
+Before this run's own test loop, pairs of fresh child pytest runs measure the perf tests: side A
+(REV in a temporary worktree, or the other interpreter; :mod:`pytest_torchperf.run.sides`) and
+side B (the working tree), each with this run's arguments plus ``--torchperf-child FILE``. The
+two children of a pair are alive together but take turns (:mod:`pytest_torchperf.measure.turns`):
+this process hands one token back and forth (:class:`pytest_torchperf.run.duet.TurnScheduler`),
+so their timed blocks alternate on the same CPU and never overlap. After the first pairs (3 by
+default), measurements whose interval is still undecided get more pairs, up to a cap (8).
+
+This run then executes the tests itself without timing them: each measurement's Result is judged
+by the comparison engine on the pairs' data (B against A's session records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.pytest_plugin import child_runs
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
+
+#: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
+DEFAULT_PAIRS = 3
+DEFAULT_MAX_PAIRS = 8
+MAX_PAIRS = 30
+#: A pair whose children go silent this long (no turn given back) is stopped.
+PAIR_TIMEOUT_S = 3600.0
+
+
+def add_options(group: Any, parser: pytest.Parser) -> None:
+    group.addoption(
+        "--torchperf-ab",
+        metavar="REV",
+        default=None,
+        help="A/B run: measure the perf tests of git revision REV (side A, checked out in a "
+        "temporary worktree) and of the working tree (side B) in the same job, taking turns "
+        "block by block, and fail those where B is slower than A (default limit 5%%). No "
+        "stored baseline needed: e.g. --torchperf-ab origin/main, or HEAD for uncommitted changes",
+    )
+    group.addoption(
+        "--torchperf-ab-python",
+        metavar="PYTHON",
+        default=None,
+        help="A/B run against another environment: side A runs the working tree with "
+        "interpreter PYTHON (e.g. a venv with another torch), side B with this one",
+    )
+    group.addoption(
+        "--torchperf-ab-pairs",
+        metavar="N",
+        default=None,
+        help=f"A/B runs: fresh process pairs measured first (default {DEFAULT_PAIRS}); "
+        f"undecided measurements get more, up to --torchperf-ab-max-pairs",
+    )
+    group.addoption(
+        "--torchperf-ab-max-pairs",
+        metavar="N",
+        default=None,
+        help=f"A/B runs: most process pairs for an undecided measurement (default "
+        f"{DEFAULT_MAX_PAIRS})",
+    )
+    group.addoption("--torchperf-ab-only", action="append", default=None, help=argparse.SUPPRESS)
+
+
+def _count(config: pytest.Config, name: str, default: int, low: int) -> int:
+    raw = config.getoption(name)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = 0
+    if not low <= value <= MAX_PAIRS:
+        flag = "--" + name.replace("_", "-")
+        raise pytest.UsageError(
+            f"torchperf: {flag} must be a whole number from {low} to {MAX_PAIRS}, got {raw!r} "
+            f"(each pair costs two pytest start-ups; {default} is the default)"
+        )
+    return value
+
+
+def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
+    """What side A is (``rev:REV`` / ``python:PATH``; empty outside an A/B run) and the pair
+    counts. Combinations that cannot work are usage errors that say why."""
+    revision = config.getoption("torchperf_ab")
+    python = config.getoption("torchperf_ab_python")
+    if revision is None and python is None:
+        return "", DEFAULT_PAIRS, DEFAULT_MAX_PAIRS
+    if revision is not None and python is not None:
+        raise pytest.UsageError(
+            "torchperf: --torchperf-ab and --torchperf-ab-python both name a side A; give one "
+            "(a revision, or another interpreter for the same working tree)"
+        )
+    flag = "--torchperf-ab" if revision is not None else "--torchperf-ab-python"
+    if not (revision or python or "").strip():
+        raise pytest.UsageError(f"torchperf: {flag} needs a value (e.g. {flag} origin/main)")
+    refused = {
+        "torchperf_save": "stores nothing (both sides are measured now, no baseline is "
+        "needed); save baselines in a separate run",
+        "torchperf_compare": "compares against side A instead of stored baselines; drop "
+        "--torchperf-compare (or run the stored-baseline gate as a separate job)",
+        "torchperf_instructions": "times the two sides; instruction counts are their own mode. "
+        "Run them as separate jobs",
+        "torchperf_disable": "times the perf tests; it cannot be combined with --torchperf-disable",
+    }
+    child = config.getoption("torchperf_child")
+    for option, why in refused.items():
+        if config.getoption(option) and not child:
+            raise pytest.UsageError(f"torchperf: {flag} {why}")
+    processes = config.getoption("torchperf_processes")
+    if processes is not None and str(processes).strip() != "1" and not child:
+        raise pytest.UsageError(
+            f"torchperf: {flag} measures in its own fresh process pairs; drop "
+            f"--torchperf-processes (--torchperf-ab-pairs N sets how many pairs)"
+        )
+    if child_runs.is_xdist(config) and not child:
+        raise pytest.UsageError(
+            f"torchperf: {flag} runs its two sides one at a time; pytest-xdist (-n) would time "
+            f"on shared cores. Drop -n for the A/B run (e.g. pytest -n 2 --torchperf-skip, then "
+            f"pytest --torchperf-only {flag} ...)"
+        )
+    pairs = _count(config, "torchperf_ab_pairs", DEFAULT_PAIRS, 2)
+    most = _count(config, "torchperf_ab_max_pairs", max(DEFAULT_MAX_PAIRS, pairs), pairs)
+    side = f"rev:{revision}" if revision is not None else f"python:{python}"
+    return side, pairs, most
+
+
+# -- in a side's child ------------------------------------------------------------------------
+
+
+def configure_side(config: pytest.Config) -> None:
+    """A side's child: keep its end of the turn protocol (the first turn comes after
+    collection, see :func:`announce_tests`)."""
+    from pytest_torchperf.measure.turns import TurnClient
+
+    client = TurnClient.from_environment()
+    if client is not None:
+        config.stash[_CLIENT_KEY] = client
+
+
+_CLIENT_KEY = pytest.StashKey[Any]()
+
+
+def side_client(config: pytest.Config) -> Any:
+    return config.stash.get(_CLIENT_KEY, None)
+
+
+def announce_tests(session: pytest.Session) -> None:
+    """A side's child: give the run's context the turn client, tell the controller which perf
+    tests this side runs, and wait for the first turn."""
+    client = side_client(session.config)
+    if client is None:
+        return
+    context_of(session.config).turns = client
+    # Both sides start up and collect (imports, torch) at the same time: nothing is timed yet.
+    # From here on this side runs only on its turns.
+    client.tests([item.nodeid for item in child_runs.perf_items(session)])
+    client.ready()
+
+
+def keep_only(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Extra pairs measure only the tests whose verdicts were undecided."""
+    only = config.getoption("torchperf_ab_only")
+    if not only:
+        return
+    others = [item for item in items if item.nodeid not in only]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item in items if item.nodeid in only]
+
+
+# -- in the controlling run -------------------------------------------------------------------
+
+
+def run_duet(session: pytest.Session) -> None:
+    """Measure every perf test in process pairs of side A and side B; hand the data to the run."""
+    from pytest_torchperf import __version__
+    from pytest_torchperf.run.duet import DuetData
+    from pytest_torchperf.run.sides import Side, SideError, python_side, revision_side
+
+    config = session.config
+    settings = config.stash[SETTINGS_KEY]
+    perf = child_runs.perf_items(session)
+    if not perf or config.option.collectonly:
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    invocation = Path(config.invocation_params.dir)
+    kind, _, value = settings.ab.partition(":")
+    import torch
+
+    b_side = Side(
+        "B", "working tree", child_runs.python_command()[0], invocation, {}, torch.__version__
+    )
+    try:
+        if kind == "python":
+            a_side = python_side(invocation, value, __version__)
+            _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
+        else:
+            with revision_side(invocation, value) as a_side:
+                a_side.torch = torch.__version__
+                _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
+    except SideError as exc:
+        pytest.exit(f"torchperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _measure(
+    session: pytest.Session,
+    perf: Sequence[pytest.Item],
+    a_side: Any,
+    b_side: Any,
+    data: Any,
+    terminal: Any,
+) -> None:
+    from pytest_torchperf.run.sides import SideError
+
+    config = session.config
+    settings = config.stash[SETTINGS_KEY]
+    ctx = context_of(config)
+    data.sides = {"A": a_side, "B": b_side}
+    child_runs.say(
+        terminal,
+        f"torchperf: A/B: side A = {a_side.label}, torch {a_side.torch}; side B = "
+        f"{b_side.label}, torch {b_side.torch}; {len(perf)} perf test(s), "
+        f"{settings.ab_pairs} process pairs taking turns ...",
+    )
+    start = time.perf_counter()
+    only: list[str] | None = None
+    while True:
+        number = data.pairs_run + 1
+        took = time.perf_counter()
+        a, b, problems = _run_pair(config, number, a_side, b_side, only)
+        took = time.perf_counter() - took
+        if number == 1:
+            for side, found in (("A", a), ("B", b)):
+                if not found and (a or b):
+                    raise SideError(
+                        f"side {side} ({data_side(data, side)}) measured nothing while the other "
+                        f"side did: " + " ".join(p for p in problems if f"side {side}" in p)
+                    )
+            if not a and not b:
+                raise SideError(
+                    "neither side measured anything: " + " ".join(problems)
+                    if problems
+                    else "neither side measured anything (the perf tests were skipped there)"
+                )
+        data.add_pair(a, b)
+        data.problems.extend(problems)
+        for problem in problems:
+            child_runs.say(terminal, problem, yellow=True)
+        undecided = data.undecided() if data.pairs_run >= settings.ab_pairs else []
+        child_runs.say(
+            terminal,
+            f"torchperf: A/B pair {number}: {len(a)} measurement(s) in A, {len(b)} in B, "
+            f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
+        )
+        if data.pairs_run < settings.ab_pairs:
+            continue
+        if not undecided or data.pairs_run >= settings.ab_max_pairs:
+            break
+        only = data.nodeids(undecided)
+    child_runs.say(
+        terminal,
+        f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
+    )
+    ctx.duet = data
+
+
+def data_side(data: Any, side: str) -> str:
+    return data.sides[side].label if getattr(data, "sides", None) else side
+
+
+def _run_pair(
+    config: pytest.Config, number: int, a_side: Any, b_side: Any, only: list[str] | None
+) -> tuple[dict[Any, Any], dict[Any, Any], list[str]]:
+    """Run one pair of children taking turns; each side's measurements and the problems."""
+    from pytest_torchperf.measure.turns import CPUS_ENV, PAIR_ENV, SIDE_ENV, TURN_FDS_ENV
+    from pytest_torchperf.run.duet import TurnScheduler, read_side
+
+    folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-"))
+    sides = {"A": a_side, "B": b_side}
+    procs: dict[str, Any] = {}
+    pipes: dict[str, tuple[Any, int]] = {}  # side -> (reader of its lines, fd we write "go" to)
+    problems: list[str] = []
+    cpus = ",".join(str(c) for c in _shared_cpus(config))
+    try:
+        for name, side in sides.items():
+            to_child_r, to_child_w = os.pipe()
+            from_child_r, from_child_w = os.pipe()
+            args = [
+                side.python,
+                *child_runs.python_command()[1:],
+                *config.invocation_params.args,
+                "--torchperf-child",
+                str(folder / f"{name}.jsonl"),
+                "--junitxml=",
+                "-p",
+                "no:cacheprovider",
+                *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
+            ]
+            env = {
+                **os.environ,
+                **side.env,
+                TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
+                SIDE_ENV: name,
+                PAIR_ENV: str(number),
+                CPUS_ENV: cpus,
+                child_runs.CHILD_PROCESS_ENV: str(number),
+            }
+            log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+            procs[name] = (
+                subprocess.Popen(
+                    args,
+                    cwd=side.cwd,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=(to_child_r, from_child_w),
+                ),
+                args,
+                log,
+            )
+            os.close(to_child_r)
+            os.close(from_child_w)
+            pipes[name] = (_Lines(from_child_r), to_child_w)
+        _take_turns(TurnScheduler(), procs, pipes, first="A" if number % 2 else "B")
+        found = {}
+        for name in sides:
+            proc, args, log = procs[name]
+            code = proc.wait()
+            log.close()
+            found[name] = read_side(folder / f"{name}.jsonl")
+            if code not in (0, 1) or not found[name]:
+                tail = (folder / f"{name}.log").read_text(errors="replace").strip().splitlines()
+                problems.append(
+                    f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
+                    f"with code {code} after measuring {len(found[name])} target(s). Command "
+                    f"(in {sides[name].cwd}): {shlex.join(args)}\n    " + "\n    ".join(tail[-15:])
+                )
+        return found["A"], found["B"], problems
+    finally:
+        for proc, _args, log in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+        for reader, write_fd in pipes.values():
+            reader.close()
+            with contextlib.suppress(OSError):
+                os.close(write_fd)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _take_turns(scheduler: Any, procs: dict[str, Any], pipes: dict[str, Any], first: str) -> None:
+    """Hand the token between the two children until both have exited (see TurnScheduler)."""
+    # Both start up together (neither times anything yet); each then waits at START.
+    for name in procs:
+        message = pipes[name][0].message()
+        if message is not None and "tests" in message:
+            scheduler.tests[name] = set(message["tests"])
+            message = pipes[name][0].message()
+        if message is None or "ready" not in message:
+            scheduler.exit(name)
+    holder = scheduler.begin(first)
+    while holder is not None:
+        if not _go(pipes[holder][1]):
+            holder = scheduler.exit(holder)
+            continue
+        while True:
+            message = pipes[holder][0].message()
+            if message is None:
+                holder = scheduler.exit(holder)
+                break
+            if "tests" in message:
+                scheduler.tests[holder] = set(message["tests"])
+                continue
+            if "at" in message:
+                holder = scheduler.arrive(holder, tuple(message["at"]))
+                break
+
+
+class _Lines:
+    """A child's messages, one JSON object per line, read from its pipe without buffering past
+    what ``select`` can see."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.closed = False
+
+    def message(self) -> dict[str, Any] | None:
+        """The next message; None when the child exited (or went silent past the timeout)."""
+        while b"\n" not in self.buffer:
+            if self.closed:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], PAIR_TIMEOUT_S)
+            chunk = os.read(self.fd, 65536) if ready else b""
+            if not chunk:
+                self.closed = True
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return {}
+        return message if isinstance(message, dict) else {}
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _go(write_fd: int) -> bool:
+    try:
+        os.write(write_fd, b"go\n")
+        return True
+    except OSError:  # it died meanwhile
+        return False
+
+
+def _shared_cpus(config: pytest.Config) -> list[int]:
+    """The CPUs both sides are pinned to: as many as the run's thread count (1 by default),
+    the last ones this process may use (CPU 0 takes most interrupts)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    allowed = sorted(os.sched_getaffinity(0))
+    settings = config.stash[SETTINGS_KEY]
+    threads = int(settings.cli.get("threads") or settings.ini.get("threads") or 1)
+    return allowed[-threads:] if threads <= len(allowed) else allowed
+
+
+def summary_lines(ctx: Any) -> list[str]:
+    """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
+    data = ctx.duet
+    if data is None:
+        return []
+    sides = getattr(data, "sides", {})
+    lines = [
+        f"A/B: side A = {s.label} (torch {s.torch})"
+        if n == "A"
+        else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
+        for n, s in sides.items()
+    ]
+    for (nodeid, name), entry in sorted(data.measured.items()):
+        if entry.one_sided == "A":
+            lines.append(f"removed in B: {nodeid} {name} (only side A measured it)")
+    return lines

@@ -1,0 +1,289 @@
+"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured.
+Pytest-free, no torch, no processes (:mod:`pytest_torchperf.pytest_plugin.ab_runs` starts them).
+
+:class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or by
+exiting), which side runs next: the two sides alternate block by block on the measurement both
+wait at; a side that is ahead waits for the other; a test only one side has runs alone; a side
+that exited leaves the other to run alone. It never lets both run.
+
+:func:`read_side` / :func:`pair_results` turn the sides' files into the
+:class:`~pytest_torchperf.judge.ab.PairResult` of each measurement and pair, and
+:class:`DuetData` holds them for the controller's own test loop, which judges each measurement
+through the comparison engine (B against A's session records).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT, PairResult, undecided
+
+#: Key of one measurement: (nodeid, measurement name).
+Key = tuple[str, str]
+#: Where a side waits before its first turn (before collecting its tests).
+START: Key = ("", "")
+SIDES = ("A", "B")
+
+
+class TurnScheduler:
+    """Whose turn it is (see the module docstring). Pure: fed events, answers a side."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, Key | None] = dict.fromkeys(SIDES, None)
+        self.visited: dict[str, set[Key]] = {s: {START} for s in SIDES}
+        self.blocks: dict[str, Counter[Key]] = {s: Counter() for s in SIDES}
+        self.tests: dict[str, set[str] | None] = dict.fromkeys(SIDES, None)
+        self.done: set[str] = set()
+
+    @staticmethod
+    def other(side: str) -> str:
+        return "B" if side == "A" else "A"
+
+    def arrive(self, side: str, key: Key) -> str:
+        """``side`` waits at ``key`` (START, or before a timed block). Returns the side to run."""
+        self.waiting[side] = key
+        self.visited[side].add(key)
+        return self._choose(side)
+
+    def exit(self, side: str) -> str | None:
+        """``side`` exited; the side to run next (None when both are done)."""
+        self.done.add(side)
+        self.waiting[side] = None
+        other = self.other(side)
+        return None if other in self.done else self._run(other)
+
+    def begin(self, first: str) -> str | None:
+        """Both sides that did not exit wait at START; ``first`` (or the other) runs first."""
+        alive = [s for s in SIDES if s not in self.done]
+        for side in alive:
+            self.arrive_quietly(side, START)
+        if not alive:
+            return None
+        return self._run(first if first in alive else alive[0])
+
+    def arrive_quietly(self, side: str, key: Key) -> None:
+        self.waiting[side] = key
+        self.visited[side].add(key)
+
+    def _choose(self, side: str) -> str:
+        other = self.other(side)
+        here, there = self.waiting[side], self.waiting[other]
+        if other in self.done or there is None or here is None:
+            return self._run(side)
+        if there == here:
+            # Alternate: whoever has run fewer blocks here goes (the other one on a tie, since
+            # ``side`` ran last).
+            return self._run(other if self.blocks[other][here] <= self.blocks[side][here] else side)
+        if there in self.visited[side]:
+            return self._run(other)  # ``side`` is past the other's measurement: let it catch up
+        known_other, known_side = self.tests[other], self.tests[side]
+        if known_side is not None and there[0] not in known_side:
+            return self._run(other)  # a test only the other side has: it runs alone
+        if known_other is not None and here[0] not in known_other:
+            return self._run(side)  # a test only this side has
+        return self._run(side)
+
+    def _run(self, side: str) -> str:
+        key = self.waiting[side]
+        if key is not None and key != START:
+            self.blocks[side][key] += 1
+        self.waiting[side] = None
+        return side
+
+
+@dataclass
+class SideLine:
+    """One measurement one side took in one pair: its block times and session record."""
+
+    times: tuple[float, ...]
+    session: Mapping[str, Any]
+    problem: str | None = None
+    #: The measurement's max_slowdown on that side (the A/B limit).
+    limit: float | None = None
+
+
+def read_side(path: Path) -> dict[Key, SideLine]:
+    """The measurements one side's child wrote (a torn or foreign line is skipped)."""
+    found: dict[Key, SideLine] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return found
+    for line in lines:
+        try:
+            data = json.loads(line)
+            times = tuple(float(t) for t in data["times"])
+            limit = data.get("limit")
+            found[(str(data["nodeid"]), str(data["name"]))] = SideLine(
+                times,
+                data.get("session") or {},
+                data.get("problem"),
+                None if limit is None else float(limit),
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+@dataclass
+class Measured:
+    """Everything the A/B run learnt of one measurement over its pairs."""
+
+    pairs: list[PairResult] = field(default_factory=list)
+    a_sessions: list[Mapping[str, Any]] = field(default_factory=list)
+    b_sessions: list[Mapping[str, Any]] = field(default_factory=list)
+    #: Its max_slowdown (side B's, else side A's).
+    limit: float | None = None
+
+    @property
+    def one_sided(self) -> str | None:
+        """``"B"`` when only B measured it (new in B), ``"A"`` when only A did (removed in B)."""
+        if self.b_sessions and not self.a_sessions:
+            return "B"
+        if self.a_sessions and not self.b_sessions:
+            return "A"
+        return None
+
+
+@dataclass
+class DuetData:
+    """The A/B run's measurements by key, what side A is, and what went wrong on either side."""
+
+    against: str
+    measured: dict[Key, Measured] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    pairs_run: int = 0
+    #: How each side's processes started (:class:`pytest_torchperf.run.sides.Side`), by name.
+    sides: dict[str, Any] = field(default_factory=dict)
+
+    def add_pair(self, a: Mapping[Key, SideLine], b: Mapping[Key, SideLine]) -> None:
+        """File one pair's measurements (a key only one side has is kept as one-sided)."""
+        self.pairs_run += 1
+        for key in {*a, *b}:
+            entry = self.measured.setdefault(key, Measured())
+            left, right = a.get(key), b.get(key)
+            if left is not None:
+                entry.a_sessions.append(left.session)
+                entry.limit = left.limit if entry.limit is None else entry.limit
+            if right is not None:
+                entry.b_sessions.append(right.session)
+                entry.limit = right.limit if right.limit is not None else entry.limit
+            if left is not None and right is not None:
+                entry.pairs.append(PairResult(left.times, right.times))
+
+    def undecided(self) -> list[Key]:
+        """Measurements both sides have whose interval still straddles their limit."""
+        return [
+            key
+            for key, entry in self.measured.items()
+            if entry.one_sided is None
+            and undecided(entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit)
+        ]
+
+    def nodeids(self, keys: Sequence[Key]) -> list[str]:
+        return sorted({nodeid for nodeid, _ in keys})
+
+
+# -- a side's child: one line per measurement -------------------------------------------------
+
+
+def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
+    """What a side's child writes for one measurement: every block time at full precision (the
+    rounds are paired by position), the session record a save would store (counters,
+    fingerprint, speedup for the engine's checks), and the measurement's limit."""
+    session = dict(result.session or {})
+    if top_ops:
+        session["top_ops"] = top_ops
+    # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
+    # controller does not rebuild variants, so B's are carried here.
+    session["run_failures"] = list(result.run_failures)
+    return {
+        "nodeid": result.nodeid,
+        "name": result.name,
+        "times": list(result.samples),
+        "session": session,
+        "limit": limit,
+    }
+
+
+# -- the controller: a measurement's Result from the sides' data ------------------------------
+
+
+class DuetMissing(Exception):
+    """The controller ran a measurement that side B did not measure."""
+
+
+def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: str) -> Any:
+    """Side B's measurement of ``(nodeid, name)`` as the pipeline's
+    :class:`~pytest_torchperf.run.state.Measured`: all of B's blocks as its pass, B's counters,
+    fingerprint and speedup; the engine then judges it against side A's sessions."""
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.judge.samples import Sample
+    from pytest_torchperf.run.result import VariantExtra
+    from pytest_torchperf.run.state import Measured as ToJudge
+
+    entry = data.measured.get((nodeid, name))
+    if entry is None or not entry.b_sessions:
+        raise DuetMissing(
+            f"{name}: not measured by side B of the A/B run (its test failed, was skipped or "
+            f"measured under another name in B's processes; their output is printed before "
+            f"the tests)"
+        )
+    times = tuple(t for p in entry.pairs for t in p.b) or tuple(
+        float(t) for t in entry.b_sessions[-1].get("times") or ()
+    )
+    first = Sample(summarize(times), None, times)
+    latest = entry.b_sessions[-1]
+    measurer.number_per_block = latest.get("number_per_block") or 0
+    extra = VariantExtra(
+        latest.get("variant") or "eager",
+        speedup=latest.get("speedup"),
+        accuracy=latest.get("accuracy"),
+        limits=latest.get("accuracy_limits"),
+        fingerprint=latest.get("fingerprint"),
+        metric=latest.get("metric"),
+        build_time=latest.get("build_time"),
+        method=latest.get("method"),
+        failures=list(latest.get("run_failures") or ()),
+    )
+    return ToJudge(
+        nodeid,
+        name,
+        measurer,
+        measurer.options,
+        latest.get("counters"),
+        first,
+        lambda: first,
+        [str(latest.get("clock") or "cpu")],
+        gate=True,
+        kind=kind,
+        extra=extra,
+    )
+
+
+def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
+    """What a results file keeps of an A/B measurement, so ``torchperf compare`` replays it:
+    side A, both sides' block times per pair, side A's sessions (without their block times and
+    op tables), the interval and whether only one side had it."""
+    from pytest_torchperf.judge.ab import interval
+
+    entry = data.measured.get(key)
+    if entry is None:
+        return None
+    iv = interval([p.ratio for p in entry.pairs if p.rounds])
+    return {
+        "against": data.against,
+        "pairs": [p.to_record() for p in entry.pairs],
+        "a_sessions": [
+            {k: v for k, v in s.items() if k not in ("times", "top_ops")} for s in entry.a_sessions
+        ],
+        "interval": None
+        if iv is None
+        else {"change": iv.change, "low": iv.low, "high": iv.high, "pairs": iv.pairs},
+        "one_sided": entry.one_sided,
+    }

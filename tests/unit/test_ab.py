@@ -1,0 +1,274 @@
+"""A/B runs (``--torchperf-ab``), the pure parts: the paired interval and its verdicts, the turn
+scheduler that keeps the two sides apart, the sides' data, and the engine's A/B branch. No torch,
+no processes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.ab import PairResult, classify, interval, judge_ab, t95, undecided
+from pytest_torchperf.judge.compare import Candidate, Gate, compare
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.run.duet import START, DuetData, SideLine, TurnScheduler, read_side
+
+A_TIMES = (1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3)
+
+
+def _pair(change: float, wobble: float = 0.0) -> PairResult:
+    """A pair whose B blocks are ``change`` slower than A's, every round (plus a wobble)."""
+    return PairResult(A_TIMES, tuple(t * (1 + change + wobble) for t in A_TIMES))
+
+
+def test_t_quantiles_match_the_table_and_approach_the_normal() -> None:
+    assert t95(1) == pytest.approx(12.706)
+    assert t95(2) == pytest.approx(4.303)
+    assert t95(30) == pytest.approx(2.042)
+    assert 1.96 < t95(200) < 1.98
+    with pytest.raises(ValueError):
+        t95(0)
+
+
+def test_pair_ratio_is_the_median_of_round_ratios_and_skips_unpaired_rounds() -> None:
+    pair = PairResult((1.0, 1.0, 1.0, 1.0), (1.1, 1.2, 5.0))  # B's fourth round missing
+    assert pair.rounds == 3
+    assert pair.ratio == pytest.approx(1.2)
+    assert PairResult.from_record(json.loads(json.dumps(pair.to_record()))) == pair
+
+
+def test_interval_is_a_t_interval_on_log_ratios() -> None:
+    iv = interval([1.10, 1.12, 1.08])
+    assert iv is not None
+    logs = [math.log(r) for r in (1.10, 1.12, 1.08)]
+    mean = sum(logs) / 3
+    assert iv.change == pytest.approx(math.exp(mean) - 1)
+    assert iv.low < iv.change < iv.high
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    assert iv.high == pytest.approx(math.exp(mean + 4.303 * sd / math.sqrt(3)) - 1)
+    assert interval([1.1]) is None
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "outcome"),
+    [
+        (0.06, 0.12, Outcome.FAIL),
+        (-0.12, -0.06, Outcome.IMPROVED),
+        (-0.04, 0.04, Outcome.PASS),
+        (0.02, 0.08, Outcome.INCONCLUSIVE),
+        (-0.08, -0.02, Outcome.INCONCLUSIVE),
+    ],
+)
+def test_classify_against_the_limit(low: float, high: float, outcome: Outcome) -> None:
+    from pytest_torchperf.judge.ab import Interval
+
+    assert classify(Interval((low + high) / 2, low, high, 3, 0.01), 0.05) is outcome
+
+
+def test_a_clear_slowdown_fails_with_interval_pairs_and_side() -> None:
+    verdict = judge_ab("mlp", [_pair(0.12, w) for w in (-0.01, 0.0, 0.01)], 0.05, "main (abc)")
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.message.startswith("mlp: +12.0% (95% CI +")
+    assert "vs main (abc); limit 5%" in verdict.message
+    assert "3 process pairs: +11.0%, +12.0%, +13.0%" in verdict.message
+
+
+def test_unchanged_passes_and_a_faster_b_is_improved() -> None:
+    same = judge_ab("mlp", [_pair(0.0, w) for w in (-0.005, 0.0, 0.004)], 0.05, "HEAD")
+    assert same.outcome is Outcome.PASS
+    faster = judge_ab("mlp", [_pair(-0.3, w) for w in (-0.01, 0.0, 0.01)], 0.05, "HEAD")
+    assert faster.outcome is Outcome.IMPROVED
+    assert faster.message.startswith("mlp: improved -30.0%")
+
+
+def test_pairs_that_disagree_are_inconclusive_and_ask_for_more_pairs() -> None:
+    pairs = [_pair(0.0), _pair(0.09), _pair(-0.02)]
+    verdict = judge_ab("cnn", pairs, 0.05, "HEAD")
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "straddles the limit after 3 process pairs" in verdict.message
+    assert "--torchperf-ab-pairs" in verdict.message
+    assert undecided(pairs, 0.05)
+    assert not undecided([_pair(0.0, w) for w in (-0.005, 0.0, 0.004)], 0.05)
+
+
+def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
+    new = judge_ab("fresh", [], 0.05, "HEAD", one_sided="B")
+    assert new.outcome is Outcome.NEW
+    assert "new in B" in new.message
+    removed = judge_ab("old", [], 0.05, "HEAD", one_sided="A")
+    assert removed.outcome is Outcome.NEW
+    assert "removed in B" in removed.message
+
+
+# -- the turn scheduler -----------------------------------------------------------------------
+
+
+def _run(events: list[tuple[str, object]], tests: dict[str, set[str]] | None = None) -> list[str]:
+    """Feed a scheduler arrivals (side, key) and exits (side, None); return who ran after each."""
+    scheduler = TurnScheduler()
+    for side, names in (tests or {}).items():
+        scheduler.tests[side] = names
+    ran = [scheduler.begin("A") or "-"]
+    for side, key in events:
+        nxt = scheduler.exit(side) if key is None else scheduler.arrive(side, key)  # type: ignore[arg-type]
+        ran.append(nxt or "-")
+    return ran
+
+
+def test_sides_alternate_block_by_block_on_the_same_measurement() -> None:
+    k = ("t.py::test_a", "mlp")
+    # A starts, reaches k; B starts, reaches k; then each block alternates.
+    ran = _run([("A", k), ("B", k), ("A", k), ("B", k), ("A", k), ("B", k)])
+    assert ran == ["A", "B", "A", "B", "A", "B", "A"]
+
+
+def test_a_side_that_finished_a_measurement_waits_for_the_other_to_finish_it() -> None:
+    k, nxt = ("t.py::test_a", "mlp"), ("t.py::test_b", "mlp")
+    scheduler = TurnScheduler()
+    assert scheduler.begin("A") == "A"
+    assert scheduler.arrive("A", k) == "B"
+    assert scheduler.arrive("B", k) == "A"
+    assert scheduler.arrive("A", nxt) == "B"  # A is done with k, B has one more block there
+    assert scheduler.arrive("B", k) == "B"  # A waits elsewhere but already passed k: B goes on
+    assert scheduler.arrive("B", nxt) == "A"  # both at nxt now: alternate
+    assert scheduler.blocks["A"][nxt] == 1 and scheduler.blocks["B"][k] == 2
+
+
+def test_a_test_only_one_side_has_runs_alone_then_they_pair_again() -> None:
+    only_b, both = ("t.py::test_new", "x"), ("t.py::test_z", "y")
+    scheduler = TurnScheduler()
+    scheduler.tests = {"A": {"t.py::test_z"}, "B": {"t.py::test_new", "t.py::test_z"}}
+    assert scheduler.begin("A") == "A"
+    assert scheduler.arrive("A", both) == "B"
+    assert scheduler.arrive("B", only_b) == "B"  # A will never get there: B runs it alone
+    assert scheduler.arrive("B", only_b) == "B"
+    assert scheduler.arrive("B", both) == "A"
+    assert scheduler.arrive("A", both) == "B"
+
+
+def test_when_one_side_exits_the_other_runs_alone_and_both_done_ends() -> None:
+    k = ("t.py::test_a", "mlp")
+    scheduler = TurnScheduler()
+    scheduler.begin("B")
+    assert scheduler.exit("B") == "A"
+    assert scheduler.arrive("A", k) == "A"
+    assert scheduler.exit("A") is None
+
+
+def test_only_one_side_ever_holds_the_token() -> None:
+    """A random walk of arrivals: the side told to run is always the only one not waiting."""
+    import random
+
+    rng = random.Random(0)
+    keys = [("t::a", "x"), ("t::b", "x"), ("t::c", "x")]
+    scheduler = TurnScheduler()
+    holder = scheduler.begin("A")
+    position = {"A": 0, "B": 0}
+    for _ in range(200):
+        assert holder is not None
+        other = TurnScheduler.other(holder)
+        assert scheduler.waiting[holder] is None
+        assert other in scheduler.done or scheduler.waiting[other] is not None
+        if rng.random() < 0.3 and position[holder] < len(keys) - 1:
+            position[holder] += 1
+        holder = scheduler.arrive(holder, keys[position[holder]])
+
+
+# -- the sides' data --------------------------------------------------------------------------
+
+
+def test_read_side_skips_torn_lines(tmp_path) -> None:
+    path = tmp_path / "A.jsonl"
+    line = {
+        "nodeid": "t::a",
+        "name": "mlp",
+        "times": [1e-3, 2e-3],
+        "session": {"x": 1},
+        "limit": 0.05,
+    }
+    path.write_text(json.dumps(line) + "\n" + '{"nodeid": "t::b", "na')
+    found = read_side(path)
+    assert list(found) == [("t::a", "mlp")]
+    assert found[("t::a", "mlp")].limit == 0.05
+    assert read_side(tmp_path / "missing.jsonl") == {}
+
+
+def test_duet_data_pairs_sides_and_keeps_one_sided_keys() -> None:
+    data = DuetData("HEAD (abc)")
+    both, renamed_a, renamed_b = ("t::a", "m"), ("t::old", "m"), ("t::new", "m")
+    for change in (0.0, 0.002, -0.003):
+        a = {both: SideLine(A_TIMES, {"side": "A"}, limit=0.05), renamed_a: SideLine(A_TIMES, {})}
+        b = {
+            both: SideLine(tuple(t * (1 + change) for t in A_TIMES), {"side": "B"}, limit=0.05),
+            renamed_b: SideLine(A_TIMES, {}),
+        }
+        data.add_pair(a, b)
+    assert data.pairs_run == 3
+    assert len(data.measured[both].pairs) == 3
+    assert data.measured[renamed_a].one_sided == "A"
+    assert data.measured[renamed_b].one_sided == "B"
+    assert data.undecided() == []
+    data.add_pair(
+        {both: SideLine(A_TIMES, {}, limit=0.05)},
+        {both: SideLine(tuple(t * 1.3 for t in A_TIMES), {}, limit=0.05)},
+    )
+    assert data.undecided() == [both]
+
+
+# -- the engine's A/B branch ------------------------------------------------------------------
+
+
+def _candidate(change: float, counters: dict | None = None, **extra: object) -> Candidate:
+    pairs = [_pair(change, w).to_record() for w in (-0.004, 0.0, 0.004)]
+    times = tuple(t for p in pairs for t in p["b"])
+    return Candidate(
+        "mlp",
+        Sample(summarize(times), None, times),
+        counters,
+        ab_pairs=pairs,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _never() -> Sample:
+    raise AssertionError("an A/B verdict never re-measures")
+
+
+def test_engine_judges_the_pairs_not_stored_statistics() -> None:
+    gate = Gate(max_slowdown=0.05, ab="main (abc)")
+    sessions = [{"statistic": 1.0, "counters": {"flops": 10}}]  # a stored 1 s would be -99.9%
+    fail = compare(_candidate(0.5, {"flops": 10}), sessions, gate, remeasure=_never)
+    assert fail.verdict.outcome is Outcome.FAIL
+    assert fail.verdict.basis == "ab"
+    assert fail.verdict.ratio == pytest.approx(1.5, rel=1e-3)
+    assert outcome_label({"outcome": fail.outcome, "verdict": fail.verdict.to_dict()}) == "FAIL"
+    same = compare(_candidate(0.0, {"flops": 10}), sessions, gate, remeasure=_never)
+    assert same.outcome == "pass"
+
+
+def test_engine_checks_counters_and_fingerprints_against_side_a() -> None:
+    gate = Gate(max_slowdown=0.05, ab="HEAD (abc)")
+    sessions = [{"statistic": 1e-3, "counters": {"flops": 10}}]
+    changed = compare(_candidate(0.0, {"flops": 20}), sessions, gate, remeasure=_never)
+    assert changed.verdict.outcome is Outcome.PASS
+    assert changed.counter_changes and changed.outcome == "fail"
+
+
+def test_one_sided_measurement_does_not_fail_in_strict_mode() -> None:
+    gate = Gate(max_slowdown=0.05, ab="HEAD (abc)", strict=True)
+    times = A_TIMES
+    candidate = Candidate("x", Sample(summarize(times), None, times), one_sided="B")
+    comparison = compare(candidate, [], gate, remeasure=_never)
+    assert comparison.verdict.outcome is Outcome.NEW
+    assert comparison.outcome == "new" and not comparison.failures
+
+
+def test_gate_records_side_a() -> None:
+    gate = Gate(ab="origin/main (abc)")
+    assert Gate.from_record(gate.to_record()) == gate
+    assert Gate.from_record({}).ab == ""
+    assert START == ("", "")
