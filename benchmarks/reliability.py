@@ -4,6 +4,7 @@
     python benchmarks/reliability.py --scale 0.25    # a quick look (~10 min), wider error bars
     python benchmarks/reliability.py --out figures.json
     python benchmarks/reliability.py --mode instructions --parallel 2   # --torchperf-instructions
+    python benchmarks/reliability.py --mode ab       # --torchperf-ab HEAD (A/B in one job)
 
 Everything goes through real ``pytest --torchperf-save`` / ``--torchperf-compare`` runs, each a
 fresh process, on a generated project of five small models (an MLP at two sizes, a conv net,
@@ -169,10 +170,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     parser.add_argument(
         "--mode",
-        choices=("time", "instructions"),
+        choices=("time", "instructions", "ab"),
         default="time",
-        help="the timing conditions (default) or the --torchperf-instructions ones "
-        "(benchmarks/instruction_reliability.py; ~60-90 min with --parallel 2)",
+        help="the timing conditions (default), the --torchperf-instructions ones "
+        "(benchmarks/instruction_reliability.py; ~60-90 min with --parallel 2) or the "
+        "--torchperf-ab HEAD ones (benchmarks/ab_reliability.py; ~60 min, --scale 0.5 ~30)",
     )
     parser.add_argument(
         "--parallel",
@@ -198,6 +200,13 @@ def main() -> int:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"python {platform.python_version()}; project {project}"
     )
+    if args.mode == "ab":
+        from ab_reliability import ab_conditions
+
+        figures = ab_conditions(project, runs, run_pytest, wilson)
+        if args.out:
+            args.out.write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
     if args.mode == "instructions":
         from instruction_reliability import instruction_conditions
 

@@ -99,15 +99,25 @@ class RunContext:
         marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
         options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
         name = call_layer.get("name") or marker_layer.get("name")
-        layers = (call_layer, marker_layer, self.settings.cli, self.settings.ini)
-        if self.settings.ab and not any("max_slowdown" in layer for layer in layers):
-            # Both sides ran in the same moments: a tighter default than a stored baseline's.
-            from dataclasses import replace
-
-            from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT
-
-            options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
+        if self.settings.ab:
+            options = self._ab_options(options, (call_layer, marker_layer))
         return options, name
+
+    def _ab_options(self, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]) -> Any:
+        """An A/B run's defaults: a 5 % limit (both sides ran in the same moments), and in a
+        side's process ``min_time`` shared out over the first pairs, so those pairs together
+        time each side as long as one plain measurement (the spread between processes, not
+        the blocks of one, decides the interval)."""
+        from dataclasses import replace
+
+        from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT
+
+        layers = (*layers, self.settings.cli, self.settings.ini)
+        if not any("max_slowdown" in layer for layer in layers):
+            options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
+        if self.settings.child:
+            options = replace(options, min_time=options.min_time / self.settings.ab_pairs)
+        return options
 
     def gate(self, options: MeasureOptions) -> Gate:
         """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""

@@ -10,7 +10,15 @@ import math
 import pytest
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.ab import PairResult, classify, interval, judge_ab, t95, undecided
+from pytest_torchperf.judge.ab import (
+    PairResult,
+    classify,
+    interval,
+    judge_ab,
+    outliers,
+    t95,
+    undecided,
+)
 from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
@@ -90,7 +98,7 @@ def test_pairs_that_disagree_are_inconclusive_and_ask_for_more_pairs() -> None:
     verdict = judge_ab("cnn", pairs, 0.05, "HEAD")
     assert verdict.outcome is Outcome.INCONCLUSIVE
     assert "straddles the limit after 3 process pairs" in verdict.message
-    assert "--torchperf-ab-pairs" in verdict.message
+    assert "--torchperf-ab-max-pairs" in verdict.message
     assert undecided(pairs, 0.05)
     assert not undecided([_pair(0.0, w) for w in (-0.005, 0.0, 0.004)], 0.05)
 
@@ -212,11 +220,28 @@ def test_duet_data_pairs_sides_and_keeps_one_sided_keys() -> None:
     assert data.measured[renamed_a].one_sided == "A"
     assert data.measured[renamed_b].one_sided == "B"
     assert data.undecided() == []
-    data.add_pair(
-        {both: SideLine(A_TIMES, {}, limit=0.05)},
-        {both: SideLine(tuple(t * 1.3 for t in A_TIMES), {}, limit=0.05)},
-    )
+    for _ in range(2):
+        data.add_pair(
+            {both: SideLine(A_TIMES, {}, limit=0.05)},
+            {both: SideLine(tuple(t * 1.3 for t in A_TIMES), {}, limit=0.05)},
+        )
     assert data.undecided() == [both]
+
+
+def test_one_pair_far_from_the_others_is_left_out_and_named() -> None:
+    """Measured: an unchanged MLP's eighth pair at -12.8 % among seven within +-2.1 %."""
+    changes = (-0.128, -0.021, -0.021, 0.007, 0.004, 0.016, 0.0, 0.013)
+    pairs = [_pair(c) for c in changes]
+    verdict = judge_ab("mlp", pairs, 0.05, "HEAD")
+    assert verdict.outcome is Outcome.PASS, verdict.message
+    assert "8 process pairs" in verdict.message
+    assert "1 left out as far from the others: -12.8%" in verdict.message
+    # Symmetric, at most a quarter, and never below four pairs or within 3 %.
+    assert outliers([math.log(1 + c) for c in (0.128, 0.0, 0.01, -0.01)]) == [0]
+    assert outliers([math.log(1 + c) for c in (0.128, 0.0, 0.01)]) == []
+    assert outliers([math.log(1 + c) for c in (0.02, 0.0, 0.01, -0.01, 0.0)]) == []
+    bimodal = [math.log(1 + c) for c in (0.12, 0.07, -0.36, 0.07, -0.26, -0.29, 0.66, -0.05)]
+    assert outliers(bimodal) == []  # a conv net's processes spread this way: no pair stands out
 
 
 # -- the engine's A/B branch ------------------------------------------------------------------

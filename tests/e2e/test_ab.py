@@ -1,0 +1,327 @@
+"""A/B runs: ``--torchperf-ab REV`` (a git revision against the working tree) and
+``--torchperf-ab-python PYTHON`` (another interpreter), both sides measured in the same job in
+process pairs taking turns.
+
+Each run starts 2 x 3 fresh pytest processes, so the module keeps to a few runs of tiny models
+with a short ``min_time``; the slowdown is ~50 % or more and the limit 15 %, so the verdicts are
+far from the limit on any machine (the statistics themselves are measured by
+``benchmarks/reliability.py --mode ab``, not here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+INI = """
+[pytest]
+torchperf_min_time = 0.15s
+torchperf_warmup = 0.02s
+"""
+
+#: Version 1 (committed): the models as they were. ``LOOP`` extra pure-Python steps per call of
+#: model "slow" in the working tree make it ~50 % or more slower without changing any counter.
+MODELS = """
+import pytest
+import torch
+from torch import nn
+
+LOOP = 0
+
+
+class Net(nn.Module):
+    def __init__(self, loop=0):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+        self.loop = loop
+
+    def forward(self, x):
+        total = 0
+        for i in range(self.loop):
+            total += i
+        return self.body(x)
+
+
+def test_same(torchperf):
+    torchperf(Net(), torch.randn(16, 64), name="same")
+
+
+def test_slow(torchperf):
+    torchperf(Net(LOOP), torch.randn(16, 64), name="slow")
+
+
+def test_old_name(torchperf):
+    torchperf(Net(), torch.randn(16, 64), name="renamed")
+"""
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _repository(root: Path, committed: dict[str, str], working: dict[str, str]) -> Path:
+    """A git repository whose last commit holds ``committed`` and whose working tree has
+    ``working`` written over it (not committed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in committed.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "version A")
+    for name, text in working.items():
+        (root / name).write_text(text)
+    return root
+
+
+def _run(
+    root: Path, *args: str, python: str = sys.executable, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-rfs", *args],
+        cwd=root,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _records(path: Path) -> dict[str, dict]:
+    data = json.loads(path.read_text())
+    return {b["torchperf"]["measurement"]: b["torchperf"] for b in data["benchmarks"]}
+
+
+def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
+    tmp_path: Path,
+) -> None:
+    slower = MODELS.replace("LOOP = 0", "LOOP = 3000").replace("def test_old_name", "def test_new_name")
+    root = _repository(
+        tmp_path / "repo", {"test_models.py": MODELS, "pytest.ini": INI}, {"test_models.py": slower}
+    )
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = _run(
+            root,
+            "--torchperf-ab",
+            "HEAD",
+            "--torchperf-max-slowdown",
+            "15%",
+            "--torchperf-json",
+            "ab.json",
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "1 failed, 2 passed" in out, out
+    assert "FAILED test_models.py::test_slow" in out
+    # The verdict: the change, its interval over the pairs, side A by revision and commit.
+    assert "slow: +" in out and "(95% CI +" in out and "vs HEAD (" in out, out
+    assert "limit 15%" in out
+    assert "side A = HEAD (" in out and "side B = working tree" in out
+    # Renamed: new in B (this run's own test) and removed in B (side A's), neither an error.
+    assert "removed in B: test_models.py::test_old_name renamed" in out, out
+    records = _records(root / "ab.json")
+    assert records["same"]["outcome"] == "pass", records["same"]["verdict"]
+    assert records["slow"]["outcome"] == "fail"
+    assert records["renamed"]["outcome"] == "new"
+    assert "new in B" in records["renamed"]["verdict"]["message"]
+    assert len(records["slow"]["ab"]["pairs"]) >= 3
+    assert records["slow"]["ab"]["interval"]["low"] > 0.15
+    # No worktree is left behind.
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    assert len(worktrees.strip().splitlines()) == 1, worktrees
+    # The results file replays to the same verdicts, without a baseline folder.
+    replay = subprocess.run(
+        [sys.executable, "-m", "pytest_torchperf.cli", "compare", ".torchperf", "ab.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert "slow: +" in replay.stdout and "1 fail" in replay.stdout, replay.stdout
+
+
+SRC_MODEL = """
+import torch
+from torch import nn
+
+LOOP = 0
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+
+    def forward(self, x):
+        total = 0
+        for i in range(LOOP):
+            total += i
+        return self.body(x)
+"""
+
+SRC_TEST = """
+import torch
+from mypkg.model import Net
+
+
+def test_model(torchperf):
+    torchperf(Net(), torch.randn(16, 64), name="model")
+"""
+
+SETUP = """
+from setuptools import setup, find_packages
+setup(name="mypkg", version="0", packages=find_packages("src"), package_dir={"": "src"})
+"""
+
+
+@pytest.fixture(scope="module")
+def second_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second environment that sees this one's packages (torch, pytest, the plugin)."""
+    folder = tmp_path_factory.mktemp("venv")
+    try:
+        venv.EnvBuilder(system_site_packages=True, with_pip=False).create(folder)
+    except Exception as exc:  # noqa: BLE001 - some Pythons ship without venv support
+        pytest.skip(f"cannot build a second venv here: {exc}")
+    python = folder / "bin" / "python"
+    check = subprocess.run(
+        [str(python), "-c", "import torch, pytest_torchperf"], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        pytest.skip(f"the second venv cannot import torch and the plugin: {check.stderr[-300:]}")
+    return python
+
+
+def test_src_layout_installed_editable_imports_each_sides_own_code(
+    tmp_path: Path, second_venv: Path
+) -> None:
+    """The package is installed editable from the main checkout; side A must still time the
+    revision's code (else both sides would be slow and the slowdown would pass)."""
+    root = _repository(
+        tmp_path / "proj",
+        {
+            "src/mypkg/__init__.py": "",
+            "src/mypkg/model.py": SRC_MODEL,
+            "tests/test_model.py": SRC_TEST,
+            "setup.py": SETUP,
+            "pytest.ini": INI,
+        },
+        {"src/mypkg/model.py": SRC_MODEL.replace("LOOP = 0", "LOOP = 3000")},
+    )
+    install = subprocess.run(
+        [str(second_venv), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "-e", str(root)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    if install.returncode != 0:
+        pytest.skip(f"pip install -e failed here: {install.stderr[-400:]}")
+    result = _run(
+        root,
+        "--torchperf-ab",
+        "HEAD",
+        "--torchperf-max-slowdown",
+        "15%",
+        python=str(second_venv),
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "FAILED tests/test_model.py::test_model" in out, out
+    assert "model: +" in out and "(95% CI +" in out
+
+
+def test_ab_python_compares_two_environments_on_the_working_tree(
+    tmp_path: Path, second_venv: Path
+) -> None:
+    root = _repository(tmp_path / "repo", {"test_models.py": MODELS, "pytest.ini": INI}, {})
+    result = _run(
+        root,
+        "--torchperf-ab-python",
+        str(second_venv),
+        "--torchperf-max-slowdown",
+        "15%",
+        "-k",
+        "same or slow",
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "2 passed" in out, out
+    assert f"side A = {second_venv} (torch " in out, out
+    assert "side B = working tree (torch " in out
+
+
+# -- bad input: one clear error naming the side and the fix -----------------------------------
+
+
+def test_outside_a_git_repository(tmp_path: Path) -> None:
+    (tmp_path / "test_models.py").write_text(MODELS)
+    result = _run(tmp_path, "--torchperf-ab", "origin/main")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "is not in a git repository" in result.stdout + result.stderr
+    assert "--torchperf-ab-python" in result.stdout + result.stderr
+
+
+def test_unknown_revision_names_the_fix(tmp_path: Path) -> None:
+    root = _repository(tmp_path / "repo", {"test_models.py": MODELS}, {})
+    result = _run(root, "--torchperf-ab", "origin/nope")
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    assert "side A: unknown git revision 'origin/nope'" in out
+    assert "fetch-depth: 0" in out
+    assert "Traceback" not in out
+
+
+def test_revision_whose_tests_do_not_import(tmp_path: Path) -> None:
+    broken = MODELS.replace("import torch\n", "import torch\nimport not_a_module_anywhere\n", 1)
+    root = _repository(
+        tmp_path / "repo", {"test_models.py": broken, "pytest.ini": INI}, {"test_models.py": MODELS}
+    )
+    result = _run(root, "--torchperf-ab", "HEAD", "-k", "same")
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    assert "side A (HEAD (" in out and "measured nothing while the other side did" in out, out
+    assert "not_a_module_anywhere" in out  # the end of side A's own output
+
+
+def test_python_without_torch_or_the_plugin(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(bare)
+    root = _repository(tmp_path / "repo", {"test_models.py": MODELS}, {})
+    result = _run(root, "--torchperf-ab-python", str(bare / "bin" / "python"))
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    assert "side A:" in out and "cannot import torch" in out and "pip install" in out, out
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--torchperf-save"], "stores nothing"),
+        (["--torchperf-compare"], "instead of stored baselines"),
+        (["--torchperf-processes", "3"], "--torchperf-ab-pairs"),
+        (["--torchperf-ab-python", "python3"], "both name a side A"),
+        (["--torchperf-ab-pairs", "1"], "from 2 to 30"),
+    ],
+)
+def test_combinations_that_cannot_work(tmp_path: Path, extra: list[str], expected: str) -> None:
+    (tmp_path / "test_models.py").write_text(MODELS)
+    result = _run(tmp_path, "--torchperf-ab", "HEAD", *extra)
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    assert expected in out, out
