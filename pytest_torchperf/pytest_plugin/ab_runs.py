@@ -4,7 +4,8 @@ Before this run's own test loop, pairs of fresh child pytest runs measure the pe
 (REV in a temporary worktree, or the other interpreter; :mod:`pytest_torchperf.run.sides`) and
 side B (the working tree), each with this run's arguments plus ``--torchperf-child FILE``. The
 two children of a pair are alive together but take turns (:mod:`pytest_torchperf.measure.turns`):
-this process hands one token back and forth (:class:`pytest_torchperf.run.duet.TurnScheduler`),
+this process hands one token back and forth (:mod:`pytest_torchperf.run.pairs`,
+:class:`pytest_torchperf.run.duet.TurnScheduler`),
 so their timed blocks alternate on the same CPU and never overlap. After the first pairs (3 by
 default), measurements whose interval is still undecided get more pairs, up to a cap (8).
 
@@ -15,14 +16,7 @@ by the comparison engine on the pairs' data (B against A's session records).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import select
-import shlex
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,8 +31,6 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 DEFAULT_PAIRS = 3
 DEFAULT_MAX_PAIRS = 8
 MAX_PAIRS = 30
-#: A pair whose children go silent this long (no turn given back) is stopped.
-PAIR_TIMEOUT_S = 3600.0
 
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
@@ -224,6 +216,7 @@ def _measure(
     data: Any,
     terminal: Any,
 ) -> None:
+    from pytest_torchperf.run.pairs import run_pair
     from pytest_torchperf.run.sides import SideError
 
     config = session.config
@@ -241,7 +234,13 @@ def _measure(
     while True:
         number = data.pairs_run + 1
         took = time.perf_counter()
-        a, b, problems = _run_pair(config, number, a_side, b_side, only)
+        a, b, problems = run_pair(
+            [*child_runs.python_command()[1:], *config.invocation_params.args],
+            {"A": a_side, "B": b_side},
+            number,
+            only,
+            _shared_cpus(config),
+        )
         took = time.perf_counter() - took
         if number == 1:
             for side, found in (("A", a), ("B", b)):
@@ -280,156 +279,6 @@ def _measure(
 
 def data_side(data: Any, side: str) -> str:
     return data.sides[side].label if getattr(data, "sides", None) else side
-
-
-def _run_pair(
-    config: pytest.Config, number: int, a_side: Any, b_side: Any, only: list[str] | None
-) -> tuple[dict[Any, Any], dict[Any, Any], list[str]]:
-    """Run one pair of children taking turns; each side's measurements and the problems."""
-    from pytest_torchperf.measure.turns import CPUS_ENV, PAIR_ENV, SIDE_ENV, TURN_FDS_ENV
-    from pytest_torchperf.run.duet import TurnScheduler, read_side
-
-    folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-"))
-    sides = {"A": a_side, "B": b_side}
-    procs: dict[str, Any] = {}
-    pipes: dict[str, tuple[Any, int]] = {}  # side -> (reader of its lines, fd we write "go" to)
-    problems: list[str] = []
-    cpus = ",".join(str(c) for c in _shared_cpus(config))
-    try:
-        for name, side in sides.items():
-            to_child_r, to_child_w = os.pipe()
-            from_child_r, from_child_w = os.pipe()
-            args = [
-                side.python,
-                *child_runs.python_command()[1:],
-                *config.invocation_params.args,
-                "--torchperf-child",
-                str(folder / f"{name}.jsonl"),
-                "--junitxml=",
-                "-p",
-                "no:cacheprovider",
-                *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
-            ]
-            env = {
-                **os.environ,
-                **side.env,
-                TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
-                SIDE_ENV: name,
-                PAIR_ENV: str(number),
-                CPUS_ENV: cpus,
-                child_runs.CHILD_PROCESS_ENV: str(number),
-            }
-            log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-            procs[name] = (
-                subprocess.Popen(
-                    args,
-                    cwd=side.cwd,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    pass_fds=(to_child_r, from_child_w),
-                ),
-                args,
-                log,
-            )
-            os.close(to_child_r)
-            os.close(from_child_w)
-            pipes[name] = (_Lines(from_child_r), to_child_w)
-        _take_turns(TurnScheduler(), procs, pipes, first="A" if number % 2 else "B")
-        found = {}
-        for name in sides:
-            proc, args, log = procs[name]
-            code = proc.wait()
-            log.close()
-            found[name] = read_side(folder / f"{name}.jsonl")
-            if code not in (0, 1) or not found[name]:
-                tail = (folder / f"{name}.log").read_text(errors="replace").strip().splitlines()
-                problems.append(
-                    f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
-                    f"with code {code} after measuring {len(found[name])} target(s). Command "
-                    f"(in {sides[name].cwd}): {shlex.join(args)}\n    " + "\n    ".join(tail[-15:])
-                )
-        return found["A"], found["B"], problems
-    finally:
-        for proc, _args, log in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
-        for reader, write_fd in pipes.values():
-            reader.close()
-            with contextlib.suppress(OSError):
-                os.close(write_fd)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _take_turns(scheduler: Any, procs: dict[str, Any], pipes: dict[str, Any], first: str) -> None:
-    """Hand the token between the two children until both have exited (see TurnScheduler)."""
-    # Both start up together (neither times anything yet); each then waits at START.
-    for name in procs:
-        message = pipes[name][0].message()
-        if message is not None and "tests" in message:
-            scheduler.tests[name] = set(message["tests"])
-            message = pipes[name][0].message()
-        if message is None or "ready" not in message:
-            scheduler.exit(name)
-    holder = scheduler.begin(first)
-    while holder is not None:
-        if not _go(pipes[holder][1]):
-            holder = scheduler.exit(holder)
-            continue
-        while True:
-            message = pipes[holder][0].message()
-            if message is None:
-                holder = scheduler.exit(holder)
-                break
-            if "tests" in message:
-                scheduler.tests[holder] = set(message["tests"])
-                continue
-            if "at" in message:
-                holder = scheduler.arrive(holder, tuple(message["at"]))
-                break
-
-
-class _Lines:
-    """A child's messages, one JSON object per line, read from its pipe without buffering past
-    what ``select`` can see."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer = b""
-        self.closed = False
-
-    def message(self) -> dict[str, Any] | None:
-        """The next message; None when the child exited (or went silent past the timeout)."""
-        while b"\n" not in self.buffer:
-            if self.closed:
-                return None
-            ready, _, _ = select.select([self.fd], [], [], PAIR_TIMEOUT_S)
-            chunk = os.read(self.fd, 65536) if ready else b""
-            if not chunk:
-                self.closed = True
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return {}
-        return message if isinstance(message, dict) else {}
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-
-
-def _go(write_fd: int) -> bool:
-    try:
-        os.write(write_fd, b"go\n")
-        return True
-    except OSError:  # it died meanwhile
-        return False
 
 
 def _shared_cpus(config: pytest.Config) -> list[int]:

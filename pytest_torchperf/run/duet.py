@@ -192,6 +192,17 @@ class DuetData:
 # -- a side's child: one line per measurement -------------------------------------------------
 
 
+def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> None:
+    """A side's child: write the line of one concluded measurement (side A's first pair adds
+    an op table: it explains a failing B's profile in the controller)."""
+    from pytest_torchperf.run import explain
+
+    top_ops = None
+    if ctx.turns.side == "A" and ctx.turns.pair == 1 and result.summary is not None:
+        top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
+    ctx.child_sink.append(side_line(result, m.options.max_slowdown, top_ops))
+
+
 def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,

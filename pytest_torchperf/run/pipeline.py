@@ -200,18 +200,13 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             m.extra.speedup if m.extra is not None else None,
         )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
-    if ctx.duet is not None and m.gate:
-        from pytest_torchperf.run.duet import ab_record
+    if m.gate and (ctx.duet is not None or ctx.turns is not None):
+        from pytest_torchperf.run.duet import ab_record, write_side_line
 
-        result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
-    if ctx.turns is not None and m.gate:
-        from pytest_torchperf.run.duet import side_line
-
-        top_ops = None
-        if ctx.turns.side == "A" and ctx.turns.pair == 1 and result.summary is not None:
-            # Side A's op table, once: it explains a failing B's profile in the controller.
-            top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
-        ctx.child_sink.append(side_line(result, m.options.max_slowdown, top_ops))
+        if ctx.duet is not None:  # the A/B controller: the pairs behind the verdict
+            result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
+        else:  # one side of an A/B run
+            write_side_line(ctx, state, m, final, result)
     unsaved: tuple[str, str] | None = None
     if counted:
         unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
