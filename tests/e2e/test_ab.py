@@ -93,8 +93,18 @@ def _run(
     root: Path, *args: str, python: str = sys.executable, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-rfs", *PAIRS,
-         *args],  # fmt: skip
+        [
+            python,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-rfs",
+            *PAIRS,
+            *args,
+        ],  # fmt: skip
         cwd=root,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
         capture_output=True,
@@ -111,7 +121,9 @@ def _records(path: Path) -> dict[str, dict]:
 def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     tmp_path: Path,
 ) -> None:
-    slower = MODELS.replace("LOOP = 0", "LOOP = 3000").replace("def test_old_name", "def test_new_name")
+    slower = MODELS.replace("LOOP = 0", "LOOP = 3000").replace(
+        "def test_old_name", "def test_new_name"
+    )
     root = _repository(
         tmp_path / "repo", {"test_models.py": MODELS, "pytest.ini": INI}, {"test_models.py": slower}
     )
