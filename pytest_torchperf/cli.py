@@ -137,7 +137,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     records, environments = _candidates(Path(args.candidate))
     # An A/B run's records carry their side A: they need no baseline folder.
-    if not Path(args.baseline).is_dir() and not all(r.get("ab") for r in records):
+    if not Path(args.baseline).is_dir() and not all(
+        r.get("ab") for r in records if r.get("session")
+    ):
         print(
             f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
             f"pytest --torchperf-save wrote (default .torchperf)",

@@ -344,7 +344,10 @@ def ab_verdict(candidate: Candidate, gate: Gate) -> Verdict:
 
 
 def save_command(gate: Gate) -> str:
-    """The command that records a baseline of the kind this gate compares."""
+    """The command that records a baseline of the kind this gate compares (none in an A/B
+    run: it compares two sides measured now)."""
+    if gate.ab:
+        return ""
     if gate.instructions:
         return "pytest --torchperf-instructions --torchperf-save"
     return "pytest --torchperf-save"

@@ -20,7 +20,13 @@ REMEDY = (
 )
 
 
+#: What a drift message says in an A/B run, where nothing is recorded.
+AB_REMEDY = "If intended, nothing to record: an A/B run keeps no baseline"
+
+
 def _remedy(save: str) -> str:
+    if not save:
+        return AB_REMEDY
     return REMEDY.replace("pytest --torchperf-save", save)
 
 

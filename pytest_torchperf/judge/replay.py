@@ -112,6 +112,13 @@ def accept_problem(session: Mapping[str, Any]) -> str | None:
     plugin's save guard would refuse (contention, spread), or a counted run's missing count."""
 
     gate = session.get("gate") or {}
+    if gate.get("ab"):
+        # Side B's blocks of an A/B run: min_time shared out over process pairs, no
+        # calibration, measured beside another side; not a baseline.
+        return (
+            "measured in an A/B run (--torchperf-ab), which keeps no baseline; record one with "
+            "pytest --torchperf-save"
+        )
     if gate.get("instructions"):
         # An instruction-count run stores counts; its time was never guarded.
         return None if session.get("instructions") else "no instruction count"

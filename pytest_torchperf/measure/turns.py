@@ -4,9 +4,9 @@ In an A/B run (``--torchperf-ab``) two child pytest processes, side A and side B
 tests, and must never run at the same time: on a 2-core runner they would share a core and the
 caches, and a difference between them would be the machine's, not the code's. The controlling
 run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.run.duet`). A side
-runs only while it holds the token: from its start-up (it waits before collecting, so imports and
-model building never overlap the other side's timing) to the next timed block, where it gives the
-token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and
+runs only while it holds the token: both start up and collect their tests at the same time (nothing
+is timed yet), then say ``ready`` and wait; from then on a side runs (builds models, warms up,
+times) only until its next timed block, where it gives the token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and
 whatever the machine does in those seconds hits both.
 
 The protocol: one JSON object per line on a pipe to the controller (``{"ready": side}``,
@@ -32,8 +32,10 @@ CPUS_ENV = "PYTEST_TORCHPERF_AB_CPUS"
 PAIR_ENV = "PYTEST_TORCHPERF_AB_PAIR"
 
 
-class ControllerGone(RuntimeError):
-    """The controlling run closed the pipe (it was interrupted): this side must stop."""
+def _controller_gone() -> None:
+    """The controlling run closed the pipe (interrupted, a cancelled CI job): stop at once.
+    Going on would time the remaining tests unsynchronised, beside whatever runs next."""
+    os._exit(3)
 
 
 class TurnClient:
@@ -62,17 +64,16 @@ class TurnClient:
     def _send(self, message: dict[str, Any]) -> None:
         try:
             self._out.write(json.dumps(message) + "\n")
-        except BrokenPipeError:
-            raise ControllerGone("the A/B controller closed the pipe") from None
+        except (BrokenPipeError, OSError):
+            _controller_gone()
 
     def _wait(self) -> None:
         line = self._in.readline()
         if line.strip() != "go":
-            raise ControllerGone("the A/B controller closed the pipe")
+            _controller_gone()
 
     def ready(self) -> None:
-        """Pin this process to the shared CPUs, say so, and wait for the first turn."""
-        pin_to_shared_cpus()
+        """Say this side has collected its tests, and wait for the first turn."""
         self._send({"ready": self.side})
         self._wait()
 

@@ -20,12 +20,16 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.duet import DuetData
+    from pytest_torchperf.run.sides import Side
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 DEFAULT_PAIRS = 3
@@ -90,6 +94,13 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
     revision = config.getoption("torchperf_ab")
     python = config.getoption("torchperf_ab_python")
     if revision is None and python is None:
+        for option in ("torchperf_ab_pairs", "torchperf_ab_max_pairs"):
+            if config.getoption(option) is not None:
+                flag = "--" + option.replace("_", "-")
+                raise pytest.UsageError(
+                    f"torchperf: {flag} sets the process pairs of an A/B run; add "
+                    f"--torchperf-ab REV (or --torchperf-ab-python PYTHON), or drop it"
+                )
         return "", DEFAULT_PAIRS, DEFAULT_MAX_PAIRS
     if revision is not None and python is not None:
         raise pytest.UsageError(
@@ -136,10 +147,12 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
 def configure_side(config: pytest.Config) -> None:
     """A side's child: keep its end of the turn protocol (the first turn comes after
     collection, see :func:`announce_tests`)."""
-    from pytest_torchperf.measure.turns import TurnClient
+    from pytest_torchperf.measure.turns import TurnClient, pin_to_shared_cpus
 
     client = TurnClient.from_environment()
     if client is not None:
+        # Before collection imports torch: every thread the process starts inherits the CPUs.
+        pin_to_shared_cpus()
         config.stash[_CLIENT_KEY] = client
 
 
@@ -193,15 +206,14 @@ def run_duet(session: pytest.Session) -> None:
     kind, _, value = settings.ab.partition(":")
     import torch
 
-    b_side = Side(
-        "B", "working tree", child_runs.python_command()[0], invocation, {}, torch.__version__
-    )
+    python, *flags = child_runs.python_command()[:-2]  # [python, maybe -P], then -m pytest
+    b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
         if kind == "python":
-            a_side = python_side(invocation, value, __version__)
+            a_side = python_side(invocation, value, __version__, tuple(flags))
             _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
         else:
-            with revision_side(invocation, value) as a_side:
+            with revision_side(invocation, value, tuple(flags)) as a_side:
                 a_side.torch = torch.__version__
                 _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
     except SideError as exc:
@@ -211,53 +223,44 @@ def run_duet(session: pytest.Session) -> None:
 def _measure(
     session: pytest.Session,
     perf: Sequence[pytest.Item],
-    a_side: Any,
-    b_side: Any,
-    data: Any,
+    a_side: Side,
+    b_side: Side,
+    data: DuetData,
     terminal: Any,
 ) -> None:
     from pytest_torchperf.run.pairs import run_pair
-    from pytest_torchperf.run.sides import SideError
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
-    ctx = context_of(config)
     data.sides = {"A": a_side, "B": b_side}
+    cpus = _shared_cpus(config, perf)
     child_runs.say(
         terminal,
         f"torchperf: A/B: side A = {a_side.label}, torch {a_side.torch}; side B = "
         f"{b_side.label}, torch {b_side.torch}; {len(perf)} perf test(s), "
-        f"{settings.ab_pairs} process pairs taking turns ...",
+        f"{settings.ab_pairs} process pairs taking turns"
+        + (f" on CPU {','.join(map(str, cpus))}" if cpus else "")
+        + " ...",
     )
     start = time.perf_counter()
     only: list[str] | None = None
     while True:
         number = data.pairs_run + 1
         took = time.perf_counter()
-        a, b, problems = run_pair(
-            [*child_runs.python_command()[1:], *config.invocation_params.args],
+        pair = run_pair(
+            ["-m", "pytest", *config.invocation_params.args],
             {"A": a_side, "B": b_side},
             number,
             only,
-            _shared_cpus(config),
+            cpus,
         )
         took = time.perf_counter() - took
+        a, b = pair.lines["A"], pair.lines["B"]
         if number == 1:
-            for side, found in (("A", a), ("B", b)):
-                if not found and (a or b):
-                    raise SideError(
-                        f"side {side} ({data_side(data, side)}) measured nothing while the other "
-                        f"side did: " + " ".join(p for p in problems if f"side {side}" in p)
-                    )
-            if not a and not b:
-                raise SideError(
-                    "neither side measured anything: " + " ".join(problems)
-                    if problems
-                    else "neither side measured anything (the perf tests were skipped there)"
-                )
-        data.add_pair(a, b)
-        data.problems.extend(problems)
-        for problem in problems:
+            _check_first_pair(pair, data)
+        data.add_pair(a, b, pair.tests)
+        data.problems.extend(pair.problems)
+        for problem in pair.problems:
             child_runs.say(terminal, problem, yellow=True)
         undecided = data.undecided() if data.pairs_run >= settings.ab_pairs else []
         child_runs.say(
@@ -274,21 +277,44 @@ def _measure(
         terminal,
         f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
     )
-    ctx.duet = data
+    context_of(config).duet = data
 
 
-def data_side(data: Any, side: str) -> str:
-    return data.sides[side].label if getattr(data, "sides", None) else side
+def _check_first_pair(pair: Any, data: DuetData) -> None:
+    """A side that could not start or collect at all is an error naming it; a side that simply
+    has no perf tests (the first one is being added) is not."""
+    from pytest_torchperf.run.sides import SideError
+
+    for side in ("A", "B"):
+        started = pair.tests.get(side) is not None or pair.codes.get(side) in (0, 1, 5)
+        if not started:
+            raise SideError(
+                f"side {side} ({data.sides[side].label}) could not run its tests: "
+                + " ".join(p for p in pair.problems if f"side {side}" in p)
+            )
+    if not pair.lines["A"] and not pair.lines["B"]:
+        raise SideError(
+            "neither side measured anything (the perf tests failed or were skipped there): "
+            + " ".join(pair.problems)
+        )
 
 
-def _shared_cpus(config: pytest.Config) -> list[int]:
-    """The CPUs both sides are pinned to: as many as the run's thread count (1 by default),
-    the last ones this process may use (CPU 0 takes most interrupts)."""
+def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int]:
+    """The CPUs both sides are pinned to: as many as the most intra-op threads the run asks for
+    (command line, ini, markers; 1 by default), the last ones this process may use (CPU 0 takes
+    most interrupts). A ``threads=`` given only in a ``torchperf(...)`` call is not seen here."""
     if not hasattr(os, "sched_getaffinity"):
         return []
     allowed = sorted(os.sched_getaffinity(0))
     settings = config.stash[SETTINGS_KEY]
-    threads = int(settings.cli.get("threads") or settings.ini.get("threads") or 1)
+    wanted = [settings.cli.get("threads"), settings.ini.get("threads")]
+    for item in perf:
+        marker = item.get_closest_marker("torchperf")
+        wanted.append(marker.kwargs.get("threads") if marker is not None else None)
+    try:
+        threads = max([1, *(int(t) for t in wanted if t)])
+    except (TypeError, ValueError):
+        threads = 1  # the option's own parser reports a bad value
     return allowed[-threads:] if threads <= len(allowed) else allowed
 
 
@@ -308,3 +334,18 @@ def summary_lines(ctx: Any) -> list[str]:
         if entry.one_sided == "A":
             lines.append(f"removed in B: {nodeid} {name} (only side A measured it)")
     return lines
+
+
+def removed_records(ctx: Any) -> list[dict[str, Any]]:
+    """Records of the measurements only side A has (removed or renamed in B): no test of this
+    run measures them, so they join the reports here (``new`` rows whose message says so)."""
+    from pytest_torchperf.run.duet import removed_result
+
+    data = ctx.duet
+    if data is None:
+        return []
+    return [
+        removed_result(data, key).to_record()
+        for key, entry in sorted(data.measured.items())
+        if entry.one_sided == "A"
+    ]

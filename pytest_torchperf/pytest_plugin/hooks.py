@@ -82,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 lambda ctx: instruction_runs.configure_counting_child(config)
             )
         if settings.ab:
-            ab_runs.configure_side(config)  # waits for this side's first turn
+            ab_runs.configure_side(config)  # pins it; the first turn comes after collection
         return  # a child writes no summary or reports: the controlling run does
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 

@@ -42,11 +42,16 @@ class SummaryReporter:
                 self.records.extend(json.loads(value))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        settings = self.config.stash[SETTINGS_KEY]
+        if settings.ab and not hasattr(self.config, "workerinput"):
+            from pytest_torchperf.pytest_plugin.ab_runs import removed_records
+            from pytest_torchperf.pytest_plugin.stash import context_of
+
+            self.records.extend(removed_records(context_of(self.config)))
         if hasattr(self.config, "workerinput") or not self.records:
             return  # xdist workers stay quiet: the controller prints the summary
         from pytest_torchperf.report import terminal as _summary
 
-        settings = self.config.stash[SETTINGS_KEY]
         tr = terminalreporter
         tr.write_sep("=", "torchperf")
         tr.write_line(_environment_line(settings, self.records))

@@ -1,5 +1,6 @@
-"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured.
-Pytest-free, no torch, no processes (:mod:`pytest_torchperf.pytest_plugin.ab_runs` starts them).
+"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the
+line a side writes of each measurement). Pytest-free, no torch, no processes
+(:mod:`pytest_torchperf.run.pairs` starts them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or by
 exiting), which side runs next: the two sides alternate block by block on the measurement both
@@ -25,7 +26,7 @@ from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT, PairResult, undecided
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
-#: Where a side waits before its first turn (before collecting its tests).
+#: Where a side waits before its first turn (after collecting its tests).
 START: Key = ("", "")
 SIDES = ("A", "B")
 
@@ -131,7 +132,7 @@ def read_side(path: Path) -> dict[Key, SideLine]:
 
 
 @dataclass
-class Measured:
+class Paired:
     """Everything the A/B run learnt of one measurement over its pairs."""
 
     pairs: list[PairResult] = field(default_factory=list)
@@ -139,12 +140,17 @@ class Measured:
     b_sessions: list[Mapping[str, Any]] = field(default_factory=list)
     #: Its max_slowdown (side B's, else side A's).
     limit: float | None = None
+    #: Pairs in which side A ran the test but did not measure this (the test failed, errored or
+    #: was skipped there).
+    missing_in_a: int = 0
 
     @property
     def one_sided(self) -> str | None:
-        """``"B"`` when only B measured it (new in B), ``"A"`` when only A did (removed in B)."""
+        """``"B"`` when only B has it (new in B), ``"A"`` when only A has it (removed in B),
+        ``"A-failed"`` when A ran its test but never measured it (never "new": a test that
+        breaks on the base branch must not pass unnoticed)."""
         if self.b_sessions and not self.a_sessions:
-            return "B"
+            return "A-failed" if self.missing_in_a else "B"
         if self.a_sessions and not self.b_sessions:
             return "A"
         return None
@@ -155,18 +161,28 @@ class DuetData:
     """The A/B run's measurements by key, what side A is, and what went wrong on either side."""
 
     against: str
-    measured: dict[Key, Measured] = field(default_factory=dict)
+    measured: dict[Key, Paired] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     pairs_run: int = 0
     #: How each side's processes started (:class:`pytest_torchperf.run.sides.Side`), by name.
     sides: dict[str, Any] = field(default_factory=dict)
 
-    def add_pair(self, a: Mapping[Key, SideLine], b: Mapping[Key, SideLine]) -> None:
-        """File one pair's measurements (a key only one side has is kept as one-sided)."""
+    def add_pair(
+        self,
+        a: Mapping[Key, SideLine],
+        b: Mapping[Key, SideLine],
+        tests: Mapping[str, set[str] | None] | None = None,
+    ) -> None:
+        """File one pair's measurements (a key only one side has is kept as one-sided;
+        ``tests``, the tests each side said it would run, tells "new in B" from "failed in
+        A")."""
         self.pairs_run += 1
+        a_tests = (tests or {}).get("A") or set()
         for key in {*a, *b}:
-            entry = self.measured.setdefault(key, Measured())
+            entry = self.measured.setdefault(key, Paired())
             left, right = a.get(key), b.get(key)
+            if left is None and key[0] in a_tests:
+                entry.missing_in_a += 1
             if left is not None:
                 entry.a_sessions.append(left.session)
                 entry.limit = left.limit if entry.limit is None else entry.limit
@@ -241,9 +257,9 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
     entry = data.measured.get((nodeid, name))
     if entry is None or not entry.b_sessions:
         raise DuetMissing(
-            f"{name}: not measured by side B of the A/B run (its test failed, was skipped or "
-            f"measured under another name in B's processes; their output is printed before "
-            f"the tests)"
+            f"{name}: not measured by side B of the A/B run: its test failed or was skipped in "
+            f"B's processes, or measured under another name there (a name that changes between "
+            f"processes, e.g. from a random value)"
         )
     times = tuple(t for p in entry.pairs for t in p.b) or tuple(
         float(t) for t in entry.b_sessions[-1].get("times") or ()
@@ -298,3 +314,35 @@ def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
         else {"change": iv.change, "low": iv.low, "high": iv.high, "pairs": iv.pairs},
         "one_sided": entry.one_sided,
     }
+
+
+def removed_result(data: DuetData, key: Key) -> Any:
+    """The Result of a measurement only side A has (removed or renamed in B), for the reports."""
+    from pytest_torchperf.core.stats import summarize
+    from pytest_torchperf.judge.ab import judge_ab
+    from pytest_torchperf.judge.verdict import Verdict
+    from pytest_torchperf.run.result import Result
+
+    entry = data.measured[key]
+    latest = entry.a_sessions[-1]
+    times = [float(t) for t in latest.get("times") or ()]
+    judged = judge_ab(key[1], [], entry.limit or 0.0, data.against, one_sided="A")
+    return Result(
+        name=key[1],
+        nodeid=key[0],
+        # B has no times of it: the row shows side A's p25 as its baseline, nothing as its own.
+        samples=[],
+        number_per_block=int(latest.get("number_per_block") or 0),
+        device=str(latest.get("device") or "cpu"),
+        threads=int(latest.get("threads") or 1),
+        cpu_share=None,
+        verdict=Verdict(
+            judged.outcome,
+            judged.message,
+            baseline_statistic=summarize(times).p25 if times else None,
+            basis="ab",
+        ),
+        group=latest.get("group"),
+        variant=str(latest.get("variant") or "eager"),
+        ab=ab_record(data, key),
+    )

@@ -18,16 +18,30 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.measure.turns import CPUS_ENV, PAIR_ENV, SIDE_ENV, TURN_FDS_ENV
 from pytest_torchperf.run.duet import Key, SideLine, TurnScheduler, read_side
-from pytest_torchperf.run.sides import Side
+from pytest_torchperf.run.sides import Side, SideError
 
-#: A pair whose children go silent this long (no turn given back) is stopped.
+#: A side that holds the token this long without giving it back (or saying it is ready) is
+#: killed, so a hung test cannot hold the job forever.
 PAIR_TIMEOUT_S = 3600.0
+
+
+@dataclass
+class PairOutcome:
+    """What one pair measured, and what went wrong on its sides."""
+
+    lines: dict[str, dict[Key, SideLine]]
+    #: The perf tests each side said it would run (None: it never said).
+    tests: dict[str, set[str] | None]
+    codes: dict[str, int | None]
+    problems: list[str] = field(default_factory=list)
 
 
 def run_pair(
@@ -36,68 +50,63 @@ def run_pair(
     number: int,
     only: Sequence[str] | None,
     cpus: Sequence[int],
-) -> tuple[dict[Key, SideLine], dict[Key, SideLine], list[str]]:
-    """Run pair ``number``: ``<side python> <args>`` for side A and side B taking turns (only
-    the tests ``only`` names, when given); each side's measurements and the problems met."""
+) -> PairOutcome:
+    """Run pair ``number``: ``<side python> <side flags> <args>`` for side A and side B taking
+    turns (only the tests ``only`` names, when given)."""
     folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-"))
-    procs: dict[str, Any] = {}
+    procs: dict[str, tuple[subprocess.Popen[bytes], list[str], Any]] = {}
     pipes: dict[str, tuple[_Lines, int]] = {}  # side -> (its lines, the fd we write "go" to)
     problems: list[str] = []
     try:
         for name, side in sides.items():
-            to_child_r, to_child_w = os.pipe()
-            from_child_r, from_child_w = os.pipe()
             command = [
                 side.python,
-                *args,
+                *side.flags,
+                *side.map_args(args),
                 "--torchperf-child",
                 str(folder / f"{name}.jsonl"),
                 "--junitxml=",
+                # Each side its own temporary folders and cache: they run at the same time, and
+                # pytest clears --basetemp when it starts.
+                f"--basetemp={folder / f'{name}-tmp'}",
+                "-o",
+                f"cache_dir={folder / f'{name}-cache'}",
+                # Both sides must run the tests in the same order for their blocks to alternate.
                 "-p",
-                "no:cacheprovider",
+                "no:randomly",
                 *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
             ]
-            env = {
-                **os.environ,
-                **side.env,
-                TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
-                SIDE_ENV: name,
-                PAIR_ENV: str(number),
-                CPUS_ENV: ",".join(str(c) for c in cpus),
-            }
-            log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-            procs[name] = (
-                subprocess.Popen(
-                    command,
-                    cwd=side.cwd,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    pass_fds=(to_child_r, from_child_w),
-                ),
-                command,
-                log,
-            )
-            os.close(to_child_r)
-            os.close(from_child_w)
-            pipes[name] = (_Lines(from_child_r), to_child_w)
-        _take_turns(TurnScheduler(), pipes, first="A" if number % 2 else "B")
-        found = {}
+            procs[name] = _start(command, side, name, number, cpus, folder, pipes)
+        scheduler = TurnScheduler()
+
+        def drop(name: str, why: str) -> None:
+            proc = procs[name][0]
+            if proc.poll() is None:
+                proc.kill()
+                problems.append(f"torchperf: side {name} ({sides[name].label}), pair {number}: {why}")
+
+        _take_turns(scheduler, pipes, procs, first="A" if number % 2 else "B", drop=drop)
+        found: dict[str, dict[Key, SideLine]] = {}
+        codes: dict[str, int | None] = {}
         for name in sides:
             proc, command, log = procs[name]
-            code = proc.wait()
+            try:
+                codes[name] = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # exited the protocol, but hangs on its way out
+                proc.kill()
+                codes[name] = proc.wait()
             log.close()
             found[name] = read_side(folder / f"{name}.jsonl")
-            if code not in (0, 1) or not found[name]:
+            # Side A's failures (a test that errors there) are shown; side B's fail in this run.
+            if codes[name] not in (0, 1, 5) or (codes[name] == 1 and name == "A"):
                 tail = (folder / f"{name}.log").read_text(errors="replace").strip().splitlines()
                 problems.append(
                     f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
-                    f"with code {code} after measuring {len(found[name])} target(s). Command "
-                    f"(in {sides[name].cwd}): {shlex.join(command)}\n    "
+                    f"with code {codes[name]} after measuring {len(found[name])} target(s). "
+                    f"Command (in {sides[name].cwd}): {shlex.join(command)}\n    "
                     + "\n    ".join(tail[-15:])
                 )
-        return found["A"], found["B"], problems
+        return PairOutcome(found, dict(scheduler.tests), codes, problems)
     finally:
         for proc, _command, log in procs.values():
             if proc.poll() is None:
@@ -111,8 +120,59 @@ def run_pair(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _take_turns(scheduler: TurnScheduler, pipes: Mapping[str, tuple[Any, int]], first: str) -> None:
-    """Hand the token between the two children until both have exited (see TurnScheduler)."""
+def _start(
+    command: list[str],
+    side: Side,
+    name: str,
+    number: int,
+    cpus: Sequence[int],
+    folder: Path,
+    pipes: dict[str, tuple[_Lines, int]],
+) -> tuple[subprocess.Popen[bytes], list[str], Any]:
+    """Start one side's process with its two pipes (closed here whatever happens)."""
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    pipes[name] = (_Lines(from_child_r), to_child_w)
+    env = {
+        **os.environ,
+        **side.env,
+        TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
+        SIDE_ENV: name,
+        PAIR_ENV: str(number),
+        CPUS_ENV: ",".join(str(c) for c in cpus),
+    }
+    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=side.cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            pass_fds=(to_child_r, from_child_w),
+        )
+    except OSError as exc:
+        log.close()
+        raise SideError(
+            f"side {name} ({side.label}): cannot start {command[0]} ({exc})"
+        ) from None
+    finally:
+        os.close(to_child_r)
+        os.close(from_child_w)
+    pipes[name][0].proc = proc
+    return proc, command, log
+
+
+def _take_turns(
+    scheduler: TurnScheduler,
+    pipes: Mapping[str, tuple[_Lines, int]],
+    procs: Mapping[str, Any],
+    first: str,
+    drop: Callable[[str, str], None],
+) -> None:
+    """Hand the token between the two children until both have exited (see TurnScheduler).
+    A side that goes silent past the timeout, or talks nonsense, is dropped (killed)."""
     # Both start up and collect together (nothing is timed yet); each then says "ready".
     for name in pipes:
         message = pipes[name][0].message()
@@ -120,6 +180,8 @@ def _take_turns(scheduler: TurnScheduler, pipes: Mapping[str, tuple[Any, int]], 
             scheduler.tests[name] = set(message["tests"])
             message = pipes[name][0].message()
         if message is None or "ready" not in message:
+            if pipes[name][0].timed_out:
+                drop(name, f"did not get ready within {PAIR_TIMEOUT_S:.0f} s: killed")
             scheduler.exit(name)
     holder = scheduler.begin(first)
     while holder is not None:
@@ -129,6 +191,12 @@ def _take_turns(scheduler: TurnScheduler, pipes: Mapping[str, tuple[Any, int]], 
         while True:
             message = pipes[holder][0].message()
             if message is None:
+                if pipes[holder][0].timed_out:
+                    drop(
+                        holder,
+                        f"held the turn for {PAIR_TIMEOUT_S:.0f} s without giving it back (a "
+                        f"hung test?): killed",
+                    )
                 holder = scheduler.exit(holder)
                 break
             if "tests" in message:
@@ -148,18 +216,31 @@ class _Lines:
         self.fd = fd
         self.buffer = b""
         self.closed = False
+        self.timed_out = False
+        #: The child process: its exit ends the wait even while a process it forked (a data
+        #: loader worker) still holds the pipe open.
+        self.proc: Any = None
 
-    def message(self) -> dict[str, Any] | None:
-        """The next message; None when the child exited (or went silent past the timeout)."""
+    def message(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next message; None when the child exited or went silent past the timeout
+        (then :attr:`timed_out`)."""
+        deadline = time.monotonic() + (PAIR_TIMEOUT_S if timeout is None else timeout)
         while b"\n" not in self.buffer:
             if self.closed:
                 return None
-            ready, _, _ = select.select([self.fd], [], [], PAIR_TIMEOUT_S)
-            chunk = os.read(self.fd, 65536) if ready else b""
-            if not chunk:
+            ready, _, _ = select.select([self.fd], [], [], 1.0)
+            if ready:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    self.closed = True
+                    return None
+                self.buffer += chunk
+            elif self.proc is not None and self.proc.poll() is not None:
                 self.closed = True
                 return None
-            self.buffer += chunk
+            elif time.monotonic() > deadline:
+                self.closed = self.timed_out = True
+                return None
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
             message = json.loads(line)

@@ -41,6 +41,24 @@ class Side:
     env: dict[str, str] = field(default_factory=dict)
     #: torch version this side imports (reports name both).
     torch: str = ""
+    #: Interpreter flags before ``-m pytest`` (``-P`` where the run started from the console
+    #: script, so the working folder is not put first on ``sys.path``).
+    flags: tuple[str, ...] = ()
+    #: Side A of a revision: (repository root, its checkout); paths under the root in the
+    #: arguments point into the checkout.
+    moved: tuple[str, str] | None = None
+
+    def map_args(self, args: Sequence[str]) -> list[str]:
+        """This run's arguments for this side: absolute paths into the repository point at the
+        side's own checkout (``pytest /repo/tests --torchperf-ab main`` collects main's tests)."""
+        if self.moved is None:
+            return list(args)
+        root, checkout = self.moved
+        return [
+            arg.replace(root + os.sep, checkout + os.sep) if root + os.sep in arg else
+            (checkout if arg == root else arg)
+            for arg in args
+        ]  # fmt: skip
 
 
 def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -52,6 +70,11 @@ def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         raise SideError(
             "--torchperf-ab needs git, and git is not on PATH: install git, or compare "
             "environments with --torchperf-ab-python instead"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SideError(
+            f"side A: git {' '.join(args[:2])} did not finish within 600 s in {cwd}; check the "
+            f"repository (a lock file left by a killed git? git worktree prune)"
         ) from None
 
 
@@ -80,21 +103,22 @@ def resolve_revision(root: Path, revision: str) -> str:
 
 
 @contextlib.contextmanager
-def revision_side(invocation_dir: Path, revision: str) -> Iterator[Side]:
+def revision_side(
+    invocation_dir: Path, revision: str, flags: tuple[str, ...] = ()
+) -> Iterator[Side]:
     """Side A for ``--torchperf-ab REV``: REV in a temporary worktree, removed on the way out
     (an exception or Ctrl-C included)."""
     root = repository_root(invocation_dir)
     commit = resolve_revision(root, revision)
     folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-"))
     checkout = folder / "a"
-    added = _git(["worktree", "add", "--detach", "--force", str(checkout), commit], root)
-    if added.returncode != 0:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise SideError(
-            f"side A: git could not check out {revision} ({commit[:12]}) into a temporary "
-            f"worktree: {added.stderr.strip()}. Run `git worktree prune` and try again"
-        )
     try:
+        added = _git(["worktree", "add", "--detach", "--force", str(checkout), commit], root)
+        if added.returncode != 0:
+            raise SideError(
+                f"side A: git could not check out {revision} ({commit[:12]}) into a temporary "
+                f"worktree: {added.stderr.strip()}. Run `git worktree prune` and try again"
+            )
         relative = invocation_dir.resolve().relative_to(root.resolve())
         cwd = checkout / relative
         if not cwd.is_dir():
@@ -103,7 +127,15 @@ def revision_side(invocation_dir: Path, revision: str) -> Iterator[Side]:
                 f"there); run pytest from a folder that exists in both revisions"
             )
         env = {"PYTHONPATH": _mapped_pythonpath(root, checkout)}
-        yield Side("A", f"{revision} ({commit[:12]})", sys.executable, cwd, env)
+        yield Side(
+            "A",
+            f"{revision} ({commit[:12]})",
+            sys.executable,
+            cwd,
+            env,
+            flags=flags,
+            moved=(str(root.resolve()), str(checkout)),
+        )
     finally:
         _git(["worktree", "remove", "--force", str(checkout)], root)
         shutil.rmtree(folder, ignore_errors=True)
@@ -164,6 +196,10 @@ def probe_python(python: str, cwd: Path) -> dict[str, str | None]:
         result = subprocess.run(
             [python, "-c", _PROBE], cwd=cwd, capture_output=True, text=True, timeout=300
         )
+    except subprocess.TimeoutExpired:
+        raise SideError(
+            f"side A: {python} did not import torch, pytest and pytest-torchperf within 300 s"
+        ) from None
     except (FileNotFoundError, PermissionError, OSError) as exc:
         raise SideError(
             f"side A: cannot run the interpreter {python!r} ({exc}). Pass the path of a Python "
@@ -179,7 +215,9 @@ def probe_python(python: str, cwd: Path) -> dict[str, str | None]:
     return found
 
 
-def python_side(invocation_dir: Path, python: str, plugin_version: str) -> Side:
+def python_side(
+    invocation_dir: Path, python: str, plugin_version: str, flags: tuple[str, ...] = ()
+) -> Side:
     """Side A for ``--torchperf-ab-python PY``: the working tree under another interpreter."""
     found = probe_python(python, invocation_dir)
     missing = [n for n in ("torch", "pytest", "pytest_torchperf") if not found.get(n)]
@@ -197,6 +235,14 @@ def python_side(invocation_dir: Path, python: str, plugin_version: str) -> Side:
             f"records must match). Install {plugin_version} there ({python} -m pip install "
             f"pytest-torchperf=={plugin_version}, or pip install -e of the same checkout)"
         )
+    version = tuple(int(p) for p in str(found.get("python") or "0.0").split(".")[:2])
     return Side(
-        "A", f"{python} (torch {found['torch']})", python, invocation_dir, {}, str(found["torch"])
+        "A",
+        f"{python} (torch {found['torch']})",
+        python,
+        invocation_dir,
+        {},
+        str(found["torch"]),
+        # -P exists from Python 3.11 on.
+        flags=flags if version >= (3, 11) else tuple(f for f in flags if f != "-P"),
     )

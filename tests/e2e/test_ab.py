@@ -58,6 +58,10 @@ def test_slow(torchperf):
 
 def test_old_name(torchperf):
     torchperf(Net(), torch.randn(16, 64), name="renamed")
+
+
+def test_fixed(torchperf):
+    raise RuntimeError("broken in version A")
 """
 
 
@@ -121,8 +125,13 @@ def _records(path: Path) -> dict[str, dict]:
 def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     tmp_path: Path,
 ) -> None:
-    slower = MODELS.replace("LOOP = 0", "LOOP = 3000").replace(
-        "def test_old_name", "def test_new_name"
+    slower = (
+        MODELS.replace("LOOP = 0", "LOOP = 3000")
+        .replace("def test_old_name", "def test_new_name")
+        .replace(
+            'raise RuntimeError("broken in version A")',
+            'torchperf(Net(), torch.randn(16, 64), name="fixed")',
+        )
     )
     root = _repository(
         tmp_path / "repo", {"test_models.py": MODELS, "pytest.ini": INI}, {"test_models.py": slower}
@@ -143,7 +152,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
             hog.kill()
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert "1 failed, 2 passed" in out, out
+    assert "1 failed, 3 passed" in out, out
     assert "FAILED test_models.py::test_slow" in out
     # The verdict: the change, its interval over the pairs, side A by revision and commit.
     assert "slow: +" in out and "(95% CI +" in out and "vs HEAD (" in out, out
@@ -156,6 +165,10 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     assert records["slow"]["outcome"] == "fail"
     assert records["renamed"]["outcome"] == "new"
     assert "new in B" in records["renamed"]["verdict"]["message"]
+    # Broken on side A: not "new in B" (that would pass a test the base branch cannot run).
+    assert records["fixed"]["outcome"] == "inconclusive", records["fixed"]["verdict"]
+    assert "side A (HEAD (" in records["fixed"]["verdict"]["message"]
+    assert "broken in version A" in out  # side A's own output, printed before the tests
     assert len(records["slow"]["ab"]["pairs"]) >= 2
     assert records["slow"]["ab"]["interval"]["low"] > 0.15
     # No worktree is left behind.
@@ -312,7 +325,7 @@ def test_revision_whose_tests_do_not_import(tmp_path: Path) -> None:
     result = _run(root, "--torchperf-ab", "HEAD", "-k", "same")
     out = result.stdout + result.stderr
     assert result.returncode == 4, out
-    assert "side A (HEAD (" in out and "measured nothing while the other side did" in out, out
+    assert "side A (HEAD (" in out and "could not run its tests" in out, out
     assert "not_a_module_anywhere" in out  # the end of side A's own output
 
 

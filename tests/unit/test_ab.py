@@ -68,7 +68,7 @@ def test_interval_is_a_t_interval_on_log_ratios() -> None:
         (-0.12, -0.06, Outcome.IMPROVED),
         (-0.04, 0.04, Outcome.PASS),
         (0.02, 0.08, Outcome.INCONCLUSIVE),
-        (-0.08, -0.02, Outcome.INCONCLUSIVE),
+        (-0.08, -0.02, Outcome.PASS),  # straddles only -limit: no slowdown to gate
     ],
 )
 def test_classify_against_the_limit(low: float, high: float, outcome: Outcome) -> None:
@@ -101,6 +101,19 @@ def test_pairs_that_disagree_are_inconclusive_and_ask_for_more_pairs() -> None:
     assert "--torchperf-ab-max-pairs" in verdict.message
     assert undecided(pairs, 0.05)
     assert not undecided([_pair(0.0, w) for w in (-0.005, 0.0, 0.004)], 0.05)
+
+
+def test_a_test_that_failed_on_side_a_is_inconclusive_not_new() -> None:
+    data = DuetData("main (abc)")
+    key = ("t::broken_on_main", "m")
+    data.add_pair({}, {key: SideLine(A_TIMES, {})}, {"A": {"t::broken_on_main"}, "B": {key[0]}})
+    assert data.measured[key].one_sided == "A-failed"
+    verdict = judge_ab("m", [], 0.05, "main (abc)", one_sided="A-failed")
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "side A (main (abc)) ran this test but did not measure it" in verdict.message
+    # A test side A does not have at all is new in B.
+    data.add_pair({}, {("t::added", "m"): SideLine(A_TIMES, {})}, {"A": set(), "B": {"t::added"}})
+    assert data.measured[("t::added", "m")].one_sided == "B"
 
 
 def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
