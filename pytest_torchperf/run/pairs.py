@@ -74,6 +74,8 @@ def run_pair(
                 # Both sides must run the tests in the same order for their blocks to alternate.
                 "-p",
                 "no:randomly",
+                # A failing test (-x in the arguments) must not stop the side's other measurements.
+                "--maxfail=1000000000",
                 *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
             ]
             procs[name] = _start(command, side, name, number, cpus, folder, pipes)
