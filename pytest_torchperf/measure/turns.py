@@ -73,9 +73,20 @@ class TurnClient:
             _controller_gone()
 
     def ready(self) -> None:
-        """Say this side has collected its tests, and wait for the first turn."""
+        """Say this side has collected its tests, wait for the first turn, and from then on
+        run on the CPUs both sides share. (Pinned only now: both start up at the same time,
+        on every CPU. Threads torch starts later inherit the pinning; with the default one
+        thread per measurement there are none before.)"""
         self._send({"ready": self.side})
         self._wait()
+        pin_to_shared_cpus()
+
+    def bye(self, exitstatus: int) -> None:
+        """This side measured and reported everything: give the turn back for good (saying
+        its exit status), and leave the shared CPUs to the other side for the rest of this
+        process's life."""
+        leave_shared_cpus()
+        self._send({"bye": self.side, "code": exitstatus})
 
     def tests(self, nodeids: Sequence[str]) -> None:
         """Tell the controller which tests this side will run (no turn is given back)."""
@@ -85,6 +96,17 @@ class TurnClient:
         """Give the turn back before a timed block of ``(nodeid, name)``; return on our turn."""
         self._send({"at": [nodeid, name]})
         self._wait()
+
+
+def leave_shared_cpus() -> None:
+    """Move this process onto the CPUs the sides do not share (when there are any)."""
+    cpus = {int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()}
+    if not cpus or not hasattr(os, "sched_getaffinity"):
+        return
+    others = set(range(os.cpu_count() or 1)) - cpus
+    if others:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, others)
 
 
 def pin_to_shared_cpus() -> None:

@@ -147,12 +147,10 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
 def configure_side(config: pytest.Config) -> None:
     """A side's child: keep its end of the turn protocol (the first turn comes after
     collection, see :func:`announce_tests`)."""
-    from pytest_torchperf.measure.turns import TurnClient, pin_to_shared_cpus
+    from pytest_torchperf.measure.turns import TurnClient
 
     client = TurnClient.from_environment()
     if client is not None:
-        # Before collection imports torch: every thread the process starts inherits the CPUs.
-        pin_to_shared_cpus()
         config.stash[_CLIENT_KEY] = client
 
 
@@ -173,7 +171,31 @@ def announce_tests(session: pytest.Session) -> None:
     # Both sides start up and collect (imports, torch) at the same time: nothing is timed yet.
     # From here on this side runs only on its turns.
     client.tests([item.nodeid for item in child_runs.perf_items(session)])
+    from pytest_torchperf.measure.torch_state import preload
+
+    preload()
     client.ready()
+
+
+_EXIT_KEY = pytest.StashKey[int]()
+
+
+def finished(config: pytest.Config, exitstatus: int) -> None:
+    config.stash[_EXIT_KEY] = exitstatus
+
+
+def leave(config: pytest.Config) -> None:
+    """A side's child after its last test and its report: give the turn back for good (with
+    its exit status) and move off the shared CPUs. What is left, pytest's and the interpreter's
+    teardown (seconds with torch loaded), then runs beside the other side's work or the next
+    pair's start-up instead of before them."""
+    import sys
+
+    client = side_client(config)
+    if client is not None:
+        sys.stdout.flush()  # the controller may show the end of this side's output now
+        sys.stderr.flush()
+        client.bye(config.stash.get(_EXIT_KEY, 0))
 
 
 def keep_only(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -228,7 +250,7 @@ def _measure(
     data: DuetData,
     terminal: Any,
 ) -> None:
-    from pytest_torchperf.run.pairs import run_pair
+    from pytest_torchperf.run.pairs import reap
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
@@ -243,6 +265,31 @@ def _measure(
         + " ...",
     )
     start = time.perf_counter()
+    lingering: list[Any] = []
+    try:
+        _pairs(config, data, a_side, b_side, cpus, lingering, terminal)
+    finally:
+        reap(lingering)
+    child_runs.say(
+        terminal,
+        f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
+    )
+    context_of(config).duet = data
+
+
+def _pairs(
+    config: pytest.Config,
+    data: DuetData,
+    a_side: Side,
+    b_side: Side,
+    cpus: list[int],
+    lingering: list[Any],
+    terminal: Any,
+) -> None:
+    """Pairs until every measurement is decided, cannot be, or the cap is reached."""
+    from pytest_torchperf.run.pairs import run_pair
+
+    settings = config.stash[SETTINGS_KEY]
     only: list[str] | None = None
     while True:
         number = data.pairs_run + 1
@@ -255,6 +302,7 @@ def _measure(
             cpus,
         )
         took = time.perf_counter() - took
+        lingering.extend(pair.lingering)
         a, b = pair.lines["A"], pair.lines["B"]
         if number == 1:
             _check_first_pair(pair, data)
@@ -262,7 +310,9 @@ def _measure(
         data.problems.extend(pair.problems)
         for problem in pair.problems:
             child_runs.say(terminal, problem, yellow=True)
-        undecided = data.undecided() if data.pairs_run >= settings.ab_pairs else []
+        undecided = (
+            data.undecided(settings.ab_max_pairs) if data.pairs_run >= settings.ab_pairs else []
+        )
         child_runs.say(
             terminal,
             f"torchperf: A/B pair {number}: {len(a)} measurement(s) in A, {len(b)} in B, "
@@ -273,11 +323,6 @@ def _measure(
         if not undecided or data.pairs_run >= settings.ab_max_pairs:
             break
         only = data.nodeids(undecided)
-    child_runs.say(
-        terminal,
-        f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
-    )
-    context_of(config).duet = data
 
 
 def _check_first_pair(pair: Any, data: DuetData) -> None:

@@ -166,6 +166,20 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         child_runs.run_children(session, settings.processes)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Keep the exit status for a side of an A/B run (it says it when it leaves)."""
+    if session.config.stash[SETTINGS_KEY].child:
+        ab_runs.finished(session.config, int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A side of an A/B run has measured and reported everything: it hands the turn back for
+    good (what is left is pytest's and the interpreter's teardown)."""
+    if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
+        ab_runs.leave(config)
+
+
 # ------------------------------------------------------------------------------------------------
 # Running: whole-test measurement, verdicts into the test outcome, baseline writes
 # ------------------------------------------------------------------------------------------------

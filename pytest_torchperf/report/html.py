@@ -277,7 +277,10 @@ def html_report(
     rows = "".join(
         _row(r, histories.get((r["nodeid"], r["name"])), i) for i, r in enumerate(ordered)
     )
-    headers = "".join(f'<th data-col="{i}">{h}</th>' for i, h in enumerate(_HEADERS))
+    names = list(_HEADERS)
+    if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
+        names[4:6] = ["side A p25", "change [95% CI]"]
+    headers = "".join(f'<th data-col="{i}">{h}</th>' for i, h in enumerate(names))
     trace_items = "".join(
         f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
         for label, href in traces

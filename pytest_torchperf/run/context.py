@@ -117,6 +117,9 @@ class RunContext:
             options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
         if self.settings.child:
             options = replace(options, min_time=options.min_time / self.settings.ab_pairs)
+            if self.turns is not None and self.turns.pair > 1:
+                # Counters are deterministic: the first pair's are compared; later pairs time.
+                options = replace(options, counters=False)
         return options
 
     def gate(self, options: MeasureOptions) -> Gate:

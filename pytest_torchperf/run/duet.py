@@ -192,13 +192,16 @@ class DuetData:
             if left is not None and right is not None:
                 entry.pairs.append(PairResult(left.times, right.times))
 
-    def undecided(self) -> list[Key]:
-        """Measurements both sides have whose interval still straddles their limit."""
+    def undecided(self, most: int | None = None) -> list[Key]:
+        """Measurements both sides have whose interval still straddles their limit and that
+        ``most`` pairs could decide (:func:`pytest_torchperf.judge.ab.undecided`)."""
         return [
             key
             for key, entry in self.measured.items()
             if entry.one_sided is None
-            and undecided(entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit)
+            and undecided(
+                entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit, most
+            )
         ]
 
     def nodeids(self, keys: Sequence[Key]) -> list[str]:
@@ -265,7 +268,8 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
         float(t) for t in entry.b_sessions[-1].get("times") or ()
     )
     first = Sample(summarize(times), None, times)
-    latest = entry.b_sessions[-1]
+    # The first pair's session: later pairs skip the (deterministic) counters.
+    latest = entry.b_sessions[0]
     measurer.number_per_block = latest.get("number_per_block") or 0
     extra = VariantExtra(
         latest.get("variant") or "eager",

@@ -42,6 +42,9 @@ class PairOutcome:
     tests: dict[str, set[str] | None]
     codes: dict[str, int | None]
     problems: list[str] = field(default_factory=list)
+    #: Processes that said goodbye and are still tearing down (off the shared CPUs): the
+    #: caller reaps them (:func:`reap`), so the next pair can start meanwhile.
+    lingering: list[Any] = field(default_factory=list)
 
 
 def run_pair(
@@ -55,6 +58,7 @@ def run_pair(
     turns (only the tests ``only`` names, when given)."""
     folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-"))
     procs: dict[str, tuple[subprocess.Popen[bytes], list[str], Any]] = {}
+    lingering: list[subprocess.Popen[bytes]] = []
     pipes: dict[str, tuple[_Lines, int]] = {}  # side -> (its lines, the fd we write "go" to)
     problems: list[str] = []
     try:
@@ -85,18 +89,26 @@ def run_pair(
             proc = procs[name][0]
             if proc.poll() is None:
                 proc.kill()
-                problems.append(f"torchperf: side {name} ({sides[name].label}), pair {number}: {why}")
+                problems.append(
+                    f"torchperf: side {name} ({sides[name].label}), pair {number}: {why}"
+                )
 
-        _take_turns(scheduler, pipes, procs, first="A" if number % 2 else "B", drop=drop)
+        byes: dict[str, int] = {}
+        _take_turns(scheduler, pipes, procs, "A" if number % 2 else "B", drop, byes)
         found: dict[str, dict[Key, SideLine]] = {}
         codes: dict[str, int | None] = {}
         for name in sides:
             proc, command, log = procs[name]
-            try:
-                codes[name] = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:  # exited the protocol, but hangs on its way out
-                proc.kill()
-                codes[name] = proc.wait()
+            if name in byes:
+                # It said goodbye with its exit status; its teardown may finish on its own.
+                codes[name] = byes[name]
+                lingering.append(proc)
+            else:
+                try:
+                    codes[name] = proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:  # left the protocol, hangs on its way out
+                    proc.kill()
+                    codes[name] = proc.wait()
             log.close()
             found[name] = read_side(folder / f"{name}.jsonl")
             # Side A's failures (a test that errors there) are shown; side B's fail in this run.
@@ -108,10 +120,10 @@ def run_pair(
                     f"Command (in {sides[name].cwd}): {shlex.join(command)}\n    "
                     + "\n    ".join(tail[-15:])
                 )
-        return PairOutcome(found, dict(scheduler.tests), codes, problems)
+        return PairOutcome(found, dict(scheduler.tests), codes, problems, lingering)
     finally:
         for proc, _command, log in procs.values():
-            if proc.poll() is None:
+            if proc.poll() is None and proc not in lingering:
                 proc.kill()
                 proc.wait()
             log.close()
@@ -120,6 +132,17 @@ def run_pair(
             with contextlib.suppress(OSError):
                 os.close(write_fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def reap(processes: Sequence[Any], timeout: float = 120.0) -> None:
+    """Wait for the processes of finished pairs to exit (killed past ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    for proc in processes:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _start(
@@ -156,9 +179,7 @@ def _start(
         )
     except OSError as exc:
         log.close()
-        raise SideError(
-            f"side {name} ({side.label}): cannot start {command[0]} ({exc})"
-        ) from None
+        raise SideError(f"side {name} ({side.label}): cannot start {command[0]} ({exc})") from None
     finally:
         os.close(to_child_r)
         os.close(from_child_w)
@@ -172,6 +193,7 @@ def _take_turns(
     procs: Mapping[str, Any],
     first: str,
     drop: Callable[[str, str], None],
+    byes: dict[str, int],
 ) -> None:
     """Hand the token between the two children until both have exited (see TurnScheduler).
     A side that goes silent past the timeout, or talks nonsense, is dropped (killed)."""
@@ -204,6 +226,10 @@ def _take_turns(
             if "tests" in message:
                 scheduler.tests[holder] = set(message["tests"])
                 continue
+            if "bye" in message:  # measured everything; its teardown runs off the shared CPUs
+                byes[holder] = int(message.get("code") or 0)
+                holder = scheduler.exit(holder)
+                break
             if "at" in message:
                 nodeid, name = message["at"]
                 holder = scheduler.arrive(holder, (str(nodeid), str(name)))

@@ -60,6 +60,11 @@ def test_old_name(torchperf):
     torchperf(Net(), torch.randn(16, 64), name="renamed")
 
 
+@pytest.mark.torchperf(variants=["amp"])
+def test_variant(torchperf):
+    torchperf(Net(), torch.randn(16, 64), name="var")
+
+
 def test_fixed(torchperf):
     raise RuntimeError("broken in version A")
 """
@@ -152,7 +157,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
             hog.kill()
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert "1 failed, 3 passed" in out, out
+    assert "1 failed, 4 passed" in out, out
     assert "FAILED test_models.py::test_slow" in out
     # The verdict: the change, its interval over the pairs, side A by revision and commit.
     assert "slow: +" in out and "(95% CI +" in out and "vs HEAD (" in out, out
@@ -164,6 +169,11 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     assert records["same"]["outcome"] == "pass", records["same"]["verdict"]
     assert records["slow"]["outcome"] == "fail"
     assert records["renamed"]["outcome"] == "new"
+    # A variant is judged per variant, both sides' speedups compared (bf16 autocast on CPU).
+    variant = records["var[amp]"]
+    assert variant["outcome"] in ("pass", "improved", "inconclusive"), variant["verdict"]
+    assert variant["ab"]["pairs"] and variant["speedup"]
+    assert variant["ab"]["a_sessions"][0]["speedup"]
     assert "new in B" in records["renamed"]["verdict"]["message"]
     # Broken on side A: not "new in B" (that would pass a test the base branch cannot run).
     assert records["fixed"]["outcome"] == "inconclusive", records["fixed"]["verdict"]

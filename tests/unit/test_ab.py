@@ -116,6 +116,16 @@ def test_a_test_that_failed_on_side_a_is_inconclusive_not_new() -> None:
     assert data.measured[("t::added", "m")].one_sided == "B"
 
 
+def test_no_pair_is_added_where_the_cap_could_not_decide() -> None:
+    """A conv net's processes spread +-40 % here: eight pairs cannot fit that in 5 %."""
+    wide = [_pair(c) for c in (0.06, 0.33, 0.48)]
+    assert undecided(wide, 0.05)  # without a cap, more pairs are asked for
+    assert not undecided(wide, 0.05, most=8)
+    near = [_pair(c) for c in (0.0, 0.03, -0.02)]  # straddles now; 8 such pairs would decide
+    assert undecided(near, 0.05, most=8)
+    assert not undecided(near, 0.05, most=3)  # already at the cap
+
+
 def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
     new = judge_ab("fresh", [], 0.05, "HEAD", one_sided="B")
     assert new.outcome is Outcome.NEW
