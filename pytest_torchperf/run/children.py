@@ -110,16 +110,27 @@ class ChildSink:
             os.fsync(handle.fileno())
 
 
-def read_child_file(path: Path) -> dict[Key, ProcessSample]:
-    """The measurements one child wrote (a torn or foreign line is skipped, not fatal)."""
-    found: dict[Key, ProcessSample] = {}
+def json_lines(path: Path) -> list[Any]:
+    """The JSON values of a child's file, one a line; a torn line (the child died while writing
+    it) or a missing file is skipped, not fatal."""
+    values: list[Any] = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        return found
+        return values
     for line in lines:
         try:
-            data = json.loads(line)
+            values.append(json.loads(line))
+        except ValueError:
+            continue
+    return values
+
+
+def read_child_file(path: Path) -> dict[Key, ProcessSample]:
+    """The measurements one child wrote (a torn or foreign line is skipped, not fatal)."""
+    found: dict[Key, ProcessSample] = {}
+    for data in json_lines(path):
+        try:
             times = tuple(float(t) for t in data["times"])
             if not times:
                 continue

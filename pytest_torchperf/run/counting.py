@@ -14,7 +14,6 @@ history and vice versa.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,21 +54,18 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
 def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
     """The counts a child wrote, by measurement, and the CPU capability torch used under
     Valgrind (a torn or foreign line is skipped)."""
+    from pytest_torchperf.run.children import json_lines
+
     counts: dict[Key, dict[str, Any]] = {}
     capability = None
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return counts, None
-    for line in lines:
+    for data in json_lines(path):
         try:
-            data = json.loads(line)
             record = data["instructions"]
             if not float(record["per_call"]) > 0:
                 continue
             counts[(str(data["nodeid"]), str(data["name"]))] = record
             capability = data.get("capability") or capability
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return counts, capability
 

@@ -15,7 +15,6 @@ through the comparison engine (B against A's session records).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,23 +109,19 @@ class SideLine:
 
 def read_side(path: Path) -> dict[Key, SideLine]:
     """The measurements one side's child wrote (a torn or foreign line is skipped)."""
+    from pytest_torchperf.run.children import json_lines
+
     found: dict[Key, SideLine] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return found
-    for line in lines:
+    for data in json_lines(path):
         try:
-            data = json.loads(line)
-            times = tuple(float(t) for t in data["times"])
             limit = data.get("limit")
             found[(str(data["nodeid"]), str(data["name"]))] = SideLine(
-                times,
+                tuple(float(t) for t in data["times"]),
                 data.get("session") or {},
                 data.get("problem"),
                 None if limit is None else float(limit),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return found
 
