@@ -28,6 +28,8 @@ from pytest_torchperf.judge.decision import Outcome
 #: Default limit of an A/B run: both sides ran side by side, so a tighter limit than a stored
 #: baseline's 10 % holds (overridable like any max_slowdown).
 DEFAULT_AB_LIMIT = 0.05
+#: Pairs a fail or improved verdict rests on at least, when the cap on pairs allows.
+MIN_PAIRS_FOR_CHANGE = 4
 #: Confidence of the interval a verdict rests on.
 CONFIDENCE = 0.95
 #: Two-sided 95 % Student-t quantiles by degrees of freedom (1..30); above 30, 1.96 + 2.4/df.
@@ -147,7 +149,12 @@ def undecided(pairs: Sequence[PairResult], limit: float, most: int | None = None
     iv = interval([p.ratio for p in pairs if p.rounds])
     if iv is None:
         return True
-    if classify(iv, limit) is not Outcome.INCONCLUSIVE:
+    outcome = classify(iv, limit)
+    if outcome in (Outcome.FAIL, Outcome.IMPROVED):
+        # Three pairs that happen to agree are not enough to call a change: beside two CPU hogs,
+        # three conv-net pairs read -12..-17 % on unchanged code. One more pair confirms it.
+        return iv.pairs < MIN_PAIRS_FOR_CHANGE and (most is None or most > iv.pairs)
+    if outcome is not Outcome.INCONCLUSIVE:
         return False
     if most is None or most <= iv.pairs:
         return most is None

@@ -128,6 +128,17 @@ def test_no_pair_is_added_where_the_cap_could_not_decide() -> None:
     assert undecided(slower, 0.05, most=8)
 
 
+def test_a_change_is_confirmed_by_a_fourth_pair_before_it_fails() -> None:
+    three = [_pair(c) for c in (0.11, 0.12, 0.13)]
+    assert judge_ab("m", three, 0.05, "HEAD").outcome is Outcome.FAIL
+    assert undecided(three, 0.05, most=8)  # ask one more pair first
+    assert not undecided(three, 0.05, most=3)  # unless the cap says three
+    four = [*three, _pair(0.12)]
+    assert not undecided(four, 0.05, most=8)
+    passing = [_pair(c) for c in (0.0, 0.003, -0.002)]
+    assert not undecided(passing, 0.05, most=8)  # a pass needs no confirmation
+
+
 def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
     new = judge_ab("fresh", [], 0.05, "HEAD", one_sided="B")
     assert new.outcome is Outcome.NEW
