@@ -167,6 +167,10 @@ def announce_tests(session: pytest.Session) -> None:
     client = side_client(session.config)
     if client is None:
         return
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        # Collection failed (a test module that does not import on this side): pytest stops
+        # right after this hook; the controller sees the exit and names this side.
+        return
     context_of(session.config).turns = client
     # Both sides start up and collect (imports, torch) at the same time: nothing is timed yet.
     # From here on this side runs only on its turns.
