@@ -7,7 +7,8 @@
 # (benchmarks/gpu_check.py), an A/B run (--torchperf-ab HEAD) of two CUDA models, the GPU perf tests (benchmarks/gpu_tests) saved then compared with an
 # HTML report and JUnit XML, the same under pytest-xdist with two workers sharing the GPU,
 # --torchperf-processes on the GPU, and the project's own test suite with a GPU present (device
-# "auto" then means cuda; GPU_E2E_SKIP_SUITE=1 leaves it out when device time is short).
+# "auto" then means cuda; GPU_E2E_SKIP_SUITE=1 leaves it out when device time is short;
+# GPU_E2E_ONLY_AB=1 stops after the A/B step).
 set -u
 out=${OUT:-/tmp/gpu_e2e}
 mkdir -p "$out"
@@ -59,6 +60,7 @@ printf '[pytest]\ntorchperf_min_time = 0.3s\n' > "$abrepo/pytest.ini"
     && sed -i 's/^REPEAT = 1/REPEAT = 2/' test_gpu_ab.py \
     && step 240 python3 -m pytest -p no:cacheprovider -rA -q --torchperf-ab HEAD \
        --torchperf-json "$out/gpu_ab.json")
+[ -n "${GPU_E2E_ONLY_AB:-}" ] && { echo "=== rest skipped (GPU_E2E_ONLY_AB)"; exit 0; }
 store=$(mktemp -d)
 # Three processes, not the default five: the save alone took 144 s with five on an H200.
 step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -rA -q \
