@@ -73,8 +73,11 @@ def run_pair(
                 # Each side its own temporary folders and cache: they run at the same time, and
                 # pytest clears --basetemp when it starts.
                 f"--basetemp={folder / f'{name}-tmp'}",
-                "-o",
-                f"cache_dir={folder / f'{name}-cache'}",
+                *(
+                    []
+                    if any("no:cacheprovider" in a for a in args)
+                    else ["-o", f"cache_dir={folder / f'{name}-cache'}"]
+                ),
                 # Both sides must run the tests in the same order for their blocks to alternate.
                 "-p",
                 "no:randomly",

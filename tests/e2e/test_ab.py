@@ -3,8 +3,8 @@
 process pairs taking turns.
 
 Each run starts two fresh pytest processes per pair, so the module keeps to a few runs of tiny
-models with a short ``min_time`` and two pairs (a third where undecided); the slowdown is ~50 % or
-more and the limit 15 %, so the verdicts are far from the limit on any machine (the statistics themselves are measured by
+models with a short ``min_time`` and two or three pairs; the slowdown is ~100 % or more and the
+limit 30 %, so the verdicts are far from the limit on any machine (the statistics themselves are measured by
 ``benchmarks/reliability.py --mode ab``, not here).
 """
 
@@ -94,7 +94,8 @@ def _repository(root: Path, committed: dict[str, str], working: dict[str, str]) 
     return root
 
 
-#: Two pairs first, a third only where undecided: the verdicts here are far from the limit.
+#: Two pairs first, a third where undecided (two pairs' t interval is 9 standard deviations
+#: wide): the verdicts here are far from the limit (30 %).
 PAIRS = ("--torchperf-ab-pairs", "2", "--torchperf-ab-max-pairs", "3")
 
 
@@ -148,7 +149,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
             "--torchperf-ab",
             "HEAD",
             "--torchperf-max-slowdown",
-            "15%",
+            "30%",
             "--torchperf-json",
             "ab.json",
         )
@@ -161,7 +162,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     assert "FAILED test_models.py::test_slow" in out
     # The verdict: the change, its interval over the pairs, side A by revision and commit.
     assert "slow: +" in out and "(95% CI +" in out and "vs HEAD (" in out, out
-    assert "limit 15%" in out
+    assert "limit 30%" in out
     assert "side A = HEAD (" in out and "side B = working tree" in out
     # Renamed: new in B (this run's own test) and removed in B (side A's), neither an error.
     assert "removed in B: test_models.py::test_old_name renamed" in out, out
@@ -180,7 +181,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     assert "side A (HEAD (" in records["fixed"]["verdict"]["message"]
     assert "broken in version A" in out  # side A's own output, printed before the tests
     assert len(records["slow"]["ab"]["pairs"]) >= 2
-    assert records["slow"]["ab"]["interval"]["low"] > 0.15
+    assert records["slow"]["ab"]["interval"]["low"] > 0.30
     # No worktree is left behind.
     worktrees = subprocess.run(
         ["git", "worktree", "list"], cwd=root, capture_output=True, text=True, check=True
@@ -277,7 +278,7 @@ def test_src_layout_installed_editable_imports_each_sides_own_code(
         "--torchperf-ab",
         "HEAD",
         "--torchperf-max-slowdown",
-        "15%",
+        "30%",
         python=str(second_venv),
     )
     out = result.stdout + result.stderr
@@ -295,7 +296,7 @@ def test_ab_python_compares_two_environments_on_the_working_tree(
         "--torchperf-ab-python",
         str(second_venv),
         "--torchperf-max-slowdown",
-        "15%",
+        "30%",
         "-k",
         "same",
     )
