@@ -21,7 +21,7 @@ import pytest
 
 INI = """
 [pytest]
-torchperf_min_time = 0.15s
+torchperf_min_time = 0.3s
 torchperf_warmup = 0.02s
 """
 
@@ -167,7 +167,8 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     # Renamed: new in B (this run's own test) and removed in B (side A's), neither an error.
     assert "removed in B: test_models.py::test_old_name renamed" in out, out
     records = _records(root / "ab.json")
-    assert records["same"]["outcome"] == "pass", records["same"]["verdict"]
+    # Unchanged beside two hogs: never a failure (inconclusive when the hogs split the pairs).
+    assert records["same"]["outcome"] in ("pass", "inconclusive"), records["same"]["verdict"]
     assert records["slow"]["outcome"] == "fail"
     assert records["renamed"]["outcome"] == "new"
     # A variant is judged per variant, both sides' speedups compared (bf16 autocast on CPU).
