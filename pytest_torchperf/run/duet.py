@@ -1,6 +1,7 @@
 """A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the
 line a side writes of each measurement). Pytest-free, no torch, no processes
-(:mod:`pytest_torchperf.run.pairs` starts them).
+(:mod:`pytest_torchperf.run.pairs` starts them; :mod:`pytest_torchperf.run.ab_variants`
+concludes variants from them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or by
 exiting), which side runs next: the two sides alternate block by block on the measurement both

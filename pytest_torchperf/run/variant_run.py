@@ -117,7 +117,9 @@ def measure_variants(
             for v in variants
         }
     if ctx.duet is not None:
-        return _from_sides(ctx, state, plan, eager)
+        from pytest_torchperf.run.ab_variants import variants_from_sides
+
+        return variants_from_sides(ctx, state, nodeid, name, plan.labels, eager, options)
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
     reference = _reference(plan, eager, target)
     _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
@@ -243,26 +245,6 @@ def _build(
             extra.counters = dict(plan.graph)
         plan.measurers[variant] = measurer
         plan.extras[variant] = extra
-
-
-def _from_sides(ctx: RunContext, state: TestState, plan: _Plan, eager: Any) -> dict[str, Result]:
-    """The A/B controller: each variant as the two sides measured it (nothing is rebuilt here)."""
-    from pytest_torchperf.run.duet import DuetMissing, duet_measured
-
-    eager.check_outputs(plan.name)
-    results: dict[str, Result] = {}
-    for variant in plan.variants:
-        label = plan.labels[variant]
-        try:
-            results[variant] = conclude(
-                ctx, state, duet_measured(ctx.duet, plan.nodeid, label, eager, "torchperf")
-            )
-        except DuetMissing as exc:
-            state.failures.append(str(exc))
-            results[variant] = disabled_result(
-                state, plan.nodeid, label, eager.device, plan.options, "torchperf", variant
-            )
-    return results
 
 
 def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:

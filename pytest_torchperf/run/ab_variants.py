@@ -1,0 +1,43 @@
+"""The A/B controller's variants: each variant of a test concluded from what the two sides
+measured (:func:`pytest_torchperf.run.duet.duet_measured`); nothing is rebuilt in the controller.
+Apart from :mod:`pytest_torchperf.run.variant_run` (which builds and times variants) and from
+:mod:`pytest_torchperf.run.duet` (which the pipeline imports). Pytest-free."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.duet import DuetMissing, duet_measured
+from pytest_torchperf.run.pipeline import conclude
+from pytest_torchperf.run.result import Result
+from pytest_torchperf.run.state import TestState
+from pytest_torchperf.run.steps import disabled_result
+
+
+def variants_from_sides(
+    ctx: RunContext,
+    state: TestState,
+    nodeid: str,
+    name: str,
+    labels: Mapping[str, str],
+    eager: Any,
+    options: MeasureOptions,
+) -> dict[str, Result]:
+    """The A/B controller: each variant as the two sides measured it (nothing is rebuilt here;
+    ``labels`` maps each variant to its measurement name)."""
+    eager.check_outputs(name)
+    results: dict[str, Result] = {}
+    for variant, label in labels.items():
+        try:
+            results[variant] = conclude(
+                ctx, state, duet_measured(ctx.duet, nodeid, label, eager, "torchperf")
+            )
+        except DuetMissing as exc:
+            state.failures.append(str(exc))
+            results[variant] = disabled_result(
+                state, nodeid, label, eager.device, options, "torchperf", variant
+            )
+    return results
