@@ -63,9 +63,9 @@ printf '[pytest]\ntorchperf_min_time = 0.3s\n' > "$abrepo/pytest.ini"
 [ -n "${GPU_E2E_ONLY_AB:-}" ] && { echo "=== rest skipped (GPU_E2E_ONLY_AB)"; exit 0; }
 store=$(mktemp -d)
 # Three processes, not the default five: the save alone took 144 s with five on an H200.
-step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -rA -q \
+step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -rA -q \
     --torchperf-save --torchperf-processes 3 --torchperf-storage "$store"
-step 100 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -rA -q \
+step 100 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -rA -q \
     --torchperf-compare --torchperf-storage "$store" \
     --torchperf-html "$out/gpu_report.html" --junitxml "$out/gpu_junit.xml"
 find "$store" -name '*.json' | head -3
@@ -75,14 +75,14 @@ step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "l
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "linear or profiler or memory" \
     --torchperf-compare --torchperf-storage "$xstore"
 pstore=$(mktemp -d)
-step 90 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear" \
+step 90 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -k "linear" \
     --torchperf-save --torchperf-processes 3 --torchperf-storage "$pstore"
-step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -k "linear" -rA \
+step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -k "linear" -rA \
     --torchperf-compare --torchperf-processes 2 --torchperf-storage "$pstore"
 # --torchperf-instructions on a GPU machine: CUDA measurements are skipped with the reason (and
 # without valgrind on PATH the run is a usage error naming the install command).
 command -v valgrind || echo "valgrind: not on PATH"
-step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -rs -k "linear" \
+step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -rs -k "linear" \
     --torchperf-instructions --torchperf-save --torchperf-storage "$(mktemp -d)"
 # Failures are named as they happen (-v | grep) and in JUnit XML, so a run cut by its limit still
 # says which tests failed (the suite needs about 300 s with -n 14 on 16 cores).
