@@ -214,3 +214,38 @@ def _stored_counts(storage: Path) -> dict[str, float]:
     if not counts:
         raise SystemExit(f"no instruction counts were saved under {storage}")
     return dict(sorted(counts.items()))
+
+
+def tally_runs(project: Path) -> None:
+    """Print, per condition, the verdicts in the results files a run left in ``project``
+    (``run-<condition>-<i>.json``, one per compare process), finished or not: the figures of a
+    run stopped before a condition completed (each compare takes minutes under Valgrind)."""
+    from reliability import wilson
+
+    by_condition: dict[str, list[Path]] = {}
+    for path in sorted(project.glob("run-*.json")):
+        by_condition.setdefault(path.stem[len("run-") :].rsplit("-", 1)[0], []).append(path)
+    for condition, paths in by_condition.items():
+        outcomes: dict[str, int] = {}
+        changes = []
+        for path in paths:
+            for record in _records(path):
+                verdict = record.get("verdict") or {}
+                outcome = str(verdict.get("outcome"))
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                if verdict.get("ratio") is not None:
+                    changes.append(verdict["ratio"] - 1)
+        n = sum(outcomes.values())
+        low, high = wilson(outcomes.get("fail", 0), n)
+        print(
+            f"{condition.replace('_', ' '):<26} runs {len(paths):>3}  verdicts {n:>4}  "
+            f"{dict(sorted(outcomes.items()))}  fail 95% CI {100 * low:.1f}-{100 * high:.1f}%  "
+            f"change {100 * min(changes, default=0):+.3f}..{100 * max(changes, default=0):+.3f}%"
+        )
+
+
+if __name__ == "__main__":
+    # python benchmarks/instruction_reliability.py tally PROJECT
+    if len(sys.argv) != 3 or sys.argv[1] != "tally":
+        raise SystemExit("usage: python benchmarks/instruction_reliability.py tally PROJECT")
+    tally_runs(Path(sys.argv[2]))
