@@ -9,6 +9,7 @@ one Valgrind child) and the compare test runs one more; the error paths start no
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -40,9 +41,9 @@ STEPS = int(os.environ.get("EXTRA_STEPS", "0"))
 
 
 class Net(nn.Module):
-    def __init__(self, steps=0):
+    def __init__(self, steps=0, width=128):
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        self.body = nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 10))
         self.steps = steps
 
     def forward(self, x):
@@ -59,7 +60,9 @@ def test_a(torchperf):
 
 
 def test_b(torchperf):
-    torchperf(Net(STEPS), torch.randn(16, 64), name="b")
+    # Wider, on a larger batch: several times a's count, so +3 % stands far above the 2 k
+    # instructions per call that processes of the same code differ by.
+    torchperf(Net(STEPS, width=1024), torch.randn(64, 64), name="b")
 
 
 @pytest.mark.torchperf(variants=["amp"])
@@ -157,9 +160,10 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     shutil.copytree(saved[0], root)
     temp = tmp_path / "temp"  # where the run's Valgrind child dumps its profiles
     temp.mkdir()
-    # 221 instructions per step (measured) on a 197 k-instruction model: 27 steps, +3 %. The
-    # opted-out test is timed beside the hogs with the guards off (pytest.ini): its limit is
-    # opened wide.
+    # +3 % of b's saved count in loop steps of 221 instructions (measured). The opted-out test is
+    # timed beside the hogs with the guards off (pytest.ini): its limit is opened wide.
+    (b_session,) = _sessions(root / ".torchperf", "instructions-")["b"]
+    steps = math.ceil(0.03 * b_session["instructions"]["per_call"] / 221)
     out_file, err_file = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with (
         out_file.open("w") as out_sink,
@@ -171,7 +175,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
             + ["-k", "not variants", "--torchperf-max-slowdown=100000%"]
             + ["--torchperf-json", "compare.json", "--torchperf-html", "report.html"],
             cwd=root,
-            env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": "27", "TMPDIR": str(temp)},
+            env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": str(steps), "TMPDIR": str(temp)},
             stdout=out_sink,
             stderr=err_sink,
         ) as run,
@@ -209,7 +213,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     failure = next(line for line in out.splitlines() if "b: instructions +" in line)
     change = float(failure.split("instructions +", 1)[1].split("%", 1)[0])
     assert 2.0 < change < 5.0, failure
-    assert "per call vs baseline (" in failure and "limit 1%, at least 4.00 k per call" in failure
+    assert "per call vs baseline (" in failure and "limit 1%" in failure
     assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in out
     table = {
         line.split()[1]: line for line in out.splitlines() if line.startswith("test_models.py::")
