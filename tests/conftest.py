@@ -4,8 +4,8 @@ live in ``e2e/conftest.py``) and the example project run as a user runs it."""
 
 import os
 
-# The suite runs under pytest-xdist (``-n 2`` in pyproject's addopts), which marks each worker
-# process with PYTEST_XDIST_* variables. The pytest runs the tests start themselves (pytester,
+# Run under pytest-xdist (``-n 2``, CONTRIBUTING.md), the suite's workers carry
+# PYTEST_XDIST_* variables. The pytest runs the tests start themselves (pytester,
 # subprocesses) are not workers of that run: inheriting the marks would make them share one
 # storage lock file and pick a GPU by the outer worker's number.
 for _mark in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
