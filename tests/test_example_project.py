@@ -1,15 +1,15 @@
 """End to end on the shipped example project, as a user runs it: real pytest processes.
 
-save -> one stored baseline made 10x faster (so the real code looks 900 % slower) -> compare fails
+save -> one stored baseline made 100x faster (so the real code looks 9900 % slower) -> compare fails
 exactly that test, with the confirmed-slowdown message, and passes the others.
 
 Verdicts here must not depend on the machine: this suite runs on shared 2-vCPU runners where two
 pytest processes timing the same sub-millisecond MLP were seen to differ by 50 % with a CPU share
 of 0.99 (a neighbour on the sibling hyperthread slows us without taking our core). So the guards
 are switched off (a busy runner must neither block the save nor turn the regression inconclusive)
-and the stored baselines are edited, never the code, never by sleeping: every baseline is made 3x
-slower before comparing under a 200 % limit (the untouched tests can only pass or "improve"), and
-the resnet18 one is then made 10x faster than measured (ratio about 10, far over the 200 % limit).
+and the stored baselines are edited, never the code, never by sleeping: every baseline is made 10x
+slower before comparing under a 900 % limit (the untouched tests can only pass or "improve"), and
+the resnet18 one is then made 100x faster than measured (ratio about 100, far over the 900 % limit).
 """
 
 from __future__ import annotations
@@ -151,22 +151,23 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     ]
 
     # 2. Compare: unchanged code passes, one regression fails exactly its test. Every stored time
-    # is made 3x slower under a 200 % limit (only a 9x slowdown of unchanged code could fail, a
-    # variant only if its speedup fell to a third: under pytest -n 2 a sibling worker compiling on
-    # both cores was seen to slow this run enough to fail a 2x/50 % margin once), then the
-    # resnet18 baseline 10x faster than measured: the same code looks 900 % slower.
-    _scale(baseline_file, 3.0)
-    _scale(_variant_file(storage), 3.0)
-    _scale(baseline_file.with_name("tests__test_instruments.py.json"), 3.0)
-    _scale(baseline_file.with_name("tests__test_autoencoder.py.json"), 3.0)
-    _scale(baseline_file, 1 / 3 / 10, RESNET_TEST)
+    # is made 10x slower under a 900 % limit, then the resnet18 baseline 100x faster than
+    # measured: the same code looks +9900 %. Each verdict is 10x from its limit, so it holds
+    # whatever the machine does between save and compare (under pytest -n 2 the other worker's
+    # CPU hogs slowed a run 2-4x; tests whose marker sets a 15-20 % limit read -90 %: improved).
+    # A variant's speedup limit is a tenth of the stored one.
+    _scale(baseline_file, 10.0)
+    _scale(_variant_file(storage), 10.0)
+    _scale(baseline_file.with_name("tests__test_instruments.py.json"), 10.0)
+    _scale(baseline_file.with_name("tests__test_autoencoder.py.json"), 10.0)
+    _scale(baseline_file, 1 / 10 / 100, RESNET_TEST)
     report = tmp_path / "report" / "index.html"
     junit = tmp_path / "junit.xml"
     regressed = _run(
         project,
         storage,
         "--torchperf-compare",
-        "--torchperf-max-slowdown=200%",
+        "--torchperf-max-slowdown=900%",
         f"--torchperf-html={report}",
         f"--junitxml={junit}",
     )
@@ -299,11 +300,12 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
         if m["outcome"] == "fail" and m["label"] not in ("FAIL", "FAIL (re-measured)")
     ]
     assert not_timing == [], _explain(compared)
-    # Advisory, not blind: a timing failure of unchanged code beyond 4x is a bug, not the runner.
+    # Advisory, not blind: a timing failure of unchanged code beyond 10x is a bug, not the runner
+    # (CPU hogs of another pytest-xdist worker slowed runs 2-4x on the 2-vCPU VM).
     too_slow = [
         f"{m['measurement']}: x{m['verdict']['ratio']:.2f}"
         for m in measured
-        if m["outcome"] == "fail" and (m["verdict"] or {}).get("ratio", 0) >= 4
+        if m["outcome"] == "fail" and (m["verdict"] or {}).get("ratio", 0) >= 10
     ]
     assert too_slow == [], _explain(compared)
     assert not any(line.startswith("ERROR ") for line in compared.stdout.splitlines()), _explain(

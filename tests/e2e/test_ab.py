@@ -60,7 +60,9 @@ def test_old_name(torchperf):
     torchperf(Net(), torch.randn(16, 64), name="renamed")
 
 
-@pytest.mark.torchperf(variants=["amp"])
+# The same on both sides; bf16 autocast's speedup varies by +-25 % between processes and the
+# pairs' speedups are not confirmed again, so its speedup limit is far (a tenth of side A's).
+@pytest.mark.torchperf(variants=["amp"], max_slowdown="900%")
 def test_variant(torchperf):
     torchperf(Net(), torch.randn(16, 64), name="var")
 
@@ -167,8 +169,11 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     # Renamed: new in B (this run's own test) and removed in B (side A's), neither an error.
     assert "removed in B: test_models.py::test_old_name renamed" in out, out
     records = _records(root / "ab.json")
-    # Unchanged beside two hogs: never a failure (inconclusive when the hogs split the pairs).
-    assert records["same"]["outcome"] in ("pass", "inconclusive"), records["same"]["verdict"]
+    # Unchanged beside two hogs: never a failure (inconclusive when the hogs split the pairs;
+    # improved if they happened to slow side A's processes of every pair).
+    assert records["same"]["outcome"] in ("pass", "improved", "inconclusive"), records["same"][
+        "verdict"
+    ]
     assert records["slow"]["outcome"] == "fail"
     assert records["renamed"]["outcome"] == "new"
     # A variant is judged per variant, both sides' speedups compared (bf16 autocast on CPU).

@@ -235,13 +235,15 @@ def test_cli_compare_uses_each_measurements_own_options(
     perf.makepyfile("""
 import os, torch, pytest
 
-@pytest.mark.torchperf(max_slowdown="900%", ignore_counters=["memory", "flops", "ops"])
+@pytest.mark.torchperf(max_slowdown="9900%", ignore_counters=["memory", "flops", "ops"])
 def test_lenient(torchperf):
     width = int(os.environ.get("WIDTH", "64"))
     torchperf(torch.nn.Linear(64, width), torch.randn(8, 64), name="lenient", check_finite=True)
 """)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
-    scale_baselines(perf.path / ".torchperf", 0.2)  # the code now looks 5x slower: within 900 %
+    # The code now looks 10x slower: within the marker's 9900 %, far over the 10 % below (10x
+    # margin each way, whatever another process does to this one's timing).
+    scale_baselines(perf.path / ".torchperf", 0.1)
     run = perf.runpytest("--torchperf-compare", "--torchperf-json", "r.json")
     run.assert_outcomes(passed=1)
     code = cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json")])
