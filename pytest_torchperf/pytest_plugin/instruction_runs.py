@@ -114,7 +114,7 @@ def run_counting_child(session: pytest.Session) -> None:
         valgrind_command,
         valgrind_version,
     )
-    from pytest_torchperf.run.counting import read_counts
+    from pytest_torchperf.run.counting import counted_time, read_counts
 
     config = session.config
     perf = child_runs.perf_items(session)
@@ -159,15 +159,18 @@ def run_counting_child(session: pytest.Session) -> None:
             f"torchperf: counting instructions of {len(perf)} perf test(s) in a pytest "
             f"process under {valgrind_version()} (imports alone take 30-60 s there) ...",
         )
-        start = time.perf_counter()
+        launched = time.time()
         code = child_runs.run_child(args, config.invocation_params.dir, env, log, CHILD_TIMEOUT_S)
-        took = time.perf_counter() - start
+        ended = time.time()
         counts, capability = read_counts(out)
         ctx.instruction_counts = counts
         ctx.counted_with = {"valgrind": valgrind_version(), "counted_capability": capability}
+        took = ended - launched
+        split = counted_time(out, launched, ended)
         child_runs.say(
             terminal,
-            f"torchperf: {len(counts)} instruction count(s) in {took:.1f} s under Valgrind",
+            f"torchperf: {len(counts)} instruction count(s) in {took:.1f} s under Valgrind"
+            + (f": {split.describe()}" if split else ""),
         )
         if code not in (0, 1) or not counts:
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-20:]

@@ -14,7 +14,9 @@ history and vice versa.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,7 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
     from pytest_torchperf.measure.callgrind import count_instructions
 
     assert ctx.counting is not None and ctx.child_sink is not None
+    started = time.time()
     with measurer.prepared():
         count = count_instructions(measurer.call, ctx.counting)
     ctx.child_sink.append(
@@ -47,8 +50,50 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
             "name": name,
             "instructions": count.to_record(),
             "capability": torch.backends.cpu.get_cpu_capability(),
+            # Where the child's time went (CountedTime): wall clock, epoch seconds.
+            "started": started,
+            "seconds": time.time() - started,
         }
     )
+
+
+@dataclass(frozen=True)
+class CountedTime:
+    """Where a counting child's wall time went, in seconds."""
+
+    #: From starting the child to its first count: Python, pytest and ``import torch`` under
+    #: Valgrind, collection and the first test's set-up (paid once per run).
+    start_up: float
+    #: Inside the counts: warm-up calls, the two counted windows, reading the profiles.
+    counting: float
+    #: The rest: building the later tests' models and inputs, tests without a count, exit.
+    other: float
+
+    def describe(self) -> str:
+        """``38 s to the first count (start-up, imports), 120 s counting, 12 s the rest``."""
+        return (
+            f"{self.start_up:.0f} s to the first count (Python, pytest and imports under "
+            f"Valgrind), {self.counting:.0f} s counting, {self.other:.0f} s the rest (building "
+            f"models, other tests)"
+        )
+
+
+def counted_time(path: Path, launched: float, ended: float) -> CountedTime | None:
+    """Split the child's wall time (``launched``..``ended``, epoch seconds) by its count lines;
+    None when it wrote none with timings."""
+    from pytest_torchperf.run.children import json_lines
+
+    spans = []
+    for data in json_lines(path):
+        try:
+            spans.append((float(data["started"]), float(data["seconds"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not spans:
+        return None
+    start_up = max(0.0, min(started for started, _ in spans) - launched)
+    counting = sum(seconds for _, seconds in spans)
+    return CountedTime(start_up, counting, max(0.0, ended - launched - start_up - counting))
 
 
 def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:

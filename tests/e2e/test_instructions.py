@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,12 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
     )
     assert "4 passed, 1 skipped" in out
     assert "instr/call" in out
+    # Where the child's time went, each part in seconds.
+    assert re.search(
+        r"torchperf: \d+ instruction count\(s\) in [\d.]+ s under Valgrind: \d+ s to the first "
+        r"count \(.*\), \d+ s counting, \d+ s the rest",
+        out,
+    ), out
     storage = root / ".torchperf"
     environments = _environments(storage)
     # An instruction save writes its own environment only: the timing history is untouched.

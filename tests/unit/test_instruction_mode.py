@@ -15,7 +15,12 @@ from pytest_torchperf.judge.replay import replay
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.report.markdown import markdown_report
 from pytest_torchperf.report.terminal import render_table
-from pytest_torchperf.run.counting import instruction_environment, read_counts, vs_eager
+from pytest_torchperf.run.counting import (
+    counted_time,
+    instruction_environment,
+    read_counts,
+    vs_eager,
+)
 from pytest_torchperf.store.environment import describe_difference
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 
@@ -250,6 +255,34 @@ def test_read_counts_skips_torn_and_foreign_lines(tmp_path: Path) -> None:
     counts, capability = read_counts(path)
     assert list(counts) == [("t.py::a", "a")] and capability == "AVX2"
     assert read_counts(tmp_path / "missing.jsonl") == ({}, None)
+
+
+def test_the_childs_time_splits_into_start_up_counting_and_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "counts.jsonl"
+    lines = [
+        {
+            "nodeid": "t.py::a",
+            "name": "a",
+            "instructions": _count(5e5),
+            "started": 1040.0,
+            "seconds": 12.5,
+        },
+        {
+            "nodeid": "t.py::b",
+            "name": "b",
+            "instructions": _count(5e5),
+            "started": 1060.0,
+            "seconds": 7.5,
+        },
+        {"nodeid": "t.py::c", "name": "c", "instructions": _count(5e5)},  # an older child
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    split = counted_time(path, launched=1000.0, ended=1100.0)
+    assert split is not None
+    assert (split.start_up, split.counting, split.other) == (40.0, 20.0, 40.0)
+    assert split.describe().startswith("40 s to the first count (")
+    assert "20 s counting, 40 s the rest" in split.describe()
+    assert counted_time(tmp_path / "missing.jsonl", 0.0, 1.0) is None
 
 
 def test_the_instruction_environment_adds_valgrind_and_the_capability() -> None:
