@@ -68,14 +68,20 @@ class CountedTime:
     counting: float
     #: The rest: building the later tests' models and inputs, tests without a count, exit.
     other: float
+    #: The longest counts, ``(measurement name, seconds)``, longest first (at most three): what
+    #: to leave out of the instruction job (``instructions=False``, ``-k``) when it is too slow.
+    slowest: tuple[tuple[str, float], ...] = ()
 
     def describe(self) -> str:
-        """``38 s to the first count (start-up, imports), 120 s counting, 12 s the rest``."""
-        return (
+        """``38 s to the first count (...), 120 s counting, 12 s the rest; longest counts: ...``."""
+        text = (
             f"{self.start_up:.0f} s to the first count (Python, pytest and imports under "
             f"Valgrind), {self.counting:.0f} s counting, {self.other:.0f} s the rest (building "
             f"models, other tests)"
         )
+        if len(self.slowest) > 1:
+            text += "; longest counts: " + ", ".join(f"{n} {s:.0f} s" for n, s in self.slowest)
+        return text
 
 
 def counted_time(path: Path, launched: float, ended: float) -> CountedTime | None:
@@ -86,14 +92,20 @@ def counted_time(path: Path, launched: float, ended: float) -> CountedTime | Non
     spans = []
     for data in json_lines(path):
         try:
-            spans.append((float(data["started"]), float(data["seconds"])))
+            spans.append((float(data["started"]), float(data["seconds"]), str(data["name"])))
         except (ValueError, KeyError, TypeError):
             continue
     if not spans:
         return None
-    start_up = max(0.0, min(started for started, _ in spans) - launched)
-    counting = sum(seconds for _, seconds in spans)
-    return CountedTime(start_up, counting, max(0.0, ended - launched - start_up - counting))
+    start_up = max(0.0, min(started for started, _, _ in spans) - launched)
+    counting = sum(seconds for _, seconds, _ in spans)
+    longest = sorted(spans, key=lambda span: -span[1])[:3]
+    return CountedTime(
+        start_up,
+        counting,
+        max(0.0, ended - launched - start_up - counting),
+        tuple((name, seconds) for _, seconds, name in longest),
+    )
 
 
 def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
