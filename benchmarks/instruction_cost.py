@@ -27,11 +27,11 @@ from pathlib import Path
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 
 
-def run(project: Path, *args: str) -> tuple[float, str]:
+def run(project: Path, *args: str) -> tuple[float, str, int]:
     env = {**os.environ, "COLUMNS": "200"}
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=project,
         env=env,
         capture_output=True,
@@ -43,7 +43,7 @@ def run(project: Path, *args: str) -> tuple[float, str]:
     if done.returncode not in (0, 1):
         print(out[-4000:])
         raise SystemExit(f"pytest {' '.join(args)} exited with {done.returncode}")
-    return wall, out
+    return wall, out, done.returncode
 
 
 def main() -> int:
@@ -66,7 +66,7 @@ def main() -> int:
         )
         storage = Path(folder) / "baselines"
         for step in ("--torchperf-save", "--torchperf-compare"):
-            wall, out = run(
+            wall, out, code = run(
                 project,
                 "--torchperf-instructions",
                 step,
@@ -78,7 +78,8 @@ def main() -> int:
             split = re.search(r"torchperf: \d+ instruction count\(s\) in .*", out)
             tally = [line for line in out.splitlines() if re.match(r"torchperf: \d+ \w", line)]
             summary = [line for line in out.splitlines() if re.match(r"=+ .* in [\d.]+s", line)]
-            print(f"{step}: {wall:.0f} s wall ({wall / 60:.1f} min)", flush=True)
+            # Exit code 1: a test failed (e.g. a count missing); the time is still the run's.
+            print(f"{step}: {wall:.0f} s wall ({wall / 60:.1f} min), exit code {code}", flush=True)
             print(f"  {split.group(0) if split else 'no split line (older plugin?)'}")
             print(f"  {tally[-1] if tally else ''}  {summary[-1] if summary else ''}", flush=True)
     return 0

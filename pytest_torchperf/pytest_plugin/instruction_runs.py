@@ -2,7 +2,7 @@
 run under Valgrind that counts every perf test before this run's own test loop.
 
 Why a child: Valgrind has to start the process (it cannot attach), and ``import torch`` under it
-costs 30-40 s, so the counts are taken once per run, in one child started with the controller's
+costs 30-60 s, so the counts are taken once per run, in one child started with the controller's
 own arguments plus ``--torchperf-child FILE`` under ``valgrind --tool=callgrind`` with
 instrumentation off (:func:`pytest_torchperf.measure.callgrind.valgrind_command`). The child
 counts each measurement (:mod:`pytest_torchperf.run.counting`) and writes one line per count;
@@ -157,16 +157,17 @@ def run_counting_child(session: pytest.Session) -> None:
         child_runs.say(
             terminal,
             f"torchperf: counting instructions of {len(perf)} perf test(s) in a pytest "
-            f"process under {valgrind_version()} (imports alone take 30-60 s there) ...",
+            f"process under {valgrind_version()} (its start-up and imports alone take 30-60 s) ...",
         )
-        launched = time.time()
+        # Epoch seconds as well as the monotonic clock: the child stamps its counts with
+        # time.time(), the only clock both processes share (CountedTime).
+        launched, start = time.time(), time.perf_counter()
         code = child_runs.run_child(args, config.invocation_params.dir, env, log, CHILD_TIMEOUT_S)
-        ended = time.time()
+        took = time.perf_counter() - start
         counts, capability = read_counts(out)
         ctx.instruction_counts = counts
         ctx.counted_with = {"valgrind": valgrind_version(), "counted_capability": capability}
-        took = ended - launched
-        split = counted_time(out, launched, ended)
+        split = counted_time(out, launched, launched + took)
         child_runs.say(
             terminal,
             f"torchperf: {len(counts)} instruction count(s) in {took:.1f} s under Valgrind"

@@ -62,7 +62,7 @@ class CountedTime:
     """Where a counting child's wall time went, in seconds."""
 
     #: From starting the child to its first count: Python, pytest and ``import torch`` under
-    #: Valgrind, collection and the first test's set-up (paid once per run).
+    #: Valgrind, collection, the first test's set-up and any tests before it (once per run).
     start_up: float
     #: Inside the counts: warm-up calls, the two counted windows, reading the profiles.
     counting: float
@@ -75,35 +75,41 @@ class CountedTime:
     def describe(self) -> str:
         """``38 s to the first count (...), 120 s counting, 12 s the rest; longest counts: ...``."""
         text = (
-            f"{self.start_up:.0f} s to the first count (Python, pytest and imports under "
-            f"Valgrind), {self.counting:.0f} s counting, {self.other:.0f} s the rest (building "
-            f"models, other tests)"
+            f"{self.start_up:.0f} s to the first count (start-up, imports, collection, the "
+            f"first test's set-up), {self.counting:.0f} s counting, {self.other:.0f} s the rest "
+            f"(building models, other tests)"
         )
+        # With one count its time is the counting total already.
         if len(self.slowest) > 1:
             text += "; longest counts: " + ", ".join(f"{n} {s:.0f} s" for n, s in self.slowest)
         return text
 
 
 def counted_time(path: Path, launched: float, ended: float) -> CountedTime | None:
-    """Split the child's wall time (``launched``..``ended``, epoch seconds) by its count lines;
-    None when it wrote none with timings."""
+    """Split the child's wall time (``launched``..``ended``) by its count lines; None when it
+    wrote none with timings.
+
+    Epoch seconds (``time.time()``), the one clock the child and this process share; a clock
+    step between them is clamped away, so the parts never go below zero."""
     from pytest_torchperf.run.children import json_lines
 
     spans = []
     for data in json_lines(path):
         try:
-            spans.append((float(data["started"]), float(data["seconds"]), str(data["name"])))
+            seconds = max(0.0, float(data["seconds"]))
+            spans.append((float(data["started"]), seconds, str(data["name"])))
         except (ValueError, KeyError, TypeError):
             continue
     if not spans:
         return None
-    start_up = max(0.0, min(started for started, _, _ in spans) - launched)
+    total = max(0.0, ended - launched)
+    start_up = min(total, max(0.0, min(started for started, _, _ in spans) - launched))
     counting = sum(seconds for _, seconds, _ in spans)
     longest = sorted(spans, key=lambda span: -span[1])[:3]
     return CountedTime(
         start_up,
         counting,
-        max(0.0, ended - launched - start_up - counting),
+        max(0.0, total - start_up - counting),
         tuple((name, seconds) for _, seconds, name in longest),
     )
 

@@ -280,7 +280,7 @@ def test_the_childs_time_splits_into_start_up_counting_and_the_rest(tmp_path: Pa
     split = counted_time(path, launched=1000.0, ended=1100.0)
     assert split is not None
     assert (split.start_up, split.counting, split.other) == (40.0, 20.0, 40.0)
-    assert split.describe().startswith("40 s to the first count (")
+    assert split.describe().startswith("40 s to the first count (start-up, ")
     assert "20 s counting, 40 s the rest (" in split.describe()
     assert split.describe().endswith("; longest counts: a 12 s, b 8 s")
     assert counted_time(tmp_path / "missing.jsonl", 0.0, 1.0) is None
