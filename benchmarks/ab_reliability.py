@@ -134,14 +134,13 @@ def ab_conditions(
         # The same tests compared the plain way against a default (5-process) save.
         test_file.write_text(source)
         storage = project / "plain"
-        _, save_wall = run_pytest(project, "--torchperf-save", "--torchperf-storage", str(storage))
+        _, save_wall = run_pytest(project, "--torchperf-save", f"--torchperf-storage={storage}")
         plain = []
         for _ in range(max(1, runs(2))):
             records, wall = run_pytest(
                 project,
                 "--torchperf-compare",
-                "--torchperf-storage",
-                str(storage),
+                f"--torchperf-storage={storage}",
                 json_out=project / "plain.json",
             )
             plain.append(wall / max(1, len(records)))

@@ -59,31 +59,31 @@ printf '[pytest]\ntorchperf_min_time = 0.3s\n' > "$abrepo/pytest.ini"
 (cd "$abrepo" && git init -q && git add . && git -c user.email=gpu@example.com -c user.name=gpu commit -qm A \
     && sed -i 's/^REPEAT = 1/REPEAT = 2/' test_gpu_ab.py \
     && step 240 python3 -m pytest -p no:cacheprovider -rA -q --torchperf-ab HEAD \
-       --torchperf-json "$out/gpu_ab.json")
+       --torchperf-json="$out/gpu_ab.json")
 [ -n "${GPU_E2E_ONLY_AB:-}" ] && { echo "=== rest skipped (GPU_E2E_ONLY_AB)"; exit 0; }
 store=$(mktemp -d)
 # Three processes, not the default five: the save alone took 144 s with five on an H200.
 step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -rA -q \
-    --torchperf-save --torchperf-processes 3 --torchperf-storage "$store"
+    --torchperf-save --torchperf-processes 3 --torchperf-storage="$store"
 step 100 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -rA -q \
-    --torchperf-compare --torchperf-storage "$store" \
-    --torchperf-html "$out/gpu_report.html" --junitxml "$out/gpu_junit.xml"
+    --torchperf-compare --torchperf-storage="$store" \
+    --torchperf-html="$out/gpu_report.html" --junitxml "$out/gpu_junit.xml"
 find "$store" -name '*.json' | head -3
 xstore=$(mktemp -d)
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "linear or profiler or memory" \
-    --torchperf-save --torchperf-storage "$xstore"
+    --torchperf-save --torchperf-storage="$xstore"
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -q -n 2 -k "linear or profiler or memory" \
-    --torchperf-compare --torchperf-storage "$xstore"
+    --torchperf-compare --torchperf-storage="$xstore"
 pstore=$(mktemp -d)
 step 90 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -k "linear" \
-    --torchperf-save --torchperf-processes 3 --torchperf-storage "$pstore"
+    --torchperf-save --torchperf-processes 3 --torchperf-storage="$pstore"
 step 60 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -k "linear" -rA \
-    --torchperf-compare --torchperf-processes 2 --torchperf-storage "$pstore"
+    --torchperf-compare --torchperf-processes 2 --torchperf-storage="$pstore"
 # --torchperf-instructions on a GPU machine: CUDA measurements are skipped with the reason (and
 # without valgrind on PATH the run is a usage error naming the install command).
 command -v valgrind || echo "valgrind: not on PATH"
 step 120 python3 -m pytest benchmarks/gpu_tests -p no:cacheprovider -n 0 -q -rs -k "linear" \
-    --torchperf-instructions --torchperf-save --torchperf-storage "$(mktemp -d)"
+    --torchperf-instructions --torchperf-save --torchperf-storage="$(mktemp -d)"
 # Failures are named as they happen (-v | grep) and in JUnit XML, so a run cut by its limit still
 # says which tests failed (the suite needs about 300 s with -n 14 on 16 cores).
 [ -n "${GPU_E2E_SKIP_SUITE:-}" ] && { echo "=== suite skipped (GPU_E2E_SKIP_SUITE)"; exit 0; }

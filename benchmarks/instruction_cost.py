@@ -70,8 +70,7 @@ def main() -> int:
                 project,
                 "--torchperf-instructions",
                 step,
-                "--torchperf-storage",
-                str(storage),
+                f"--torchperf-storage={storage}",
                 "-k",
                 args.k,
             )

@@ -46,7 +46,7 @@ def instruction_conditions(
     save_wall = float("nan")
     if not reused:
         _, save_wall = run_pytest(
-            project, *FLAGS, "--torchperf-save", "--torchperf-storage", str(storage)
+            project, *FLAGS, "--torchperf-save", f"--torchperf-storage={storage}"
         )
     base = _stored_counts(storage)
     print(
@@ -64,8 +64,7 @@ def instruction_conditions(
                 project,
                 *FLAGS,
                 "--torchperf-compare",
-                "--torchperf-storage",
-                str(storage),
+                f"--torchperf-storage={storage}",
                 json_out=out,
                 work=work,
             )

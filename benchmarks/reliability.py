@@ -137,7 +137,7 @@ def run_pytest(
         *args,
     ]
     if json_out is not None:
-        cmd += ["--torchperf-json", str(json_out)]
+        cmd += [f"--torchperf-json={json_out}"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -218,7 +218,7 @@ def main() -> int:
 
     defaults = [project / f"default{i}" for i in range(2)]
     for storage in defaults:  # the default save: five fresh processes
-        _, save_wall = run_pytest(project, "--torchperf-save", "--torchperf-storage", str(storage))
+        _, save_wall = run_pytest(project, "--torchperf-save", f"--torchperf-storage={storage}")
     singles = [project / f"single{i}" for i in range(2)]
     for storage in singles:
         run_pytest(
@@ -226,8 +226,7 @@ def main() -> int:
             "--torchperf-save",
             "--torchperf-processes",
             "1",
-            "--torchperf-storage",
-            str(storage),
+            f"--torchperf-storage={storage}",
         )
     print(
         f"baselines saved: 2 default (5-process) storages ({save_wall:.0f} s each), "
@@ -270,8 +269,7 @@ def main() -> int:
                 records, wall = run_pytest(
                     project,
                     "--torchperf-compare",
-                    "--torchperf-storage",
-                    str(storage),
+                    f"--torchperf-storage={storage}",
                     *(["--torchperf-processes", str(processes)] if processes > 1 else []),
                     *(["--torchperf-max-slowdown", limit] if limit else []),
                     extra=extra(fraction),

@@ -69,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         + ". Without the torchperf fixture the test body "
         "itself is timed.",
     )
+    plugin_options.check_rootdir(config)
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     config.stash[CONTEXT_SETUP_KEY] = [lambda ctx: child_runs.attach_fresh_confirm(config, ctx)]

@@ -87,6 +87,57 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
     return config.rootpath / default
 
 
+def check_rootdir(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir pytest chose from an option's value.
+
+    pytest picks its rootdir and ini file before it loads plugins, so it cannot tell a plugin
+    option's value from a test path: ``--torchperf-storage /elsewhere/baselines`` (with a space)
+    made ``/elsewhere`` the rootdir once that folder existed, so the compare after a save read
+    ``p/tests/test_a.py::t`` where the save had stored ``tests/test_a.py::t``, saw no baseline,
+    called every test "new" and ran without the project's ini settings. The rootdir pytest would
+    have chosen from the real test paths is worked out again with its own function; where that
+    function is missing or changed (a private API), nothing is checked.
+    """
+    import inspect
+
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        accepted = inspect.signature(determine_setup).parameters
+        wanted = {
+            "inifile": config.option.inifilename,
+            "override_ini": config.option.override_ini,
+            "args": [str(arg) for arg in (config.option.file_or_dir or [])],
+            "rootdir_cmd_arg": config.option.rootdir or None,
+            "invocation_dir": config.invocation_params.dir,
+        }
+        if not set(accepted) <= set(wanted):
+            return
+        expected = determine_setup(**{name: wanted[name] for name in accepted})[0]
+    except Exception:  # noqa: BLE001 - a private API of pytest: no check rather than a crash
+        return
+    if Path(expected) == config.rootpath:
+        return
+    args = [str(arg) for arg in config.invocation_params.args]
+    culprits = [
+        f"{option} {value}"
+        for option, value in zip(args, args[1:], strict=False)
+        if option.startswith("--")
+        and "=" not in option
+        and not value.startswith("-")
+        and value not in wanted["args"]
+        and (config.invocation_params.dir / value).exists()
+    ]
+    what = " and ".join(culprits) or "an option's value"
+    fixed = ", ".join(c.replace(" ", "=", 1) for c in culprits) or "--option=value"
+    raise pytest.UsageError(
+        f"torchperf: pytest took the value of {what} for a test path when it chose its rootdir "
+        f"({config.rootpath} instead of {expected}; pytest reads plugin options only after "
+        f"that), so test ids would not match the stored baselines. Write the option with '=': "
+        f"{fixed}"
+    )
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
     # Help style: capitalised, no final period for single phrases.

@@ -296,6 +296,36 @@ def test_storage_option_and_ini(perf: pytest.Pytester) -> None:
     assert list((perf.path / "perf" / "baselines").glob("*/test_storage_option_and_ini.py.json"))
 
 
+def test_a_storage_outside_the_project_written_with_a_space_is_refused(
+    perf: pytest.Pytester,
+) -> None:
+    """pytest chooses its rootdir before it knows plugin options: an existing folder given as
+    ``--torchperf-storage DIR`` would become the rootdir and change every test id."""
+    perf.makepyfile("""
+        import torch
+        def test_s(torchperf):
+            torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4))
+    """)
+    elsewhere = perf.path.parent / f"{perf.path.name}-baselines"
+    elsewhere.mkdir()
+    result = perf.runpytest("--torchperf-save", "--torchperf-storage", str(elsewhere))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*pytest took the value of --torchperf-storage {elsewhere} for a test path*"
+            f"({elsewhere.parent} instead of {perf.path}*"
+            f"Write the option with '=': --torchperf-storage={elsewhere}"
+        ]
+    )
+    assert not list(elsewhere.iterdir())  # nothing stored under the wrong test ids
+    # The '=' form is what the message asks for: same folder, the project's own rootdir.
+    perf.runpytest("--torchperf-save", f"--torchperf-storage={elsewhere}").assert_outcomes(passed=1)
+    (stored,) = elsewhere.glob("*/test_*.json")  # beside environment.json
+    assert "test_a_storage_outside_the_project_written_with_a_space_is_refused.py::test_s" in (
+        stored.read_text()
+    )
+
+
 def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
     # argparse %-formats help strings: a bare "10%" in a help text crashed `pytest --help` once.
     result = pytester.runpytest("--help")
