@@ -53,6 +53,14 @@ WARMUP_SECONDS = 20.0
 WINDOW_SECONDS = 3.0
 MIN_WINDOW_CALLS = 2
 MAX_WINDOW_CALLS = 100
+#: Kernel ISA caps the counted process runs with on x86 (each where the user has not set it).
+#: Valgrind emulates fused multiply-add, part of AVX2, far more slowly than other instructions,
+#: and the AVX2 kernels of oneDNN and MKL are made of it: ResNet-18 under ``valgrind
+#: --tool=none`` took over 90 s per call at 224x224 with oneDNN's AVX2 kernels and 1.0 s with its
+#: AVX ones (no FMA); at 64x64, where torch convolves through MKL's gemm, 7.8 s per call with
+#: MKL's AVX2 kernels and 1.0 s with its SSE4.2 ones (MKL maps AVX to SSE4.2 with a warning).
+#: Counts then describe those kernels; torch's own kernels stay at AVX2.
+KERNEL_CAPS: dict[str, str] = {"ONEDNN_MAX_CPU_ISA": "AVX", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 #: The name all code without a symbol (JIT-generated kernels, at addresses that differ between
 #: processes) is counted under.
 JIT_CODE = "[JIT-generated code]"
@@ -119,6 +127,14 @@ def valgrind_command(argv: Sequence[str], dump_dir: Path, cache_sim: bool = Fals
         f"--callgrind-out-file={dump_dir}/callgrind.out.%p",
         *argv,
     ]
+
+
+def kernel_caps(environ: Mapping[str, str], machine: str) -> dict[str, str]:
+    """The kernel ISA caps a counted process on ``machine`` runs with: :data:`KERNEL_CAPS` on
+    x86-64, each unless ``environ`` already sets it (the user's choice wins); none elsewhere."""
+    if machine.lower() not in ("x86_64", "amd64"):
+        return {}
+    return {name: environ.get(name) or value for name, value in KERNEL_CAPS.items()}
 
 
 def counted_process() -> Path | None:

@@ -111,6 +111,7 @@ def run_counting_child(session: pytest.Session) -> None:
     """Count every perf test in one child pytest under Valgrind; hand the counts to the run."""
     from pytest_torchperf.measure.callgrind import (
         DUMP_DIR_ENV,
+        kernel_caps,
         valgrind_command,
         valgrind_version,
     )
@@ -150,6 +151,9 @@ def run_counting_child(session: pytest.Session) -> None:
             # str hashes decide dict layouts and so the instructions of every lookup.
             "PYTHONHASHSEED": "0",
         }
+        # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
+        caps = kernel_caps(os.environ, platform.machine())
+        env.update(caps)
         if platform.machine() in ("x86_64", "AMD64") and "TORCHINDUCTOR_CPP_MARCH" not in env:
             # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
             # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
@@ -166,7 +170,11 @@ def run_counting_child(session: pytest.Session) -> None:
         took = time.perf_counter() - start
         counts, capability = read_counts(out)
         ctx.instruction_counts = counts
-        ctx.counted_with = {"valgrind": valgrind_version(), "counted_capability": capability}
+        ctx.counted_with = {
+            "valgrind": valgrind_version(),
+            "counted_capability": capability,
+            "kernel_caps": " ".join(f"{name}={value}" for name, value in sorted(caps.items())),
+        }
         split = counted_time(out, launched, launched + took)
         child_runs.say(
             terminal,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -140,6 +141,9 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
     env_id, exact = next(iter(environments.items()))
     assert env_id.startswith("instructions-cpu-")
     assert exact["valgrind"].startswith("valgrind-") and exact["counted_capability"]
+    if platform.machine() in ("x86_64", "AMD64"):  # oneDNN and MKL capped below FMA
+        assert "ONEDNN_MAX_CPU_ISA=" in exact["kernel_caps"], exact
+        assert "MKL_ENABLE_INSTRUCTIONS=" in exact["kernel_caps"], exact
     assert exact["device"] == "cpu" and exact["torch"] and exact["threads"] == 1
     counts = _sessions(storage, "instructions-")
     assert sorted(counts) == ["a", "b", "v[amp]"]

@@ -7,7 +7,13 @@ import pytest
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.instructions import function_changes, judge_instructions
-from pytest_torchperf.measure.callgrind import InstructionCount, parse_annotate, short_name
+from pytest_torchperf.measure.callgrind import (
+    KERNEL_CAPS,
+    InstructionCount,
+    kernel_caps,
+    parse_annotate,
+    short_name,
+)
 
 BASE = InstructionCount(
     (13_490_000.0, 13_489_700.0),
@@ -186,3 +192,17 @@ Ir                    file:function
 """
     total, functions = parse_annotate(text)
     assert total == 500 and functions == {"[JIT-generated code]": 500}
+
+
+def test_kernel_caps_on_x86_default_to_kernels_without_fma_and_keep_the_users_own() -> None:
+    assert kernel_caps({}, "x86_64") == KERNEL_CAPS
+    assert kernel_caps({}, "AMD64") == KERNEL_CAPS
+    mine = kernel_caps({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "x86_64")
+    assert mine == {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+    # An empty value is no choice: the cap still applies.
+    assert kernel_caps({"MKL_ENABLE_INSTRUCTIONS": ""}, "x86_64") == KERNEL_CAPS
+
+
+def test_kernel_caps_are_x86_only() -> None:
+    assert kernel_caps({}, "aarch64") == {}
+    assert kernel_caps({"ONEDNN_MAX_CPU_ISA": "AVX"}, "arm64") == {}
