@@ -6,10 +6,14 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
   (:func:`valgrind_command`): ``import torch`` and model construction run uninstrumented, which
   keeps start-up near 40 s of CPU instead of about 120 s with instrumentation from the start.
 - :func:`count_instructions` runs warm-up calls uninstrumented, switches instrumentation on for
-  this process (``callgrind_control -i on <pid>``), then counts two windows of calls:
-  collection is toggled around each window by ``torch._C._valgrind_toggle()`` and each window
-  dumps its own profile (``torch._C._valgrind_toggle_and_dump_stats()``). Instrumentation is
-  switched off again afterwards so the next test's set-up runs at native speed.
+  this process (``callgrind_control -i on <pid>``), counts one probe call to size the windows,
+  then counts a settling window and the two windows that are compared: collection is toggled
+  around each window by ``torch._C._valgrind_toggle()`` and each window dumps its own profile
+  (``torch._C._valgrind_toggle_and_dump_stats()``). Instrumentation is switched off again
+  afterwards so the next test's set-up runs at the uninstrumented speed.
+- Uninstrumented code under Valgrind runs a few times slower than natively, instrumented code
+  some 100x slower, so the cost is in the counted calls; on x86 the process runs oneDNN and MKL
+  below their FMA kernels (:data:`KERNEL_CAPS`), which Valgrind emulates 10-100x more slowly.
 - Each dump is read with ``callgrind_annotate`` for its total and its per-function self counts
   (:func:`parse_annotate`, pure).
 
@@ -23,6 +27,7 @@ seen to give wrong outputs under Valgrind): :func:`valgrind_command` callers giv
 from __future__ import annotations
 
 import gc
+import math
 import os
 import re
 import shutil
@@ -39,18 +44,30 @@ DUMP_DIR_ENV = "PYTEST_TORCHPERF_CALLGRIND_DIR"
 #: Uncounted, uninstrumented calls before the windows. The first calls of a model keep changing
 #: what they execute (lazy initialisation, allocator caches, Python 3.11's adaptive interpreter
 #: specialising the bytecode): a 200 k-instruction MLP's two windows disagreed by 1.4 % after 2
-#: warm-up calls, 0.13 % after 30 and 0.03 % after 100. The warm-up runs before instrumentation
-#: (nothing to profile), though that saves little: Valgrind's emulation dominates, and a 0.9 ms
-#: MLP call took 1.2 s under Valgrind uninstrumented and 1.1 s instrumented.
+#: warm-up calls, 0.13 % after 30 and 0.03 % after 100. Uninstrumented calls are cheap: under
+#: callgrind with instrumentation off the example project's autoencoder (5.8 M instructions per
+#: call) made its 100 warm-up calls in 0.3 s of CPU.
 WARMUP_CALLS = 100
-#: ... but no longer than this many CPU seconds. With a 3 s cap and 5 calls per window a convnet's
-#: windows disagreed by 0.105 % (0.003 % with 20 s and 10 calls).
-WARMUP_SECONDS = 20.0
-#: CPU seconds (uninstrumented, under Valgrind) each counted window aims for, and its bounds in
-#: calls. The first window counts a few thousand instructions more than the second whatever its
-#: length (about 7 k on a 195 k-instruction MLP: -0.38 % per call with 10 calls per window,
-#: -0.036 % with 100), so cheap calls get long windows.
-WINDOW_SECONDS = 3.0
+#: ... but no longer than this many CPU seconds: 6 calls of ResNet-18 at 224x224, 15 of
+#: MobileNetV3 (example project). Their windows then agreed within 0.002 % and their counts were
+#: within 0.01 % of counts after a 20 s warm-up (19 and 58 calls), which took 30 s more per run.
+#: (Before oneDNN and MKL were capped below FMA, a 3 s cap meant a single call of a convnet, and
+#: its windows disagreed by 0.105 %.)
+WARMUP_SECONDS = 5.0
+#: The windows: a settling window, then the two that are compared. The first window after the
+#: probe call counted more per call than the windows after it, by 28-46 k instructions per call
+#: (example project: a dynamic int8 MLP of 60 M instructions per call +0.047 %, ResNet-18 +0.005 %,
+#: a compiled variant of 28 M +0.16 %, which made its verdict inconclusive), while the second,
+#: third and fourth windows agreed within 0.003 %. So the first is counted but not compared.
+#: Instructions each counted window aims for, and its bounds in calls. Instrumented calls are
+#: what costs: about 150-200 M instructions per CPU second, some 100x slower than uninstrumented
+#: ones (the dynamic int8 MLP of the example project, 60 M instructions per call: 0.024 s per
+#: warm-up call, 0.33 s per counted one), so windows are sized by a counted probe call, not by
+#: the warm-up's time. The first window counts a few thousand instructions more than the second
+#: whatever its length (about 7 k on a 195 k-instruction MLP: -0.38 % per call with 10 calls per
+#: window, -0.036 % with 100), so cheap calls get long windows: 100 M instructions make that
+#: offset 0.007 %.
+WINDOW_INSTRUCTIONS = 100_000_000
 MIN_WINDOW_CALLS = 2
 MAX_WINDOW_CALLS = 100
 #: Kernel ISA caps the counted process runs with on x86 (each where the user has not set it).
@@ -151,21 +168,23 @@ def valgrind_version() -> str:
         return "valgrind-?"
 
 
-def calls_per_window(seconds_per_call: float) -> int:
-    """Calls in each counted window: about :data:`WINDOW_SECONDS` of them, 2 to 100.
+def calls_per_window(instructions_per_call: float) -> int:
+    """Calls in each counted window: about :data:`WINDOW_INSTRUCTIONS` in all, 2 to 100.
 
     Only the per-call figure is compared, so the window size need not repeat between runs; more
     calls only average out what little varies between calls."""
-    if seconds_per_call <= 0:
+    if instructions_per_call <= 0:
         return MAX_WINDOW_CALLS
-    return max(MIN_WINDOW_CALLS, min(MAX_WINDOW_CALLS, int(WINDOW_SECONDS / seconds_per_call)))
+    wanted = math.ceil(WINDOW_INSTRUCTIONS / instructions_per_call)
+    return max(MIN_WINDOW_CALLS, min(MAX_WINDOW_CALLS, wanted))
 
 
 def count_instructions(
     call: Callable[[], Any], dump_dir: Path, calls: int | None = None
 ) -> InstructionCount:
-    """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each
-    (``None``: sized by :func:`calls_per_window` from the warm-up calls).
+    """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each,
+    after a settling window of as many (``None``: sized by :func:`calls_per_window` from one
+    counted probe call).
 
     Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
     instrumentation off again when it returns. The warm-up budget is CPU time of this process,
@@ -181,16 +200,25 @@ def count_instructions(
     while done < WARMUP_CALLS and (done == 0 or time.process_time() - start <= WARMUP_SECONDS):
         call()
         done += 1
-    if calls is None:
-        calls = calls_per_window((time.process_time() - start) / max(done, 1))
     _instrumentation(True)
     # The cyclic garbage collector runs after a count of allocations, not per call: a window it
     # happened to run in counted 0.1-0.3 % more than the other (tiny MLP, 10 calls per window).
     # Disabled while counting, as timeit does while timing; collected before each window.
     collecting = gc.isenabled()
     try:
-        call()  # once instrumented, before counting: callgrind's own first-execution costs
-        for _ in range(2):
+        # Once instrumented before the windows (callgrind's own first-execution costs), counted
+        # on its own: its total sizes the windows; its profile is not kept.
+        torch._C._valgrind_toggle()
+        call()
+        torch._C._valgrind_toggle_and_dump_stats()
+        probe = [p for p in _dumps(dump_dir) if p not in before]
+        if calls is None:
+            probed = file_total(probe[-1].read_text(errors="replace")) if probe else 0
+            calls = calls_per_window(probed)
+        for path in probe:
+            path.unlink(missing_ok=True)
+        before = set(_dumps(dump_dir))
+        for _ in range(1 + 2):  # a settling window, then the two that are compared
             gc.collect()
             gc.disable()
             torch._C._valgrind_toggle()
@@ -204,11 +232,13 @@ def count_instructions(
             gc.enable()
         _instrumentation(False)
     new = [p for p in _dumps(dump_dir) if p not in before]
-    if len(new) != 2:
+    if len(new) != 3:
         raise CallgrindError(
-            f"expected 2 callgrind profiles in {dump_dir}, found {len(new)}: is this process "
+            f"expected 3 callgrind profiles in {dump_dir}, found {len(new)}: is this process "
             f"running under valgrind --tool=callgrind?"
         )
+    settling, *new = new
+    settling.unlink(missing_ok=True)
     totals = []
     functions: dict[str, float] = {}
     for index, path in enumerate(new):

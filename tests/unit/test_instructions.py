@@ -9,7 +9,9 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.instructions import function_changes, judge_instructions
 from pytest_torchperf.measure.callgrind import (
     KERNEL_CAPS,
+    WINDOW_INSTRUCTIONS,
     InstructionCount,
+    calls_per_window,
     kernel_caps,
     parse_annotate,
     short_name,
@@ -206,3 +208,11 @@ def test_kernel_caps_on_x86_default_to_kernels_without_fma_and_keep_the_users_ow
 def test_kernel_caps_are_x86_only() -> None:
     assert kernel_caps({}, "aarch64") == {}
     assert kernel_caps({"ONEDNN_MAX_CPU_ISA": "AVX"}, "arm64") == {}
+
+
+def test_windows_are_sized_by_instructions_between_2_and_100_calls() -> None:
+    assert calls_per_window(WINDOW_INSTRUCTIONS / 10) == 10
+    assert calls_per_window(WINDOW_INSTRUCTIONS / 10 + 1) == 10  # rounded up to reach the aim
+    assert calls_per_window(200_000) == 100  # a tiny MLP: capped
+    assert calls_per_window(700_000_000) == 2  # a ResNet: never fewer than two
+    assert calls_per_window(0) == 100  # nothing counted (not under callgrind): the cap
