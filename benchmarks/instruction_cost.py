@@ -81,6 +81,11 @@ def main() -> int:
             print(f"{step}: {wall:.0f} s wall ({wall / 60:.1f} min), exit code {code}", flush=True)
             print(f"  {split.group(0) if split else 'no split line (older plugin?)'}")
             print(f"  {tally[-1] if tally else ''}  {summary[-1] if summary else ''}", flush=True)
+            # A verdict other than pass/new/measured in a run of unchanged code is a finding:
+            # show its lines (the verdict, its "why", pytest's FAILED line).
+            for line in out.splitlines():
+                if re.search(r"FAIL|inconclusive|^E  ", line):
+                    print(f"    {line.strip()[:300]}")
     return 0
 
 
