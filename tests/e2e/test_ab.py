@@ -299,8 +299,7 @@ def test_ab_python_compares_two_environments_on_the_working_tree(
     root = _repository(tmp_path / "repo", {"test_models.py": MODELS, "pytest.ini": INI}, {})
     result = _run(
         root,
-        "--torchperf-ab-python",
-        str(second_venv),
+        f"--torchperf-ab-python={second_venv}",  # '=': a path outside the repo (docs/options.md)
         "--torchperf-max-slowdown",
         "30%",
         "-k",
@@ -350,7 +349,7 @@ def test_python_without_torch_or_the_plugin(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     venv.EnvBuilder(system_site_packages=False, with_pip=False).create(bare)
     root = _repository(tmp_path / "repo", {"test_models.py": MODELS}, {})
-    result = _run(root, "--torchperf-ab-python", str(bare / "bin" / "python"))
+    result = _run(root, f"--torchperf-ab-python={bare / 'bin' / 'python'}")
     out = result.stdout + result.stderr
     assert result.returncode == 4, out
     assert "side A:" in out and "cannot import torch" in out and "pip install" in out, out
