@@ -54,11 +54,12 @@ WARMUP_CALLS = 100
 #: (Before oneDNN and MKL were capped below FMA, a 3 s cap meant a single call of a convnet, and
 #: its windows disagreed by 0.105 %.)
 WARMUP_SECONDS = 5.0
-#: The windows: a settling window, then the two that are compared. The first window after the
-#: probe call counted more per call than the windows after it, by 28-46 k instructions per call
-#: (example project: a dynamic int8 MLP of 60 M instructions per call +0.047 %, ResNet-18 +0.005 %,
-#: a compiled variant of 28 M +0.16 %, which made its verdict inconclusive), while the second,
+#: Counted windows before the two that are compared. The first window after the probe call
+#: counted more per call than the windows after it, by 28-46 k instructions per call (example
+#: project: a dynamic int8 MLP of 60 M instructions per call +0.047 %, ResNet-18 +0.005 %, a
+#: compiled variant of 28 M +0.16 %, which made its verdict inconclusive), while the second,
 #: third and fourth windows agreed within 0.003 %. So the first is counted but not compared.
+SETTLING_WINDOWS = 1
 #: Instructions each counted window aims for, and its bounds in calls. Instrumented calls are
 #: what costs: about 150-200 M instructions per CPU second, some 100x slower than uninstrumented
 #: ones (the dynamic int8 MLP of the example project, 60 M instructions per call: 0.024 s per
@@ -218,7 +219,7 @@ def count_instructions(
         for path in probe:
             path.unlink(missing_ok=True)
         before = set(_dumps(dump_dir))
-        for _ in range(1 + 2):  # a settling window, then the two that are compared
+        for _ in range(SETTLING_WINDOWS + 2):
             gc.collect()
             gc.disable()
             torch._C._valgrind_toggle()
@@ -232,13 +233,14 @@ def count_instructions(
             gc.enable()
         _instrumentation(False)
     new = [p for p in _dumps(dump_dir) if p not in before]
-    if len(new) != 3:
+    if len(new) != SETTLING_WINDOWS + 2:
         raise CallgrindError(
-            f"expected 3 callgrind profiles in {dump_dir}, found {len(new)}: is this process "
-            f"running under valgrind --tool=callgrind?"
+            f"expected {SETTLING_WINDOWS + 2} callgrind profiles in {dump_dir}, found "
+            f"{len(new)}: is this process running under valgrind --tool=callgrind?"
         )
-    settling, *new = new
-    settling.unlink(missing_ok=True)
+    for settling in new[:SETTLING_WINDOWS]:
+        settling.unlink(missing_ok=True)
+    new = new[SETTLING_WINDOWS:]
     totals = []
     functions: dict[str, float] = {}
     for index, path in enumerate(new):
