@@ -231,8 +231,7 @@ def run_children(session: pytest.Session, count: int) -> None:
                 *python_command(),
                 *config.invocation_params.args,
                 # Last wins in argparse: an empty path turns the child's JUnit XML off.
-                "--torchperf-child",
-                str(out),
+                f"--torchperf-child={out}",  # '=': never read as a test path (check_rootdir)
                 "--junitxml=",
             ]
             env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
@@ -294,10 +293,8 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
             *python_command(),
             *config.invocation_params.args,
             *no_xdist,
-            "--torchperf-child",
-            str(out),
-            "--torchperf-child-only",
-            nodeid,
+            f"--torchperf-child={out}",
+            f"--torchperf-child-only={nodeid}",
             "--junitxml=",
         ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}

@@ -131,8 +131,7 @@ def run_counting_child(session: pytest.Session) -> None:
             [
                 *child_runs.python_command(),
                 *config.invocation_params.args,
-                "--torchperf-child",
-                str(out),
+                f"--torchperf-child={out}",
                 "--junitxml=",
                 # A test failing under Valgrind must not stop the counting of the others (-x).
                 "--maxfail=1000000000",

@@ -98,6 +98,23 @@ def check_rootdir(config: pytest.Config) -> None:
     have chosen from the real test paths is worked out again with its own function; where that
     function is missing or changed (a private API), nothing is checked.
     """
+    # Only an option written with a space whose value is an existing path, not one of the
+    # positional arguments, can have moved the rootdir: without one (nearly every run) pytest's
+    # function is not called at all.
+    args = [str(arg) for arg in config.invocation_params.args]
+    # (absent under --help, which is never refused)
+    positional = [str(arg) for arg in (getattr(config.option, "file_or_dir", None) or [])]
+    culprits = [
+        f"{option} {value}"
+        for option, value in zip(args, args[1:], strict=False)
+        if option.startswith("--")
+        and "=" not in option
+        and not value.startswith("-")
+        and value not in positional
+        and (config.invocation_params.dir / value).exists()
+    ]
+    if not culprits:
+        return
     import inspect
 
     try:
@@ -107,7 +124,7 @@ def check_rootdir(config: pytest.Config) -> None:
         wanted = {
             "inifile": config.option.inifilename,
             "override_ini": config.option.override_ini,
-            "args": [str(arg) for arg in (config.option.file_or_dir or [])],
+            "args": positional,
             "rootdir_cmd_arg": config.option.rootdir or None,
             "invocation_dir": config.invocation_params.dir,
         }
@@ -118,18 +135,8 @@ def check_rootdir(config: pytest.Config) -> None:
         return
     if Path(expected) == config.rootpath:
         return
-    args = [str(arg) for arg in config.invocation_params.args]
-    culprits = [
-        f"{option} {value}"
-        for option, value in zip(args, args[1:], strict=False)
-        if option.startswith("--")
-        and "=" not in option
-        and not value.startswith("-")
-        and value not in wanted["args"]
-        and (config.invocation_params.dir / value).exists()
-    ]
-    what = " and ".join(culprits) or "an option's value"
-    fixed = ", ".join(c.replace(" ", "=", 1) for c in culprits) or "--option=value"
+    what = " and ".join(culprits)
+    fixed = ", ".join(c.replace(" ", "=", 1) for c in culprits)
     raise pytest.UsageError(
         f"torchperf: pytest took the value of {what} for a test path when it chose its rootdir "
         f"({config.rootpath} instead of {expected}; pytest reads plugin options only after "

@@ -67,8 +67,7 @@ def run_pair(
                 side.python,
                 *side.flags,
                 *side.map_args(args),
-                "--torchperf-child",
-                str(folder / f"{name}.jsonl"),
+                f"--torchperf-child={folder / f'{name}.jsonl'}",
                 "--junitxml=",
                 # Each side its own temporary folders and cache: they run at the same time, and
                 # pytest clears --basetemp when it starts.
