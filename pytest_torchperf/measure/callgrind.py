@@ -7,7 +7,7 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
   keeps start-up near 40 s of CPU instead of about 120 s with instrumentation from the start.
 - :func:`count_instructions` runs warm-up calls uninstrumented, switches instrumentation on for
   this process (``callgrind_control -i on <pid>``), counts one probe call to size the windows,
-  then counts a settling window and the two windows that are compared: collection is toggled
+  then counts a settling call and the two windows that are compared: collection is toggled
   around each window by ``torch._C._valgrind_toggle()`` and each window dumps its own profile
   (``torch._C._valgrind_toggle_and_dump_stats()``). Instrumentation is switched off again
   afterwards so the next test's set-up runs at the uninstrumented speed.
@@ -54,22 +54,26 @@ WARMUP_CALLS = 100
 #: (Before oneDNN and MKL were capped below FMA, a 3 s cap meant a single call of a convnet, and
 #: its windows disagreed by 0.105 %.)
 WARMUP_SECONDS = 5.0
-#: Counted windows before the two that are compared. The first window after the probe call
-#: counted more per call than the windows after it, by 28-46 k instructions per call (example
-#: project: a dynamic int8 MLP of 60 M instructions per call +0.047 %, ResNet-18 +0.005 %, a
-#: compiled variant of 28 M +0.16 %, which made its verdict inconclusive), while the second,
-#: third and fourth windows agreed within 0.003 %. So the first is counted but not compared.
-SETTLING_WINDOWS = 1
+#: Calls counted after the probe call and dropped before the two compared windows. The first
+#: counted stretch after the probe sometimes counts more than the ones after it, by a lump rather
+#: than per call: a compiled text classifier of 27.4 M instructions per call counted +73 k
+#: (+0.27 %) in a 1-call settling window, after which its 4-call windows agreed within 0.015 %
+#: (in another process, nothing: its first 4-call window was within 0.012 %); an earlier design
+#: without it compared that first window, read +0.16 % per call and called the verdict
+#: inconclusive. One call absorbs what a whole settling window did (a 2-call window of ResNet-18
+#: costs 4-5 s).
+SETTLING_CALLS = 1
 #: Instructions each counted window aims for, and its bounds in calls. Instrumented calls are
 #: what costs: about 150-200 M instructions per CPU second, some 100x slower than uninstrumented
 #: ones (the dynamic int8 MLP of the example project, 60 M instructions per call: 0.024 s per
 #: warm-up call, 0.33 s per counted one), so windows are sized by a counted probe call, not by
-#: the warm-up's time. The first window counts a few thousand instructions more than the second
-#: whatever its length (about 7 k on a 195 k-instruction MLP: -0.38 % per call with 10 calls per
-#: window, -0.036 % with 100), so cheap calls get long windows: 100 M instructions make that
-#: offset 0.007 %.
+#: the warm-up's time. Big calls repeat closely (1-call windows of ResNet-18, 712 M instructions
+#: per call, within 0.007 %; of a compiled one at 8x112x112, 1.38 G, within 0.002 %), but
+#: windows of cheap calls differ by a few thousand instructions whatever their length (about 7 k
+#: on a 195 k-instruction MLP: -0.38 % per call with 10 calls per window, -0.036 % with 100), so
+#: cheap calls get long windows: 100 M instructions make that 0.007 %.
 WINDOW_INSTRUCTIONS = 100_000_000
-MIN_WINDOW_CALLS = 2
+MIN_WINDOW_CALLS = 1
 MAX_WINDOW_CALLS = 100
 #: Kernel ISA caps the counted process runs with on x86 (each where the user has not set it).
 #: Valgrind emulates fused multiply-add, part of AVX2, far more slowly than other instructions,
@@ -170,7 +174,7 @@ def valgrind_version() -> str:
 
 
 def calls_per_window(instructions_per_call: float) -> int:
-    """Calls in each counted window: about :data:`WINDOW_INSTRUCTIONS` in all, 2 to 100.
+    """Calls in each counted window: about :data:`WINDOW_INSTRUCTIONS` in all, 1 to 100.
 
     Only the per-call figure is compared, so the window size need not repeat between runs; more
     calls only average out what little varies between calls."""
@@ -184,8 +188,8 @@ def count_instructions(
     call: Callable[[], Any], dump_dir: Path, calls: int | None = None
 ) -> InstructionCount:
     """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each,
-    after a settling window of as many (``None``: sized by :func:`calls_per_window` from one
-    counted probe call).
+    after :data:`SETTLING_CALLS` counted and dropped (``None``: sized by
+    :func:`calls_per_window` from one counted probe call).
 
     Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
     instrumentation off again when it returns. The warm-up budget is CPU time of this process,
@@ -219,11 +223,11 @@ def count_instructions(
         for path in probe:
             path.unlink(missing_ok=True)
         before = set(_dumps(dump_dir))
-        for _ in range(SETTLING_WINDOWS + 2):
+        for window_calls in (SETTLING_CALLS, calls, calls):
             gc.collect()
             gc.disable()
             torch._C._valgrind_toggle()
-            for _ in range(calls):
+            for _ in range(window_calls):
                 call()
             torch._C._valgrind_toggle_and_dump_stats()
             if collecting:
@@ -233,14 +237,13 @@ def count_instructions(
             gc.enable()
         _instrumentation(False)
     new = [p for p in _dumps(dump_dir) if p not in before]
-    if len(new) != SETTLING_WINDOWS + 2:
+    if len(new) != 3:
         raise CallgrindError(
-            f"expected {SETTLING_WINDOWS + 2} callgrind profiles in {dump_dir}, found "
-            f"{len(new)}: is this process running under valgrind --tool=callgrind?"
+            f"expected 3 callgrind profiles in {dump_dir} (a settling window and two compared "
+            f"ones), found {len(new)}: is this process running under valgrind --tool=callgrind?"
         )
-    for settling in new[:SETTLING_WINDOWS]:
-        settling.unlink(missing_ok=True)
-    new = new[SETTLING_WINDOWS:]
+    new[0].unlink(missing_ok=True)  # the settling window
+    new = new[1:]
     totals = []
     functions: dict[str, float] = {}
     for index, path in enumerate(new):
