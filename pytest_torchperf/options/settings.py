@@ -46,6 +46,9 @@ class RunSettings:
     #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call counted
     #: under Valgrind (time is reported, not gated).
     instructions: bool = False
+    #: ``--torchperf-instruction-jobs``: counting processes run side by side under Valgrind
+    #: (0 = auto: one per CPU, at most 4, fewer when memory is short).
+    instruction_jobs: int = 0
     #: ``--torchperf-ab REV`` / ``--torchperf-ab-python PYTHON``: what side A is (a git revision,
     #: or ``python:PATH``); empty outside an A/B run. Children of an A/B run have it too.
     ab: str = ""

@@ -58,6 +58,8 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS
     )
+    # A file of node ids, one per line: the child runs only those perf tests (its shard).
+    group.addoption("--torchperf-child-items", metavar="FILE", default=None, help=argparse.SUPPRESS)
     parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
     parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
 
@@ -179,12 +181,17 @@ def confirm_setting(config: pytest.Config) -> str:
 
 def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A child runs only perf tests (the controller runs everything else once), or only the one
-    test it was started to confirm."""
+    test it was started to confirm, or only its shard of them (``--torchperf-child-items``)."""
     only = config.getoption("torchperf_child_only")
+    listed = config.getoption("torchperf_child_items")
+    wanted = {only} if only is not None else None
+    if listed:
+        wanted = set(Path(listed).read_text(encoding="utf-8").splitlines())
     others = [
         item
         for item in items
-        if not item.stash.get(IS_PERF_KEY, False) or (only is not None and item.nodeid != only)
+        if not item.stash.get(IS_PERF_KEY, False)
+        or (wanted is not None and item.nodeid not in wanted)
     ]
     if others:
         config.hook.pytest_deselected(items=others)
@@ -308,8 +315,15 @@ def run_child(
     args: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float
 ) -> int | str:
     """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
-    with open(log, "wb") as handle:
-        child = subprocess.Popen(
+    return wait_child(start_child(args, cwd, env, log), timeout)
+
+
+def start_child(
+    args: list[str], cwd: Path, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """Start one child pytest with its output in ``log`` (see :func:`wait_child`)."""
+    with open(log, "wb") as handle:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(
             args,
             cwd=cwd,
             env=env,
@@ -317,12 +331,16 @@ def run_child(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-        try:
-            return child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-            return f"none: killed after {timeout:.0f} s"
+
+
+def wait_child(child: subprocess.Popen[bytes], timeout: float) -> int | str:
+    """The child's exit code, or why it has none (killed after ``timeout`` seconds)."""
+    try:
+        return child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        return f"none: killed after {timeout:.0f} s"
 
 
 def _child_problem(

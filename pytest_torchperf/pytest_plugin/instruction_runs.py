@@ -1,13 +1,18 @@
-"""pytest glue of ``--torchperf-instructions``: the option, its checks, and the one child pytest
-run under Valgrind that counts every perf test before this run's own test loop.
+"""pytest glue of ``--torchperf-instructions``: the options, their checks, and the child pytest
+runs under Valgrind that count every perf test before this run's own test loop.
 
-Why a child: Valgrind has to start the process (it cannot attach), and ``import torch`` under it
-costs 30-60 s, so the counts are taken once per run, in one child started with the controller's
-own arguments plus ``--torchperf-child FILE`` under ``valgrind --tool=callgrind`` with
-instrumentation off (:func:`pytest_torchperf.measure.callgrind.valgrind_command`). The child
-counts each measurement (:mod:`pytest_torchperf.run.counting`) and writes one line per count;
-this run then measures as usual (counters, outputs, variants, a timed pass that is reported, not
-gated) and judges the counts through the comparison engine.
+Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under
+it costs 30-60 s, so the counts are taken once per run, in child runs started with the
+controller's own arguments plus ``--torchperf-child=FILE`` under ``valgrind --tool=callgrind``
+with instrumentation off (:func:`pytest_torchperf.measure.callgrind.valgrind_command`). Each
+child counts each of its measurements (:mod:`pytest_torchperf.run.counting`) and writes one line
+per count; this run then measures as usual (counters, outputs, variants, a timed pass that is
+reported, not gated) and judges the counts through the comparison engine.
+
+Why several side by side (``--torchperf-instruction-jobs``, auto: one per core): a process under
+Valgrind runs one thread at a time, so one child leaves the other cores idle; each child takes a
+contiguous share of the perf tests (:func:`pytest_torchperf.run.shards.split_contiguous`,
+``--torchperf-child-items=FILE``) and counts do not depend on what runs beside them.
 """
 
 from __future__ import annotations
@@ -24,10 +29,16 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.pytest_plugin import child_runs
-from pytest_torchperf.pytest_plugin.stash import context_of
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 
-#: The child is killed after this long (a stuck child would otherwise hold CI forever).
+#: The children are killed after this long (a stuck child would otherwise hold CI forever).
 CHILD_TIMEOUT_S = 3 * 3600.0
+#: Most counting processes ``--torchperf-instruction-jobs`` accepts, and most ``auto`` picks.
+MAX_JOBS = 64
+AUTO_JOBS_MAX = 4
+#: Memory one counting process is allowed for by ``auto``: a pytest process under Valgrind
+#: holding torch, torchvision and the example project's ResNet-18 peaked near 1.8 GB resident.
+CHILD_MEMORY_GIB = 3
 
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
@@ -41,6 +52,17 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     )
     parser.addini(
         "torchperf_instructions", "Gate on instruction counts under Valgrind (true/false)"
+    )
+    group.addoption(
+        "--torchperf-instruction-jobs",
+        metavar="N",
+        default=None,
+        help="Counting processes under Valgrind run side by side, each counting a contiguous "
+        "share of the perf tests: auto (default: one per CPU core, at most 4, about 3 GiB of "
+        "memory each) or N (ini torchperf_instruction_jobs)",
+    )
+    parser.addini(
+        "torchperf_instruction_jobs", "Counting processes side by side under Valgrind (auto or N)"
     )
 
 
@@ -107,100 +129,217 @@ def configure_counting_child(config: pytest.Config) -> None:
         context_of(config).counting = dump
 
 
+def jobs_setting(config: pytest.Config) -> int:
+    """``--torchperf-instruction-jobs`` / ini ``torchperf_instruction_jobs``: a whole number
+    from 1 to :data:`MAX_JOBS`, or ``auto`` (0, the default: :func:`auto_jobs` at run time)."""
+    raw = config.getoption("torchperf_instruction_jobs")
+    where = "--torchperf-instruction-jobs"
+    if raw is None:
+        raw, where = config.getini("torchperf_instruction_jobs"), "ini torchperf_instruction_jobs"
+    text = str(raw or "auto").strip().lower()
+    if text == "auto":
+        return 0
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = -1
+    if not 1 <= jobs <= MAX_JOBS:
+        raise pytest.UsageError(
+            f"torchperf: {where} must be auto or a whole number from 1 to {MAX_JOBS}, got "
+            f"{raw!r}. Each job is one pytest process under Valgrind (one CPU core, about "
+            f"{CHILD_MEMORY_GIB} GiB of memory for a torch model); auto uses one per core"
+        )
+    return jobs
+
+
+def auto_jobs() -> int:
+    """Counting processes for ``auto``: one per CPU this process may use, at most
+    :data:`AUTO_JOBS_MAX`, and no more than the available memory holds at
+    :data:`CHILD_MEMORY_GIB` each (never fewer than one)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    jobs = min(cpus, AUTO_JOBS_MAX)
+    available = _available_memory_gib()
+    if available is not None:
+        jobs = min(jobs, int(available // CHILD_MEMORY_GIB))
+    return max(1, jobs)
+
+
+def _available_memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def run_counting_child(session: pytest.Session) -> None:
-    """Count every perf test in one child pytest under Valgrind; hand the counts to the run."""
-    from pytest_torchperf.measure.callgrind import (
-        DUMP_DIR_ENV,
-        kernel_caps,
-        valgrind_command,
-        valgrind_version,
-    )
+    """Count every perf test in child pytest runs under Valgrind, side by side, each with its
+    contiguous share of the tests; hand the counts to the run."""
+    from pytest_torchperf.measure.callgrind import kernel_caps, valgrind_version
     from pytest_torchperf.run.counting import counted_time, read_counts
+    from pytest_torchperf.run.shards import split_contiguous
 
     config = session.config
     perf = child_runs.perf_items(session)
     ctx = context_of(config)
     if not perf or config.option.collectonly:
         return
+    settings = config.stash[SETTINGS_KEY]
+    jobs = settings.instruction_jobs or auto_jobs()
+    shards = split_contiguous([item.nodeid for item in perf], jobs)
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-instructions-"))
+    # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
+    caps = kernel_caps(os.environ, platform.machine())
     try:
-        out, log = folder / "counts.jsonl", folder / "valgrind-child.log"
-        (folder / "dumps").mkdir()
-        args = valgrind_command(
-            [
-                *child_runs.python_command(),
-                *config.invocation_params.args,
-                f"--torchperf-child={out}",
-                "--junitxml=",
-                # A test failing under Valgrind must not stop the counting of the others (-x).
-                "--maxfail=1000000000",
-            ],
-            folder / "dumps",
-        )
-        env = {
-            **os.environ,
-            DUMP_DIR_ENV: str(folder / "dumps"),
-            child_runs.CHILD_PROCESS_ENV: "0",
-            # Kernels cached by a native run were built for the host's ISA (AVX-512, AMX),
-            # which Valgrind does not emulate: they gave wrong outputs under it.
-            "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
-            # CUDA does not run under Valgrind; this run skips non-CPU measurements anyway.
-            "CUDA_VISIBLE_DEVICES": "",
-            # str hashes decide dict layouts and so the instructions of every lookup.
-            "PYTHONHASHSEED": "0",
-        }
-        # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
-        caps = kernel_caps(os.environ, platform.machine())
-        env.update(caps)
-        if platform.machine() in ("x86_64", "AMD64") and "TORCHINDUCTOR_CPP_MARCH" not in env:
-            # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
-            # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
-            env["TORCHINDUCTOR_CPP_MARCH"] = "x86-64-v3"
+        children = [
+            _start_child(config, folder / f"shard-{index}", shard, caps, len(shards) > 1)
+            for index, shard in enumerate(shards, 1)
+        ]
+        side_by_side = f", {len(children)} side by side" if len(children) > 1 else ""
         child_runs.say(
             terminal,
-            f"torchperf: counting instructions of {len(perf)} perf test(s) in a pytest "
-            f"process under {valgrind_version()} (its start-up and imports alone take 30-60 s) ...",
+            f"torchperf: counting instructions of {len(perf)} perf test(s) in "
+            f"{len(children)} pytest process(es) under {valgrind_version()}{side_by_side} "
+            f"(the start-up and imports of each take 30-60 s) ...",
         )
-        # Epoch seconds as well as the monotonic clock: the child stamps its counts with
-        # time.time(), the only clock both processes share (CountedTime).
-        launched, start = time.time(), time.perf_counter()
-        code = child_runs.run_child(args, config.invocation_params.dir, env, log, CHILD_TIMEOUT_S)
-        took = time.perf_counter() - start
-        counts, capability = read_counts(out)
-        ctx.instruction_counts = counts
+        for child in children:
+            child.wait(CHILD_TIMEOUT_S)
         ctx.counted_with = {
             "valgrind": valgrind_version(),
-            "counted_capability": capability,
             "kernel_caps": " ".join(f"{name}={value}" for name, value in sorted(caps.items())),
         }
-        split = counted_time(out, launched, launched + took)
+        counted = 0
+        for child in children:
+            counts, capability = read_counts(child.out)
+            ctx.instruction_counts.update(counts)
+            counted += len(counts)
+            if capability:
+                ctx.counted_with.setdefault("counted_capability", capability)
+            child.counted = len(counts)
+            child.split = counted_time(child.out, child.launched, child.launched + child.took)
+        ctx.counted_with.setdefault("counted_capability", None)
+        took = max(child.took for child in children)
         child_runs.say(
             terminal,
-            f"torchperf: {len(counts)} instruction count(s) in {took:.1f} s under Valgrind"
-            + (f": {split.describe()}" if split else ""),
+            f"torchperf: {counted} instruction count(s) in {took:.1f} s under Valgrind"
+            + (
+                f": {children[0].split.describe()}"
+                if len(children) == 1 and children[0].split
+                else ""
+            ),
         )
-        if code not in (0, 1) or not counts:
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-20:]
-            what = (
-                f"the pytest process under Valgrind exited with code {code} after {took:.0f} s "
-                f"and counted {len(counts)} measurement(s)"
-            )
-            # The command and the log once, at the top; each measurement's failure refers to it.
-            child_runs.say(
-                terminal,
-                f"torchperf: {what}. Command: {shlex.join(args)}\n    " + "\n    ".join(tail),
-                yellow=True,
-            )
-            ctx.instruction_problem = (
-                f"{what} (its command and the end of its log are printed before the tests)"
-            )
-        else:
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
-            ctx.instruction_problem = (
-                f"the pytest process under Valgrind (exit code {code}) did not count it: its "
-                f"test failed or was skipped there. The end of that process's output:\n    "
-                + "\n    ".join(tail)
-            )
+        if len(children) > 1:
+            for index, child in enumerate(children, 1):
+                child_runs.say(
+                    terminal,
+                    f"  process {index} ({len(child.nodeids)} test(s), {child.counted} count(s)) "
+                    f"in {child.took:.1f} s"
+                    + (f": {child.split.describe()}" if child.split else ""),
+                )
+        for child in children:
+            _report_child(ctx, terminal, child)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Child:
+    """One counting process: its shard of the tests, its files, and how it went."""
+
+    def __init__(
+        self, nodeids: list[str], out: Path, log: Path, args: list[str], process: Any
+    ) -> None:
+        self.nodeids, self.out, self.log, self.args, self.process = nodeids, out, log, args, process
+        self.launched = time.time()
+        self.started = time.perf_counter()
+        self.took = 0.0
+        self.code: int | str = "none: not waited for"
+        self.counted = 0
+        self.split: Any = None
+
+    def log_tail(self, lines: int) -> list[str]:
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        return text.strip().splitlines()[-lines:]
+
+    def wait(self, timeout: float) -> None:
+        left = max(1.0, timeout - (time.perf_counter() - self.started))
+        self.code = child_runs.wait_child(self.process, left)
+        self.took = time.perf_counter() - self.started
+
+
+def _start_child(
+    config: pytest.Config, folder: Path, nodeids: list[str], caps: dict[str, str], sharded: bool
+) -> _Child:
+    """Start one pytest process under Valgrind counting ``nodeids`` (all perf tests unless
+    ``sharded``); it writes its counts to ``folder/counts.jsonl``."""
+    from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
+
+    (folder / "dumps").mkdir(parents=True)
+    out, log = folder / "counts.jsonl", folder / "valgrind-child.log"
+    shard: list[str] = []
+    if sharded:
+        (folder / "items.txt").write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+        shard = [f"--torchperf-child-items={folder / 'items.txt'}"]
+    args = valgrind_command(
+        [
+            *child_runs.python_command(),
+            *config.invocation_params.args,
+            f"--torchperf-child={out}",
+            *shard,
+            "--junitxml=",
+            # A test failing under Valgrind must not stop the counting of the others (-x).
+            "--maxfail=1000000000",
+        ],
+        folder / "dumps",
+    )
+    env = {
+        **os.environ,
+        DUMP_DIR_ENV: str(folder / "dumps"),
+        child_runs.CHILD_PROCESS_ENV: "0",
+        # Kernels cached by a native run were built for the host's ISA (AVX-512, AMX),
+        # which Valgrind does not emulate: they gave wrong outputs under it.
+        "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+        # CUDA does not run under Valgrind; this run skips non-CPU measurements anyway.
+        "CUDA_VISIBLE_DEVICES": "",
+        # str hashes decide dict layouts and so the instructions of every lookup.
+        "PYTHONHASHSEED": "0",
+        **caps,
+    }
+    if platform.machine() in ("x86_64", "AMD64") and "TORCHINDUCTOR_CPP_MARCH" not in env:
+        # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
+        # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
+        env["TORCHINDUCTOR_CPP_MARCH"] = "x86-64-v3"
+    process = child_runs.start_child(args, config.invocation_params.dir, env, log)
+    return _Child(nodeids, out, log, args, process)
+
+
+def _report_child(ctx: Any, terminal: Any, child: _Child) -> None:
+    """Say what went wrong in one counting process, once, and tell each of its tests' missing
+    counts where to look."""
+    if child.code not in (0, 1) or not child.counted:
+        what = (
+            f"the pytest process under Valgrind exited with code {child.code} after "
+            f"{child.took:.0f} s and counted {child.counted} measurement(s)"
+        )
+        # The command and the log once, at the top; each measurement's failure refers to it.
+        child_runs.say(
+            terminal,
+            f"torchperf: {what}. Command: {shlex.join(child.args)}\n    "
+            + "\n    ".join(child.log_tail(20)),
+            yellow=True,
+        )
+        problem = f"{what} (its command and the end of its log are printed before the tests)"
+    else:
+        problem = (
+            f"the pytest process under Valgrind (exit code {child.code}) did not count it: its "
+            f"test failed or was skipped there. The end of that process's output:\n    "
+            + "\n    ".join(child.log_tail(12))
+        )
+    for nodeid in child.nodeids:
+        ctx.instruction_problems[nodeid] = problem

@@ -323,6 +323,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
         instructions=instruction_runs.instructions_setting(config),
+        instruction_jobs=instruction_runs.jobs_setting(config),
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,

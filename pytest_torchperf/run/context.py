@@ -46,12 +46,12 @@ class RunContext:
         self.calibrations: list[float] = []
         #: ``--torchperf-instructions``, in the child under Valgrind: where its profiles go.
         self.counting: Path | None = None
-        #: ``--torchperf-instructions``, in the controller: the child's counts by (nodeid, name),
-        #: what counted them (Valgrind version, CPU capability under it), and why a measurement
-        #: may have no count.
+        #: ``--torchperf-instructions``, in the controller: the children's counts by (nodeid,
+        #: name), what counted them (Valgrind version, CPU capability under it, kernel caps), and
+        #: why a test may have no count, by node id (its counting process's failure and log tail).
         self.instruction_counts: dict[tuple[str, str], dict[str, Any]] = {}
         self.counted_with: dict[str, Any] = {}
-        self.instruction_problem: str | None = None
+        self.instruction_problems: dict[str, str] = {}
         #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
         #: (:class:`pytest_torchperf.measure.turns.TurnClient`); in the controller: what the two
         #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).

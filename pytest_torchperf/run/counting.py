@@ -158,7 +158,7 @@ def attach_count(
     if count is None:
         if not comparing:
             result.failures.append(
-                f"{name}: no instruction count: {ctx.instruction_problem or 'not measured'}"
+                f"{name}: no instruction count: {ctx.instruction_problems.get(nodeid) or 'not measured'}"
             )
         return ("no instruction count", "")
     result.instructions = dict(count)

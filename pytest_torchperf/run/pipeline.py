@@ -279,7 +279,7 @@ def _compare(
         run_failures=list(extra.failures) if extra else [],
         calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
         instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
-        uncounted=ctx.instruction_problem,
+        uncounted=ctx.instruction_problems.get(m.nodeid),
         ab_pairs=[p.to_record() for p in duet.pairs] if duet is not None else (),
         one_sided=duet.one_sided if duet is not None else None,
     )

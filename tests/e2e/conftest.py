@@ -71,6 +71,9 @@ torchperf_max_machine_slowdown = 1000%
 torchperf_confirm = same
 # Saves measure in one process (the default, 5 fresh processes, is tested in test_processes.py).
 torchperf_processes = 1
+# Instruction runs count in one process under Valgrind (the default, one per core, would start
+# two here; test_instructions.py tests processes side by side with one real Valgrind process).
+torchperf_instruction_jobs = 1
 console_output_style = classic
 filterwarnings =
     ignore:.*No CUDA runtime.*

@@ -279,6 +279,10 @@ def test_without_valgrind_it_is_a_usage_error_naming_the_install(
         ),
         (("--torchperf-disable",), "*cannot be combined with --torchperf-disable*"),
         (("-n", "2"), "*pytest-xdist (-n) would start one per worker. Drop -n*"),
+        (
+            ("--torchperf-instruction-jobs=0",),
+            "*--torchperf-instruction-jobs must be auto or a whole number from 1 to 64, got '0'*",
+        ),
     ],
 )
 def test_combinations_that_cannot_work_are_usage_errors(
@@ -322,3 +326,53 @@ def test_a_child_that_dies_under_valgrind_fails_the_tests_with_its_log_and_comma
             "*a: no instruction count: the pytest process under Valgrind exited with code 7*",
         ]
     )
+
+
+def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only_its_tests(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two counting processes (--torchperf-instruction-jobs=2), one real: a wrapper runs the
+    first shard under the real valgrind and makes the second die, so one Valgrind child runs."""
+    real = shutil.which("valgrind")
+    assert real is not None
+    fake = perf.path / "bin" / "valgrind"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *shard-2/items.txt*)\n'
+        '  echo "valgrind: the impossible happened: simulated crash of shard 2" >&2; exit 7;;\n'
+        "esac\n"
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    perf.makepyfile(
+        """
+        import torch
+        def test_a(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="a")
+        def test_b(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="b")
+        """
+    )
+    result = perf.runpytest(
+        "--torchperf-instructions", "--torchperf-save", "--torchperf-instruction-jobs=2", "-rf"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: counting instructions of 2 perf test(s) in 2 pytest process(es) under "
+            "valgrind-*, 2 side by side *",
+            "torchperf: 1 instruction count(s) in * s under Valgrind",
+            "  process 1 (1 test(s), 1 count(s)) in * s: * s to the first count *",
+            "  process 2 (1 test(s), 0 count(s)) in * s",
+            "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
+            "counted 0 measurement(s). Command: valgrind --tool=callgrind *"
+            "--torchperf-child-items=*shard-2/items.txt*",
+            "*simulated crash of shard 2",
+            "*b: no instruction count: the pytest process under Valgrind exited with code 7*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED *::test_b - *"])
+    saved = _sessions(perf.path / ".torchperf", "instructions-")
+    assert sorted(saved) == ["a"] and saved["a"][0]["instructions"]["per_call"] > 1e4

@@ -350,7 +350,9 @@ def test_accept_refuses_an_instruction_session_without_a_count() -> None:
 class _Ctx:
     def __init__(self, counts: dict) -> None:
         self.instruction_counts = counts
-        self.instruction_problem = "the pytest process under Valgrind exited with code 7"
+        self.instruction_problems = {
+            "t.py::test[amp]": "the pytest process under Valgrind exited with code 7"
+        }
 
 
 def _result(name: str) -> object:
