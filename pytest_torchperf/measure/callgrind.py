@@ -7,7 +7,7 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
   keeps start-up near 40 s of CPU instead of about 120 s with instrumentation from the start.
 - :func:`count_instructions` runs warm-up calls uninstrumented, switches instrumentation on for
   this process (``callgrind_control -i on <pid>``), counts one probe call to size the windows,
-  then counts a settling call and the two windows that are compared: collection is toggled
+  then counts a settling window and the two windows that are compared: collection is toggled
   around each window by ``torch._C._valgrind_toggle()`` and each window dumps its own profile
   (``torch._C._valgrind_toggle_and_dump_stats()``). Instrumentation is switched off again
   afterwards so the next test's set-up runs at the uninstrumented speed.
@@ -54,15 +54,14 @@ WARMUP_CALLS = 100
 #: (Before oneDNN and MKL were capped below FMA, a 3 s cap meant a single call of a convnet, and
 #: its windows disagreed by 0.105 %.)
 WARMUP_SECONDS = 5.0
-#: Calls counted after the probe call and dropped before the two compared windows. The first
-#: counted stretch after the probe sometimes counts more than the ones after it, by a lump rather
-#: than per call: a compiled text classifier of 27.4 M instructions per call counted +73 k
-#: (+0.27 %) in a 1-call settling window, after which its 4-call windows agreed within 0.015 %
-#: (in another process, nothing: its first 4-call window was within 0.012 %); an earlier design
-#: without it compared that first window, read +0.16 % per call and called the verdict
-#: inconclusive. One call absorbs what a whole settling window did (a 2-call window of ResNet-18
-#: costs 4-5 s).
-SETTLING_CALLS = 1
+#: Counted windows before the two that are compared, each as long as they are. The first window
+#: after the probe call counts more than the ones after it: 28-46 k instructions per call on the
+#: example project (a dynamic int8 MLP of 60 M per call +0.047 %; a compiled variant of 28 M
+#: +0.16 %, which made its verdict inconclusive), while the windows after it agreed within
+#: 0.003 %. A single settling call is not enough for cheap calls: a 44 k-instruction Linear's two
+#: 100-call windows after one then disagreed by 0.31 %. For calls of 100 M instructions or more
+#: a window, and so the settling window, is one call.
+SETTLING_WINDOWS = 1
 #: Instructions each counted window aims for, and its bounds in calls. Instrumented calls are
 #: what costs: about 150-200 M instructions per CPU second, some 100x slower than uninstrumented
 #: ones (the dynamic int8 MLP of the example project, 60 M instructions per call: 0.024 s per
@@ -188,7 +187,7 @@ def count_instructions(
     call: Callable[[], Any], dump_dir: Path, calls: int | None = None
 ) -> InstructionCount:
     """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each,
-    after :data:`SETTLING_CALLS` counted and dropped (``None``: sized by
+    after :data:`SETTLING_WINDOWS` of as many, counted and dropped (``None``: sized by
     :func:`calls_per_window` from one counted probe call).
 
     Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
@@ -223,11 +222,11 @@ def count_instructions(
         for path in probe:
             path.unlink(missing_ok=True)
         before = set(_dumps(dump_dir))
-        for window_calls in (SETTLING_CALLS, calls, calls):
+        for _ in range(SETTLING_WINDOWS + 2):
             gc.collect()
             gc.disable()
             torch._C._valgrind_toggle()
-            for _ in range(window_calls):
+            for _ in range(calls):
                 call()
             torch._C._valgrind_toggle_and_dump_stats()
             if collecting:
@@ -237,13 +236,15 @@ def count_instructions(
             gc.enable()
         _instrumentation(False)
     new = [p for p in _dumps(dump_dir) if p not in before]
-    if len(new) != 3:
+    if len(new) != SETTLING_WINDOWS + 2:
         raise CallgrindError(
-            f"expected 3 callgrind profiles in {dump_dir} (a settling window and two compared "
-            f"ones), found {len(new)}: is this process running under valgrind --tool=callgrind?"
+            f"expected {SETTLING_WINDOWS + 2} callgrind profiles in {dump_dir} (settling "
+            f"windows and the two compared ones), found {len(new)}: is this process running "
+            f"under valgrind --tool=callgrind?"
         )
-    new[0].unlink(missing_ok=True)  # the settling window
-    new = new[1:]
+    for settling in new[:SETTLING_WINDOWS]:
+        settling.unlink(missing_ok=True)
+    new = new[SETTLING_WINDOWS:]
     totals = []
     functions: dict[str, float] = {}
     for index, path in enumerate(new):

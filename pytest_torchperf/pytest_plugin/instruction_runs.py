@@ -197,22 +197,27 @@ def run_counting_child(session: pytest.Session) -> None:
     folder = Path(tempfile.mkdtemp(prefix="torchperf-instructions-"))
     # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
     caps = kernel_caps(os.environ, platform.machine())
+    children: list[_Child] = []
     try:
-        children = [
-            _start_child(config, folder / f"shard-{index}", shard, caps, len(shards) > 1)
-            for index, shard in enumerate(shards, 1)
-        ]
-        side_by_side = f", {len(children)} side by side" if len(children) > 1 else ""
+        for index, shard in enumerate(shards, 1):
+            children.append(
+                _start_child(config, folder / f"shard-{index}", shard, caps, len(shards) > 1)
+            )
+        version = valgrind_version()
+        where = (
+            f"a pytest process under {version} (its start-up and imports alone take 30-60 s)"
+            if len(children) == 1
+            else f"{len(children)} pytest processes side by side under {version} (the "
+            "start-up and imports of each take 30-60 s)"
+        )
         child_runs.say(
             terminal,
-            f"torchperf: counting instructions of {len(perf)} perf test(s) in "
-            f"{len(children)} pytest process(es) under {valgrind_version()}{side_by_side} "
-            f"(the start-up and imports of each take 30-60 s) ...",
+            f"torchperf: counting instructions of {len(perf)} perf test(s) in {where} ...",
         )
         for child in children:
             child.wait(CHILD_TIMEOUT_S)
         ctx.counted_with = {
-            "valgrind": valgrind_version(),
+            "valgrind": version,
             "kernel_caps": " ".join(f"{name}={value}" for name, value in sorted(caps.items())),
         }
         counted = 0
@@ -246,6 +251,9 @@ def run_counting_child(session: pytest.Session) -> None:
         for child in children:
             _report_child(ctx, terminal, child)
     finally:
+        # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
+        for child in children:
+            child.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -266,6 +274,11 @@ class _Child:
     def log_tail(self, lines: int) -> list[str]:
         text = self.log.read_text(encoding="utf-8", errors="replace")
         return text.strip().splitlines()[-lines:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def wait(self, timeout: float) -> None:
         left = max(1.0, timeout - (time.perf_counter() - self.started))

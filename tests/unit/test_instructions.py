@@ -58,6 +58,16 @@ def test_windows_within_a_tenth_of_a_percent_are_trusted() -> None:
     assert judge_instructions("mlp", current, BASE).outcome is Outcome.PASS
 
 
+def test_windows_of_a_tiny_call_within_400_instructions_are_trusted() -> None:
+    base = InstructionCount((44_000.0, 44_000.0))
+    close = InstructionCount((44_040.0, 43_960.0))  # 0.18 %, but 80 instructions per call
+    assert judge_instructions("lin", close, base).outcome is Outcome.PASS
+    apart = InstructionCount((44_500.0, 44_000.0))  # 1.1 % and 500 per call
+    verdict = judge_instructions("lin", apart, base)
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "they must agree within 0.1% or 400 instructions per call" in verdict.message
+
+
 def test_no_baseline_is_new() -> None:
     verdict = judge_instructions("mlp", _count(13_490_000.0), None)
     assert verdict.outcome is Outcome.NEW and "13.49 M instructions per call" in verdict.message
