@@ -58,7 +58,7 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS
     )
-    # A file of node ids, one per line: the child runs only those perf tests (its shard).
+    # A JSON list of node ids: the child runs only those perf tests (its shard).
     group.addoption("--torchperf-child-items", metavar="FILE", default=None, help=argparse.SUPPRESS)
     parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
     parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
@@ -186,7 +186,10 @@ def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     listed = config.getoption("torchperf_child_items")
     wanted = {only} if only is not None else None
     if listed:
-        wanted = set(Path(listed).read_text(encoding="utf-8").splitlines())
+        import json
+
+        shard = set(json.loads(Path(listed).read_text(encoding="utf-8")))
+        wanted = shard if wanted is None else wanted & shard
     others = [
         item
         for item in items

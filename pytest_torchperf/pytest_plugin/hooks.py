@@ -162,7 +162,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     elif settings.ab and not session.testsfailed:
         ab_runs.run_duet(session)
     elif settings.instructions and not session.testsfailed:
-        instruction_runs.run_counting_child(session)
+        instruction_runs.run_counting_children(session)
     elif settings.processes > 1 and not session.testsfailed:
         child_runs.run_children(session, settings.processes)
 

@@ -17,6 +17,7 @@ contiguous share of the perf tests (:func:`pytest_torchperf.run.shards.split_con
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shlex
@@ -47,8 +48,8 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
         action="store_true",
         default=None,
         help="Gate CPU perf tests on instructions per call counted under Valgrind "
-        "(deterministic: for shared CI runners) instead of time; one extra pytest "
-        "process under valgrind counts them first (ini torchperf_instructions)",
+        "(deterministic: for shared CI runners) instead of time; extra pytest processes "
+        "under valgrind count them first (ini torchperf_instructions)",
     )
     parser.addini(
         "torchperf_instructions", "Gate on instruction counts under Valgrind (true/false)"
@@ -97,10 +98,11 @@ def instructions_setting(config: pytest.Config) -> bool:
         )
     if child_runs.is_xdist(config) and not config.getoption("torchperf_child"):
         raise pytest.UsageError(
-            "--torchperf-instructions counts every perf test in one pytest process under "
-            "Valgrind; pytest-xdist (-n) would start one per worker. Drop -n for the "
-            "instruction run (e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
-            "--torchperf-instructions --torchperf-compare)" + off
+            "--torchperf-instructions counts the perf tests in its own pytest processes under "
+            "Valgrind (one per core: --torchperf-instruction-jobs); pytest-xdist (-n) would "
+            "start them again in every worker. Drop -n for the instruction run (e.g. pytest -n "
+            "2 --torchperf-skip, then pytest --torchperf-only --torchperf-instructions "
+            "--torchperf-compare)" + off
         )
     processes = config.getoption("torchperf_processes") or config.getini("torchperf_processes")
     if str(processes).strip() not in ("", "1"):
@@ -153,32 +155,57 @@ def jobs_setting(config: pytest.Config) -> int:
 
 
 def auto_jobs() -> int:
-    """Counting processes for ``auto``: one per CPU this process may use, at most
-    :data:`AUTO_JOBS_MAX`, and no more than the available memory holds at
-    :data:`CHILD_MEMORY_GIB` each (never fewer than one)."""
+    """Counting processes for ``auto``: one per CPU this process may use (its affinity and, in a
+    container, its cgroup's CPU quota), at most :data:`AUTO_JOBS_MAX`, and no more than the
+    available memory (the cgroup's limit too) holds at :data:`CHILD_MEMORY_GIB` each; at least
+    one."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    jobs = min(cpus, AUTO_JOBS_MAX)
+    quota = _cgroup_cpus()
+    jobs = min(cpus, quota if quota is not None else cpus, AUTO_JOBS_MAX)
     available = _available_memory_gib()
     if available is not None:
         jobs = min(jobs, int(available // CHILD_MEMORY_GIB))
     return max(1, jobs)
 
 
+#: Where a cgroup v2 container's limits are read (the process's own cgroup is mounted here).
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _cgroup_cpus() -> int | None:
+    """CPUs the cgroup's quota allows (``cpu.max``: ``200000 100000`` -> 2), None without one."""
+    try:
+        quota, period = (CGROUP / "cpu.max").read_text(encoding="ascii").split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
 def _available_memory_gib() -> float | None:
+    """Memory available to new processes, GiB: the smaller of the machine's ``MemAvailable``
+    and what the cgroup's ``memory.max`` leaves; None when neither can be read."""
+    found: list[float] = []
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             for line in handle:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 2**20
+                    found.append(int(line.split()[1]) / 2**20)
     except (OSError, ValueError, IndexError):
-        return None
-    return None
+        pass
+    try:
+        limit = (CGROUP / "memory.max").read_text(encoding="ascii").strip()
+        if limit != "max":
+            used = int((CGROUP / "memory.current").read_text(encoding="ascii").strip())
+            found.append((int(limit) - used) / 2**30)
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
 
 
-def run_counting_child(session: pytest.Session) -> None:
+def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
     from pytest_torchperf.measure.callgrind import kernel_caps, valgrind_version
@@ -192,7 +219,7 @@ def run_counting_child(session: pytest.Session) -> None:
         return
     settings = config.stash[SETTINGS_KEY]
     jobs = settings.instruction_jobs or auto_jobs()
-    shards = split_contiguous([item.nodeid for item in perf], jobs)
+    shards = split_contiguous([item.nodeid for item in perf], jobs, [_weight(i) for i in perf])
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-instructions-"))
     # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
@@ -200,9 +227,7 @@ def run_counting_child(session: pytest.Session) -> None:
     children: list[_Child] = []
     try:
         for index, shard in enumerate(shards, 1):
-            children.append(
-                _start_child(config, folder / f"shard-{index}", shard, caps, len(shards) > 1)
-            )
+            children.append(_start_child(config, folder / f"shard-{index}", shard, caps))
         version = valgrind_version()
         where = (
             f"a pytest process under {version} (its start-up and imports alone take 30-60 s)"
@@ -214,7 +239,7 @@ def run_counting_child(session: pytest.Session) -> None:
             terminal,
             f"torchperf: counting instructions of {len(perf)} perf test(s) in {where} ...",
         )
-        for child in children:
+        for child in children:  # one limit for them all: they run at the same time
             child.wait(CHILD_TIMEOUT_S)
         ctx.counted_with = {
             "valgrind": version,
@@ -249,7 +274,7 @@ def run_counting_child(session: pytest.Session) -> None:
                     + (f": {child.split.describe()}" if child.split else ""),
                 )
         for child in children:
-            _report_child(ctx, terminal, child)
+            _report_child(ctx, terminal, child, alone=counted == 0)
     finally:
         # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
         for child in children:
@@ -281,33 +306,62 @@ class _Child:
             self.process.wait()
 
     def wait(self, timeout: float) -> None:
+        """Wait until ``timeout`` seconds after this child started, then kill it."""
         left = max(1.0, timeout - (time.perf_counter() - self.started))
-        self.code = child_runs.wait_child(self.process, left)
+        code = child_runs.wait_child(self.process, left)
+        if isinstance(code, str):  # killed: name the limit, not the time that was left of it
+            code = f"none: killed at the limit of {timeout:.0f} s for counting"
+        self.code = code
         self.took = time.perf_counter() - self.started
 
 
+def _weight(item: pytest.Item) -> float:
+    """What counting ``item`` costs, roughly, for splitting the tests evenly: nothing when its
+    marker opts it out (``instructions=False``), two counts for a variant item (eager is its
+    reference), one otherwise."""
+    from pytest_torchperf.pytest_plugin.stash import marker_options
+
+    try:
+        if marker_options(item).get("instructions") is False:
+            return 0.0
+    except Exception:  # a bad marker fails the test itself, with its own message
+        return 1.0
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return 2.0 if params.get("torchperf_variant") not in (None, "eager") else 1.0
+
+
 def _start_child(
-    config: pytest.Config, folder: Path, nodeids: list[str], caps: dict[str, str], sharded: bool
+    config: pytest.Config, folder: Path, nodeids: list[str], caps: dict[str, str]
 ) -> _Child:
-    """Start one pytest process under Valgrind counting ``nodeids`` (all perf tests unless
-    ``sharded``); it writes its counts to ``folder/counts.jsonl``."""
+    """Start one pytest process under Valgrind counting the perf tests ``nodeids``; it writes
+    its counts to ``folder/counts.jsonl``."""
+    import json
+
     from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
 
     (folder / "dumps").mkdir(parents=True)
-    out, log = folder / "counts.jsonl", folder / "valgrind-child.log"
-    shard: list[str] = []
-    if sharded:
-        (folder / "items.txt").write_text("\n".join(nodeids) + "\n", encoding="utf-8")
-        shard = [f"--torchperf-child-items={folder / 'items.txt'}"]
+    out, log, items = folder / "counts.jsonl", folder / "valgrind-child.log", folder / "items.json"
+    items.write_text(json.dumps(nodeids), encoding="utf-8")
     args = valgrind_command(
         [
             *child_runs.python_command(),
             *config.invocation_params.args,
             f"--torchperf-child={out}",
-            *shard,
+            f"--torchperf-child-items={items}",
             "--junitxml=",
             # A test failing under Valgrind must not stop the counting of the others (-x).
             "--maxfail=1000000000",
+            # Each child its own temporary folders and cache: they run at the same time, and
+            # pytest clears --basetemp when it starts.
+            f"--basetemp={folder / 'tmp'}",
+            *(
+                []
+                if any("no:cacheprovider" in a for a in config.invocation_params.args)
+                else ["-o", f"cache_dir={folder / 'cache'}"]
+            ),
+            # Its share in collection order, whatever order the controller ran in.
+            "-p",
+            "no:randomly",
         ],
         folder / "dumps",
     )
@@ -332,10 +386,11 @@ def _start_child(
     return _Child(nodeids, out, log, args, process)
 
 
-def _report_child(ctx: Any, terminal: Any, child: _Child) -> None:
+def _report_child(ctx: Any, terminal: Any, child: _Child, alone: bool) -> None:
     """Say what went wrong in one counting process, once, and tell each of its tests' missing
-    counts where to look."""
-    if child.code not in (0, 1) or not child.counted:
+    counts where to look. A process that exited normally without a count is only reported when
+    no process counted anything (``alone``): its tests may all have been opted out or off-CPU."""
+    if child.code not in (0, 1) or (alone and not child.counted):
         what = (
             f"the pytest process under Valgrind exited with code {child.code} after "
             f"{child.took:.0f} s and counted {child.counted} measurement(s)"

@@ -307,6 +307,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
     except OptionError as exc:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
     ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
+    instructions = instruction_runs.instructions_setting(config)
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
@@ -322,8 +323,9 @@ def run_settings(config: pytest.Config) -> RunSettings:
         processes=child_runs.processes_setting(config),
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
-        instructions=instruction_runs.instructions_setting(config),
-        instruction_jobs=instruction_runs.jobs_setting(config),
+        instructions=instructions,
+        # Checked only where it matters: a bad value must not break runs that count nothing.
+        instruction_jobs=instruction_runs.jobs_setting(config) if instructions else 0,
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,

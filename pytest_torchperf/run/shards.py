@@ -59,8 +59,6 @@ def split_contiguous(
         # Leave room for the shards still to come: each needs at least one test.
         low = (cuts[-1] if cuts else 0) + 1
         high = len(ids) - (shards - k)
-        if low > high:
-            break
         candidates = range(low, high + 1)
         nearest = min(candidates, key=lambda i: abs(cumulative[i] - ideal))
         at_module = [i for i in candidates if module_of(ids[i - 1]) != module_of(ids[i])]

@@ -281,7 +281,7 @@ def test_without_valgrind_it_is_a_usage_error_naming_the_install(
             "*--torchperf-processes measures time in several processes*",
         ),
         (("--torchperf-disable",), "*cannot be combined with --torchperf-disable*"),
-        (("-n", "2"), "*pytest-xdist (-n) would start one per worker. Drop -n*"),
+        (("-n", "2"), "*pytest-xdist (-n) would start them again in every worker. Drop -n*"),
         (
             ("--torchperf-instruction-jobs=0",),
             "*--torchperf-instruction-jobs must be auto or a whole number from 1 to 64, got '0'*",
@@ -342,7 +342,7 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
     fake.parent.mkdir()
     fake.write_text(
         "#!/bin/sh\n"
-        'case "$*" in *shard-2/items.txt*)\n'
+        'case "$*" in *shard-2/items.json*)\n'
         '  echo "valgrind: the impossible happened: simulated crash of shard 2" >&2; exit 7;;\n'
         "esac\n"
         f'exec {real} "$@"\n'
@@ -371,7 +371,7 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
             "  process 2 (1 test(s), 0 count(s)) in * s",
             "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
             "counted 0 measurement(s). Command: valgrind --tool=callgrind *"
-            "--torchperf-child-items=*shard-2/items.txt*",
+            "--torchperf-child-items=*shard-2/items.json*",
             "*simulated crash of shard 2",
             "*b: no instruction count: the pytest process under Valgrind exited with code 7*",
         ]

@@ -57,3 +57,56 @@ def test_bad_arguments_say_what_is_wrong() -> None:
         split_contiguous(ids(("a", 2)), 2, [1.0])
     with pytest.raises(ValueError, match="negative"):
         split_contiguous(ids(("a", 2)), 2, [1.0, -1.0])
+
+
+# -- how many counting processes ``auto`` starts (pytest_plugin/instruction_runs.py) ----------
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """A fake machine: CPUs in the affinity mask, MemAvailable, and a cgroup folder."""
+    from pytest_torchperf.pytest_plugin import instruction_runs
+
+    def set_machine(cpus: int, available_gib: float | None, cgroup: dict[str, str] | None = None):
+        monkeypatch.setattr(instruction_runs.os, "sched_getaffinity", lambda _: set(range(cpus)))
+        meminfo = tmp_path / "meminfo"
+        if available_gib is None:
+            meminfo.write_text("MemTotal: 1 kB\n")
+        else:
+            meminfo.write_text(f"MemAvailable: {int(available_gib * 2**20)} kB\n")
+        real_open = open
+        monkeypatch.setattr(
+            instruction_runs,
+            "open",
+            lambda path, *a, **k: real_open(meminfo if path == "/proc/meminfo" else path, *a, **k),
+            raising=False,
+        )
+        folder = tmp_path / "cgroup"
+        folder.mkdir(exist_ok=True)
+        for name, text in (cgroup or {}).items():
+            (folder / name).write_text(text)
+        monkeypatch.setattr(instruction_runs, "CGROUP", folder)
+        return instruction_runs.auto_jobs()
+
+    return set_machine
+
+
+def test_auto_is_one_process_per_cpu_at_most_four(machine) -> None:
+    assert machine(2, 20.0) == 2
+    assert machine(16, 64.0) == 4
+    assert machine(1, 64.0) == 1
+
+
+def test_auto_fits_the_available_memory_at_3_gib_each_and_never_goes_below_one(machine) -> None:
+    assert machine(4, 7.0) == 2
+    assert machine(4, 1.0) == 1
+    assert machine(4, None) == 4  # no MemAvailable line: CPUs decide
+
+
+def test_auto_obeys_a_containers_cpu_quota_and_memory_limit(machine) -> None:
+    quota = {"cpu.max": "150000 100000\n"}  # 1.5 CPUs
+    assert machine(16, 64.0, quota) == 2
+    assert machine(16, 64.0, {"cpu.max": "max 100000\n"}) == 4
+    limited = {"memory.max": str(8 * 2**30), "memory.current": str(1 * 2**30)}
+    assert machine(16, 64.0, limited) == 2  # 7 GiB left in the container
+    assert machine(16, 64.0, {"memory.max": "max\n"}) == 4
