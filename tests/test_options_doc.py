@@ -41,5 +41,6 @@ def test_options_doc_lists_every_ini_key_and_keyword() -> None:
         "torchperf_processes",
         "torchperf_confirm",
         "torchperf_instructions",
+        "torchperf_instruction_jobs",
     }
     assert ini_keys == expected_ini
