@@ -338,6 +338,7 @@ def _start_child(
     import json
 
     from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
+    from pytest_torchperf.run.children import concurrent_child_args
 
     (folder / "dumps").mkdir(parents=True)
     out, log, items = folder / "counts.jsonl", folder / "valgrind-child.log", folder / "items.json"
@@ -351,17 +352,8 @@ def _start_child(
             "--junitxml=",
             # A test failing under Valgrind must not stop the counting of the others (-x).
             "--maxfail=1000000000",
-            # Each child its own temporary folders and cache: they run at the same time, and
-            # pytest clears --basetemp when it starts.
-            f"--basetemp={folder / 'tmp'}",
-            *(
-                []
-                if any("no:cacheprovider" in a for a in config.invocation_params.args)
-                else ["-o", f"cache_dir={folder / 'cache'}"]
-            ),
-            # Its share in collection order, whatever order the controller ran in.
-            "-p",
-            "no:randomly",
+            # Its own temporary folders and cache, its share in collection order.
+            *concurrent_child_args(folder, config.invocation_params.args),
         ],
         folder / "dumps",
     )

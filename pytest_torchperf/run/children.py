@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,21 @@ from pytest_torchperf.store.baselines import same_run  # noqa: F401 - re-exporte
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).
 Key = tuple[str, str]
+
+
+def concurrent_child_args(folder: Path, args: Sequence[str]) -> list[str]:
+    """Arguments that keep a child pytest from getting in the way of others running at the same
+    time (A/B sides, counting processes): its own ``--basetemp`` and cache folder under
+    ``folder`` (pytest clears ``--basetemp`` when it starts; two caches written at once can tear),
+    and no pytest-randomly, so it runs its tests in collection order whatever ``args`` say.
+    Creates ``folder`` (pytest creates ``--basetemp`` but not its parent)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cache = (
+        []
+        if any("no:cacheprovider" in a for a in args)
+        else ["-o", f"cache_dir={folder / 'cache'}"]
+    )
+    return [f"--basetemp={folder / 'tmp'}", *cache, "-p", "no:randomly"]
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.measure.turns import CPUS_ENV, PAIR_ENV, SIDE_ENV, TURN_FDS_ENV
+from pytest_torchperf.run.children import concurrent_child_args
 from pytest_torchperf.run.duet import Key, SideLine, TurnScheduler, read_side
 from pytest_torchperf.run.sides import Side, SideError
 
@@ -69,17 +70,9 @@ def run_pair(
                 *side.map_args(args),
                 f"--torchperf-child={folder / f'{name}.jsonl'}",
                 "--junitxml=",
-                # Each side its own temporary folders and cache: they run at the same time, and
-                # pytest clears --basetemp when it starts.
-                f"--basetemp={folder / f'{name}-tmp'}",
-                *(
-                    []
-                    if any("no:cacheprovider" in a for a in args)
-                    else ["-o", f"cache_dir={folder / f'{name}-cache'}"]
-                ),
-                # Both sides must run the tests in the same order for their blocks to alternate.
-                "-p",
-                "no:randomly",
+                # Each side its own temporary folders and cache (they run at the same time), and
+                # both in collection order, for their blocks to alternate.
+                *concurrent_child_args(folder / name, args),
                 # A failing test (-x in the arguments) must not stop the side's other measurements.
                 "--maxfail=1000000000",
                 *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
