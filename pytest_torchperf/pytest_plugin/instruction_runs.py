@@ -17,7 +17,6 @@ contiguous share of the perf tests (:func:`pytest_torchperf.run.shards.split_con
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import shlex
@@ -30,16 +29,13 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.pytest_plugin import child_runs
-from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
+from pytest_torchperf.run.shards import CHILD_MEMORY_GIB, auto_jobs, split_contiguous
 
 #: The children are killed after this long (a stuck child would otherwise hold CI forever).
 CHILD_TIMEOUT_S = 3 * 3600.0
-#: Most counting processes ``--torchperf-instruction-jobs`` accepts, and most ``auto`` picks.
+#: Most counting processes ``--torchperf-instruction-jobs`` accepts.
 MAX_JOBS = 64
-AUTO_JOBS_MAX = 4
-#: Memory one counting process is allowed for by ``auto``: a pytest process under Valgrind
-#: holding torch, torchvision and the example project's ResNet-18 peaked near 1.8 GB resident.
-CHILD_MEMORY_GIB = 3
 
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
@@ -154,63 +150,11 @@ def jobs_setting(config: pytest.Config) -> int:
     return jobs
 
 
-def auto_jobs() -> int:
-    """Counting processes for ``auto``: one per CPU this process may use (its affinity and, in a
-    container, its cgroup's CPU quota), at most :data:`AUTO_JOBS_MAX`, and no more than the
-    available memory (the cgroup's limit too) holds at :data:`CHILD_MEMORY_GIB` each; at least
-    one."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    quota = _cgroup_cpus()
-    jobs = min(cpus, quota if quota is not None else cpus, AUTO_JOBS_MAX)
-    available = _available_memory_gib()
-    if available is not None:
-        jobs = min(jobs, int(available // CHILD_MEMORY_GIB))
-    return max(1, jobs)
-
-
-#: Where a cgroup v2 container's limits are read (the process's own cgroup is mounted here).
-CGROUP = Path("/sys/fs/cgroup")
-
-
-def _cgroup_cpus() -> int | None:
-    """CPUs the cgroup's quota allows (``cpu.max``: ``200000 100000`` -> 2), None without one."""
-    try:
-        quota, period = (CGROUP / "cpu.max").read_text(encoding="ascii").split()[:2]
-        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
-        return None
-
-
-def _available_memory_gib() -> float | None:
-    """Memory available to new processes, GiB: the smaller of the machine's ``MemAvailable``
-    and what the cgroup's ``memory.max`` leaves; None when neither can be read."""
-    found: list[float] = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) / 2**20)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        limit = (CGROUP / "memory.max").read_text(encoding="ascii").strip()
-        if limit != "max":
-            used = int((CGROUP / "memory.current").read_text(encoding="ascii").strip())
-            found.append((int(limit) - used) / 2**30)
-    except (OSError, ValueError):
-        pass
-    return min(found) if found else None
-
-
 def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
     from pytest_torchperf.measure.callgrind import kernel_caps, valgrind_version
     from pytest_torchperf.run.counting import counted_time, read_counts
-    from pytest_torchperf.run.shards import split_contiguous
 
     config = session.config
     perf = child_runs.perf_items(session)
@@ -319,8 +263,6 @@ def _weight(item: pytest.Item) -> float:
     """What counting ``item`` costs, roughly, for splitting the tests evenly: nothing when its
     marker opts it out (``instructions=False``), two counts for a variant item (eager is its
     reference), one otherwise."""
-    from pytest_torchperf.pytest_plugin.stash import marker_options
-
     try:
         if marker_options(item).get("instructions") is False:
             return 0.0

@@ -1,5 +1,6 @@
-"""Splitting a run's perf tests over processes that run side by side: contiguous shards, cut at
-module boundaries where that keeps the shards even. Pure: no pytest, no torch.
+"""Splitting a run's perf tests over processes that run side by side: how many the machine
+holds (:func:`auto_jobs`), and contiguous shards cut at module boundaries where that keeps them
+even (:func:`split_contiguous`). No pytest, no torch.
 
 Used by ``--torchperf-instructions``, whose counting processes under Valgrind are CPU-bound and
 single-threaded (Valgrind runs one thread at a time), so N of them on N cores take about 1/N of
@@ -14,7 +15,16 @@ cutting inside a module builds them twice.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
+
+#: Most counting processes ``auto`` picks.
+AUTO_JOBS_MAX = 4
+#: Memory one counting process is allowed for by ``auto``: a pytest process under Valgrind
+#: holding torch, torchvision and the example project's ResNet-18 peaked near 1.8 GB resident.
+CHILD_MEMORY_GIB = 3
 
 
 def module_of(nodeid: str) -> str:
@@ -70,3 +80,54 @@ def split_contiguous(
         cuts.append(best)
     bounds = [0, *cuts, len(ids)]
     return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def auto_jobs() -> int:
+    """Counting processes for ``auto``: one per CPU this process may use (its affinity and, in a
+    container, its cgroup's CPU quota), at most :data:`AUTO_JOBS_MAX`, and no more than the
+    available memory (the cgroup's limit too) holds at :data:`CHILD_MEMORY_GIB` each; at least
+    one."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    jobs = min(cpus, quota if quota is not None else cpus, AUTO_JOBS_MAX)
+    available = _available_memory_gib()
+    if available is not None:
+        jobs = min(jobs, int(available // CHILD_MEMORY_GIB))
+    return max(1, jobs)
+
+
+#: Where a cgroup v2 container's limits are read (the process's own cgroup is mounted here).
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _cgroup_cpus() -> int | None:
+    """CPUs the cgroup's quota allows (``cpu.max``: ``200000 100000`` -> 2), None without one."""
+    try:
+        quota, period = (CGROUP / "cpu.max").read_text(encoding="ascii").split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def _available_memory_gib() -> float | None:
+    """Memory available to new processes, GiB: the smaller of the machine's ``MemAvailable``
+    and what the cgroup's ``memory.max`` leaves; None when neither can be read."""
+    found: list[float] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) / 2**20)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = (CGROUP / "memory.max").read_text(encoding="ascii").strip()
+        if limit != "max":
+            used = int((CGROUP / "memory.current").read_text(encoding="ascii").strip())
+            found.append((int(limit) - used) / 2**30)
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None

@@ -59,16 +59,16 @@ def test_bad_arguments_say_what_is_wrong() -> None:
         split_contiguous(ids(("a", 2)), 2, [1.0, -1.0])
 
 
-# -- how many counting processes ``auto`` starts (pytest_plugin/instruction_runs.py) ----------
+# -- how many counting processes ``auto`` starts -----------------------------------------------
 
 
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """A fake machine: CPUs in the affinity mask, MemAvailable, and a cgroup folder."""
-    from pytest_torchperf.pytest_plugin import instruction_runs
+    from pytest_torchperf.run import shards
 
     def set_machine(cpus: int, available_gib: float | None, cgroup: dict[str, str] | None = None):
-        monkeypatch.setattr(instruction_runs.os, "sched_getaffinity", lambda _: set(range(cpus)))
+        monkeypatch.setattr(shards.os, "sched_getaffinity", lambda _: set(range(cpus)))
         meminfo = tmp_path / "meminfo"
         if available_gib is None:
             meminfo.write_text("MemTotal: 1 kB\n")
@@ -76,7 +76,7 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
             meminfo.write_text(f"MemAvailable: {int(available_gib * 2**20)} kB\n")
         real_open = open
         monkeypatch.setattr(
-            instruction_runs,
+            shards,
             "open",
             lambda path, *a, **k: real_open(meminfo if path == "/proc/meminfo" else path, *a, **k),
             raising=False,
@@ -85,8 +85,8 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
         folder.mkdir(exist_ok=True)
         for name, text in (cgroup or {}).items():
             (folder / name).write_text(text)
-        monkeypatch.setattr(instruction_runs, "CGROUP", folder)
-        return instruction_runs.auto_jobs()
+        monkeypatch.setattr(shards, "CGROUP", folder)
+        return shards.auto_jobs()
 
     return set_machine
 
