@@ -34,11 +34,17 @@ from pytest_torchperf.judge.samples import (
     MAX_RELATIVE_IQR,
     MIN_CPU_SHARE,
     Sample,
+    loosening_option,
 )
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, describe_difference
+from pytest_torchperf.store.records import timed_sessions
 from pytest_torchperf.variants.registry import tolerances
+
+#: Timing outcomes that judged the figure (a verdict that says neither ``new`` nor
+#: ``inconclusive``).
+JUDGED = (Outcome.PASS, Outcome.FAIL, Outcome.IMPROVED)
 
 #: What ``--torchperf-strict`` appends to a verdict that fails only because of it.
 STRICT = "failing: --torchperf-strict"
@@ -166,6 +172,10 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     #: Lines a live run adds to a failure (the profiled op diff); a replay has none.
     explanation: list[str] = field(default_factory=list)
+    #: What this comparison gated: its timing verdict's basis (``time``, ``instructions``,
+    #: ``ab``) when it judged one, ``counters`` and ``numerics`` when there was a stored
+    #: counterpart to check against.
+    gated: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -205,10 +215,11 @@ def compare(
         verdict = ab_verdict(candidate, gate)
         judgement = Judgement(verdict, candidate.first, [candidate.first])
     else:
+        timed = timed_sessions(sessions)
         judgement = judge(
             label,
             candidate.first,
-            [s["statistic"] for s in sessions],
+            [s["statistic"] for s in timed],
             gate.max_slowdown,
             remeasure,
             min_cpu_share=gate.min_cpu_share,
@@ -218,13 +229,15 @@ def compare(
             confirm=confirm,
             baseline_calibrated=[
                 (s["statistic"], s["calibration"])
-                for s in sessions
+                for s in timed
                 if s.get("calibration")
                 and candidate.calibration_kernel
                 and s.get("calibration_kernel") == candidate.calibration_kernel
             ],
         )
     verdict = judgement.verdict
+    if verdict.outcome is Outcome.NEW and sessions and not gate.instructions and not gate.ab:
+        verdict = untimed_verdict(verdict, label, sessions)
     # Only environments of the same kind explain a missing baseline: a timing history cannot
     # stand in for instruction counts, nor counts for times.
     counted = where.environment_id.startswith(INSTRUCTION_ENV_PREFIX)
@@ -261,6 +274,19 @@ def compare(
         save=save,
     )
     failures = [*candidate.run_failures, *drift_failures]
+    stored_fingerprint = any(s.get("fingerprint") for s in sessions)
+    stored_metric = any(s.get("metric") is not None for s in sessions)
+    gated = [
+        *([verdict.basis] if verdict.outcome in JUDGED else []),
+        *(["counters"] if changes or (candidate.counters is not None and stored_counters) else []),
+        *(
+            ["numerics"]
+            if (candidate.fingerprint is not None and stored_fingerprint)
+            or (candidate.metric is not None and stored_metric)
+            or candidate.variant != "eager"  # checked against eager fp32 within the run
+            else []
+        ),
+    ]
     if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
         failures.append(f"{verdict.message} ({STRICT})")
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and not gate.ab:
@@ -286,7 +312,31 @@ def compare(
             )
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
-    return Comparison(verdict, judgement.sample, judgement.samples, changes, failures, warnings)
+    return Comparison(
+        verdict, judgement.sample, judgement.samples, changes, failures, warnings, gated=gated
+    )
+
+
+def untimed_verdict(
+    verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]
+) -> Verdict:
+    """The timing verdict against sessions that hold counters and numerics but no timing (every
+    pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
+    like ``new``); the counters and numerics are still gated against those sessions."""
+    why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
+    reason = f"the save could not time it ({why})" if why else "the save could not time it"
+    anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
+    count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
+    return replace(
+        verdict,
+        new_reason=reason,
+        untimed=True,
+        message=(
+            f"{label}: no timing baseline: {reason}; its counters and numerics were gated "
+            f"against the {count}. Store its timing with pytest --torchperf-save on a quiet "
+            f"machine{anyway}"
+        ),
+    )
 
 
 def instruction_verdict(
@@ -319,6 +369,7 @@ def instruction_verdict(
         else gate.max_instruction_increase,
         baseline_sessions=len(stored),
         basis="instructions",
+        guard="counts undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
     )
 
 
@@ -340,6 +391,7 @@ def ab_verdict(candidate: Candidate, gate: Gate) -> Verdict:
         effective_tolerance=gate.max_slowdown,
         baseline_sessions=len(pairs),
         basis="ab",
+        guard="pairs undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
     )
 
 

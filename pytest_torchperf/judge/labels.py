@@ -27,7 +27,8 @@ def outcome_label(record: Mapping[str, Any]) -> str:
 
     ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time+counters)``, ``FAIL (accuracy)``,
     ``FAIL (strict)``, ``INCONCLUSIVE``, ``improved``, ``new``, ``pass``, ``pass (re-measured)``,
-    ``measured``, ``disabled``; then ``, saved``, ``, saved but not this process's session
+    ``measured``, ``disabled`` (``new (no timing baseline)``: stored sessions without timing);
+    then ``, saved``, ``, saved without timing: <why>`` (counters and numerics stored), ``, saved but not this process's session
     (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not saved: <why>`` in
     saving runs.
     """
@@ -47,9 +48,13 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     elif record.get("failures"):
         kind = _failure_kind(record)
         label = f"FAIL ({basis}+{kind})" if timing == "fail" else f"FAIL ({kind})"
+    if verdict.get("untimed"):
+        label += " (no timing baseline)"
     if verdict.get("suspicious"):
         label += " (re-measured)"
-    if record.get("saved"):
+    if record.get("saved") and record.get("untimed"):
+        label += f", saved without timing: {record['untimed']}"
+    elif record.get("saved"):
         label += ", saved"
         if record.get("not_saved"):  # some processes' sessions were kept, not this one
             label += f" but not {record['not_saved']}"

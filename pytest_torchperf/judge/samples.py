@@ -136,6 +136,23 @@ def loosening_option(problem: str) -> str:
     return "--torchperf-max-machine-slowdown=1000%"
 
 
+#: Why a pass could not be trusted, in a word per guard (run summaries count them).
+BUSY = "busy machine"
+SPREAD = "spread"
+SLOWER = "slower machine"
+
+
+def guard_kind(problem: str) -> str:
+    """Which guard refused a pass: :data:`BUSY` (another process took this CPU or kept the
+    others busy), :data:`SPREAD` or :data:`SLOWER` (the calibration kernel ran slow), from a
+    sentence of :func:`guard_problem` (or a save's short form of one)."""
+    if problem.startswith(("CPU share", "other processes kept")):
+        return BUSY
+    if problem.startswith("spread"):
+        return SPREAD
+    return SLOWER
+
+
 def machine_disturbance(
     calibration: float | None,
     references: Sequence[tuple[str, Sequence[float]]],

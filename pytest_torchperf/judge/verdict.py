@@ -23,6 +23,7 @@ from pytest_torchperf.judge.samples import (
     MIN_CPU_SHARE,
     GuardLimits,
     Sample,
+    guard_kind,
 )
 
 
@@ -72,6 +73,12 @@ class Verdict:
     #: What was compared: ``time`` (statistics are seconds) or ``instructions`` (instructions
     #: per call under Valgrind, ``--torchperf-instructions``).
     basis: str = "time"
+    #: NEW only: sessions are stored, but none holds a timing (the save could not trust any
+    #: pass); their counters and numerics were still gated.
+    untimed: bool = False
+    #: INCONCLUSIVE only: what kept the figure from being judged, in a word (``busy machine``,
+    #: ``spread``, ``slower machine``, ``pairs undecided``, ...); run summaries count them.
+    guard: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -102,6 +109,8 @@ class Verdict:
             "confirm_ratios": list(self.confirm_ratios),
             "confirmed_in": self.confirmed_in,
             "basis": self.basis,
+            "untimed": self.untimed,
+            "guard": self.guard,
         }
 
 
@@ -212,7 +221,10 @@ def word(label: str, d: Decision) -> Verdict:
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
-    return Verdict(d.outcome, message, suspicious=d.reason == "contradicted", **figures)
+    guard = guard_kind(d.problem) if d.outcome is Outcome.INCONCLUSIVE and d.problem else None
+    return Verdict(
+        d.outcome, message, suspicious=d.reason == "contradicted", guard=guard, **figures
+    )
 
 
 def _confidence_line(d: Decision) -> str:

@@ -68,3 +68,20 @@ def loadavg_neighbour_load(cpus: int) -> float | None:
 def cpu_count() -> int:
     """CPUs of the machine (all of them: ``/proc/stat`` counts all, whatever our affinity)."""
     return os.cpu_count() or 1
+
+
+def others_load(window: float, cpus: int | None = None) -> float | None:
+    """Share of the other CPUs other processes keep busy, measured over ``window`` seconds
+    while this process sleeps (so all the busy time seen is theirs). None where unknown."""
+    import time
+
+    cpus = cpu_count() if cpus is None else cpus
+    before, own, start = busy_cpu_seconds(), time.process_time(), time.monotonic()
+    if before is None:
+        time.sleep(window)
+        return loadavg_neighbour_load(cpus)
+    time.sleep(window)
+    after = busy_cpu_seconds()
+    if after is None:
+        return None
+    return neighbour_load(after - before, time.process_time() - own, time.monotonic() - start, cpus)

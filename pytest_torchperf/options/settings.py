@@ -55,6 +55,10 @@ class RunSettings:
     #: Process pairs an A/B run measures first, and the most it adds while verdicts are undecided.
     ab_pairs: int = 3
     ab_max_pairs: int = 8
+    #: ``--torchperf-save-wait``: seconds this process of a save may spend waiting for a busy
+    #: machine to quiet down and measuring a refused pass again (the run's budget over its
+    #: processes).
+    save_wait: float = 60.0
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""

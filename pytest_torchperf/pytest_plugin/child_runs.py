@@ -10,6 +10,7 @@ JUnit XML, and leaves one line per measurement in FILE for the controller to poo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -230,6 +231,7 @@ def run_children(session: pytest.Session, count: int) -> None:
         return
     from pytest_torchperf.run.children import merge, read_child_file
 
+    settings = config.stash[SETTINGS_KEY]
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     found, problems = [], []
@@ -243,6 +245,8 @@ def run_children(session: pytest.Session, count: int) -> None:
                 # Last wins in argparse: an empty path turns the child's JUnit XML off.
                 f"--torchperf-child={out}",  # '=': never read as a test path (check_rootdir)
                 "--junitxml=",
+                # Its share of the save's waiting budget (this run keeps its own share).
+                f"--torchperf-save-wait={settings.save_wait:g}",
             ]
             env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
             say(
@@ -308,7 +312,11 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
             "--junitxml=",
         ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
-        run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
+        gate = context_of(config).worker_gate
+        # Under xdist the child times alone like the worker would: the worker gives back its
+        # test's share of the lock while it waits, or the child's exclusive lock never comes.
+        with gate.released() if gate is not None else contextlib.nullcontext():
+            run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -40,6 +40,7 @@ from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import (
     CONTEXT_SETUP_KEY,
     FIXTURE,
+    GATE_KEY,
     IS_PERF_KEY,
     MARKER,
     PERF_FIXTURES,
@@ -145,6 +146,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
         ab_runs.keep_only(config, items)
+    elif hasattr(config, "workerinput") and not skip_perf and not config.stash[SETTINGS_KEY].disable:
+        # An xdist worker of a run that times: its tests pause while another worker times.
+        from pytest_torchperf.options.settings import default_lock_path
+
+        path = default_lock_path()
+        if path is not None and any(item.stash[IS_PERF_KEY] for item in items):
+            from pytest_torchperf.measure.exclusive import shared_gate
+
+            config.stash[GATE_KEY] = shared_gate(path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """Under pytest-xdist, a test (setup, call, teardown) runs only while no other worker times
+    (see :mod:`pytest_torchperf.measure.exclusive`)."""
+    gate = item.config.stash.get(GATE_KEY, None)
+    if gate is None:
+        return (yield)
+    gate.enter_test()
+    try:
+        return (yield)
+    finally:
+        gate.leave_test()
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:

@@ -251,6 +251,14 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-only", action="store_true", default=False, help="Run only perf tests"
     )
+    group.addoption(
+        "--torchperf-save-wait",
+        metavar="SECONDS",
+        default=None,
+        help="With --torchperf-save: seconds the save may spend in all waiting for a busy "
+        "machine to quiet down and measuring a refused pass again (default 60; 0: re-measure "
+        "once; ini torchperf_save_wait)",
+    )
     child_runs.add_options(group, parser)
     instruction_runs.add_options(group, parser)
     ab_runs.add_options(group, parser)
@@ -263,6 +271,10 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
     parser.addini("torchperf_variants", "Run only these variants, comma-separated")
+    parser.addini(
+        "torchperf_save_wait",
+        "Seconds a save may spend waiting for a busy machine to quiet down (default 60)",
+    )
     for name in CLI_OPTIONS:
         parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
 
@@ -307,6 +319,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
     except OptionError as exc:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
     ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
+    processes = child_runs.processes_setting(config)
     instructions = instruction_runs.instructions_setting(config)
     settings = RunSettings(
         storage=storage,
@@ -320,7 +333,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         ini=ini_layer(config),
         variant_filter=variant_filter,
         cross_machine=opt("torchperf_cross_machine"),
-        processes=child_runs.processes_setting(config),
+        processes=processes,
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
         instructions=instructions,
@@ -329,5 +342,31 @@ def run_settings(config: pytest.Config) -> RunSettings:
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,
+        # Each process of a save gets its share (the children are started with theirs).
+        save_wait=save_wait_setting(config) / processes,
     )
     return settings
+
+
+def save_wait_setting(config: pytest.Config) -> float:
+    """The save's waiting budget in seconds (``--torchperf-save-wait``, ini
+    ``torchperf_save_wait``), validated."""
+    from pytest_torchperf.run.quiet import DEFAULT_SAVE_WAIT
+
+    raw = config.getoption("torchperf_save_wait")
+    if raw is None:
+        raw = config.getini("torchperf_save_wait") or None
+    if raw is None:
+        return DEFAULT_SAVE_WAIT
+    text = str(raw).strip().removesuffix("s").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:
+        raise pytest.UsageError(
+            f"torchperf: --torchperf-save-wait (ini torchperf_save_wait) takes seconds from 0 to "
+            f"86400, got {raw!r}; e.g. --torchperf-save-wait=120 on a machine whose load comes "
+            f"and goes, 0 to re-measure a refused pass only once"
+        )
+    return value

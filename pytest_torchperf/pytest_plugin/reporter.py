@@ -33,6 +33,9 @@ class SummaryReporter:
         self.records: list[dict[str, Any]] = []
         #: Start of the run: traces written after it belong to this run.
         self.started = time.time()
+        #: Why the run fails although its tests passed (a save that stored no timing for some
+        #: measurements, a strict run that judged timing for under half): set at session finish.
+        self.run_failure: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -40,6 +43,44 @@ class SummaryReporter:
         for key, value in report.user_properties:
             if key == RECORDS_PROPERTY and isinstance(value, str):
                 self.records.extend(json.loads(value))
+
+    def coverage(self) -> Any:
+        """What this run gated or stored (:class:`pytest_torchperf.judge.coverage.Coverage`),
+        None when it neither compared nor saved."""
+        from pytest_torchperf.judge.coverage import coverage
+
+        settings = self.config.stash[SETTINGS_KEY]
+        if not (settings.compare or settings.save or settings.ab) or settings.disable:
+            return None
+        return coverage(self.records, comparing=bool(settings.compare or settings.ab))
+
+    def coverage_lines(self) -> list[str]:
+        """The coverage line, then the weak-gate warning and the run failure, if any."""
+        from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
+
+        cov = self.coverage()
+        if cov is None:
+            return []
+        warning = weak_gate_warning(cov)
+        lines = [coverage_line(cov)]
+        if self.run_failure:
+            lines.append(f"run failed: {self.run_failure}")
+        elif warning:
+            lines.append(f"warning: {warning}")
+        return lines
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A run whose tests passed but that gated or stored too little exits 1 (see
+        :func:`pytest_torchperf.judge.coverage.run_failure`)."""
+        if hasattr(self.config, "workerinput"):
+            return
+        from pytest_torchperf.judge.coverage import run_failure, strict_run
+
+        cov = self.coverage()
+        self.run_failure = run_failure(cov, strict_run(self.records)) if cov else None
+        if self.run_failure and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         settings = self.config.stash[SETTINGS_KEY]
@@ -71,10 +112,13 @@ class SummaryReporter:
             for line in summary_lines(context_of(self.config)):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
-        for line in self._write_reports(_environment_line(settings, self.records)):
+        coverage_lines = self.coverage_lines()
+        for i, line in enumerate(coverage_lines):
+            tr.write_line(f"torchperf: {line}", red=i > 0 and bool(self.run_failure), yellow=i > 0)
+        for line in self._write_reports(_environment_line(settings, self.records), coverage_lines):
             tr.write_line(line)
 
-    def _html(self, folder: Path, environment_line: str) -> str:
+    def _html(self, folder: Path, environment_line: str, coverage_lines: list[str]) -> str:
         from pytest_torchperf.report.html import html_report, run_traces, stored_histories
 
         settings = self.config.stash[SETTINGS_KEY]
@@ -83,9 +127,10 @@ class SummaryReporter:
             environment_line,
             stored_histories(settings.storage, self.records),
             run_traces(settings.report_dir, self.started, folder),
+            coverage_lines=coverage_lines,
         )
 
-    def _write_reports(self, environment_line: str) -> list[str]:
+    def _write_reports(self, environment_line: str, coverage_lines: list[str]) -> list[str]:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
         from pytest_torchperf.report.benchmark_json import benchmark_json
         from pytest_torchperf.report.markdown import markdown_report
@@ -98,7 +143,7 @@ class SummaryReporter:
         json_path = self.config.getoption("torchperf_json")
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         markdown = (
-            markdown_report(self.records, environment_line)
+            markdown_report(self.records, environment_line, coverage_lines)
             if markdown_path or step_summary
             else None
         )
@@ -115,11 +160,17 @@ class SummaryReporter:
                 )
             if html_path:
                 path = Path(html_path).resolve()
-                atomic_write_text(path, self._html(path.parent, environment_line))
+                atomic_write_text(path, self._html(path.parent, environment_line, coverage_lines))
                 written.append(f"torchperf: HTML report written to {path}")
             if json_path:
                 path = Path(json_path).resolve()
-                data = benchmark_json(self.records, machine_info(), commit_info())
+                cov = self.coverage()
+                data = benchmark_json(
+                    self.records,
+                    machine_info(),
+                    commit_info(),
+                    cov.to_dict() if cov is not None else None,
+                )
                 atomic_write_text(path, json.dumps(data, indent=2) + "\n")
                 written.append(f"torchperf: pytest-benchmark JSON written to {path}")
         except OSError as exc:

@@ -25,6 +25,8 @@ STATE_KEY = pytest.StashKey["TestState"]()
 PERF_KEY = pytest.StashKey[bool]()
 #: Set during collection on every perf test (marked, or using a perf fixture): seeded and isolated.
 IS_PERF_KEY = pytest.StashKey[bool]()
+#: An xdist worker's :class:`~pytest_torchperf.measure.exclusive.WorkerGate` (runs that time).
+GATE_KEY = pytest.StashKey[Any]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 

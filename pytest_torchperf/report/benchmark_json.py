@@ -58,8 +58,10 @@ def benchmark_json(
     records: Sequence[Mapping[str, Any]],
     machine_info: Mapping[str, Any],
     commit_info: Mapping[str, Any],
+    coverage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section."""
+    """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section;
+    ``coverage``: what the run gated (:meth:`pytest_torchperf.judge.coverage.Coverage.to_dict`)."""
     benchmarks = []
     for record in records:
         stats = _benchmark_stats(record)
@@ -115,6 +117,8 @@ def benchmark_json(
                     "instructions": record.get("instructions"),
                     "instructions_vs_eager": record.get("instructions_vs_eager"),
                     "ab": record.get("ab"),
+                    "gated": record.get("gated") or [],
+                    "untimed": record.get("untimed"),
                 },
             }
         )
@@ -130,5 +134,9 @@ def benchmark_json(
         "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
         "version": PYTEST_BENCHMARK_FORMAT,
         # Ours: the fingerprints of the environments measured (torchperf accept needs them).
-        "torchperf": {"format": "pytest-torchperf-results", "environments": environments},
+        "torchperf": {
+            "format": "pytest-torchperf-results",
+            "environments": environments,
+            "coverage": dict(coverage) if coverage else None,
+        },
     }

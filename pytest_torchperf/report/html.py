@@ -55,6 +55,7 @@ def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
+.coverage{font-weight:600;margin:8px 0 0} .coverage-warning{background:#fef3c7;color:#92400e;padding:6px 10px;border-radius:6px;margin:6px 0 0}
 .env{color:#4b5563;font-family:ui-monospace,monospace;font-size:12px}
 .badges span{display:inline-block;padding:2px 10px;border-radius:10px;margin:8px 6px 0 0;font-weight:600}
 .fail{background:#fee2e2;color:#991b1b} .inconclusive{background:#fef3c7;color:#92400e}
@@ -260,8 +261,11 @@ def html_report(
     histories: Mapping[tuple[str, str], History] | None = None,
     traces: Sequence[tuple[str, str]] = (),
     title: str = "torchperf report",
+    coverage_lines: Sequence[str] = (),
 ) -> str:
     """The whole report as one HTML document (failures first; see module docstring).
+
+    ``coverage_lines``: what the run gated, then any warning or run failure about it.
 
     ``histories`` maps ``(nodeid, measurement name)`` to its stored sessions; ``traces`` lists
     ``(label, href)`` of profiler traces written by the run (hrefs relative to the report).
@@ -294,6 +298,10 @@ def html_report(
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
+        + "".join(
+            f'<p class="{"coverage" if i == 0 else "coverage-warning"}">{html.escape(line)}</p>'
+            for i, line in enumerate(coverage_lines)
+        )
         + environments
         + (f"<h2>Needs attention</h2>{attention}" if attention else "")
         + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'

@@ -35,14 +35,23 @@ def _verdict_label(record: Mapping[str, Any]) -> str:
     return f"{icon} {outcome_label(record)}".strip()
 
 
-def markdown_report(records: Sequence[Mapping[str, Any]], environment_line: str) -> str:
-    """A compact markdown summary: headline counts, failures and inconclusives first, then a table."""
+def markdown_report(
+    records: Sequence[Mapping[str, Any]],
+    environment_line: str,
+    coverage_lines: Sequence[str] = (),
+) -> str:
+    """A compact markdown summary: headline counts, what the run gated (``coverage_lines``: the
+    line, a warning, why the run failed), failures and inconclusives first, then a table."""
     lines = [
         f"## torchperf: {count_line(records) or 'no measurements'}",
         "",
         f"`{environment_line}`",
         "",
     ]
+    if coverage_lines:
+        lines += [f"**{_md(coverage_lines[0])}**", ""]
+        lines += [f"> ⚠️ {_md(line)}" for line in coverage_lines[1:]]
+        lines += [""] if coverage_lines[1:] else []
     attention = [r for r in sort_records(records) if r["outcome"] in ("fail", "inconclusive")]
     if attention:
         lines += ["### Needs attention", ""]

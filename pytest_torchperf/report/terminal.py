@@ -220,6 +220,13 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
             more = (
                 f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
             )
+            if (group[0].get("verdict") or {}).get("untimed"):
+                lines.append(
+                    f"no timing baseline for {len(group)} measurements ({shown}{more}): "
+                    f"{reason}; their counters and numerics were gated. Store their timing "
+                    f"with pytest --torchperf-save on a quiet machine"
+                )
+                continue
             lines.append(
                 f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
                 f"{reason}; record them for this environment with pytest "

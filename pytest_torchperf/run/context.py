@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.compare import Gate
+from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
 from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer, resolve
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.run.children import FreshRuns
+from pytest_torchperf.run.quiet import QuietWait
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.files import file_lock
 
 
 class RunContext:
@@ -28,7 +29,9 @@ class RunContext:
         self.settings = settings
         self.store = BaselineStore(settings.storage)
         self.run_id = uuid.uuid4().hex[:12]
-        self.lock_path = lock_path
+        #: Under pytest-xdist: the lock that keeps the other workers from running tests while
+        #: this one times (:mod:`pytest_torchperf.measure.exclusive`).
+        self.worker_gate = shared_gate(lock_path) if lock_path is not None else None
         self._git_sha: str | None | bool = False
         self._fingerprints: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         #: >0 while a torchperf_profiler block is open: timing then would be inflated.
@@ -57,6 +60,8 @@ class RunContext:
         #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).
         self.turns: Any = None
         self.duet: Any = None
+        #: A save's budget for waiting until a busy machine quiets down (this process's share).
+        self.quiet = QuietWait(settings.save_wait)
         quiet_trace_logger()
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -84,11 +89,12 @@ class RunContext:
 
     @contextlib.contextmanager
     def timing_lock(self, device: str) -> Iterator[None]:
-        """Serialise timed sections of sibling xdist workers on CPU (they would share the cores)."""
-        if self.lock_path is None or not device.startswith("cpu"):
+        """Under pytest-xdist, time a CPU measurement alone: no other worker runs a test (or
+        times) meanwhile, since it would share the cores, caches and memory bandwidth."""
+        if self.worker_gate is None or not device.startswith("cpu"):
             yield
             return
-        with file_lock(self.lock_path):
+        with self.worker_gate.exclusive():
             yield
 
     def resolve_options(

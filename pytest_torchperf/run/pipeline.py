@@ -190,7 +190,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         )
         final = comparison.sample
     elif (saving or ctx.child_sink) and unfit(first) and ctx.turns is None:
-        final = take_sample()  # a contaminated baseline would poison every later comparison
+        # A contaminated baseline would poison every later comparison: measure again, after
+        # waiting for a busy machine to quiet down (within the save's budget).
+        final = ctx.quiet.retry(take_sample, unfit, m.options.max_neighbour_load)
     if ctx.child_sink is not None and m.gate and ctx.turns is None:
         ctx.child_sink.write(
             m.nodeid,
@@ -388,6 +390,7 @@ def _result(
         m.extra.apply(result)
     if comparison is not None:
         result.explanation = list(comparison.explanation)
+        result.gated = list(comparison.gated)
     if m.gate and result.summary is not None:
         # What --torchperf-save would store: shipped in reports so `torchperf accept` can
         # promote this very measurement to a baseline later.

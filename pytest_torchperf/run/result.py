@@ -63,6 +63,9 @@ class Result:
     saved: bool = False
     #: Why a saving run did not store this measurement (``machine +61% slower``), else None.
     not_saved: str | None = None
+    #: Why a saving run stored this measurement without its timing (every pass refused by a
+    #: guard: ``busy neighbour``); its counters and numerics were stored. None when timed.
+    untimed: str | None = None
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
@@ -111,6 +114,9 @@ class Result:
     confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
     #: Lines a live run adds to a failed verdict: the profiled op diff and the trace path.
     explanation: list[str] = field(default_factory=list)
+    #: What the comparison gated (``time``/``instructions``/``ab``, ``counters``, ``numerics``;
+    #: see :attr:`pytest_torchperf.judge.compare.Comparison.gated`); empty without a compare.
+    gated: list[str] = field(default_factory=list)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
@@ -229,6 +235,7 @@ class Result:
             "clock": self.clock,
             "saved": self.saved,
             "not_saved": self.not_saved,
+            "untimed": self.untimed,
             "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
             "variant": self.variant,
@@ -251,6 +258,7 @@ class Result:
             "instructions": cast("InstructionRecord | None", self.instructions),
             "instructions_vs_eager": self.instructions_vs_eager,
             "ab": self.ab,
+            "gated": list(self.gated),
         }
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
         record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"

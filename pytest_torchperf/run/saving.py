@@ -104,7 +104,11 @@ def queue_save(
     """Queue the sessions to store once the test passes: this process's pass and the other
     processes' (``--torchperf-processes``), each only if it is fit to store."""
     problem = unfit(final)
-    times = "measured twice" if passes > 1 else "measured once"
+    times = {1: "measured once", 2: "measured twice"}.get(passes, f"measured {passes} times")
+    if ctx.quiet.spent:
+        times += (
+            f"; this process waited {ctx.quiet.spent:.0f} s in all for the machine to quiet down"
+        )
     record = dict(result.session or {})
     if not problem:
         record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
@@ -135,9 +139,14 @@ def queue_save(
                 f"{len(records)} {stored} stored if the test passes"
             )
         else:
-            result.not_saved = why
-            prefix = "baseline not saved" if isinstance(problem, str) else "measured, not saved"
-            state.warnings.append(f"{m.name}: {prefix}: {detail}")
+            # Counters, output fingerprint and accuracy do not depend on a busy neighbour: they
+            # are stored and gated; the timing is what is missing (the run's exit status says
+            # so, see pytest_plugin/reporter.py).
+            records.append(untimed_record(record, why))
+            result.untimed = why
+            state.warnings.append(
+                f"{m.name}: timing not saved (its counters and numerics were): {detail}"
+            )
     else:
         records.append(record)
     if len(kept) < len(others):
@@ -150,6 +159,27 @@ def queue_save(
     state.pending += [
         PendingSave(env_id, environment, m.nodeid, m.name, r, result) for r in records
     ]
+
+
+#: Keys of a session record that describe its timing (left out of an untimed session).
+TIMING_KEYS = (
+    "stats",
+    "times",
+    "number_per_block",
+    "cpu_share",
+    "neighbour_load",
+    "calibration",
+    "calibration_kernel",
+    "top_ops",
+    "clock",
+)
+
+
+def untimed_record(record: dict[str, Any], why: str) -> dict[str, Any]:
+    """A session record without its timing: ``statistic`` null and ``untimed`` saying why."""
+    untimed = {k: v for k, v in record.items() if k not in TIMING_KEYS}
+    untimed.update(statistic=None, times=[], untimed=why)
+    return untimed
 
 
 def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> dict[str, Any]:

@@ -6,6 +6,7 @@ field by field in docs/file-formats.md. Pure: typing only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
 
@@ -45,6 +46,8 @@ class VerdictRecord(TypedDict, total=False):
     remeasures: int
     notes: list[str]
     new_reason: str | None
+    untimed: bool  #: new: the stored sessions hold counters and numerics but no timing
+    guard: str | None  #: inconclusive: what kept it from being judged (``busy machine``, ...)
 
 
 class PassRecord(TypedDict, total=False):
@@ -90,8 +93,10 @@ class SessionRecord(TypedDict, total=False):
     run_id: str  #: ``<run id>`` or ``<run id>-p<k>`` for the k-th extra process of a save
     git_sha: str | None
     pytest_torchperf: str
-    statistic: float  #: p25 of per-call seconds: what verdicts compare
-    stats: StatsRecord
+    statistic: float | None  #: p25 of per-call seconds: what verdicts compare (None: untimed)
+    #: Why this session stores no timing (the guard that refused every pass); None when timed.
+    untimed: str | None
+    stats: StatsRecord | None
     times: list[float]
     number_per_block: int
     cpu_share: float | None
@@ -141,6 +146,7 @@ class MeasurementRecord(TypedDict, total=False):
     clock: str | None
     saved: bool
     not_saved: str | None  #: why a saving run did not store it
+    untimed: str | None  #: why a saving run stored its counters and numerics but not its timing
     calibration: float | None
     outcome: str  #: fail when anything failed, else the verdict's outcome; measured, disabled
     label: str  #: the label every report shows, e.g. ``FAIL (counters)``
@@ -164,3 +170,10 @@ class MeasurementRecord(TypedDict, total=False):
     instructions: InstructionRecord | None  #: --torchperf-instructions runs
     instructions_vs_eager: float | None  #: a variant's instructions per call / eager's
     ab: dict[str, Any] | None  #: A/B runs: side A, the pairs' block times, the interval
+    gated: list[str]  #: what the comparison gated: time/instructions/ab, counters, numerics
+
+
+def timed_sessions(sessions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The sessions that stored a timing (``statistic``): the timing baseline. A session saved
+    while no pass could be trusted (``untimed``) still holds counters and numerics."""
+    return [s for s in sessions if s.get("statistic")]

@@ -71,9 +71,18 @@ def validate_session(session: Any, path: Path, where: str) -> None:
     if not isinstance(session, dict):
         raise BaselineFileError(path, f"key {where} is not an object")
     stat = session.get("statistic")
-    if not _positive_number(stat):
+    untimed = session.get("untimed")
+    if untimed is not None and (not isinstance(untimed, str) or not untimed):
         raise BaselineFileError(
-            path, f"key {where}.statistic is {stat!r}, expected a positive number of seconds"
+            path, f"key {where}.untimed is {untimed!r}, expected the reason (text) or null"
+        )
+    # A session whose timing could not be trusted keeps its counters and numerics, with
+    # statistic null and the reason in untimed.
+    if not (_positive_number(stat) or (stat is None and untimed)):
+        raise BaselineFileError(
+            path,
+            f"key {where}.statistic is {stat!r}, expected a positive number of seconds (or "
+            f"null, with the reason in {where}.untimed)",
         )
     times = session.get("times")
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):

@@ -1,0 +1,201 @@
+"""How much a run gated, and why it gated no more: the line every report shows, so that a run
+that judged nothing can never pass for a green gate. Pure: works on measurement records.
+
+A compare says, per gate, how many measurements it judged: on time (or instruction counts, or
+A/B pairs), on counters, on numerics; and why the others' timing was not judged (a busy machine,
+spread, a slower machine, no baseline, no timing baseline). A save says what it stored. When
+timing was judged (or stored) for fewer than half of the measurements, a warning names the
+remedies that work on such a machine; ``--torchperf-strict`` fails such a run, and a save that
+could not store a timing fails whatever the options (:func:`run_failure`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_torchperf.judge.samples import guard_kind, loosening_option
+
+#: The timing gates, by the verdict basis that judged them.
+TIMING_BASES = {"time": "time", "instructions": "instructions", "ab": "A/B pairs"}
+
+#: Why a measurement's timing was not judged when the verdict says so in no other way.
+NO_BASELINE = "no baseline"
+NO_TIMING_BASELINE = "no timing baseline"
+
+#: What works on a machine too busy to time on (said when timing gated under half a run).
+REMEDIES = (
+    "gate on instruction counts (--torchperf-instructions), compare against the base revision "
+    "in alternating process pairs (--torchperf-ab REV), or run the perf tests on a quieter runner"
+)
+
+
+@dataclass
+class Coverage:
+    """What one run gated (a compare) or stored (a save), counted over its measurements."""
+
+    #: ``compare`` or ``save`` (a run that does both is a compare: its verdicts gate).
+    mode: str
+    measurements: int = 0
+    #: Measurements whose timing was judged (compare) or stored (save), by basis.
+    timed: Counter[str] = field(default_factory=Counter)
+    counters: int = 0
+    numerics: int = 0
+    #: Why the rest were not judged (or stored) on time: reason -> measurements.
+    not_timed: Counter[str] = field(default_factory=Counter)
+    #: Save runs: the guard sentences behind timings not stored, for the remedy.
+    untimed_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def timed_total(self) -> int:
+        return sum(self.timed.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (reports' ``torchperf_coverage`` field)."""
+        return {
+            "mode": self.mode,
+            "measurements": self.measurements,
+            "timed": dict(self.timed),
+            "counters": self.counters,
+            "numerics": self.numerics,
+            "not_timed": dict(self.not_timed),
+        }
+
+
+def coverage(records: Iterable[Mapping[str, Any]], comparing: bool) -> Coverage | None:
+    """The run's coverage (None when it neither compared nor saved anything)."""
+    cov = Coverage("compare" if comparing else "save")
+    for record in records:
+        if record.get("disabled") or record.get("kind") == "timer":
+            continue
+        verdict = record.get("verdict") or {}
+        if comparing:
+            if not verdict:
+                continue  # measured without a gate (a test that failed before its verdict)
+            _count_compare(cov, record, verdict)
+        else:
+            if not (record.get("saved") or record.get("not_saved")):
+                continue  # a failing test stores nothing, and says so itself
+            _count_save(cov, record)
+    return cov if cov.measurements else None
+
+
+def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
+    cov.measurements += 1
+    gated = record.get("gated") or ()
+    basis = next((b for b in gated if b in TIMING_BASES), None)
+    if basis:
+        cov.timed[basis] += 1
+    else:
+        cov.not_timed[_why_not_judged(verdict)] += 1
+    cov.counters += "counters" in gated
+    cov.numerics += "numerics" in gated
+
+
+def _why_not_judged(verdict: Mapping[str, Any]) -> str:
+    if verdict.get("outcome") == "new":
+        return NO_TIMING_BASELINE if verdict.get("untimed") else NO_BASELINE
+    return str(verdict.get("guard") or verdict.get("outcome") or "not judged")
+
+
+def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
+    cov.measurements += 1
+    if record.get("saved") and not record.get("untimed"):
+        basis = "instructions" if record.get("instructions") else "time"
+        cov.timed[basis] += 1
+    else:
+        why = str(record.get("untimed") or record.get("not_saved") or "not stored")
+        cov.not_timed[guard_kind(why)] += 1
+        cov.untimed_reasons.append(why)
+    stored = bool(record.get("saved"))
+    cov.counters += stored and record.get("counters") is not None
+    session = record.get("session") or {}
+    cov.numerics += stored and bool(
+        session.get("fingerprint") or record.get("accuracy") or record.get("metric") is not None
+    )
+
+
+def _reasons(counter: Counter[str]) -> str:
+    return ", ".join(f"{n} {why}" for why, n in counter.most_common())
+
+
+def coverage_line(cov: Coverage) -> str:
+    """One line: how many measurements each gate judged (or a save stored), and why not more."""
+    n = cov.measurements
+    timed = " + ".join(f"{count} on {TIMING_BASES[b]}" for b, count in cov.timed.items())
+    if cov.mode == "compare":
+        line = (
+            f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "
+            f"{cov.timed_total} of {n}"
+            + (f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else "")
+            + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+        )
+        if cov.not_timed:
+            line += f"; timing not judged: {_reasons(cov.not_timed)}"
+        return line
+    line = (
+        f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of {n}, "
+        f"counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+    )
+    if cov.not_timed:
+        line += f"; timing not stored: {_reasons(cov.not_timed)}"
+    return line
+
+
+def weak_gate_warning(cov: Coverage) -> str | None:
+    """A warning when timing was judged (compare) for fewer than half of the measurements."""
+    if cov.mode != "compare" or 2 * cov.timed_total >= cov.measurements:
+        return None
+    return (
+        f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
+        f"({_reasons(cov.not_timed)}): this run hardly gated speed. {_remedies(cov)}. "
+        f"--torchperf-strict fails such a run"
+    )
+
+
+def _remedies(cov: Coverage) -> str:
+    reasons = set(cov.not_timed)
+    said = []
+    if reasons - {NO_BASELINE, NO_TIMING_BASELINE}:
+        said.append(f"On a machine this busy, {REMEDIES}")
+    if NO_TIMING_BASELINE in reasons:
+        said.append(
+            "Store the missing timings with pytest --torchperf-save on a quiet machine (their "
+            "counters and numerics are stored already)"
+        )
+    if NO_BASELINE in reasons:
+        said.append(
+            "Record baselines with pytest --torchperf-save and commit the storage folder"
+        )
+    return "; ".join(said)
+
+
+def run_failure(cov: Coverage, strict: bool) -> str | None:
+    """Why the run must exit non-zero although its tests passed, or None.
+
+    A save that could not store a timing for every measurement (it stored their counters and
+    numerics): a CI job built on it would gate nothing. A strict compare that judged timing for
+    fewer than half of its measurements."""
+    if cov.mode == "save" and cov.not_timed:
+        missing = cov.measurements - cov.timed_total
+        options = sorted({loosening_option(why) for why in cov.untimed_reasons})
+        return (
+            f"the save stored no timing for {missing} of {cov.measurements} measurements "
+            f"({_reasons(cov.not_timed)}); their counters and numerics were stored and gate "
+            f"from now on, their timing does not. Save again when the machine is quiet, give "
+            f"the save longer to wait for it (--torchperf-save-wait=SECONDS), or, where this "
+            f"machine is always this busy, store the timing anyway with {' or '.join(options)}"
+        )
+    if strict and weak_gate_warning(cov):
+        return (
+            f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
+            f"({_reasons(cov.not_timed)}), failing: --torchperf-strict. {_remedies(cov)}"
+        )
+    return None
+
+
+def strict_run(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the run's measurements were judged under ``--torchperf-strict``."""
+    return any(((r.get("session") or {}).get("gate") or {}).get("strict") for r in records)
