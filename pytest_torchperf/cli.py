@@ -32,6 +32,7 @@ from pytest_torchperf.store.baselines import (
     atomic_write_text,
     same_run,
 )
+from pytest_torchperf.store.records import timed_sessions
 
 
 def _table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -98,6 +99,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if not sessions or not _selected(nodeid, name, args.k) or (args.env and args.env != env_id):
             continue
         latest = sessions[-1]
+        timed = timed_sessions(sessions)
         speedup = latest.get("speedup") or {}
         rows.append(
             {
@@ -106,8 +108,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "name": name,
                 "variant": latest.get("variant", "eager"),
                 "sessions": len(sessions),
-                "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in sessions)),
-                "latest p25": _fmt_time(latest["statistic"]),
+                "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in timed))
+                if timed
+                else "no timing",
+                "latest p25": _fmt_time(latest["statistic"])
+                if latest.get("statistic")
+                else f"no timing ({latest.get('untimed') or '?'})",
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
                 "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
                 if (latest.get("accuracy") or {}).get("rel_l2") is not None

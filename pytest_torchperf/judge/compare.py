@@ -287,7 +287,7 @@ def compare(
             else []
         ),
     ]
-    if gate.strict and verdict.outcome is Outcome.INCONCLUSIVE:
+    if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
         failures.append(f"{verdict.message} ({STRICT})")
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and not gate.ab:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
@@ -317,9 +317,7 @@ def compare(
     )
 
 
-def untimed_verdict(
-    verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]
-) -> Verdict:
+def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]) -> Verdict:
     """The timing verdict against sessions that hold counters and numerics but no timing (every
     pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
     like ``new``); the counters and numerics are still gated against those sessions."""

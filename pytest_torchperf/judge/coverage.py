@@ -166,9 +166,7 @@ def _remedies(cov: Coverage) -> str:
             "counters and numerics are stored already)"
         )
     if NO_BASELINE in reasons:
-        said.append(
-            "Record baselines with pytest --torchperf-save and commit the storage folder"
-        )
+        said.append("Record baselines with pytest --torchperf-save and commit the storage folder")
     return "; ".join(said)
 
 

@@ -92,7 +92,11 @@ def normalised_check(
     tolerance: float = CROSS_MACHINE_TOLERANCE,
 ) -> str:
     """A sentence comparing this run with another machine's sessions, normalised by calibration."""
-    calibrated = [(s["statistic"], s["calibration"]) for s in sessions if s.get("calibration")]
+    calibrated = [
+        (s["statistic"], s["calibration"])
+        for s in sessions
+        if s.get("calibration") and s.get("statistic")
+    ]
     if not calibration or not calibrated:
         return (
             f"{label}: cross-machine: no calibration kernel on one side (GPU measurement or an "

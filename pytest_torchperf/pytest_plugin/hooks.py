@@ -146,7 +146,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
         ab_runs.keep_only(config, items)
-    elif hasattr(config, "workerinput") and not skip_perf and not config.stash[SETTINGS_KEY].disable:
+    elif (
+        hasattr(config, "workerinput") and not skip_perf and not config.stash[SETTINGS_KEY].disable
+    ):
         # An xdist worker of a run that times: its tests pause while another worker times.
         from pytest_torchperf.options.settings import default_lock_path
 

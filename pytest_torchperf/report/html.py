@@ -27,6 +27,7 @@ from pytest_torchperf.report.terminal import (
     format_speedup,
     sort_records,
 )
+from pytest_torchperf.store.records import timed_sessions
 
 
 @dataclass
@@ -40,7 +41,9 @@ class History:
 
 
 def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
-    """A :class:`History` from stored baseline sessions (as in the baseline files)."""
+    """A :class:`History` from stored baseline sessions (as in the baseline files); sessions
+    saved without timing have no point on a time trend."""
+    sessions = timed_sessions(sessions)
     return History(
         statistics=[float(s["statistic"]) for s in sessions],
         labels=[

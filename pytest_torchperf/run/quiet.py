@@ -27,6 +27,11 @@ QUIET_WINDOW = 1.0
 #: Default budget of a whole save (``--torchperf-save-wait``), shared out over its processes.
 DEFAULT_SAVE_WAIT = 60.0
 
+#: Passes refused although the machine was quiet just before them, after which waiting stops:
+#: the cause is then the measurement itself (a target that sleeps or waits on I/O), not a
+#: neighbour, and more waiting would spend the budget of the measurements after it.
+MAX_QUIET_REFUSALS = 3
+
 P = TypeVar("P")
 
 
@@ -52,7 +57,8 @@ class QuietWait:
         once, as a save always did, then each time after the other CPUs were quiet (at most
         ``max_load`` of them kept busy by other processes) for a window."""
         sample = take()
-        while unfit(sample) and self.left > 0:
+        refused_when_quiet = 0
+        while unfit(sample) and self.left > 0 and refused_when_quiet < MAX_QUIET_REFUSALS:
             start = self.clock()
             self.wait_until_quiet(max_load)
             if self.budget - self.spent - (self.clock() - start) <= 0:
@@ -60,6 +66,7 @@ class QuietWait:
                 break  # still busy when the budget ran out: a pass now would be refused too
             sample = take()
             self.extra_passes += 1
+            refused_when_quiet += 1
             self.spent += self.clock() - start
         return sample
 

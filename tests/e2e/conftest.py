@@ -71,6 +71,9 @@ torchperf_max_machine_slowdown = 1000%
 torchperf_confirm = same
 # Saves measure in one process (the default, 5 fresh processes, is tested in test_processes.py).
 torchperf_processes = 1
+# A refused save pass is re-measured once, without waiting for the machine to quiet down (tests of
+# the waiting set it).
+torchperf_save_wait = 0
 # Instruction runs count in one process under Valgrind (the default, one per core, would start
 # two here; test_instructions.py tests processes side by side with one real Valgrind process).
 torchperf_instruction_jobs = 1

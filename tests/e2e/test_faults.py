@@ -138,27 +138,45 @@ def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(
     )
 
 
-def test_starved_save_is_not_recorded(perf: pytest.Pytester) -> None:
+def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester) -> None:
     perf.makepyfile(SLEEPY)
     result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
     result.assert_outcomes(passed=1, warnings=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the save gates nothing on time
     result.stdout.fnmatch_lines(
         [
-            "*sleepy: baseline not saved: CPU share 0.* < 0.90*Save again on a quieter machine, "
-            "or, where this machine is always this busy, store it anyway with "
-            "--torchperf-min-cpu-share=0."
+            "*sleepy: timing not saved (its counters and numerics were): CPU share 0.* < 0.90*"
+            "Save again on a quieter machine, or, where this machine is always this busy, store "
+            "it anyway with --torchperf-min-cpu-share=0.",
+            "*sleepy*measured, saved without timing: CPU share 0.* < 0.90",
+            "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of 1;"
+            " timing not stored: 1 busy machine",
+            "torchperf: run failed: the save stored no timing for 1 of 1 measurements (1 busy "
+            "machine); their counters and numerics were stored and gate from now on, their "
+            "timing does not. Save again when the machine is quiet, give the save longer to wait "
+            "for it (--torchperf-save-wait=SECONDS), or, where this machine is always this busy, "
+            "store the timing anyway with --torchperf-min-cpu-share=0",
         ]
     )
-    assert baseline_files(perf.path / ".torchperf") == []
-    # The remedy the warning names works.
-    perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0").assert_outcomes(passed=1)
-    assert len(baseline_files(perf.path / ".torchperf")) == 1
+    (session,) = _sessions(perf.path / ".torchperf")
+    assert session["statistic"] is None and session["times"] == []
+    assert session["untimed"].startswith("CPU share 0.")
+    assert session["counters"] is not None and session["fingerprint"] is not None
+    # The remedy the message names works: the timing is stored and the run is green.
+    again = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0")
+    again.assert_outcomes(passed=1)
+    assert again.ret == pytest.ExitCode.OK
+    assert [s["statistic"] is not None for s in _sessions(perf.path / ".torchperf")] == [
+        False,
+        True,
+    ]
 
 
-def test_starved_save_says_not_saved_in_the_summary(perf: pytest.Pytester) -> None:
-    perf.makepyfile(SLEEPY)
-    result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
-    result.stdout.fnmatch_lines(["*sleepy*measured, not saved: CPU share 0.* < 0.90"])
+def _sessions(storage: Path) -> list[dict]:
+    (path,) = baseline_files(storage)
+    (measurements,) = json.loads(path.read_text())["tests"].values()
+    (entry,) = measurements.values()
+    return entry["sessions"]
 
 
 def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_stored(
@@ -176,19 +194,24 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
         session["calibration"] /= 10  # the stored session's machine ran the kernel 10x faster
 
     edit_baselines(storage, fast_machine)
-    before = baseline_files(storage)[0].read_text()
+    before = _sessions(storage)
     result = perf.runpytest("--torchperf-save", "--torchperf-max-machine-slowdown=25%")
     result.assert_outcomes(passed=1, warnings=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "*lin: measured, not saved: the machine ran the calibration kernel +* slower than the "
-            "stored sessions (* vs * per call; measured twice). Stored now, this baseline would make "
-            "unchanged code look faster in every later compare. Save again when the machine is "
-            "quiet, or store it anyway with --torchperf-max-machine-slowdown=1000%.",
-            "*test_m*lin*measured, not saved: machine +* slower",
+            "*lin: timing not saved (its counters and numerics were): the machine ran the "
+            "calibration kernel +* slower than the stored sessions (* vs * per call; measured "
+            "twice). Stored now, this baseline would make unchanged code look faster in every "
+            "later compare. Save again when the machine is quiet, or store it anyway with "
+            "--torchperf-max-machine-slowdown=1000%.",
+            "*test_m*lin*measured, saved without timing: machine +* slower",
+            "*store the timing anyway with --torchperf-max-machine-slowdown=1000%",
         ]
     )
-    assert baseline_files(storage)[0].read_text() == before  # nothing appended
+    # The timed sessions are unchanged; the one appended holds no timing.
+    after = _sessions(storage)
+    assert after[:-1] == before and after[-1]["statistic"] is None
     # --torchperf-reset replaces the stored sessions: only this run is the reference then.
     perf.runpytest(
         "--torchperf-save", "--torchperf-reset", "--torchperf-max-machine-slowdown=25%"
@@ -291,7 +314,8 @@ def test_warnings_turned_into_errors_fail_cleanly_and_do_not_save(perf: pytest.P
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*sleepy: baseline not saved: CPU share * (TorchperfWarning turned "
+            "*sleepy: timing not saved (its counters and numerics were): CPU share * "
+            "(TorchperfWarning turned "
             "into an error by a warnings filter)"
         ]
     )

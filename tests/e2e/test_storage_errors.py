@@ -59,5 +59,9 @@ def test_save_warning_says_how_often_it_measured(perf: pytest.Pytester) -> None:
     result = perf.runpytest(
         "--torchperf-compare", "--torchperf-save", "--torchperf-min-cpu-share=0.9"
     )
-    result.stdout.fnmatch_lines(["*sleepy: baseline not saved: CPU share * (measured once)*"])
-    assert json.loads(json.dumps(baseline_files(perf.path / ".torchperf"), default=str)) == []
+    result.stdout.fnmatch_lines(
+        ["*sleepy: timing not saved (its counters and numerics were): CPU share * (measured once)*"]
+    )
+    (path,) = baseline_files(perf.path / ".torchperf")
+    (measurements,) = json.loads(path.read_text())["tests"].values()
+    assert [s["statistic"] for s in measurements["sleepy"]["sessions"]] == [None]

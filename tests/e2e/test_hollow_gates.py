@@ -1,0 +1,166 @@
+"""A run gates what it can and says what it could not: a save beside load stores counters and
+numerics and exits 1 for the missing timing, a compare still gates them, every run reports what it
+gated, a save waits for a busy machine to quiet down, and xdist workers time alone.
+
+Deterministic without a real neighbour: a target that sleeps uses no CPU, so the contention guard
+(switched back on here) refuses its passes as it would beside a CPU hog.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.helpers import baseline_files
+
+STARVED = """
+import time
+import torch
+
+class Sleepy(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(0.002)  # no CPU used: a CPU share near 0, as beside a CPU hog
+        return torch.relu(x){extra}
+
+def test_sleepy(torchperf):
+    torchperf(Sleepy(), torch.randn(4, 8), name="sleepy")
+"""
+
+GUARDED = "--torchperf-min-cpu-share=0.9"
+
+
+def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
+    perf: pytest.Pytester,
+) -> None:
+    perf.makepyfile(STARVED.format(extra=""))
+    save = perf.runpytest("--torchperf-save", GUARDED)
+    assert save.ret == pytest.ExitCode.TESTS_FAILED
+    save.stdout.fnmatch_lines(["torchperf: run failed: the save stored no timing for 1 of 1*"])
+
+    compare = perf.runpytest(
+        "--torchperf-compare",
+        "--torchperf-markdown=report.md",
+        "--torchperf-json=results.json",
+        "--torchperf-html=report.html",
+    )
+    assert compare.ret == pytest.ExitCode.OK
+    line = (
+        "gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
+        "timing not judged: 1 no timing baseline"
+    )
+    compare.stdout.fnmatch_lines(
+        [
+            "*sleepy*new (no timing baseline)",
+            "*sleepy: no timing baseline: the save could not time it (CPU share 0.* < 0.90); its "
+            "counters and numerics were gated against the 1 stored session. Store its timing with "
+            "pytest --torchperf-save on a quiet machine, or store it anyway with "
+            "--torchperf-min-cpu-share=0",
+            f"torchperf: {line}",
+            "torchperf: warning: timing was judged for only 0 of 1 measurements*",
+        ]
+    )
+    assert line in (perf.path / "report.md").read_text()
+    assert line in (perf.path / "report.html").read_text()
+    data = json.loads((perf.path / "results.json").read_text())
+    assert data["torchperf"]["coverage"] == {
+        "mode": "compare",
+        "measurements": 1,
+        "timed": {},
+        "counters": 1,
+        "numerics": 1,
+        "not_timed": {"no timing baseline": 1},
+    }
+    # A CI job that asked for a strict gate is red: it judged no timing.
+    strict = perf.runpytest("--torchperf-compare", "--torchperf-strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["torchperf: run failed: timing was judged for only 0 of 1*"])
+
+    # An extra op is caught by the counters, whatever the timing baseline.
+    perf.makepyfile(STARVED.format(extra=" * 2"))
+    changed = perf.runpytest("--torchperf-compare")
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            "sleepy: counters changed vs baseline: ops changed: new aten::mul x1*",
+            "sleepy: numerics changed since the baseline*",
+        ]
+    )
+
+
+def test_a_save_waits_for_the_machine_to_quiet_down_and_stores_the_timing(
+    perf: pytest.Pytester,
+) -> None:
+    # Starved for the first 2 s after its first call (a neighbour that goes away): the first pass
+    # and its immediate re-measure are refused, a pass after the wait is stored.
+    perf.makepyfile("""
+        import time
+        import torch
+
+        class Starved(torch.nn.Module):
+            first = None
+
+            def forward(self, x):
+                Starved.first = Starved.first or time.monotonic()
+                if time.monotonic() - Starved.first < 2.0:
+                    time.sleep(0.002)
+                return torch.relu(x)
+
+        def test_starved(torchperf):
+            torchperf(Starved(), torch.randn(4, 8), name="starved")
+    """)
+    save = perf.runpytest(
+        "--torchperf-save", GUARDED, "--torchperf-save-wait=30", "--torchperf-json=r.json"
+    )
+    assert save.ret == pytest.ExitCode.OK
+    save.stdout.fnmatch_lines(["*starved*measured, saved", "torchperf: stored 1 measurement: *"])
+    (record,) = json.loads((perf.path / "r.json").read_text())["benchmarks"]
+    assert len(record["torchperf"]["passes"]) >= 3  # first, re-measure, after the wait
+    (path,) = baseline_files(perf.path / ".torchperf")
+    (measurements,) = json.loads(path.read_text())["tests"].values()
+    assert measurements["starved"]["sessions"][0]["statistic"] > 0
+
+
+def test_a_bad_save_wait_is_a_usage_error(perf: pytest.Pytester) -> None:
+    perf.makepyfile("def test_x():\n    pass\n")
+    result = perf.runpytest("--torchperf-save", "--torchperf-save-wait=soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--torchperf-save-wait * takes seconds from 0 to 86400*"])
+
+
+def test_xdist_workers_pause_their_tests_while_one_times(perf: pytest.Pytester) -> None:
+    """Timed beside a CPU-bound test on the other worker, the neighbour guard would refuse the
+    pass; the other worker waits instead, and the timing is stored."""
+    pytest.importorskip("xdist")
+    perf.makepyfile(
+        test_busy="""
+            import time
+            import pytest
+            @pytest.mark.parametrize("i", range(4))
+            def test_busy(i):
+                end = time.monotonic() + 1.5
+                while time.monotonic() < end:
+                    pass
+        """,
+        test_perf="""
+            import torch
+            def test_lin(torchperf):
+                torchperf(torch.nn.Linear(64, 64), torch.randn(8, 64), name="lin")
+        """,
+    )
+    save = perf.runpytest_subprocess(
+        "-n",
+        "2",
+        "--torchperf-save",
+        "--torchperf-max-neighbour-load=50%",
+        # A worker that ran its last test shuts down (CPU-bound for a moment): a refused pass
+        # is measured again once the machine is quiet.
+        "--torchperf-save-wait=20",
+        "-p",
+        "no:randomly",
+    )
+    save.assert_outcomes(passed=5)
+    assert save.ret == pytest.ExitCode.OK
+    save.stdout.fnmatch_lines(
+        ["*lin*measured, saved", "torchperf: stored 1 measurement: timing for 1 of 1*"]
+    )

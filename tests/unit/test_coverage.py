@@ -1,0 +1,164 @@
+"""What a run gated or stored (judge/coverage.py), the engine's verdict against sessions without
+timing (judge/compare.py), and the baseline schema's untimed sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.compare import Candidate, Gate, compare
+from pytest_torchperf.judge.coverage import (
+    coverage,
+    coverage_line,
+    run_failure,
+    strict_run,
+    weak_gate_warning,
+)
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.store.schema import BaselineFileError, validate_session
+
+COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
+TIMES = (1e-3,) * 8
+
+
+def first() -> Sample:
+    return Sample(summarize(TIMES), 1.0, TIMES)
+
+
+def never() -> Sample:
+    raise AssertionError("no pass may be taken without a timing baseline")
+
+
+def untimed_session(**extra: Any) -> dict[str, Any]:
+    return {"statistic": None, "times": [], "untimed": "CPU share 0.64 < 0.90", **extra}
+
+
+# -- the engine against sessions without timing -------------------------------------------------
+
+
+def test_sessions_without_timing_give_no_timing_baseline_and_still_gate_counters() -> None:
+    sessions = [untimed_session(counters=COUNTERS)]
+    changed = {"flops": 100, "ops": {"aten::addmm": 1, "aten::mul": 1}}
+    result = compare(Candidate("m", first(), changed), sessions, Gate(), remeasure=never)
+    assert result.verdict.outcome is Outcome.NEW and result.verdict.untimed
+    assert "no timing baseline: the save could not time it (CPU share 0.64 < 0.90)" in (
+        result.verdict.message
+    )
+    assert "--torchperf-min-cpu-share=0" in result.verdict.message
+    assert result.outcome == "fail" and result.counter_changes
+    assert result.gated == ["counters"]
+
+
+def test_strict_fails_a_measurement_without_timing_baseline() -> None:
+    sessions = [untimed_session(counters=COUNTERS)]
+    result = compare(
+        Candidate("m", first(), COUNTERS), sessions, Gate(strict=True), remeasure=never
+    )
+    assert result.outcome == "fail"
+    assert any("no timing baseline" in f for f in result.failures)
+
+
+def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
+    timed = {"statistic": 1e-3, "times": list(TIMES), "counters": COUNTERS}
+    sessions = [timed, untimed_session(counters=COUNTERS)]
+    result = compare(Candidate("m", first(), COUNTERS), sessions, Gate(), remeasure=never)
+    assert result.verdict.outcome is Outcome.PASS
+    assert result.verdict.baseline_sessions == 1
+    assert result.gated == ["time", "counters"]
+
+
+def test_a_label_says_when_there_is_no_timing_baseline() -> None:
+    record = {"outcome": "new", "verdict": {"outcome": "new", "untimed": True}}
+    assert outcome_label(record) == "new (no timing baseline)"
+    saved = {"outcome": "measured", "saved": True, "untimed": "CPU share 0.64 < 0.90"}
+    assert outcome_label(saved) == "measured, saved without timing: CPU share 0.64 < 0.90"
+
+
+# -- the schema ---------------------------------------------------------------------------------
+
+
+def test_an_untimed_session_is_valid_only_with_its_reason() -> None:
+    validate_session(untimed_session(), Path("f.json"), "s")
+    with pytest.raises(BaselineFileError, match="statistic is None.*untimed"):
+        validate_session({"statistic": None, "times": []}, Path("f.json"), "s")
+
+
+# -- coverage -------------------------------------------------------------------------------------
+
+
+def compared(basis: str | None, outcome: str, **verdict: Any) -> dict[str, Any]:
+    gated = [*([basis] if basis else []), "counters", "numerics"]
+    return {"outcome": outcome, "verdict": {"outcome": outcome, **verdict}, "gated": gated}
+
+
+def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
+    records = [
+        compared("time", "pass"),
+        compared(None, "inconclusive", guard="busy machine"),
+        compared(None, "inconclusive", guard="busy machine"),
+        compared(None, "new", untimed=True),
+        {"outcome": "disabled", "disabled": True},
+    ]
+    cov = coverage(records, comparing=True)
+    assert cov is not None
+    assert coverage_line(cov) == (
+        "gated 4 measurements: timing judged for 1 of 4, counters 4 of 4, numerics 4 of 4; "
+        "timing not judged: 2 busy machine, 1 no timing baseline"
+    )
+    warning = weak_gate_warning(cov)
+    assert warning is not None
+    assert "--torchperf-instructions" in warning and "--torchperf-ab REV" in warning
+    assert "Store the missing timings" in warning
+    assert run_failure(cov, strict=False) is None
+    assert "failing: --torchperf-strict" in (run_failure(cov, strict=True) or "")
+
+
+def test_half_judged_on_time_is_no_warning() -> None:
+    records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
+    cov = coverage(records, comparing=True)
+    assert cov is not None and weak_gate_warning(cov) is None
+    assert run_failure(cov, strict=True) is None
+
+
+def test_instruction_and_ab_verdicts_count_as_judged_timing() -> None:
+    records = [compared("instructions", "pass"), compared("ab", "fail")]
+    cov = coverage(records, comparing=True)
+    assert cov is not None and cov.timed_total == 2
+    assert "(1 on instructions + 1 on A/B pairs)" in coverage_line(cov)
+
+
+def test_a_save_that_could_not_store_a_timing_fails_the_run_naming_the_remedy() -> None:
+    session = {"fingerprint": {"leaves": []}}
+    records = [
+        {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": session},
+        {
+            "outcome": "measured",
+            "saved": True,
+            "untimed": "other processes kept 100% of the other CPUs busy while timing",
+            "counters": COUNTERS,
+            "session": session,
+        },
+    ]
+    cov = coverage(records, comparing=False)
+    assert cov is not None
+    assert coverage_line(cov) == (
+        "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; timing "
+        "not stored: 1 busy machine"
+    )
+    failure = run_failure(cov, strict=False)
+    assert failure is not None
+    assert "no timing for 1 of 2 measurements" in failure
+    assert "--torchperf-save-wait=SECONDS" in failure
+    assert "--torchperf-max-neighbour-load=100%" in failure
+    assert run_failure(coverage(records[:1], comparing=False) or cov, strict=True) is None
+
+
+def test_a_run_that_gated_nothing_has_no_coverage_and_strict_is_read_from_the_gate() -> None:
+    assert coverage([{"outcome": "measured"}], comparing=True) is None
+    assert strict_run([{"session": {"gate": {"strict": True}}}])
+    assert not strict_run([{"session": {"gate": {"strict": False}}}, {}])
