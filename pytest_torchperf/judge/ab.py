@@ -269,3 +269,49 @@ def judge_ab(
             f"for this test"
         )
     return ABVerdict(outcome, message, iv, a_time, b_time)
+
+
+def judge_ab_speedup(
+    label: str, speedups: Sequence[tuple[float, float]], limit: float, against: str
+) -> tuple[str | None, str | None]:
+    """(failure, warning) of a variant's speedup vs eager in an A/B run, on the pairs.
+
+    ``speedups``: each process pair's (side A, side B) median speedup. A speedup is a ratio
+    within one process, but it still differs between processes (eager runs in one of two speeds
+    in some), so one pair's fall is luck as often as not: like time, the fall A/B - 1 of every
+    pair gives an interval, and only an interval wholly above ``limit`` fails.
+    """
+    usable = [(a, b) for a, b in speedups if a > 0 and b > 0]
+    if not usable:
+        return None, None
+    a_med = statistics.median(a for a, _ in usable)
+    b_med = statistics.median(b for _, b in usable)
+    falls = ", ".join(_pct(a / b - 1.0) for a, b in usable)
+    head = (
+        f"{label}: speedup vs eager x{b_med:.2f} in B vs x{a_med:.2f} in A ({against}); "
+        f"{len(usable)} process pair{'s' if len(usable) != 1 else ''}, the variant slower "
+        f"relative to eager by {falls}"
+    )
+    iv = interval([a / b for a, b in usable])
+    if iv is None:
+        if a_med / b_med - 1.0 > limit:
+            return None, (
+                f"{head}: one pair cannot decide a fall (the pairs' interval needs two); run "
+                f"more pairs (--torchperf-ab-pairs)"
+            )
+        return None, None
+    outcome = classify(iv, limit)
+    interval_text = (
+        f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}); limit {limit * 100:g}%"
+    )
+    if outcome is Outcome.FAIL:
+        return (
+            f"{head}: fell by {interval_text}. Eager ran in the same processes, so the machine "
+            f"does not explain it: this variant lost ground against eager"
+        ), None
+    if outcome is Outcome.INCONCLUSIVE:
+        return None, (
+            f"{head}: fell by {interval_text}, an interval that straddles the limit: not "
+            f"judged (the processes differ more than the limit allows)"
+        )
+    return None, None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_torchperf.judge.ab import PairResult, judge_ab
+from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
@@ -139,6 +139,8 @@ class Candidate:
     #: ``"A"``/``"B"`` when only that side has this measurement.
     ab_pairs: Sequence[Mapping[str, Any]] = ()
     one_sided: str | None = None
+    #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
+    ab_speedups: Sequence[tuple[float, float]] = ()
 
 
 @dataclass(frozen=True)
@@ -264,8 +266,9 @@ def compare(
     drift_failures, warnings = drift_checks(
         label,
         sessions,
-        # Timed speedups are reported only in an instruction-count run, like time itself.
-        speedup=None if gate.instructions else candidate.speedup,
+        # Timed speedups are reported only in an instruction-count run, like time itself; an
+        # A/B run judges them on its pairs (below).
+        speedup=None if gate.instructions or gate.ab else candidate.speedup,
         fingerprint=candidate.fingerprint,
         metric=candidate.metric,
         limits=limits,
@@ -274,6 +277,12 @@ def compare(
         save=save,
     )
     failures = [*candidate.run_failures, *drift_failures]
+    if gate.ab and candidate.ab_speedups:
+        failure, warning = judge_ab_speedup(
+            label, candidate.ab_speedups, gate.max_slowdown, gate.ab
+        )
+        failures += [failure] if failure else []
+        warnings += [warning] if warning else []
     stored_fingerprint = any(s.get("fingerprint") for s in sessions)
     stored_metric = any(s.get("metric") is not None for s in sessions)
     gated = [

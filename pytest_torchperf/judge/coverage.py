@@ -45,7 +45,8 @@ class Coverage:
     numerics: int = 0
     #: Why the rest were not judged (or stored) on time: reason -> measurements.
     not_timed: Counter[str] = field(default_factory=Counter)
-    #: Save runs: the guard sentences behind timings not stored, for the remedy.
+    #: Save runs: why the timings a guard refused were not stored (those sessions were stored
+    #: without timing); each fails the save, and names the option that stores it anyway.
     untimed_reasons: list[str] = field(default_factory=list)
 
     @property
@@ -105,10 +106,11 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     if record.get("saved") and not record.get("untimed"):
         basis = "instructions" if record.get("instructions") else "time"
         cov.timed[basis] += 1
-    else:
-        why = str(record.get("untimed") or record.get("not_saved") or "not stored")
-        cov.not_timed[guard_kind(why)] += 1
-        cov.untimed_reasons.append(why)
+    elif record.get("untimed"):  # refused by a guard: stored without its timing
+        cov.not_timed[guard_kind(str(record["untimed"]))] += 1
+        cov.untimed_reasons.append(str(record["untimed"]))
+    else:  # not stored by design (a test timed in an instruction-count run) or for its count
+        cov.not_timed[str(record.get("not_saved") or "not stored")] += 1
     stored = bool(record.get("saved"))
     cov.counters += stored and record.get("counters") is not None
     session = record.get("session") or {}
@@ -176,12 +178,12 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
     A save that could not store a timing for every measurement (it stored their counters and
     numerics): a CI job built on it would gate nothing. A strict compare that judged timing for
     fewer than half of its measurements."""
-    if cov.mode == "save" and cov.not_timed:
-        missing = cov.measurements - cov.timed_total
+    if cov.mode == "save" and cov.untimed_reasons:
+        missing = len(cov.untimed_reasons)
         options = sorted({loosening_option(why) for why in cov.untimed_reasons})
         return (
             f"the save stored no timing for {missing} of {cov.measurements} measurements "
-            f"({_reasons(cov.not_timed)}); their counters and numerics were stored and gate "
+            f"({_reasons(Counter(guard_kind(why) for why in cov.untimed_reasons))}); their counters and numerics were stored and gate "
             f"from now on, their timing does not. Save again when the machine is quiet, give "
             f"the save longer to wait for it (--torchperf-save-wait=SECONDS), or, where this "
             f"machine is always this busy, store the timing anyway with {' or '.join(options)}"

@@ -81,6 +81,9 @@ def replay(
         uncounted="no count was recorded for it",
         ab_pairs=(record.get("ab") or {}).get("pairs") or (),
         one_sided=(record.get("ab") or {}).get("one_sided"),
+        ab_speedups=[
+            (float(a), float(b)) for a, b in (record.get("ab") or {}).get("speedups") or ()
+        ],
     )
     where = Where()
     if store is not None and record.get("environment_id"):

@@ -11,7 +11,7 @@ import inspect
 import json
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -160,7 +160,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     """Under pytest-xdist, a test (setup, call, teardown) runs only while no other worker times
     (see :mod:`pytest_torchperf.measure.exclusive`)."""
     gate = item.config.stash.get(GATE_KEY, None)

@@ -91,7 +91,9 @@ class RunContext:
     def timing_lock(self, device: str) -> Iterator[None]:
         """Under pytest-xdist, time a CPU measurement alone: no other worker runs a test (or
         times) meanwhile, since it would share the cores, caches and memory bandwidth."""
-        if self.worker_gate is None or not device.startswith("cpu"):
+        # A side of an A/B run times only on its turn, the other side waiting: holding the
+        # gate while it waits for the turn would stop the other side from giving it back.
+        if self.worker_gate is None or self.turns is not None or not device.startswith("cpu"):
             yield
             return
         with self.worker_gate.exclusive():

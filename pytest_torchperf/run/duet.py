@@ -139,6 +139,8 @@ class Paired:
     #: Pairs in which side A ran the test but did not measure this (the test failed, errored or
     #: was skipped there).
     missing_in_a: int = 0
+    #: Variants: each pair's (side A, side B) median speedup vs eager.
+    speedups: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def one_sided(self) -> str | None:
@@ -187,6 +189,9 @@ class DuetData:
                 entry.limit = right.limit if right.limit is not None else entry.limit
             if left is not None and right is not None:
                 entry.pairs.append(PairResult(left.times, right.times))
+                a_speedup, b_speedup = left.session.get("speedup"), right.session.get("speedup")
+                if a_speedup and b_speedup:
+                    entry.speedups.append((a_speedup["median"], b_speedup["median"]))
 
     def undecided(self, most: int | None = None) -> list[Key]:
         """Measurements both sides have whose interval still straddles their limit and that
@@ -313,6 +318,7 @@ def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
         if iv is None
         else {"change": iv.change, "low": iv.low, "high": iv.high, "pairs": iv.pairs},
         "one_sided": entry.one_sided,
+        "speedups": [list(pair) for pair in entry.speedups],
     }
 
 

@@ -284,6 +284,7 @@ def _compare(
         uncounted=ctx.instruction_problems.get(m.nodeid),
         ab_pairs=[p.to_record() for p in duet.pairs] if duet is not None else (),
         one_sided=duet.one_sided if duet is not None else None,
+        ab_speedups=list(duet.speedups) if duet is not None else (),
     )
     where = Where(
         env_id,

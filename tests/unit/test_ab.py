@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -333,3 +334,54 @@ def test_gate_records_side_a() -> None:
     assert Gate.from_record(gate.to_record()) == gate
     assert Gate.from_record({}).ab == ""
     assert START == ("", "")
+
+
+# -- variant speedups in an A/B run: judged on the pairs --------------------------------------
+
+
+def test_one_pair_that_lost_speedup_is_not_a_failure() -> None:
+    from pytest_torchperf.judge.ab import judge_ab_speedup
+
+    # The case: x1.25 in A, x0.77 in B in one pair, the others unchanged.
+    failure, warning = judge_ab_speedup(
+        "r[amp]", [(1.25, 0.77), (1.25, 1.24), (1.24, 1.25)], 0.05, "HEAD (abc)"
+    )
+    assert failure is None
+    assert warning is not None and "straddles the limit" in warning
+    assert "stored sessions" not in warning and "3 process pairs" in warning
+
+
+def test_every_pair_losing_speedup_fails_with_the_interval() -> None:
+    from pytest_torchperf.judge.ab import judge_ab_speedup
+
+    failure, warning = judge_ab_speedup(
+        "r[amp]", [(1.25, 0.98), (1.24, 1.0), (1.26, 0.99)], 0.05, "HEAD (abc)"
+    )
+    assert warning is None and failure is not None
+    assert "x0.99 in B vs x1.25 in A (HEAD (abc))" in failure
+    assert "(95% CI +" in failure and "limit 5%" in failure
+
+
+def test_unchanged_speedups_pass_and_one_pair_only_warns() -> None:
+    from pytest_torchperf.judge.ab import judge_ab_speedup
+
+    same = [(1.25, 1.24), (1.24, 1.26), (1.26, 1.25)]
+    assert judge_ab_speedup("r[amp]", same, 0.05, "HEAD") == (None, None)
+    failure, warning = judge_ab_speedup("r[amp]", [(1.25, 0.77)], 0.05, "HEAD")
+    assert failure is None and warning is not None and "one pair cannot decide" in warning
+
+
+def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
+    gate = Gate(max_slowdown=0.05, ab="HEAD (abc)")
+    # Side A's sessions say x1.25 each; B's first pair x0.77: the stored-session check would fail.
+    sessions = [{"statistic": 1e-3, "speedup": {"median": 1.25, "p25": 1.2, "p75": 1.3}}] * 3
+    base = _candidate(0.0, {"flops": 10})
+    lucky = replace(
+        base,
+        variant="amp",
+        speedup={"median": 0.77, "p25": 0.75, "p75": 0.79, "n": 9},
+        ab_speedups=[(1.25, 0.77), (1.25, 1.24), (1.24, 1.25)],
+    )
+    comparison = compare(lucky, sessions, gate, remeasure=_never)
+    assert not comparison.failures, comparison.failures
+    assert any("straddles" in w for w in comparison.warnings)

@@ -1,0 +1,193 @@
+"""Does a run still gate on a busy machine and under pytest-xdist? Prints figures.
+
+Scenario ``hog`` (default): a CPU hog (one busy loop per other core) runs for the whole of a save
+and of the compares after it. Reported: the save's exit status and what it stored (timing,
+counters, numerics of N measurements), each unchanged compare's outcomes (0 failures expected)
+and whether an extra ``aten::mul`` injected into one model is caught by its counters.
+
+Scenario ``xdist``: a quiet machine, ``pytest -n 2`` with eight CPU-bound ordinary tests (2 s of
+matmuls each) beside the perf tests. Reported: what the save stored, each unchanged compare's
+outcomes (0 red runs and 0 ``new`` expected) and whether a +50 % slowdown of one model fails
+exactly that test.
+
+    python benchmarks/busy_gates.py --scenario hog --compares 3
+    python benchmarks/busy_gates.py --scenario xdist --compares 5
+
+Each pytest run writes its JSON results; the figures come from them, not from the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+MODELS = textwrap.dedent("""
+    import os
+    import pytest
+    import torch
+
+    SLOW = os.environ.get("BUSY_GATES_SLOW", "")
+    EXTRA = os.environ.get("BUSY_GATES_EXTRA_OP", "")
+
+
+    class Net(torch.nn.Module):
+        def __init__(self, name, body):
+            super().__init__()
+            self.name, self.body = name, body
+
+        def forward(self, x):
+            y = self.body(x)
+            if EXTRA == self.name:
+                y = y * 1.0
+            if SLOW == self.name:
+                y = y + self.body(x) * 0.5  # about +50 % work
+            return y
+
+
+    def build(kind, seed):
+        torch.manual_seed(seed)
+        if kind == "mlp":
+            return torch.nn.Sequential(
+                torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)
+            ), torch.randn(32, 256)
+        if kind == "conv":
+            return torch.nn.Sequential(
+                torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3),
+                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+            ), torch.randn(4, 3, 48, 48)
+        if kind == "encoder":
+            return torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), torch.randn(
+                2, 16, 64
+            )
+        return torch.nn.GRU(32, 64, batch_first=True), torch.randn(4, 16, 32)
+
+
+    KINDS = ["mlp", "conv", "encoder", "gru"]
+
+
+    @pytest.mark.torchperf(max_slowdown="15%")
+    @pytest.mark.parametrize("i", range({count}))
+    def test_model(torchperf, i):
+        kind = KINDS[i % len(KINDS)]
+        body, x = build(kind, i)
+        name = f"{{kind}}-{{i}}"
+        torchperf(Net(name, body), x, name=name)
+""")
+
+ORDINARY = textwrap.dedent("""
+    import time
+    import pytest
+    import torch
+
+    @pytest.mark.parametrize("i", range(8))
+    def test_matmuls(i):
+        torch.set_num_threads(1)
+        a, end = torch.randn(256, 256), time.time() + 2
+        while time.time() < end:
+            a = torch.tanh(a @ a)
+""")
+
+
+def hogs(count: int) -> list[subprocess.Popen[bytes]]:
+    loop = "while True: pass"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
+
+
+def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[dict], float]:
+    results = project / "results.json"
+    results.unlink(missing_ok=True)
+    start = time.time()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            *args,
+            f"--torchperf-json={results}",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    took = time.time() - start
+    data = json.loads(results.read_text()) if results.exists() else {"benchmarks": []}
+    records = [b["torchperf"] for b in data["benchmarks"]]
+    coverage = (data.get("torchperf") or {}).get("coverage")
+    tail = [line for line in proc.stdout.splitlines() if line.startswith("torchperf: ")]
+    print(f"  rc={proc.returncode} {took:.0f} s; " + " | ".join(tail[-3:]))
+    return proc.returncode, records, coverage or {}
+
+
+def outcomes(records: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.get("outcome", "?")] = counts.get(r.get("outcome", "?"), 0) + 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=("hog", "xdist"), default="hog")
+    parser.add_argument("--measurements", type=int, default=8)
+    parser.add_argument("--compares", type=int, default=3)
+    parser.add_argument("--hogs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    args = parser.parse_args()
+
+    project = Path(tempfile.mkdtemp(prefix="busy-gates-"))
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_models.py").write_text(MODELS.format(count=args.measurements))
+    extra_args: list[str] = []
+    if args.scenario == "xdist":
+        (project / "test_ordinary.py").write_text(ORDINARY)
+        extra_args = ["-n", "2"]
+    env = {**os.environ}
+    print(f"scenario {args.scenario}: {args.measurements} measurements, project {project}")
+    started = hogs(args.hogs) if args.scenario == "hog" else []
+    try:
+        print("save:")
+        rc, records, cov = run(project, [*extra_args, "--torchperf-save"], env)
+        print(f"  save exit {rc}; coverage {cov}")
+        red = new = 0
+        for i in range(args.compares):
+            print(f"unchanged compare {i + 1}:")
+            rc, records, cov = run(project, [*extra_args, "--torchperf-compare"], env)
+            counts = outcomes(records)
+            red += rc != 0
+            new += counts.get("new", 0) - sum(
+                1 for r in records if (r.get("verdict") or {}).get("untimed")
+            )
+            print(f"  outcomes {counts}; coverage {cov}")
+        print(f"unchanged compares: {red} of {args.compares} red; {new} plain 'new' verdicts")
+        target = "mlp-0"
+        if args.scenario == "hog":
+            print(f"extra aten::mul in {target}:")
+            rc, records, _ = run(
+                project,
+                [*extra_args, "--torchperf-compare"],
+                {**env, "BUSY_GATES_EXTRA_OP": target},
+            )
+        else:
+            print(f"+50 % work in {target}:")
+            rc, records, _ = run(
+                project, [*extra_args, "--torchperf-compare"], {**env, "BUSY_GATES_SLOW": target}
+            )
+        failed = sorted(r["measurement"] for r in records if r.get("outcome") == "fail")
+        print(f"  failed: {failed} (expected exactly ['{target}'])")
+    finally:
+        for hog in started:
+            hog.kill()
+
+
+if __name__ == "__main__":
+    main()
