@@ -7,7 +7,8 @@ and whether an extra ``aten::mul`` injected into one model is caught by its coun
 
 Scenario ``xdist``: a quiet machine, ``pytest -n 2`` with eight CPU-bound ordinary tests (2 s of
 matmuls each) beside the perf tests. Reported: what the save stored, each unchanged compare's
-outcomes (0 red runs and 0 ``new`` expected) and whether a +50 % slowdown of one model fails
+outcomes (0 red runs and 0 ``new`` expected) and whether a +50 % slowdown of one model (a
+pure-Python wait of half its call time: no counter changes, so only timing can catch it) fails
 exactly that test.
 
     python benchmarks/busy_gates.py --scenario hog --compares 3
@@ -30,6 +31,8 @@ from pathlib import Path
 
 MODELS = textwrap.dedent("""
     import os
+    import time
+
     import pytest
     import torch
 
@@ -38,16 +41,31 @@ MODELS = textwrap.dedent("""
 
 
     class Net(torch.nn.Module):
-        def __init__(self, name, body):
+        def __init__(self, name, body, x):
             super().__init__()
-            self.name, self.body = name, body
+            self.name, self.body, self.call_s = name, body, 0.0
+            if SLOW == name:
+                with torch.no_grad():
+                    for _ in range(5):
+                        body(x)
+                    calls = []
+                    for _ in range(21):
+                        start = time.perf_counter()
+                        body(x)
+                        calls.append(time.perf_counter() - start)
+                self.call_s = sorted(calls)[10]
 
         def forward(self, x):
             y = self.body(x)
+            if isinstance(y, tuple):  # GRU: (output, hidden)
+                y = y[0]
             if EXTRA == self.name:
                 y = y * 1.0
             if SLOW == self.name:
-                y = y + self.body(x) * 0.5  # about +50 % work
+                # +50 % of the call's own time, in pure Python: no op or counter changes.
+                end = time.perf_counter() + 0.5 * self.call_s
+                while time.perf_counter() < end:
+                    pass
             return y
 
 
@@ -66,19 +84,26 @@ MODELS = textwrap.dedent("""
             return torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), torch.randn(
                 2, 16, 64
             )
-        return torch.nn.GRU(32, 64, batch_first=True), torch.randn(4, 16, 32)
+        if kind == "gru":
+            return torch.nn.GRU(32, 64, batch_first=True), torch.randn(4, 16, 32)
+        import torchvision
+
+        size = {"resnet18": 64, "mobilenet_v3_small": 96, "squeezenet1_1": 64,
+                "shufflenet_v2_x0_5": 64}[kind]
+        return getattr(torchvision.models, kind)(weights=None).eval(), torch.randn(1, 3, size, size)
 
 
-    KINDS = ["mlp", "conv", "encoder", "gru"]
+    KINDS = ["mlp", "conv", "encoder", "gru", "resnet18", "mobilenet_v3_small", "squeezenet1_1",
+             "shufflenet_v2_x0_5"]
 
 
-    @pytest.mark.torchperf(max_slowdown="15%")
+    @pytest.mark.torchperf(max_slowdown="15%"{variants})
     @pytest.mark.parametrize("i", range({count}))
     def test_model(torchperf, i):
         kind = KINDS[i % len(KINDS)]
         body, x = build(kind, i)
         name = f"{{kind}}-{{i}}"
-        torchperf(Net(name, body), x, name=name)
+        torchperf(Net(name, body, x), x, name=name)
 """)
 
 ORDINARY = textwrap.dedent("""
@@ -136,17 +161,61 @@ def outcomes(records: list[dict]) -> dict[str, int]:
     return counts
 
 
+def ab_runs(project: Path, runs: int) -> None:
+    """Unchanged A/B runs against HEAD (eager and amp of each model): every verdict, the amp
+    speedups' among them, should pass; then the cost against a save + plain compare."""
+    env = {**os.environ}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "models"]):
+        subprocess.run(
+            ["git", "-c", "user.email=b@example.com", "-c", "user.name=b", *args],
+            cwd=project,
+            check=True,
+        )
+    verdicts, fails, speedup_fails, inconclusive, ab_seconds = 0, [], 0, 0, 0.0
+    for i in range(runs):
+        print(f"unchanged A/B run {i + 1}:")
+        start = time.time()
+        rc, records, cov = run(project, ["--torchperf-ab", "HEAD"], env)
+        ab_seconds += time.time() - start
+        for r in records:
+            verdicts += 1
+            inconclusive += r.get("outcome") == "inconclusive"
+            if r.get("outcome") == "fail":
+                fails.append(r["measurement"])
+                speedup_fails += any("speedup vs eager" in f for f in r.get("failures") or ())
+        print(f"  outcomes {outcomes(records)}; coverage {cov}")
+    print(
+        f"A/B unchanged: {verdicts} verdicts, {len(fails)} fail ({speedup_fails} on a speedup): "
+        f"{fails}; {inconclusive} inconclusive; {ab_seconds / max(runs, 1):.0f} s per run"
+    )
+    print("plain save, then compare (cost reference):")
+    run(project, ["--torchperf-save"], env)
+    start = time.time()
+    run(project, ["--torchperf-compare"], env)
+    plain = time.time() - start
+    print(
+        f"cost: A/B {ab_seconds / max(runs, 1):.0f} s per run vs plain compare {plain:.0f} s: "
+        f"x{ab_seconds / max(runs, 1) / plain:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=("hog", "xdist"), default="hog")
-    parser.add_argument("--measurements", type=int, default=8)
+    parser.add_argument("--scenario", choices=("hog", "xdist", "ab"), default="hog")
+    parser.add_argument("--measurements", type=int, default=20)
     parser.add_argument("--compares", type=int, default=3)
     parser.add_argument("--hogs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     args = parser.parse_args()
 
     project = Path(tempfile.mkdtemp(prefix="busy-gates-"))
     (project / "pytest.ini").write_text("[pytest]\n")
-    (project / "test_models.py").write_text(MODELS.format(count=args.measurements))
+    variants = ', variants=["amp"]' if args.scenario == "ab" else ""
+    (project / "test_models.py").write_text(
+        MODELS.format(count=args.measurements, variants=variants)
+    )
+    if args.scenario == "ab":
+        ab_runs(project, args.compares)
+        return
     extra_args: list[str] = []
     if args.scenario == "xdist":
         (project / "test_ordinary.py").write_text(ORDINARY)
@@ -178,7 +247,7 @@ def main() -> None:
                 {**env, "BUSY_GATES_EXTRA_OP": target},
             )
         else:
-            print(f"+50 % work in {target}:")
+            print(f"+50 % slowdown of {target}:")
             rc, records, _ = run(
                 project, [*extra_args, "--torchperf-compare"], {**env, "BUSY_GATES_SLOW": target}
             )
