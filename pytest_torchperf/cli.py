@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.core.units import format_change
+from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.options.measure_options import OptionError
 from pytest_torchperf.options.values import parse_fraction, parse_share
@@ -154,6 +155,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     store = BaselineStore(Path(args.baseline))
     rows, details, failed = [], [], 0
+    judged: list[dict[str, Any]] = []
     for record in records:
         if not _selected(record["nodeid"], record["name"], args.k) or not record.get(
             "environment_id"
@@ -185,6 +187,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             max_instruction_increase=args.max_instruction_increase,
         )
         failed += result.outcome == "fail"
+        judged.append(
+            {"outcome": result.outcome, "verdict": result.verdict.to_dict(), "gated": result.gated}
+        )
         rows.append(
             {
                 "test": record["nodeid"],
@@ -221,6 +226,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
     )
+    cov = coverage(judged, comparing=True)
+    if cov is not None:
+        print(f"torchperf: {coverage_line(cov)}")
+        warning = weak_gate_warning(cov)
+        if warning:
+            print(f"torchperf: warning: {warning}")
     return 1 if failed else 0
 
 

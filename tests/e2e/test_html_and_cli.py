@@ -85,7 +85,11 @@ def test_cli_compare_gives_the_plugins_verdicts(
     rows = {line.split()[1]: line.split()[2] for line in out.splitlines() if "::test_" in line}
     assert rows == plugin
     assert "mlp: " in out and "slower than baseline" in out
-    assert out.rstrip().endswith("torchperf: 1 fail, 1 pass")
+    assert out.rstrip().endswith(
+        "torchperf: 1 fail, 1 pass\n"
+        "torchperf: gated 2 measurements: timing judged for 2 of 2, counters 2 of 2, "
+        "numerics 2 of 2"
+    )
 
 
 def test_cli_accept_then_compare_passes(
