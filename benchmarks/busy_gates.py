@@ -88,8 +88,8 @@ MODELS = textwrap.dedent("""
             return torch.nn.GRU(32, 64, batch_first=True), torch.randn(4, 16, 32)
         import torchvision
 
-        size = {"resnet18": 64, "mobilenet_v3_small": 96, "squeezenet1_1": 64,
-                "shufflenet_v2_x0_5": 64}[kind]
+        size = {{"resnet18": 64, "mobilenet_v3_small": 96, "squeezenet1_1": 64,
+                "shufflenet_v2_x0_5": 64}}[kind]
         return getattr(torchvision.models, kind)(weights=None).eval(), torch.randn(1, 3, size, size)
 
 

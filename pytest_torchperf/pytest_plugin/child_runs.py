@@ -313,9 +313,13 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
         ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
         gate = context_of(config).worker_gate
-        # Under xdist the child times alone like the worker would: the worker gives back its
-        # test's share of the lock while it waits, or the child's exclusive lock never comes.
-        with gate.released() if gate is not None else contextlib.nullcontext():
+        if gate is not None:
+            # Under xdist the other workers wait for the child's whole run, its start-up (an
+            # import of torch beside a timed section is a busy neighbour) and its timing alike.
+            from pytest_torchperf.options.settings import GATE_HELD_ENV
+
+            env[GATE_HELD_ENV] = "1"
+        with gate.exclusive() if gate is not None else contextlib.nullcontext():
             run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:

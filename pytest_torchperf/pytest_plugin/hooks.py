@@ -38,6 +38,7 @@ from pytest_torchperf.pytest_plugin.instrument_fixtures import (  # noqa: F401 -
 )
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import (
+    COLLECTING_GATE_KEY,
     CONTEXT_SETUP_KEY,
     FIXTURE,
     GATE_KEY,
@@ -73,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin_options.check_rootdir(config)
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
+    _hold_gate_while_collecting(config)
     config.stash[CONTEXT_SETUP_KEY] = [lambda ctx: child_runs.attach_fresh_confirm(config, ctx)]
     # Before any profiler starts: Kineto logs noise (e.g. gpuGetDeviceCount errors) on CUDA wheels
     # without a GPU.
@@ -157,6 +159,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             from pytest_torchperf.measure.exclusive import shared_gate
 
             config.stash[GATE_KEY] = shared_gate(path)
+
+
+def _hold_gate_while_collecting(config: pytest.Config) -> None:
+    """An xdist worker's collection (importing torch and the test modules) is CPU work beside
+    another worker that may already time: it holds the workers' lock shared until collected."""
+    if not hasattr(config, "workerinput") or config.stash[SETTINGS_KEY].disable:
+        return
+    from pytest_torchperf.options.settings import default_lock_path
+
+    path = default_lock_path()
+    if path is not None:
+        from pytest_torchperf.measure.exclusive import shared_gate
+
+        gate = shared_gate(path)
+        gate.enter_test()
+        config.stash[COLLECTING_GATE_KEY] = gate
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gate = session.config.stash.get(COLLECTING_GATE_KEY, None)
+    if gate is not None:
+        gate.leave_test()
 
 
 @pytest.hookimpl(wrapper=True)

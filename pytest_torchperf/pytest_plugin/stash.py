@@ -27,6 +27,8 @@ PERF_KEY = pytest.StashKey[bool]()
 IS_PERF_KEY = pytest.StashKey[bool]()
 #: An xdist worker's :class:`~pytest_torchperf.measure.exclusive.WorkerGate` (runs that time).
 GATE_KEY = pytest.StashKey[Any]()
+#: The same lock, held while an xdist worker collects.
+COLLECTING_GATE_KEY = pytest.StashKey[Any]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 
