@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,8 @@ def processes_setting(config: pytest.Config) -> int:
     A run that times nothing (``--torchperf-skip``, or ``--torchperf-disable`` with the count from
     the ini file) runs in one process, so an ini default does not get in the way of
     ``pytest -n 2 --torchperf-skip``. A saving run with no count given measures in
-    :data:`SAVE_PROCESSES` fresh processes (one under pytest-xdist, whose workers would time
-    alongside the children).
+    :data:`SAVE_PROCESSES` fresh processes (under pytest-xdist the controller runs the fresh ones
+    before the workers run any test, and each worker measures once: :func:`xdist_children`).
     """
     on_cli = config.getoption("torchperf_processes")
     raw = on_cli or config.getini("torchperf_processes")
@@ -91,7 +92,9 @@ def processes_setting(config: pytest.Config) -> int:
             config.getoption("torchperf_save")
             and not config.getoption("torchperf_skip")
             and not config.getoption("torchperf_disable")
-            and not is_xdist(config)
+            # Under xdist the controller runs the fresh processes before any worker runs a
+            # test (xdist_children); a worker itself measures once and pools theirs.
+            and not hasattr(config, "workerinput")
             # Instruction counts repeat exactly between processes (the mode checks the rest).
             and not _counts_instructions(config)
         )
@@ -115,13 +118,8 @@ def processes_setting(config: pytest.Config) -> int:
                 "--torchperf-processes measures timings; it cannot be combined "
                 "with --torchperf-disable"
             )
-        if is_xdist(config):
-            raise pytest.UsageError(
-                "--torchperf-processes starts its own fresh processes one after another; with "
-                "pytest-xdist (-n) they would time on shared cores. Drop -n for the perf run "
-                "(e.g. pytest -n 2 --torchperf-skip, then pytest --torchperf-only "
-                "--torchperf-processes 3)"
-            )
+        if hasattr(config, "workerinput"):
+            return 1  # the controller ran the fresh processes; this worker pools theirs
     return count
 
 
@@ -231,52 +229,105 @@ def run_children(session: pytest.Session, count: int) -> None:
         return
     from pytest_torchperf.run.children import merge, read_child_file
 
-    settings = config.stash[SETTINGS_KEY]
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
-    found, problems = [], []
-    timeout = FIRST_CHILD_TIMEOUT_S
     try:
-        for process in range(1, count):
-            out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
-            args = [
-                *python_command(),
-                *config.invocation_params.args,
-                # Last wins in argparse: an empty path turns the child's JUnit XML off.
-                f"--torchperf-child={out}",  # '=': never read as a test path (check_rootdir)
-                "--junitxml=",
-                # Its share of the save's waiting budget (this run keeps its own share).
-                f"--torchperf-save-wait={settings.save_wait:g}",
-            ]
-            env = {**os.environ, CHILD_PROCESS_ENV: str(process)}
-            say(
-                terminal,
-                f"torchperf: fresh process {process} of {count}: measuring "
-                f"{len(perf)} perf test(s) ...",
-            )
-            start = time.perf_counter()
-            code = run_child(args, config.invocation_params.dir, env, log, timeout)
-            took = time.perf_counter() - start
-            if process == 1:
-                timeout = max(600.0, 5 * took)
-            measured = read_child_file(out)
-            found.append(measured)
-            say(
-                terminal,
-                f"torchperf: fresh process {process} of {count}: {len(measured)} "
-                f"measurement(s) in {took:.1f} s",
-            )
-            if code not in (0, 1) or not measured:
-                problems.append(_child_problem(process, code, log, args, bool(measured)))
-        # The controller's own pass is the last process.
-        say(terminal, f"torchperf: process {count} of {count}: this run")
+        problems = _children(config, count, folder, f"{len(perf)} perf test(s)")
+        found = [read_child_file(folder / f"child-{k}.jsonl") for k in range(1, count)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     perf_session = context_of(config)
     perf_session.process_pool = merge(found)
     perf_session.process_problems = problems
+
+
+#: ``workerinput`` key: where an xdist save's fresh processes wrote their measurements.
+XDIST_CHILDREN = "torchperf_children"
+
+
+def xdist_children_folder(config: pytest.Config) -> Path | None:
+    """The xdist controller of a save in several processes: the folder its fresh processes
+    write to (created here), for the workers to read; None in any other run."""
+    settings = config.stash[SETTINGS_KEY]
+    if hasattr(config, "workerinput") or settings.child or settings.processes <= 1:
+        return None
+    if not is_xdist(config) or config.option.collectonly:
+        return None
+    return Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
+
+
+def xdist_children(config: pytest.Config, folder: Path, testrunuid: str | None) -> None:
+    """Under pytest-xdist, before the workers run any test: the save's fresh processes, one after
+    another, each timing alone (the workers hold the workers' lock while they collect). Each
+    worker then pools what they measured with its own pass (:func:`pool_xdist_children`)."""
+    settings = config.stash[SETTINGS_KEY]
+    env = {}
+    if testrunuid:
+        env = {"PYTEST_XDIST_WORKER": "controller", "PYTEST_XDIST_TESTRUNUID": testrunuid}
+    _children(config, settings.processes, folder, "the perf tests", ["-n", "0"], env)
+
+
+def pool_xdist_children(config: pytest.Config, perf_session: Any) -> None:
+    """An xdist worker of a save in several processes: pool the controller's fresh processes."""
+    folder = getattr(config, "workerinput", {}).get(XDIST_CHILDREN)
+    if not folder:
+        return
+    from pytest_torchperf.run.children import merge, read_child_file
+
+    files = sorted(Path(folder).glob("child-*.jsonl"))
+    perf_session.process_pool = merge(read_child_file(f) for f in files)
+
+
+def _children(
+    config: pytest.Config,
+    count: int,
+    folder: Path,
+    what: str,
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Run the ``count - 1`` fresh child processes one after another, each writing
+    ``folder/child-K.jsonl``; return the problems (also said on the terminal)."""
+    from pytest_torchperf.run.children import read_child_file
+
+    settings = config.stash[SETTINGS_KEY]
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    problems = []
+    timeout = FIRST_CHILD_TIMEOUT_S
+    for process in range(1, count):
+        out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
+        args = [
+            *python_command(),
+            *config.invocation_params.args,
+            *extra_args,
+            # Last wins in argparse: an empty path turns the child's JUnit XML off.
+            f"--torchperf-child={out}",  # '=': never read as a test path (check_rootdir)
+            "--junitxml=",
+            # Its share of the save's waiting budget (this run keeps its own share).
+            f"--torchperf-save-wait={settings.save_wait:g}",
+        ]
+        env = {**os.environ, **(extra_env or {}), CHILD_PROCESS_ENV: str(process)}
+        say(
+            terminal,
+            f"torchperf: fresh process {process} of {count}: measuring {what} ...",
+        )
+        start = time.perf_counter()
+        code = run_child(args, config.invocation_params.dir, env, log, timeout)
+        took = time.perf_counter() - start
+        if process == 1:
+            timeout = max(600.0, 5 * took)
+        measured = read_child_file(out)
+        say(
+            terminal,
+            f"torchperf: fresh process {process} of {count}: {len(measured)} "
+            f"measurement(s) in {took:.1f} s",
+        )
+        if code not in (0, 1) or not measured:
+            problems.append(_child_problem(process, code, log, args, bool(measured)))
+    # The controller's own pass (each worker's, under xdist) is the last process.
+    say(terminal, f"torchperf: process {count} of {count}: this run")
     for problem in problems:
         say(terminal, problem, yellow=True)
+    return problems
 
 
 def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:

@@ -48,6 +48,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     PERF_KEY,
     SETTINGS_KEY,
     STATE_KEY,
+    XDIST_CHILDREN_KEY,
     context_of,
     marker_options,
     state_of,
@@ -75,7 +76,13 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     _hold_gate_while_collecting(config)
-    config.stash[CONTEXT_SETUP_KEY] = [lambda ctx: child_runs.attach_fresh_confirm(config, ctx)]
+    children = child_runs.xdist_children_folder(config)
+    if children is not None:
+        config.stash[XDIST_CHILDREN_KEY] = children
+    config.stash[CONTEXT_SETUP_KEY] = [
+        lambda ctx: child_runs.attach_fresh_confirm(config, ctx),
+        lambda ctx: child_runs.pool_xdist_children(config, ctx),
+    ]
     # Before any profiler starts: Kineto logs noise (e.g. gpuGetDeviceCount errors) on CUDA wheels
     # without a GPU.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -213,8 +220,21 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         ab_runs.run_duet(session)
     elif settings.instructions and not session.testsfailed:
         instruction_runs.run_counting_children(session)
+    elif XDIST_CHILDREN_KEY in session.config.stash and not session.testsfailed:
+        dsession = session.config.pluginmanager.getplugin("dsession")
+        uid = getattr(getattr(dsession, "nodemanager", None), "testrunuid", None)
+        child_runs.xdist_children(session.config, session.config.stash[XDIST_CHILDREN_KEY], uid)
     elif settings.processes > 1 and not session.testsfailed:
         child_runs.run_children(session, settings.processes)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller, a save in several processes: tell each worker where the fresh
+    processes write their measurements (they run before any worker runs a test)."""
+    folder = node.config.stash.get(XDIST_CHILDREN_KEY, None)
+    if folder is not None:
+        node.workerinput[child_runs.XDIST_CHILDREN] = str(folder)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -229,6 +249,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     good (what is left is pytest's and the interpreter's teardown)."""
     if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
         ab_runs.leave(config)
+    folder = config.stash.get(XDIST_CHILDREN_KEY, None)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ IS_PERF_KEY = pytest.StashKey[bool]()
 GATE_KEY = pytest.StashKey[Any]()
 #: The same lock, held while an xdist worker collects.
 COLLECTING_GATE_KEY = pytest.StashKey[Any]()
+#: The xdist controller of a save in several processes: where its fresh processes write.
+XDIST_CHILDREN_KEY = pytest.StashKey[Any]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 

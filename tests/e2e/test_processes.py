@@ -3,7 +3,6 @@ median, ``--torchperf-save`` stores N sessions; the children write nothing the u
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import xml.etree.ElementTree as ET
 
@@ -158,12 +157,23 @@ def test_bad_process_options_are_usage_errors(
     result.stderr.fnmatch_lines([message])
 
 
-def test_processes_with_xdist_is_a_usage_error(perf: pytest.Pytester) -> None:
+def test_processes_under_xdist_run_first_and_each_worker_pools_them(
+    perf: pytest.Pytester,
+) -> None:
+    """The fresh processes run on the controller before any worker runs a test; each worker
+    stores its own pass and theirs."""
     pytest.importorskip("xdist")
     perf.makepyfile(MODELS)
-    result = perf.runpytest("-n", "2", "--torchperf-processes", "2")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*starts its own fresh processes*Drop -n for the perf run*"])
+    result = perf.runpytest_subprocess("-n", "2", "--torchperf-save", "--torchperf-processes=3")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: fresh process 1 of 3: measuring the perf tests ...",
+            "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
+            "*processes=3 (verdicts on the median p25)*",
+        ]
+    )
+    assert len(sessions(perf)) == 3
 
 
 def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
@@ -197,11 +207,6 @@ def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pyteste
     # A compare alone measures in one process (suspected slowdowns are confirmed in a fresh one).
     compare = perf.runpytest("--torchperf-compare")
     assert "fresh process 1 of" not in compare.stdout.str()
-    # Under pytest-xdist the extra processes would time beside the workers: one session each.
-    if importlib.util.find_spec("xdist"):
-        xdist = perf.runpytest_subprocess("-n", "2", "--torchperf-save", "--torchperf-reset")
-        xdist.assert_outcomes(passed=2)
-        assert len(sessions(perf)) == 1
 
 
 FRESH = """
