@@ -149,8 +149,17 @@ def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[
     data = json.loads(results.read_text()) if results.exists() else {"benchmarks": []}
     records = [b["torchperf"] for b in data["benchmarks"]]
     coverage = (data.get("torchperf") or {}).get("coverage")
-    tail = [line for line in proc.stdout.splitlines() if line.startswith("torchperf: ")]
+    tail = [
+        line
+        for line in proc.stdout.splitlines()
+        if line.startswith("torchperf: ") and "written to" not in line
+    ]
     print(f"  rc={proc.returncode} {took:.0f} s; " + " | ".join(tail[-3:]))
+    for b in data["benchmarks"]:
+        t = b["torchperf"]
+        if t.get("outcome") in ("fail", "improved"):
+            message = (t.get("verdict") or {}).get("message", "").split("\n")[0]
+            print(f"    {t['outcome']}: {message} {' '.join(t.get('failures') or [])}"[:400])
     return proc.returncode, records, coverage or {}
 
 

@@ -85,6 +85,8 @@ def coverage(records: Iterable[Mapping[str, Any]], comparing: bool) -> Coverage 
 
 def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
     cov.measurements += 1
+    if record.get("untimed"):  # a compare that also saved stored it without timing
+        cov.untimed_reasons.append(str(record["untimed"]))
     gated = record.get("gated") or ()
     basis = next((b for b in gated if b in TIMING_BASES), None)
     if basis:
@@ -178,7 +180,7 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
     A save that could not store a timing for every measurement (it stored their counters and
     numerics): a CI job built on it would gate nothing. A strict compare that judged timing for
     fewer than half of its measurements."""
-    if cov.mode == "save" and cov.untimed_reasons:
+    if cov.untimed_reasons:
         missing = len(cov.untimed_reasons)
         options = sorted({loosening_option(why) for why in cov.untimed_reasons})
         return (

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,14 @@ def shared_gate(base: Path) -> WorkerGate:
     if base not in _GATES:
         _GATES[base] = WorkerGate(base)
     return _GATES[base]
+
+
+#: Hands the lock files to a child pytest run the plugin starts on an xdist controller (the
+#: save's fresh processes): only processes the plugin started itself take the lock, never a
+#: subprocess a test starts (it would wait for the share its own parent test holds).
+GATE_ENV = "PYTEST_TORCHPERF_GATE"
+
+
+def lock_base(testrunuid: str) -> Path:
+    """Where the lock files of the xdist run ``testrunuid`` live."""
+    return Path(tempfile.gettempdir()) / f"pytest-torchperf-{testrunuid}.lock"

@@ -6,8 +6,6 @@ without importing the measuring machinery: a pytest run without perf tests never
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,17 +77,3 @@ class RunSettings:
                 " (another Python)" if kind == "python" else ""
             )
         return f"{mode}, instruction counts" if self.instructions else mode
-
-
-#: Set for a child pytest run that an xdist worker started while it holds the workers' lock
-#: exclusively for it (a fresh confirming process): the child must not take the lock itself.
-GATE_HELD_ENV = "PYTEST_TORCHPERF_GATE_HELD"
-
-
-def default_lock_path() -> Path | None:
-    """Lock file shared by the xdist workers of one run; None outside xdist (and in a child run
-    whose worker holds the lock for it)."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not uid or os.environ.get(GATE_HELD_ENV):
-        return None
-    return Path(tempfile.gettempdir()) / f"pytest-torchperf-{uid}.lock"

@@ -255,15 +255,19 @@ def xdist_children_folder(config: pytest.Config) -> Path | None:
     return Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
 
 
-def xdist_children(config: pytest.Config, folder: Path, testrunuid: str | None) -> None:
+def xdist_children(config: pytest.Config, folder: Path) -> None:
     """Under pytest-xdist, before the workers run any test: the save's fresh processes, one after
     another, each timing alone (the workers hold the workers' lock while they collect). Each
     worker then pools what they measured with its own pass (:func:`pool_xdist_children`)."""
+    from pytest_torchperf.measure.exclusive import GATE_ENV, lock_base
+
     settings = config.stash[SETTINGS_KEY]
-    env = {}
-    if testrunuid:
-        env = {"PYTEST_XDIST_WORKER": "controller", "PYTEST_XDIST_TESTRUNUID": testrunuid}
-    _children(config, settings.processes, folder, "the perf tests", ["-n", "0"], env)
+    dsession = config.pluginmanager.getplugin("dsession")
+    uid = getattr(getattr(dsession, "nodemanager", None), "testrunuid", None)
+    env = {GATE_ENV: str(lock_base(str(uid)))} if uid else {}
+    _children(
+        config, settings.processes, folder, "the perf tests", ["-n", "0"], env, stop_if_empty=True
+    )
 
 
 def pool_xdist_children(config: pytest.Config, perf_session: Any) -> None:
@@ -284,14 +288,17 @@ def _children(
     what: str,
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    stop_if_empty: bool = False,
 ) -> list[str]:
     """Run the ``count - 1`` fresh child processes one after another, each writing
-    ``folder/child-K.jsonl``; return the problems (also said on the terminal)."""
+    ``folder/child-K.jsonl``; return the problems (also said on the terminal).
+    ``stop_if_empty``: a first child that found no perf test to run (a controller that did not
+    collect cannot know) ends them without a problem."""
     from pytest_torchperf.run.children import read_child_file
 
     settings = config.stash[SETTINGS_KEY]
     terminal = config.pluginmanager.get_plugin("terminalreporter")
-    problems = []
+    problems: list[str] = []
     timeout = FIRST_CHILD_TIMEOUT_S
     for process in range(1, count):
         out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
@@ -316,6 +323,9 @@ def _children(
         if process == 1:
             timeout = max(600.0, 5 * took)
         measured = read_child_file(out)
+        if stop_if_empty and process == 1 and not measured and code in (0, 5):
+            say(terminal, "torchperf: no perf test to measure in fresh processes")
+            return problems
         say(
             terminal,
             f"torchperf: fresh process {process} of {count}: {len(measured)} "
@@ -345,8 +355,8 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
     """Run test ``nodeid`` once more in a fresh pytest process; its measurements by key.
 
     Empty when the child could not measure (the caller then confirms in this process). Under
-    pytest-xdist the child inherits the worker's environment: it takes the same timing lock and,
-    with several GPUs, the same GPU as the worker.
+    pytest-xdist the worker holds the workers' lock for the child's whole run, and the child (it
+    inherits the worker's environment) measures on the same GPU as the worker.
     """
     from pytest_torchperf.run.children import read_child_file
 
@@ -361,15 +371,13 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
             f"--torchperf-child={out}",
             f"--torchperf-child-only={nodeid}",
             "--junitxml=",
+            "--torchperf-save-wait=0",  # a confirming pass is judged, never stored
         ]
         env = {**os.environ, CHILD_PROCESS_ENV: "0"}
         gate = context_of(config).worker_gate
-        if gate is not None:
-            # Under xdist the other workers wait for the child's whole run, its start-up (an
-            # import of torch beside a timed section is a busy neighbour) and its timing alike.
-            from pytest_torchperf.options.settings import GATE_HELD_ENV
-
-            env[GATE_HELD_ENV] = "1"
+        # Under xdist the other workers wait for the child's whole run, its start-up (an import
+        # of torch beside a timed section is a busy neighbour) and its timing alike; the child
+        # itself takes no lock.
         with gate.exclusive() if gate is not None else contextlib.nullcontext():
             run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)

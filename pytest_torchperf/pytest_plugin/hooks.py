@@ -50,6 +50,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     STATE_KEY,
     XDIST_CHILDREN_KEY,
     context_of,
+    gate_path,
     marker_options,
     state_of,
 )
@@ -159,9 +160,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         hasattr(config, "workerinput") and not skip_perf and not config.stash[SETTINGS_KEY].disable
     ):
         # An xdist worker of a run that times: its tests pause while another worker times.
-        from pytest_torchperf.options.settings import default_lock_path
-
-        path = default_lock_path()
+        path = gate_path(config)
         if path is not None and any(item.stash[IS_PERF_KEY] for item in items):
             from pytest_torchperf.measure.exclusive import shared_gate
 
@@ -173,9 +172,7 @@ def _hold_gate_while_collecting(config: pytest.Config) -> None:
     another worker that may already time: it holds the workers' lock shared until collected."""
     if not hasattr(config, "workerinput") or config.stash[SETTINGS_KEY].disable:
         return
-    from pytest_torchperf.options.settings import default_lock_path
-
-    path = default_lock_path()
+    path = gate_path(config)
     if path is not None:
         from pytest_torchperf.measure.exclusive import shared_gate
 
@@ -221,9 +218,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     elif settings.instructions and not session.testsfailed:
         instruction_runs.run_counting_children(session)
     elif XDIST_CHILDREN_KEY in session.config.stash and not session.testsfailed:
-        dsession = session.config.pluginmanager.getplugin("dsession")
-        uid = getattr(getattr(dsession, "nodemanager", None), "testrunuid", None)
-        child_runs.xdist_children(session.config, session.config.stash[XDIST_CHILDREN_KEY], uid)
+        child_runs.xdist_children(session.config, session.config.stash[XDIST_CHILDREN_KEY])
     elif settings.processes > 1 and not session.testsfailed:
         child_runs.run_children(session, settings.processes)
 

@@ -342,10 +342,20 @@ def run_settings(config: pytest.Config) -> RunSettings:
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,
-        # Each process of a save gets its share (the children are started with theirs).
-        save_wait=save_wait_setting(config) / processes,
+        # Each process of a save gets its share (the children are started with theirs); under
+        # xdist each worker.
+        save_wait=save_wait_setting(config) / processes / _workers(config),
     )
     return settings
+
+
+def _workers(config: pytest.Config) -> int:
+    """How many xdist workers share the run (1 outside xdist)."""
+    workerinput = getattr(config, "workerinput", None) or {}
+    try:
+        return max(1, int(workerinput.get("workercount", 1)))
+    except (TypeError, ValueError):
+        return 1
 
 
 def save_wait_setting(config: pytest.Config) -> float:

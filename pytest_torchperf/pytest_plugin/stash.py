@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -55,15 +57,27 @@ def context_of(config: pytest.Config) -> "RunContext":
     """
     context = config.stash.get(CONTEXT_KEY, None)
     if context is None:
-        from pytest_torchperf.options.settings import default_lock_path
         from pytest_torchperf.run.context import RunContext
 
         context = config.stash[CONTEXT_KEY] = RunContext(
-            config.stash[SETTINGS_KEY], lock_path=default_lock_path()
+            config.stash[SETTINGS_KEY], lock_path=gate_path(config)
         )
         for setup in config.stash.get(CONTEXT_SETUP_KEY, []):
             setup(context)
     return context
+
+
+def gate_path(config: pytest.Config) -> Path | None:
+    """The xdist workers' lock files (:mod:`pytest_torchperf.measure.exclusive`) this process
+    takes part in: an xdist worker's, or those the plugin handed to a child it started; None
+    elsewhere (a pytest run that a test starts takes no part, whatever its environment)."""
+    from pytest_torchperf.measure.exclusive import GATE_ENV, lock_base
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("testrunuid"):
+        return lock_base(str(workerinput["testrunuid"]))
+    handed = os.environ.get(GATE_ENV)
+    return Path(handed) if handed and config.getoption("torchperf_child", None) else None
 
 
 def state_of(item: pytest.Item) -> "TestState":

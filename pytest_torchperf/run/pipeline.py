@@ -192,7 +192,10 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     elif (saving or ctx.child_sink) and unfit(first) and ctx.turns is None:
         # A contaminated baseline would poison every later comparison: measure again, after
         # waiting for a busy machine to quiet down (within the save's budget).
-        final = ctx.quiet.retry(take_sample, unfit, m.options.max_neighbour_load)
+        # Under xdist it waits holding the workers' lock, so the other workers' tests (which
+        # would count as load) finish and no new one starts.
+        with ctx.timing_lock(m.measurer.device):
+            final = ctx.quiet.retry(take_sample, unfit, m.options.max_neighbour_load)
     if ctx.child_sink is not None and m.gate and ctx.turns is None:
         ctx.child_sink.write(
             m.nodeid,

@@ -47,6 +47,8 @@ class QuietWait:
     #: Seconds spent so far, and how many extra passes they bought.
     spent: float = 0.0
     extra_passes: int = 0
+    #: Seconds the last :meth:`retry` spent (what its measurement's message reports).
+    last_spent: float = 0.0
 
     @property
     def left(self) -> float:
@@ -56,6 +58,7 @@ class QuietWait:
         """Measure again (``take``) until a pass is fit to store or the budget is spent: once at
         once, as a save always did, then each time after the other CPUs were quiet (at most
         ``max_load`` of them kept busy by other processes) for a window."""
+        before = self.spent
         sample = take()
         refused_when_quiet = 0
         while unfit(sample) and self.left > 0 and refused_when_quiet < MAX_QUIET_REFUSALS:
@@ -68,6 +71,7 @@ class QuietWait:
             self.extra_passes += 1
             refused_when_quiet += 1
             self.spent += self.clock() - start
+        self.last_spent = self.spent - before
         return sample
 
     def wait_until_quiet(self, max_load: float) -> None:

@@ -162,3 +162,11 @@ def test_a_run_that_gated_nothing_has_no_coverage_and_strict_is_read_from_the_ga
     assert coverage([{"outcome": "measured"}], comparing=True) is None
     assert strict_run([{"session": {"gate": {"strict": True}}}])
     assert not strict_run([{"session": {"gate": {"strict": False}}}, {}])
+
+
+def test_a_compare_that_also_saved_fails_for_a_timing_it_stored_without() -> None:
+    record = compared("time", "pass")
+    record["untimed"] = "CPU share 0.5 < 0.90"
+    cov = coverage([record], comparing=True)
+    assert cov is not None
+    assert "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
