@@ -125,7 +125,7 @@ def hogs(count: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
 
 
-def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[dict], float]:
+def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[dict], dict]:
     results = project / "results.json"
     results.unlink(missing_ok=True)
     start = time.time()
