@@ -81,7 +81,8 @@ def processes_setting(config: pytest.Config) -> int:
     the ini file) runs in one process, so an ini default does not get in the way of
     ``pytest -n 2 --torchperf-skip``. A saving run with no count given measures in
     :data:`SAVE_PROCESSES` fresh processes (under pytest-xdist the controller runs the fresh ones
-    before the workers run any test, and each worker measures once: :func:`xdist_children`).
+    before the workers run any test, and each worker measures once:
+    :mod:`pytest_torchperf.pytest_plugin.xdist_runs`).
     """
     on_cli = config.getoption("torchperf_processes")
     raw = on_cli or config.getini("torchperf_processes")
@@ -93,7 +94,7 @@ def processes_setting(config: pytest.Config) -> int:
             and not config.getoption("torchperf_skip")
             and not config.getoption("torchperf_disable")
             # Under xdist the controller runs the fresh processes before any worker runs a
-            # test (xdist_children); a worker itself measures once and pools theirs.
+            # test (xdist_runs.run_children); a worker measures once and pools theirs.
             and not hasattr(config, "workerinput")
             # Instruction counts repeat exactly between processes (the mode checks the rest).
             and not _counts_instructions(config)
@@ -231,7 +232,7 @@ def run_children(session: pytest.Session, count: int) -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     try:
-        problems = _children(config, count, folder, f"{len(perf)} perf test(s)")
+        problems = run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
         found = [read_child_file(folder / f"child-{k}.jsonl") for k in range(1, count)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -240,48 +241,7 @@ def run_children(session: pytest.Session, count: int) -> None:
     perf_session.process_problems = problems
 
 
-#: ``workerinput`` key: where an xdist save's fresh processes wrote their measurements.
-XDIST_CHILDREN = "torchperf_children"
-
-
-def xdist_children_folder(config: pytest.Config) -> Path | None:
-    """The xdist controller of a save in several processes: the folder its fresh processes
-    write to (created here), for the workers to read; None in any other run."""
-    settings = config.stash[SETTINGS_KEY]
-    if hasattr(config, "workerinput") or settings.child or settings.processes <= 1:
-        return None
-    if not is_xdist(config) or config.option.collectonly:
-        return None
-    return Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
-
-
-def xdist_children(config: pytest.Config, folder: Path) -> None:
-    """Under pytest-xdist, before the workers run any test: the save's fresh processes, one after
-    another, each timing alone (the workers hold the workers' lock while they collect). Each
-    worker then pools what they measured with its own pass (:func:`pool_xdist_children`)."""
-    from pytest_torchperf.measure.exclusive import GATE_ENV, lock_base
-
-    settings = config.stash[SETTINGS_KEY]
-    dsession = config.pluginmanager.getplugin("dsession")
-    uid = getattr(getattr(dsession, "nodemanager", None), "testrunuid", None)
-    env = {GATE_ENV: str(lock_base(str(uid)))} if uid else {}
-    _children(
-        config, settings.processes, folder, "the perf tests", ["-n", "0"], env, stop_if_empty=True
-    )
-
-
-def pool_xdist_children(config: pytest.Config, perf_session: Any) -> None:
-    """An xdist worker of a save in several processes: pool the controller's fresh processes."""
-    folder = getattr(config, "workerinput", {}).get(XDIST_CHILDREN)
-    if not folder:
-        return
-    from pytest_torchperf.run.children import merge, read_child_file
-
-    files = sorted(Path(folder).glob("child-*.jsonl"))
-    perf_session.process_pool = merge(read_child_file(f) for f in files)
-
-
-def _children(
+def run_fresh_processes(
     config: pytest.Config,
     count: int,
     folder: Path,

@@ -11,7 +11,7 @@ import inspect
 import json
 import os
 import warnings
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from pytest_torchperf.pytest_plugin import (
     instruction_runs,
     isolation,
     variant_items,
+    xdist_runs,
 )
 from pytest_torchperf.pytest_plugin import options as plugin_options
 from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
@@ -38,21 +39,22 @@ from pytest_torchperf.pytest_plugin.instrument_fixtures import (  # noqa: F401 -
 )
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import (
-    COLLECTING_GATE_KEY,
     CONTEXT_SETUP_KEY,
     FIXTURE,
-    GATE_KEY,
     IS_PERF_KEY,
     MARKER,
     PERF_FIXTURES,
     PERF_KEY,
     SETTINGS_KEY,
     STATE_KEY,
-    XDIST_CHILDREN_KEY,
     context_of,
-    gate_path,
     marker_options,
     state_of,
+)
+from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of this plugin
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_runtest_protocol,
 )
 
 # Only what option parsing needs is imported at load time: pytest imports this module in every run
@@ -76,13 +78,10 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin_options.check_rootdir(config)
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
-    _hold_gate_while_collecting(config)
-    children = child_runs.xdist_children_folder(config)
-    if children is not None:
-        config.stash[XDIST_CHILDREN_KEY] = children
+    xdist_runs.configure(config)
     config.stash[CONTEXT_SETUP_KEY] = [
         lambda ctx: child_runs.attach_fresh_confirm(config, ctx),
-        lambda ctx: child_runs.pool_xdist_children(config, ctx),
+        lambda ctx: xdist_runs.pool_children(config, ctx),
     ]
     # Before any profiler starts: Kineto logs noise (e.g. gpuGetDeviceCount errors) on CUDA wheels
     # without a GPU.
@@ -156,49 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
         ab_runs.keep_only(config, items)
-    elif (
-        hasattr(config, "workerinput") and not skip_perf and not config.stash[SETTINGS_KEY].disable
-    ):
-        # An xdist worker of a run that times: its tests pause while another worker times.
-        path = gate_path(config)
-        if path is not None and any(item.stash[IS_PERF_KEY] for item in items):
-            from pytest_torchperf.measure.exclusive import shared_gate
-
-            config.stash[GATE_KEY] = shared_gate(path)
-
-
-def _hold_gate_while_collecting(config: pytest.Config) -> None:
-    """An xdist worker's collection (importing torch and the test modules) is CPU work beside
-    another worker that may already time: it holds the workers' lock shared until collected."""
-    if not hasattr(config, "workerinput") or config.stash[SETTINGS_KEY].disable:
-        return
-    path = gate_path(config)
-    if path is not None:
-        from pytest_torchperf.measure.exclusive import shared_gate
-
-        gate = shared_gate(path)
-        gate.enter_test()
-        config.stash[COLLECTING_GATE_KEY] = gate
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    gate = session.config.stash.get(COLLECTING_GATE_KEY, None)
-    if gate is not None:
-        gate.leave_test()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
-    """Under pytest-xdist, a test (setup, call, teardown) runs only while no other worker times
-    (see :mod:`pytest_torchperf.measure.exclusive`)."""
-    gate = item.config.stash.get(GATE_KEY, None)
-    if gate is None:
-        return (yield)
-    gate.enter_test()
-    try:
-        return (yield)
-    finally:
-        gate.leave_test()
+    elif not skip_perf:
+        xdist_runs.attach_gate(config, items)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
@@ -217,19 +175,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         ab_runs.run_duet(session)
     elif settings.instructions and not session.testsfailed:
         instruction_runs.run_counting_children(session)
-    elif XDIST_CHILDREN_KEY in session.config.stash and not session.testsfailed:
-        child_runs.xdist_children(session.config, session.config.stash[XDIST_CHILDREN_KEY])
+    elif xdist_runs.runs_children(session.config) and not session.testsfailed:
+        xdist_runs.run_children(session.config)
     elif settings.processes > 1 and not session.testsfailed:
         child_runs.run_children(session, settings.processes)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist's controller, a save in several processes: tell each worker where the fresh
-    processes write their measurements (they run before any worker runs a test)."""
-    folder = node.config.stash.get(XDIST_CHILDREN_KEY, None)
-    if folder is not None:
-        node.workerinput[child_runs.XDIST_CHILDREN] = str(folder)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -244,11 +193,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     good (what is left is pytest's and the interpreter's teardown)."""
     if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
         ab_runs.leave(config)
-    folder = config.stash.get(XDIST_CHILDREN_KEY, None)
-    if folder is not None:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)
+    xdist_runs.unconfigure(config)
 
 
 # ------------------------------------------------------------------------------------------------
