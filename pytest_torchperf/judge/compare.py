@@ -18,15 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
+from pytest_torchperf.judge.ab import judge_ab_speedup
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
 from pytest_torchperf.judge.instructions import (
     DEFAULT_MAX_INCREASE,
-    effective_limit,
-    judge_instructions,
 )
+from pytest_torchperf.judge.kind_verdicts import ab_verdict, instruction_verdict, untimed_verdict
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
@@ -34,10 +33,8 @@ from pytest_torchperf.judge.samples import (
     MAX_RELATIVE_IQR,
     MIN_CPU_SHARE,
     Sample,
-    loosening_option,
 )
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
-from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, describe_difference
 from pytest_torchperf.store.records import timed_sessions
 from pytest_torchperf.variants.registry import tolerances
@@ -211,10 +208,18 @@ def compare(
     """Judge ``candidate`` against the stored ``sessions`` of its environment under ``gate``."""
     label = candidate.label
     if gate.instructions:
-        verdict = instruction_verdict(candidate, sessions, gate)
+        verdict = instruction_verdict(
+            label,
+            candidate.instructions,
+            candidate.uncounted,
+            sessions,
+            gate.max_instruction_increase,
+        )
         judgement = Judgement(verdict, candidate.first, [candidate.first])
     elif gate.ab:
-        verdict = ab_verdict(candidate, gate)
+        verdict = ab_verdict(
+            label, candidate.ab_pairs, candidate.one_sided, gate.max_slowdown, gate.ab
+        )
         judgement = Judgement(verdict, candidate.first, [candidate.first])
     else:
         timed = timed_sessions(sessions)
@@ -323,82 +328,6 @@ def compare(
         warnings.insert(0, verdict.message)
     return Comparison(
         verdict, judgement.sample, judgement.samples, changes, failures, warnings, gated=gated
-    )
-
-
-def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]) -> Verdict:
-    """The timing verdict against sessions that hold counters and numerics but no timing (every
-    pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
-    like ``new``); the counters and numerics are still gated against those sessions."""
-    why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
-    reason = f"the save could not time it ({why})" if why else "the save could not time it"
-    anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
-    count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
-    return replace(
-        verdict,
-        new_reason=reason,
-        untimed=True,
-        message=(
-            f"{label}: no timing baseline: {reason}; its counters and numerics were gated "
-            f"against the {count}. Store its timing with pytest --torchperf-save on a quiet "
-            f"machine{anyway}"
-        ),
-    )
-
-
-def instruction_verdict(
-    candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
-) -> Verdict:
-    """The verdict of an instruction-count run: this count against the latest stored session
-    that has one (counts repeat within 0.1 %, so one session is a baseline)."""
-    label = candidate.label
-    if candidate.instructions is None:
-        return Verdict(
-            Outcome.FAIL,
-            f"{label}: no instruction count: {candidate.uncounted or 'not measured'}",
-            basis="instructions",
-        )
-    current = InstructionCount.from_record(candidate.instructions)
-    stored = [s for s in sessions if s.get("instructions")]
-    baseline = InstructionCount.from_record(stored[-1]["instructions"]) if stored else None
-    judged = judge_instructions(label, current, baseline, gate.max_instruction_increase)
-    ratio = None if judged.change is None else 1.0 + judged.change
-    return Verdict(
-        judged.outcome,
-        judged.message,
-        ratio=ratio,
-        first_ratio=ratio,
-        baseline_statistic=baseline.per_call if baseline else None,
-        candidate_statistic=current.per_call,
-        tolerance=gate.max_instruction_increase,
-        effective_tolerance=effective_limit(baseline.per_call, gate.max_instruction_increase)
-        if baseline
-        else gate.max_instruction_increase,
-        baseline_sessions=len(stored),
-        basis="instructions",
-        guard="counts undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
-    )
-
-
-def ab_verdict(candidate: Candidate, gate: Gate) -> Verdict:
-    """The timing verdict of an A/B run: side B's paired interval against side A (the sessions
-    the engine checks counters and numerics against are side A's)."""
-    pairs = [PairResult.from_record(p) for p in candidate.ab_pairs]
-    judged = judge_ab(candidate.label, pairs, gate.max_slowdown, gate.ab, candidate.one_sided)
-    iv = judged.interval
-    ratio = None if iv is None else 1.0 + iv.change
-    return Verdict(
-        judged.outcome,
-        judged.message,
-        ratio=ratio,
-        first_ratio=ratio,
-        baseline_statistic=judged.a_time,
-        candidate_statistic=judged.b_time,
-        tolerance=gate.max_slowdown,
-        effective_tolerance=gate.max_slowdown,
-        baseline_sessions=len(pairs),
-        basis="ab",
-        guard="pairs undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
     )
 
 
