@@ -8,11 +8,16 @@ and whether an extra ``aten::mul`` injected into one model is caught by its coun
 Scenario ``xdist``: a quiet machine, ``pytest -n 2`` with eight CPU-bound ordinary tests (2 s of
 matmuls each) beside the perf tests. Reported: what the save stored, each unchanged compare's
 outcomes (0 red runs and 0 ``new`` expected) and whether a +50 % slowdown of one model (a
-pure-Python wait of half its call time: no counter changes, so only timing can catch it) fails
+pure-Python wait of half its stored time: no counter changes, so only timing can catch it) fails
 exactly that test.
+
+Scenario ``ab``: unchanged A/B runs against HEAD (amp variants of every model, compiled variants of
+two): every verdict should pass; then the cost of one A/B run against a plain compare of the
+same tests.
 
     python benchmarks/busy_gates.py --scenario hog --compares 3
     python benchmarks/busy_gates.py --scenario xdist --compares 5
+    python benchmarks/busy_gates.py --scenario ab --measurements 20 --compares 5
 
 Each pytest run writes its JSON results; the figures come from them, not from the terminal.
 """
@@ -37,23 +42,15 @@ MODELS = textwrap.dedent("""
     import torch
 
     SLOW = os.environ.get("BUSY_GATES_SLOW", "")
+    #: Seconds of pure Python added to each call of model SLOW: half its stored baseline.
+    SLOW_S = float(os.environ.get("BUSY_GATES_SLOW_S", "0") or 0)
     EXTRA = os.environ.get("BUSY_GATES_EXTRA_OP", "")
 
 
     class Net(torch.nn.Module):
         def __init__(self, name, body, x):
             super().__init__()
-            self.name, self.body, self.call_s = name, body, 0.0
-            if SLOW == name:
-                with torch.no_grad():
-                    for _ in range(5):
-                        body(x)
-                    calls = []
-                    for _ in range(21):
-                        start = time.perf_counter()
-                        body(x)
-                        calls.append(time.perf_counter() - start)
-                self.call_s = sorted(calls)[10]
+            self.name, self.body = name, body
 
         def forward(self, x):
             y = self.body(x)
@@ -62,8 +59,8 @@ MODELS = textwrap.dedent("""
             if EXTRA == self.name:
                 y = y * 1.0
             if SLOW == self.name:
-                # +50 % of the call's own time, in pure Python: no op or counter changes.
-                end = time.perf_counter() + 0.5 * self.call_s
+                # +50 % of the stored time, in pure Python: no op or counter changes.
+                end = time.perf_counter() + SLOW_S
                 while time.perf_counter() < end:
                     pass
             return y
@@ -103,6 +100,19 @@ MODELS = textwrap.dedent("""
         kind = KINDS[i % len(KINDS)]
         body, x = build(kind, i)
         name = f"{{kind}}-{{i}}"
+        torchperf(Net(name, body, x), x, name=name)
+""")
+
+#: The A/B scenario's compiled variants (two small models: each side of each pair compiles them).
+COMPILED = textwrap.dedent("""
+
+
+    @pytest.mark.torchperf(max_slowdown="15%", variants=["compiled"])
+    @pytest.mark.parametrize("i", range(2))
+    def test_compiled(torchperf, i):
+        kind = KINDS[i]
+        body, x = build(kind, 100 + i)
+        name = f"compiled-{kind}-{i}"
         torchperf(Net(name, body, x), x, name=name)
 """)
 
@@ -146,7 +156,14 @@ def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[
         text=True,
     )
     took = time.time() - start
-    data = json.loads(results.read_text()) if results.exists() else {"benchmarks": []}
+    if not results.exists():
+        # pytest did not get as far as the results (plugin missing, usage error): say so and stop
+        # rather than print figures of nothing.
+        sys.exit(
+            f"pytest {' '.join(args)} wrote no results (exit {proc.returncode}):\n"
+            + (proc.stdout + proc.stderr)[-3000:]
+        )
+    data = json.loads(results.read_text())
     records = [b["torchperf"] for b in data["benchmarks"]]
     coverage = (data.get("torchperf") or {}).get("coverage")
     tail = [
@@ -161,6 +178,21 @@ def run(project: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[
             message = (t.get("verdict") or {}).get("message", "").split("\n")[0]
             print(f"    {t['outcome']}: {message} {' '.join(t.get('failures') or [])}"[:400])
     return proc.returncode, records, coverage or {}
+
+
+def baseline_seconds(project: Path, name: str) -> float:
+    """Median over the stored sessions of measurement ``name``'s statistic (seconds per call)."""
+    import statistics
+
+    for path in (project / ".torchperf").glob("*/*.json"):
+        data = json.loads(path.read_text())
+        for measurements in (data.get("tests") or {}).values():
+            if name in measurements:
+                stats = [
+                    s["statistic"] for s in measurements[name]["sessions"] if s.get("statistic")
+                ]
+                return statistics.median(stats)
+    sys.exit(f"no stored baseline of {name} under {project / '.torchperf'}")
 
 
 def outcomes(records: list[dict]) -> dict[str, int]:
@@ -181,13 +213,18 @@ def ab_runs(project: Path, runs: int) -> None:
             check=True,
         )
     verdicts, fails, speedup_fails, inconclusive, ab_seconds = 0, [], 0, 0, 0.0
+    by_variant: dict[str, int] = {}
     for i in range(runs):
         print(f"unchanged A/B run {i + 1}:")
         start = time.time()
         rc, records, cov = run(project, ["--torchperf-ab", "HEAD"], env)
         ab_seconds += time.time() - start
         for r in records:
+            if r.get("outcome") in (None, "disabled", "skipped"):
+                continue
             verdicts += 1
+            variant = r.get("variant") or "eager"
+            by_variant[variant] = by_variant.get(variant, 0) + 1
             inconclusive += r.get("outcome") == "inconclusive"
             if r.get("outcome") == "fail":
                 fails.append(r["measurement"])
@@ -195,7 +232,8 @@ def ab_runs(project: Path, runs: int) -> None:
         print(f"  outcomes {outcomes(records)}; coverage {cov}")
     print(
         f"A/B unchanged: {verdicts} verdicts, {len(fails)} fail ({speedup_fails} on a speedup): "
-        f"{fails}; {inconclusive} inconclusive; {ab_seconds / max(runs, 1):.0f} s per run"
+        f"{fails}; {inconclusive} inconclusive; {ab_seconds / max(runs, 1):.0f} s per run; "
+        f"verdicts by variant {by_variant}"
     )
     print("plain save, then compare (cost reference):")
     run(project, ["--torchperf-save"], env)
@@ -223,6 +261,8 @@ def main() -> None:
         MODELS.format(count=args.measurements, variants=variants)
     )
     if args.scenario == "ab":
+        with (project / "test_models.py").open("a") as models:
+            models.write(COMPILED)
         ab_runs(project, args.compares)
         return
     extra_args: list[str] = []
@@ -256,9 +296,14 @@ def main() -> None:
                 {**env, "BUSY_GATES_EXTRA_OP": target},
             )
         else:
-            print(f"+50 % slowdown of {target}:")
+            stored = baseline_seconds(project, target)
+            print(
+                f"+50 % slowdown of {target} (+{stored * 0.5 * 1e6:.0f} us on {stored * 1e6:.0f} us):"
+            )
             rc, records, _ = run(
-                project, [*extra_args, "--torchperf-compare"], {**env, "BUSY_GATES_SLOW": target}
+                project,
+                [*extra_args, "--torchperf-compare"],
+                {**env, "BUSY_GATES_SLOW": target, "BUSY_GATES_SLOW_S": str(stored * 0.5)},
             )
         failed = sorted(r["measurement"] for r in records if r.get("outcome") == "fail")
         print(f"  failed: {failed} (expected exactly ['{target}'])")

@@ -10,8 +10,11 @@ times) only until its next timed block, where it gives the token back and waits.
 whatever the machine does in those seconds hits both.
 
 The protocol: one JSON object per line on a pipe to the controller (``{"ready": side}``,
-``{"tests": [...]}``, ``{"at": [nodeid, name]}``), one line ``go`` back when it is this side's turn.
-The pipe's file descriptors come in :data:`TURN_FDS_ENV`. No torch, no pytest.
+``{"tests": [...]}``, ``{"at": [nodeid, name]}``); back from it, first one line
+``{"only": [nodeid, ...] | null}`` (which collected tests to run: a pair started ahead, while the
+pair before it measures, learns it only once that pair has shown what is still undecided), then
+one line ``go`` each time it is this side's turn. The pipe's file descriptors come in
+:data:`TURN_FDS_ENV`. No torch, no pytest.
 """
 
 from __future__ import annotations
@@ -72,6 +75,16 @@ class TurnClient:
         if line.strip() != "go":
             _controller_gone()
 
+    def selection(self) -> list[str] | None:
+        """The collected tests the controller wants run (None: all of them). Read once, after
+        collection and before :meth:`ready`; blocks until the controller says."""
+        try:
+            message = json.loads(self._in.readline())
+        except ValueError:  # end of file: the controller is gone
+            _controller_gone()
+        only = message.get("only") if isinstance(message, dict) else None
+        return None if only is None else [str(nodeid) for nodeid in only]
+
     def ready(self) -> None:
         """Say this side has collected its tests, wait for the first turn, and from then on
         run on the CPUs both sides share. (Pinned only now: both start up at the same time,
@@ -105,14 +118,24 @@ def leave_shared_cpus() -> None:
         return
     others = set(range(os.cpu_count() or 1)) - cpus
     if others:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, others)
+        _pin_every_thread(others)
 
 
 def pin_to_shared_cpus() -> None:
     """Pin this process (and the threads it starts later) to the CPUs both sides share."""
     cpus = [int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()]
     if cpus and hasattr(os, "sched_setaffinity"):
-        # A container may forbid it; the turns still keep the sides apart.
+        _pin_every_thread(set(cpus))
+
+
+def _pin_every_thread(cpus: set[int]) -> None:
+    """Set the affinity of every thread of this process (Linux sets one thread's per call, and
+    a process started ahead of its pair was placed off the shared CPUs as a whole). A
+    container may forbid it; the turns still keep the sides apart."""
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, cpus)
+            os.sched_setaffinity(tid, cpus)

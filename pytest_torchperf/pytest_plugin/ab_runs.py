@@ -15,7 +15,6 @@ by the comparison engine on the pairs' data (B against A's session records).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Sequence
@@ -68,7 +67,6 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
         help=f"A/B runs: most process pairs for an undecided measurement (default "
         f"{DEFAULT_MAX_PAIRS})",
     )
-    group.addoption("--torchperf-ab-only", action="append", default=None, help=argparse.SUPPRESS)
 
 
 def _count(config: pytest.Config, name: str, default: int, low: int) -> int:
@@ -175,9 +173,6 @@ def announce_tests(session: pytest.Session) -> None:
     # Both sides start up and collect (imports, torch) at the same time: nothing is timed yet.
     # From here on this side runs only on its turns.
     client.tests([item.nodeid for item in child_runs.perf_items(session)])
-    from pytest_torchperf.measure.torch_state import preload
-
-    preload()
     client.ready()
 
 
@@ -203,9 +198,18 @@ def leave(config: pytest.Config) -> None:
 
 
 def keep_only(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Extra pairs measure only the tests whose verdicts were undecided."""
-    only = config.getoption("torchperf_ab_only")
-    if not only:
+    """Extra pairs measure only the tests whose verdicts were undecided (the controller says
+    which once this process has collected: it may have started while the pair before ran)."""
+    client = side_client(config)
+    if client is None:
+        return
+    from pytest_torchperf.measure.torch_state import preload
+
+    # What the first measurement would import, imported while both sides start up (and, for a
+    # pair started ahead, while the pair before it measures), not one side after the other.
+    preload()
+    only = client.selection()
+    if only is None:
         return
     others = [item for item in items if item.nodeid not in only]
     if others:
@@ -290,43 +294,59 @@ def _pairs(
     lingering: list[Any],
     terminal: Any,
 ) -> None:
-    """Pairs until every measurement is decided, cannot be, or the cap is reached."""
-    from pytest_torchperf.run.pairs import run_pair
+    """Pairs until every measurement is decided, cannot be, or the cap is reached. While one
+    pair measures on the shared CPUs, the next one (where it is likely to run) starts up and
+    collects on the others: its two start-ups cost no wall time."""
+    from pytest_torchperf.run.pairs import abandon, can_start_ahead, run_pair, start_pair
 
     settings = config.stash[SETTINGS_KEY]
+    args = ["-m", "pytest", *config.invocation_params.args]
+    sides = {"A": a_side, "B": b_side}
+    ahead = can_start_ahead(cpus)
     only: list[str] | None = None
-    while True:
-        number = data.pairs_run + 1
-        took = time.perf_counter()
-        pair = run_pair(
-            ["-m", "pytest", *config.invocation_params.args],
-            {"A": a_side, "B": b_side},
-            number,
-            only,
-            cpus,
-        )
-        took = time.perf_counter() - took
-        lingering.extend(pair.lingering)
-        a, b = pair.lines["A"], pair.lines["B"]
-        if number == 1:
-            _check_first_pair(pair, data)
-        data.add_pair(a, b, pair.tests)
-        data.problems.extend(pair.problems)
-        for problem in pair.problems:
-            child_runs.say(terminal, problem, yellow=True)
-        undecided = (
-            data.undecided(settings.ab_max_pairs) if data.pairs_run >= settings.ab_pairs else []
-        )
-        child_runs.say(
-            terminal,
-            f"torchperf: A/B pair {number}: {len(a)} measurement(s) in A, {len(b)} in B, "
-            f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
-        )
-        if data.pairs_run < settings.ab_pairs:
-            continue
-        if not undecided or data.pairs_run >= settings.ab_max_pairs:
-            break
-        only = data.nodeids(undecided)
+    undecided: list[Any] = []
+    upcoming = None
+    try:
+        while True:
+            number = data.pairs_run + 1
+            took = time.perf_counter()
+            started = upcoming or start_pair(args, sides, number, cpus)
+            upcoming = None
+            # The next pair runs for sure below --torchperf-ab-pairs, and likely where this
+            # pair's predecessor left measurements undecided.
+            if (
+                ahead
+                and number < settings.ab_max_pairs
+                and (number < settings.ab_pairs or undecided)
+            ):
+                upcoming = start_pair(args, sides, number + 1, cpus, ahead=True)
+            pair = run_pair(started, only)
+            took = time.perf_counter() - took
+            lingering.extend(pair.lingering)
+            a, b = pair.lines["A"], pair.lines["B"]
+            took_a, took_b = (sum(line.skipped is None for line in x.values()) for x in (a, b))
+            if number == 1:
+                _check_first_pair(pair, data)
+            data.add_pair(a, b, pair.tests)
+            data.problems.extend(pair.problems)
+            for problem in pair.problems:
+                child_runs.say(terminal, problem, yellow=True)
+            undecided = (
+                data.undecided(settings.ab_max_pairs) if data.pairs_run >= settings.ab_pairs else []
+            )
+            child_runs.say(
+                terminal,
+                f"torchperf: A/B pair {number}: {took_a} measurement(s) in A, {took_b} in B, "
+                f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
+            )
+            if data.pairs_run < settings.ab_pairs:
+                continue
+            if not undecided or data.pairs_run >= settings.ab_max_pairs:
+                break
+            only = data.nodeids(undecided)
+    finally:
+        if upcoming is not None:
+            abandon(upcoming)
 
 
 def _check_first_pair(pair: Any, data: DuetData) -> None:

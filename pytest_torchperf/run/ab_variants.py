@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.duet import DuetMissing, duet_measured
+from pytest_torchperf.run.duet import DuetMissing, DuetSkipped, duet_measured
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import TestState
@@ -35,6 +35,13 @@ def variants_from_sides(
             results[variant] = conclude(
                 ctx, state, duet_measured(ctx.duet, nodeid, label, eager, "torchperf")
             )
+        except DuetSkipped as exc:
+            # Side B could not take this variant (unavailable there): as a plain run does, the
+            # test skips when it is its only variant, else the variant is left out with a note.
+            if len(labels) == 1:
+                raise
+            state.skipped[label] = str(exc).split(": not measured: ", 1)[-1]
+            state.warnings.append(str(exc))
         except DuetMissing as exc:
             state.failures.append(str(exc))
             results[variant] = disabled_result(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT, PairResult, undecided
+from pytest_torchperf.run.state import MeasurementSkipped
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -106,6 +107,9 @@ class SideLine:
     problem: str | None = None
     #: The measurement's max_slowdown on that side (the A/B limit).
     limit: float | None = None
+    #: Why the side did not measure it although its test ran (a variant that cannot exist
+    #: there, e.g. amp of a model with no autocast-eligible op); ``times`` is then empty.
+    skipped: str | None = None
 
 
 def read_side(path: Path) -> dict[Key, SideLine]:
@@ -121,6 +125,7 @@ def read_side(path: Path) -> dict[Key, SideLine]:
                 data.get("session") or {},
                 data.get("problem"),
                 None if limit is None else float(limit),
+                None if data.get("skipped") is None else str(data["skipped"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
@@ -141,6 +146,8 @@ class Paired:
     missing_in_a: int = 0
     #: Variants: each pair's (side A, side B) median speedup vs eager.
     speedups: list[tuple[float, float]] = field(default_factory=list)
+    #: Side -> why that side's test ran but skipped this measurement (see SideLine.skipped).
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def one_sided(self) -> str | None:
@@ -179,7 +186,13 @@ class DuetData:
         for key in {*a, *b}:
             entry = self.measured.setdefault(key, Paired())
             left, right = a.get(key), b.get(key)
-            if left is None and key[0] in a_tests:
+            # A side that skipped it on purpose did not fail it: filed apart, not as missing.
+            for side, line in (("A", left), ("B", right)):
+                if line is not None and line.skipped is not None:
+                    entry.skipped[side] = line.skipped
+            left = None if left is None or left.skipped is not None else left
+            right = None if right is None or right.skipped is not None else right
+            if left is None and key[0] in a_tests and "A" not in entry.skipped:
                 entry.missing_in_a += 1
             if left is not None:
                 entry.a_sessions.append(left.session)
@@ -223,6 +236,13 @@ def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> No
     ctx.child_sink.append(side_line(result, m.options.max_slowdown, top_ops))
 
 
+def skipped_line(nodeid: str, name: str, reason: str) -> dict[str, Any]:
+    """What a side's child writes for a measurement its test ran but could not take (a variant
+    unavailable there): the controller skips it with the same reason instead of calling it
+    missing (which fails the test)."""
+    return {"nodeid": nodeid, "name": name, "times": [], "skipped": reason}
+
+
 def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,
@@ -249,6 +269,11 @@ class DuetMissing(Exception):
     """The controller ran a measurement that side B did not measure."""
 
 
+class DuetSkipped(MeasurementSkipped):
+    """Side B ran the test but skipped this measurement on purpose (the reason is the
+    message): the controller skips it too."""
+
+
 def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: str) -> Any:
     """Side B's measurement of ``(nodeid, name)`` as the pipeline's
     :class:`~pytest_torchperf.run.state.Measured`: all of B's blocks as its pass, B's counters,
@@ -259,6 +284,8 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
     from pytest_torchperf.run.state import Measured as ToJudge
 
     entry = data.measured.get((nodeid, name))
+    if entry is not None and not entry.b_sessions and "B" in entry.skipped:
+        raise DuetSkipped(f"{name}: not measured: {entry.skipped['B']}")
     if entry is None or not entry.b_sessions:
         raise DuetMissing(
             f"{name}: not measured by side B of the A/B run: its test failed or was skipped in "

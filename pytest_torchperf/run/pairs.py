@@ -48,36 +48,109 @@ class PairOutcome:
     lingering: list[Any] = field(default_factory=list)
 
 
-def run_pair(
+@dataclass
+class StartedPair:
+    """A pair's two processes, started (they import, collect, and wait for their selection)."""
+
+    number: int
+    sides: Mapping[str, Side]
+    folder: Path
+    procs: dict[str, tuple[subprocess.Popen[bytes], list[str], Any]] = field(default_factory=dict)
+    #: side -> (its lines, the fd we write to)
+    pipes: dict[str, tuple[_Lines, int]] = field(default_factory=dict)
+
+
+def start_pair(
     args: Sequence[str],
     sides: Mapping[str, Side],
     number: int,
-    only: Sequence[str] | None,
     cpus: Sequence[int],
-) -> PairOutcome:
-    """Run pair ``number``: ``<side python> <side flags> <args>`` for side A and side B taking
-    turns (only the tests ``only`` names, when given)."""
-    folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-"))
-    procs: dict[str, tuple[subprocess.Popen[bytes], list[str], Any]] = {}
-    lingering: list[subprocess.Popen[bytes]] = []
-    pipes: dict[str, tuple[_Lines, int]] = {}  # side -> (its lines, the fd we write "go" to)
-    problems: list[str] = []
+    ahead: bool = False,
+) -> StartedPair:
+    """Start pair ``number``: ``<side python> <side flags> <args>`` for side A and side B. With
+    ``ahead``, while the pair before it still measures: the two processes start up and collect
+    on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
+    pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
+    others = set(range(os.cpu_count() or 1)) - set(cpus)
     try:
         for name, side in sides.items():
             command = [
                 side.python,
                 *side.flags,
                 *side.map_args(args),
-                f"--torchperf-child={folder / f'{name}.jsonl'}",
+                f"--torchperf-child={pair.folder / f'{name}.jsonl'}",
                 "--junitxml=",
                 # Each side its own temporary folders and cache (they run at the same time), and
                 # both in collection order, for their blocks to alternate.
-                *concurrent_child_args(folder / name, args),
+                *concurrent_child_args(pair.folder / name, args),
                 # A failing test (-x in the arguments) must not stop the side's other measurements.
                 "--maxfail=1000000000",
-                *[f"--torchperf-ab-only={nodeid}" for nodeid in only or ()],
             ]
-            procs[name] = _start(command, side, name, number, cpus, folder, pipes)
+            proc = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
+            pair.procs[name] = proc
+            if ahead and others:
+                # Off the CPUs the running pair times on (see run_pair).
+                _place(proc[0].pid, others)
+    except BaseException:
+        abandon(pair)
+        raise
+    return pair
+
+
+def can_start_ahead(cpus: Sequence[int]) -> bool:
+    """Whether a pair may start up while another measures: only off the CPUs that one times on."""
+    return bool(cpus) and bool(set(range(os.cpu_count() or 1)) - set(cpus))
+
+
+def _place(pid: int, cpus: set[int]) -> None:
+    """Set the CPUs of every thread of process ``pid`` (where the system lets us)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        threads = [pid]
+    for tid in threads:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cpus)
+
+
+def abandon(pair: StartedPair) -> None:
+    """Kill a started pair's processes and remove its folder (a pair started ahead that the run
+    turned out not to need, or one interrupted)."""
+    for proc, _command, log in pair.procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    for reader, write_fd in pair.pipes.values():
+        reader.close()
+        with contextlib.suppress(OSError):
+            os.close(write_fd)
+    shutil.rmtree(pair.folder, ignore_errors=True)
+
+
+def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
+    """Run a started pair to its end: tell both sides which tests (``only``, or all), then hand
+    the turn back and forth until both exit; what they measured is read back."""
+    number, sides, folder, procs, pipes = (
+        pair.number,
+        pair.sides,
+        pair.folder,
+        pair.procs,
+        pair.pipes,
+    )
+    lingering: list[subprocess.Popen[bytes]] = []
+    problems: list[str] = []
+    try:
+        for proc, _command, _log in procs.values():
+            # Started ahead off the shared CPUs: what is left of its start-up may use them all
+            # now (its first turn pins it to the shared ones).
+            _place(proc.pid, set(range(os.cpu_count() or 1)))
+        selection = json.dumps({"only": None if only is None else list(only)}) + "\n"
+        for _reader, write_fd in pipes.values():
+            with contextlib.suppress(OSError):  # it died already: seen below
+                os.write(write_fd, selection.encode())
         scheduler = TurnScheduler()
 
         def drop(name: str, why: str) -> None:
@@ -117,16 +190,11 @@ def run_pair(
                 )
         return PairOutcome(found, dict(scheduler.tests), codes, problems, lingering)
     finally:
-        for proc, _command, log in procs.values():
-            if proc.poll() is None and proc not in lingering:
-                proc.kill()
-                proc.wait()
-            log.close()
-        for reader, write_fd in pipes.values():
-            reader.close()
-            with contextlib.suppress(OSError):
-                os.close(write_fd)
-        shutil.rmtree(folder, ignore_errors=True)
+        for name, (proc, _command, log) in list(procs.items()):
+            if proc in lingering:
+                procs.pop(name)  # tearing down on its own: reaped by the caller
+                log.close()
+        abandon(pair)
 
 
 def reap(processes: Sequence[Any], timeout: float = 120.0) -> None:

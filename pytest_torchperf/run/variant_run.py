@@ -13,7 +13,7 @@ variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-fr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
@@ -141,7 +141,10 @@ def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
     plan.graph = eager.graph_counters(target) if plan.count_graphs else {}
     label = plan.labels.get("eager", f"{plan.name}[eager reference]")
     reference = eager.check_outputs(label)
-    counters, again = counters_of(eager, options)
+    # Eager's counters are judged only where eager is one of the listed variants: a variant-only
+    # test (``test_x[amp]``) does not pay for the profiled call.
+    counted = options if "eager" in plan.variants else replace(options, counters=False)
+    counters, again = counters_of(eager, counted)
     plan.extras["eager"] = VariantExtra(
         "eager",
         counters=counters,
@@ -194,6 +197,11 @@ def _build(
                 eager.prepared,
             )
         except VariantUnavailable as exc:
+            if ctx.turns is not None:
+                # A side of an A/B run: tell the controller this was skipped, not lost.
+                from pytest_torchperf.run.duet import skipped_line
+
+                ctx.child_sink.append(skipped_line(plan.nodeid, label, str(exc)))
             if len(plan.variants) == 1:
                 raise VariantSkipped(f"{label}: not measured: {exc}") from None
             state.skipped[label] = str(exc)

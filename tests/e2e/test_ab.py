@@ -69,6 +69,13 @@ def test_variant(torchperf):
 
 def test_fixed(torchperf):
     raise RuntimeError("broken in version A")
+
+
+# amp of a model with no autocast-eligible op cannot exist: both sides skip it, and so must the
+# A/B run (not fail it as "not measured by side B").
+@pytest.mark.torchperf(variants=["amp"])
+def test_no_amp(torchperf):
+    torchperf(nn.Sequential(nn.ReLU()), torch.randn(16, 64), name="relu")
 """
 
 
@@ -165,7 +172,8 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
             hog.kill()
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert "1 failed, 4 passed" in out, out
+    assert "1 failed, 4 passed, 1 skipped" in out, out
+    assert "relu[amp]: not measured: autocast ran no op" in out, out
     assert "FAILED test_models.py::test_slow" in out
     # The verdict: the change, its interval over the pairs, side A by revision and commit.
     assert "slow: +" in out and "(95% CI +" in out and "vs HEAD (" in out, out

@@ -385,3 +385,32 @@ def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
     comparison = compare(lucky, sessions, gate, remeasure=_never)
     assert not comparison.failures, comparison.failures
     assert any("straddles" in w for w in comparison.warnings)
+
+
+def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path) -> None:
+    # amp of a model with no autocast-eligible op: both sides' tests ran and skipped it. The
+    # controller must skip it with the reason, not fail it as "not measured by side B".
+    from pytest_torchperf.run.duet import DuetSkipped, duet_measured, skipped_line
+
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps(skipped_line("t::amp", "m[amp]", "autocast ran no op")) + "\n")
+    b = read_side(path)
+    assert b[("t::amp", "m[amp]")].skipped == "autocast ran no op"
+    data = DuetData("HEAD (abc)")
+    a = {("t::amp", "m[amp]"): SideLine((), {}, skipped="autocast ran no op")}
+    data.add_pair(a, b, {"A": {"t::amp"}, "B": {"t::amp"}})
+    entry = data.measured[("t::amp", "m[amp]")]
+    assert entry.missing_in_a == 0 and not entry.pairs and entry.skipped["B"]
+    with pytest.raises(DuetSkipped, match="m\\[amp\\]: not measured: autocast ran no op"):
+        duet_measured(data, "t::amp", "m[amp]", None, "torchperf")
+
+
+def test_a_measurement_only_side_a_skipped_is_new_in_b_not_failed_in_a() -> None:
+    key = ("t::amp", "m[amp]")
+    data = DuetData("HEAD (abc)")
+    data.add_pair(
+        {key: SideLine((), {}, skipped="no eligible op")},
+        {key: SideLine(A_TIMES, {})},
+        {"A": {"t::amp"}, "B": {"t::amp"}},
+    )
+    assert data.measured[key].one_sided == "B"
