@@ -135,8 +135,21 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
         )
     pairs = _count(config, "torchperf_ab_pairs", DEFAULT_PAIRS, 2)
     most = _count(config, "torchperf_ab_max_pairs", max(DEFAULT_MAX_PAIRS, pairs), pairs)
+    if revision is not None and not child:
+        _check_revision(config, revision)
     side = f"rev:{revision}" if revision is not None else f"python:{python}"
     return side, pairs, most
+
+
+def _check_revision(config: pytest.Config, revision: str) -> None:
+    """A revision side A cannot have is a usage error before anything is collected (two git
+    calls, a few milliseconds)."""
+    from pytest_torchperf.run.sides import SideError, repository_root, resolve_revision
+
+    try:
+        resolve_revision(repository_root(Path(config.invocation_params.dir)), revision)
+    except SideError as exc:
+        raise pytest.UsageError(f"torchperf: {exc}") from None
 
 
 # -- in a side's child ------------------------------------------------------------------------
@@ -247,7 +260,8 @@ def run_duet(session: pytest.Session) -> None:
                 a_side.torch = torch.__version__
                 _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
     except SideError as exc:
-        pytest.exit(f"torchperf: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        # A usage error like the others (``ERROR: ...``, exit 4), not pytest.exit's banner.
+        raise pytest.UsageError(f"torchperf: {exc}") from None
 
 
 def _measure(

@@ -331,7 +331,11 @@ def test_ab_python_compares_two_environments_on_the_working_tree(
 def test_outside_a_git_repository(tmp_path: Path) -> None:
     (tmp_path / "test_models.py").write_text(MODELS)
     result = _run(tmp_path, "--torchperf-ab", "origin/main")
-    assert result.returncode == 4, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    # A usage error before collection, like the others: no pytest.exit banner, no tests.
+    assert "ERROR: torchperf: --torchperf-ab checks out a git revision" in out, out
+    assert "_pytest.outcomes.Exit" not in out and "collected" not in out, out
     assert "is not in a git repository" in result.stdout + result.stderr
     assert "--torchperf-ab-python" in result.stdout + result.stderr
 
@@ -341,7 +345,8 @@ def test_unknown_revision_names_the_fix(tmp_path: Path) -> None:
     result = _run(root, "--torchperf-ab", "origin/nope")
     out = result.stdout + result.stderr
     assert result.returncode == 4, out
-    assert "side A: unknown git revision 'origin/nope'" in out
+    assert "ERROR: torchperf: side A: unknown git revision 'origin/nope'" in out, out
+    assert "_pytest.outcomes.Exit" not in out and "collected" not in out, out
     assert "fetch-depth: 0" in out
     assert "Traceback" not in out
 
@@ -366,6 +371,7 @@ def test_python_without_torch_or_the_plugin(tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode == 4, out
     assert "side A:" in out and "cannot import torch" in out and "pip install" in out, out
+    assert "ERROR: torchperf: side A:" in out and "_pytest.outcomes.Exit" not in out, out
 
 
 @pytest.mark.parametrize(
