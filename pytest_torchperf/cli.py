@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.core.units import format_change
+from pytest_torchperf.core.units import format_change, format_count
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.options.measure_options import OptionError
@@ -33,6 +33,7 @@ from pytest_torchperf.store.baselines import (
     atomic_write_text,
     same_run,
 )
+from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
 from pytest_torchperf.store.records import timed_sessions
 
 
@@ -74,6 +75,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             env_id,
             {
                 "environment": env_id,
+                "mode": _mode(env_id),
                 "device": exact.get("device", "?"),
                 "torch": exact.get("torch", "?"),
                 "threads": exact.get("threads", "?"),
@@ -92,29 +94,55 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _mode(env_id: str) -> str:
+    """What an environment's baselines gate: instruction counts (Valgrind) or time."""
+    return "instructions" if env_id.startswith(INSTRUCTION_ENV_PREFIX) else "time"
+
+
+def _figures(sessions: list[dict[str, Any]], mode: str) -> dict[str, str]:
+    """The baseline and the latest session's figure, in the environment's own unit: a time for
+    a timing baseline, instructions per call for a count (its sessions' time is only the
+    controlling run's, never judged)."""
     import statistics
 
+    latest = sessions[-1]
+    if mode == "instructions":
+        counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
+        last = (latest.get("instructions") or {}).get("per_call")
+        return {
+            "baseline": f"{format_count(statistics.median(counts))} instr/call"
+            if counts
+            else "no count",
+            "latest": f"{format_count(last)} instr/call" if last else "no count",
+        }
+    timed = timed_sessions(sessions)
+    return {
+        "baseline": f"{_fmt_time(statistics.median(s['statistic'] for s in timed))} p25"
+        if timed
+        else "no timing",
+        "latest": f"{_fmt_time(latest['statistic'])} p25"
+        if latest.get("statistic")
+        else f"no timing ({latest.get('untimed') or '?'})",
+    }
+
+
+def cmd_show(args: argparse.Namespace) -> int:
     rows = []
     for env_id, nodeid, name, sessions in BaselineStore(Path(args.storage)).measurements():
         if not sessions or not _selected(nodeid, name, args.k) or (args.env and args.env != env_id):
             continue
         latest = sessions[-1]
-        timed = timed_sessions(sessions)
         speedup = latest.get("speedup") or {}
+        mode = _mode(env_id)
         rows.append(
             {
                 "environment": env_id,
+                "mode": mode,
                 "test": nodeid,
                 "name": name,
                 "variant": latest.get("variant", "eager"),
                 "sessions": len(sessions),
-                "baseline p25": _fmt_time(statistics.median(s["statistic"] for s in timed))
-                if timed
-                else "no timing",
-                "latest p25": _fmt_time(latest["statistic"])
-                if latest.get("statistic")
-                else f"no timing ({latest.get('untimed') or '?'})",
+                **_figures(sessions, mode),
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
                 "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
                 if (latest.get("accuracy") or {}).get("rel_l2") is not None

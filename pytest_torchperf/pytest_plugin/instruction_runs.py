@@ -2,7 +2,7 @@
 runs under Valgrind that count every perf test before this run's own test loop.
 
 Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under
-it costs 30-60 s, so the counts are taken once per run, in child runs started with the
+it costs a minute or more, so the counts are taken once per run, in child runs started with the
 controller's own arguments plus ``--torchperf-child=FILE`` under ``valgrind --tool=callgrind``
 with instrumentation off (:func:`pytest_torchperf.measure.callgrind.valgrind_command`). Each
 child counts each of its measurements (:mod:`pytest_torchperf.run.counting`) and writes one line
@@ -174,11 +174,10 @@ def run_counting_children(session: pytest.Session) -> None:
             children.append(_start_child(config, folder / f"shard-{index}", shard, caps))
         version = valgrind_version()
         where = (
-            f"a pytest process under {version} (its start-up and imports alone take 30-60 s)"
+            f"a pytest process under {version}"
             if len(children) == 1
-            else f"{len(children)} pytest processes side by side under {version} (the "
-            "start-up and imports of each take 30-60 s)"
-        )
+            else f"{len(children)} pytest processes side by side under {version}"
+        ) + _start_up_note(config, len(children))
         child_runs.say(
             terminal,
             f"torchperf: counting instructions of {len(perf)} perf test(s) in {where} ...",
@@ -217,6 +216,7 @@ def run_counting_children(session: pytest.Session) -> None:
                     f"in {child.took:.1f} s"
                     + (f": {child.split.describe()}" if child.split else ""),
                 )
+        _remember_start_up(config, children)
         for child in children:
             _report_child(ctx, terminal, child, alone=counted == 0)
     finally:
@@ -224,6 +224,34 @@ def run_counting_children(session: pytest.Session) -> None:
         for child in children:
             child.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: pytest's cache key of the last start-up under Valgrind on this machine: {"jobs": s}.
+_START_UP_KEY = "torchperf/valgrind-start-up-s"
+
+
+def _start_up_note(config: pytest.Config, jobs: int) -> str:
+    """How long the start-up (interpreter, imports, collection) under Valgrind took here the
+    last time, with as many processes side by side; nothing when unknown. It varies by machine
+    and load by 3x or more, so no figure is made up."""
+    cache = getattr(config, "cache", None)
+    known = cache.get(_START_UP_KEY, {}) if cache is not None else {}
+    seconds = known.get(str(jobs)) if isinstance(known, dict) else None
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        return " (the start-up alone takes minutes on a small machine; timed below)"
+    each = "its" if jobs == 1 else "each one's"
+    return f" ({each} start-up and imports took {seconds:.0f} s on this machine last time)"
+
+
+def _remember_start_up(config: pytest.Config, children: list[_Child]) -> None:
+    splits = [child.split.start_up for child in children if child.split is not None]
+    cache = getattr(config, "cache", None)
+    if not splits or cache is None:
+        return
+    known = cache.get(_START_UP_KEY, {})
+    known = dict(known) if isinstance(known, dict) else {}
+    known[str(len(children))] = round(max(splits), 1)
+    cache.set(_START_UP_KEY, known)
 
 
 class _Child:

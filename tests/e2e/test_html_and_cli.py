@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -180,9 +181,11 @@ def test_cli_list_show_report_and_load_results(
     header, row = listed.splitlines()[:2]
     columns = dict(zip(header.split(), row.split(), strict=False))
     assert columns["tests"] == "2" and columns["measurements"] == "2" and columns["sessions"] == "4"
+    assert columns["mode"] == "time"
     assert cli.main(["show", "--storage", str(storage), "-k", "conv"]) == 0
     shown = capsys.readouterr().out
     assert "::test_conv" in shown and "::test_mlp" not in shown
+    assert re.search(r"\d (ms|us|s) p25", shown) and "instr/call" not in shown, shown
     html = regressed_run.path / "out" / "stored.html"
     assert cli.main(["report", "--storage", str(storage), "--html", str(html)]) == 0
     assert "torchperf report" in html.read_text()

@@ -129,6 +129,8 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
     )
     assert "4 passed, 1 skipped" in out
     assert "instr/call" in out
+    # No start-up figure it did not measure (no cache here: -p no:cacheprovider).
+    assert "start-up alone takes minutes on a small machine; timed below)" in out, out
     # Where the child's time went, each part in seconds.
     assert re.search(
         r"torchperf: \d+ instruction count\(s\) in [\d.]+ s under Valgrind: \d+ s to the first "
@@ -164,6 +166,24 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
         "meta: not measured: --torchperf-instructions counts CPU instructions under Valgrind, "
         "and this measurement runs on meta" in out
     )
+
+
+def test_list_and_show_give_each_environment_its_mode_and_unit(
+    saved: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`torchperf show` of an instruction-count baseline shows instructions per call, never the
+    controlling run's time (which gates nothing there); `list` names each environment's mode."""
+    from pytest_torchperf import cli
+
+    storage = saved[0] / ".torchperf"
+    assert cli.main(["list", "--storage", str(storage)]) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert dict(zip(header.split(), row.split(), strict=False))["mode"] == "instructions"
+    assert cli.main(["show", "--storage", str(storage), "-k", "test_a"]) == 0
+    shown = capsys.readouterr().out
+    rows = [line for line in shown.splitlines() if "::test_a" in line]
+    assert rows and all("instr/call" in line for line in rows), shown
+    assert not re.search(r"\d (ms|us|s) ", shown), shown
 
 
 def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(

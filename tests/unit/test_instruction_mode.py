@@ -394,3 +394,33 @@ def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> N
     assert short == "counted windows disagree" and warning.startswith(
         "shaky: not saved: shaky: inconclusive"
     )
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    def get(self, key: str, default: object) -> object:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: object) -> None:
+        self.values[key] = value
+
+
+def test_the_start_up_note_quotes_only_what_this_machine_took_last_time() -> None:
+    from types import SimpleNamespace
+
+    from pytest_torchperf.pytest_plugin import instruction_runs
+
+    config = SimpleNamespace(cache=_Cache())
+    assert "minutes on a small machine" in instruction_runs._start_up_note(config, 2)
+    child = SimpleNamespace(split=SimpleNamespace(start_up=71.4))
+    slower = SimpleNamespace(split=SimpleNamespace(start_up=83.0))
+    instruction_runs._remember_start_up(config, [child, slower])
+    assert instruction_runs._start_up_note(config, 2) == (
+        " (each one's start-up and imports took 83 s on this machine last time)"
+    )
+    # Another number of processes side by side: not known yet.
+    assert "minutes on a small machine" in instruction_runs._start_up_note(config, 1)
+    # Without pytest's cache (-p no:cacheprovider): no figure.
+    assert "minutes" in instruction_runs._start_up_note(SimpleNamespace(), 2)
