@@ -35,11 +35,45 @@ def check_limits(
     if not problems:
         return []
     why = f" ({caveat})" if caveat else ""
+    degenerate = degenerate_reference(metrics)
+    if degenerate is not None:
+        return [
+            f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}{why}. The eager "
+            f"fp32 reference is degenerate: {degenerate}, so these metrics compare rounding "
+            f"noise, not the variant, and widening the limits would make the check "
+            f"meaningless. Measure with realistic weights (trained, or initialised as in "
+            f"training) and inputs like the data the model serves"
+        ]
     return [
         f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}{why}. If the drift is "
         f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
         f"{{...}}}}"
     ]
+
+
+#: Outputs whose largest magnitude is below this are "all near zero": no trained network's
+#: outputs live there, and float rounding (let alone int8's 256 levels) swamps them.
+NEAR_ZERO = 1e-6
+
+
+def degenerate_reference(metrics: Mapping[str, float]) -> str | None:
+    """What makes the eager reference unfit to judge a variant by relative metrics (its
+    non-finite values, all of it near zero, or one constant value), or None."""
+    n = int(metrics.get("n", 0))
+    nonfinite = int(metrics.get("ref_nonfinite", 0))
+    if nonfinite:
+        return f"{nonfinite} of its {n} output values are not finite (inf or NaN)"
+    largest = metrics.get("ref_max_abs")
+    if largest is None or n == 0:
+        return None
+    if largest < NEAR_ZERO:
+        return (
+            f"every one of its {n} output values is within {_fmt(largest)} of zero "
+            f"(max |output| {_fmt(largest)})"
+        )
+    if n > 1 and metrics.get("ref_range", 1.0) <= 1e-6 * largest:
+        return f"all {n} of its output values are the same ({_fmt(largest)} in magnitude)"
+    return None
 
 
 def _variant(label: str) -> str:

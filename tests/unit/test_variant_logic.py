@@ -237,3 +237,48 @@ def test_accuracy_failure_tells_the_machines_caveat() -> None:
         "(this CPU's int8 matrix products saturate (...)). If the drift is expected"
     )
     assert check_limits("mlp[int8]", {"rel_l2": 0.01}, {"rel_l2": 0.06}, caveat=caveat) == []
+
+
+def test_a_degenerate_reference_is_named_not_a_limit_to_widen() -> None:
+    from pytest_torchperf.judge.numerics import degenerate_reference
+
+    # Random-weight MobileNetV3 under int8: outputs ~1e-9, int8 rounds them all away.
+    metrics = {
+        "rel_l2": 1.0,
+        "cosine": 0.0,
+        "n": 1000.0,
+        "ref_max_abs": 6.9e-10,
+        "ref_range": 1.2e-9,
+        "ref_nonfinite": 0.0,
+    }
+    [message] = check_limits("mobilenet[int8]", metrics, tolerances("int8"))
+    assert "rel_l2 1.0000 above the limit" in message
+    assert (
+        "reference is degenerate: every one of its 1000 output values is within 6.90e-10 "
+        "of zero (max |output| 6.90e-10)" in message
+    )
+    assert "widen it per test" not in message and "realistic weights" in message
+    assert "all 4 of its output values are the same" in degenerate_reference(
+        {"n": 4.0, "ref_max_abs": 2.0, "ref_range": 0.0}
+    )
+    assert "3 of its 10 output values are not finite" in degenerate_reference(
+        {"n": 10.0, "ref_nonfinite": 3.0, "ref_max_abs": 1.0, "ref_range": 1.0}
+    )
+    # A healthy reference keeps the usual advice.
+    assert degenerate_reference({"n": 10.0, "ref_max_abs": 3.0, "ref_range": 5.0}) is None
+    [usual] = check_limits(
+        "m[int8]", {**metrics, "ref_max_abs": 3.0, "ref_range": 5.0}, tolerances("int8")
+    )
+    assert "widen it per test" in usual
+
+
+def test_compare_outputs_reports_the_reference_scale() -> None:
+    import torch
+
+    from pytest_torchperf.measure.accuracy import compare_outputs
+
+    ref = torch.tensor([1e-9, -2e-9, float("inf")])
+    metrics = compare_outputs(ref, ref * 2)
+    assert metrics["ref_nonfinite"] == 1.0
+    assert metrics["ref_max_abs"] == pytest.approx(2e-9)
+    assert metrics["ref_range"] == pytest.approx(3e-9)
