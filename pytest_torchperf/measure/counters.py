@@ -23,7 +23,13 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
     ``max_memory_allocated`` above the memory allocated before the call, after resetting peaks.
     """
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+    from pytest_torchperf.measure.flop_formulas import (
+        FORMULAS_VERSION,
+        extra_formulas,
+        without_formula,
+    )
 
     dev = torch.device(device)
     on_cuda = dev.type == "cuda" and torch.cuda.is_available()
@@ -32,7 +38,12 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
         torch.cuda.reset_peak_memory_stats(dev)
         before = torch.cuda.memory_allocated(dev)
     ops_mode, memory_mode = _op_counter(), _peak_tracker()
-    with FlopCounterMode(display=False) as flops_mode, ops_mode, memory_mode:
+    formulas = extra_formulas()
+    with (
+        FlopCounterMode(display=False, custom_mapping=formulas) as flops_mode,
+        ops_mode,
+        memory_mode,
+    ):
         output = call()
     if on_cuda:
         torch.cuda.synchronize(dev)
@@ -45,8 +56,12 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
         for tensor in (*module.parameters(), *module.buffers()):
             params += tensor.numel()
             param_bytes += tensor.numel() * tensor.element_size()
+    # Heavy ops no formula counts: the FLOP figure leaves them out, and every report says so.
+    partial = without_formula(list(ops_mode.counts), [*flop_registry, *formulas])
     return {
         "flops": int(flops_mode.get_total_flops()),
+        "flop_formulas": FORMULAS_VERSION,
+        **({"flops_partial": partial} if partial else {}),
         "ops": dict(sorted(ops_mode.counts.items())),
         "params": params,
         "param_bytes": param_bytes,

@@ -23,6 +23,7 @@ from pytest_torchperf.report.terminal import (
     format_accuracy,
     format_baseline,
     format_change_of,
+    format_flops,
     format_instructions,
     format_speedup,
     sort_records,
@@ -112,6 +113,17 @@ def _cell(text: str, value: Any = None, numeric: bool = False) -> str:
     return f'<td{css} data-v="{sort_value}">{text}</td>'
 
 
+def _flops_cell(counters: Mapping[str, Any]) -> str:
+    """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
+    tooltip (the whole list would widen the table)."""
+    if not counters.get("flops_partial"):
+        return html.escape(format_flops(counters))
+    return (
+        f'<span title="{html.escape(format_flops(counters), quote=True)}">'
+        f"&ge; {counters['flops']:,} (partial)</span>"
+    )
+
+
 def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
@@ -159,11 +171,7 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
         ),
         _cell(format_speedup(speedup), speedup["median"] if speedup else -1, True),
         _cell(format_accuracy(accuracy), accuracy.get("rel_l2", -1) if accuracy else -1, True),
-        _cell(
-            f"{counters['flops']:,}" if "flops" in counters else "-",
-            counters.get("flops", -1),
-            True,
-        ),
+        _cell(_flops_cell(counters), counters.get("flops", -1), True),
         _cell(
             f"{counters['params']:,}" if "params" in counters else "-",
             counters.get("params", -1),

@@ -70,6 +70,18 @@ def _has_ab(records: Iterable[Mapping[str, Any]]) -> bool:
     return any(r.get("ab") for r in records)
 
 
+def format_flops(counters: Mapping[str, Any]) -> str:
+    """``2,228,224``; a figure that leaves heavy ops out (no FLOP formula for them) reads
+    ``>= 4,096 (partial: no FLOP formula for aten::x)``."""
+    if "flops" not in counters:
+        return "-"
+    text = f"{counters['flops']:,}"
+    partial = counters.get("flops_partial")
+    if partial:
+        text = f">= {text} (partial: no FLOP formula for {', '.join(partial)})"
+    return text
+
+
 def format_instructions(record: Mapping[str, Any]) -> str:
     """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
     count = record.get("instructions")

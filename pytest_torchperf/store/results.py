@@ -162,6 +162,8 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "metric": r.get("metric"),
                 "build_time_s": r.get("build_time"),
                 "flops": counters.get("flops"),
+                # Heavy ops the FLOP figure leaves out (no formula); empty when it is whole.
+                "flops_partial": ", ".join(counters.get("flops_partial") or ()),
                 "params": counters.get("params"),
                 "peak_memory_bytes": counters.get("peak_memory"),
                 "timestamp": (r.get("session") or {}).get("timestamp"),

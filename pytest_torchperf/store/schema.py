@@ -108,7 +108,7 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     raise BaselineFileError(
                         path, f"key {where}.counters.ops must map op names to non-negative integers"
                     )
-            elif key in ("break_reasons", "dtypes"):
+            elif key in ("break_reasons", "dtypes", "flops_partial"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise BaselineFileError(
                         path, f"key {where}.counters.{key} must be a list of strings"

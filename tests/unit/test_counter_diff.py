@@ -53,3 +53,19 @@ def test_ignored_and_missing_counters_are_not_compared() -> None:
     older = {"flops": 10_240}  # a baseline from before ops were counted
     assert diff_counters(older, {**BASE, "flops": 10_240}) == []
     assert diff_counters({**BASE, "flops": 0}, BASE) == ["FLOPs new (0 -> 10,240)"]
+
+
+def test_flops_counted_before_the_fused_op_formulas_are_not_compared_where_they_ran() -> None:
+    # A baseline saved before the fast path's formula: its encoder counted 4,096 FLOPs (the head).
+    old = {"flops": 4096, "ops": {"aten::_transformer_encoder_layer_fwd": 1, "aten::addmm": 1}}
+    new = {**old, "flops": 2232320, "flop_formulas": 2}
+    assert diff_counters(old, new) == []
+    # Models without those ops were counted the same way: still gated.
+    plain = {"flops": 4096, "ops": {"aten::addmm": 1}}
+    assert diff_counters(plain, {**plain, "flops": 8192, "flop_formulas": 2}) == [
+        "FLOPs +100.0% (4,096 -> 8,192)"
+    ]
+    # Counted alike on both sides: a change is a change, and a partial figure says so.
+    partial = {**new, "flops_partial": ["aten::_weight_int8pack_mm"]}
+    [change] = diff_counters(new, {**partial, "flops": 2232320 * 2})
+    assert change.endswith("; partial: no FLOP formula for aten::_weight_int8pack_mm)")
