@@ -105,34 +105,123 @@ def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     return rows
 
 
+#: Share of all self time gained that one op must carry, with its call count unchanged, to be
+#: named as the op that changed (else the growth is "spread over the ops").
+OP_SHARE = 0.5
+#: Share of the gain that the time outside ops (or an op that runs more often) must carry to be
+#: named at all; and the relative growth below which an op's self time is profile noise.
+NAMED_SHARE = 0.25
+NOISE = 0.25
+
+
 def diff_top_ops(
-    baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], limit: int = 3
+    baseline: Sequence[Mapping[str, Any]],
+    current: Sequence[Mapping[str, Any]],
+    slowdown: float | None = None,
 ) -> list[str]:
-    """The ops whose self time grew most: ``aten::mkldnn_convolution self time +31% (+3.1 ms)``."""
-    old = {r["op"]: r["self_cpu"] + r["self_device"] for r in baseline}
-    # Tables stored before the outside-ops row existed cannot be compared on it.
-    new = {
-        r["op"]: r["self_cpu"] + r["self_device"]
-        for r in current
-        if r["op"] != OUTSIDE_OPS or OUTSIDE_OPS in old
-    }
-    floor = min(old.values()) if old else 0.0  # ops below the stored table's cut-off
-    deltas = []
-    for op, value in new.items():
-        before = old.get(op)
-        delta = value - (before if before is not None else 0.0)
-        if delta <= 0:
+    """What two op tables say about a slowdown, naming an op only where the evidence supports it.
+
+    A profile charges an op with whatever slows it, including what it does not own: after more
+    Python work between ops, intra-op threads must wake up and caches are cold, so ops' self
+    times grow although no op changed (a 6,000-step Python loop in a transformer's ``forward``
+    read ``aten::mm +533 %`` with two threads). So:
+
+    * time outside ops (Python, glue) that grew by a quarter or more is named first;
+    * an op that runs more often per call than before is named (op counts also gate exactly);
+    * ops that grew with the same calls are named as the cause only when the time outside ops
+      did not grow and one op carries at least half of all self time gained (and a quarter or
+      more of its own); otherwise their growth is said to be shared (spread over the ops, or
+      following the Python work).
+
+    ``slowdown`` (seconds per call, from the timing) adds how much of it the profile accounts
+    for. Pure.
+    """
+    old = {r["op"]: r for r in baseline}
+    compared_outside = OUTSIDE_OPS in old  # tables stored before that row cannot compare it
+    floor = min((_self(r) for r in baseline), default=0.0)  # ops below the stored cut-off
+    gains: dict[str, float] = {}
+    for row in current:
+        if row["op"] == OUTSIDE_OPS and not compared_outside:
             continue
-        if before is None:
-            text = (
-                f"{op} new in the top ops (+{format_time(delta)}"
-                f"{'' if floor == 0 else ', below the stored table cut-off of ' + format_time(floor) + ' before'})"
+        before = old.get(row["op"])
+        # An op missing from the stored table took up to its cut-off then: only what it takes
+        # beyond that is known to be new.
+        gain = _self(row) - (_self(before) if before is not None else floor)
+        if gain > 0:
+            gains[row["op"]] = gain
+    gained = sum(gains.values())
+    if gained <= 0:
+        return []
+    phrases: list[str] = []
+    outside = gains.pop(OUTSIDE_OPS, 0.0)
+    outside_before = _self(old[OUTSIDE_OPS]) if compared_outside else 0.0
+    python_grew = outside > 0 and outside >= NOISE * outside_before
+    if python_grew:
+        phrases.append(
+            f"{OUTSIDE_OPS} self time {_percent(outside, outside_before)} "
+            f"(+{format_time(outside)} per call): "
+            + (
+                "the time went to Python code between the ops"
+                if outside >= OP_SHARE * gained
+                else "more Python code runs between the ops"
+            )
+        )
+    now = {r["op"]: r for r in current}
+    same_calls: list[tuple[float, str]] = []
+    for op, gain in sorted(gains.items(), key=lambda item: -item[1]):
+        before = old.get(op)
+        if before is None:  # under the stored cut-off before: its calls then are unknown
+            same_calls.append((gain, op))
+            continue
+        calls_then, calls_now = float(before.get("calls", 0.0)), float(now[op].get("calls", 0.0))
+        if abs(calls_now - calls_then) >= 0.5:
+            phrases.append(
+                f"{op} runs {calls_then:g} -> {calls_now:g} times per call (+{format_time(gain)})"
+            )
+        elif gain >= NOISE * _self(before):
+            same_calls.append((gain, op))
+    grown = sum(gain for gain, _ in same_calls)
+    largest = ", ".join(f"{op} +{format_time(gain)}" for gain, op in same_calls[:2])
+    if python_grew and grown >= NAMED_SHARE * gained:
+        phrases.append(
+            f"ops' self time grew too, with the same calls (largest: {largest}): ops slow down "
+            f"after more Python work between them (threads waking up, cold caches), so look at "
+            f"the Python change first"
+        )
+    elif not python_grew and same_calls and same_calls[0][0] >= OP_SHARE * gained:
+        gain, op = same_calls[0]
+        if op in old:
+            phrases.append(
+                f"{op} self time {_percent(gain, _self(old[op]))} (+{format_time(gain)}), the "
+                f"same calls: this op got slower"
             )
         else:
-            text = f"{op} self time {(value - before) / before * 100:+.0f}% (+{format_time(delta)})"
-        deltas.append((delta, text))
-    deltas.sort(key=lambda d: -d[0])
-    return [text for _, text in deltas[:limit]]
+            cut = f" (under the stored table's cut-off of {format_time(floor)} before)"
+            phrases.append(
+                f"{op} new in the top ops, +{format_time(gain)} at least{cut}: this op got "
+                f"slower or runs more often"
+            )
+    elif not python_grew and len(same_calls) > 1 and grown >= NAMED_SHARE * gained:
+        phrases.append(
+            f"self time grew across {len(same_calls)} ops with the same calls (largest: "
+            f"{largest}): no one op stands out; what they share got slower (threads, caches, or "
+            f"the machine)"
+        )
+    if slowdown is not None and slowdown > 0 and gained < 0.5 * slowdown:
+        phrases.append(
+            f"the profile accounts for +{format_time(gained)} of the +{format_time(slowdown)} per "
+            f"call measured: the rest is outside what the profiler sees (data, allocator, the "
+            f"machine)"
+        )
+    return phrases
+
+
+def _self(row: Mapping[str, Any]) -> float:
+    return float(row["self_cpu"]) + float(row["self_device"])
+
+
+def _percent(gain: float, before: float) -> str:
+    return f"{gain / before * 100:+.0f}%" if before > 0 else "new"
 
 
 def trace_path(folder: Path, nodeid: str, suffix: str) -> Path:

@@ -6,6 +6,7 @@ Pytest-free; torch is imported lazily by the profiling it calls.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.options.values import COUNTER_NAMES
+from pytest_torchperf.store.records import timed_sessions
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.state import TestState
@@ -63,7 +65,9 @@ def explain_slowdown(
         return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
     stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
     if stored:
-        diffs = diff_top_ops(stored, rows)
+        before = [s["statistic"] for s in timed_sessions(sessions)]
+        slowdown = sample.statistic - statistics.median(before) if before else None
+        diffs = diff_top_ops(stored, rows, slowdown)
         why = (
             "; ".join(diffs)
             if diffs

@@ -1,0 +1,104 @@
+"""The "why" line's op diff names an op only where the evidence supports it (pure: op tables)."""
+
+from __future__ import annotations
+
+from pytest_torchperf.measure.profiling import OUTSIDE_OPS, diff_top_ops
+
+
+def _row(op: str, us: float, calls: float = 1.0) -> dict:
+    return {"op": op, "calls": calls, "self_cpu": us * 1e-6, "self_device": 0.0}
+
+
+BASE = [
+    _row(OUTSIDE_OPS, 100),
+    _row("aten::addmm", 20, 3),
+    _row("aten::mm", 15),
+    _row("aten::bmm", 8, 2),
+]
+
+
+def test_python_between_ops_is_named_and_op_noise_is_not() -> None:
+    # Measured on a transformer with a 6,000-step Python loop (one thread): only the time
+    # outside ops grew; ops moved by a few hundred nanoseconds, their profile noise.
+    now = [
+        _row(OUTSIDE_OPS, 270),
+        _row("aten::addmm", 20.6, 3),
+        _row("aten::mm", 15.3),
+        _row("aten::bmm", 8),
+    ]
+    assert diff_top_ops(BASE, now) == [
+        f"{OUTSIDE_OPS} self time +170% (+170 us per call): the time went to Python code "
+        f"between the ops"
+    ]
+
+
+def test_ops_slowed_after_more_python_work_are_not_blamed() -> None:
+    # Two threads: after the Python work each op waits for the pool to wake up, so ops' self
+    # times grow (aten::mm +533 % there, most of the gain) although no op changed.
+    now = [
+        _row(OUTSIDE_OPS, 300),
+        _row("aten::addmm", 60, 3),
+        _row("aten::mm", 700),
+        _row("aten::bmm", 20, 2),
+    ]
+    phrases = diff_top_ops(BASE, now)
+    assert phrases[0] == (
+        f"{OUTSIDE_OPS} self time +200% (+200 us per call): more Python code runs between the ops"
+    )
+    assert phrases[1] == (
+        "ops' self time grew too, with the same calls (largest: aten::mm +685 us, aten::addmm "
+        "+40 us): ops slow down after more Python work between them (threads waking up, cold "
+        "caches), so look at the Python change first"
+    )
+    assert len(phrases) == 2
+
+
+def test_growth_spread_over_ops_with_the_same_calls_blames_none_of_them() -> None:
+    now = [
+        _row(OUTSIDE_OPS, 101),
+        _row("aten::addmm", 40, 3),
+        _row("aten::mm", 32),
+        _row("aten::bmm", 20, 2),
+    ]
+    [phrase] = diff_top_ops(BASE, now)
+    assert phrase.startswith(
+        "self time grew across 3 ops with the same calls (largest: aten::addmm +20 us, aten::mm "
+        "+17 us): "
+    ), phrase
+    assert "no one op stands out" in phrase
+
+
+def test_one_op_that_carries_the_growth_is_named() -> None:
+    now = [
+        _row(OUTSIDE_OPS, 102),
+        _row("aten::addmm", 220, 3),
+        _row("aten::mm", 16),
+        _row("aten::bmm", 8, 2),
+    ]
+    assert diff_top_ops(BASE, now) == [
+        "aten::addmm self time +1000% (+200 us), the same calls: this op got slower"
+    ]
+
+
+def test_an_op_that_runs_more_often_is_named_with_its_calls() -> None:
+    now = [*BASE[:1], _row("aten::addmm", 27, 4), *BASE[2:]]
+    assert diff_top_ops(BASE, now) == ["aten::addmm runs 3 -> 4 times per call (+7 us)"]
+    # An op under the stored table's cut-off before: named only when it carries the growth.
+    now = [*BASE, _row("aten::mul", 60, 1)]
+    assert diff_top_ops(BASE, now) == [
+        "aten::mul new in the top ops, +52 us at least (under the stored table's cut-off of 8 us "
+        "before): this op got slower or runs more often"
+    ]
+
+
+def test_the_share_of_the_measured_slowdown_the_profile_explains_is_said() -> None:
+    now = [_row(OUTSIDE_OPS, 150), *BASE[1:]]
+    [outside, rest] = diff_top_ops(BASE, now, slowdown=400e-6)
+    assert outside.startswith(OUTSIDE_OPS)
+    assert rest.startswith("the profile accounts for +50 us of the +400 us per call measured")
+
+
+def test_tables_stored_before_the_outside_row_do_not_compare_it() -> None:
+    old = BASE[1:]
+    now = [_row(OUTSIDE_OPS, 900), *BASE[1:]]
+    assert diff_top_ops(old, now) == []
