@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,9 +65,13 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 .fail{background:#fee2e2;color:#991b1b} .inconclusive{background:#fef3c7;color:#92400e}
 .improved{background:#dbeafe;color:#1e40af} .new{background:#ede9fe;color:#5b21b6}
 .pass{background:#dcfce7;color:#166534} .measured,.disabled{background:#f3f4f6;color:#374151}
-table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}
+table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 6px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}
 th{cursor:pointer;background:#f9fafb;position:sticky;top:0;user-select:none} th:hover{background:#eef2ff}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.wrap{white-space:normal;min-width:9ch} td.id{min-width:16ch;max-width:30ch;overflow-wrap:anywhere;font-size:12px}
+.colswitch{margin-left:16px;color:#4b5563;font-size:12px}
+@media (max-width:1599px){body:not(.allcols) [data-sec]{display:none}}
+@media (min-width:1600px){.colswitch{display:none}}
 pre{background:#f9fafb;border:1px solid #e5e7eb;padding:8px;white-space:pre-wrap;font-size:12px;margin:4px 0 12px}
 .verdict{padding:1px 8px;border-radius:8px;font-weight:600;white-space:nowrap}
 #filter{margin:8px 0;padding:4px 8px;width:320px}
@@ -83,34 +87,60 @@ document.querySelectorAll('th[data-col]').forEach(function(th){th.addEventListen
  rows.sort(function(a,b){var x=a.cells[col].dataset.v,y=b.cells[col].dataset.v,nx=parseFloat(x),ny=parseFloat(y);
   var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:String(x).localeCompare(String(y));return asc?c:-c;});
  rows.forEach(function(r){body.appendChild(r)});});});
+var a=document.getElementById('allcols');if(a){a.addEventListener('change',function(){
+ document.body.classList.toggle('allcols',a.checked);});}
 var f=document.getElementById('filter');if(f){f.addEventListener('input',function(){var q=f.value.toLowerCase();
  Array.prototype.forEach.call(document.querySelectorAll('#results tbody tr'),function(r){
  r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});}
 """
 
-_HEADERS = [
-    "verdict",
-    "test",
-    "measurement",
-    "median ± IQR",
-    "baseline p25",
-    "change",
-    "instructions / call",
-    "speedup vs eager",
-    "rel-L2 vs eager",
-    "FLOPs",
-    "params",
-    "peak memory",
-    "build",
-    "this run vs baseline",
-    "trend (p25 per session)",
+
+@dataclass(frozen=True)
+class _Column:
+    """A column of the measurements table: its header, whether it is secondary (collapsed on
+    narrow screens, see _CSS) and which records have a value there (a column no record has is
+    left out: an instruction column in a timing run, variant columns without variants)."""
+
+    key: str
+    header: str
+    secondary: bool = False
+    shown: Callable[[Mapping[str, Any]], bool] = lambda record: True
+
+
+#: Attribute of a secondary column's cells (hidden on narrow screens unless asked for).
+SECONDARY = ' data-sec="1"'
+
+
+def _counter(name: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda record: name in (record.get("counters") or {})
+
+
+#: The columns in order: what identifies and judges a measurement, the two plots (kept on screen
+#: at 1280 px), then the variant columns, then the secondary figures.
+_COLUMNS = [
+    _Column("verdict", "verdict"),
+    _Column("test", "test"),
+    _Column("name", "measurement"),
+    _Column("median", "median ± IQR"),
+    _Column("baseline", "baseline p25"),
+    _Column("change", "change"),
+    _Column("distribution", "this run vs baseline"),
+    _Column("trend", "trend (p25 per session)"),
+    _Column("speedup", "speedup vs eager", shown=lambda r: bool(r.get("speedup"))),
+    _Column("accuracy", "rel-L2 vs eager", shown=lambda r: bool(r.get("accuracy"))),
+    _Column("instructions", "instructions / call", shown=lambda r: bool(r.get("instructions"))),
+    _Column("flops", "FLOPs", secondary=True, shown=_counter("flops")),
+    _Column("params", "params", secondary=True, shown=_counter("params")),
+    _Column("memory", "peak memory", secondary=True, shown=_counter("peak_memory")),
+    _Column("build", "build", secondary=True, shown=lambda r: r.get("build_time") is not None),
 ]
 
 
-def _cell(text: str, value: Any = None, numeric: bool = False) -> str:
+def _cell(text: str, value: Any = None, numeric: bool = False, css: str = "") -> str:
     sort_value = html.escape(str(text if value is None else value), quote=True)
-    css = ' class="num"' if numeric else ""
-    return f'<td{css} data-v="{sort_value}">{text}</td>'
+    classes = " ".join(c for c in ("num" if numeric else "", css) if c)
+    attribute = f' class="{classes}"' if classes else ""
+    return f'<td{attribute} data-v="{sort_value}">{text}</td>'
 
 
 def _flops_cell(counters: Mapping[str, Any]) -> str:
@@ -124,7 +154,9 @@ def _flops_cell(counters: Mapping[str, Any]) -> str:
     )
 
 
-def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
+def _row(
+    record: Mapping[str, Any], history: History | None, rank: int, columns: Sequence[_Column]
+) -> str:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
     counters = record.get("counters") or {}
@@ -134,66 +166,81 @@ def _row(record: Mapping[str, Any], history: History | None, rank: int) -> str:
     failed = outcome == "fail"
     median, iqr = stats.get("median"), stats.get("iqr")
     history = history or History()
-    cells = [
-        _cell(
+    cells = {
+        "verdict": _cell(
             f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
             f"</span>",
             rank,
         ),
-        _cell(html.escape(record["nodeid"])),
-        _cell(
+        "test": _cell(html.escape(record["nodeid"]), css="id"),
+        "name": _cell(
             html.escape(record["name"])
             + (
                 f' <span class="muted">[{html.escape(record["group"])}]</span>'
                 if record.get("group")
                 else ""
-            )
+            ),
+            record["name"],
+            css="id",
         ),
-        _cell(
+        "median": _cell(
             f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
             median if median is not None else -1,
             True,
         ),
-        _cell(
+        "baseline": _cell(
             format_baseline(verdict),
             verdict.get("baseline_statistic") or -1,
             True,
         ),
-        _cell(
+        "change": _cell(
             format_change_of(record),
             verdict.get("ratio") if verdict.get("ratio") is not None else -99,
             True,
         ),
-        _cell(
+        "instructions": _cell(
             format_instructions(record),
             (record.get("instructions") or {}).get("per_call", -1),
             True,
         ),
-        _cell(format_speedup(speedup), speedup["median"] if speedup else -1, True),
-        _cell(format_accuracy(accuracy), accuracy.get("rel_l2", -1) if accuracy else -1, True),
-        _cell(_flops_cell(counters), counters.get("flops", -1), True),
-        _cell(
+        "speedup": _cell(
+            format_speedup(speedup), speedup["median"] if speedup else -1, True, css="wrap"
+        ),
+        "accuracy": _cell(
+            format_accuracy(accuracy),
+            accuracy.get("rel_l2", -1) if accuracy else -1,
+            True,
+            css="wrap",
+        ),
+        "flops": _cell(_flops_cell(counters), counters.get("flops", -1), True),
+        "params": _cell(
             f"{counters['params']:,}" if "params" in counters else "-",
             counters.get("params", -1),
             True,
         ),
-        _cell(
+        "memory": _cell(
             format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
             counters.get("peak_memory", -1),
             True,
         ),
-        _cell(
+        "build": _cell(
             f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
             record.get("build_time") if record.get("build_time") is not None else -1,
             True,
         ),
-        _cell(svg.distribution(record.get("samples") or [], history.latest_times), median or -1),
-        _cell(
+        "distribution": _cell(
+            svg.distribution(record.get("samples") or [], history.latest_times), median or -1
+        ),
+        "trend": _cell(
             svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
             len(history.statistics),
         ),
-    ]
-    return f'<tr class="{html.escape(outcome)}-row">{"".join(cells)}</tr>'
+    }
+    row = "".join(
+        cells[c.key].replace("<td", f"<td{SECONDARY}", 1) if c.secondary else cells[c.key]
+        for c in columns
+    )
+    return f'<tr class="{html.escape(outcome)}-row">{row}</tr>'
 
 
 def _attention(records: Sequence[Mapping[str, Any]]) -> str:
@@ -289,13 +336,24 @@ def html_report(
         for part in counts.split(", ")
         if " " in part
     )
+    columns = [c for c in _COLUMNS if any(c.shown(r) for r in records)]
     rows = "".join(
-        _row(r, histories.get((r["nodeid"], r["name"])), i) for i, r in enumerate(ordered)
+        _row(r, histories.get((r["nodeid"], r["name"])), i, columns) for i, r in enumerate(ordered)
     )
-    names = list(_HEADERS)
+    renamed = {}
     if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
-        names[4:6] = ["side A p25", "change [95% CI]"]
-    headers = "".join(f'<th data-col="{i}">{h}</th>' for i, h in enumerate(names))
+        renamed = {"baseline": "side A p25", "change": "change [95% CI]"}
+    headers = "".join(
+        f'<th data-col="{i}"{SECONDARY if c.secondary else ""}>{renamed.get(c.key, c.header)}</th>'
+        for i, c in enumerate(columns)
+    )
+    secondary = [c.header for c in columns if c.secondary]
+    toggle = (
+        f'<label class="colswitch"><input type="checkbox" id="allcols"> show '
+        f"{', '.join(secondary)} (hidden below 1600 px wide)</label>"
+        if secondary
+        else ""
+    )
     trace_items = "".join(
         f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
         for label, href in traces
@@ -316,7 +374,8 @@ def html_report(
         + environments
         + (f"<h2>Needs attention</h2>{attention}" if attention else "")
         + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'
-        f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
+        + toggle
+        + f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
         '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
         "(blue: this run, grey: latest stored baseline session). Trend: stored sessions' p25, "
         "last dot this run (red when it failed).</p>"

@@ -219,6 +219,39 @@ def test_html_report_renders_in_headless_chromium(
     assert blue > 150, blue  # box plots and trend dots
 
 
+@pytest.mark.skipif(
+    browser.chromium() is None,
+    reason="no Chromium/Chrome binary on PATH (Debian: apt-get install chromium)",
+)
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_html_report_fits_the_screen_without_horizontal_scrolling(
+    regressed_run: pytest.Pytester, tmp_path: Path, width: int
+) -> None:
+    """At 1280 px the plots are on screen (secondary columns collapse); at 1920 px all columns
+    are. A copy of the page reports its own overflow (scrollWidth beyond the window)."""
+    page = tmp_path / "report.html"
+    page.write_text(
+        (regressed_run.path / "reports" / "report.html")
+        .read_text()
+        .replace(
+            "</body>",
+            "<script>var r=document.getElementById('results').getBoundingClientRect();"
+            "document.body.dataset.overflow=document.documentElement.scrollWidth-window.innerWidth;"
+            "document.body.dataset.tableRight=Math.round(r.right);"
+            "document.body.dataset.flops=getComputedStyle(document.querySelector('th[data-sec]'))"
+            ".display;</script></body>",
+        )
+    )
+    dom, console = browser.render(page, tmp_path / "report.png", width=width, height=900)
+    assert console == []
+    overflow = int(re.search(r'data-overflow="(-?\d+)"', dom).group(1))
+    assert overflow <= 0, f"{overflow} px wider than a {width} px window"
+    right = int(re.search(r'data-table-right="(\d+)"', dom).group(1))
+    assert right <= width, right
+    flops = re.search(r'data-flops="([\w-]+)"', dom).group(1)
+    assert flops == ("none" if width < 1600 else "table-cell"), flops
+
+
 def _console_script() -> str | None:
     """The installed `torchperf` command: next to this interpreter (a venv's bin/, which is on
     PATH only while the venv is activated), in its scripts folder, or on PATH."""

@@ -85,3 +85,11 @@ def test_fingerprint_drift_sees_small_changes_and_shape_changes() -> None:
     )
     assert drift == math.inf
     assert problem == "out['logits']: shape (4, 12) in this run vs (4, 10) in the baseline"
+
+
+def test_compare_outputs_reports_the_reference_scale() -> None:
+    ref = torch.tensor([1e-9, -2e-9, float("inf")])
+    metrics = compare_outputs(ref, ref * 2)
+    assert metrics["ref_nonfinite"] == 1.0
+    assert metrics["ref_max_abs"] == pytest.approx(2e-9)
+    assert metrics["ref_range"] == pytest.approx(3e-9)

@@ -89,3 +89,36 @@ def test_two_hundred_measurements_stay_small() -> None:
     }
     page = html_report(records, "env", histories)
     assert len(page.encode()) < 2_000_000
+
+
+def test_empty_columns_are_left_out_and_secondary_ones_marked() -> None:
+    page = html_report([_record("fast", "pass"), _record("slow", "pass")], "env")
+    headers = re.findall(r'<th data-col="\d+"( data-sec="1")?>([^<]+)</th>', page)
+    names = [name for _, name in headers]
+    # A timing run without variants: no instruction or variant columns of dashes.
+    assert "instructions / call" not in names and "speedup vs eager" not in names
+    # The plots come right after the verdict's figures (on screen at 1280 px) ...
+    assert names[5:8] == ["change", "this run vs baseline", "trend (p25 per session)"]
+    # ... and FLOPs, params and peak memory are secondary: collapsed below 1600 px, with a switch.
+    assert {name for sec, name in headers if sec} == {"FLOPs", "params", "peak memory"}
+    assert page.count('<td data-sec="1" class="num"') == 6  # 3 secondary cells x 2 rows
+    assert 'id="allcols"' in page and "show FLOPs, params, peak memory" in page
+    assert "(max-width:1599px){body:not(.allcols) [data-sec]{display:none}}" in page
+    # The baseline column shows the verdict's baseline.
+    assert re.search(r'<td class="num" data-v="0.001">1(\.00)? ms</td>', page), page
+
+
+def test_a_partial_flop_figure_is_marked_with_the_ops_in_its_tooltip() -> None:
+    record = _record("enc", "pass", counters={"flops": 4096, "flops_partial": ["aten::x_mm"]})
+    page = html_report([record], "env")
+    assert '<span title="&gt;= 4,096 (partial: no FLOP formula for aten::x_mm)">' in page
+    assert "&ge; 4,096 (partial)</span>" in page
+
+
+def test_close_speedups_keep_their_figures_apart_from_bars_and_the_x1_line() -> None:
+    chart = svg.speedup_bars([("amp", 0.91, 0.88, 0.95), ("fused", 0.89, 0.85, 0.93)])
+    figures = re.findall(r'<text x="([\d.]+)" y="[\d.]+" font-size="11">x0\.\d\d', chart)
+    ends = [float(x2) for x2 in re.findall(r'<line x1="[\d.]+" x2="([\d.]+)"', chart)[:2]]
+    one = float(re.search(r'<line x1="([\d.]+)" x2="[\d.]+" y1="0"', chart).group(1))
+    assert len(figures) == 2 and len(set(figures)) == 1  # one column for the figures
+    assert all(float(x) > max(*ends, one) + 4 for x in figures)  # right of whiskers and x1
