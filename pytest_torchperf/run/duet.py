@@ -150,6 +150,12 @@ class Paired:
     skipped: dict[str, str] = field(default_factory=dict)
 
     @property
+    def pairs_possible(self) -> bool:
+        """Whether both sides measure it at all (not one that either side skips on purpose):
+        only then can another pair decide it."""
+        return not self.skipped
+
+    @property
     def one_sided(self) -> str | None:
         """``"B"`` when only B has it (new in B), ``"A"`` when only A has it (removed in B),
         ``"A-failed"`` when A ran its test but never measured it (never "new": a test that
@@ -213,6 +219,7 @@ class DuetData:
             key
             for key, entry in self.measured.items()
             if entry.one_sided is None
+            and entry.pairs_possible
             and undecided(
                 entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit, most
             )

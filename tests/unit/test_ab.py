@@ -414,3 +414,16 @@ def test_a_measurement_only_side_a_skipped_is_new_in_b_not_failed_in_a() -> None
         {"A": {"t::amp"}, "B": {"t::amp"}},
     )
     assert data.measured[key].one_sided == "B"
+
+
+def test_a_measurement_both_sides_skip_asks_for_no_more_pairs() -> None:
+    # It has no pairs and never will: asking for more ran the run to its cap of pairs (8).
+    key = ("t::amp", "m[amp]")
+    data = DuetData("HEAD (abc)")
+    for _ in range(3):
+        data.add_pair(
+            {key: SideLine((), {}, skipped="no eligible op")},
+            {key: SideLine((), {}, skipped="no eligible op")},
+            {"A": {"t::amp"}, "B": {"t::amp"}},
+        )
+    assert data.undecided(8) == []
