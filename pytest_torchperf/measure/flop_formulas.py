@@ -131,7 +131,7 @@ def quantized_linear_flops(x: Any, packed: Any, *args: Any, **kwargs: Any) -> in
     weight (raw arguments: the packed weight has no shape until unpacked)."""
     try:
         weight = packed.unpack()[0]
-    except Exception:  # another packing: no shape to count
+    except Exception:  # noqa: BLE001 - any other packing: no shape to count, no FLOPs
         return 0
     shape, w = _shape(x), _shape(weight)
     if shape is None or w is None or len(w) != 2 or not shape:

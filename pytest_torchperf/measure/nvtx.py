@@ -12,7 +12,7 @@ import contextlib
 from typing import Any
 
 
-class nvtx_range(contextlib.ContextDecorator):  # noqa: N801 - reads like contextlib helpers
+class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like contextlib helpers
     """``with nvtx_range("forward"): ...`` or ``@nvtx_range("step")``: an NVTX range + profiler range."""
 
     def __init__(self, name: str, *, nvtx: bool | None = None) -> None:

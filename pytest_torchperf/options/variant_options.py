@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.variants.registry import (  # noqa: F401 - re-exported
+from pytest_torchperf.variants.registry import (
     ACCURACY_KEYS,
     VARIANT_NAMES,
     VARIANTS,

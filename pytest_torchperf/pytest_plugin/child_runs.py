@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
 
 #: Environment variable carrying a child's process number (1..N-1; the controller is N).
@@ -131,7 +132,7 @@ def _counts_instructions(config: pytest.Config) -> bool:
     if raw is None:
         try:
             raw = parse_bool(config.getini("torchperf_instructions") or False)
-        except Exception:
+        except OptionError:
             raw = False  # the mode's own check reports the bad value
     return bool(raw)
 

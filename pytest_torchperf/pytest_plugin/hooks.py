@@ -26,12 +26,14 @@ from pytest_torchperf.pytest_plugin import (
     xdist_runs,
 )
 from pytest_torchperf.pytest_plugin import options as plugin_options
-from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401 - fixtures are registered by being module attributes here
+
+# Fixtures are registered by being module attributes of this plugin module.
+from pytest_torchperf.pytest_plugin.fixtures import (
     torchperf,
     torchperf_timer,
     torchperf_variant,
 )
-from pytest_torchperf.pytest_plugin.instrument_fixtures import (  # noqa: F401 - registered here too
+from pytest_torchperf.pytest_plugin.instrument_fixtures import (
     torchperf_device,
     torchperf_nvtx,
     torchperf_profiler,

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
 from pytest_torchperf.run.shards import CHILD_MEMORY_GIB, auto_jobs, split_contiguous
@@ -72,7 +73,7 @@ def instructions_setting(config: pytest.Config) -> bool:
         ini = config.getini("torchperf_instructions")
         try:
             raw = parse_bool(ini) if ini not in ("", None) else False
-        except Exception:
+        except OptionError:
             raise pytest.UsageError(
                 f"torchperf: ini torchperf_instructions must be true or false, got {ini!r}"
             ) from None
@@ -294,7 +295,7 @@ def _weight(item: pytest.Item) -> float:
     try:
         if marker_options(item).get("instructions") is False:
             return 0.0
-    except Exception:  # a bad marker fails the test itself, with its own message
+    except OptionError:  # a bad marker fails the test itself, with its own message
         return 1.0
     params = getattr(getattr(item, "callspec", None), "params", {})
     return 2.0 if params.get("torchperf_variant") not in (None, "eager") else 1.0

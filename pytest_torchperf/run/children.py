@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.pooling import pooled, trusted  # noqa: F401 - re-exported
+from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.store.baselines import same_run  # noqa: F401 - re-exported
+from pytest_torchperf.store.baselines import same_run
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).
 Key = tuple[str, str]

@@ -99,7 +99,7 @@ def _first_call(
             return fn(*inputs, **kwargs)
     except (VariantUnavailable, VariantBuildError):
         raise
-    except Exception as exc:  # noqa: BLE001 - the user's model failed in this variant
+    except Exception as exc:  # the user's model failed in this variant: say where
         raise VariantBuildError(f"{step} failed: {_first_line(exc)}") from exc
 
 
@@ -304,7 +304,7 @@ def build_amp(
                 amp_call(*inputs, **kwargs)
         except Warning as exc:
             raise VariantUnavailable(f"autocast disabled itself: {exc}") from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise VariantBuildError(
                 f"autocast ({dtype_name}) call failed: {_first_line(exc)}"
             ) from exc

@@ -14,8 +14,8 @@ import pytest
 # Import torch (and the parts the plugin loads lazily) in the outer process before any pytester
 # run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
 # process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
-import torch  # noqa: F401  isort: skip
-import torch.utils.benchmark  # noqa: F401  isort: skip
+import torch
+import torch.utils.benchmark
 
 
 def _load_lazy_torch_modules() -> None:

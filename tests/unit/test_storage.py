@@ -768,7 +768,7 @@ def test_concurrent_threads_never_lose_records(tmp_path, no_fsync):
                     ENV, ENVIRONMENT, f"tests/test_model.py::test_{tag}_{i}", NAME, session()
                 )
                 store.record(ENV, ENVIRONMENT, NODE, NAME, session((i + 1) * 1e-3, writer=tag))
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001 - pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(tag,)) for tag in ("a", "b")]

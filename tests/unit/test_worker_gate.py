@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("fcntl")
 
-from pytest_torchperf.measure.exclusive import WorkerGate  # noqa: E402
+from pytest_torchperf.measure.exclusive import WorkerGate
 
 
 def test_timing_waits_for_a_running_test_and_holds_new_ones_back(tmp_path: Path) -> None:
