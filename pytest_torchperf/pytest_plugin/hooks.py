@@ -19,6 +19,7 @@ import pytest
 from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
 from pytest_torchperf.pytest_plugin import (
     ab_runs,
+    ab_side,
     child_runs,
     instruction_runs,
     isolation,
@@ -95,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 lambda ctx: instruction_runs.configure_counting_child(config)
             )
         if settings.ab:
-            ab_runs.configure_side(config)  # pins it; the first turn comes after collection
+            ab_side.configure_side(config)  # pins it; the first turn comes after collection
         return  # a child writes no summary or reports: the controlling run does
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 
@@ -156,7 +157,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
-        ab_runs.keep_only(config, items)
+        ab_side.keep_only(config, items)
     elif not skip_perf:
         xdist_runs.attach_gate(config, items)
 
@@ -172,7 +173,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     settings = session.config.stash[SETTINGS_KEY]
     if settings.child:
         child_runs.start_child_sink(session.config)
-        ab_runs.announce_tests(session)
+        ab_side.announce_tests(session)
     elif settings.ab and not session.testsfailed:
         ab_runs.run_duet(session)
     elif settings.instructions and not session.testsfailed:
@@ -186,7 +187,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Keep the exit status for a side of an A/B run (it says it when it leaves)."""
     if session.config.stash[SETTINGS_KEY].child:
-        ab_runs.finished(session.config, int(exitstatus))
+        ab_side.finished(session.config, int(exitstatus))
 
 
 @pytest.hookimpl(trylast=True)
@@ -194,7 +195,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A side of an A/B run has measured and reported everything: it hands the turn back for
     good (what is left is pytest's and the interpreter's teardown)."""
     if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
-        ab_runs.leave(config)
+        ab_side.leave(config)
     xdist_runs.unconfigure(config)
 
 

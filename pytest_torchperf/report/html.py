@@ -10,51 +10,17 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
+from pytest_torchperf.report.html_table import History, history_from_sessions, measurements_table
 from pytest_torchperf.report.terminal import (
     count_line,
-    format_accuracy,
-    format_baseline,
-    format_change_of,
-    format_flops,
-    format_instructions,
-    format_speedup,
     sort_records,
 )
-from pytest_torchperf.store.records import timed_sessions
-
-
-@dataclass
-class History:
-    """Stored sessions of one measurement: statistic per session (oldest first) and labels."""
-
-    statistics: list[float] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    #: Per-call times of the latest stored session (the baseline's distribution).
-    latest_times: list[float] = field(default_factory=list)
-
-
-def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
-    """A :class:`History` from stored baseline sessions (as in the baseline files); sessions
-    saved without timing have no point on a time trend."""
-    sessions = timed_sessions(sessions)
-    return History(
-        statistics=[float(s["statistic"]) for s in sessions],
-        labels=[
-            f"{s.get('timestamp', '?')} {str(s.get('git_sha') or '')[:8]} p25 "
-            f"{format_time(s['statistic'])}".strip()
-            for s in sessions
-        ],
-        latest_times=list(sessions[-1].get("times") or []) if sessions else [],
-    )
-
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
@@ -93,154 +59,6 @@ var f=document.getElementById('filter');if(f){f.addEventListener('input',functio
  Array.prototype.forEach.call(document.querySelectorAll('#results tbody tr'),function(r){
  r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});}
 """
-
-
-@dataclass(frozen=True)
-class _Column:
-    """A column of the measurements table: its header, whether it is secondary (collapsed on
-    narrow screens, see _CSS) and which records have a value there (a column no record has is
-    left out: an instruction column in a timing run, variant columns without variants)."""
-
-    key: str
-    header: str
-    secondary: bool = False
-    shown: Callable[[Mapping[str, Any]], bool] = lambda record: True
-
-
-#: Attribute of a secondary column's cells (hidden on narrow screens unless asked for).
-SECONDARY = ' data-sec="1"'
-
-
-def _counter(name: str) -> Callable[[Mapping[str, Any]], bool]:
-    return lambda record: name in (record.get("counters") or {})
-
-
-#: The columns in order: what identifies and judges a measurement, the two plots (kept on screen
-#: at 1280 px), then the variant columns, then the secondary figures.
-_COLUMNS = [
-    _Column("verdict", "verdict"),
-    _Column("test", "test"),
-    _Column("name", "measurement"),
-    _Column("median", "median ± IQR"),
-    _Column("baseline", "baseline p25"),
-    _Column("change", "change"),
-    _Column("distribution", "this run vs baseline"),
-    _Column("trend", "trend (p25 per session)"),
-    _Column("speedup", "speedup vs eager", shown=lambda r: bool(r.get("speedup"))),
-    _Column("accuracy", "rel-L2 vs eager", shown=lambda r: bool(r.get("accuracy"))),
-    _Column("instructions", "instructions / call", shown=lambda r: bool(r.get("instructions"))),
-    _Column("flops", "FLOPs", secondary=True, shown=_counter("flops")),
-    _Column("params", "params", secondary=True, shown=_counter("params")),
-    _Column("memory", "peak memory", secondary=True, shown=_counter("peak_memory")),
-    _Column("build", "build", secondary=True, shown=lambda r: r.get("build_time") is not None),
-]
-
-
-def _cell(text: str, value: Any = None, numeric: bool = False, css: str = "") -> str:
-    sort_value = html.escape(str(text if value is None else value), quote=True)
-    classes = " ".join(c for c in ("num" if numeric else "", css) if c)
-    attribute = f' class="{classes}"' if classes else ""
-    return f'<td{attribute} data-v="{sort_value}">{text}</td>'
-
-
-def _flops_cell(counters: Mapping[str, Any]) -> str:
-    """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
-    tooltip (the whole list would widen the table)."""
-    if not counters.get("flops_partial"):
-        return html.escape(format_flops(counters))
-    return (
-        f'<span title="{html.escape(format_flops(counters), quote=True)}">'
-        f"&ge; {counters['flops']:,} (partial)</span>"
-    )
-
-
-def _row(
-    record: Mapping[str, Any], history: History | None, rank: int, columns: Sequence[_Column]
-) -> str:
-    stats = record.get("stats") or {}
-    verdict = record.get("verdict") or {}
-    counters = record.get("counters") or {}
-    speedup = record.get("speedup") or None
-    accuracy = record.get("accuracy") or None
-    outcome = record["outcome"]
-    failed = outcome == "fail"
-    median, iqr = stats.get("median"), stats.get("iqr")
-    history = history or History()
-    cells = {
-        "verdict": _cell(
-            f'<span class="verdict {html.escape(outcome)}">{html.escape(outcome_label(record))}'
-            f"</span>",
-            rank,
-        ),
-        "test": _cell(html.escape(record["nodeid"]), css="id"),
-        "name": _cell(
-            html.escape(record["name"])
-            + (
-                f' <span class="muted">[{html.escape(record["group"])}]</span>'
-                if record.get("group")
-                else ""
-            ),
-            record["name"],
-            css="id",
-        ),
-        "median": _cell(
-            f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
-            median if median is not None else -1,
-            True,
-        ),
-        "baseline": _cell(
-            format_baseline(verdict),
-            verdict.get("baseline_statistic") or -1,
-            True,
-        ),
-        "change": _cell(
-            format_change_of(record),
-            verdict.get("ratio") if verdict.get("ratio") is not None else -99,
-            True,
-        ),
-        "instructions": _cell(
-            format_instructions(record),
-            (record.get("instructions") or {}).get("per_call", -1),
-            True,
-        ),
-        "speedup": _cell(
-            format_speedup(speedup), speedup["median"] if speedup else -1, True, css="wrap"
-        ),
-        "accuracy": _cell(
-            format_accuracy(accuracy),
-            accuracy.get("rel_l2", -1) if accuracy else -1,
-            True,
-            css="wrap",
-        ),
-        "flops": _cell(_flops_cell(counters), counters.get("flops", -1), True),
-        "params": _cell(
-            f"{counters['params']:,}" if "params" in counters else "-",
-            counters.get("params", -1),
-            True,
-        ),
-        "memory": _cell(
-            format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
-            counters.get("peak_memory", -1),
-            True,
-        ),
-        "build": _cell(
-            f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
-            record.get("build_time") if record.get("build_time") is not None else -1,
-            True,
-        ),
-        "distribution": _cell(
-            svg.distribution(record.get("samples") or [], history.latest_times), median or -1
-        ),
-        "trend": _cell(
-            svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
-            len(history.statistics),
-        ),
-    }
-    row = "".join(
-        cells[c.key].replace("<td", f"<td{SECONDARY}", 1) if c.secondary else cells[c.key]
-        for c in columns
-    )
-    return f'<tr class="{html.escape(outcome)}-row">{row}</tr>'
 
 
 def _attention(records: Sequence[Mapping[str, Any]]) -> str:
@@ -336,24 +154,7 @@ def html_report(
         for part in counts.split(", ")
         if " " in part
     )
-    columns = [c for c in _COLUMNS if any(c.shown(r) for r in records)]
-    rows = "".join(
-        _row(r, histories.get((r["nodeid"], r["name"])), i, columns) for i, r in enumerate(ordered)
-    )
-    renamed = {}
-    if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
-        renamed = {"baseline": "side A p25", "change": "change [95% CI]"}
-    headers = "".join(
-        f'<th data-col="{i}"{SECONDARY if c.secondary else ""}>{renamed.get(c.key, c.header)}</th>'
-        for i, c in enumerate(columns)
-    )
-    secondary = [c.header for c in columns if c.secondary]
-    toggle = (
-        f'<label class="colswitch"><input type="checkbox" id="allcols"> show '
-        f"{', '.join(secondary)} (hidden below 1600 px wide)</label>"
-        if secondary
-        else ""
-    )
+    table, toggle = measurements_table(records, ordered, histories)
     trace_items = "".join(
         f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
         for label, href in traces
@@ -375,8 +176,8 @@ def html_report(
         + (f"<h2>Needs attention</h2>{attention}" if attention else "")
         + '<h2>All measurements</h2><input id="filter" placeholder="filter rows (test, name, verdict)">'
         + toggle
-        + f'<table id="results"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
-        '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
+        + table
+        + '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
         "(blue: this run, grey: latest stored baseline session). Trend: stored sessions' p25, "
         "last dot this run (red when it failed).</p>"
         + _speedups(ordered)
