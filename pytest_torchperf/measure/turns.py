@@ -111,12 +111,20 @@ class TurnClient:
         self._wait()
 
 
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (a container or taskset may allow fewer than exist)."""
+    if hasattr(os, "sched_getaffinity"):
+        with contextlib.suppress(OSError):
+            return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
 def leave_shared_cpus() -> None:
     """Move this process onto the CPUs the sides do not share (when there are any)."""
     cpus = {int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()}
     if not cpus or not hasattr(os, "sched_getaffinity"):
         return
-    others = set(range(os.cpu_count() or 1)) - cpus
+    others = allowed_cpus() - cpus
     if others:
         _pin_every_thread(others)
 

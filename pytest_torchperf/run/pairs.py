@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.measure.turns import CPUS_ENV, PAIR_ENV, SIDE_ENV, TURN_FDS_ENV
+from pytest_torchperf.measure.turns import (
+    CPUS_ENV,
+    PAIR_ENV,
+    SIDE_ENV,
+    TURN_FDS_ENV,
+    allowed_cpus,
+)
 from pytest_torchperf.run.children import concurrent_child_args
 from pytest_torchperf.run.duet import Key, SideLine, TurnScheduler, read_side
 from pytest_torchperf.run.sides import Side, SideError
@@ -71,7 +77,7 @@ def start_pair(
     ``ahead``, while the pair before it still measures: the two processes start up and collect
     on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
     pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
-    others = set(range(os.cpu_count() or 1)) - set(cpus)
+    others = allowed_cpus() - set(cpus)
     try:
         for name, side in sides.items():
             command = [
@@ -99,7 +105,7 @@ def start_pair(
 
 def can_start_ahead(cpus: Sequence[int]) -> bool:
     """Whether a pair may start up while another measures: only off the CPUs that one times on."""
-    return bool(cpus) and bool(set(range(os.cpu_count() or 1)) - set(cpus))
+    return bool(cpus) and bool(allowed_cpus() - set(cpus))
 
 
 def _place(pid: int, cpus: set[int]) -> None:
@@ -146,7 +152,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
         for proc, _command, _log in procs.values():
             # Started ahead off the shared CPUs: what is left of its start-up may use them all
             # now (its first turn pins it to the shared ones).
-            _place(proc.pid, set(range(os.cpu_count() or 1)))
+            _place(proc.pid, allowed_cpus())
         selection = json.dumps({"only": None if only is None else list(only)}) + "\n"
         for _reader, write_fd in pipes.values():
             with contextlib.suppress(OSError):  # it died already: seen below
