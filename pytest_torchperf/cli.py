@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.core.units import format_change, format_count
+from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.options.measure_options import OptionError
 from pytest_torchperf.options.values import parse_fraction, parse_share
+from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.report.terminal import format_instructions
 from pytest_torchperf.store.baselines import (
     BaselineFileError,
@@ -33,8 +34,6 @@ from pytest_torchperf.store.baselines import (
     atomic_write_text,
     same_run,
 )
-from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
-from pytest_torchperf.store.records import timed_sessions
 
 
 def _table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -66,91 +65,17 @@ def _selected(nodeid: str, name: str, pattern: str | None) -> bool:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    store = BaselineStore(Path(args.storage))
-    summary: dict[str, dict[str, Any]] = {}
-    for env_id, nodeid, _name, sessions in store.measurements():
-        env = store.environment(env_id)
-        exact = env.get("exact") or {}
-        row = summary.setdefault(
-            env_id,
-            {
-                "environment": env_id,
-                "mode": _mode(env_id),
-                "device": exact.get("device", "?"),
-                "torch": exact.get("torch", "?"),
-                "threads": exact.get("threads", "?"),
-                "tests": set(),
-                "measurements": 0,
-                "sessions": 0,
-                "last saved": "",
-            },
-        )
-        row["tests"].add(nodeid)
-        row["measurements"] += 1
-        row["sessions"] += len(sessions)
-        row["last saved"] = max([row["last saved"], *(s.get("timestamp") or "" for s in sessions)])
-    rows = [{**r, "tests": len(r["tests"])} for r in summary.values()]
+    rows = environment_rows(BaselineStore(Path(args.storage)))
     print(_table(rows, f"no baselines under {args.storage}"))
     return 0
 
 
-def _mode(env_id: str) -> str:
-    """What an environment's baselines gate: instruction counts (Valgrind) or time."""
-    return "instructions" if env_id.startswith(INSTRUCTION_ENV_PREFIX) else "time"
-
-
-def _figures(sessions: list[dict[str, Any]], mode: str) -> dict[str, str]:
-    """The baseline and the latest session's figure, in the environment's own unit: a time for
-    a timing baseline, instructions per call for a count (its sessions' time is only the
-    controlling run's, never judged)."""
-    import statistics
-
-    latest = sessions[-1]
-    if mode == "instructions":
-        counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
-        last = (latest.get("instructions") or {}).get("per_call")
-        return {
-            "baseline": f"{format_count(statistics.median(counts))} instr/call"
-            if counts
-            else "no count",
-            "latest": f"{format_count(last)} instr/call" if last else "no count",
-        }
-    timed = timed_sessions(sessions)
-    return {
-        "baseline": f"{_fmt_time(statistics.median(s['statistic'] for s in timed))} p25"
-        if timed
-        else "no timing",
-        "latest": f"{_fmt_time(latest['statistic'])} p25"
-        if latest.get("statistic")
-        else f"no timing ({latest.get('untimed') or '?'})",
-    }
-
-
 def cmd_show(args: argparse.Namespace) -> int:
-    rows = []
-    for env_id, nodeid, name, sessions in BaselineStore(Path(args.storage)).measurements():
-        if not sessions or not _selected(nodeid, name, args.k) or (args.env and args.env != env_id):
-            continue
-        latest = sessions[-1]
-        speedup = latest.get("speedup") or {}
-        mode = _mode(env_id)
-        rows.append(
-            {
-                "environment": env_id,
-                "mode": mode,
-                "test": nodeid,
-                "name": name,
-                "variant": latest.get("variant", "eager"),
-                "sessions": len(sessions),
-                **_figures(sessions, mode),
-                "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
-                "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
-                if (latest.get("accuracy") or {}).get("rel_l2") is not None
-                else "-",
-                "saved": latest.get("timestamp", "?"),
-                "commit": str(latest.get("git_sha") or "-")[:8],
-            }
-        )
+    rows = measurement_rows(
+        BaselineStore(Path(args.storage)),
+        lambda nodeid, name: _selected(nodeid, name, args.k),
+        args.env,
+    )
     print(_table(rows, "no stored measurement matches"))
     return 0
 

@@ -35,7 +35,7 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
-from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, describe_difference
+from pytest_torchperf.store.environment import describe_difference, environment_mode
 from pytest_torchperf.store.records import timed_sessions
 from pytest_torchperf.variants.registry import tolerances
 
@@ -247,13 +247,12 @@ def compare(
         verdict = untimed_verdict(verdict, label, sessions)
     # Only environments of the same kind explain a missing baseline: a timing history cannot
     # stand in for instruction counts, nor counts for times.
-    counted = where.environment_id.startswith(INSTRUCTION_ENV_PREFIX)
+    mode = environment_mode(where.environment_id)
     others = (
         [
             (env_id, env)
             for env_id, env in where.others()
-            if env_id != where.environment_id
-            and env_id.startswith(INSTRUCTION_ENV_PREFIX) == counted
+            if env_id != where.environment_id and environment_mode(env_id) == mode
         ]
         if verdict.outcome is Outcome.NEW
         else []

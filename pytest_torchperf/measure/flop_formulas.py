@@ -16,6 +16,7 @@ Torch is imported lazily (inside the functions).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -139,9 +140,11 @@ def quantized_linear_flops(x: Any, packed: Any, *args: Any, **kwargs: Any) -> in
     return 2 * (_numel(shape) // max(1, w[1])) * w[0] * w[1]
 
 
+@functools.cache
 def extra_formulas() -> dict[Any, Callable[..., int]]:
     """The formulas above by op, for ``FlopCounterMode(custom_mapping=...)`` (ops this torch
-    build does not have are left out)."""
+    build does not have are left out). Built once per process: every measurement's counters
+    use it; callers must not change it."""
     import torch
 
     wanted: list[tuple[str, str, Callable[..., int], bool]] = [

@@ -46,6 +46,13 @@ INSTRUCTION_FIELDS: tuple[str, ...] = ("valgrind", "counted_capability", "kernel
 #: Prefix of an instruction-count environment's id (its folder under the storage).
 INSTRUCTION_ENV_PREFIX = "instructions-"
 
+
+def environment_mode(env_id: str) -> str:
+    """What an environment's baselines gate: ``"instructions"`` (counted under Valgrind) or
+    ``"time"``."""
+    return "instructions" if env_id.startswith(INSTRUCTION_ENV_PREFIX) else "time"
+
+
 #: ISA flags that change which kernels torch picks (from /proc/cpuinfo).
 _ISA_FLAGS = (
     "avx2",

@@ -1,0 +1,98 @@
+"""What a baseline folder holds, as table rows for ``torchperf list`` and ``torchperf show``:
+each environment with its mode, and each stored measurement with its baseline and latest figure
+in that mode's unit (a p25 time, or instructions per call for ``--torchperf-instructions``
+baselines: their sessions' time is only the counting run's, never judged). Pure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_torchperf.core.units import format_count, format_time
+from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.environment import environment_mode
+from pytest_torchperf.store.records import timed_sessions
+
+
+def environment_rows(store: BaselineStore) -> list[dict[str, Any]]:
+    """One row per environment: its mode, device, torch, threads, and what it holds."""
+    summary: dict[str, dict[str, Any]] = {}
+    for env_id, nodeid, _name, sessions in store.measurements():
+        exact = store.environment(env_id).get("exact") or {}
+        row = summary.setdefault(
+            env_id,
+            {
+                "environment": env_id,
+                "mode": environment_mode(env_id),
+                "device": exact.get("device", "?"),
+                "torch": exact.get("torch", "?"),
+                "threads": exact.get("threads", "?"),
+                "tests": set(),
+                "measurements": 0,
+                "sessions": 0,
+                "last saved": "",
+            },
+        )
+        row["tests"].add(nodeid)
+        row["measurements"] += 1
+        row["sessions"] += len(sessions)
+        row["last saved"] = max([row["last saved"], *(s.get("timestamp") or "" for s in sessions)])
+    return [{**r, "tests": len(r["tests"])} for r in summary.values()]
+
+
+def measurement_rows(
+    store: BaselineStore, selected: Callable[[str, str], bool], env: str | None = None
+) -> list[dict[str, Any]]:
+    """One row per stored measurement that ``selected(nodeid, name)`` keeps (and of ``env``
+    only, when given)."""
+    rows = []
+    for env_id, nodeid, name, sessions in store.measurements():
+        if not sessions or not selected(nodeid, name) or (env and env != env_id):
+            continue
+        latest = sessions[-1]
+        speedup = latest.get("speedup") or {}
+        mode = environment_mode(env_id)
+        rows.append(
+            {
+                "environment": env_id,
+                "mode": mode,
+                "test": nodeid,
+                "name": name,
+                "variant": latest.get("variant", "eager"),
+                "sessions": len(sessions),
+                **figures(sessions, mode),
+                "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
+                "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
+                if (latest.get("accuracy") or {}).get("rel_l2") is not None
+                else "-",
+                "saved": latest.get("timestamp", "?"),
+                "commit": str(latest.get("git_sha") or "-")[:8],
+            }
+        )
+    return rows
+
+
+def figures(sessions: Sequence[Mapping[str, Any]], mode: str) -> dict[str, str]:
+    """The baseline (median over the sessions) and the latest session's figure, in the unit of
+    the environment's mode."""
+    latest = sessions[-1]
+    if mode == "instructions":
+        counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
+        last = (latest.get("instructions") or {}).get("per_call")
+        return {
+            "baseline": f"{format_count(statistics.median(counts))} instr/call"
+            if counts
+            else "no count",
+            "latest": f"{format_count(last)} instr/call" if last else "no count",
+        }
+    timed = timed_sessions(sessions)
+    return {
+        "baseline": f"{format_time(statistics.median(s['statistic'] for s in timed))} p25"
+        if timed
+        else "no timing",
+        "latest": f"{format_time(latest['statistic'])} p25"
+        if latest.get("statistic")
+        else f"no timing ({latest.get('untimed') or '?'})",
+    }
