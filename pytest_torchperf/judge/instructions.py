@@ -8,7 +8,7 @@ that determinism is the workload itself (random inputs per call, lazy initialisa
 data-dependent control flow): two counted windows of the same calls must agree, or the verdict is
 inconclusive with both figures.
 
-Used by the comparison engine (:func:`pytest_torchperf.judge.kind_verdicts.instruction_verdict`) in
+Used by the comparison engine (:func:`pytest_torchperf.judge.kinds.instruction_verdict`) in
 ``--torchperf-instructions`` runs.
 """
 
@@ -60,7 +60,7 @@ def judge_instructions(
 ) -> InstructionVerdict:
     """Pass, fail, improved, inconclusive or new, with the message a user reads."""
     first, second = current.windows
-    if current.disagreement > WINDOW_AGREEMENT and abs(second - first) > WINDOW_AGREEMENT_FLOOR:
+    if not repeats(current):
         return InstructionVerdict(
             Outcome.INCONCLUSIVE,
             None,
@@ -101,6 +101,14 @@ def judge_instructions(
     if outcome is not Outcome.PASS and why:
         message += "\n  why (self instructions per call vs baseline): " + "; ".join(why)
     return InstructionVerdict(outcome, change, message, why)
+
+
+def repeats(count: InstructionCount) -> bool:
+    """The count's two windows agree, so it can be judged and stored as a baseline."""
+    first, second = count.windows
+    return not (
+        count.disagreement > WINDOW_AGREEMENT and abs(second - first) > WINDOW_AGREEMENT_FLOOR
+    )
 
 
 def effective_limit(baseline_per_call: float, max_increase: float) -> float:

@@ -79,6 +79,7 @@ def replay(
         calibration_kernel=session.get("calibration_kernel"),
         instructions=record.get("instructions"),
         uncounted="no count was recorded for it",
+        counted_with=session.get("counted_with"),
         ab_pairs=(record.get("ab") or {}).get("pairs") or (),
         one_sided=(record.get("ab") or {}).get("one_sided"),
         ab_speedups=[

@@ -44,6 +44,10 @@ class RunSettings:
     #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call counted
     #: under Valgrind (time is reported, not gated).
     instructions: bool = False
+    #: ``--torchperf-fallback instructions``: CPU measurements are timed and gated on time as
+    #: usual, and also counted under Valgrind; the count is stored beside the timing and judges
+    #: a measurement whose timing verdict is inconclusive ("" when off).
+    fallback: str = ""
     #: ``--torchperf-instruction-jobs``: counting processes run side by side under Valgrind
     #: (0 = auto: one per CPU, at most 4, fewer when memory is short).
     instruction_jobs: int = 0
@@ -57,6 +61,11 @@ class RunSettings:
     #: machine to quiet down and measuring a refused pass again (the run's budget over its
     #: processes).
     save_wait: float = 60.0
+
+    @property
+    def counts_instructions(self) -> bool:
+        """This run counts its CPU perf tests under Valgrind before its own test loop."""
+        return self.instructions or self.fallback == "instructions"
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""
@@ -76,4 +85,6 @@ class RunSettings:
             return f"A/B: working tree against {what}" + (
                 " (another Python)" if kind == "python" else ""
             )
+        if self.fallback:
+            return f"{mode}, time (instruction counts where timing cannot decide)"
         return f"{mode}, instruction counts" if self.instructions else mode

@@ -91,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     if settings.child:
         child_runs.configure_child(config)
-        if settings.instructions:
+        if settings.counts_instructions:
             config.stash[CONTEXT_SETUP_KEY].append(
                 lambda ctx: instruction_runs.configure_counting_child(config)
             )
@@ -110,7 +110,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         settings.save
         or settings.compare
         or settings.disable
-        or settings.instructions
+        or settings.counts_instructions
         or settings.ab
     ):
         return None
@@ -174,13 +174,19 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if settings.child:
         child_runs.start_child_sink(session.config)
         ab_side.announce_tests(session)
-    elif settings.ab and not session.testsfailed:
+        return
+    if session.testsfailed:  # collection errors: nothing is worth measuring
+        return
+    if settings.ab:
         ab_runs.run_duet(session)
-    elif settings.instructions and not session.testsfailed:
+        return
+    # Counting under Valgrind first: the counting processes take every core, and must be done
+    # before anything is timed (a fallback run then times in fresh processes too).
+    if settings.counts_instructions:
         instruction_runs.run_counting_children(session)
-    elif xdist_runs.runs_children(session.config) and not session.testsfailed:
+    if xdist_runs.runs_children(session.config):
         xdist_runs.run_children(session.config)
-    elif settings.processes > 1 and not session.testsfailed:
+    elif settings.processes > 1:
         child_runs.run_children(session, settings.processes)
 
 

@@ -1,5 +1,6 @@
-"""pytest glue of ``--torchperf-instructions``: the options, their checks, and the child pytest
-runs under Valgrind that count every perf test before this run's own test loop.
+"""pytest glue of ``--torchperf-instructions`` and ``--torchperf-fallback instructions``: the
+options, their checks, and the child pytest runs under Valgrind that count every perf test before
+this run's own test loop.
 
 Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under
 it costs a minute or more, so the counts are taken once per run, in child runs started with the
@@ -50,6 +51,19 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     )
     parser.addini(
         "torchperf_instructions", "Gate on instruction counts under Valgrind (true/false)"
+    )
+    group.addoption(
+        "--torchperf-fallback",
+        metavar="KIND",
+        default=None,
+        help="instructions: time and gate CPU perf tests on time as usual, and also count "
+        "their instructions under Valgrind; a save stores the count beside the timing, and a "
+        "compare judges a measurement whose timing verdict is inconclusive (busy machine, "
+        "spread) by its count instead (ini torchperf_fallback)",
+    )
+    parser.addini(
+        "torchperf_fallback",
+        "instructions: judge by the instruction count where timing cannot decide",
     )
     group.addoption(
         "--torchperf-instruction-jobs",
@@ -117,6 +131,51 @@ def instructions_setting(config: pytest.Config) -> bool:
             "on time" + off
         )
     return True
+
+
+def fallback_setting(config: pytest.Config) -> str:
+    """``--torchperf-fallback`` / ini ``torchperf_fallback``: ``instructions`` or "" (off); bad
+    values and combinations are usage errors that say why."""
+    raw = config.getoption("torchperf_fallback")
+    where = "--torchperf-fallback"
+    if raw is None:
+        raw, where = config.getini("torchperf_fallback") or "", "ini torchperf_fallback"
+    value = str(raw).strip().lower()
+    if value in ("", "none", "off"):
+        return ""
+    if value != "instructions":
+        raise pytest.UsageError(
+            f"torchperf: {where} takes instructions (judge a measurement whose timing verdict "
+            f"is inconclusive by its instruction count under Valgrind), got {raw!r}"
+        )
+    if config.getoption("torchperf_skip") or config.getoption("torchperf_disable"):
+        return ""  # nothing is timed, so nothing falls back
+    if instructions_setting(config):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions falls back to instruction counts where timing "
+            f"cannot decide; --torchperf-instructions already gates on counts alone. Use one of "
+            f"them"
+        )
+    if config.getoption("torchperf_ab", None) or config.getoption("torchperf_ab_python", None):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions stores and judges counts beside a baseline; an "
+            f"A/B run (--torchperf-ab) keeps no baseline. Drop one of them"
+        )
+    if config.getoption("torchperf_child"):
+        return value
+    if child_runs.is_xdist(config):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions counts the perf tests in its own pytest processes "
+            f"under Valgrind before the test loop; pytest-xdist (-n) would start them again in "
+            f"every worker. Drop -n for this run"
+        )
+    if shutil.which("valgrind") is None:
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions counts instructions under Valgrind, and valgrind "
+            f"is not on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: "
+            f"sudo dnf install valgrind; not available on macOS or Windows), or drop the option"
+        )
+    return value
 
 
 def configure_counting_child(config: pytest.Config) -> None:

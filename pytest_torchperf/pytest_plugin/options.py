@@ -321,6 +321,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
     ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
     processes = child_runs.processes_setting(config)
     instructions = instruction_runs.instructions_setting(config)
+    fallback = instruction_runs.fallback_setting(config)
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
@@ -337,8 +338,9 @@ def run_settings(config: pytest.Config) -> RunSettings:
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
         instructions=instructions,
+        fallback=fallback,
         # Checked only where it matters: a bad value must not break runs that count nothing.
-        instruction_jobs=instruction_runs.jobs_setting(config) if instructions else 0,
+        instruction_jobs=instruction_runs.jobs_setting(config) if instructions or fallback else 0,
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,

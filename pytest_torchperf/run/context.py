@@ -75,9 +75,23 @@ class RunContext:
         return self._fingerprints[key]
 
     def counts_instructions(self, options: MeasureOptions, gate: bool = True) -> bool:
-        """This gated measurement is judged on instruction counts (``--torchperf-instructions``
-        and not opted out with ``instructions=False``)."""
-        return gate and self.settings.instructions and options.instructions
+        """This gated measurement is counted under Valgrind by the run's counting children
+        (``--torchperf-instructions`` or ``--torchperf-fallback instructions``, and not opted
+        out with ``instructions=False``)."""
+        return gate and self.settings.counts_instructions and options.instructions
+
+    def kind(self, options: MeasureOptions, device: str, gate: bool = True) -> str:
+        """The measurement kind a measurement is judged as
+        (:data:`pytest_torchperf.judge.inputs.KINDS`): chosen here once, from the run's
+        settings, the measurement's options and its device."""
+        if self.duet is not None:
+            return "ab"
+        if not self.counts_instructions(options, gate):
+            return "time"
+        if self.settings.instructions:
+            return "instructions"
+        # Valgrind counts CPU code only: a CUDA measurement of a fallback run is timed alone.
+        return "time-or-instructions" if device.startswith("cpu") else "time"
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""
@@ -130,7 +144,7 @@ class RunContext:
                 options = replace(options, counters=False)
         return options
 
-    def gate(self, options: MeasureOptions) -> Gate:
+    def gate(self, options: MeasureOptions, device: str) -> Gate:
         """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""
         return Gate(
             max_slowdown=options.max_slowdown,
@@ -142,7 +156,7 @@ class RunContext:
             ignore_counters=tuple(options.ignore_counters),
             confirm=self.settings.confirm if self.fresh_runs else "same",
             saving=self.settings.save,
-            instructions=self.counts_instructions(options),
+            kind=self.kind(options, device),
             max_instruction_increase=options.max_instruction_increase,
             ab=self.duet.against if self.duet is not None else "",
         )

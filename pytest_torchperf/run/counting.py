@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.instructions import judge_instructions
+from pytest_torchperf.judge.instructions import repeats
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
 
@@ -149,14 +148,18 @@ def attach_count(
     extra: VariantExtra | None,
     result: Result,
     comparing: bool,
+    *,
+    beside_timing: bool = False,
 ) -> tuple[str, str] | None:
-    """The instruction count of an instruction-count run on its Result (and the session a save
-    would store); without one the measurement fails (a comparing run's verdict says so).
+    """The instruction count of a counting run on its Result (and the session a save would
+    store). In an instruction-count run a measurement without one fails (a comparing run's
+    verdict says so); ``beside_timing`` (``--torchperf-fallback instructions``) stores a count
+    that repeats beside the timing, with what counted it, and refuses nothing: time is the gate.
     Returns why the count must not be saved (short, and the warning; "" when the failure says
     it), or None."""
     count = ctx.instruction_counts.get((nodeid, name))
     if count is None:
-        if not comparing:
+        if not comparing and not beside_timing:
             result.failures.append(
                 f"{name}: no instruction count: {ctx.instruction_problems.get(nodeid) or 'not measured'}"
             )
@@ -165,11 +168,21 @@ def attach_count(
     if extra is not None and extra.variant != "eager":
         eager = ctx.instruction_counts.get((nodeid, name.rsplit("[", 1)[0]))
         result.instructions_vs_eager = vs_eager(count, eager)
-    if result.session is not None:
+    counted = InstructionCount.from_record(count)
+    trusted = repeats(counted)  # a count whose windows disagree is no baseline
+    if result.session is not None and (trusted or not beside_timing):
         result.session["instructions"] = dict(count)
-    judged = judge_instructions(name, InstructionCount.from_record(count), None)
-    if judged.outcome is Outcome.INCONCLUSIVE:  # a count that does not repeat is no baseline
-        return ("counted windows disagree", f"{name}: not saved: {judged.message}")
+        if beside_timing:  # the timing environment does not say how it was counted
+            result.session["counted_with"] = dict(ctx.counted_with)
+    if not trusted:
+        first, second = counted.windows
+        return (
+            "counted windows disagree",
+            f"{name}: not saved: the two counted windows disagree by "
+            f"{counted.disagreement * 100:.2f}% ({first:,.0f} vs {second:,.0f} instructions per "
+            f"call): the calls do not repeat the same work (inputs created per call, lazy "
+            f"initialisation); create inputs once outside the timed call",
+        )
     return None
 
 

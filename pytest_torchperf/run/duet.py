@@ -358,15 +358,16 @@ def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
 
 def removed_result(data: DuetData, key: Key) -> Any:
     """The Result of a measurement only side A has (removed or renamed in B), for the reports."""
+    from dataclasses import replace
+
     from pytest_torchperf.core.stats import summarize
-    from pytest_torchperf.judge.ab import judge_ab
-    from pytest_torchperf.judge.verdict import Verdict
+    from pytest_torchperf.judge.kinds import ab_verdict
     from pytest_torchperf.run.result import Result
 
     entry = data.measured[key]
     latest = entry.a_sessions[-1]
     times = [float(t) for t in latest.get("times") or ()]
-    judged = judge_ab(key[1], [], entry.limit or 0.0, data.against, one_sided="A")
+    verdict = ab_verdict(key[1], [], "A", entry.limit or 0.0, data.against)
     return Result(
         name=key[1],
         nodeid=key[0],
@@ -376,12 +377,7 @@ def removed_result(data: DuetData, key: Key) -> Any:
         device=str(latest.get("device") or "cpu"),
         threads=int(latest.get("threads") or 1),
         cpu_share=None,
-        verdict=Verdict(
-            judged.outcome,
-            judged.message,
-            baseline_statistic=summarize(times).p25 if times else None,
-            basis="ab",
-        ),
+        verdict=replace(verdict, baseline_statistic=summarize(times).p25 if times else None),
         group=latest.get("group"),
         variant=str(latest.get("variant") or "eager"),
         ab=ab_record(data, key),

@@ -157,7 +157,8 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     comparing = (ctx.settings.compare or ctx.duet is not None) and m.gate
     saving = ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
-    counted = ctx.counts_instructions(m.options, m.gate)
+    kind = ctx.kind(m.options, m.measurer.device, m.gate)
+    counted = kind == "instructions"
     if counted:  # judged and stored on instructions, in their own environment
         env_id, environment = instruction_environment(environment, ctx.counted_with)
     passes = [m.first]
@@ -215,6 +216,8 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     unsaved: tuple[str, str] | None = None
     if counted:
         unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
+    elif kind == "time-or-instructions":  # the count is stored beside the timing
+        attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=True)
     elif ctx.settings.instructions and m.gate:
         # An opted-out test timed in one process beside a Valgrind run: not a timing baseline.
         unsaved = (
@@ -285,6 +288,7 @@ def _compare(
         calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
         instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
         uncounted=ctx.instruction_problems.get(m.nodeid),
+        counted_with=ctx.counted_with or None,
         ab_pairs=[p.to_record() for p in duet.pairs] if duet is not None else (),
         one_sided=duet.one_sided if duet is not None else None,
         ab_speedups=list(duet.speedups) if duet is not None else (),
@@ -300,7 +304,7 @@ def _compare(
     comparison = compare(
         candidate,
         sessions,
-        ctx.gate(m.options),
+        ctx.gate(m.options, m.measurer.device),
         remeasure=take_sample,
         confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device, passes),
         confirm_speedups=recorded_speedups if confirm_speedups else None,

@@ -209,7 +209,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
         "counters": result.counters,
         # The gate this measurement ran under, so `torchperf compare` judges it the same way.
-        "gate": ctx.gate(options).to_record(),
+        "gate": ctx.gate(options, result.device).to_record(),
     }
 
 

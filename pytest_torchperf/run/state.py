@@ -20,8 +20,9 @@ class MeasurementSkipped(Exception):
 
 
 def check_countable(ctx: Any, options: Any, device: str, label: str, gate: bool = True) -> None:
-    """Instruction counts are CPU-only: a measurement on another device is skipped, saying so."""
-    if ctx.counts_instructions(options, gate) and not device.startswith("cpu"):
+    """Instruction counts are CPU-only: a measurement on another device is skipped, saying so
+    (``--torchperf-fallback instructions`` times it, judged on time alone)."""
+    if ctx.kind(options, "cpu", gate) == "instructions" and not device.startswith("cpu"):
         raise MeasurementSkipped(
             f"{label}: not measured: --torchperf-instructions counts CPU instructions under "
             f"Valgrind, and this measurement runs on {device}. Measure it in a run without "

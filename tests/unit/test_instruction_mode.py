@@ -25,7 +25,7 @@ from pytest_torchperf.store.environment import describe_difference
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 
 TIMES = (1e-3, 1.1e-3, 0.9e-3, 1e-3)
-GATE = Gate(instructions=True)
+GATE = Gate(kind="instructions")
 
 
 def _count(per_call: float, second: float | None = None, **functions: float) -> dict:
@@ -135,7 +135,7 @@ def test_no_count_fails_with_the_reason_and_no_baseline_is_new() -> None:
     strict = compare(
         Candidate("mlp", _sample(), instructions=_count(1e5)),
         [],
-        Gate(instructions=True, strict=True),
+        Gate(kind="instructions", strict=True),
         remeasure=_no_remeasure,
     )
     assert strict.outcome == "fail"
@@ -148,7 +148,7 @@ def test_windows_that_disagree_are_inconclusive_and_strict_fails_them() -> None:
     strict = compare(
         candidate,
         [_session(_count(200_000.0))],
-        Gate(instructions=True, strict=True),
+        Gate(kind="instructions", strict=True),
         remeasure=_no_remeasure,
     )
     assert strict.outcome == "fail"
@@ -169,7 +169,7 @@ def test_a_timed_speedup_is_not_gated_in_an_instruction_run() -> None:
 
 
 def test_the_gate_round_trips_and_old_records_mean_time() -> None:
-    gate = Gate(instructions=True, max_instruction_increase=0.02)
+    gate = Gate(kind="instructions", max_instruction_increase=0.02)
     assert Gate.from_record(gate.to_record()) == gate
     assert Gate.from_record({}).instructions is False
     assert (
@@ -184,7 +184,7 @@ def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None
         "nodeid": "t.py::test",
         "samples": list(TIMES),
         "instructions": _count(206_000.0),
-        "session": {"gate": Gate(instructions=True).to_record(), "times": list(TIMES)},
+        "session": {"gate": Gate(kind="instructions").to_record(), "times": list(TIMES)},
         "passes": [{"times": list(TIMES), "cpu_share": 1.0}],
     }
     result = replay(record, [_session(_count(200_000.0))])
@@ -320,7 +320,7 @@ def test_a_missing_count_is_explained_by_other_instruction_environments_only() -
     )
     candidate = Candidate("mlp", _sample(), instructions=_count(2e6))
     lone = compare(
-        candidate, [], Gate(instructions=True, strict=True), remeasure=_no_remeasure, where=where
+        candidate, [], Gate(kind="instructions", strict=True), remeasure=_no_remeasure, where=where
     )
     assert lone.outcome == "fail" and "cpu-xeon" not in lone.verdict.message
     assert "Record one with pytest --torchperf-instructions --torchperf-save" in lone.failures[0]
@@ -342,7 +342,7 @@ def test_a_missing_count_is_explained_by_other_instruction_environments_only() -
 def test_accept_refuses_an_instruction_session_without_a_count() -> None:
     from pytest_torchperf.judge.replay import accept_problem
 
-    gate = Gate(instructions=True).to_record()
+    gate = Gate(kind="instructions").to_record()
     assert accept_problem({"gate": gate, "instructions": _count(2e6), "times": [1.0]}) is None
     assert accept_problem({"gate": gate, "times": [1.0]}) == "no instruction count"
 
@@ -392,7 +392,7 @@ def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> N
     ctx.instruction_counts[(key, "shaky")] = _count(2e6, 2.1e6)
     short, warning = attach_count(ctx, key, "shaky", None, shaky, comparing=False)
     assert short == "counted windows disagree" and warning.startswith(
-        "shaky: not saved: shaky: inconclusive"
+        "shaky: not saved: the two counted windows disagree by 5.00% (2,000,000 vs 2,100,000"
     )
 
 

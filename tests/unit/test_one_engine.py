@@ -9,9 +9,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
 #: Function -> the modules allowed to call it. Cross-machine counters (another environment's
-#: baseline, plugin-only) reuse the counter diff.
+#: baseline, plugin-only) reuse the counter diff. Each measurement kind's decider (time,
+#: instructions, A/B pairs) is called by its kind only (judge/kinds.py), and only the judge layer
+#: builds a Verdict.
 ALLOWED = {
-    "judge": {"judge/compare.py"},
+    "judge": {"judge/kinds.py", "judge/compare.py"},  # compare calls the kind's judge()
+    "judge_instructions": {"judge/kinds.py"},
+    "judge_ab": {"judge/kinds.py"},
+    "judge_ab_speedup": {"judge/kinds.py"},
+    "Verdict": {"judge/verdict.py", "judge/kinds.py"},
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
     "speedup_check": {"judge/drift.py"},

@@ -1,0 +1,162 @@
+"""What the comparison engine (:func:`pytest_torchperf.judge.compare.compare`) is given: the
+:class:`Gate` a measurement is judged under (its measurement kind among it), the
+:class:`Candidate` (the measurement) and :class:`Where` its baseline was looked for. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE
+from pytest_torchperf.judge.samples import (
+    MAX_MACHINE_SLOWDOWN,
+    MAX_NEIGHBOUR_LOAD,
+    MAX_RELATIVE_IQR,
+    MIN_CPU_SHARE,
+    Sample,
+)
+
+#: The measurement kinds (:mod:`pytest_torchperf.judge.kinds`): what a measurement's
+#: performance figure is. ``time``: timed blocks against stored sessions; ``instructions``:
+#: instructions per call under Valgrind (``--torchperf-instructions``); ``ab``: process pairs
+#: of two sides measured now (``--torchperf-ab``); ``time-or-instructions``: time, and the
+#: instruction count stored beside it where the timing verdict is inconclusive
+#: (``--torchperf-fallback instructions``).
+KINDS = ("time", "instructions", "ab", "time-or-instructions")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The options a measurement is judged under; stored with each session as ``gate`` so that
+    ``torchperf compare`` judges a results file exactly as the run did."""
+
+    max_slowdown: float = 0.10
+    min_cpu_share: float = MIN_CPU_SHARE
+    max_spread: float = MAX_RELATIVE_IQR
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD
+    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
+    strict: bool = False
+    ignore_counters: tuple[str, ...] = ()
+    #: Where confirming passes were taken: ``fresh`` processes or the ``same`` one.
+    confirm: str = "same"
+    #: The run also saved (strict does not fail a measurement that has no baseline yet then).
+    saving: bool = False
+    #: The measurement kind (one of :data:`KINDS`), chosen once from the run's settings.
+    kind: str = "time"
+    #: Instruction-count runs: the largest growth of instructions per call that passes.
+    max_instruction_increase: float = DEFAULT_MAX_INCREASE
+    #: An A/B run (``--torchperf-ab``/``--torchperf-ab-python``): what side A is (``origin/main
+    #: (abc1234)``); the paired interval against ``max_slowdown`` is the timing verdict and the
+    #: sessions are side A's. Empty in every other run.
+    ab: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown measurement kind {self.kind!r}: one of {', '.join(KINDS)}")
+
+    @property
+    def instructions(self) -> bool:
+        """Instructions per call gate (time and the timed speedups are reported only)."""
+        return self.kind == "instructions"
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "max_slowdown": self.max_slowdown,
+            "min_cpu_share": self.min_cpu_share,
+            "max_spread": self.max_spread,
+            "max_neighbour_load": self.max_neighbour_load,
+            "max_machine_slowdown": self.max_machine_slowdown,
+            "strict": self.strict,
+            "ignore_counters": list(self.ignore_counters),
+            "confirm": self.confirm,
+            "saving": self.saving,
+            "kind": self.kind,
+            # Read by files' consumers written before the kind was recorded.
+            "instructions": self.instructions,
+            "max_instruction_increase": self.max_instruction_increase,
+            "ab": self.ab,
+        }
+
+    @classmethod
+    def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
+        """The gate a session recorded (keys missing from older files: their behaviour then)."""
+        values = {
+            "max_slowdown": gate.get("max_slowdown", 0.10),
+            "min_cpu_share": gate.get("min_cpu_share", MIN_CPU_SHARE),
+            "max_spread": gate.get("max_spread", MAX_RELATIVE_IQR),
+            # Older files measured no neighbours and had no machine guard.
+            "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
+            "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
+            "strict": bool(gate.get("strict", False)),
+            "ignore_counters": tuple(gate.get("ignore_counters") or ()),
+            "confirm": gate.get("confirm", "same"),
+            "saving": bool(gate.get("saving", False)),
+            "kind": _recorded_kind(gate),
+            "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
+            "ab": str(gate.get("ab") or ""),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _recorded_kind(gate: Mapping[str, Any]) -> str:
+    """The kind a recorded gate names; files written before it was recorded say it with their
+    ``instructions`` and ``ab`` keys."""
+    kind = gate.get("kind")
+    if kind in KINDS:
+        return str(kind)
+    if gate.get("instructions"):
+        return "instructions"
+    return "ab" if gate.get("ab") else "time"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What one measurement brings to the comparison besides its timing passes."""
+
+    label: str
+    first: Sample
+    counters: Mapping[str, Any] | None = None
+    variant: str = "eager"
+    speedup: Mapping[str, float] | None = None
+    fingerprint: Mapping[str, Any] | None = None
+    metric: float | None = None
+    #: Accuracy limits the variant ran under (None: the variant's defaults).
+    accuracy_limits: Mapping[str, float] | None = None
+    #: Failures found within the run: accuracy vs eager, min_speedup, compile time.
+    run_failures: Sequence[str] = ()
+    #: Name of the calibration kernel timed alongside (only sessions of the same kernel compare).
+    calibration_kernel: str | None = None
+    #: Instruction-count runs: this measurement's count (``InstructionCount.to_record()``), or
+    #: None with ``uncounted`` saying why there is none.
+    instructions: Mapping[str, Any] | None = None
+    uncounted: str | None = None
+    #: What counted ``instructions`` (Valgrind version, the CPU capability torch dispatched to
+    #: under it, the math libraries' kernel caps): a count stored in a timing session is a
+    #: baseline only for a count taken the same way (``time-or-instructions``).
+    counted_with: Mapping[str, Any] | None = None
+    #: A/B runs: each process pair's block times of both sides (``PairResult.to_record()``), and
+    #: ``"A"``/``"B"`` when only that side has this measurement.
+    ab_pairs: Sequence[Mapping[str, Any]] = ()
+    one_sided: str | None = None
+    #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
+    ab_speedups: Sequence[tuple[float, float]] = ()
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the baseline was looked for, to word "no baseline" precisely."""
+
+    #: The environment this measurement was taken in: its id and exact fingerprint.
+    environment_id: str = ""
+    exact: Mapping[str, Any] = field(default_factory=dict)
+    #: The file that would hold its sessions, and the storage folder.
+    baseline_file: str = ""
+    storage: str = ""
+    #: The storage folder does not exist at all (the likeliest typo in --torchperf-storage).
+    storage_missing: bool = False
+    #: Finds the other stored environments that hold this measurement, ``(env_id, fingerprint)``
+    #: (called only when there is no baseline here: it reads every environment's file).
+    others: Callable[[], Sequence[tuple[str, Mapping[str, Any]]]] = lambda: ()

@@ -1,0 +1,351 @@
+"""Measurement kinds: what a measurement's performance figure is and how the comparison engine
+judges it. One object per kind, chosen once from the gate (:func:`kind_of`); the engine
+(:func:`pytest_torchperf.judge.compare.compare`) asks the kind, never the run mode. Pure.
+
+A kind decides the figure's verdict (:meth:`Kind.judge`), may add failures from its own data
+(:meth:`Kind.extra_checks`: an A/B run's paired speedups) and says how its baseline is recorded
+(:attr:`Kind.save`). Everything else the engine checks (counters, output fingerprints, metrics,
+failures found within the run, strict mode) is the same for every kind.
+
+- ``time`` (:class:`TimeKind`): timed blocks against the stored sessions' timings.
+- ``instructions`` (:class:`InstructionKind`): instructions per call under Valgrind against the
+  latest stored count (``--torchperf-instructions``; sessions filed under their own environment).
+- ``ab`` (:class:`ABKind`): process pairs of two sides measured now (``--torchperf-ab``).
+- ``time-or-instructions`` (:class:`TimeOrInstructionsKind`): time; where the timing verdict
+  cannot decide (inconclusive: busy machine, spread; or no timing stored), the instruction count
+  stored beside the timing decides instead, and the verdict says so
+  (``--torchperf-fallback instructions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
+from pytest_torchperf.judge.samples import Sample, loosening_option
+from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
+from pytest_torchperf.measure.callgrind import InstructionCount
+from pytest_torchperf.store.records import timed_sessions
+
+Remeasure = Callable[[], Sample]
+Confirm = Callable[[], "Sample | None"]
+
+
+class Kind(Protocol):
+    """One measurement kind, as the comparison engine uses it."""
+
+    #: The name recorded in the gate (:data:`pytest_torchperf.judge.inputs.KINDS`).
+    name: str
+    #: The command that records a baseline of this kind ("" when none is kept: an A/B run
+    #: compares two sides measured now).
+    save: str
+    #: Variants' timed speedups are judged against the stored ones (else reported only, or
+    #: judged by the kind's own data in :meth:`extra_checks`).
+    judges_timed_speedups: bool
+    #: A measurement without a stored baseline fails under ``--torchperf-strict``.
+    needs_baseline: bool
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        """The verdict on this kind's figure, and the pass it rests on."""
+        ...
+
+    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+        """Failures and warnings from the kind's own data, beyond the shared checks."""
+        ...
+
+
+class TimeKind:
+    """Timed blocks against the stored sessions' timings (:func:`.verdict.judge`)."""
+
+    name = "time"
+    save = "pytest --torchperf-save"
+    judges_timed_speedups = True
+    needs_baseline = True
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        timed = timed_sessions(sessions)
+        judgement = judge(
+            candidate.label,
+            candidate.first,
+            [s["statistic"] for s in timed],
+            gate.max_slowdown,
+            remeasure,
+            min_cpu_share=gate.min_cpu_share,
+            max_relative_iqr=gate.max_spread,
+            max_neighbour_load=gate.max_neighbour_load,
+            max_machine_slowdown=gate.max_machine_slowdown,
+            confirm=confirm,
+            baseline_calibrated=[
+                (s["statistic"], s["calibration"])
+                for s in timed
+                if s.get("calibration")
+                and candidate.calibration_kernel
+                and s.get("calibration_kernel") == candidate.calibration_kernel
+            ],
+        )
+        if judgement.verdict.outcome is Outcome.NEW and sessions:
+            judgement.verdict = untimed_verdict(judgement.verdict, candidate.label, sessions)
+        return judgement
+
+    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+        return [], []
+
+
+class InstructionKind:
+    """Instructions per call under Valgrind against the latest stored count."""
+
+    name = "instructions"
+    save = "pytest --torchperf-instructions --torchperf-save"
+    # Timed speedups are reported only in an instruction-count run, like time itself.
+    judges_timed_speedups = False
+    needs_baseline = True
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        verdict = instruction_verdict(
+            candidate.label,
+            candidate.instructions,
+            candidate.uncounted,
+            sessions,
+            gate.max_instruction_increase,
+        )
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+        return [], []
+
+
+class ABKind:
+    """Side B's paired interval against side A, both measured now (``gate.ab`` names side A)."""
+
+    name = "ab"
+    save = ""
+    # Judged on the pairs (extra_checks), not against stored speedups.
+    judges_timed_speedups = False
+    needs_baseline = False
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        verdict = ab_verdict(
+            candidate.label, candidate.ab_pairs, candidate.one_sided, gate.max_slowdown, gate.ab
+        )
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+        if not candidate.ab_speedups:
+            return [], []
+        failure, warning = judge_ab_speedup(
+            candidate.label, candidate.ab_speedups, gate.max_slowdown, gate.ab
+        )
+        return ([failure] if failure else []), ([warning] if warning else [])
+
+
+class TimeOrInstructionsKind(TimeKind):
+    """Time, falling back to the instruction count stored beside it where timing cannot decide:
+    an inconclusive timing verdict (busy machine, spread, slower machine) or stored sessions
+    without timing. The fallback verdict's basis is ``instructions`` and its message says that
+    timing could not decide and why; the timing verdict's message is kept as a note."""
+
+    name = "time-or-instructions"
+    save = "pytest --torchperf-fallback instructions --torchperf-save"
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        judgement = super().judge(candidate, sessions, gate, remeasure, confirm)
+        timing = judgement.verdict
+        if not (timing.outcome is Outcome.INCONCLUSIVE or timing.untimed):
+            return judgement
+        judgement.verdict = fallback_verdict(
+            candidate.label,
+            timing,
+            candidate.instructions,
+            candidate.uncounted,
+            candidate.counted_with,
+            sessions,
+            gate.max_instruction_increase,
+            self.save,
+        )
+        return judgement
+
+
+_KINDS: dict[str, Kind] = {
+    kind.name: kind for kind in (TimeKind(), InstructionKind(), ABKind(), TimeOrInstructionsKind())
+}
+
+
+def kind_of(gate: Gate) -> Kind:
+    """The kind a gate judges (chosen once per run, recorded in the gate)."""
+    return _KINDS[gate.kind]
+
+
+# -- each kind's verdict, decided from its figures and worded ----------------------------------
+
+
+def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]) -> Verdict:
+    """The timing verdict against sessions that hold counters and numerics but no timing (every
+    pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
+    like ``new``); the counters and numerics are still gated against those sessions."""
+    why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
+    reason = f"the save could not time it ({why})" if why else "the save could not time it"
+    anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
+    count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
+    return replace(
+        verdict,
+        new_reason=reason,
+        untimed=True,
+        message=(
+            f"{label}: no timing baseline: {reason}; its counters and numerics were gated "
+            f"against the {count}. Store its timing with pytest --torchperf-save on a quiet "
+            f"machine{anyway}"
+        ),
+    )
+
+
+def instruction_verdict(
+    label: str,
+    instructions: Mapping[str, Any] | None,
+    uncounted: str | None,
+    sessions: Sequence[Mapping[str, Any]],
+    max_increase: float,
+) -> Verdict:
+    """The verdict of an instruction-count run: this count (``instructions``, or None with
+    ``uncounted`` saying why) against the latest stored session that has one (counts repeat
+    within 0.1 %, so one session is a baseline)."""
+    if instructions is None:
+        return Verdict(
+            Outcome.FAIL,
+            f"{label}: no instruction count: {uncounted or 'not measured'}",
+            basis="instructions",
+        )
+    current = InstructionCount.from_record(instructions)
+    stored = [s for s in sessions if s.get("instructions")]
+    baseline = InstructionCount.from_record(stored[-1]["instructions"]) if stored else None
+    judged = judge_instructions(label, current, baseline, max_increase)
+    ratio = None if judged.change is None else 1.0 + judged.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=baseline.per_call if baseline else None,
+        candidate_statistic=current.per_call,
+        tolerance=max_increase,
+        effective_tolerance=effective_limit(baseline.per_call, max_increase)
+        if baseline
+        else max_increase,
+        baseline_sessions=len(stored),
+        basis="instructions",
+        guard="counts undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
+    )
+
+
+def fallback_verdict(
+    label: str,
+    timing: Verdict,
+    instructions: Mapping[str, Any] | None,
+    uncounted: str | None,
+    counted_with: Mapping[str, Any] | None,
+    sessions: Sequence[Mapping[str, Any]],
+    max_increase: float,
+    save: str,
+) -> Verdict:
+    """The verdict of ``time-or-instructions`` where ``timing`` could not decide: the count
+    against the latest stored session whose count was taken the same way (``counted_with``).
+    Without a count on either side the timing verdict stands, with a note that says why."""
+    why = timing.guard or ("no timing baseline" if timing.untimed else "undecided")
+    counted = [s for s in sessions if s.get("instructions")]
+    same = [s for s in counted if dict(s.get("counted_with") or {}) == dict(counted_with or {})]
+    missing = None
+    if instructions is None:
+        missing = f"no instruction count to fall back on: {uncounted or 'not counted'}"
+    elif not counted:
+        missing = (
+            f"no instruction count stored beside the timing to fall back on; record one with {save}"
+        )
+    elif not same:
+        stored_with = dict(counted[-1].get("counted_with") or {})
+        differs = sorted(
+            k
+            for k in {*stored_with, *(counted_with or {})}
+            if stored_with.get(k) != (counted_with or {}).get(k)
+        )
+        missing = (
+            f"the stored instruction count was taken differently ({', '.join(differs)} "
+            f"differ), so it is no baseline for this one; record a new one with {save}"
+        )
+    if missing is not None:
+        return replace(timing, notes=(*timing.notes, missing))
+    counts = instruction_verdict(label, instructions, uncounted, same, max_increase)
+    detail = counts.message.removeprefix(f"{label}: ")
+    return replace(
+        counts,
+        message=f"{label}: timing could not decide ({why}), judged by its instruction count "
+        f"instead: {detail}",
+        notes=(*counts.notes, f"timing: {timing.message}"),
+    )
+
+
+def ab_verdict(
+    label: str,
+    ab_pairs: Sequence[Mapping[str, Any]],
+    one_sided: str | None,
+    max_slowdown: float,
+    against: str,
+) -> Verdict:
+    """The timing verdict of an A/B run: side B's paired interval (``ab_pairs``, each pair's
+    block times) against side A (the sessions the engine checks counters and numerics against
+    are side A's)."""
+    pairs = [PairResult.from_record(p) for p in ab_pairs]
+    judged = judge_ab(label, pairs, max_slowdown, against, one_sided)
+    iv = judged.interval
+    ratio = None if iv is None else 1.0 + iv.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=judged.a_time,
+        candidate_statistic=judged.b_time,
+        tolerance=max_slowdown,
+        effective_tolerance=max_slowdown,
+        baseline_sessions=len(pairs),
+        basis="ab",
+        guard="pairs undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
+    )

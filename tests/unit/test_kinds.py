@@ -1,0 +1,128 @@
+"""Measurement kinds through the one comparison engine: the kind recorded in a gate (and read from
+files written before it was), and ``time-or-instructions`` (``--torchperf-fallback
+instructions``): time decides where it can, the count stored beside it where it cannot. Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.compare import Candidate, Gate, compare
+from pytest_torchperf.judge.kinds import kind_of
+from pytest_torchperf.judge.replay import replay
+from pytest_torchperf.judge.samples import Sample
+
+TIMES = (1e-3, 1.01e-3, 0.99e-3, 1e-3)
+WITH = {"valgrind": "valgrind-3.19.0", "counted_capability": "AVX2", "kernel_caps": ""}
+GATE = Gate(kind="time-or-instructions")
+
+
+def _count(per_call: float) -> dict:
+    return {"per_call": per_call, "windows": [per_call, per_call], "functions": {}}
+
+
+def _sample(scale: float = 1.0, cpu_share: float = 1.0) -> Sample:
+    times = tuple(t * scale for t in TIMES)
+    return Sample(summarize(times), cpu_share, times)
+
+
+def _session(count: dict | None = None, counted_with: dict | None = None) -> dict:
+    session: dict = {"statistic": 1e-3, "times": list(TIMES)}
+    if count is not None:
+        session["instructions"] = count
+        session["counted_with"] = dict(counted_with if counted_with is not None else WITH)
+    return session
+
+
+def _busy_candidate(per_call: float | None, counted_with: dict | None = None) -> Candidate:
+    # A third of a CPU: the contention guard refuses every pass.
+    return Candidate(
+        "mlp",
+        _sample(1.0, cpu_share=0.3),
+        instructions=None if per_call is None else _count(per_call),
+        uncounted="its counting process was killed",
+        counted_with=WITH if counted_with is None else counted_with,
+    )
+
+
+def _busy() -> Sample:
+    return _sample(1.0, cpu_share=0.3)
+
+
+def test_inconclusive_timing_is_judged_by_the_stored_count_and_says_so() -> None:
+    sessions = [_session(_count(2_000_000.0)) for _ in range(3)]
+    slower = compare(_busy_candidate(2_060_000.0), sessions, GATE, remeasure=_busy)
+    assert slower.outcome == "fail" and slower.label == "FAIL (instructions)"
+    assert slower.verdict.basis == "instructions" and slower.verdict.ratio == pytest.approx(1.03)
+    assert slower.verdict.message.startswith(
+        "mlp: timing could not decide (busy machine), judged by its instruction count instead: "
+        "instructions +3.0% per call vs baseline (2.06 M vs 2.00 M; limit 1%)"
+    )
+    assert any(note.startswith("timing: mlp: inconclusive") for note in slower.verdict.notes)
+    same = compare(_busy_candidate(2_000_000.0), sessions, GATE, remeasure=_busy)
+    assert same.outcome == "pass" and same.verdict.basis == "instructions"
+    assert same.gated[0] == "instructions"
+
+
+def test_timing_that_decides_is_the_verdict_whatever_the_count() -> None:
+    sessions = [_session(_count(2_000_000.0)) for _ in range(3)]
+    candidate = Candidate("mlp", _sample(), instructions=_count(3_000_000.0), counted_with=WITH)
+    result = compare(candidate, sessions, GATE, remeasure=_sample)
+    assert result.outcome == "pass" and result.verdict.basis == "time"
+
+
+def test_without_a_count_to_fall_back_on_the_timing_verdict_stands_and_says_why() -> None:
+    no_stored = compare(_busy_candidate(2_000_000.0), [_session()] * 3, GATE, remeasure=_busy)
+    assert no_stored.outcome == "inconclusive" and no_stored.verdict.basis == "time"
+    assert no_stored.verdict.notes[-1] == (
+        "no instruction count stored beside the timing to fall back on; record one with "
+        "pytest --torchperf-fallback instructions --torchperf-save"
+    )
+    sessions = [_session(_count(2_000_000.0))] * 3
+    uncounted = compare(_busy_candidate(None), sessions, GATE, remeasure=_busy)
+    assert uncounted.outcome == "inconclusive"
+    assert uncounted.verdict.notes[-1] == (
+        "no instruction count to fall back on: its counting process was killed"
+    )
+    other = compare(
+        _busy_candidate(2_000_000.0, {**WITH, "valgrind": "valgrind-3.22.0"}),
+        sessions,
+        GATE,
+        remeasure=_busy,
+    )
+    assert other.outcome == "inconclusive"
+    assert other.verdict.notes[-1].startswith(
+        "the stored instruction count was taken differently (valgrind differ)"
+    )
+
+
+def test_sessions_stored_without_timing_fall_back_to_their_count() -> None:
+    untimed = {**_session(_count(2_000_000.0)), "untimed": "busy machine", "statistic": None}
+    result = compare(_busy_candidate(2_100_000.0), [untimed], GATE, remeasure=_busy)
+    assert result.label == "FAIL (instructions)"
+    assert "timing could not decide (no timing baseline)" in result.verdict.message
+
+
+def test_the_kind_is_recorded_and_read_back_from_older_gates() -> None:
+    assert Gate.from_record(GATE.to_record()).kind == "time-or-instructions"
+    assert Gate.from_record({"instructions": True}).kind == "instructions"
+    assert Gate.from_record({"ab": "main (abc)"}).kind == "ab"
+    assert Gate.from_record({}).kind == "time"
+    assert GATE.to_record()["instructions"] is False  # older readers: not an instruction run
+    assert kind_of(Gate(kind="ab", ab="x")).save == ""
+    with pytest.raises(ValueError, match="unknown measurement kind 'walltime'"):
+        Gate(kind="walltime")
+
+
+def test_a_results_file_replays_the_fallback_verdict() -> None:
+    sessions = [_session(_count(2_000_000.0)) for _ in range(3)]
+    busy = _busy()
+    record = {
+        "name": "mlp",
+        "instructions": _count(2_060_000.0),
+        "passes": [{"times": list(busy.times), "cpu_share": busy.cpu_share}] * 4,
+        "session": {"gate": GATE.to_record(), "counted_with": WITH},
+    }
+    replayed = replay(record, sessions)
+    assert replayed.label == "FAIL (instructions)"
+    assert replayed.verdict.message.startswith("mlp: timing could not decide (busy machine)")
