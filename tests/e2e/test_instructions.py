@@ -400,3 +400,60 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
     result.stdout.fnmatch_lines(["FAILED *::test_b - *"])
     saved = _sessions(perf.path / ".torchperf", "instructions-")
     assert sorted(saved) == ["a"] and saved["a"][0]["instructions"]["per_call"] > 1e4
+
+
+def test_fallback_judges_a_measurement_whose_timing_cannot_decide_by_its_count(
+    saved: tuple[Path, str], tmp_path: Path
+) -> None:
+    """``--torchperf-fallback instructions``: timing decides where it can; where its verdict is
+    inconclusive, the count stored beside the timing decides, and the message says so. One
+    Valgrind child: the stored counts are the module's instruction save's (same Valgrind, same
+    capability), put beside a timing save's sessions; the compare also saves, storing its
+    count beside the timing."""
+    root = tmp_path / "project"
+    shutil.copytree(saved[0], root)
+    storage = root / ".torchperf"
+    counts = {
+        name: s[-1]["instructions"] for name, s in _sessions(storage, "instructions-").items()
+    }
+    (exact,) = _environments(storage).values()
+    counted_with = {k: exact[k] for k in ("valgrind", "kernel_caps", "counted_capability")}
+    selected = ["-k", "test_a or test_b", "--torchperf-processes", "1"]
+    timing = _run(root, "--torchperf-save", *selected)
+    assert timing.returncode == 0, timing.stdout + timing.stderr
+    (timing_file,) = [p for p in storage.glob("cpu-*/*.py.json")]
+    data = json.loads(timing_file.read_text())
+    for measurements in data["tests"].values():
+        for name, entry in measurements.items():
+            for session in entry["sessions"]:
+                session["instructions"], session["counted_with"] = counts[name], counted_with
+    timing_file.write_text(json.dumps(data))
+    steps = math.ceil(0.03 * counts["b"]["per_call"] / 221)  # +3 % of b (see the test above)
+    run = _run(
+        root,
+        "--torchperf-fallback",
+        "instructions",
+        "--torchperf-compare",
+        "--torchperf-save",
+        "--torchperf-save-wait=0",
+        # No pass's spread is under 0.01 %: every timing verdict is inconclusive.
+        "--torchperf-max-spread=0.01%",
+        *selected,
+        env={"EXTRA_STEPS": str(steps)},
+    )
+    out = run.stdout
+    assert run.returncode == 1, out + run.stderr
+    assert "torchperf: counting instructions of 2 perf test(s)" in out
+    assert "1 failed, 1 passed" in out and "FAILED test_models.py::test_b" in out
+    assert re.search(
+        r"b: timing could not decide \(spread\), judged by its instruction count instead: "
+        r"instructions \+[2-4]\.\d% per call vs baseline",
+        out,
+    ), out
+    # The unchanged test passed on its count and was saved with it, beside no timing (refused:
+    # spread), with what counted it.
+    latest = json.loads(timing_file.read_text())["tests"]["test_models.py::test_a"]["a"]
+    newest = latest["sessions"][-1]
+    assert newest.get("untimed") and newest["counted_with"] == counted_with, newest
+    assert abs(newest["instructions"]["per_call"] / counts["a"]["per_call"] - 1) < 0.02
+    assert newest["gate"]["kind"] == "time-or-instructions"
