@@ -21,6 +21,7 @@ from typing import Any
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks
+from pytest_torchperf.judge.failures import Failure, kinds_of
 from pytest_torchperf.judge.inputs import Candidate, Gate, Where
 from pytest_torchperf.judge.kinds import kind_of
 from pytest_torchperf.judge.labels import outcome_label
@@ -73,6 +74,7 @@ class Comparison:
                 "verdict": self.verdict.to_dict(),
                 "counter_changes": self.counter_changes,
                 "failures": self.failures,
+                "failure_kinds": kinds_of(self.failures),
             }
         )
 
@@ -143,7 +145,7 @@ def compare(
         ),
     ]
     if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
-        failures.append(f"{verdict.message} ({STRICT})")
+        failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.
@@ -152,18 +154,24 @@ def compare(
         )
         if where.storage_missing:
             failures.append(
-                f"{label}: no baseline: the storage folder {where.storage} does not exist, "
-                f"{STRICT}. Is --torchperf-storage misspelt, or were the baselines never "
-                f"committed? Point --torchperf-storage at the folder that holds them, or record "
-                f"them with {save} and commit the folder"
+                Failure(
+                    "strict",
+                    f"{label}: no baseline: the storage folder {where.storage} does not exist, "
+                    f"{STRICT}. Is --torchperf-storage misspelt, or were the baselines never "
+                    f"committed? Point --torchperf-storage at the folder that holds them, or record "
+                    f"them with {save} and commit the folder",
+                )
             )
         else:
             failures.append(
-                f"{label}: no baseline for this measurement in "
-                f"{where.baseline_file or 'the storage'} (environment "
-                f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with {save} "
-                f"and commit it (git add {where.storage or '.torchperf'}), or point "
-                f"--torchperf-storage at the folder that holds it"
+                Failure(
+                    "strict",
+                    f"{label}: no baseline for this measurement in "
+                    f"{where.baseline_file or 'the storage'} (environment "
+                    f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with {save} "
+                    f"and commit it (git add {where.storage or '.torchperf'}), or point "
+                    f"--torchperf-storage at the folder that holds it",
+                )
             )
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.measure.accuracy import fingerprint_drift
 
@@ -109,21 +110,27 @@ def drift_checks(
         failure, warning = speedup_check(
             label, stored_speedups, speedup, max_slowdown, confirm_speedups
         )
-        failures += [failure] if failure else []
+        failures += [Failure("speedup", failure)] if failure else []
         warnings += [warning] if warning else []
     stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
     if fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
         drift, problem = fingerprint_drift(stored_fp, fingerprint)
         if problem:
             failures.append(
-                f"{label}: numerics changed since the baseline: {problem}. {_remedy(save)}"
+                Failure(
+                    "numerics",
+                    f"{label}: numerics changed since the baseline: {problem}. {_remedy(save)}",
+                )
             )
         elif drift > limits["rel_l2"]:
             failures.append(
-                f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
-                f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {_remedy(save)}. "
-                f"Random models/inputs must be created inside the test or its function-scoped "
-                f"fixtures (torchperf seeds them with seed=0) or seeded by you"
+                Failure(
+                    "numerics",
+                    f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
+                    f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {_remedy(save)}. "
+                    f"Random models/inputs must be created inside the test or its function-scoped "
+                    f"fixtures (torchperf seeds them with seed=0) or seeded by you",
+                )
             )
     stored_metric = next(
         (s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None
@@ -131,7 +138,11 @@ def drift_checks(
     if metric is not None and stored_metric is not None and "metric" in limits:
         if abs(metric - stored_metric) > limits["metric"]:
             failures.append(
-                f"{label}: metric changed since the baseline: {stored_metric:.4g} -> {metric:.4g} "
-                f"({metric - stored_metric:+.4g}; limit ±{limits['metric']:.4g}). {_remedy(save)}"
+                Failure(
+                    "metric",
+                    f"{label}: metric changed since the baseline: {stored_metric:.4g} -> "
+                    f"{metric:.4g} ({metric - stored_metric:+.4g}; limit "
+                    f"±{limits['metric']:.4g}). {_remedy(save)}",
+                )
             )
     return failures, warnings

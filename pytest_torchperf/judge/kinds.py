@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
 from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
 from pytest_torchperf.judge.samples import Sample, loosening_option
@@ -168,7 +169,7 @@ class ABKind:
         failure, warning = judge_ab_speedup(
             candidate.label, candidate.ab_speedups, gate.max_slowdown, gate.ab
         )
-        return ([failure] if failure else []), ([warning] if warning else [])
+        return ([Failure("speedup", failure)] if failure else []), ([warning] if warning else [])
 
 
 class TimeOrInstructionsKind(TimeKind):

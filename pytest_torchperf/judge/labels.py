@@ -6,20 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
-def _failure_kind(record: Mapping[str, Any]) -> str:
-    text = " ".join(record.get("failures") or ())
-    for word, kind in (
-        ("failing: --torchperf-strict", "strict"),
-        ("drifted", "accuracy"),
-        ("numerics changed", "numerics"),
-        ("metric changed", "metric"),
-        ("speedup", "speedup"),
-        ("max_compile_time", "compile time"),
-    ):
-        if word in text:
-            return kind
-    return "variant"
+from pytest_torchperf.judge.failures import label_kind
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
@@ -46,8 +33,13 @@ def outcome_label(record: Mapping[str, Any]) -> str:
         if timing == "inconclusive":
             label += f", {basis} inconclusive"
     elif record.get("failures"):
-        kind = _failure_kind(record)
-        label = f"FAIL ({basis}+{kind})" if timing == "fail" else f"FAIL ({kind})"
+        # The kinds decided where each failure was found (judge/failures.py), never its words;
+        # a record written before kinds were recorded gets the bare label.
+        kind = label_kind(record.get("failure_kinds") or ())
+        if kind is None:
+            label = "FAIL"
+        else:
+            label = f"FAIL ({basis}+{kind})" if timing == "fail" else f"FAIL ({kind})"
     if verdict.get("untimed"):
         label += " (no timing baseline)"
     if verdict.get("suspicious"):

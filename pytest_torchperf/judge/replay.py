@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
+from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.samples import Sample, guard_problem
 
 if TYPE_CHECKING:
@@ -75,7 +76,9 @@ def replay(
         fingerprint=session.get("fingerprint"),
         metric=session.get("metric"),
         accuracy_limits=session.get("accuracy_limits"),
-        run_failures=list(record.get("run_failures") or []),
+        run_failures=restore(
+            list(record.get("run_failures") or []), record.get("run_failure_kinds")
+        ),
         calibration_kernel=session.get("calibration_kernel"),
         instructions=record.get("instructions"),
         uncounted="no count was recorded for it",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.instructions import repeats
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
@@ -161,7 +162,11 @@ def attach_count(
     if count is None:
         if not comparing and not beside_timing:
             result.failures.append(
-                f"{name}: no instruction count: {ctx.instruction_problems.get(nodeid) or 'not measured'}"
+                Failure(
+                    "instructions",
+                    f"{name}: no instruction count: "
+                    f"{ctx.instruction_problems.get(nodeid) or 'not measured'}",
+                )
             )
         return ("no instruction count", "")
     result.instructions = dict(count)

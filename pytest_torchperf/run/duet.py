@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT, PairResult, undecided
+from pytest_torchperf.judge.failures import kinds_of, restore
 from pytest_torchperf.run.state import MeasurementSkipped
 
 #: Key of one measurement: (nodeid, measurement name).
@@ -260,6 +261,7 @@ def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
     # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
     # controller does not rebuild variants, so B's are carried here.
     session["run_failures"] = list(result.run_failures)
+    session["run_failure_kinds"] = kinds_of(result.run_failures)
     return {
         "nodeid": result.nodeid,
         "name": result.name,
@@ -315,7 +317,7 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
         metric=latest.get("metric"),
         build_time=latest.get("build_time"),
         method=latest.get("method"),
-        failures=list(latest.get("run_failures") or ()),
+        failures=restore(list(latest.get("run_failures") or ()), latest.get("run_failure_kinds")),
     )
     return ToJudge(
         nodeid,

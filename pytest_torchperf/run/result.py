@@ -14,6 +14,7 @@ from typing import Any, cast
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.failures import kinds_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.records import (
@@ -247,10 +248,12 @@ class Result:
             "notes": list(self.notes),
             "metric": self.metric,
             "failures": list(self.failures),
+            "failure_kinds": kinds_of(self.failures),
             "run_id": self.run_id,
             "session": cast("SessionRecord | None", self.session),
             "environment": self.environment,
             "run_failures": list(self.run_failures),
+            "run_failure_kinds": kinds_of(self.run_failures),
             "passes": cast("list[PassRecord]", self.passes),
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -235,17 +236,23 @@ def _build(
         )
         try:
             extra.accuracy = compare_outputs(reference, output)
-            extra.failures += check_limits(
-                label, extra.accuracy, extra.limits, caveat=built.accuracy_caveat
-            )
+            extra.failures += [
+                Failure("accuracy", problem)
+                for problem in check_limits(
+                    label, extra.accuracy, extra.limits, caveat=built.accuracy_caveat
+                )
+            ]
         except OutputMismatchError as exc:
-            extra.failures.append(f"{label}: {exc}")
+            extra.failures.append(Failure("accuracy", f"{label}: {exc}"))
         if built.build_time > options.max_compile_time:
             extra.failures.append(
-                f"{label}: building the variant took {built.build_time:.1f} s ({built.method}), "
-                f"above max_compile_time {options.max_compile_time:.0f} s. A cold inductor "
-                f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
-                f"this model is expected to compile slowly"
+                Failure(
+                    "compile time",
+                    f"{label}: building the variant took {built.build_time:.1f} s ({built.method}), "
+                    f"above max_compile_time {options.max_compile_time:.0f} s. A cold inductor "
+                    f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
+                    f"this model is expected to compile slowly",
+                )
             )
         extra.fingerprint = fingerprint(output) if plan.extras["eager"].fingerprint else None
         extra.metric = user_metric(measurer, options, label)
@@ -305,9 +312,12 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
         }
         if variant in required and ratios.median < required[variant]:
             extra.failures.append(
-                f"{plan.labels[variant]}: speedup vs eager x{ratios.median:.2f} (IQR of "
-                f"{ratios.n} interleaved rounds x{ratios.p25:.2f}-x{ratios.p75:.2f}) is below the "
-                f"required min_speedup x{required[variant]:.2f}"
+                Failure(
+                    "speedup",
+                    f"{plan.labels[variant]}: speedup vs eager x{ratios.median:.2f} (IQR of "
+                    f"{ratios.n} interleaved rounds x{ratios.p25:.2f}-x{ratios.p75:.2f}) is below "
+                    f"the required min_speedup x{required[variant]:.2f}",
+                )
             )
     return raws
 
@@ -383,9 +393,9 @@ def failed_variant(
         group=plan.options.group,
         options=plan.options,
         variant=variant,
-        failures=[message],
+        failures=[Failure("variant", message)],
         run_id=ctx.run_id,
-        run_failures=[message],
+        run_failures=[Failure("variant", message)],
     )
     state.results.append(result)
     return result

@@ -159,10 +159,13 @@ class MeasurementRecord(TypedDict, total=False):
     notes: list[str]
     metric: float | None
     failures: list[str]
+    #: Each failure's kind (``judge/failures.py``; None: read from a file without kinds).
+    failure_kinds: list[str | None]
     run_id: str | None
     session: SessionRecord | None  #: what --torchperf-save stores (torchperf accept uses it)
     environment: dict[str, Any] | None
     run_failures: list[str]
+    run_failure_kinds: list[str | None]
     passes: list[PassRecord]
     processes: list[float]
     confirm_speedups: list[dict[str, float] | None]

@@ -68,6 +68,7 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
                 "build_time": section.get("build_time"),
                 "metric": section.get("metric"),
                 "failures": section.get("failures") or [],
+                "failure_kinds": section.get("failure_kinds") or [],
                 "session": session or None,
                 "run_id": session.get("run_id"),
                 "saved": section.get("saved"),
@@ -78,6 +79,7 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
                 # failures found within the run.
                 "passes": section.get("passes") or [],
                 "run_failures": section.get("run_failures") or [],
+                "run_failure_kinds": section.get("run_failure_kinds") or [],
                 "ab": section.get("ab"),
                 "processes": section.get("processes") or [],
                 "confirm_speedups": section.get("confirm_speedups") or [],
@@ -117,6 +119,7 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
                 "build_time": latest.get("build_time"),
                 "metric": latest.get("metric"),
                 "failures": [],
+                "failure_kinds": [],
                 "session": latest,
                 "run_id": latest.get("run_id"),
                 "sessions": len(sessions),

@@ -25,8 +25,29 @@ from pytest_torchperf.judge.labels import outcome_label
             "FAIL (counters), time inconclusive",
         ),
         (
-            {"outcome": "fail", "verdict": {"outcome": "pass"}, "failures": ["a drifted: ..."]},
+            {
+                "outcome": "fail",
+                "verdict": {"outcome": "pass"},
+                "failures": ["a: outputs drifted ...", "a: speedup ..."],
+                "failure_kinds": ["speedup", "accuracy"],
+            },
             "FAIL (accuracy)",
+        ),
+        (
+            # The label comes from the kind, never the words: a metric failure that mentions
+            # a speedup is labelled metric.
+            {
+                "outcome": "fail",
+                "verdict": {"outcome": "fail"},
+                "failures": ["a: metric changed (its speedup ...)"],
+                "failure_kinds": ["metric"],
+            },
+            "FAIL (time+metric)",
+        ),
+        (
+            # A results file written before kinds were recorded: the bare label.
+            {"outcome": "fail", "verdict": {"outcome": "pass"}, "failures": ["a drifted: ..."]},
+            "FAIL",
         ),
         (
             {"outcome": "pass", "verdict": {"outcome": "pass", "suspicious": True}},
@@ -50,3 +71,18 @@ from pytest_torchperf.judge.labels import outcome_label
 )
 def test_outcome_label(record: dict, label: str) -> None:
     assert outcome_label(record) == label
+
+
+def test_a_failure_keeps_its_kind_through_a_record_and_a_pickle() -> None:
+    import pickle
+
+    from pytest_torchperf.judge.failures import Failure, kinds_of, label_kind, restore
+
+    failures = [Failure("numerics", "m: numerics changed ..."), "an old plain sentence"]
+    assert kinds_of(failures) == ["numerics", None]
+    restored = restore([str(f) for f in failures], kinds_of(failures))
+    assert kinds_of(restored) == ["numerics", None] and restored == failures
+    assert pickle.loads(pickle.dumps(failures[0])).kind == "numerics"
+    assert label_kind(["variant", "strict", None]) == "strict" and label_kind([None]) is None
+    with pytest.raises(ValueError, match="unknown failure kind 'slow'"):
+        Failure("slow", "m: ...")

@@ -220,6 +220,7 @@ def test_summary_names_the_kind_of_variant_failure() -> None:
         "amp",
         outcome="fail",
         failures=["m[amp]: outputs drifted from eager fp32: rel_l2 ..."],
+        failure_kinds=["accuracy"],
     )
     row = next(line for line in render_table([record]) if "m[amp]" in line)
     assert row.endswith("FAIL (accuracy)")
