@@ -21,6 +21,7 @@ from pytest_torchperf.pytest_plugin import (
     ab_runs,
     ab_side,
     child_runs,
+    extensions,
     instruction_runs,
     isolation,
     variant_items,
@@ -64,6 +65,13 @@ from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of
 # of the environment. Sessions, storage, summaries and torch load when a run uses them.
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The ``pytest_torchperf_*`` hooks other plugins implement (:mod:`.hookspecs`)."""
+    from pytest_torchperf.pytest_plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys (see :mod:`.options`)."""
     plugin_options.add_options(parser)
@@ -83,6 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     xdist_runs.configure(config)
     config.stash[CONTEXT_SETUP_KEY] = [
+        lambda ctx: extensions.attach_environment_hook(config, ctx),
         lambda ctx: child_runs.attach_fresh_confirm(config, ctx),
         lambda ctx: xdist_runs.pool_children(config, ctx),
     ]
@@ -374,6 +383,8 @@ def _finish(item: pytest.Item, passed: bool) -> str | None:
             message = f"torchperf: {exc}"
     if state.results:
         records = [r.to_record() for r in state.results]
+        for record in records:
+            item.config.hook.pytest_torchperf_record(config=item.config, item=item, record=record)
         item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
         # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
         for record in records:

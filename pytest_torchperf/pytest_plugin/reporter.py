@@ -117,6 +117,10 @@ class SummaryReporter:
             tr.write_line(f"torchperf: {line}", red=i > 0 and bool(self.run_failure), yellow=i > 0)
         for line in self._write_reports(_environment_line(settings, self.records), coverage_lines):
             tr.write_line(line)
+        from pytest_torchperf.pytest_plugin.extensions import report_lines
+
+        for line in report_lines(self.config, self.records):
+            tr.write_line(line)
 
     def _html(self, folder: Path, environment_line: str, coverage_lines: list[str]) -> str:
         from pytest_torchperf.report.html import html_report, run_traces, stored_histories

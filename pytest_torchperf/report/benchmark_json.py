@@ -13,9 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.store.records import MeasurementRecord
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
+#: The keys of a measurement record the plugin writes (anything else was added by another
+#: plugin's pytest_torchperf_record hook and is carried into the results file as it is).
+_RECORD_KEYS = frozenset(MeasurementRecord.__annotations__) | {"label", "saved", "untimed"}
 
 
 def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,6 +125,8 @@ def benchmark_json(
                     "ab": record.get("ab"),
                     "gated": record.get("gated") or [],
                     "untimed": record.get("untimed"),
+                    # Keys other plugins added (the pytest_torchperf_record hook).
+                    **{k: v for k, v in record.items() if k not in _RECORD_KEYS},
                 },
             }
         )

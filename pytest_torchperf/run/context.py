@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,9 @@ class RunContext:
         #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).
         self.turns: Any = None
         self.duet: Any = None
+        #: Fields other plugins add to the exact environment fingerprint, by device and threads
+        #: (the ``pytest_torchperf_environment`` hook; set by the plugin).
+        self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
         #: A save's budget for waiting until a busy machine quiets down (this process's share).
         self.quiet = QuietWait(settings.save_wait)
         quiet_trace_logger()
@@ -71,6 +74,8 @@ class RunContext:
         key = (device, threads)
         if key not in self._fingerprints:
             fp = fingerprint(device, threads)
+            if self.extra_fingerprint is not None:
+                fp["exact"].update(self.extra_fingerprint(device, threads))
             self._fingerprints[key] = (environment_id(fp["exact"]), fp)
         return self._fingerprints[key]
 

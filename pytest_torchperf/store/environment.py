@@ -177,10 +177,13 @@ def environment_id(exact: Mapping[str, Any]) -> str:
 
 
 def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
-    """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``."""
+    """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``
+    (the plugin's fields first, then those other plugins added: ``pytest_torchperf_environment``)."""
+    known = (*EXACT_FIELDS, *INSTRUCTION_FIELDS)
+    added = sorted(k for k in {*here, *stored} if k not in known)
     diffs = [
         f"{key} {here.get(key)} here vs {stored.get(key)} stored"
-        for key in (*EXACT_FIELDS, *INSTRUCTION_FIELDS)
+        for key in (*known, *added)
         if here.get(key) != stored.get(key)
     ]
     return (

@@ -53,8 +53,10 @@ def test_storage_path_that_is_a_file_is_a_usage_error(perf: pytest.Pytester) -> 
 def test_save_warning_says_how_often_it_measured(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import time
+        import torch
         def test_sleepy(torchperf):
-            torchperf(lambda: time.sleep(0.002), name="sleepy")
+            x = torch.zeros(1)  # captured CPU tensor: a CPU measurement on a GPU machine too
+            torchperf(lambda: (time.sleep(0.002), x), name="sleepy")
     """)
     result = perf.runpytest(
         "--torchperf-compare", "--torchperf-save", "--torchperf-min-cpu-share=0.9"

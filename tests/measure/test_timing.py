@@ -12,3 +12,24 @@ def test_device_is_taken_from_parameters_before_inputs() -> None:
     assert infer_device(model, (torch.empty(1, 2, device="meta"),)) == "cpu"
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert infer_device(lambda: None, ()).startswith(expected)  # closures: the real accelerator
+
+
+def test_a_closure_takes_the_device_of_what_it_captured(monkeypatch) -> None:
+    """On a GPU machine a closure over CPU tensors is a CPU measurement (CPU clock and guards);
+    only an opaque closure falls back to the accelerator (faked here: no GPU needed)."""
+    import functools
+
+    import torch
+
+    from pytest_torchperf.measure import timing
+
+    monkeypatch.setattr(timing, "default_device", lambda: "cuda:0")
+    x = torch.zeros(2, 2)
+    model = torch.nn.Linear(2, 2)
+    assert timing.infer_device(lambda: x @ x, ()) == "cpu"
+    assert timing.infer_device(lambda: model(torch.ones(2)), ()) == "cpu"
+    assert timing.infer_device(functools.partial(torch.mm, x), ()) == "cpu"
+    assert timing.infer_device(model.forward, ()) == "cpu"  # a bound method: its module
+    assert timing.infer_device(lambda: torch.ones(2).sum(), ()) == "cuda:0"
+    meta = torch.empty(2, device="meta")
+    assert timing.infer_device(lambda: meta, ()) == "cuda:0"  # meta holds no device
