@@ -11,6 +11,13 @@ outcomes (0 red runs and 0 ``new`` expected) and whether a +50 % slowdown of one
 pure-Python wait of half its stored time: no counter changes, so only timing can catch it) fails
 exactly that test.
 
+Scenario ``fallback``: ``--torchperf-fallback instructions``. A quiet save (timing and the
+instruction counts beside it), then the cost of one compare on a quiet machine: plain, fallback,
+and ``--torchperf-instructions``. Then two CPU hogs for the whole of each compare: unchanged
+fallback compares (0 failures expected; how many verdicts time gave and how many the counts gave)
+and a +3 % pure-Python slowdown of one model (a loop of 221 instructions per step, as many steps
+as make 3 % of its stored count), which must fail exactly that test.
+
 Scenario ``ab``: unchanged A/B runs against HEAD (amp variants of every model, compiled variants of
 two): every verdict should pass; then the cost of one A/B run against a plain compare of the
 same tests.
@@ -18,6 +25,7 @@ same tests.
     python benchmarks/busy_gates.py --scenario hog --compares 3
     python benchmarks/busy_gates.py --scenario xdist --compares 5
     python benchmarks/busy_gates.py --scenario ab --measurements 20 --compares 5
+    python benchmarks/busy_gates.py --scenario fallback --measurements 20 --compares 3 --hogs 2
 
 Each pytest run writes its JSON results; the figures come from them, not from the terminal.
 """
@@ -35,6 +43,7 @@ import time
 from pathlib import Path
 
 MODELS = textwrap.dedent("""
+    import itertools
     import os
     import time
 
@@ -45,6 +54,9 @@ MODELS = textwrap.dedent("""
     #: Seconds of pure Python added to each call of model SLOW: half its stored baseline.
     SLOW_S = float(os.environ.get("BUSY_GATES_SLOW_S", "0") or 0)
     EXTRA = os.environ.get("BUSY_GATES_EXTRA_OP", "")
+    #: Pure-Python loop steps (about 221 instructions each) added to each call of model STEPS_FOR.
+    STEPS_FOR = os.environ.get("BUSY_GATES_STEPS_FOR", "")
+    STEPS = int(os.environ.get("BUSY_GATES_STEPS", "0") or 0)
 
 
     class Net(torch.nn.Module):
@@ -58,6 +70,10 @@ MODELS = textwrap.dedent("""
                 y = y[0]
             if EXTRA == self.name:
                 y = y * 1.0
+            if STEPS_FOR == self.name:
+                total = 0
+                for _ in itertools.repeat(None, STEPS):
+                    total ^= 1
             if SLOW == self.name:
                 # +50 % of the stored time, in pure Python: no op or counter changes.
                 end = time.perf_counter() + SLOW_S
@@ -90,8 +106,7 @@ MODELS = textwrap.dedent("""
         return getattr(torchvision.models, kind)(weights=None).eval(), torch.randn(1, 3, size, size)
 
 
-    KINDS = ["mlp", "conv", "encoder", "gru", "resnet18", "mobilenet_v3_small", "squeezenet1_1",
-             "shufflenet_v2_x0_5"]
+    KINDS = {kinds}
 
 
     @pytest.mark.torchperf(max_slowdown="15%"{variants})
@@ -128,6 +143,18 @@ ORDINARY = textwrap.dedent("""
         while time.time() < end:
             a = torch.tanh(a @ a)
 """)
+
+
+ALL_KINDS = [
+    "mlp",
+    "conv",
+    "encoder",
+    "gru",
+    "resnet18",
+    "mobilenet_v3_small",
+    "squeezenet1_1",
+    "shufflenet_v2_x0_5",
+]
 
 
 def hogs(count: int) -> list[subprocess.Popen[bytes]]:
@@ -246,9 +273,84 @@ def ab_runs(project: Path, runs: int) -> None:
     )
 
 
+def stored_count(project: Path, name: str) -> float:
+    """Instructions per call stored beside the timing of measurement ``name`` (latest session)."""
+    for path in (project / ".torchperf").glob("*/*.json"):
+        data = json.loads(path.read_text())
+        for measurements in (data.get("tests") or {}).values():
+            if name in measurements:
+                counted = [s for s in measurements[name]["sessions"] if s.get("instructions")]
+                if counted:
+                    return float(counted[-1]["instructions"]["per_call"])
+    sys.exit(f"no instruction count stored beside the timing of {name}")
+
+
+def fallback_runs(project: Path, compares: int, hog_count: int) -> None:
+    """``--torchperf-fallback instructions``: quiet save and costs, then compares beside hogs."""
+    env = {**os.environ}
+    fallback = ["--torchperf-fallback", "instructions"]
+    print("quiet save (timing + counts beside it):")
+    start = time.time()
+    rc, records, cov = run(project, [*fallback, "--torchperf-save"], env)
+    print(f"  save exit {rc} in {time.time() - start:.0f} s; coverage {cov}")
+    costs = {}
+    for label, args in (
+        ("plain compare", ["--torchperf-compare"]),
+        ("fallback compare", [*fallback, "--torchperf-compare"]),
+        ("instructions compare", ["--torchperf-instructions", "--torchperf-compare"]),
+    ):
+        print(f"quiet {label} (cost):")
+        start = time.time()
+        run(project, args, env)
+        costs[label] = time.time() - start
+    plain = costs["plain compare"]
+    print(
+        "cost on a quiet machine: "
+        + ", ".join(f"{k} {v:.0f} s (x{v / plain:.2f})" for k, v in costs.items())
+    )
+    verdicts, failed, by_basis = 0, [], {}
+    for i in range(compares):
+        print(f"unchanged fallback compare {i + 1}, {hog_count} CPU hogs:")
+        started = hogs(hog_count)
+        try:
+            rc, records, cov = run(project, [*fallback, "--torchperf-compare"], env)
+        finally:
+            for hog in started:
+                hog.kill()
+        for r in records:
+            verdict = r.get("verdict") or {}
+            if not verdict:
+                continue
+            verdicts += 1
+            key = f"{verdict.get('basis')} {r.get('outcome')}"
+            by_basis[key] = by_basis.get(key, 0) + 1
+            if r.get("outcome") == "fail":
+                failed.append(r["measurement"])
+        print(f"  outcomes {outcomes(records)}; coverage {cov}")
+    print(
+        f"unchanged fallback compares beside {hog_count} hogs: {verdicts} verdicts, "
+        f"{len(failed)} fail {failed}; by basis and outcome {by_basis}"
+    )
+    target = "mlp-0"
+    steps = int(0.03 * stored_count(project, target) / 221) + 1
+    print(f"+3 % pure-Python slowdown of {target} ({steps} loop steps), {hog_count} CPU hogs:")
+    started = hogs(hog_count)
+    try:
+        rc, records, _ = run(
+            project,
+            [*fallback, "--torchperf-compare"],
+            {**env, "BUSY_GATES_STEPS_FOR": target, "BUSY_GATES_STEPS": str(steps)},
+        )
+    finally:
+        for hog in started:
+            hog.kill()
+    failed = sorted(r["measurement"] for r in records if r.get("outcome") == "fail")
+    print(f"  failed: {failed} (expected exactly ['{target}'])")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=("hog", "xdist", "ab"), default="hog")
+    parser.add_argument("--scenario", choices=("hog", "xdist", "ab", "fallback"), default="hog")
     parser.add_argument("--measurements", type=int, default=20)
     parser.add_argument("--compares", type=int, default=3)
     parser.add_argument("--hogs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
@@ -257,13 +359,19 @@ def main() -> None:
     project = Path(tempfile.mkdtemp(prefix="busy-gates-"))
     (project / "pytest.ini").write_text("[pytest]\n")
     variants = ', variants=["amp"]' if args.scenario == "ab" else ""
+    # Under Valgrind the torchvision models cost minutes per count: the fallback scenario keeps
+    # to the four small kinds.
+    kinds = ALL_KINDS[:4] if args.scenario == "fallback" else ALL_KINDS
     (project / "test_models.py").write_text(
-        MODELS.format(count=args.measurements, variants=variants)
+        MODELS.format(count=args.measurements, variants=variants, kinds=repr(kinds))
     )
     if args.scenario == "ab":
         with (project / "test_models.py").open("a") as models:
             models.write(COMPILED)
         ab_runs(project, args.compares)
+        return
+    if args.scenario == "fallback":
+        fallback_runs(project, args.compares, args.hogs)
         return
     extra_args: list[str] = []
     if args.scenario == "xdist":
