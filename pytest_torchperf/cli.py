@@ -21,19 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
-from pytest_torchperf.options.measure_options import OptionError
 from pytest_torchperf.options.values import parse_fraction, parse_share
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.report.terminal import format_instructions
-from pytest_torchperf.store.baselines import (
-    BaselineFileError,
-    BaselineStore,
-    atomic_write_text,
-    same_run,
-)
+from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
+from pytest_torchperf.store.files import atomic_write_text
 
 
 def _table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -51,7 +47,7 @@ def _table(rows: list[dict[str, Any]], empty: str) -> str:
         "display.max_colwidth",
         70,
     ):
-        return pd.DataFrame(rows).to_string(index=False)
+        return str(pd.DataFrame(rows).to_string(index=False))
 
 
 def _fmt_time(value: float | None) -> str:

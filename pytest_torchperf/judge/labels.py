@@ -20,7 +20,7 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     saving runs.
     """
     verdict = record.get("verdict") or {}
-    outcome = record["outcome"]
+    outcome = str(record["outcome"])
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
     timing = verdict.get("outcome")
     # An instruction-count run's verdict compares instructions, not time.

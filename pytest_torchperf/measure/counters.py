@@ -114,12 +114,14 @@ def _op_counter() -> Any:
         """Counts ATen operator calls by overload packet (``aten::addmm``)."""
 
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self.counts: collections.Counter[str] = collections.Counter()
             #: Dtypes of the tensors the ops produced (tells fp32 code from low-precision code).
             self.dtypes: set[str] = set()
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
             out = func(*args, **(kwargs or {}))
             for tensor in tree_leaves(out):
@@ -139,7 +141,7 @@ def _peak_tracker() -> Any:
         """High-water mark of tensor storages allocated inside the region (freed via weakref)."""
 
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self.live: dict[int, int] = {}
             self.current = 0
             self.peak = 0
@@ -147,7 +149,9 @@ def _peak_tracker() -> Any:
         def _free(self, ptr: int) -> None:
             self.current -= self.live.pop(ptr, 0)
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
             existing = {

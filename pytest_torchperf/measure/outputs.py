@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pytest_torchperf.options.measure_options import MeasureOptions, OptionError
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.options.measure_options import MeasureOptions
 
 #: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
 #: fingerprint is not stored, so random outputs never raise "numerics changed".

@@ -329,7 +329,7 @@ class Measurer:
             raw_block(number)
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) / 1000.0  # ms -> s
+            return float(start.elapsed_time(end)) / 1000.0  # ms -> s
 
         runner = run_block_events if use_events else run_block
         if not per_block_state:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.variants.registry import (
@@ -150,7 +150,7 @@ def parse_metric(value: Any) -> Callable[..., Any]:
         raise OptionError(
             f"{value!r} is not callable; pass a function fn(outputs, targets) -> float"
         )
-    return value
+    return cast("Callable[..., Any]", value)
 
 
 def parse_data(value: Any) -> tuple[Any, Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin.stash import context_of, marker_options, state_of
 
@@ -200,7 +200,7 @@ def _out_of_memory_message(exc: BaseException, label: str) -> str:
     )
 
 
-class VariantResults(dict):
+class VariantResults(dict[str, Any]):
     """What ``torchperf(model, x, variants=[...])`` returns: variant name -> ``Result``.
 
     ``skipped`` maps the variants that could not be measured here to the reason.

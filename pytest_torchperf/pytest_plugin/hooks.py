@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.pytest_plugin import (
     ab_runs,
     ab_side,

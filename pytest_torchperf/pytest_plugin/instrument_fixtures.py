@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options, state_of
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OPTIONS, OptionError, parse_layer
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin import ab_runs, child_runs, instruction_runs
 

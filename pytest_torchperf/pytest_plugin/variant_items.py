@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.options.measure_options import OptionError
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.options.variant_options import parse_variants
 from pytest_torchperf.pytest_plugin.fixtures import VARIANT_PARAM
 from pytest_torchperf.pytest_plugin.stash import MARKER, SETTINGS_KEY

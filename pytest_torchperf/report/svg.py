@@ -9,7 +9,7 @@ charts are 0.5-1.5 KB each and need no JavaScript. Pure module.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pytest_torchperf.core.stats import quantile
 
@@ -18,7 +18,7 @@ HEIGHT = 34
 COLORS = {"current": "#2563eb", "baseline": "#9ca3af", "fail": "#dc2626", "ok": "#16a34a"}
 
 
-def _scale(low: float, high: float, width: float, pad: float = 4.0):
+def _scale(low: float, high: float, width: float, pad: float = 4.0) -> Callable[[float], float]:
     span = (high - low) or (abs(high) or 1.0)
 
     def x(value: float) -> float:
@@ -27,7 +27,9 @@ def _scale(low: float, high: float, width: float, pad: float = 4.0):
     return x
 
 
-def _box(values: Sequence[float], y: float, h: float, x, color: str, label: str) -> str:
+def _box(
+    values: Sequence[float], y: float, h: float, x: Callable[[float], float], color: str, label: str
+) -> str:
     v = sorted(values)
     q1, med, q3 = quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75)
     return (

@@ -28,6 +28,7 @@ def variants_from_sides(
 ) -> dict[str, Result]:
     """The A/B controller: each variant as the two sides measured it (nothing is rebuilt here;
     ``labels`` maps each variant to its measurement name)."""
+    assert ctx.duet is not None, "only the A/B controller builds variants from the sides"
     eager.check_outputs(name)
     results: dict[str, Result] = {}
     for variant, label in labels.items():

@@ -10,7 +10,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.compare import Gate
 from pytest_torchperf.measure.exclusive import shared_gate
@@ -20,6 +20,11 @@ from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.run.children import FreshRuns
 from pytest_torchperf.run.quiet import QuietWait
 from pytest_torchperf.store.baselines import BaselineStore
+
+if TYPE_CHECKING:
+    from pytest_torchperf.measure.turns import TurnClient
+    from pytest_torchperf.run.children import ChildSink, ProcessSample
+    from pytest_torchperf.run.duet import DuetData
 
 
 class RunContext:
@@ -38,10 +43,10 @@ class RunContext:
         self.profiling_depth = 0
         #: ``--torchperf-processes``: other processes' measurements by (nodeid, name) (controller);
         #: see :mod:`pytest_torchperf.run.children`.
-        self.process_pool: dict[tuple[str, str], list[Any]] = {}
+        self.process_pool: dict[tuple[str, str], list[ProcessSample]] = {}
         self.process_problems: list[str] = []
         #: Where a child process writes its measurements (child runs only).
-        self.child_sink: Any = None
+        self.child_sink: ChildSink | None = None
         #: ``--torchperf-confirm fresh``: the fresh processes that confirm suspected slowdowns
         #: (set by the plugin on comparing runs).
         self.fresh_runs: FreshRuns | None = None
@@ -58,8 +63,8 @@ class RunContext:
         #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
         #: (:class:`pytest_torchperf.measure.turns.TurnClient`); in the controller: what the two
         #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).
-        self.turns: Any = None
-        self.duet: Any = None
+        self.turns: TurnClient | None = None
+        self.duet: DuetData | None = None
         #: Fields other plugins add to the exact environment fingerprint, by device and threads
         #: (the ``pytest_torchperf_environment`` hook; set by the plugin).
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
@@ -130,7 +135,9 @@ class RunContext:
             options = self._ab_options(options, (call_layer, marker_layer))
         return options, name
 
-    def _ab_options(self, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]) -> Any:
+    def _ab_options(
+        self, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]
+    ) -> MeasureOptions:
         """An A/B run's defaults: a 5 % limit (both sides ran in the same moments), and in a
         side's process ``min_time`` shared out over the first pairs, so those pairs together
         time each side as long as one plain measurement (the spread between processes, not

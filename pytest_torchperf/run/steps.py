@@ -101,4 +101,5 @@ def counters_of(
 
     if not options.counters:
         return None, NO_OUTPUT
-    return measurer.counters(eager, capture=True)
+    counted: tuple[dict[str, Any] | None, Any] = measurer.counters(eager, capture=True)
+    return counted

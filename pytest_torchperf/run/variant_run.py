@@ -198,7 +198,7 @@ def _build(
                 eager.prepared,
             )
         except VariantUnavailable as exc:
-            if ctx.turns is not None:
+            if ctx.turns is not None and ctx.child_sink is not None:
                 # A side of an A/B run: tell the controller this was skipped, not lost.
                 from pytest_torchperf.run.duet import skipped_line
 

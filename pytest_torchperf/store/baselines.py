@@ -95,7 +95,7 @@ class BaselineStore:
                 "Check the permissions of the storage folder.",
             ) from None
         try:
-            doc = json.loads(text)
+            doc: dict[str, Any] = json.loads(text)
         except json.JSONDecodeError as exc:
             what = (
                 "is empty"

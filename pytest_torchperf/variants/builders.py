@@ -81,7 +81,9 @@ def build_variant(
     """
     builder = globals()[VARIANTS[name].builder]  # the registry names each variant's builder
     start = time.perf_counter()
-    built = builder(dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare)
+    built: BuiltVariant = builder(
+        dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare
+    )
     built.build_time = time.perf_counter() - start
     return built
 
@@ -285,7 +287,7 @@ def build_amp(
 
     class LowPrecisionOps(TorchDispatchMode):
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self.low = self.total = 0
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kw: Any = None) -> Any:

@@ -75,7 +75,7 @@ def default_mode(model: Any, device_type: str) -> str:
 
 def _device_type(model: Any) -> str:
     for tensor in (*model.parameters(), *model.buffers()):
-        return tensor.device.type
+        return str(tensor.device.type)
     return "cpu"
 
 
@@ -231,7 +231,7 @@ def _int8_shape_ok(layer: Any, device_type: str) -> bool:
     """
     if device_type != "cuda":
         return True
-    return layer.in_features % 8 == 0 and layer.out_features % 8 == 0
+    return bool(layer.in_features % 8 == 0 and layer.out_features % 8 == 0)
 
 
 def _batch_dynamic_shapes(args: Sequence[Any]) -> tuple[Any, ...]:
@@ -296,7 +296,7 @@ def _static(
             "static int8: the quantizer found no conv/linear pattern to "
             "quantize, so an int8 variant would equal eager"
         )
-    compiled = torch.compile(converted)
+    compiled: Callable[..., Any] = torch.compile(converted)
     try:
         # Freezing must be on at the first call: passed as a compile option it is silently ignored,
         # and without it the quantized ops do not lower.
