@@ -147,6 +147,10 @@ def device_fields(device: Any) -> dict[str, Any]:
     return fields
 
 
+#: Fingerprint fields that never separate environments (recorded for the reader only).
+SOFT_FIELDS = ("hostname", "python", "platform", "pytest_torchperf")
+
+
 def fingerprint(device: Any, threads: int) -> dict[str, Any]:
     """Full fingerprint of a measurement: ``{"exact": {...}, "soft": {...}}``."""
     from pytest_torchperf import __version__
@@ -180,7 +184,7 @@ def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> s
     """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``
     (the plugin's fields first, then those other plugins added: ``pytest_torchperf_environment``)."""
     known = (*EXACT_FIELDS, *INSTRUCTION_FIELDS)
-    added = sorted(k for k in {*here, *stored} if k not in known)
+    added = sorted(k for k in {*here, *stored} if k not in known and k not in SOFT_FIELDS)
     diffs = [
         f"{key} {here.get(key)} here vs {stored.get(key)} stored"
         for key in (*known, *added)
