@@ -22,6 +22,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests import browser
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
@@ -114,6 +116,7 @@ def _check_report_renders(report: Path, shot: Path) -> None:
     assert browser.bluish_pixels(shot) > 500  # box plots and trend dots
 
 
+@pytest.mark.slow
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
     project = tmp_path / "example_project"
     shutil.copytree(
@@ -258,6 +261,7 @@ def test_committed_example_baselines_cover_every_perf_test() -> None:
     assert gated and gated <= set(committed), sorted(gated - set(committed))
 
 
+@pytest.mark.slow
 def test_example_project_compares_clean_against_its_committed_baselines(tmp_path: Path) -> None:
     """What a clone gets: ``pytest --torchperf-compare`` in example_project/ against the baselines
     committed for this project's CI machine classes: counters and output fingerprints are exact,

@@ -137,6 +137,7 @@ def _records(path: Path) -> dict[str, dict]:
     return {b["torchperf"]["measurement"]: b["torchperf"] for b in data["benchmarks"]}
 
 
+@pytest.mark.slow
 def test_a_slower_working_tree_fails_only_that_test_even_beside_two_cpu_hogs(
     tmp_path: Path,
 ) -> None:
@@ -351,6 +352,7 @@ def test_unknown_revision_names_the_fix(tmp_path: Path) -> None:
     assert "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_revision_whose_tests_do_not_import(tmp_path: Path) -> None:
     broken = MODELS.replace("import torch\n", "import torch\nimport not_a_module_anywhere\n", 1)
     root = _repository(

@@ -54,8 +54,7 @@ def test_hooks_add_fingerprint_fields_record_keys_and_report_lines(
 
 def test_a_hook_that_returns_a_plugin_field_names_the_problem(perf: pytest.Pytester) -> None:
     perf.makeconftest(
-        "def pytest_torchperf_environment(config, device, threads):\n"
-        "    return {'torch': 'mine'}\n"
+        "def pytest_torchperf_environment(config, device, threads):\n    return {'torch': 'mine'}\n"
     )
     perf.makepyfile(TEST)
     result = perf.runpytest("--torchperf-save", "--torchperf-processes=1")

@@ -284,6 +284,7 @@ def test_loading_the_plugin_does_not_import_torch(pytester: pytest.Pytester) -> 
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_xdist_save_and_compare_report_once(perf: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     perf.makepyfile(

@@ -88,6 +88,7 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
     )
 
 
+@pytest.mark.slow
 def test_a_save_waits_for_the_machine_to_quiet_down_and_stores_the_timing(
     perf: pytest.Pytester,
 ) -> None:
@@ -130,6 +131,7 @@ def test_a_bad_save_wait_is_a_usage_error(perf: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--torchperf-save-wait * takes seconds from 0 to 86400*"])
 
 
+@pytest.mark.slow
 def test_xdist_workers_pause_their_tests_while_one_times(perf: pytest.Pytester) -> None:
     """While one worker times, the other runs no test: the timed calls of the model and the
     CPU-bound tests of the other worker never overlap (monotonic clock stamps written by both;

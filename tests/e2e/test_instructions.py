@@ -25,6 +25,7 @@ import pytest
 from tests.e2e.conftest import FAST_INI
 
 pytestmark = [
+    pytest.mark.slow,  # a Valgrind child each: 60-150 s
     pytest.mark.skipif(
         shutil.which("valgrind") is None, reason="needs valgrind (apt-get install valgrind)"
     ),

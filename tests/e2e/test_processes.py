@@ -10,6 +10,9 @@ import pytest
 
 from tests.e2e.helpers import baseline_files, edit_baselines, scale_baselines
 
+#: Each test starts fresh pytest processes: 30-60 s.
+pytestmark = pytest.mark.slow
+
 MODELS = """
 import os, pytest, torch
 
