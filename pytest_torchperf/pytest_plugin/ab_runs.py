@@ -26,6 +26,7 @@ import pytest
 
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
+from pytest_torchperf.run.child_process import python_command
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.duet import DuetData
@@ -172,7 +173,7 @@ def run_duet(session: pytest.Session) -> None:
     kind, _, value = settings.ab.partition(":")
     import torch
 
-    python, *flags = child_runs.python_command()[:-2]  # [python, maybe -P], then -m pytest
+    python, *flags = python_command()[:-2]  # [python, maybe -P], then -m pytest
     b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
         if kind == "python":

@@ -14,10 +14,7 @@ import contextlib
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
+from pytest_torchperf.run.child_process import ChildProcess, python_command
 
 #: Environment variable carrying a child's process number (1..N-1; the controller is N).
 CHILD_PROCESS_ENV = "PYTEST_TORCHPERF_CHILD_PROCESS"
@@ -211,18 +209,6 @@ def perf_items(session: pytest.Session) -> list[pytest.Item]:
     ]
 
 
-def python_command() -> list[str]:
-    """How to start pytest so a child imports what this run imports.
-
-    ``python -m pytest`` puts the working folder first on ``sys.path``; the ``pytest`` console
-    script does not. In a src-layout project that decides whether the source tree or the installed
-    package is timed, so a child started from the console script gets ``-P`` (Python 3.11+).
-    """
-    script = os.path.basename(sys.argv[0]) if sys.argv else ""
-    safe_path = script in ("pytest", "py.test") and sys.version_info >= (3, 11)
-    return [sys.executable, *(["-P"] if safe_path else []), "-m", "pytest"]
-
-
 def run_children(session: pytest.Session, count: int) -> None:
     """Run the ``count - 1`` child processes and hand their measurements to the session."""
     config = session.config
@@ -278,9 +264,9 @@ def run_fresh_processes(
             terminal,
             f"torchperf: fresh process {process} of {count}: measuring {what} ...",
         )
-        start = time.perf_counter()
-        code = run_child(args, config.invocation_params.dir, env, log, timeout)
-        took = time.perf_counter() - start
+        child = ChildProcess(args, config.invocation_params.dir, env, log)
+        code = child.wait(timeout)
+        took = child.took
         if process == 1:
             timeout = max(600.0, 5 * took)
         measured = read_child_file(out)
@@ -293,7 +279,7 @@ def run_fresh_processes(
             f"measurement(s) in {took:.1f} s",
         )
         if code not in (0, 1) or not measured:
-            problems.append(_child_problem(process, code, log, args, bool(measured)))
+            problems.append(_child_problem(process, child, bool(measured)))
     # The controller's own pass (each worker's, under xdist) is the last process.
     say(terminal, f"torchperf: process {count} of {count}: this run")
     for problem in problems:
@@ -340,48 +326,14 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
         # of torch beside a timed section is a busy neighbour) and its timing alike; the child
         # itself takes no lock.
         with gate.exclusive() if gate is not None else contextlib.nullcontext():
-            run_child(args, config.invocation_params.dir, env, log, FIRST_CHILD_TIMEOUT_S)
+            ChildProcess(args, config.invocation_params.dir, env, log).wait(FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_child(
-    args: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float
-) -> int | str:
-    """Run one child pytest with its output in ``log``; its exit code, or why it has none."""
-    return wait_child(start_child(args, cwd, env, log), timeout)
-
-
-def start_child(
-    args: list[str], cwd: Path, env: dict[str, str], log: Path
-) -> subprocess.Popen[bytes]:
-    """Start one child pytest with its output in ``log`` (see :func:`wait_child`)."""
-    with open(log, "wb") as handle:  # the child holds its own copy of the descriptor
-        return subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-
-
-def wait_child(child: subprocess.Popen[bytes], timeout: float) -> int | str:
-    """The child's exit code, or why it has none (killed after ``timeout`` seconds)."""
-    try:
-        return child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-        return f"none: killed after {timeout:.0f} s"
-
-
-def _child_problem(
-    process: int, code: int | str, log: Path, args: list[str], measured: bool
-) -> str:
-    tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-15:]
+def _child_problem(process: int, child: ChildProcess, measured: bool) -> str:
+    code = child.code
     what = (
         "its measurements are missing from the pooled verdicts (they use the processes that "
         "did measure)"
@@ -395,7 +347,7 @@ def _child_problem(
         )
     return (
         f"torchperf: fresh process {process} exited with code {code}: {what}. "
-        f"Command: {shlex.join(args)}\n    " + "\n    ".join(tail)
+        f"Command: {shlex.join(child.args)}\n    " + "\n    ".join(child.log_tail(15))
     )
 
 

@@ -25,14 +25,18 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
+from pytest_torchperf.run.child_process import ChildProcess, python_command
 from pytest_torchperf.run.shards import CHILD_MEMORY_GIB, auto_jobs, split_contiguous
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.counting import CountedTime
 
 #: The children are killed after this long (a stuck child would otherwise hold CI forever).
 CHILD_TIMEOUT_S = 3 * 3600.0
@@ -315,36 +319,41 @@ def _remember_start_up(config: pytest.Config, children: list[_Child]) -> None:
 
 
 class _Child:
-    """One counting process: its shard of the tests, its files, and how it went."""
+    """One counting process: its shard of the tests, its file of counts, and how it went."""
 
-    def __init__(
-        self, nodeids: list[str], out: Path, log: Path, args: list[str], process: Any
-    ) -> None:
-        self.nodeids, self.out, self.log, self.args, self.process = nodeids, out, log, args, process
-        self.launched = time.time()
-        self.started = time.perf_counter()
-        self.took = 0.0
-        self.code: int | str = "none: not waited for"
+    def __init__(self, nodeids: list[str], out: Path, process: ChildProcess) -> None:
+        self.nodeids, self.out, self.process = nodeids, out, process
         self.counted = 0
-        self.split: Any = None
+        self.split: CountedTime | None = None
+
+    @property
+    def args(self) -> list[str]:
+        return self.process.args
+
+    @property
+    def code(self) -> int | str:
+        return "none: not waited for" if self.process.code is None else self.process.code
+
+    @property
+    def took(self) -> float:
+        return self.process.took
+
+    @property
+    def launched(self) -> float:
+        return self.process.launched
 
     def log_tail(self, lines: int) -> list[str]:
-        text = self.log.read_text(encoding="utf-8", errors="replace")
-        return text.strip().splitlines()[-lines:]
+        return self.process.log_tail(lines)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.process.stop()
 
     def wait(self, timeout: float) -> None:
         """Wait until ``timeout`` seconds after this child started, then kill it."""
-        left = max(1.0, timeout - (time.perf_counter() - self.started))
-        code = child_runs.wait_child(self.process, left)
-        if isinstance(code, str):  # killed: name the limit, not the time that was left of it
-            code = f"none: killed at the limit of {timeout:.0f} s for counting"
-        self.code = code
-        self.took = time.perf_counter() - self.started
+        left = max(1.0, timeout - (time.time() - self.launched))
+        if isinstance(self.process.wait(left), str):
+            # Killed: name the limit, not the time that was left of it.
+            self.process.code = f"none: killed at the limit of {timeout:.0f} s for counting"
 
 
 def _weight(item: pytest.Item) -> float:
@@ -375,7 +384,7 @@ def _start_child(
     items.write_text(json.dumps(nodeids), encoding="utf-8")
     args = valgrind_command(
         [
-            *child_runs.python_command(),
+            *python_command(),
             *config.invocation_params.args,
             f"--torchperf-child={out}",
             f"--torchperf-child-items={items}",
@@ -404,8 +413,7 @@ def _start_child(
         # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
         # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
         env["TORCHINDUCTOR_CPP_MARCH"] = "x86-64-v3"
-    process = child_runs.start_child(args, config.invocation_params.dir, env, log)
-    return _Child(nodeids, out, log, args, process)
+    return _Child(nodeids, out, ChildProcess(args, config.invocation_params.dir, env, log))
 
 
 def _report_child(ctx: Any, terminal: Any, child: _Child, alone: bool) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,13 @@ class ProcessSample:
         }
 
 
+#: What a line of a child's file is (its ``kind``): a timed pass of a fresh process
+#: (``sample``), an instruction count under Valgrind (``count``), an A/B side's measurement
+#: (``side``), or a measurement an A/B side skipped on purpose (``skipped``). One protocol, one
+#: writer (:meth:`ChildSink.send`), one reader (:func:`read_lines`).
+LINE_KINDS = ("sample", "count", "side", "skipped")
+
+
 class ChildSink:
     """Where a child process writes its measurements: one JSON line each, appended and flushed.
 
@@ -115,12 +122,14 @@ class ChildSink:
             sample.neighbour_load,
             speedup,
         )
-        self.append(record.to_record(nodeid, name))
+        self.send("sample", record.to_record(nodeid, name))
 
-    def append(self, line: Mapping[str, Any]) -> None:
-        """Append one JSON line and flush it to disk."""
+    def send(self, kind: str, body: Mapping[str, Any]) -> None:
+        """Append one line of ``kind`` (one of :data:`LINE_KINDS`) and flush it to disk."""
+        if kind not in LINE_KINDS:
+            raise ValueError(f"unknown child line kind {kind!r}: one of {', '.join(LINE_KINDS)}")
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")
+            handle.write(json.dumps({"kind": kind, **body}) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -141,10 +150,26 @@ def json_lines(path: Path) -> list[Any]:
     return values
 
 
-def read_child_file(path: Path) -> dict[Key, ProcessSample]:
-    """The measurements one child wrote (a torn or foreign line is skipped, not fatal)."""
-    found: dict[Key, ProcessSample] = {}
+def read_lines(
+    path: Path, kinds: Collection[str], unkinded: str | None = None
+) -> list[dict[str, Any]]:
+    """The lines of ``kinds`` a child wrote to ``path``, in order (a torn line, or a missing
+    file, is skipped, not fatal). A line without a kind was written by an older revision of this
+    plugin (side A of an A/B run): it is read as ``unkinded`` when that is given."""
+    found: list[dict[str, Any]] = []
     for data in json_lines(path):
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("kind", unkinded)
+        if kind in kinds:
+            found.append(data)
+    return found
+
+
+def read_child_file(path: Path) -> dict[Key, ProcessSample]:
+    """The timed passes one fresh process wrote (a torn or foreign line is skipped)."""
+    found: dict[Key, ProcessSample] = {}
+    for data in read_lines(path, ("sample",)):
         try:
             times = tuple(float(t) for t in data["times"])
             if not times:

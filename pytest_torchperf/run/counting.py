@@ -44,7 +44,8 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
     started = time.time()
     with measurer.prepared():
         count = count_instructions(measurer.call, ctx.counting)
-    ctx.child_sink.append(
+    ctx.child_sink.send(
+        "count",
         {
             "nodeid": nodeid,
             "name": name,
@@ -53,7 +54,7 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
             # Where the child's time went (CountedTime): wall clock, epoch seconds.
             "started": started,
             "seconds": time.time() - started,
-        }
+        },
     )
 
 
@@ -91,10 +92,10 @@ def counted_time(path: Path, launched: float, ended: float) -> CountedTime | Non
 
     Epoch seconds (``time.time()``), the one clock the child and this process share; a clock
     step between them is clamped away, so the parts never go below zero."""
-    from pytest_torchperf.run.children import json_lines
+    from pytest_torchperf.run.children import read_lines
 
     spans = []
-    for data in json_lines(path):
+    for data in read_lines(path, ("count",)):
         try:
             seconds = max(0.0, float(data["seconds"]))
             spans.append((float(data["started"]), seconds, str(data["name"])))
@@ -117,11 +118,11 @@ def counted_time(path: Path, launched: float, ended: float) -> CountedTime | Non
 def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
     """The counts a child wrote, by measurement, and the CPU capability torch used under
     Valgrind (a torn or foreign line is skipped)."""
-    from pytest_torchperf.run.children import json_lines
+    from pytest_torchperf.run.children import read_lines
 
     counts: dict[Key, dict[str, Any]] = {}
     capability = None
-    for data in json_lines(path):
+    for data in read_lines(path, ("count",)):
         try:
             record = data["instructions"]
             if not float(record["per_call"]) > 0:

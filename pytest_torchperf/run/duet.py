@@ -115,10 +115,11 @@ class SideLine:
 
 def read_side(path: Path) -> dict[Key, SideLine]:
     """The measurements one side's child wrote (a torn or foreign line is skipped)."""
-    from pytest_torchperf.run.children import json_lines
+    from pytest_torchperf.run.children import read_lines
 
     found: dict[Key, SideLine] = {}
-    for data in json_lines(path):
+    # Side A may run an older revision of this plugin, whose lines have no kind.
+    for data in read_lines(path, ("side", "skipped"), unkinded="side"):
         try:
             limit = data.get("limit")
             found[(str(data["nodeid"]), str(data["name"]))] = SideLine(
@@ -241,7 +242,7 @@ def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> No
     top_ops = None
     if ctx.turns.side == "A" and ctx.turns.pair == 1 and result.summary is not None:
         top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
-    ctx.child_sink.append(side_line(result, m.options.max_slowdown, top_ops))
+    ctx.child_sink.send("side", side_line(result, m.options.max_slowdown, top_ops))
 
 
 def skipped_line(nodeid: str, name: str, reason: str) -> dict[str, Any]:

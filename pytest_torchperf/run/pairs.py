@@ -16,7 +16,6 @@ import os
 import select
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from pytest_torchperf.measure.turns import (
     TURN_FDS_ENV,
     allowed_cpus,
 )
+from pytest_torchperf.run.child_process import ChildProcess
 from pytest_torchperf.run.children import concurrent_child_args
 from pytest_torchperf.run.duet import Key, SideLine, TurnScheduler, read_side
 from pytest_torchperf.run.sides import Side, SideError
@@ -61,7 +61,7 @@ class StartedPair:
     number: int
     sides: Mapping[str, Side]
     folder: Path
-    procs: dict[str, tuple[subprocess.Popen[bytes], list[str], Any]] = field(default_factory=dict)
+    procs: dict[str, ChildProcess] = field(default_factory=dict)
     #: side -> (its lines, the fd we write to)
     pipes: dict[str, tuple[_Lines, int]] = field(default_factory=dict)
 
@@ -92,11 +92,11 @@ def start_pair(
                 # A failing test (-x in the arguments) must not stop the side's other measurements.
                 "--maxfail=1000000000",
             ]
-            proc = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
-            pair.procs[name] = proc
+            child = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
+            pair.procs[name] = child
             if ahead and others:
                 # Off the CPUs the running pair times on (see run_pair).
-                _place(proc[0].pid, others)
+                _place(child.pid, others)
     except BaseException:
         abandon(pair)
         raise
@@ -124,11 +124,8 @@ def _place(pid: int, cpus: set[int]) -> None:
 def abandon(pair: StartedPair) -> None:
     """Kill a started pair's processes and remove its folder (a pair started ahead that the run
     turned out not to need, or one interrupted)."""
-    for proc, _command, log in pair.procs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
+    for child in pair.procs.values():
+        child.stop()
     for reader, write_fd in pair.pipes.values():
         reader.close()
         with contextlib.suppress(OSError):
@@ -146,13 +143,13 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
         pair.procs,
         pair.pipes,
     )
-    lingering: list[subprocess.Popen[bytes]] = []
+    lingering: list[ChildProcess] = []
     problems: list[str] = []
     try:
-        for proc, _command, _log in procs.values():
+        for child in procs.values():
             # Started ahead off the shared CPUs: what is left of its start-up may use them all
             # now (its first turn pins it to the shared ones).
-            _place(proc.pid, allowed_cpus())
+            _place(child.pid, allowed_cpus())
         selection = json.dumps({"only": None if only is None else list(only)}) + "\n"
         for _reader, write_fd in pipes.values():
             with contextlib.suppress(OSError):  # it died already: seen below
@@ -160,9 +157,8 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
         scheduler = TurnScheduler()
 
         def drop(name: str, why: str) -> None:
-            proc = procs[name][0]
-            if proc.poll() is None:
-                proc.kill()
+            if procs[name].running():
+                procs[name].stop()
                 problems.append(
                     f"torchperf: side {name} ({sides[name].label}), pair {number}: {why}"
                 )
@@ -172,46 +168,37 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
         found: dict[str, dict[Key, SideLine]] = {}
         codes: dict[str, int | None] = {}
         for name in sides:
-            proc, command, log = procs[name]
+            child = procs[name]
             if name in byes:
                 # It said goodbye with its exit status; its teardown may finish on its own.
                 codes[name] = byes[name]
-                lingering.append(proc)
+                lingering.append(child)
             else:
-                try:
-                    codes[name] = proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:  # left the protocol, hangs on its way out
-                    proc.kill()
-                    codes[name] = proc.wait()
-            log.close()
+                # One that left the protocol and hangs on its way out is killed after 60 s.
+                code = child.wait(60)
+                codes[name] = code if isinstance(code, int) else child.process.returncode
             found[name] = read_side(folder / f"{name}.jsonl")
             # Side A's failures (a test that errors there) are shown; side B's fail in this run.
             if codes[name] not in (0, 1, 5) or (codes[name] == 1 and name == "A"):
-                tail = (folder / f"{name}.log").read_text(errors="replace").strip().splitlines()
                 problems.append(
                     f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
                     f"with code {codes[name]} after measuring {len(found[name])} target(s). "
-                    f"Command (in {sides[name].cwd}): {shlex.join(command)}\n    "
-                    + "\n    ".join(tail[-15:])
+                    f"Command (in {sides[name].cwd}): {shlex.join(child.args)}\n    "
+                    + "\n    ".join(child.log_tail(15))
                 )
         return PairOutcome(found, dict(scheduler.tests), codes, problems, lingering)
     finally:
-        for name, (proc, _command, log) in list(procs.items()):
-            if proc in lingering:
+        for name, child in list(procs.items()):
+            if child in lingering:
                 procs.pop(name)  # tearing down on its own: reaped by the caller
-                log.close()
         abandon(pair)
 
 
-def reap(processes: Sequence[Any], timeout: float = 120.0) -> None:
+def reap(processes: Sequence[ChildProcess], timeout: float = 120.0) -> None:
     """Wait for the processes of finished pairs to exit (killed past ``timeout``)."""
     deadline = time.monotonic() + timeout
-    for proc in processes:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    for child in processes:
+        child.wait(max(0.1, deadline - time.monotonic()))
 
 
 def _start(
@@ -222,7 +209,7 @@ def _start(
     cpus: Sequence[int],
     folder: Path,
     pipes: dict[str, tuple[_Lines, int]],
-) -> tuple[subprocess.Popen[bytes], list[str], Any]:
+) -> ChildProcess:
     """Start one side's process with its two pipes (closed here whatever happens)."""
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
@@ -235,31 +222,23 @@ def _start(
         PAIR_ENV: str(number),
         CPUS_ENV: ",".join(str(c) for c in cpus),
     }
-    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
     try:
-        proc = subprocess.Popen(
-            command,
-            cwd=side.cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            pass_fds=(to_child_r, from_child_w),
+        child = ChildProcess(
+            command, side.cwd, env, folder / f"{name}.log", pass_fds=(to_child_r, from_child_w)
         )
     except OSError as exc:
-        log.close()
         raise SideError(f"side {name} ({side.label}): cannot start {command[0]} ({exc})") from None
     finally:
         os.close(to_child_r)
         os.close(from_child_w)
-    pipes[name][0].proc = proc
-    return proc, command, log
+    pipes[name][0].proc = child.process
+    return child
 
 
 def _take_turns(
     scheduler: TurnScheduler,
     pipes: Mapping[str, tuple[_Lines, int]],
-    procs: Mapping[str, Any],
+    procs: Mapping[str, ChildProcess],
     first: str,
     drop: Callable[[str, str], None],
     byes: dict[str, int],

@@ -202,7 +202,7 @@ def _build(
                 # A side of an A/B run: tell the controller this was skipped, not lost.
                 from pytest_torchperf.run.duet import skipped_line
 
-                ctx.child_sink.append(skipped_line(plan.nodeid, label, str(exc)))
+                ctx.child_sink.send("skipped", skipped_line(plan.nodeid, label, str(exc)))
             if len(plan.variants) == 1:
                 raise VariantSkipped(f"{label}: not measured: {exc}") from None
             state.skipped[label] = str(exc)

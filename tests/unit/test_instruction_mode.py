@@ -247,8 +247,15 @@ def test_reports_show_counts_and_baselines_in_their_units() -> None:
 
 def test_read_counts_skips_torn_and_foreign_lines(tmp_path: Path) -> None:
     path = tmp_path / "counts.jsonl"
-    good = {"nodeid": "t.py::a", "name": "a", "instructions": _count(5e5), "capability": "AVX2"}
-    timing = {"nodeid": "t.py::b", "name": "b", "times": [1e-3]}
+    good = {
+        "kind": "count",
+        "nodeid": "t.py::a",
+        "name": "a",
+        "instructions": _count(5e5),
+        "capability": "AVX2",
+    }
+    # A line of another kind, even one holding a count, is not a count.
+    timing = {"kind": "sample", "nodeid": "t.py::b", "name": "b", "instructions": _count(5e5)}
     path.write_text(
         json.dumps(good) + "\n" + json.dumps(timing) + "\n" + '{"nodeid": "t.py::c", "na'
     )
@@ -261,6 +268,7 @@ def test_the_childs_time_splits_into_start_up_counting_and_the_rest(tmp_path: Pa
     path = tmp_path / "counts.jsonl"
     lines = [
         {
+            "kind": "count",
             "nodeid": "t.py::a",
             "name": "a",
             "instructions": _count(5e5),
@@ -268,13 +276,14 @@ def test_the_childs_time_splits_into_start_up_counting_and_the_rest(tmp_path: Pa
             "seconds": 12.5,
         },
         {
+            "kind": "count",
             "nodeid": "t.py::b",
             "name": "b",
             "instructions": _count(5e5),
             "started": 1060.0,
             "seconds": 7.5,
         },
-        {"nodeid": "t.py::c", "name": "c", "instructions": _count(5e5)},  # an older child
+        {"kind": "count", "nodeid": "t.py::c", "name": "c", "instructions": _count(5e5)},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     split = counted_time(path, launched=1000.0, ended=1100.0)
