@@ -16,7 +16,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin import ab_runs, child_runs, instruction_runs
+from pytest_torchperf.pytest_plugin import ab_runs, child_runs, instruction_options
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.settings import RunSettings
@@ -261,7 +261,7 @@ def add_options(parser: pytest.Parser) -> None:
         "once; ini torchperf_save_wait)",
     )
     child_runs.add_options(group, parser)
-    instruction_runs.add_options(group, parser)
+    instruction_options.add_options(group, parser)
     ab_runs.add_options(group, parser)
     parser.addini(
         "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
@@ -321,8 +321,8 @@ def run_settings(config: pytest.Config) -> RunSettings:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
     ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
     processes = child_runs.processes_setting(config)
-    instructions = instruction_runs.instructions_setting(config)
-    fallback = instruction_runs.fallback_setting(config)
+    instructions = instruction_options.instructions_setting(config)
+    fallback = instruction_options.fallback_setting(config)
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
@@ -341,7 +341,9 @@ def run_settings(config: pytest.Config) -> RunSettings:
         instructions=instructions,
         fallback=fallback,
         # Checked only where it matters: a bad value must not break runs that count nothing.
-        instruction_jobs=instruction_runs.jobs_setting(config) if instructions or fallback else 0,
+        instruction_jobs=instruction_options.jobs_setting(config)
+        if instructions or fallback
+        else 0,
         ab=ab,
         ab_pairs=ab_pairs,
         ab_max_pairs=ab_max_pairs,

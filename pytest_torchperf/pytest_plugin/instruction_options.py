@@ -1,0 +1,178 @@
+"""The options of ``--torchperf-instructions`` and ``--torchperf-fallback instructions`` and their
+checks: bad values and combinations are usage errors that say why (the counting processes
+themselves: :mod:`.instruction_runs`)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.pytest_plugin import child_runs
+from pytest_torchperf.run.shards import CHILD_MEMORY_GIB
+
+#: Most counting processes ``--torchperf-instruction-jobs`` accepts.
+MAX_JOBS = 64
+
+
+def add_options(group: Any, parser: pytest.Parser) -> None:
+    group.addoption(
+        "--torchperf-instructions",
+        action="store_true",
+        default=None,
+        help="Gate CPU perf tests on instructions per call counted under Valgrind "
+        "(deterministic: for shared CI runners) instead of time; extra pytest processes "
+        "under valgrind count them first (ini torchperf_instructions)",
+    )
+    parser.addini(
+        "torchperf_instructions", "Gate on instruction counts under Valgrind (true/false)"
+    )
+    group.addoption(
+        "--torchperf-fallback",
+        metavar="KIND",
+        default=None,
+        help="instructions: time and gate CPU perf tests on time as usual, and also count "
+        "their instructions under Valgrind; a save stores the count beside the timing, and a "
+        "compare judges a measurement whose timing verdict is inconclusive (busy machine, "
+        "spread) by its count instead (ini torchperf_fallback)",
+    )
+    parser.addini(
+        "torchperf_fallback",
+        "instructions: judge by the instruction count where timing cannot decide",
+    )
+    group.addoption(
+        "--torchperf-instruction-jobs",
+        metavar="N",
+        default=None,
+        help="Counting processes under Valgrind run side by side, each counting a contiguous "
+        "share of the perf tests: auto (default: one per CPU core, at most 4, about 3 GiB of "
+        "memory each) or N (ini torchperf_instruction_jobs)",
+    )
+    parser.addini(
+        "torchperf_instruction_jobs", "Counting processes side by side under Valgrind (auto or N)"
+    )
+
+
+def instructions_setting(config: pytest.Config) -> bool:
+    """Whether this run counts instructions; bad combinations are usage errors that say why."""
+    from pytest_torchperf.options.values import parse_bool
+
+    raw = config.getoption("torchperf_instructions")
+    if raw is None:
+        ini = config.getini("torchperf_instructions")
+        try:
+            raw = parse_bool(ini) if ini not in ("", None) else False
+        except OptionError:
+            raise pytest.UsageError(
+                f"torchperf: ini torchperf_instructions must be true or false, got {ini!r}"
+            ) from None
+    if not raw or config.getoption("torchperf_skip"):
+        return False
+    on_cli = config.getoption("torchperf_instructions") is not None
+    # Set in the ini file, the mode is switched off for one run with -o: say so in each error.
+    off = (
+        ""
+        if on_cli
+        else " (set by ini torchperf_instructions: -o torchperf_instructions=false turns it off for this run)"
+    )
+    if config.getoption("torchperf_disable"):
+        if not on_cli:
+            return False  # the ini default gives way to a run that times nothing
+        raise pytest.UsageError(
+            "--torchperf-instructions counts instructions of each perf test; it cannot be "
+            "combined with --torchperf-disable"
+        )
+    if child_runs.is_xdist(config) and not config.getoption("torchperf_child"):
+        raise pytest.UsageError(
+            "--torchperf-instructions counts the perf tests in its own pytest processes under "
+            "Valgrind (one per core: --torchperf-instruction-jobs); pytest-xdist (-n) would "
+            "start them again in every worker. Drop -n for the instruction run (e.g. pytest -n "
+            "2 --torchperf-skip, then pytest --torchperf-only --torchperf-instructions "
+            "--torchperf-compare)" + off
+        )
+    processes = config.getoption("torchperf_processes") or config.getini("torchperf_processes")
+    if str(processes).strip() not in ("", "1"):
+        raise pytest.UsageError(
+            "--torchperf-processes measures time in several processes; instruction counts "
+            "repeat exactly between processes, so --torchperf-instructions needs one. Drop "
+            "--torchperf-processes or ini torchperf_processes from this run, or pass "
+            "--torchperf-processes 1 (or run the timing gate as a separate job)" + off
+        )
+    if not config.getoption("torchperf_child") and shutil.which("valgrind") is None:
+        raise pytest.UsageError(
+            "--torchperf-instructions counts instructions under Valgrind, and valgrind is not "
+            "on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: sudo dnf "
+            "install valgrind; not available on macOS or Windows), or drop the option to gate "
+            "on time" + off
+        )
+    return True
+
+
+def fallback_setting(config: pytest.Config) -> str:
+    """``--torchperf-fallback`` / ini ``torchperf_fallback``: ``instructions`` or "" (off); bad
+    values and combinations are usage errors that say why."""
+    raw = config.getoption("torchperf_fallback")
+    where = "--torchperf-fallback"
+    if raw is None:
+        raw, where = config.getini("torchperf_fallback") or "", "ini torchperf_fallback"
+    value = str(raw).strip().lower()
+    if value in ("", "none", "off"):
+        return ""
+    if value != "instructions":
+        raise pytest.UsageError(
+            f"torchperf: {where} takes instructions (judge a measurement whose timing verdict "
+            f"is inconclusive by its instruction count under Valgrind), got {raw!r}"
+        )
+    if config.getoption("torchperf_skip") or config.getoption("torchperf_disable"):
+        return ""  # nothing is timed, so nothing falls back
+    if instructions_setting(config):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions falls back to instruction counts where timing "
+            f"cannot decide; --torchperf-instructions already gates on counts alone. Use one of "
+            f"them"
+        )
+    if config.getoption("torchperf_ab", None) or config.getoption("torchperf_ab_python", None):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions stores and judges counts beside a baseline; an "
+            f"A/B run (--torchperf-ab) keeps no baseline. Drop one of them"
+        )
+    if config.getoption("torchperf_child"):
+        return value
+    if child_runs.is_xdist(config):
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions counts the perf tests in its own pytest processes "
+            f"under Valgrind before the test loop; pytest-xdist (-n) would start them again in "
+            f"every worker. Drop -n for this run"
+        )
+    if shutil.which("valgrind") is None:
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions counts instructions under Valgrind, and valgrind "
+            f"is not on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: "
+            f"sudo dnf install valgrind; not available on macOS or Windows), or drop the option"
+        )
+    return value
+
+
+def jobs_setting(config: pytest.Config) -> int:
+    """``--torchperf-instruction-jobs`` / ini ``torchperf_instruction_jobs``: a whole number
+    from 1 to :data:`MAX_JOBS`, or ``auto`` (0, the default: :func:`auto_jobs` at run time)."""
+    raw = config.getoption("torchperf_instruction_jobs")
+    where = "--torchperf-instruction-jobs"
+    if raw is None:
+        raw, where = config.getini("torchperf_instruction_jobs"), "ini torchperf_instruction_jobs"
+    text = str(raw or "auto").strip().lower()
+    if text == "auto":
+        return 0
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = -1
+    if not 1 <= jobs <= MAX_JOBS:
+        raise pytest.UsageError(
+            f"torchperf: {where} must be auto or a whole number from 1 to {MAX_JOBS}, got "
+            f"{raw!r}. Each job is one pytest process under Valgrind (one CPU core, about "
+            f"{CHILD_MEMORY_GIB} GiB of memory for a torch model); auto uses one per core"
+        )
+    return jobs
