@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.samples import guard_kind, loosening_option
 
 #: The timing gates, by the verdict basis that judged them.
@@ -106,7 +107,10 @@ def _why_not_judged(verdict: Mapping[str, Any]) -> str:
 def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     cov.measurements += 1
     if record.get("saved") and not record.get("untimed"):
-        basis = "instructions" if record.get("instructions") else "time"
+        # What the save stored as the figure: counts in an instruction run; time otherwise (a
+        # fallback run stores its count beside the timing).
+        kind = recorded_kind((record.get("session") or {}).get("gate") or {})
+        basis = "instructions" if kind == "instructions" else "time"
         cov.timed[basis] += 1
     elif record.get("untimed"):  # refused by a guard: stored without its timing
         cov.not_timed[guard_kind(str(record["untimed"]))] += 1

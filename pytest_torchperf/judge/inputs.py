@@ -93,7 +93,7 @@ class Gate:
             "ignore_counters": tuple(gate.get("ignore_counters") or ()),
             "confirm": gate.get("confirm", "same"),
             "saving": bool(gate.get("saving", False)),
-            "kind": _recorded_kind(gate),
+            "kind": recorded_kind(gate),
             "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
             "ab": str(gate.get("ab") or ""),
         }
@@ -101,7 +101,7 @@ class Gate:
         return cls(**values)
 
 
-def _recorded_kind(gate: Mapping[str, Any]) -> str:
+def recorded_kind(gate: Mapping[str, Any]) -> str:
     """The kind a recorded gate names; files written before it was recorded say it with their
     ``instructions`` and ``ab`` keys."""
     kind = gate.get("kind")

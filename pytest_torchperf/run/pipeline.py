@@ -25,9 +25,9 @@ from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.counting import attach_count, instruction_environment
 from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.roles import role_of
 from pytest_torchperf.run.saving import (
     calibration_references,
-    guard_of,
     queue_save,
     save_guard,
     session_record,
@@ -37,7 +37,6 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
-    disabled_result,
     sampler,
 )
 from pytest_torchperf.variants.registry import tolerances
@@ -78,35 +77,16 @@ def measure(
     # Ungated timer measurements are never compared, so they skip the calibration blocks.
     measurer = Measurer(target, inputs, dict(kwargs), options, device=device, calibrate=gate)
     check_countable(ctx, options, measurer.device, name, gate)
-    if ctx.settings.disable:
-        measurer.run_once()
-        return disabled_result(state, nodeid, name, measurer.device, options, kind)
-    if ctx.counting is not None:
-        # The child under Valgrind counts (what opted out runs once); the controlling run does
-        # everything else.
-        from pytest_torchperf.run.counting import count_target
-
-        measurer.check_outputs(name)
-        if ctx.counts_instructions(options, gate):
-            count_target(ctx, nodeid, name, measurer)
-        return disabled_result(state, nodeid, name, measurer.device, options, kind)
-
-    if ctx.duet is not None and gate:
-        # The A/B controller: the two sides measured it in their own processes.
-        from pytest_torchperf.run.duet import DuetMissing, duet_measured
-
-        measurer.check_outputs(name)
-        try:
-            return conclude(ctx, state, duet_measured(ctx.duet, nodeid, name, measurer, kind))
-        except DuetMissing as exc:
-            state.failures.append(str(exc))
-            return disabled_result(state, nodeid, name, measurer.device, options, kind)
-    if ctx.turns is not None and gate:
-        # A side of an A/B run: its blocks alternate with the other side's; the pairing cancels
-        # the machine's drift, so no calibration blocks.
-        turns = ctx.turns
-        measurer.turn = lambda: turns.take(nodeid, name)
-        measurer.calibrate = False
+    # What this process does with it (runs it once, counts it, reads what the A/B sides
+    # measured, or times it here) is its role's business: run/roles.py.
+    role = role_of(ctx)
+    obtained = role.obtain(ctx, state, nodeid, name, measurer, options, kind, gate)
+    if isinstance(obtained, Measured):
+        return conclude(ctx, state, obtained)
+    if obtained is not None:
+        return obtained
+    if gate:
+        role.prepare(ctx, measurer, nodeid, name)
 
     eager = compiled_original(target) if options.counters else None
     # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
@@ -154,7 +134,8 @@ def measure(
 def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     """Judge a measured target against its baseline, build the Result, queue the baseline write."""
     env_id, environment = ctx.environment(m.measurer.device, m.options.threads)
-    comparing = (ctx.settings.compare or ctx.duet is not None) and m.gate
+    role = role_of(ctx)
+    comparing = role.judges(ctx) and m.gate
     saving = ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
     kind = ctx.kind(m.options, m.measurer.device, m.gate)
@@ -190,29 +171,16 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             ctx, state, m, first, take_sample, passes, env_id, environment, others
         )
         final = comparison.sample
-    elif (saving or ctx.child_sink) and unfit(first) and ctx.turns is None:
+    elif (saving or role.retries_unfit) and unfit(first):
         # A contaminated baseline would poison every later comparison: measure again, after
         # waiting for a busy machine to quiet down (within the save's budget).
         # Under xdist it waits holding the workers' lock, so the other workers' tests (which
         # would count as load) finish and no new one starts.
         with ctx.timing_lock(m.measurer.device):
             final = ctx.quiet.retry(take_sample, unfit, m.options.max_neighbour_load)
-    if ctx.child_sink is not None and m.gate and ctx.turns is None:
-        ctx.child_sink.write(
-            m.nodeid,
-            m.name,
-            final,
-            guard_of(m.options)(final),
-            m.extra.speedup if m.extra is not None else None,
-        )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
-    if m.gate and (ctx.duet is not None or ctx.turns is not None):
-        from pytest_torchperf.run.duet import ab_record, write_side_line
-
-        if ctx.duet is not None:  # the A/B controller: the pairs behind the verdict
-            result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
-        else:  # one side of an A/B run
-            write_side_line(ctx, state, m, final, result)
+    if m.gate:  # to whoever needs it: a controller's file, the A/B pairs behind the verdict
+        role.report(ctx, state, m, final, result)
     unsaved: tuple[str, str] | None = None
     if counted:
         unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
@@ -252,12 +220,8 @@ def _compare(
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
 
-    duet = ctx.duet.measured.get((m.nodeid, m.name)) if ctx.duet is not None else None
-    sessions = (
-        list(duet.a_sessions)
-        if duet is not None
-        else ctx.store.load_sessions(env_id, m.nodeid, m.name)
-    )
+    role = role_of(ctx)
+    sessions = role.baseline(ctx, m.nodeid, m.name, env_id)
     extra = m.extra
     # Confirming passes are single fresh processes, pooled mode included: the children already
     # pooled into the first pass cannot confirm it a second time.
@@ -289,9 +253,7 @@ def _compare(
         instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
         uncounted=ctx.instruction_problems.get(m.nodeid),
         counted_with=ctx.counted_with or None,
-        ab_pairs=[p.to_record() for p in duet.pairs] if duet is not None else (),
-        one_sided=duet.one_sided if duet is not None else None,
-        ab_speedups=list(duet.speedups) if duet is not None else (),
+        **role.candidate_fields(ctx, m.nodeid, m.name),
     )
     where = Where(
         env_id,

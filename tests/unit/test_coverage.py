@@ -170,3 +170,18 @@ def test_a_compare_that_also_saved_fails_for_a_timing_it_stored_without() -> Non
     cov = coverage([record], comparing=True)
     assert cov is not None
     assert "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
+
+
+def test_a_fallback_save_stored_timing_with_the_count_beside_it() -> None:
+    """A save of --torchperf-fallback instructions stores time (the count rides along); only an
+    instruction-count run's save stores counts as its figure."""
+    count = {"per_call": 1e6, "windows": [1e6, 1e6]}
+
+    def saved(kind: str) -> dict:
+        session = {"gate": {"kind": kind}, "counters": COUNTERS}
+        return {"outcome": "measured", "saved": True, "instructions": count, "session": session}
+
+    fallback = coverage([saved("time-or-instructions")], comparing=False)
+    assert fallback is not None and dict(fallback.timed) == {"time": 1}
+    counted = coverage([saved("instructions")], comparing=False)
+    assert counted is not None and dict(counted.timed) == {"instructions": 1}

@@ -1,0 +1,251 @@
+"""What this process does with a measurement: the role it plays in the run (:func:`role_of`),
+decided by how the plugin set up its context before the first measurement (and fixed from
+then on). The pipeline (:mod:`pytest_torchperf.run.pipeline`) asks the role, never the run
+mode. Pytest-free.
+
+- :class:`Timing`: times, judges and saves here (a plain run, an xdist worker).
+- :class:`Disabled`: ``--torchperf-disable``: each target runs once, nothing is timed.
+- :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times
+  and writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
+- :class:`Counting`: a child under Valgrind: counts each target and writes a ``count`` line.
+- :class:`ABSide`: one side of an A/B pair: times on its turns, writes a ``side`` line.
+- :class:`ABController`: the controller of an A/B run: times nothing, judges what the sides
+  measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_torchperf.judge.samples import Sample
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.state import Measured, TestState
+
+
+class Role:
+    """The base role: time here, write nothing for anyone else."""
+
+    name = "timing"
+    #: A pass unfit to store is measured again after waiting for a quiet machine even when this
+    #: run does not save (its passes are someone else's baseline).
+    retries_unfit = False
+
+    def judges(self, ctx: RunContext) -> bool:
+        """This process judges its gated measurements against a baseline."""
+        return ctx.settings.compare
+
+    def obtain(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        nodeid: str,
+        name: str,
+        measurer: Measurer,
+        options: MeasureOptions,
+        kind: str,
+        gate: bool,
+    ) -> Result | Measured | None:
+        """A measurement this process does not time: a finished Result, a Measured to conclude,
+        or None to time it here (after :meth:`prepare`)."""
+        return None
+
+    def prepare(self, ctx: RunContext, measurer: Measurer, nodeid: str, name: str) -> None:
+        """Set up the measurer of a gated measurement before it is timed."""
+
+    def baseline(
+        self, ctx: RunContext, nodeid: str, name: str, env_id: str
+    ) -> list[Mapping[str, Any]]:
+        """The sessions a measurement is judged against: the stored ones of its environment."""
+        return list(ctx.store.load_sessions(env_id, nodeid, name))
+
+    def candidate_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
+        """What this role adds to the engine's candidate (:class:`~pytest_torchperf.judge.
+        inputs.Candidate` keywords)."""
+        return {}
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        """After a gated measurement is concluded: hand it to whoever needs it."""
+
+
+class Timing(Role):
+    """Times, judges and saves here."""
+
+
+class Disabled(Role):
+    """``--torchperf-disable``: each target runs once; nothing is timed, judged or stored."""
+
+    name = "disabled"
+
+    def obtain(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        nodeid: str,
+        name: str,
+        measurer: Measurer,
+        options: MeasureOptions,
+        kind: str,
+        gate: bool,
+    ) -> Result | Measured | None:
+        from pytest_torchperf.run.steps import disabled_result
+
+        measurer.run_once()
+        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+
+
+class FreshProcess(Role):
+    """A fresh child process: times and writes each gated pass for its controller."""
+
+    name = "fresh process"
+    retries_unfit = True
+
+    def judges(self, ctx: RunContext) -> bool:
+        return False
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        from pytest_torchperf.run.saving import guard_of
+
+        assert ctx.child_sink is not None
+        ctx.child_sink.write(
+            m.nodeid,
+            m.name,
+            final,
+            guard_of(m.options)(final),
+            m.extra.speedup if m.extra is not None else None,
+        )
+
+
+class Counting(Role):
+    """A child under Valgrind: counts each measurement that is counted (what opted out runs
+    once); the controlling run does everything else."""
+
+    name = "counting"
+
+    def obtain(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        nodeid: str,
+        name: str,
+        measurer: Measurer,
+        options: MeasureOptions,
+        kind: str,
+        gate: bool,
+    ) -> Result | Measured | None:
+        from pytest_torchperf.run.counting import count_target
+        from pytest_torchperf.run.steps import disabled_result
+
+        measurer.check_outputs(name)
+        if ctx.counts_instructions(options, gate):
+            count_target(ctx, nodeid, name, measurer)
+        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+
+
+class ABSide(Role):
+    """One side of an A/B pair: its blocks alternate with the other side's (the pairing cancels
+    the machine's drift, so no calibration blocks, and no waiting for a quiet machine)."""
+
+    name = "A/B side"
+
+    def judges(self, ctx: RunContext) -> bool:
+        return False
+
+    def prepare(self, ctx: RunContext, measurer: Measurer, nodeid: str, name: str) -> None:
+        turns = ctx.turns
+        assert turns is not None
+        measurer.turn = lambda: turns.take(nodeid, name)
+        measurer.calibrate = False
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        from pytest_torchperf.run.duet import write_side_line
+
+        write_side_line(ctx, state, m, final, result)
+
+
+class ABController(Role):
+    """The controller of an A/B run: the two sides measured each target in their own processes;
+    it judges side B against side A."""
+
+    name = "A/B controller"
+
+    def judges(self, ctx: RunContext) -> bool:
+        return True
+
+    def obtain(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        nodeid: str,
+        name: str,
+        measurer: Measurer,
+        options: MeasureOptions,
+        kind: str,
+        gate: bool,
+    ) -> Result | Measured | None:
+        from pytest_torchperf.run.duet import DuetMissing, duet_measured
+        from pytest_torchperf.run.steps import disabled_result
+
+        if not gate:
+            return None  # an ungated timer measurement is timed here, as in any run
+        assert ctx.duet is not None
+        measurer.check_outputs(name)
+        try:
+            measured: Measured = duet_measured(ctx.duet, nodeid, name, measurer, kind)
+            return measured
+        except DuetMissing as exc:
+            state.failures.append(str(exc))
+            return disabled_result(state, nodeid, name, measurer.device, options, kind)
+
+    def baseline(
+        self, ctx: RunContext, nodeid: str, name: str, env_id: str
+    ) -> list[Mapping[str, Any]]:
+        """Side A's sessions, measured now: the baseline of side B."""
+        assert ctx.duet is not None
+        paired = ctx.duet.measured.get((nodeid, name))
+        return list(paired.a_sessions) if paired is not None else []
+
+    def candidate_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
+        """The process pairs behind the verdict (the ``ab`` kind judges them)."""
+        assert ctx.duet is not None
+        paired = ctx.duet.measured.get((nodeid, name))
+        if paired is None:
+            return {}
+        return {
+            "ab_pairs": [p.to_record() for p in paired.pairs],
+            "one_sided": paired.one_sided,
+            "ab_speedups": list(paired.speedups),
+        }
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        from pytest_torchperf.run.duet import ab_record
+
+        assert ctx.duet is not None
+        result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
+
+
+def role_of(ctx: Any) -> Role:
+    """The role of this process, from how the plugin set up its context."""
+    if ctx.settings.disable:
+        return Disabled()
+    if ctx.counting is not None:
+        return Counting()
+    if ctx.duet is not None:
+        return ABController()
+    if ctx.turns is not None:
+        return ABSide()
+    if ctx.child_sink is not None:
+        return FreshProcess()
+    return Timing()
