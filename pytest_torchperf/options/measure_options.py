@@ -107,6 +107,17 @@ class MeasureOptions:
         """Settings of one variant (empty when none were given)."""
         return dict(next((settings for n, settings in self.variants if n == name), ()))
 
+    def accuracy_limits(
+        self, variant: str, amp_dtype: str | None = None, device: str = "cpu"
+    ) -> dict[str, float]:
+        """The accuracy limits a variant (or eager's fingerprint) is held to: the variant's
+        defaults for this dtype and device, then this measurement's ``accuracy={...}``. The one
+        place a measurement's limits are computed."""
+        from pytest_torchperf.variants.registry import tolerances
+
+        overrides = dict(dict(self.accuracy).get(variant, ()))
+        return tolerances(variant, overrides, amp_dtype, device=device)
+
 
 @dataclass(frozen=True)
 class OptionSpec:

@@ -39,7 +39,6 @@ from pytest_torchperf.run.steps import (
     counters_of,
     sampler,
 )
-from pytest_torchperf.variants.registry import tolerances
 
 if TYPE_CHECKING:
     pass
@@ -101,7 +100,7 @@ def measure(
             "eager",
             fingerprint=output_fingerprint(output, again, measurer),
             metric=user_metric(measurer, options, name),
-            limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))),
+            limits=options.accuracy_limits("eager"),
         )
     graphs_before = dynamo_graph_total() if count_graphs else 0
     clock: list[str] = []
@@ -242,10 +241,7 @@ def _compare(
         speedup=extra.speedup if extra else None,
         fingerprint=extra.fingerprint if extra else None,
         metric=extra.metric if extra else None,
-        accuracy_limits=(
-            extra.limits
-            or tolerances(extra.variant, dict(dict(m.options.accuracy).get(extra.variant, ())))
-        )
+        accuracy_limits=(extra.limits or m.options.accuracy_limits(extra.variant))
         if extra
         else None,
         run_failures=list(extra.failures) if extra else [],

@@ -33,7 +33,7 @@ from pytest_torchperf.run.steps import (
     sampler,
     to_sample,
 )
-from pytest_torchperf.variants.registry import COMPILED_VARIANTS, tolerances
+from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 
 class VariantSkipped(MeasurementSkipped):
@@ -151,7 +151,7 @@ def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
         counters=counters,
         fingerprint=output_fingerprint(reference, again, eager),
         metric=user_metric(eager, options, label),
-        limits=tolerances("eager", dict(dict(options.accuracy).get("eager", ()))),
+        limits=options.accuracy_limits("eager"),
     )
     plan.measurers["eager"] = eager
     return reference
@@ -181,7 +181,6 @@ def _build(
 
     options = plan.options
     device_type = torch.device(eager.device).type
-    overrides = {v: dict(pairs) for v, pairs in options.accuracy}
     module = target if isinstance(target, torch.nn.Module) else None
     for variant in plan.variants:
         if variant == "eager":
@@ -231,9 +230,7 @@ def _build(
             notes=list(built.notes),
             info=dict(built.info),
         )
-        extra.limits = tolerances(
-            variant, overrides.get(variant), built.amp_dtype, device=str(eager.device)
-        )
+        extra.limits = options.accuracy_limits(variant, built.amp_dtype, str(eager.device))
         try:
             extra.accuracy = compare_outputs(reference, output)
             extra.failures += [
