@@ -193,7 +193,7 @@ class TimeOrInstructionsKind(TimeKind):
         timing = judgement.verdict
         if not (timing.outcome is Outcome.INCONCLUSIVE or timing.untimed):
             return judgement
-        judgement.verdict = fallback_verdict(
+        counted = fallback_verdict(
             candidate.label,
             timing,
             candidate.instructions,
@@ -203,6 +203,23 @@ class TimeOrInstructionsKind(TimeKind):
             gate.max_instruction_increase,
             self.save,
         )
+        if (
+            timing.confirmed_in is not None
+            and counted.basis == "instructions"
+            and counted.outcome is not Outcome.FAIL
+        ):
+            # A trusted pass was over the limit and only its confirmation was disturbed: a
+            # slowdown the count does not show (memory, threads, code Valgrind does not run)
+            # stays inconclusive, with the count beside it, never a pass.
+            detail = counted.message.split(", judged by its instruction count instead: ", 1)[-1]
+            counted = replace(
+                timing,
+                notes=(
+                    *timing.notes,
+                    f"its instruction count does not explain the slowdown: {detail}",
+                ),
+            )
+        judgement.verdict = counted
         return judgement
 
 
@@ -291,15 +308,22 @@ def fallback_verdict(
     against the latest stored session whose count was taken the same way (``counted_with``).
     Without a count on either side the timing verdict stands, with a note that says why."""
     why = timing.guard or ("no timing baseline" if timing.untimed else "undecided")
-    counted = [s for s in sessions if s.get("instructions")]
+    # Only the latest save's count: an older one may describe code saved over since (a plain
+    # --torchperf-save stores no count, and the history keeps 10 sessions).
+    latest_run = sessions[-1].get("run_id") if sessions else None
+    latest = [s for s in sessions if s.get("run_id") == latest_run] if latest_run else sessions[-1:]
+    counted = [s for s in latest if s.get("instructions")]
     same = [s for s in counted if dict(s.get("counted_with") or {}) == dict(counted_with or {})]
     missing = None
     if instructions is None:
         missing = f"no instruction count to fall back on: {uncounted or 'not counted'}"
     elif not counted:
+        older = any(s.get("instructions") for s in sessions)
         missing = (
-            f"no instruction count stored beside the timing to fall back on; record one with {save}"
-        )
+            "the latest save stored no instruction count beside its timing"
+            if older
+            else "no instruction count stored beside the timing"
+        ) + f" to fall back on; record one with {save}"
     elif not same:
         stored_with = dict(counted[-1].get("counted_with") or {})
         differs = sorted(

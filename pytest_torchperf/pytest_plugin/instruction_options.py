@@ -127,13 +127,31 @@ def fallback_setting(config: pytest.Config) -> str:
         )
     if config.getoption("torchperf_skip") or config.getoption("torchperf_disable"):
         return ""  # nothing is timed, so nothing falls back
+    on_cli = config.getoption("torchperf_fallback") is not None
+    ab = config.getoption("torchperf_ab", None) or config.getoption("torchperf_ab_python", None)
+    stores = config.getoption("torchperf_save") or config.getoption("torchperf_compare")
+    if not on_cli and (ab or not stores or instructions_setting(config)):
+        # The ini default gives way to a run that keeps no baseline or counts on its own: the
+        # counting would cost minutes for nothing.
+        return ""
+    # Set in the ini file, the fallback is switched off for one run with -o: say so.
+    off = (
+        ""
+        if on_cli
+        else " (set by ini torchperf_fallback: -o torchperf_fallback=off turns it off for this run)"
+    )
+    if not stores:
+        raise pytest.UsageError(
+            f"torchperf: {where} instructions stores counts with a save and judges them in a "
+            f"compare; add --torchperf-save or --torchperf-compare"
+        )
     if instructions_setting(config):
         raise pytest.UsageError(
             f"torchperf: {where} instructions falls back to instruction counts where timing "
             f"cannot decide; --torchperf-instructions already gates on counts alone. Use one of "
             f"them"
         )
-    if config.getoption("torchperf_ab", None) or config.getoption("torchperf_ab_python", None):
+    if ab:
         raise pytest.UsageError(
             f"torchperf: {where} instructions stores and judges counts beside a baseline; an "
             f"A/B run (--torchperf-ab) keeps no baseline. Drop one of them"
@@ -144,13 +162,14 @@ def fallback_setting(config: pytest.Config) -> str:
         raise pytest.UsageError(
             f"torchperf: {where} instructions counts the perf tests in its own pytest processes "
             f"under Valgrind before the test loop; pytest-xdist (-n) would start them again in "
-            f"every worker. Drop -n for this run"
+            f"every worker. Drop -n for this run" + off
         )
     if shutil.which("valgrind") is None:
         raise pytest.UsageError(
             f"torchperf: {where} instructions counts instructions under Valgrind, and valgrind "
             f"is not on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: "
             f"sudo dnf install valgrind; not available on macOS or Windows), or drop the option"
+            + off
         )
     return value
 

@@ -129,7 +129,7 @@ class ChildSink:
         if kind not in LINE_KINDS:
             raise ValueError(f"unknown child line kind {kind!r}: one of {', '.join(LINE_KINDS)}")
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"kind": kind, **body}) + "\n")
+            handle.write(json.dumps({**body, "kind": kind}) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 

@@ -161,13 +161,16 @@ def attach_count(
     it), or None."""
     count = ctx.instruction_counts.get((nodeid, name))
     if count is None:
-        if not comparing and not beside_timing:
+        problem = ctx.instruction_problems.get(nodeid) or "not measured"
+        if beside_timing:
+            return (
+                "no instruction count",
+                f"{name}: no instruction count stored beside the timing ({problem}); a compare "
+                f"cannot fall back on a count for it until a save stores one",
+            )
+        if not comparing:
             result.failures.append(
-                Failure(
-                    "instructions",
-                    f"{name}: no instruction count: "
-                    f"{ctx.instruction_problems.get(nodeid) or 'not measured'}",
-                )
+                Failure("instructions", f"{name}: no instruction count: {problem}")
             )
         return ("no instruction count", "")
     result.instructions = dict(count)
@@ -176,15 +179,17 @@ def attach_count(
         result.instructions_vs_eager = vs_eager(count, eager)
     counted = InstructionCount.from_record(count)
     trusted = repeats(counted)  # a count whose windows disagree is no baseline
-    if result.session is not None and (trusted or not beside_timing):
-        result.session["instructions"] = dict(count)
+    if result.session is not None:
+        if trusted or not beside_timing:
+            result.session["instructions"] = dict(count)
         if beside_timing:  # the timing environment does not say how it was counted
             result.session["counted_with"] = dict(ctx.counted_with)
     if not trusted:
         first, second = counted.windows
+        what = "instruction count not stored beside the timing" if beside_timing else "not saved"
         return (
             "counted windows disagree",
-            f"{name}: not saved: the two counted windows disagree by "
+            f"{name}: {what}: the two counted windows disagree by "
             f"{counted.disagreement * 100:.2f}% ({first:,.0f} vs {second:,.0f} instructions per "
             f"call): the calls do not repeat the same work (inputs created per call, lazy "
             f"initialisation); create inputs once outside the timed call",

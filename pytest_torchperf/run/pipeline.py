@@ -184,7 +184,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     if counted:
         unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
     elif kind == "time-or-instructions":  # the count is stored beside the timing
-        attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=True)
+        beside = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=True)
+        if saving and beside is not None:  # the timing is still saved; say what is missing
+            state.warnings.append(beside[1])
     elif ctx.settings.instructions and m.gate:
         # An opted-out test timed in one process beside a Valgrind run: not a timing baseline.
         unsaved = (

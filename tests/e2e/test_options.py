@@ -356,3 +356,49 @@ def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
         "only",
     ):
         assert f"--torchperf-{name}" in result.stdout.str(), name
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--torchperf-fallback", "cycles", "--torchperf-compare"], "takes instructions*"),
+        (["--torchperf-fallback", "instructions"], "*add --torchperf-save or --torchperf-compare"),
+        (
+            [
+                "--torchperf-fallback",
+                "instructions",
+                "--torchperf-instructions",
+                "--torchperf-save",
+            ],
+            "*--torchperf-instructions already gates on counts alone*",
+        ),
+        (
+            ["--torchperf-fallback", "instructions", "--torchperf-compare", "-n", "2"],
+            "*pytest-xdist (-n) would start them again in every worker. Drop -n for this run",
+        ),
+    ],
+)
+def test_fallback_misuse_is_a_usage_error(
+    perf: pytest.Pytester, args: list[str], error: str
+) -> None:
+    perf.makepyfile("def test_x():\n    pass\n")
+    result = perf.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--torchperf-fallback*{error}"])
+
+
+def test_an_ini_fallback_gives_way_to_a_run_that_neither_saves_nor_compares(
+    perf: pytest.Pytester,
+) -> None:
+    """No counting processes (minutes under Valgrind) for a plain run; -o turns it off."""
+    ini = perf.path / "pytest.ini"
+    ini.write_text(ini.read_text() + "\ntorchperf_fallback = instructions\n")
+    perf.makepyfile("def test_x():\n    pass\n")
+    plain = perf.runpytest()
+    plain.assert_outcomes(passed=1)
+    assert "counting instructions" not in plain.stdout.str()
+    xdist = perf.runpytest("--torchperf-compare", "-n", "2")
+    assert xdist.ret == pytest.ExitCode.USAGE_ERROR
+    xdist.stderr.fnmatch_lines(["*-o torchperf_fallback=off turns it off for this run*"])
+    off = perf.runpytest("--torchperf-compare", "-n", "2", "-o", "torchperf_fallback=off")
+    off.assert_outcomes(passed=1)

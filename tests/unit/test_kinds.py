@@ -126,3 +126,37 @@ def test_a_results_file_replays_the_fallback_verdict() -> None:
     replayed = replay(record, sessions)
     assert replayed.label == "FAIL (instructions)"
     assert replayed.verdict.message.startswith("mlp: timing could not decide (busy machine)")
+
+
+def test_only_the_latest_saves_count_is_a_baseline() -> None:
+    """A plain save after a fallback save stores no count: the older count describes code saved
+    over since, so it is not used."""
+    old = [{**_session(_count(2_000_000.0)), "run_id": "old"} for _ in range(3)]
+    plain = [{**_session(), "run_id": "new"}]
+    result = compare(_busy_candidate(2_100_000.0), [*old, *plain], GATE, remeasure=_busy)
+    assert result.outcome == "inconclusive" and result.verdict.basis == "time"
+    assert result.verdict.notes[-1].startswith(
+        "the latest save stored no instruction count beside its timing to fall back on"
+    )
+
+
+def test_a_slowdown_seen_on_a_trusted_pass_is_never_passed_by_an_unchanged_count() -> None:
+    """The first pass was trusted and +30 %; its confirmations were disturbed. An unchanged
+    count does not explain it (memory, threads, code Valgrind does not run): inconclusive, with
+    the count beside it; a count that grew too fails."""
+    sessions = [{**_session(_count(2_000_000.0)), "run_id": "r"} for _ in range(3)]
+
+    def candidate(per_call: float) -> Candidate:
+        return Candidate("mlp", _sample(1.3), instructions=_count(per_call), counted_with=WITH)
+
+    def disturbed() -> Sample:
+        return _sample(1.3, cpu_share=0.3)
+
+    same = compare(candidate(2_000_000.0), sessions, GATE, remeasure=disturbed)
+    assert same.outcome == "inconclusive" and same.verdict.basis == "time"
+    assert same.warnings and same.warnings[0] == same.verdict.message
+    assert same.verdict.notes[-1].startswith(
+        "its instruction count does not explain the slowdown: instructions +0.0% per call"
+    )
+    grew = compare(candidate(2_100_000.0), sessions, GATE, remeasure=disturbed)
+    assert grew.label == "FAIL (instructions)"
