@@ -67,7 +67,14 @@ class Kind(Protocol):
         ...
 
 
-class TimeKind:
+class _NoExtraChecks:
+    """A kind whose own data adds no failure beyond its verdict."""
+
+    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+        return [], []
+
+
+class TimeKind(_NoExtraChecks):
     """Timed blocks against the stored sessions' timings (:func:`.verdict.judge`)."""
 
     name = "time"
@@ -107,11 +114,8 @@ class TimeKind:
             judgement.verdict = untimed_verdict(judgement.verdict, candidate.label, sessions)
         return judgement
 
-    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
-        return [], []
 
-
-class InstructionKind:
+class InstructionKind(_NoExtraChecks):
     """Instructions per call under Valgrind against the latest stored count."""
 
     name = "instructions"
@@ -136,9 +140,6 @@ class InstructionKind:
             gate.max_instruction_increase,
         )
         return Judgement(verdict, candidate.first, [candidate.first])
-
-    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
-        return [], []
 
 
 class ABKind:

@@ -25,7 +25,7 @@ from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.counting import attach_count, instruction_environment
 from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.roles import role_of
+from pytest_torchperf.run.roles import Request, role_of
 from pytest_torchperf.run.saving import (
     calibration_references,
     queue_save,
@@ -79,7 +79,7 @@ def measure(
     # What this process does with it (runs it once, counts it, reads what the A/B sides
     # measured, or times it here) is its role's business: run/roles.py.
     role = role_of(ctx)
-    obtained = role.obtain(ctx, state, nodeid, name, measurer, options, kind, gate)
+    obtained = role.obtain(ctx, state, Request(nodeid, name, measurer, options, kind, gate))
     if isinstance(obtained, Measured):
         return conclude(ctx, state, obtained)
     if obtained is not None:

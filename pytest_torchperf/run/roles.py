@@ -16,6 +16,7 @@ mode. Pytest-free.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +26,20 @@ if TYPE_CHECKING:
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
     from pytest_torchperf.run.state import Measured, TestState
+
+
+@dataclass(frozen=True)
+class Request:
+    """One measurement the pipeline asks a role about."""
+
+    nodeid: str
+    name: str
+    measurer: Measurer
+    options: MeasureOptions
+    #: ``torchperf`` (the fixture or a marked test) or ``timer`` (``torchperf_timer``).
+    kind: str
+    #: Gated: compared and saved (an ungated timer measurement is only recorded).
+    gate: bool
 
 
 class Role:
@@ -39,17 +54,7 @@ class Role:
         """This process judges its gated measurements against a baseline."""
         return ctx.settings.compare
 
-    def obtain(
-        self,
-        ctx: RunContext,
-        state: TestState,
-        nodeid: str,
-        name: str,
-        measurer: Measurer,
-        options: MeasureOptions,
-        kind: str,
-        gate: bool,
-    ) -> Result | Measured | None:
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         """A measurement this process does not time: a finished Result, a Measured to conclude,
         or None to time it here (after :meth:`prepare`)."""
         return None
@@ -83,21 +88,13 @@ class Disabled(Role):
 
     name = "disabled"
 
-    def obtain(
-        self,
-        ctx: RunContext,
-        state: TestState,
-        nodeid: str,
-        name: str,
-        measurer: Measurer,
-        options: MeasureOptions,
-        kind: str,
-        gate: bool,
-    ) -> Result | Measured | None:
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         from pytest_torchperf.run.steps import disabled_result
 
-        measurer.run_once()
-        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+        asked.measurer.run_once()
+        return disabled_result(
+            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+        )
 
 
 class FreshProcess(Role):
@@ -130,24 +127,16 @@ class Counting(Role):
 
     name = "counting"
 
-    def obtain(
-        self,
-        ctx: RunContext,
-        state: TestState,
-        nodeid: str,
-        name: str,
-        measurer: Measurer,
-        options: MeasureOptions,
-        kind: str,
-        gate: bool,
-    ) -> Result | Measured | None:
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         from pytest_torchperf.run.counting import count_target
         from pytest_torchperf.run.steps import disabled_result
 
-        measurer.check_outputs(name)
-        if ctx.counts_instructions(options, gate):
-            count_target(ctx, nodeid, name, measurer)
-        return disabled_result(state, nodeid, name, measurer.device, options, kind)
+        asked.measurer.check_outputs(asked.name)
+        if ctx.counts_instructions(asked.options, asked.gate):
+            count_target(ctx, asked.nodeid, asked.name, asked.measurer)
+        return disabled_result(
+            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+        )
 
 
 class ABSide(Role):
@@ -182,30 +171,24 @@ class ABController(Role):
     def judges(self, ctx: RunContext) -> bool:
         return True
 
-    def obtain(
-        self,
-        ctx: RunContext,
-        state: TestState,
-        nodeid: str,
-        name: str,
-        measurer: Measurer,
-        options: MeasureOptions,
-        kind: str,
-        gate: bool,
-    ) -> Result | Measured | None:
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         from pytest_torchperf.run.duet import DuetMissing, duet_measured
         from pytest_torchperf.run.steps import disabled_result
 
-        if not gate:
+        if not asked.gate:
             return None  # an ungated timer measurement is timed here, as in any run
         assert ctx.duet is not None
-        measurer.check_outputs(name)
+        asked.measurer.check_outputs(asked.name)
         try:
-            measured: Measured = duet_measured(ctx.duet, nodeid, name, measurer, kind)
+            measured: Measured = duet_measured(
+                ctx.duet, asked.nodeid, asked.name, asked.measurer, asked.kind
+            )
             return measured
         except DuetMissing as exc:
             state.failures.append(str(exc))
-            return disabled_result(state, nodeid, name, measurer.device, options, kind)
+            return disabled_result(
+                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+            )
 
     def baseline(
         self, ctx: RunContext, nodeid: str, name: str, env_id: str
