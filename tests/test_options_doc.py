@@ -42,6 +42,7 @@ def test_options_doc_lists_every_ini_key_and_keyword() -> None:
         "torchperf_confirm",
         "torchperf_instructions",
         "torchperf_instruction_jobs",
+        "torchperf_fallback",
         "torchperf_save_wait",
     }
     assert ini_keys == expected_ini

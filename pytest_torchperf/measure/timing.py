@@ -71,7 +71,7 @@ def _device_of(value: Any) -> str | None:
                 return str(tensor.device)
         return None
     for leaf in tree_leaves(value):
-        if isinstance(leaf, torch.Tensor) and not leaf.is_meta:
+        if isinstance(leaf, torch.Tensor):  # meta too: such a measurement is skipped, saying so
             return str(leaf.device)
         if isinstance(leaf, torch.nn.Module):
             found = _device_of(leaf)

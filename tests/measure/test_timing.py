@@ -32,4 +32,4 @@ def test_a_closure_takes_the_device_of_what_it_captured(monkeypatch) -> None:
     assert timing.infer_device(model.forward, ()) == "cpu"  # a bound method: its module
     assert timing.infer_device(lambda: torch.ones(2).sum(), ()) == "cuda:0"
     meta = torch.empty(2, device="meta")
-    assert timing.infer_device(lambda: meta, ()) == "cuda:0"  # meta holds no device
+    assert timing.infer_device(lambda: meta, ()) == "meta"  # not measurable: skipped, saying so
