@@ -269,6 +269,7 @@ def second_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+@pytest.mark.slow  # process pairs: 40-50 s
 def test_src_layout_installed_editable_imports_each_sides_own_code(
     tmp_path: Path, second_venv: Path
 ) -> None:
@@ -307,6 +308,7 @@ def test_src_layout_installed_editable_imports_each_sides_own_code(
     assert "model: +" in out and "(95% CI +" in out
 
 
+@pytest.mark.slow  # process pairs: 40-50 s
 def test_ab_python_compares_two_environments_on_the_working_tree(
     tmp_path: Path, second_venv: Path
 ) -> None:

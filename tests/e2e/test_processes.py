@@ -32,7 +32,6 @@ def sessions(perf: pytest.Pytester) -> list[dict]:
     return found
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     perf: pytest.Pytester,
 ) -> None:
@@ -76,7 +75,6 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     assert len(record["passes"][0]["process_statistics"]) == 1
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_reset_with_processes_keeps_every_process_and_drops_the_old_history(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,7 +157,6 @@ def test_bad_process_options_are_usage_errors(
     result.stderr.fnmatch_lines([message])
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_processes_under_xdist_run_first_and_each_worker_pools_them(
     perf: pytest.Pytester,
 ) -> None:
@@ -193,7 +190,6 @@ def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
     assert len(sessions(perf)) == 2
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pytester) -> None:
     """One saved session cannot show how much the machine varies between processes."""
     perf.makepyfile(MODELS)
@@ -254,7 +250,6 @@ def _default_confirm(perf: pytest.Pytester) -> None:
     (perf.path / "pytest.ini").write_text(ini)
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_a_slow_process_alone_does_not_fail_a_test(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,7 +266,6 @@ def test_a_slow_process_alone_does_not_fail_a_test(
     same.stdout.fnmatch_lines(["*mlp: *% slower than baseline (*in re-measures in this process*"])
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_pooled_compare_confirms_in_fresh_processes(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,7 +282,6 @@ def test_pooled_compare_confirms_in_fresh_processes(
     )
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_pooled_slowdown_confirmed_in_fresh_processes_replays_the_same(
     perf: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -320,7 +313,6 @@ def test_pooled_slowdown_confirmed_in_fresh_processes_replays_the_same(
     assert headline in capsys.readouterr().out
 
 
-@pytest.mark.slow  # fresh pytest processes: 30-60 s
 def test_a_real_slowdown_is_confirmed_in_a_fresh_process(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
