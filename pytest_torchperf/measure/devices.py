@@ -1,4 +1,5 @@
-"""Choosing the device tests run on, and what "absent" means for each kind.
+"""Choosing the device tests run on, and what "absent" means for each kind; the device a
+measurement's target computes on (:func:`infer_device`).
 
 ``auto`` picks a real accelerator if one is present, else ``cpu``. It asks
 ``torch.accelerator.current_accelerator(check_available=True)``: the plain call names ``cuda`` on a
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -90,3 +92,74 @@ def synchronize(device: Any) -> None:
         torch.cuda.synchronize(dev)
     elif torch.accelerator.is_available():
         torch.accelerator.synchronize()
+
+
+def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
+    """Where the target computes: its parameters' device, else the first input tensor's, else
+    for a closure the device of the first module or tensor it captured (``lambda: model(x)``,
+    ``functools.partial``, a bound method), else (opaque closures, test bodies) the accelerator
+    if one is really present, else ``cpu``.
+
+    Parameters come first: a GPU module fed CPU inputs (moved inside ``forward``) runs on the GPU.
+    The accelerator fallback errs on the safe side: synchronising an idle GPU costs microseconds,
+    while not synchronising a busy one would time kernel launches only. Captured tensors come
+    before it: a closure over CPU tensors timed with CUDA events on a GPU machine lost the CPU
+    guards (contention, calibration) and its clock said ``cuda-events``.
+    """
+    found = _device_of(target) or _device_of([list(inputs), kwargs or {}])
+    if found is None:
+        for captured in _captured(target):
+            found = _device_of(captured)
+            if found is not None:
+                break
+    return found or default_device()
+
+
+def _device_of(value: Any) -> str | None:
+    """The device of a module's first parameter or buffer, or of the first tensor in a pytree."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    module = getattr(value, "_orig_mod", value)  # a torch.compile'd module keeps its params there
+    if isinstance(module, torch.nn.Module):
+        for tensor in (*module.parameters(), *module.buffers()):
+            if not tensor.is_meta:
+                return str(tensor.device)
+        return None
+    for leaf in tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):  # meta too: such a measurement is skipped, saying so
+            return str(leaf.device)
+        if isinstance(leaf, torch.nn.Module):
+            found = _device_of(leaf)
+            if found is not None:
+                return found
+    return None
+
+
+def _captured(target: Any) -> list[Any]:
+    """What a callable closes over: closure cells, default arguments, a bound method's object,
+    a ``functools.partial``'s arguments (one level: enough for ``lambda: model(x)``)."""
+    import functools
+
+    if isinstance(target, functools.partial):
+        return [*target.args, *target.keywords.values(), *_captured(target.func)]
+    values: list[Any] = []
+    owner = getattr(target, "__self__", None)
+    if owner is not None:
+        values.append(owner)
+    function = getattr(target, "__func__", target)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell (a variable assigned later)
+            continue
+    values += list(getattr(function, "__defaults__", None) or ())
+    return values
+
+
+def default_device() -> str:
+    """The accelerator if one is really present (not merely built for), else ``cpu``."""
+    import torch
+
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    return str(accelerator) if accelerator is not None else "cpu"

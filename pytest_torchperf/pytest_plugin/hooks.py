@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import os
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,7 +40,6 @@ from pytest_torchperf.pytest_plugin.instrument_fixtures import (
     torchperf_profiler,
     torchperf_quantized_model,
 )
-from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import (
     CONTEXT_SETUP_KEY,
     FIXTURE,
@@ -51,11 +48,11 @@ from pytest_torchperf.pytest_plugin.stash import (
     PERF_FIXTURES,
     PERF_KEY,
     SETTINGS_KEY,
-    STATE_KEY,
     context_of,
     marker_options,
     state_of,
 )
+from pytest_torchperf.pytest_plugin.test_outcome import baseline_error, finish
 from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of this plugin
     pytest_collection_finish,
     pytest_configure_node,
@@ -244,7 +241,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         options, name = ctx.resolve_options({}, marker_options(pyfuncitem), pyfuncitem.nodeid)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from pytest_torchperf.measure.timing import default_device
+    from pytest_torchperf.measure.devices import default_device
     from pytest_torchperf.run.pipeline import measure
     from pytest_torchperf.run.state import MeasurementSkipped
 
@@ -264,46 +261,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return True
     except MeasurementSkipped as exc:
         pytest.skip(str(exc))
-    except (_baseline_error(), OptionError) as exc:
+    except (baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
-
-
-def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
-    """Show messages as TorchperfWarning at the test's own location (not at our internals).
-
-    Returns the messages that a warnings filter turned into errors (``-W error``): they fail the
-    test with the message, not with a traceback into this function.
-    """
-    errors: list[str] = []
-    if not messages:
-        return errors
-    from pytest_torchperf.run.state import TorchperfWarning
-
-    path, lineno, _ = item.location
-    filename = str(item.config.rootpath / path)
-    module = getattr(getattr(item, "module", None), "__name__", "torchperf")
-    for message in messages:
-        # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
-        try:
-            warnings.warn_explicit(
-                TorchperfWarning(message),
-                TorchperfWarning,
-                filename,
-                (lineno or 0) + 1,
-                module=module,
-                registry={},
-            )
-        except Warning:
-            errors.append(f"{message} (TorchperfWarning turned into an error by a warnings filter)")
-    messages.clear()
-    return errors
-
-
-def _baseline_error() -> type[Exception]:
-    from pytest_torchperf.store.baselines import BaselineFileError
-
-    return BaselineFileError
 
 
 def _whole_test_options(options: Any) -> Any:
@@ -325,10 +285,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         result = yield
     except BaseException:
         isolation.restore_torch(item, saved)
-        _finish(item, passed=False)
+        finish(item, passed=False)
         raise
     isolation.restore_torch(item, saved)
-    message = _finish(item, passed=True)
+    message = finish(item, passed=True)
     if message:
         pytest.fail(message, pytrace=False)
     return result
@@ -342,56 +302,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     isolation.unseed(item)
-
-
-def _junit_figures(record: Mapping[str, Any]) -> dict[str, Any]:
-    """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
-    stats = record.get("stats") or {}
-    verdict = record.get("verdict") or {}
-    figures = {
-        "outcome": record["outcome"],
-        "variant": record.get("variant", "eager"),
-        "median_s": stats.get("median"),
-        "p25_s": stats.get("p25"),
-        "baseline_p25_s": verdict.get("baseline_statistic"),
-        "change": verdict.get("ratio"),
-        "speedup": (record.get("speedup") or {}).get("median"),
-        "rel_l2": (record.get("accuracy") or {}).get("rel_l2"),
-    }
-    return {
-        k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None
-    }
-
-
-def _finish(item: pytest.Item, passed: bool) -> str | None:
-    """After the test body: failure message (if any), baseline writes, records and warnings."""
-    state = item.stash.get(STATE_KEY, None)
-    if state is None:
-        return None
-    message = None
-    # Warnings first: under -W error a warning fails the test, which then must not save.
-    warning_errors = _emit_warnings(item, state.warnings)
-    failures = [*warning_errors, *state.failure_messages()] if passed else []
-    if not passed or failures:
-        state.pending.clear()  # a failing test never updates its baseline
-        message = "\n".join(failures) or None
-    else:
-        try:
-            from pytest_torchperf.run.saving import flush
-
-            flush(context_of(item.config), state)
-        except _baseline_error() as exc:
-            message = f"torchperf: {exc}"
-    if state.results:
-        records = [r.to_record() for r in state.results]
-        for record in records:
-            item.config.hook.pytest_torchperf_record(config=item.config, item=item, record=record)
-        item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
-        # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
-        for record in records:
-            for key, value in _junit_figures(record).items():
-                item.user_properties.append((f"torchperf.{record['name']}.{key}", value))
-    return message
 
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 def test_device_is_taken_from_parameters_before_inputs() -> None:
     import torch
 
-    from pytest_torchperf.measure.timing import infer_device
+    from pytest_torchperf.measure.devices import infer_device
 
     model = torch.nn.Linear(2, 2)
     assert infer_device(model, (torch.empty(1, 2, device="meta"),)) == "cpu"
@@ -21,15 +21,15 @@ def test_a_closure_takes_the_device_of_what_it_captured(monkeypatch) -> None:
 
     import torch
 
-    from pytest_torchperf.measure import timing
+    from pytest_torchperf.measure import devices
 
-    monkeypatch.setattr(timing, "default_device", lambda: "cuda:0")
+    monkeypatch.setattr(devices, "default_device", lambda: "cuda:0")
     x = torch.zeros(2, 2)
     model = torch.nn.Linear(2, 2)
-    assert timing.infer_device(lambda: x @ x, ()) == "cpu"
-    assert timing.infer_device(lambda: model(torch.ones(2)), ()) == "cpu"
-    assert timing.infer_device(functools.partial(torch.mm, x), ()) == "cpu"
-    assert timing.infer_device(model.forward, ()) == "cpu"  # a bound method: its module
-    assert timing.infer_device(lambda: torch.ones(2).sum(), ()) == "cuda:0"
+    assert devices.infer_device(lambda: x @ x, ()) == "cpu"
+    assert devices.infer_device(lambda: model(torch.ones(2)), ()) == "cpu"
+    assert devices.infer_device(functools.partial(torch.mm, x), ()) == "cpu"
+    assert devices.infer_device(model.forward, ()) == "cpu"  # a bound method: its module
+    assert devices.infer_device(lambda: torch.ones(2).sum(), ()) == "cuda:0"
     meta = torch.empty(2, device="meta")
-    assert timing.infer_device(lambda: meta, ()) == "meta"  # not measurable: skipped, saying so
+    assert devices.infer_device(lambda: meta, ()) == "meta"  # not measurable: skipped, saying so

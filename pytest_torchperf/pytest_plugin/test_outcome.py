@@ -1,0 +1,103 @@
+"""The end of a perf test: its failure message (failed verdicts), the baseline writes of a test
+that passed, the measurement records on its report (xdist and JUnit carry them), and warnings at
+the test's own location."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
+from pytest_torchperf.pytest_plugin.stash import STATE_KEY, context_of
+
+
+def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
+    """Show messages as TorchperfWarning at the test's own location (not at our internals).
+
+    Returns the messages that a warnings filter turned into errors (``-W error``): they fail the
+    test with the message, not with a traceback into this function.
+    """
+    errors: list[str] = []
+    if not messages:
+        return errors
+    from pytest_torchperf.run.state import TorchperfWarning
+
+    path, lineno, _ = item.location
+    filename = str(item.config.rootpath / path)
+    module = getattr(getattr(item, "module", None), "__name__", "torchperf")
+    for message in messages:
+        # A fresh registry: without one, "default"-action warnings can be swallowed as duplicates.
+        try:
+            warnings.warn_explicit(
+                TorchperfWarning(message),
+                TorchperfWarning,
+                filename,
+                (lineno or 0) + 1,
+                module=module,
+                registry={},
+            )
+        except Warning:
+            errors.append(f"{message} (TorchperfWarning turned into an error by a warnings filter)")
+    messages.clear()
+    return errors
+
+
+def baseline_error() -> type[Exception]:
+    """The baseline file error (imported when needed: the plugin loads without the store)."""
+    from pytest_torchperf.store.baselines import BaselineFileError
+
+    return BaselineFileError
+
+
+def _junit_figures(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
+    stats = record.get("stats") or {}
+    verdict = record.get("verdict") or {}
+    figures = {
+        "outcome": record["outcome"],
+        "variant": record.get("variant", "eager"),
+        "median_s": stats.get("median"),
+        "p25_s": stats.get("p25"),
+        "baseline_p25_s": verdict.get("baseline_statistic"),
+        "change": verdict.get("ratio"),
+        "speedup": (record.get("speedup") or {}).get("median"),
+        "rel_l2": (record.get("accuracy") or {}).get("rel_l2"),
+    }
+    return {
+        k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None
+    }
+
+
+def finish(item: pytest.Item, passed: bool) -> str | None:
+    """After the test body: failure message (if any), baseline writes, records and warnings."""
+    state = item.stash.get(STATE_KEY, None)
+    if state is None:
+        return None
+    message = None
+    # Warnings first: under -W error a warning fails the test, which then must not save.
+    warning_errors = _emit_warnings(item, state.warnings)
+    failures = [*warning_errors, *state.failure_messages()] if passed else []
+    if not passed or failures:
+        state.pending.clear()  # a failing test never updates its baseline
+        message = "\n".join(failures) or None
+    else:
+        try:
+            from pytest_torchperf.run.saving import flush
+
+            flush(context_of(item.config), state)
+        except baseline_error() as exc:
+            message = f"torchperf: {exc}"
+    if state.results:
+        records = [r.to_record() for r in state.results]
+        for record in records:
+            item.config.hook.pytest_torchperf_record(config=item.config, item=item, record=record)
+        item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+        # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
+        for record in records:
+            for key, value in _junit_figures(record).items():
+                item.user_properties.append((f"torchperf.{record['name']}.{key}", value))
+    return message
