@@ -194,9 +194,8 @@ class TimeOrInstructionsKind(TimeKind):
         timing = judgement.verdict
         if not (timing.outcome is Outcome.INCONCLUSIVE or timing.untimed):
             return judgement
-        counted = fallback_verdict(
+        counts = latest_count_verdict(
             candidate.label,
-            timing,
             candidate.instructions,
             candidate.uncounted,
             candidate.counted_with,
@@ -206,13 +205,13 @@ class TimeOrInstructionsKind(TimeKind):
         )
         if (
             timing.confirmed_in is not None
-            and counted.basis == "instructions"
-            and counted.outcome is not Outcome.FAIL
+            and isinstance(counts, Verdict)
+            and counts.outcome is not Outcome.FAIL
         ):
             # A trusted pass was over the limit and only its confirmation was disturbed: a
             # slowdown the count does not show (memory, threads, code Valgrind does not run)
             # stays inconclusive, with the count beside it, never a pass.
-            detail = counted.message.split(", judged by its instruction count instead: ", 1)[-1]
+            detail = counts.message.removeprefix(f"{candidate.label}: ")
             counted = replace(
                 timing,
                 notes=(
@@ -220,6 +219,8 @@ class TimeOrInstructionsKind(TimeKind):
                     f"its instruction count does not explain the slowdown: {detail}",
                 ),
             )
+        else:
+            counted = fallback_verdict(candidate.label, timing, counts)
         judgement.verdict = counted
         return judgement
 
@@ -295,50 +296,53 @@ def instruction_verdict(
     )
 
 
-def fallback_verdict(
+def latest_count_verdict(
     label: str,
-    timing: Verdict,
     instructions: Mapping[str, Any] | None,
     uncounted: str | None,
     counted_with: Mapping[str, Any] | None,
     sessions: Sequence[Mapping[str, Any]],
     max_increase: float,
     save: str,
-) -> Verdict:
-    """The verdict of ``time-or-instructions`` where ``timing`` could not decide: the count
-    against the latest stored session whose count was taken the same way (``counted_with``).
-    Without a count on either side the timing verdict stands, with a note that says why."""
-    why = timing.guard or ("no timing baseline" if timing.untimed else "undecided")
+) -> Verdict | str:
+    """``time-or-instructions``: this count against the latest save's count taken the same way
+    (``counted_with``), or why there is none to judge."""
     # Only the latest save's count: an older one may describe code saved over since (a plain
     # --torchperf-save stores no count, and the history keeps 10 sessions).
     latest_run = sessions[-1].get("run_id") if sessions else None
     latest = [s for s in sessions if s.get("run_id") == latest_run] if latest_run else sessions[-1:]
     counted = [s for s in latest if s.get("instructions")]
     same = [s for s in counted if dict(s.get("counted_with") or {}) == dict(counted_with or {})]
-    missing = None
     if instructions is None:
-        missing = f"no instruction count to fall back on: {uncounted or 'not counted'}"
-    elif not counted:
+        return f"no instruction count to fall back on: {uncounted or 'not counted'}"
+    if not counted:
         older = any(s.get("instructions") for s in sessions)
-        missing = (
+        return (
             "the latest save stored no instruction count beside its timing"
             if older
             else "no instruction count stored beside the timing"
         ) + f" to fall back on; record one with {save}"
-    elif not same:
+    if not same:
         stored_with = dict(counted[-1].get("counted_with") or {})
         differs = sorted(
             k
             for k in {*stored_with, *(counted_with or {})}
             if stored_with.get(k) != (counted_with or {}).get(k)
         )
-        missing = (
+        return (
             f"the stored instruction count was taken differently ({', '.join(differs)} "
             f"differ), so it is no baseline for this one; record a new one with {save}"
         )
-    if missing is not None:
-        return replace(timing, notes=(*timing.notes, missing))
-    counts = instruction_verdict(label, instructions, uncounted, same, max_increase)
+    return instruction_verdict(label, instructions, uncounted, same, max_increase)
+
+
+def fallback_verdict(label: str, timing: Verdict, counts: Verdict | str) -> Verdict:
+    """The verdict of ``time-or-instructions`` where ``timing`` could not decide: the count's
+    (:func:`latest_count_verdict`), worded as such; without one the timing verdict stands, with
+    a note that says why."""
+    if isinstance(counts, str):
+        return replace(timing, notes=(*timing.notes, counts))
+    why = timing.guard or ("no timing baseline" if timing.untimed else "undecided")
     detail = counts.message.removeprefix(f"{label}: ")
     return replace(
         counts,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
 from pytest_torchperf.judge.failures import restore
+from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.samples import Sample, guard_problem
 
 if TYPE_CHECKING:
@@ -119,14 +120,15 @@ def accept_problem(session: Mapping[str, Any]) -> str | None:
     plugin's save guard would refuse (contention, spread), or a counted run's missing count."""
 
     gate = session.get("gate") or {}
-    if gate.get("ab"):
+    kind = recorded_kind(gate)
+    if kind == "ab":
         # Side B's blocks of an A/B run: min_time shared out over process pairs, no
         # calibration, measured beside another side; not a baseline.
         return (
             "measured in an A/B run (--torchperf-ab), which keeps no baseline; record one with "
             "pytest --torchperf-save"
         )
-    if gate.get("instructions"):
+    if kind == "instructions":
         # An instruction-count run stores counts; its time was never guarded.
         return None if session.get("instructions") else "no instruction count"
     times = tuple(session.get("times") or ())
