@@ -1,7 +1,7 @@
-"""The A/B controller's variants: each variant of a test concluded from what the two sides
-measured (:func:`pytest_torchperf.run.duet.duet_measured`); nothing is rebuilt in the controller.
-Apart from :mod:`pytest_torchperf.run.variant_run` (which builds and times variants) and from
-:mod:`pytest_torchperf.run.duet` (which the pipeline imports). Pytest-free."""
+"""The A/B controller's variants: each variant of a test as the two sides measured it
+(:func:`pytest_torchperf.run.duet.duet_measured`), for the variant run to conclude; nothing is
+rebuilt in the controller. Apart from :mod:`pytest_torchperf.run.duet` (which the pipeline
+imports). Pytest-free."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from typing import Any
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.duet import DuetMissing, DuetSkipped, duet_measured
-from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result
-from pytest_torchperf.run.state import TestState
+from pytest_torchperf.run.state import Measured, TestState
 from pytest_torchperf.run.steps import disabled_result
 
 
@@ -25,17 +24,16 @@ def variants_from_sides(
     labels: Mapping[str, str],
     eager: Any,
     options: MeasureOptions,
-) -> dict[str, Result]:
-    """The A/B controller: each variant as the two sides measured it (nothing is rebuilt here;
-    ``labels`` maps each variant to its measurement name)."""
+) -> dict[str, Result | Measured]:
+    """The A/B controller: each variant as the two sides measured it, to be concluded (nothing
+    is rebuilt here; ``labels`` maps each variant to its measurement name); a variant missing
+    from the sides is a failed, untimed Result."""
     assert ctx.duet is not None, "only the A/B controller builds variants from the sides"
     eager.check_outputs(name)
-    results: dict[str, Result] = {}
+    results: dict[str, Result | Measured] = {}
     for variant, label in labels.items():
         try:
-            results[variant] = conclude(
-                ctx, state, duet_measured(ctx.duet, nodeid, label, eager, "torchperf")
-            )
+            results[variant] = duet_measured(ctx.duet, nodeid, label, eager, "torchperf")
         except DuetSkipped as exc:
             # Side B could not take this variant (unavailable there): as a plain run does, the
             # test skips when it is its only variant, else the variant is left out with a note.

@@ -23,7 +23,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.counting import attach_count, instruction_environment
+from pytest_torchperf.run.keeping import keeping_of
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.roles import Request, role_of
 from pytest_torchperf.run.saving import (
@@ -137,10 +137,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     comparing = role.judges(ctx) and m.gate
     saving = ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
-    kind = ctx.kind(m.options, m.measurer.device, m.gate)
-    counted = kind == "instructions"
-    if counted:  # judged and stored on instructions, in their own environment
-        env_id, environment = instruction_environment(environment, ctx.counted_with)
+    # What is kept of it, and where (time, a count, a count beside time): run/keeping.py.
+    keeping = keeping_of(ctx.kind(m.options, m.measurer.device, m.gate))
+    env_id, environment = keeping.environment(ctx, env_id, environment)
     passes = [m.first]
 
     def take_sample() -> Sample:
@@ -159,11 +158,10 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
             if others
             else (),
         )
-        if saving and not counted
+        if saving and keeping.guards_time
         else []
     )
-    # Time is not stored by an instruction-count run, so its guards do not refuse the save.
-    unfit = save_guard(m.options, references) if not counted else (lambda sample: None)
+    unfit = save_guard(m.options, references) if keeping.guards_time else (lambda sample: None)
     final, comparison = first, None
     if comparing:
         comparison = _compare(
@@ -180,20 +178,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
     if m.gate:  # to whoever needs it: a controller's file, the A/B pairs behind the verdict
         role.report(ctx, state, m, final, result)
-    unsaved: tuple[str, str] | None = None
-    if counted:
-        unsaved = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
-    elif kind == "time-or-instructions":  # the count is stored beside the timing
-        beside = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=True)
-        if saving and beside is not None:  # the timing is still saved; say what is missing
-            state.warnings.append(beside[1])
-    elif ctx.settings.instructions and m.gate:
-        # An opted-out test timed in one process beside a Valgrind run: not a timing baseline.
-        unsaved = (
-            "timed in an instruction-count run",
-            f"{m.name}: not saved: timed in a --torchperf-instructions run (one process); save "
-            f"its timing baseline in a run without that option",
-        )
+    unsaved = keeping.attach(ctx, state, m, result, comparing, saving)
     state.results.append(result)
     if saving and unsaved:
         result.not_saved = unsaved[0]

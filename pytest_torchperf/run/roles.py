@@ -15,7 +15,7 @@ mode. Pytest-free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.state import Measured, TestState
+    from pytest_torchperf.run.state import Measured, TestState, VariantPlan
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,32 @@ class Role:
 
     def prepare(self, ctx: RunContext, measurer: Measurer, nodeid: str, name: str) -> None:
         """Set up the measurer of a gated measurement before it is timed."""
+        turn = self.turn(ctx, nodeid, name)
+        if turn is not None:
+            measurer.turn = turn
+            measurer.calibrate = False
+
+    def turn(self, ctx: RunContext, nodeid: str, name: str) -> Callable[[], None] | None:
+        """Called before each timed block of a measurement; returns when this process may
+        time it (None: whenever it likes). Where blocks wait for turns, no calibration blocks
+        are timed: the pairing cancels the machine's drift."""
+        return None
+
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        """The variants of a target this process does not build: finished Results or Measured
+        to conclude, by variant; or None to build them here (then :meth:`measure_built`)."""
+        return None
+
+    def measure_built(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan
+    ) -> dict[str, Result] | None:
+        """The built variants measured some other way than timing (None: time them here)."""
+        return None
+
+    def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
+        """A variant cannot exist here (left out with ``reason``)."""
 
     def baseline(
         self, ctx: RunContext, nodeid: str, name: str, env_id: str
@@ -95,6 +121,25 @@ class Disabled(Role):
         return disabled_result(
             state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
         )
+
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        return _run_once(state, plan, eager)
+
+
+def _run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, Result | Measured]:
+    """Eager run once; each variant an untimed result (a disabled run, what opted out of
+    counting)."""
+    from pytest_torchperf.run.steps import disabled_result
+
+    eager.run_once()
+    return {
+        v: disabled_result(
+            state, plan.nodeid, plan.labels[v], eager.device, plan.options, "torchperf", v
+        )
+        for v in plan.variants
+    }
 
 
 class FreshProcess(Role):
@@ -138,6 +183,35 @@ class Counting(Role):
             state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
         )
 
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        # What opted out of counting runs once here: the controller times it.
+        return None if ctx.counts_instructions(plan.options) else _run_once(state, plan, eager)
+
+    def measure_built(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan
+    ) -> dict[str, Result] | None:
+        """Count eager (the ratios' reference, listed or not) and each built variant."""
+        from pytest_torchperf.run.counting import count_target
+        from pytest_torchperf.run.steps import disabled_result
+
+        for variant, measurer in plan.measurers.items():
+            count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
+        return {
+            v: disabled_result(
+                state,
+                plan.nodeid,
+                plan.labels[v],
+                plan.measurers[v].device,
+                plan.options,
+                "torchperf",
+                v,
+            )
+            for v in plan.variants
+            if v in plan.measurers
+        }
+
 
 class ABSide(Role):
     """One side of an A/B pair: its blocks alternate with the other side's (the pairing cancels
@@ -148,11 +222,17 @@ class ABSide(Role):
     def judges(self, ctx: RunContext) -> bool:
         return False
 
-    def prepare(self, ctx: RunContext, measurer: Measurer, nodeid: str, name: str) -> None:
+    def turn(self, ctx: RunContext, nodeid: str, name: str) -> Callable[[], None] | None:
         turns = ctx.turns
         assert turns is not None
-        measurer.turn = lambda: turns.take(nodeid, name)
-        measurer.calibrate = False
+        return lambda: turns.take(nodeid, name)
+
+    def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
+        """Tell the controller it was skipped here, not lost."""
+        from pytest_torchperf.run.duet import skipped_line
+
+        assert ctx.child_sink is not None
+        ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
@@ -189,6 +269,16 @@ class ABController(Role):
             return disabled_result(
                 state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
             )
+
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        """Each variant as the two sides measured it: nothing is rebuilt here."""
+        from pytest_torchperf.run.ab_variants import variants_from_sides
+
+        return variants_from_sides(
+            ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
+        )
 
     def baseline(
         self, ctx: RunContext, nodeid: str, name: str, env_id: str

@@ -3,7 +3,7 @@ the test to pass, warnings and failures. Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -92,3 +92,21 @@ class Measured:
     gate: bool = True
     kind: str = "torchperf"
     extra: VariantExtra | None = None
+
+
+@dataclass
+class VariantPlan:
+    """One call's variants as they progress: measurers, facts and failures by variant."""
+
+    nodeid: str
+    name: str
+    options: MeasureOptions
+    variants: Sequence[str]
+    labels: dict[str, str]
+    measurers: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, VariantExtra] = field(default_factory=dict)
+    failed: dict[str, Result] = field(default_factory=dict)
+    graph: dict[str, Any] = field(default_factory=dict)
+    count_graphs: bool = False
+    #: How blocks are clocked (``cpu``, ``cuda-events`` or ``sync``).
+    clock_name: str = "cpu"

@@ -13,7 +13,7 @@ variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-fr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
@@ -24,12 +24,18 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.state import Measured, MeasurementSkipped, TestState, check_countable
+from pytest_torchperf.run.roles import role_of
+from pytest_torchperf.run.state import (
+    Measured,
+    MeasurementSkipped,
+    TestState,
+    VariantPlan,
+    check_countable,
+)
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
-    disabled_result,
     sampler,
     to_sample,
 )
@@ -42,24 +48,6 @@ class VariantSkipped(MeasurementSkipped):
 
 class VariantFailed(Exception):
     """The only variant a test asked for could not be built from the user's model."""
-
-
-@dataclass
-class _Plan:
-    """One call's variants as they progress: measurers, facts and failures by variant."""
-
-    nodeid: str
-    name: str
-    options: MeasureOptions
-    variants: Sequence[str]
-    labels: dict[str, str]
-    measurers: dict[str, Any] = field(default_factory=dict)
-    extras: dict[str, VariantExtra] = field(default_factory=dict)
-    failed: dict[str, Result] = field(default_factory=dict)
-    graph: dict[str, Any] = field(default_factory=dict)
-    count_graphs: bool = False
-    #: How blocks are clocked (``cpu``, ``cuda-events`` or ``sync``).
-    clock_name: str = "cpu"
 
 
 def _counting_recompiles(
@@ -98,7 +86,7 @@ def measure_variants(
     __tracebackhide__ = True
     from pytest_torchperf.measure.timing import Measurer
 
-    plan = _Plan(
+    plan = VariantPlan(
         nodeid,
         name,
         options,
@@ -110,27 +98,26 @@ def measure_variants(
         claim_name(state, nodeid, label)
     eager = Measurer(target, inputs, dict(kwargs), options)
     check_countable(ctx, options, eager.device, name)
-    if ctx.settings.disable or (ctx.counting is not None and not ctx.counts_instructions(options)):
-        # Also what opted out of counting, in the child under Valgrind: the controller times it.
-        eager.run_once()
+    # Whether this process builds and times the variants (or runs the target once, counts them,
+    # reads what the A/B sides measured) is its role's business: run/roles.py.
+    role = role_of(ctx)
+    obtained = role.obtain_variants(ctx, state, plan, eager)
+    if obtained is not None:
         return {
-            v: disabled_result(state, nodeid, plan.labels[v], eager.device, options, "torchperf", v)
-            for v in variants
+            v: conclude(ctx, state, got) if isinstance(got, Measured) else got
+            for v, got in obtained.items()
         }
-    if ctx.duet is not None:
-        from pytest_torchperf.run.ab_variants import variants_from_sides
-
-        return variants_from_sides(ctx, state, nodeid, name, plan.labels, eager, options)
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
     reference = _reference(plan, eager, target)
     _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
-    if ctx.counting is not None:
-        return _count_each(ctx, state, plan)
-    raws = _time(ctx, plan, eager)
+    measured = role.measure_built(ctx, state, plan)
+    if measured is not None:
+        return measured
+    raws = _time(ctx, plan, eager, role.turn(ctx, nodeid, name))
     return _conclude_each(ctx, state, plan, raws)
 
 
-def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
+def _reference(plan: VariantPlan, eager: Any, target: Any) -> Any:
     """Eager's graph counters, checked outputs, counters, fingerprint and metric."""
     options = plan.options
     plan.count_graphs = (
@@ -160,7 +147,7 @@ def _reference(plan: _Plan, eager: Any, target: Any) -> Any:
 def _build(
     ctx: RunContext,
     state: TestState,
-    plan: _Plan,
+    plan: VariantPlan,
     eager: Any,
     target: Any,
     inputs: Sequence[Any],
@@ -197,11 +184,7 @@ def _build(
                 eager.prepared,
             )
         except VariantUnavailable as exc:
-            if ctx.turns is not None and ctx.child_sink is not None:
-                # A side of an A/B run: tell the controller this was skipped, not lost.
-                from pytest_torchperf.run.duet import skipped_line
-
-                ctx.child_sink.send("skipped", skipped_line(plan.nodeid, label, str(exc)))
+            role_of(ctx).variant_unavailable(ctx, plan.nodeid, label, str(exc))
             if len(plan.variants) == 1:
                 raise VariantSkipped(f"{label}: not measured: {exc}") from None
             state.skipped[label] = str(exc)
@@ -259,8 +242,12 @@ def _build(
         plan.extras[variant] = extra
 
 
-def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
-    """Time eager and every built variant round-robin (one block of each per round)."""
+def _time(
+    ctx: RunContext, plan: VariantPlan, eager: Any, turn: Callable[[], None] | None
+) -> dict[str, Any]:
+    """Time eager and every built variant round-robin (one block of each per round); ``turn``
+    (the role's) is awaited before each round, and where there is one no calibration blocks are
+    timed."""
     from pytest_torchperf.measure.sampling import collect_interleaved, round_ratios
     from pytest_torchperf.measure.timing import calibration_kernel, neighbours_for, prepared
 
@@ -275,8 +262,7 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
             else runner
         )
     calibrate = None
-    turns = ctx.turns  # a side of an A/B run: its rounds alternate with the other side's
-    if clock_name == "cpu" and turns is None:
+    if clock_name == "cpu" and turn is None:
         kernel = calibration_kernel()
 
         def calibrate(number: int) -> float:
@@ -291,7 +277,7 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
             warmup=plan.options.warmup,
             calibrate=calibrate,
             neighbours=neighbours_for(eager.device),
-            turn=(lambda: turns.take(plan.nodeid, plan.name)) if turns is not None else None,
+            turn=turn,
         )
     required = dict(plan.options.min_speedup)
     for variant, extra in plan.extras.items():
@@ -319,30 +305,8 @@ def _time(ctx: RunContext, plan: _Plan, eager: Any) -> dict[str, Any]:
     return raws
 
 
-def _count_each(ctx: RunContext, state: TestState, plan: _Plan) -> dict[str, Result]:
-    """In the child under Valgrind: count eager (the ratios' reference, listed or not) and each
-    built variant instead of timing them."""
-    from pytest_torchperf.run.counting import count_target
-
-    for variant, measurer in plan.measurers.items():
-        count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
-    return {
-        v: disabled_result(
-            state,
-            plan.nodeid,
-            plan.labels[v],
-            plan.measurers[v].device,
-            plan.options,
-            "torchperf",
-            v,
-        )
-        for v in plan.variants
-        if v in plan.measurers
-    }
-
-
 def _conclude_each(
-    ctx: RunContext, state: TestState, plan: _Plan, raws: dict[str, Any]
+    ctx: RunContext, state: TestState, plan: VariantPlan, raws: dict[str, Any]
 ) -> dict[str, Result]:
     """Each listed variant judged and saved like a plain measurement."""
     results: dict[str, Result] = {}
@@ -375,7 +339,7 @@ def _conclude_each(
 
 
 def failed_variant(
-    ctx: RunContext, state: TestState, plan: _Plan, variant: str, device: str, message: str
+    ctx: RunContext, state: TestState, plan: VariantPlan, variant: str, device: str, message: str
 ) -> Result:
     """An untimed, failed result for a variant that could not be built or gave NaN/inf, so
     the summary and every report show it (and the test fails with its message)."""
