@@ -17,12 +17,11 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.pytest_plugin import (
-    ab_runs,
     ab_side,
     child_runs,
     extensions,
-    instruction_runs,
     isolation,
+    schedules,
     variant_items,
     xdist_runs,
 )
@@ -97,13 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # without a GPU.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     if settings.child:
-        child_runs.configure_child(config)
-        if settings.counts_instructions:
-            config.stash[CONTEXT_SETUP_KEY].append(
-                lambda ctx: instruction_runs.configure_counting_child(config)
-            )
-        if settings.ab:
-            ab_side.configure_side(config)  # pins it; the first turn comes after collection
+        schedules.configure(config, settings)
         return  # a child writes no summary or reports: the controlling run does
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 
@@ -176,7 +169,8 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
-    """--torchperf-processes: the child runs go first; a child run points at its output file."""
+    """The child processes of the run's schedules (:mod:`.schedules`) go first; a child run
+    points at its output file."""
     settings = session.config.stash[SETTINGS_KEY]
     if settings.child:
         child_runs.start_child_sink(session.config)
@@ -184,17 +178,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         return
     if session.testsfailed:  # collection errors: nothing is worth measuring
         return
-    if settings.ab:
-        ab_runs.run_duet(session)
-        return
-    # Counting under Valgrind first: the counting processes take every core, and must be done
-    # before anything is timed (a fallback run then times in fresh processes too).
-    if settings.counts_instructions:
-        instruction_runs.run_counting_children(session)
-    if xdist_runs.runs_children(session.config):
-        xdist_runs.run_children(session.config)
-    elif settings.processes > 1:
-        child_runs.run_children(session, settings.processes)
+    schedules.run_children(session, settings)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
