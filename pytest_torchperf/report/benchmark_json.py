@@ -13,13 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.store.records import MeasurementRecord
+from pytest_torchperf.store.records import results_section
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
-#: The keys of a measurement record the plugin writes (anything else was added by another
-#: plugin's pytest_torchperf_record hook and is carried into the results file as it is).
-_RECORD_KEYS = frozenset(MeasurementRecord.__annotations__) | {"label", "saved", "untimed"}
 
 
 def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,42 +88,8 @@ def benchmark_json(
                 },
                 "stats": stats,
                 "torchperf": {
-                    "outcome": record["outcome"],
+                    **results_section(record),
                     "label": record.get("label") or outcome_label(record),
-                    "verdict": record.get("verdict"),
-                    "counters": record.get("counters"),
-                    "counter_changes": record.get("counter_changes"),
-                    "environment_id": record.get("environment_id"),
-                    "cpu_share": record.get("cpu_share"),
-                    "neighbour_load": record.get("neighbour_load"),
-                    "calibration": record.get("calibration"),
-                    "clock": record.get("clock"),
-                    "saved": record.get("saved"),
-                    "not_saved": record.get("not_saved"),
-                    "variant": record.get("variant", "eager"),
-                    "speedup": record.get("speedup"),
-                    "accuracy": record.get("accuracy"),
-                    "accuracy_limits": record.get("accuracy_limits"),
-                    "build_time": record.get("build_time"),
-                    "metric": record.get("metric"),
-                    "failures": record.get("failures"),
-                    "failure_kinds": record.get("failure_kinds") or [],
-                    "nodeid": record["nodeid"],
-                    "measurement": record["name"],
-                    "session": record.get("session"),
-                    "run_failures": record.get("run_failures"),
-                    "run_failure_kinds": record.get("run_failure_kinds") or [],
-                    "passes": record.get("passes"),
-                    "processes": record.get("processes") or [],
-                    "confirm_speedups": record.get("confirm_speedups") or [],
-                    "explanation": record.get("explanation") or [],
-                    "instructions": record.get("instructions"),
-                    "instructions_vs_eager": record.get("instructions_vs_eager"),
-                    "ab": record.get("ab"),
-                    "gated": record.get("gated") or [],
-                    "untimed": record.get("untimed"),
-                    # Keys other plugins added (the pytest_torchperf_record hook).
-                    **{k: v for k, v in record.items() if k not in _RECORD_KEYS},
                 },
             }
         )

@@ -180,3 +180,65 @@ def timed_sessions(sessions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, A
     """The sessions that stored a timing (``statistic``): the timing baseline. A session saved
     while no pass could be trusted (``untimed``) still holds counters and numerics."""
     return [s for s in sessions if s.get("statistic")]
+
+
+# -- a record in a results file and back (one conversion each way) ----------------------------
+
+#: Record keys a results file holds in pytest-benchmark's own fields of a benchmark (``name`` as
+#: the section's ``measurement``; ``environment`` in the file's table of environments); every
+#: other key, another plugin's included, goes in the benchmark's ``torchperf`` section as it is.
+_BENCHMARK_FIELDS = frozenset(
+    {"name", "group", "device", "threads", "stats", "samples", "number_per_block", "options"}
+)
+#: What a results file of an older version may lack, read as empty.
+_LIST_KEYS = (
+    "counter_changes",
+    "failures",
+    "failure_kinds",
+    "passes",
+    "run_failures",
+    "run_failure_kinds",
+    "processes",
+    "confirm_speedups",
+    "explanation",
+    "gated",
+    "notes",
+)
+
+
+def results_section(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``torchperf`` section of a record's benchmark in a results file (the inverse of
+    :func:`record_from_benchmark`, with the benchmark's own fields)."""
+    section = {k: v for k, v in record.items() if k not in _BENCHMARK_FIELDS and k != "environment"}
+    section["measurement"] = record["name"]
+    return section
+
+
+def record_from_benchmark(
+    bench: Mapping[str, Any], stats: StatsRecord | None
+) -> dict[str, Any] | None:
+    """The record a results file's benchmark holds (None: not one of ours, or nothing timed);
+    ``stats`` summarises its per-call samples."""
+    section = dict(bench.get("torchperf") or {})
+    timed = bench.get("stats") or {}
+    data = list(timed.get("data") or [])
+    if "nodeid" not in section or not data:
+        return None
+    record = {k: v for k, v in section.items() if k != "measurement"}
+    extra_info = bench.get("extra_info") or {}
+    record.update(
+        name=section["measurement"],
+        group=bench.get("group"),
+        device=extra_info.get("device"),
+        threads=extra_info.get("threads"),
+        stats=stats,
+        samples=data,
+        number_per_block=timed.get("iterations"),
+        options=bench.get("options"),
+    )
+    for key in _LIST_KEYS:
+        record[key] = record.get(key) or []
+    record["variant"] = record.get("variant") or "eager"
+    if "run_id" not in record:  # written before records carried it
+        record["run_id"] = (record.get("session") or {}).get("run_id")
+    return record

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
 
 RESULTS_FORMAT = "pytest-torchperf-results"
 
@@ -39,56 +40,11 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
         )
     records = []
     for bench in doc.get("benchmarks", []):
-        section = bench.get("torchperf") or {}
         data = list((bench.get("stats") or {}).get("data") or [])
-        if "nodeid" not in section or not data:
-            continue
-        session = section.get("session") or {}
-        records.append(
-            {
-                "nodeid": section["nodeid"],
-                "name": section["measurement"],
-                "group": bench.get("group"),
-                "device": (bench.get("extra_info") or {}).get("device"),
-                "threads": (bench.get("extra_info") or {}).get("threads"),
-                "environment_id": section.get("environment_id"),
-                "outcome": section.get("outcome"),
-                "stats": summarize(data).to_dict(),
-                "samples": data,
-                "number_per_block": (bench.get("stats") or {}).get("iterations"),
-                "cpu_share": section.get("cpu_share"),
-                "calibration": section.get("calibration"),
-                "verdict": section.get("verdict"),
-                "counters": section.get("counters"),
-                "counter_changes": section.get("counter_changes") or [],
-                "variant": section.get("variant", "eager"),
-                "speedup": section.get("speedup"),
-                "accuracy": section.get("accuracy"),
-                "accuracy_limits": section.get("accuracy_limits"),
-                "build_time": section.get("build_time"),
-                "metric": section.get("metric"),
-                "failures": section.get("failures") or [],
-                "failure_kinds": section.get("failure_kinds") or [],
-                "session": session or None,
-                "run_id": session.get("run_id"),
-                "saved": section.get("saved"),
-                "not_saved": section.get("not_saved"),
-                "label": section.get("label"),
-                "neighbour_load": section.get("neighbour_load"),
-                # What `torchperf compare` replays: every pass the verdict saw, in order, and the
-                # failures found within the run.
-                "passes": section.get("passes") or [],
-                "run_failures": section.get("run_failures") or [],
-                "run_failure_kinds": section.get("run_failure_kinds") or [],
-                "ab": section.get("ab"),
-                "processes": section.get("processes") or [],
-                "confirm_speedups": section.get("confirm_speedups") or [],
-                "explanation": section.get("explanation") or [],
-                "options": bench.get("options"),
-                "instructions": section.get("instructions"),
-                "instructions_vs_eager": section.get("instructions_vs_eager"),
-            }
-        )
+        stats = cast("StatsRecord", summarize(data).to_dict()) if data else None
+        record = record_from_benchmark(bench, stats)
+        if record is not None:
+            records.append(record)
     return records, dict(ours.get("environments") or {})
 
 

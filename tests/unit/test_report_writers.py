@@ -85,3 +85,48 @@ def test_benchmark_json_follows_pytest_benchmarks_layout_with_our_section() -> N
     assert all(
         b["name"] != "test_off[off]" for b in benchmark_json([untimed], {}, {})["benchmarks"]
     )
+
+
+def test_a_record_round_trips_through_the_results_file(tmp_path) -> None:
+    """Every key of a measurement record (and one another plugin added) comes back from a
+    results file as it was written: one conversion each way (store/records.py)."""
+    from pytest_torchperf.store.records import MeasurementRecord
+    from pytest_torchperf.store.results import read_results
+
+    samples = [0.001, 0.00105, 0.0011]  # sorted: the layout keeps them sorted
+    values: dict[str, object] = {
+        "nodeid": "test_m.py::test_a",
+        "name": "a",
+        "group": "g",
+        "device": "cpu",
+        "threads": 2,
+        "environment_id": "cpu-1234",
+        "disabled": False,
+        "number_per_block": 40,
+        "samples": samples,
+        "options": {"min_time": 0.2},
+        "label": "FAIL (time)",
+    }
+    for key, kind in MeasurementRecord.__annotations__.items():
+        if key in values or key in ("stats", "environment"):
+            continue
+        # A distinct value per key, of a JSON type the key may hold.
+        text = str(kind)
+        values[key] = (
+            [f"{key}-1"]
+            if text.startswith("list")
+            else {"of": key}
+            if "dict" in text or "Record" in text
+            else f"{key}-value"
+        )
+    values["extension_field"] = {"from": "another plugin"}
+    doc = benchmark_json([values], {}, {})
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    (record,), _ = read_results(path)
+    for key, value in values.items():
+        if key == "options":
+            assert record[key]["min_time"] == 0.2
+        else:
+            assert record[key] == value, key
+    assert record["stats"]["n"] == 3
