@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
@@ -143,6 +144,38 @@ class Candidate:
     one_sided: str | None = None
     #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
     ab_speedups: Sequence[tuple[float, float]] = ()
+
+    @classmethod
+    def from_record(
+        cls, first: Sample, record: Mapping[str, Any], *, uncounted: str | None = None
+    ) -> Candidate:
+        """The candidate of a measurement record (:class:`~pytest_torchperf.store.records.
+        MeasurementRecord` keys): what its ``session`` would store (counters, variant facts,
+        the calibration kernel, what counted it) and what the run found besides (its
+        instruction count, failures, A/B pairs). The one conversion from a record, for a live
+        measurement (the pipeline assembles the keys it has) and a replayed one alike."""
+        session = record.get("session") or {}
+        ab = record.get("ab") or {}
+        return cls(
+            record["name"],
+            first,
+            session.get("counters", record.get("counters")),
+            variant=session.get("variant", "eager"),
+            speedup=session.get("speedup"),
+            fingerprint=session.get("fingerprint"),
+            metric=session.get("metric"),
+            accuracy_limits=session.get("accuracy_limits"),
+            run_failures=restore(
+                list(record.get("run_failures") or ()), record.get("run_failure_kinds")
+            ),
+            calibration_kernel=session.get("calibration_kernel"),
+            instructions=record.get("instructions"),
+            uncounted=uncounted,
+            counted_with=session.get("counted_with"),
+            ab_pairs=ab.get("pairs") or (),
+            one_sided=ab.get("one_sided"),
+            ab_speedups=[(float(a), float(b)) for a, b in ab.get("speedups") or ()],
+        )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
-from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.samples import Sample, guard_problem
 
@@ -68,28 +67,7 @@ def replay(
         # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
         return later.pop(0) if later and later[0].fresh else None
 
-    candidate = Candidate(
-        record["name"],
-        samples[0],
-        session.get("counters", record.get("counters")),
-        variant=session.get("variant", "eager"),
-        speedup=session.get("speedup"),
-        fingerprint=session.get("fingerprint"),
-        metric=session.get("metric"),
-        accuracy_limits=session.get("accuracy_limits"),
-        run_failures=restore(
-            list(record.get("run_failures") or []), record.get("run_failure_kinds")
-        ),
-        calibration_kernel=session.get("calibration_kernel"),
-        instructions=record.get("instructions"),
-        uncounted="no count was recorded for it",
-        counted_with=session.get("counted_with"),
-        ab_pairs=(record.get("ab") or {}).get("pairs") or (),
-        one_sided=(record.get("ab") or {}).get("one_sided"),
-        ab_speedups=[
-            (float(a), float(b)) for a, b in (record.get("ab") or {}).get("speedups") or ()
-        ],
-    )
+    candidate = Candidate.from_record(samples[0], record, uncounted="no count was recorded for it")
     where = Where()
     if store is not None and record.get("environment_id"):
         env_id = record["environment_id"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
+from pytest_torchperf.judge.failures import kinds_of
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -220,23 +221,31 @@ def _compare(
         confirmed.extend(confirm_speedups() if confirm_speedups is not None else [])
         return confirmed
 
-    candidate = Candidate(
-        m.name,
+    run_failures = list(extra.failures) if extra else []
+    # The keys of the measurement's record the engine reads (the session a save would store,
+    # the run's own findings), converted as a replay converts them.
+    candidate = Candidate.from_record(
         first,
-        m.counters,
-        variant=extra.variant if extra else "eager",
-        speedup=extra.speedup if extra else None,
-        fingerprint=extra.fingerprint if extra else None,
-        metric=extra.metric if extra else None,
-        accuracy_limits=(extra.limits or m.options.accuracy_limits(extra.variant))
-        if extra
-        else None,
-        run_failures=list(extra.failures) if extra else [],
-        calibration_kernel=CALIBRATION_KERNEL if first.calibration else None,
-        instructions=ctx.instruction_counts.get((m.nodeid, m.name)),
+        {
+            "name": m.name,
+            "session": {
+                "counters": m.counters,
+                "variant": extra.variant if extra else "eager",
+                "speedup": extra.speedup if extra else None,
+                "fingerprint": extra.fingerprint if extra else None,
+                "metric": extra.metric if extra else None,
+                "accuracy_limits": (extra.limits or m.options.accuracy_limits(extra.variant))
+                if extra
+                else None,
+                "calibration_kernel": CALIBRATION_KERNEL if first.calibration else None,
+                "counted_with": ctx.counted_with or None,
+            },
+            "run_failures": run_failures,
+            "run_failure_kinds": kinds_of(run_failures),
+            "instructions": ctx.instruction_counts.get((m.nodeid, m.name)),
+            **role.record_fields(ctx, m.nodeid, m.name),
+        },
         uncounted=ctx.instruction_problems.get(m.nodeid),
-        counted_with=ctx.counted_with or None,
-        **role.candidate_fields(ctx, m.nodeid, m.name),
     )
     where = Where(
         env_id,

@@ -94,9 +94,10 @@ class Role:
         """The sessions a measurement is judged against: the stored ones of its environment."""
         return list(ctx.store.load_sessions(env_id, nodeid, name))
 
-    def candidate_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
-        """What this role adds to the engine's candidate (:class:`~pytest_torchperf.judge.
-        inputs.Candidate` keywords)."""
+    def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
+        """What this role adds to a measurement's record before it is judged (the engine's
+        candidate is built from the record: :meth:`~pytest_torchperf.judge.inputs.Candidate.
+        from_record`)."""
         return {}
 
     def report(
@@ -288,17 +289,14 @@ class ABController(Role):
         paired = ctx.duet.measured.get((nodeid, name))
         return list(paired.a_sessions) if paired is not None else []
 
-    def candidate_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
-        """The process pairs behind the verdict (the ``ab`` kind judges them)."""
+    def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
+        """The process pairs behind the verdict (the ``ab`` kind judges them), as the results
+        file keeps them."""
+        from pytest_torchperf.run.duet import ab_record
+
         assert ctx.duet is not None
-        paired = ctx.duet.measured.get((nodeid, name))
-        if paired is None:
-            return {}
-        return {
-            "ab_pairs": [p.to_record() for p in paired.pairs],
-            "one_sided": paired.one_sided,
-            "ab_speedups": list(paired.speedups),
-        }
+        ab = ab_record(ctx.duet, (nodeid, name))
+        return {} if ab is None else {"ab": ab}
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result

@@ -44,13 +44,18 @@ def test_only_the_controllers_judge_and_only_a_fresh_process_retries_for_someone
 
 
 def test_the_ab_controller_judges_against_side_a_measured_now() -> None:
-    paired = SimpleNamespace(a_sessions=[{"statistic": 1.0}], pairs=[], one_sided="B", speedups=[])
-    ctx = _ctx(duet=SimpleNamespace(measured={("t.py::a", "m"): paired}))
+    paired = SimpleNamespace(
+        a_sessions=[{"statistic": 1.0}], pairs=[], one_sided="B", speedups=[(1.5, 1.25)]
+    )
+    ctx = _ctx(duet=SimpleNamespace(measured={("t.py::a", "m"): paired}, against="main"))
     controller = ABController()
     assert controller.baseline(ctx, "t.py::a", "m", "env") == [{"statistic": 1.0}]
     assert controller.baseline(ctx, "t.py::b", "m", "env") == []
-    assert controller.candidate_fields(ctx, "t.py::a", "m") == {
-        "ab_pairs": [],
-        "one_sided": "B",
-        "ab_speedups": [],
-    }
+    fields = controller.record_fields(ctx, "t.py::a", "m")
+    assert fields["ab"]["one_sided"] == "B" and fields["ab"]["against"] == "main"
+    assert controller.record_fields(ctx, "t.py::b", "m") == {}
+    # The engine reads the pairs from the record, as a replay of the results file does.
+    from pytest_torchperf.judge.inputs import Candidate
+
+    candidate = Candidate.from_record(object(), {"name": "m", **fields})  # type: ignore[arg-type]
+    assert candidate.one_sided == "B" and candidate.ab_speedups == [(1.5, 1.25)]
