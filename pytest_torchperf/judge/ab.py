@@ -180,66 +180,71 @@ class ABVerdict:
     b_time: float | None
 
 
-def judge_ab(
-    label: str,
-    pairs: Sequence[PairResult],
-    limit: float,
-    against: str,
-    one_sided: str | None = None,
-) -> ABVerdict:
-    """The verdict of side B against side A (``against`` names A: ``origin/main (abc1234)``).
+@dataclass(frozen=True)
+class ABDecision:
+    """What side B's pairs decide against side A's, before any wording (:func:`decide_ab`)."""
 
-    ``one_sided``: ``"B"`` when only the working tree has this measurement (new in B), ``"A"``
-    when only the revision has it (removed in B), ``"A-failed"`` when side A ran its test but did
-    not measure it (inconclusive, so strict mode fails it).
-    """
+    outcome: Outcome
+    #: Which case decided: ``a-failed`` (side A ran the test, measured nothing), ``new`` (only
+    #: B has it), ``removed`` (only A has it), ``few-pairs`` (under two usable pairs) or
+    #: ``interval`` (the pairs' interval against the limit).
+    case: str
+    interval: Interval | None
+    a_time: float | None
+    b_time: float | None
+    #: The pairs that measured both sides (their ratios made the interval).
+    usable: tuple[PairResult, ...] = ()
+
+
+def decide_ab(
+    pairs: Sequence[PairResult], limit: float, one_sided: str | None = None
+) -> ABDecision:
+    """The outcome of side B against side A (see :func:`judge_ab` for ``one_sided``)."""
     a_all = [t for p in pairs for t in p.a]
     b_all = [t for p in pairs for t in p.b]
     # p25, the statistic every report shows for a measurement (the verdict rests on the pairs).
     a_time = summarize(a_all).p25 if a_all else None
     b_time = summarize(b_all).p25 if b_all else None
     if one_sided == "A-failed":
-        return ABVerdict(
-            Outcome.INCONCLUSIVE,
+        return ABDecision(Outcome.INCONCLUSIVE, "a-failed", None, None, b_time)
+    if one_sided == "B" or (b_all and not a_all):
+        return ABDecision(Outcome.NEW, "new", None, None, b_time)
+    if one_sided == "A" or not b_all:
+        return ABDecision(Outcome.NEW, "removed", None, a_time, None)
+    usable = tuple(p for p in pairs if p.rounds)
+    iv = interval([p.ratio for p in usable])
+    if iv is None:
+        return ABDecision(Outcome.INCONCLUSIVE, "few-pairs", None, a_time, b_time, usable)
+    return ABDecision(classify(iv, limit), "interval", iv, a_time, b_time, usable)
+
+
+def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str:
+    """The message a user reads for ``decision`` (``against`` names side A)."""
+    a_time, b_time, iv, usable = (
+        decision.a_time,
+        decision.b_time,
+        decision.interval,
+        decision.usable,
+    )
+    in_b = f"{format_time(b_time) if b_time else '?'} per call in B"
+    if decision.case == "a-failed":
+        return (
             f"{label}: inconclusive: side A ({against}) ran this test but did not measure it "
             f"(it failed, errored or was skipped there: side A's output is printed before the "
-            f"tests); {format_time(b_time) if b_time else '?'} per call in B",
-            None,
-            None,
-            b_time,
+            f"tests); {in_b}"
         )
-    if one_sided == "B" or (b_all and not a_all):
-        return ABVerdict(
-            Outcome.NEW,
-            f"{label}: new in B: not measured on side A ({against}); "
-            f"{format_time(b_time) if b_time else '?'} per call in B",
-            None,
-            None,
-            b_time,
-        )
-    if one_sided == "A" or not b_all:
-        return ABVerdict(
-            Outcome.NEW,
-            f"{label}: removed in B: only side A ({against}) measured it",
-            None,
-            a_time,
-            None,
-        )
-    usable = [p for p in pairs if p.rounds]
-    iv = interval([p.ratio for p in usable])
+    if decision.case == "new":
+        return f"{label}: new in B: not measured on side A ({against}); {in_b}"
+    if decision.case == "removed":
+        return f"{label}: removed in B: only side A ({against}) measured it"
     figures = (
         f"p25 {format_time(b_time)} vs {format_time(a_time)} per call" if a_time and b_time else ""
     )
     if iv is None:
-        return ABVerdict(
-            Outcome.INCONCLUSIVE,
+        return (
             f"{label}: inconclusive: {len(usable)} process pair(s) measured both sides, an "
-            f"interval needs at least 2 ({figures}). Run more pairs (--torchperf-ab-max-pairs)",
-            None,
-            a_time,
-            b_time,
+            f"interval needs at least 2 ({figures}). Run more pairs (--torchperf-ab-max-pairs)"
         )
-    outcome = classify(iv, limit)
     spread = ", ".join(f"{(p.ratio - 1) * 100:+.1f}%" for p in usable)
     head = (
         f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}) vs {against}; "
@@ -253,14 +258,10 @@ def judge_ab(
         else ""
     )
     detail = f"{figures}; {len(usable)} process pairs: {spread}{dropped}"
-    if outcome is Outcome.FAIL:
-        message = f"{label}: {head} ({detail})"
-    elif outcome is Outcome.IMPROVED:
-        message = f"{label}: improved {head} ({detail})"
-    elif outcome is Outcome.PASS:
-        message = f"{label}: {head} ({detail})"
-    else:
-        message = (
+    if decision.outcome is Outcome.IMPROVED:
+        return f"{label}: improved {head} ({detail})"
+    if decision.outcome is Outcome.INCONCLUSIVE:
+        return (
             f"{label}: inconclusive: {head}: the interval straddles the limit after "
             f"{len(usable)} process pairs ({detail}; their spread {iv.spread * 100:.1f}%). "
             f"The processes differ more than the limit allows (no pair was added once more "
@@ -268,50 +269,99 @@ def judge_ab(
             f"(--torchperf-ab-max-pairs) when the spread is small, or a larger max_slowdown "
             f"for this test"
         )
-    return ABVerdict(outcome, message, iv, a_time, b_time)
+    return f"{label}: {head} ({detail})"  # fail or pass: the figure says which
+
+
+def judge_ab(
+    label: str,
+    pairs: Sequence[PairResult],
+    limit: float,
+    against: str,
+    one_sided: str | None = None,
+) -> ABVerdict:
+    """The verdict of side B against side A (``against`` names A: ``origin/main (abc1234)``):
+    :func:`decide_ab`, then :func:`word_ab`.
+
+    ``one_sided``: ``"B"`` when only the working tree has this measurement (new in B), ``"A"``
+    when only the revision has it (removed in B), ``"A-failed"`` when side A ran its test but did
+    not measure it (inconclusive, so strict mode fails it).
+    """
+    decision = decide_ab(pairs, limit, one_sided)
+    return ABVerdict(
+        decision.outcome,
+        word_ab(label, decision, limit, against),
+        decision.interval,
+        decision.a_time,
+        decision.b_time,
+    )
+
+
+@dataclass(frozen=True)
+class SpeedupDecision:
+    """What a variant's speedups vs eager in the pairs decide (:func:`decide_ab_speedup`)."""
+
+    #: ``fail``, ``inconclusive`` (straddles the limit), ``one-pair`` (a fall above the limit
+    #: that one pair cannot decide) or ``ok``.
+    case: str
+    a_median: float
+    b_median: float
+    usable: tuple[tuple[float, float], ...]
+    interval: Interval | None
+
+
+def decide_ab_speedup(
+    speedups: Sequence[tuple[float, float]], limit: float
+) -> SpeedupDecision | None:
+    """Whether a variant lost ground against eager from side A to B (None: no usable pair)."""
+    usable = tuple((a, b) for a, b in speedups if a > 0 and b > 0)
+    if not usable:
+        return None
+    a_med = statistics.median(a for a, _ in usable)
+    b_med = statistics.median(b for _, b in usable)
+    iv = interval([a / b for a, b in usable])
+    if iv is None:
+        case = "one-pair" if a_med / b_med - 1.0 > limit else "ok"
+    else:
+        outcome = classify(iv, limit)
+        case = {Outcome.FAIL: "fail", Outcome.INCONCLUSIVE: "inconclusive"}.get(outcome, "ok")
+    return SpeedupDecision(case, a_med, b_med, usable, iv)
 
 
 def judge_ab_speedup(
     label: str, speedups: Sequence[tuple[float, float]], limit: float, against: str
 ) -> tuple[str | None, str | None]:
-    """(failure, warning) of a variant's speedup vs eager in an A/B run, on the pairs.
+    """(failure, warning) of a variant's speedup vs eager in an A/B run, on the pairs:
+    :func:`decide_ab_speedup`, then worded here.
 
     ``speedups``: each process pair's (side A, side B) median speedup. A speedup is a ratio
     within one process, but it still differs between processes (eager runs in one of two speeds
     in some), so one pair's fall is luck as often as not: like time, the fall A/B - 1 of every
     pair gives an interval, and only an interval wholly above ``limit`` fails.
     """
-    usable = [(a, b) for a, b in speedups if a > 0 and b > 0]
-    if not usable:
+    decision = decide_ab_speedup(speedups, limit)
+    if decision is None or decision.case == "ok":
         return None, None
-    a_med = statistics.median(a for a, _ in usable)
-    b_med = statistics.median(b for _, b in usable)
+    usable, iv = decision.usable, decision.interval
     falls = ", ".join(_pct(a / b - 1.0) for a, b in usable)
     head = (
-        f"{label}: speedup vs eager x{b_med:.2f} in B vs x{a_med:.2f} in A ({against}); "
-        f"{len(usable)} process pair{'s' if len(usable) != 1 else ''}, the variant slower "
-        f"relative to eager by {falls}"
+        f"{label}: speedup vs eager x{decision.b_median:.2f} in B vs x{decision.a_median:.2f} "
+        f"in A ({against}); {len(usable)} process pair{'s' if len(usable) != 1 else ''}, the "
+        f"variant slower relative to eager by {falls}"
     )
-    iv = interval([a / b for a, b in usable])
-    if iv is None:
-        if a_med / b_med - 1.0 > limit:
-            return None, (
-                f"{head}: one pair cannot decide a fall (the pairs' interval needs two); run "
-                f"more pairs (--torchperf-ab-pairs)"
-            )
-        return None, None
-    outcome = classify(iv, limit)
+    if decision.case == "one-pair" or iv is None:
+        return None, (
+            f"{head}: one pair cannot decide a fall (the pairs' interval needs two); run "
+            f"more pairs (--torchperf-ab-pairs)"
+        )
     interval_text = (
         f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}); limit {limit * 100:g}%"
     )
-    if outcome is Outcome.FAIL:
+    if decision.case == "fail":
         return (
             f"{head}: fell by {interval_text}. Eager ran in the same processes, so the machine "
             f"does not explain it: this variant lost ground against eager"
         ), None
-    if outcome is Outcome.INCONCLUSIVE:
-        return None, (
-            f"{head}: fell by {interval_text}, an interval that straddles the limit: not "
-            f"judged (the processes differ more than the limit allows)"
-        )
-    return None, None
+    return None, (
+        f"{head}: fell by {interval_text}, an interval that straddles the limit: not "
+        f"judged (the processes differ more than the limit allows)"
+    )

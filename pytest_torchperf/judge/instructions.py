@@ -52,55 +52,89 @@ class InstructionVerdict:
     why: tuple[str, ...] = ()
 
 
-def judge_instructions(
-    label: str,
+@dataclass(frozen=True)
+class InstructionDecision:
+    """What a count decides against its baseline, before any wording
+    (:func:`decide_instructions`)."""
+
+    outcome: Outcome
+    #: ``windows`` (the count's windows disagree), ``new`` (no baseline) or ``compared``.
+    case: str
+    change: float | None = None
+    #: The relative limit applied (``max_increase``, or the absolute floor on small targets).
+    limit: float = 0.0
+    why: tuple[str, ...] = ()
+
+
+def decide_instructions(
     current: InstructionCount,
     baseline: InstructionCount | None,
     max_increase: float = DEFAULT_MAX_INCREASE,
-) -> InstructionVerdict:
-    """Pass, fail, improved, inconclusive or new, with the message a user reads."""
-    first, second = current.windows
+) -> InstructionDecision:
+    """Pass, fail, improved, inconclusive or new."""
     if not repeats(current):
-        return InstructionVerdict(
-            Outcome.INCONCLUSIVE,
-            None,
+        return InstructionDecision(Outcome.INCONCLUSIVE, "windows")
+    if baseline is None:
+        return InstructionDecision(Outcome.NEW, "new")
+    change = (current.per_call - baseline.per_call) / baseline.per_call
+    limit = effective_limit(baseline.per_call, max_increase)
+    outcome = (
+        Outcome.FAIL if change > limit else Outcome.IMPROVED if change < -limit else Outcome.PASS
+    )
+    why = tuple(function_changes(current.functions, baseline.functions))
+    return InstructionDecision(outcome, "compared", change, limit, why)
+
+
+def word_instructions(
+    label: str,
+    decision: InstructionDecision,
+    current: InstructionCount,
+    baseline: InstructionCount | None,
+    max_increase: float,
+) -> str:
+    """The message a user reads for ``decision``."""
+    first, second = current.windows
+    if decision.case == "windows":
+        return (
             f"{label}: inconclusive: the two counted windows disagree by "
             f"{current.disagreement * 100:.2f}% ({format_count(first)} vs "
             f"{format_count(second)} instructions per call; they must agree within "
             f"{WINDOW_AGREEMENT * 100:g}% or {WINDOW_AGREEMENT_FLOOR:.0f} instructions per "
             f"call). The calls do not repeat the same work: random "
             f"inputs created per call, lazy initialisation or data-dependent control flow. "
-            f"Create inputs once outside the timed call",
+            f"Create inputs once outside the timed call"
         )
-    if baseline is None:
-        return InstructionVerdict(
-            Outcome.NEW,
-            None,
-            f"{label}: {format_count(second)} instructions per call (no baseline yet)",
-        )
-    change = (current.per_call - baseline.per_call) / baseline.per_call
-    why = tuple(function_changes(current.functions, baseline.functions))
-    limit = effective_limit(baseline.per_call, max_increase)
+    if decision.case == "new" or baseline is None or decision.change is None:
+        return f"{label}: {format_count(second)} instructions per call (no baseline yet)"
     floor = (
         f", at least {format_count(MIN_CHANGE)} per call: smaller changes are process-to-process "
         f"noise"
-        if limit > max_increase
+        if decision.limit > max_increase
         else ""
     )
     figures = (
         f"{format_count(current.per_call)} vs {format_count(baseline.per_call)}; "
         f"limit {max_increase * 100:g}%{floor}"
     )
-    if change > limit:
-        outcome = Outcome.FAIL
-    elif change < -limit:
-        outcome = Outcome.IMPROVED
-    else:
-        outcome = Outcome.PASS
-    message = f"{label}: instructions {change * 100:+.1f}% per call vs baseline ({figures})"
-    if outcome is not Outcome.PASS and why:
-        message += "\n  why (self instructions per call vs baseline): " + "; ".join(why)
-    return InstructionVerdict(outcome, change, message, why)
+    message = (
+        f"{label}: instructions {decision.change * 100:+.1f}% per call vs baseline ({figures})"
+    )
+    if decision.outcome is not Outcome.PASS and decision.why:
+        message += "\n  why (self instructions per call vs baseline): " + "; ".join(decision.why)
+    return message
+
+
+def judge_instructions(
+    label: str,
+    current: InstructionCount,
+    baseline: InstructionCount | None,
+    max_increase: float = DEFAULT_MAX_INCREASE,
+) -> InstructionVerdict:
+    """Pass, fail, improved, inconclusive or new, with the message a user reads:
+    :func:`decide_instructions`, then :func:`word_instructions`."""
+    decision = decide_instructions(current, baseline, max_increase)
+    message = word_instructions(label, decision, current, baseline, max_increase)
+    return InstructionVerdict(decision.outcome, decision.change, message, decision.why)
 
 
 def repeats(count: InstructionCount) -> bool:

@@ -17,6 +17,10 @@ ALLOWED = {
     "judge_instructions": {"judge/kinds.py"},
     "judge_ab": {"judge/kinds.py"},
     "judge_ab_speedup": {"judge/kinds.py"},
+    # Deciding apart from wording: each decider is called by its kind's judge_* only.
+    "decide_ab": {"judge/ab.py"},
+    "decide_ab_speedup": {"judge/ab.py"},
+    "decide_instructions": {"judge/instructions.py"},
     "Verdict": {"judge/verdict.py", "judge/kinds.py"},
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
