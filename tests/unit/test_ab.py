@@ -427,3 +427,24 @@ def test_a_measurement_both_sides_skip_asks_for_no_more_pairs() -> None:
             {"A": {"t::amp"}, "B": {"t::amp"}},
         )
     assert data.undecided(8) == []
+
+
+def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
+    """decide_ab says the outcome and the case that decided it; word_ab only words it (the same
+    decision worded for another side A changes no outcome)."""
+    from pytest_torchperf.judge.ab import decide_ab, word_ab
+
+    slower = [_pair(0.3, w) for w in (0.0, 0.01, -0.01)]
+    decision = decide_ab(slower, 0.1)
+    assert (decision.outcome, decision.case) == (Outcome.FAIL, "interval")
+    assert decision.interval is not None and decision.interval.low > 0.1
+    assert len(decision.usable) == 3
+    assert (
+        word_ab("m", decision, 0.1, "main (abc)")
+        == judge_ab("m", slower, 0.1, "main (abc)").message
+    )
+    assert "vs v1 (def)" in word_ab("m", decision, 0.1, "v1 (def)")
+    assert decide_ab(slower, 0.1, "B").case == "new"
+    assert decide_ab(slower, 0.1, "A").case == "removed"
+    assert decide_ab(slower, 0.1, "A-failed").outcome is Outcome.INCONCLUSIVE
+    assert decide_ab(slower[:1], 0.1).case == "few-pairs"

@@ -227,3 +227,18 @@ def test_windows_are_sized_by_instructions_between_1_and_100_calls() -> None:
     assert calls_per_window(60_000_000) == 2  # an int8 MLP: two calls reach the aim
     assert calls_per_window(700_000_000) == 1  # a ResNet: one call per window
     assert calls_per_window(0) == 100  # nothing counted (not under callgrind): the cap
+
+
+def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
+    from pytest_torchperf.judge.instructions import decide_instructions, word_instructions
+
+    current = _count(13_907_900.0, at__native__cpublas__gemm=9_410_000.0)
+    decision = decide_instructions(current, BASE, 0.01)
+    assert (decision.outcome, decision.case) == (Outcome.FAIL, "compared")
+    assert decision.change == pytest.approx(13_907_900.0 / BASE.per_call - 1)
+    assert decision.why[0].startswith("at::native::cpublas::gemm +")
+    worded = word_instructions("mlp", decision, current, BASE, 0.01)
+    assert worded == judge_instructions("mlp", current, BASE, 0.01).message
+    assert decide_instructions(current, None).case == "new"
+    uneven = InstructionCount((13_490_000.0, 13_990_000.0))
+    assert decide_instructions(uneven, BASE).outcome is Outcome.INCONCLUSIVE
