@@ -365,7 +365,7 @@ def removed_result(data: DuetData, key: Key) -> Any:
 
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.judge.kinds import ab_verdict
-    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.result import Result, VariantFacts
 
     entry = data.measured[key]
     latest = entry.a_sessions[-1]
@@ -382,6 +382,6 @@ def removed_result(data: DuetData, key: Key) -> Any:
         cpu_share=None,
         verdict=replace(verdict, baseline_statistic=summarize(times).p25 if times else None),
         group=latest.get("group"),
-        variant=str(latest.get("variant") or "eager"),
+        variant_facts=VariantFacts(str(latest.get("variant") or "eager")),
         ab=ab_record(data, key),
     )

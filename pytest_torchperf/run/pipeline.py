@@ -349,7 +349,7 @@ def _result(
         else [],
     )
     if m.extra is not None:
-        m.extra.apply(result)
+        result.variant_facts = m.extra.facts()
     if comparison is not None:
         result.explanation = list(comparison.explanation)
         result.gated = list(comparison.gated)

@@ -28,6 +28,22 @@ from pytest_torchperf.store.records import (
 
 
 @dataclass
+class VariantFacts:
+    """The part of a :class:`Result` a variant adds (see the properties of the same names)."""
+
+    variant: str = "eager"
+    speedup: dict[str, float] | None = None
+    accuracy: dict[str, float] | None = None
+    accuracy_limits: dict[str, float] | None = None
+    build_time: float | None = None
+    method: str | None = None
+    notes: list[str] = field(default_factory=list)
+    metric: float | None = None
+    fingerprint: dict[str, Any] | None = None
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
+
+
+@dataclass
 class Result:
     """Timing of one measurement (all times in seconds per call).
 
@@ -79,24 +95,6 @@ class Result:
     #: (``pairs``), side A's session records (``a_sessions``, what the engine checked counters and
     #: numerics against), the ``interval`` of the change, ``one_sided``.
     ab: dict[str, Any] | None = None
-    #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
-    variant: str = "eager"
-    #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for eager).
-    speedup: dict[str, float] | None = None
-    #: Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``, ``max_abs``, ``top1``).
-    accuracy: dict[str, float] | None = None
-    #: Tolerances the accuracy was checked against.
-    accuracy_limits: dict[str, float] | None = None
-    #: Seconds to build the variant including its first (compiling) call; None for eager.
-    build_time: float | None = None
-    #: How the variant was built (e.g. ``torch.compile(backend='inductor')``).
-    method: str | None = None
-    #: Things worth knowing about how the variant was built (fallbacks, caveats).
-    notes: list[str] = field(default_factory=list)
-    #: The user metric (``metric=fn`` on ``data=``) for this variant, if one was given.
-    metric: float | None = None
-    #: Summary statistics of the outputs (stored with baselines to catch numerics changes).
-    fingerprint: dict[str, Any] | None = field(default=None, repr=False)
     #: Failures other than the timing verdict and counters (accuracy, speedup, compile time,
     #: numerics drift), each a full sentence naming the measurement.
     failures: list[str] = field(default_factory=list)
@@ -111,8 +109,6 @@ class Result:
     #: ``--torchperf-processes``: the p25 (seconds per call) of each fresh process whose
     #: measurement was pooled, this one's last; empty for a single-process measurement.
     processes: list[float] = field(default_factory=list)
-    #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
-    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
     #: Lines a live run adds to a failed verdict: the profiled op diff and the trace path.
     explanation: list[str] = field(default_factory=list)
     #: What the comparison gated (``time``/``instructions``/``ab``, ``counters``, ``numerics``;
@@ -122,6 +118,9 @@ class Result:
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
     environment: dict[str, Any] | None = field(default=None, repr=False)
+    #: What the variant adds (eager's: its fingerprint and metric); read through the properties
+    #: below (``result.speedup``, ``result.accuracy``, ...).
+    variant_facts: VariantFacts = field(default_factory=lambda: VariantFacts(), repr=False)
 
     def __post_init__(self) -> None:
         if self.summary is None and self.samples:
@@ -162,6 +161,61 @@ class Result:
     def mean(self) -> float:
         """Mean per-call time in seconds."""
         return self._stat("mean")
+
+    # The variant's part -------------------------------------------------------------------------
+    @property
+    def variant(self) -> str:
+        """Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``,
+        ``int8``)."""
+        return self.variant_facts.variant
+
+    @property
+    def speedup(self) -> dict[str, float] | None:
+        """Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None
+        for eager)."""
+        return self.variant_facts.speedup
+
+    @property
+    def accuracy(self) -> dict[str, float] | None:
+        """Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``,
+        ``max_abs``, ``top1``)."""
+        return self.variant_facts.accuracy
+
+    @property
+    def accuracy_limits(self) -> dict[str, float] | None:
+        """Tolerances the accuracy was checked against."""
+        return self.variant_facts.accuracy_limits
+
+    @property
+    def build_time(self) -> float | None:
+        """Seconds to build the variant including its first (compiling) call; None for eager."""
+        return self.variant_facts.build_time
+
+    @property
+    def method(self) -> str | None:
+        """How the variant was built (e.g. ``torch.compile(backend='inductor')``)."""
+        return self.variant_facts.method
+
+    @property
+    def notes(self) -> list[str]:
+        """Things worth knowing about how the variant was built (fallbacks, caveats)."""
+        return self.variant_facts.notes
+
+    @property
+    def metric(self) -> float | None:
+        """The user metric (``metric=fn`` on ``data=``) for this variant, if one was given."""
+        return self.variant_facts.metric
+
+    @property
+    def fingerprint(self) -> dict[str, Any] | None:
+        """Summary statistics of the outputs (stored with baselines to catch numerics
+        changes)."""
+        return self.variant_facts.fingerprint
+
+    @property
+    def confirm_speedups(self) -> list[dict[str, float] | None]:
+        """Speedups vs eager measured by the fresh processes that confirmed a suspected fall."""
+        return self.variant_facts.confirm_speedups
 
     @property
     def outcome(self) -> Outcome:
@@ -287,19 +341,21 @@ class VariantExtra:
     #: Speedups the fresh confirming processes measured (when the speedup check needed them).
     confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
-    def apply(self, result: Result) -> None:
-        """Copy the variant facts onto the test's Result."""
-        result.variant = self.variant
-        result.speedup = self.speedup
-        result.accuracy = self.accuracy
-        result.accuracy_limits = self.limits
-        result.build_time = self.build_time
-        result.method = self.method
-        facts = ", ".join(f"{k}={v}" for k, v in self.info.items())
-        result.notes = [*self.notes, *([f"evidence: {facts}"] if facts else [])]
-        result.metric = self.metric
-        result.fingerprint = self.fingerprint
-        result.confirm_speedups = list(self.confirm_speedups)
+    def facts(self) -> VariantFacts:
+        """The variant's part of the test's Result."""
+        evidence = ", ".join(f"{k}={v}" for k, v in self.info.items())
+        return VariantFacts(
+            self.variant,
+            self.speedup,
+            self.accuracy,
+            self.limits,
+            self.build_time,
+            self.method,
+            [*self.notes, *([f"evidence: {evidence}"] if evidence else [])],
+            self.metric,
+            self.fingerprint,
+            list(self.confirm_speedups),
+        )
 
     def record(self) -> dict[str, Any]:
         """The keys a saved baseline session holds for this measurement."""

@@ -13,7 +13,7 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.result import Result
+from pytest_torchperf.run.result import Result, VariantFacts
 from pytest_torchperf.run.state import TestState
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def disabled_result(
         disabled=True,
         options=options,
         kind=kind,
-        variant=variant,
+        variant_facts=VariantFacts(variant),
     )
     state.results.append(result)
     return result

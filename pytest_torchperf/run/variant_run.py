@@ -23,7 +23,7 @@ from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.pipeline import conclude
-from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.result import Result, VariantExtra, VariantFacts
 from pytest_torchperf.run.roles import role_of
 from pytest_torchperf.run.state import (
     Measured,
@@ -353,7 +353,7 @@ def failed_variant(
         cpu_share=None,
         group=plan.options.group,
         options=plan.options,
-        variant=variant,
+        variant_facts=VariantFacts(variant),
         failures=[Failure("variant", message)],
         run_id=ctx.run_id,
         run_failures=[Failure("variant", message)],
