@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_torchperf.judge.inputs import recorded_kind
-from pytest_torchperf.judge.samples import guard_kind, loosening_option
+from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
 
 #: The timing gates, by the verdict basis that judged them.
 TIMING_BASES = {"time": "time", "instructions": "instructions", "ab": "A/B pairs"}
@@ -187,12 +187,18 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
     if cov.untimed_reasons:
         missing = len(cov.untimed_reasons)
         options = sorted({loosening_option(why) for why in cov.untimed_reasons})
+        kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
+        remedy = (
+            "A quieter machine will not change that: time the work without the waiting"
+            if set(kinds) == {IDLE}
+            else "Save again when the machine is quiet, give the save longer to wait for it "
+            "(--torchperf-save-wait=SECONDS)"
+        )
         return (
             f"the save stored no timing for {missing} of {cov.measurements} measurements "
-            f"({_reasons(Counter(guard_kind(why) for why in cov.untimed_reasons))}); their counters and numerics were stored and gate "
-            f"from now on, their timing does not. Save again when the machine is quiet, give "
-            f"the save longer to wait for it (--torchperf-save-wait=SECONDS), or, where this "
-            f"machine is always this busy, store the timing anyway with {' or '.join(options)}"
+            f"({_reasons(kinds)}); their counters and numerics were stored and gate from now "
+            f"on, their timing does not. {remedy}, or, where this machine is always like that, "
+            f"store the timing anyway with {' or '.join(options)}"
         )
     if strict and weak_gate_warning(cov):
         return (

@@ -28,7 +28,7 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
-from pytest_torchperf.judge.samples import Sample, loosening_option
+from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, loosening_option
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.records import timed_sessions
@@ -246,14 +246,18 @@ def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str
     reason = f"the save could not time it ({why})" if why else "the save could not time it"
     anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
+    store = (
+        "A quieter machine will not change that: time the work without the waiting"
+        if why and guard_kind(why) == IDLE
+        else "Store its timing with pytest --torchperf-save on a quiet machine"
+    )
     return replace(
         verdict,
         new_reason=reason,
         untimed=True,
         message=(
             f"{label}: no timing baseline: {reason}; its counters and numerics were gated "
-            f"against the {count}. Store its timing with pytest --torchperf-save on a quiet "
-            f"machine{anyway}"
+            f"against the {count}. {store}{anyway}"
         ),
     )
 

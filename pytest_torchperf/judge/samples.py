@@ -47,6 +47,19 @@ class Sample:
     neighbour_load: float | None = None
     #: Taken in a fresh process (a confirming pass of ``--torchperf-confirm fresh``).
     fresh: bool = False
+    #: Share of the timed wall time the timing thread waited on a run queue (another thread had
+    #: its CPU); None: not measured. Tells a crowded-out pass from a target that slept.
+    queued_share: float | None = None
+
+    @property
+    def crowded(self) -> bool | None:
+        """A low CPU share came from other threads taking this one's CPU (True), not from the
+        target sleeping or waiting (False); None where the run queue was not measured."""
+        if self.queued_share is None or self.cpu_share is None:
+            return None
+        # Of the wall time not spent on the CPU, how much was spent queued.
+        off_cpu = max(0.0, 1.0 - self.cpu_share)
+        return off_cpu > 0 and self.queued_share >= CROWDED_SHARE * off_cpu
 
     @property
     def machine_calibration(self) -> float | None:
@@ -75,6 +88,12 @@ class Sample:
         return "p25" if not self.process_statistics else f"median p25 of {self.processes} processes"
 
 
+#: Of the time a pass was off the CPU, the share it must have spent queued for a CPU for the
+#: low share to count as crowding by other processes: a sleeping target queues ~0 % of it
+#: (measured 0.003 %), a thread sharing its core with a busy loop ~100 %.
+CROWDED_SHARE = 0.5
+
+
 def guard_problem(
     sample: Sample,
     *,
@@ -90,10 +109,20 @@ def guard_problem(
     pass whose kernel ran more than ``max_machine_slowdown`` slower was taken on a slower machine.
     """
     if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
-        return (
-            f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: another process competed for "
-            f"the CPU while timing"
-        )
+        head = f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: "
+        if sample.crowded is False:
+            queued = sample.queued_share or 0.0
+            return head + (
+                f"the timed code itself left the CPU idle (it slept or waited on I/O, a lock "
+                f"or another device; it waited for a CPU only {format_percent(queued)} of the "
+                f"time)"
+            )
+        if sample.crowded:
+            return head + (
+                f"another process competed for the CPU while timing (the timed thread waited "
+                f"for its CPU {format_percent(sample.queued_share or 0.0)} of the time)"
+            )
+        return head + "another process competed for the CPU while timing"
     load = sample.neighbour_load
     if load is not None and max_neighbour_load < 1.0 and load > max_neighbour_load:
         return (
@@ -140,12 +169,17 @@ def loosening_option(problem: str) -> str:
 BUSY = "busy machine"
 SPREAD = "spread"
 SLOWER = "slower machine"
+#: The timed code itself left its CPU idle (it slept, or waited on I/O or a device).
+IDLE = "idle target"
 
 
 def guard_kind(problem: str) -> str:
     """Which guard refused a pass: :data:`BUSY` (another process took this CPU or kept the
-    others busy), :data:`SPREAD` or :data:`SLOWER` (the calibration kernel ran slow), from a
+    others busy), :data:`IDLE` (the timed code left its CPU idle), :data:`SPREAD` or
+    :data:`SLOWER` (the calibration kernel ran slow), from a
     sentence of :func:`guard_problem` (or a save's short form of one)."""
+    if problem.startswith("CPU share") and "left the CPU idle" in problem:
+        return IDLE
     if problem.startswith(("CPU share", "other processes kept")):
         return BUSY
     if problem.startswith("spread"):

@@ -65,6 +65,24 @@ def loadavg_neighbour_load(cpus: int) -> float | None:
     return min(1.0, max(0.0, one_minute - 1.0) / (cpus - 1))
 
 
+def run_queue_seconds(path: str = "/proc/thread-self/schedstat") -> float | None:
+    """Seconds the calling thread has waited on a run queue (runnable, but another thread had
+    its CPU), from the kernel's scheduler statistics; None where unknown (not Linux, no
+    schedstats). What tells a timed thread that was crowded off its CPU (it waited on the run
+    queue) from one that slept or waited on I/O (it did not): both show a low CPU share."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            fields = handle.read().split()
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_queue_clock() -> Callable[[], float | None] | None:
+    """A function reading :func:`run_queue_seconds`, or None where it cannot be read."""
+    return run_queue_seconds if run_queue_seconds() is not None else None
+
+
 def cpu_count() -> int:
     """CPUs of the machine (all of them: ``/proc/stat`` counts all, whatever our affinity)."""
     return os.cpu_count() or 1

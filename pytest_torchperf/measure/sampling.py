@@ -49,6 +49,9 @@ class RawSamples:
     calibration: list[float] = field(default_factory=list)
     #: Share of the other CPUs' capacity other processes used meanwhile (None: not measured).
     neighbour_load: float | None = None
+    #: Share of the timed wall time the timing thread spent waiting on a run queue: crowded
+    #: off its CPU by another thread (None: not measured).
+    queued_share: float | None = None
 
     @property
     def cpu_share(self) -> float:
@@ -75,12 +78,25 @@ class Neighbours:
         busy_clock: Callable[[], float | None] | None,
         cpus: int,
         fallback: Callable[[], float | None] | None = None,
+        queue_clock: Callable[[], float | None] | None = None,
     ) -> None:
         self.busy_clock, self.cpus, self.fallback = busy_clock, cpus, fallback
+        #: Seconds the timing thread has waited on a run queue (``machine_load.run_queue_seconds``).
+        self.queue_clock = queue_clock
         self._start: float | None = None
+        self._queued: float | None = None
 
     def start(self) -> None:
         self._start = self.busy_clock() if self.busy_clock is not None else None
+        self._queued = self.queue_clock() if self.queue_clock is not None else None
+
+    def queued_share(self, wall: float) -> float | None:
+        """Share of ``wall`` seconds since :meth:`start` the timing thread waited on a run
+        queue (another thread had its CPU)."""
+        now = self.queue_clock() if self.queue_clock is not None else None
+        if now is None or self._queued is None or wall <= 0:
+            return None
+        return min(1.0, max(0.0, (now - self._queued) / wall))
 
     def load(self, own_cpu: float, wall: float) -> float | None:
         """The neighbours' load since :meth:`start`, given this process's CPU time and the wall."""
@@ -153,6 +169,9 @@ def collect(
         warmup_calls=len(warm),
         calibration=calibration,
         neighbour_load=load,
+        # Over the wall since the first block, turns waited for included (a waiting side
+        # sleeps: it does not queue).
+        queued_share=neighbours.queued_share(clock() - wall0) if neighbours is not None else None,
     )
 
 
@@ -222,6 +241,7 @@ def collect_interleaved(
         if neighbours is not None
         else None
     )
+    queued = neighbours.queued_share(clock() - all_wall0) if neighbours is not None else None
     return {
         n: RawSamples(
             times=times[n],
@@ -231,6 +251,7 @@ def collect_interleaved(
             warmup_calls=warm_calls[n],
             calibration=calibration[n],
             neighbour_load=load,
+            queued_share=queued,
         )
         for n in names
     }

@@ -114,10 +114,20 @@ def neighbours_for(device: str) -> Neighbours | None:
     """How busy the other CPUs are, for CPU measurements (GPU timing does not share the cores)."""
     if not device.startswith("cpu"):
         return None
-    from pytest_torchperf.measure.machine_load import busy_clock, cpu_count, loadavg_neighbour_load
+    from pytest_torchperf.measure.machine_load import (
+        busy_clock,
+        cpu_count,
+        loadavg_neighbour_load,
+        run_queue_clock,
+    )
 
     cpus = cpu_count()
-    return Neighbours(busy_clock(), cpus, fallback=lambda: loadavg_neighbour_load(cpus))
+    return Neighbours(
+        busy_clock(),
+        cpus,
+        fallback=lambda: loadavg_neighbour_load(cpus),
+        queue_clock=run_queue_clock(),
+    )
 
 
 #: The calibration kernel: a 64x64 fp32 matrix product, ~5 us on one core of a 2026 x86 VM.

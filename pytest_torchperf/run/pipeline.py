@@ -175,7 +175,12 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         # Under xdist it waits holding the workers' lock, so the other workers' tests (which
         # would count as load) finish and no new one starts.
         with ctx.timing_lock(m.measurer.device):
-            final = ctx.quiet.retry(take_sample, unfit, m.options.max_neighbour_load)
+            final = ctx.quiet.retry(
+                take_sample,
+                unfit,
+                m.options.max_neighbour_load,
+                crowded=lambda sample: bool(sample.crowded),
+            )
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
     if m.gate:  # to whoever needs it: a controller's file, the A/B pairs behind the verdict
         role.report(ctx, state, m, final, result)

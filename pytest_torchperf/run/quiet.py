@@ -29,7 +29,9 @@ DEFAULT_SAVE_WAIT = 60.0
 
 #: Passes refused although the machine was quiet just before them, after which waiting stops:
 #: the cause is then the measurement itself (a target that sleeps or waits on I/O), not a
-#: neighbour, and more waiting would spend the budget of the measurements after it.
+#: neighbour, and more waiting would spend the budget of the measurements after it. A pass
+#: whose timing thread was crowded off its CPU (it waited on the run queue) does not count: the
+#: other CPUs looked quiet, but something took this one.
 MAX_QUIET_REFUSALS = 3
 
 P = TypeVar("P")
@@ -54,10 +56,18 @@ class QuietWait:
     def left(self) -> float:
         return max(0.0, self.budget - self.spent)
 
-    def retry(self, take: Callable[[], P], unfit: Callable[[P], Any], max_load: float = 0.5) -> P:
+    def retry(
+        self,
+        take: Callable[[], P],
+        unfit: Callable[[P], Any],
+        max_load: float = 0.5,
+        crowded: Callable[[P], bool] = lambda sample: False,
+    ) -> P:
         """Measure again (``take``) until a pass is fit to store or the budget is spent: once at
         once, as a save always did, then each time after the other CPUs were quiet (at most
-        ``max_load`` of them kept busy by other processes) for a window."""
+        ``max_load`` of them kept busy by other processes) for a window. ``crowded``: the pass
+        was refused because other threads took its CPU (not counted as a refusal on a quiet
+        machine)."""
         before = self.spent
         sample = take()
         refused_when_quiet = 0
@@ -69,7 +79,8 @@ class QuietWait:
                 break  # still busy when the budget ran out: a pass now would be refused too
             sample = take()
             self.extra_passes += 1
-            refused_when_quiet += 1
+            if not crowded(sample):
+                refused_when_quiet += 1
             self.spent += self.clock() - start
         self.last_spent = self.spent - before
         return sample

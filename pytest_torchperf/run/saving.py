@@ -113,7 +113,13 @@ def queue_save(
     kept = [o for o in others if not unfit(o)]
     records = child_session_records(record, kept, ctx.run_id)
     if problem:
-        if isinstance(problem, str):
+        if isinstance(problem, str) and final.crowded is False:
+            why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
+            detail = (
+                f"{problem} ({times}). A quieter machine will not change that: time the work "
+                f"without the waiting, or store it anyway with {loosening_option(problem)}."
+            )
+        elif isinstance(problem, str):
             why = problem.split(":")[0]
             detail = (
                 f"{problem} ({times}). Save again on a quieter machine, or, where this machine "

@@ -49,6 +49,7 @@ def to_sample(raw: Any, on_cpu: bool) -> Sample:
         times,
         calibration,
         neighbour_load=raw.neighbour_load if on_cpu else None,
+        queued_share=raw.queued_share if on_cpu else None,
     )
 
 

@@ -96,3 +96,55 @@ def test_a_slowdown_with_a_busy_neighbour_is_inconclusive_not_fail() -> None:
     verdict = judge("m", slow, [1e-3], 0.1, lambda: slow).verdict
     assert verdict.outcome is Outcome.INCONCLUSIVE
     assert "other processes kept 97% of the other CPUs busy" in verdict.message
+
+
+def test_run_queue_seconds_reads_the_threads_scheduler_statistics(tmp_path: Path) -> None:
+    from pytest_torchperf.measure.machine_load import run_queue_seconds
+
+    stat = tmp_path / "schedstat"
+    stat.write_text("2500000000 750000000 1200\n")  # on CPU, waiting on a run queue, slices
+    assert run_queue_seconds(str(stat)) == pytest.approx(0.75)
+    stat.write_text("garbage\n")
+    assert run_queue_seconds(str(stat)) is None
+    assert run_queue_seconds(str(tmp_path / "missing")) is None
+
+
+def test_collect_measures_how_long_the_timing_thread_queued_for_its_cpu() -> None:
+    c = Clocks(0.0)
+    queued = {"s": 0.0}
+
+    def crowded_block(number: int) -> float:
+        queued["s"] += number * 1e-3  # as long queued as it ran: a CPU shared with a busy loop
+        c.now += number * 1e-3
+        return c.run_block(number)
+
+    raw = collect(
+        crowded_block,
+        min_time=0.5,
+        warmup=0.01,
+        clock=lambda: c.now,
+        cpu_clock=lambda: c.cpu,
+        neighbours=Neighbours(lambda: c.busy, 2, queue_clock=lambda: queued["s"]),
+    )
+    assert raw.cpu_share == pytest.approx(0.5, abs=0.02)
+    assert raw.queued_share == pytest.approx(0.5, abs=0.02)
+    assert collect(c.run_block, min_time=0.1, warmup=0.01, clock=lambda: c.now).queued_share is None
+
+
+@pytest.mark.parametrize(
+    ("queued", "expected"),
+    [
+        (0.45, "another process competed for the CPU while timing (the timed thread waited"),
+        (0.0, "the timed code itself left the CPU idle (it slept or waited on I/O"),
+        (None, "another process competed for the CPU while timing"),
+    ],
+)
+def test_a_low_cpu_share_is_blamed_on_what_the_run_queue_shows(
+    queued: float | None, expected: str
+) -> None:
+    """Crowded off its CPU (it queued for it) or idle by itself (it slept): the guard's sentence
+    says which, and does not blame another process for a target that sleeps."""
+    sample = Sample(summarize([1e-3] * 20), 0.5, (1e-3,) * 20, queued_share=queued)
+    problem = guard_problem(sample, min_cpu_share=0.9)
+    assert problem is not None and problem.startswith("CPU share 0.50 < 0.90: " + expected)
+    assert sample.crowded is (None if queued is None else queued > 0.2)

@@ -75,3 +75,19 @@ def test_passes_refused_on_a_quiet_machine_stop_the_waiting() -> None:
     quiet.retry(machine.take, lambda _taken: "CPU share 0.01 < 0.90")
     assert quiet.extra_passes == MAX_QUIET_REFUSALS
     assert quiet.spent < 10
+
+
+def test_passes_crowded_off_their_cpu_keep_the_waiting_going() -> None:
+    """The other CPUs look quiet, but something takes this one: its timing thread waited on the
+    run queue (``crowded``). That is a busy machine, not a target that sleeps: the save waits on
+    within its budget, and the pass after the crowding ends is kept."""
+    machine = FakeMachine(busy_until=0.0)
+    crowded_until = 20.0
+    quiet = wait(machine, budget=60)
+    final = quiet.retry(
+        machine.take,
+        lambda taken: "CPU share 0.50 < 0.90" if taken <= crowded_until else None,
+        crowded=lambda taken: taken <= crowded_until,
+    )
+    assert final > crowded_until
+    assert quiet.extra_passes > MAX_QUIET_REFUSALS
