@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import FAST_INI
+from tests.e2e.helpers import cpu_hog, hog_cpu, pinned_to
 
 pytestmark = [
     pytest.mark.slow,  # a Valgrind child each: 60-150 s
@@ -84,7 +85,9 @@ def test_timed(torchperf):
 """
 
 
-def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _run(
+    root: Path, *args: str, env: dict[str, str] | None = None, cpus: set[int] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *args],
         cwd=root,
@@ -92,6 +95,7 @@ def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> subproces
         capture_output=True,
         text=True,
         timeout=900,
+        preexec_fn=pinned_to(cpus),
     )
 
 
@@ -113,11 +117,14 @@ def _sessions(storage: Path, env_prefix: str) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A project whose baselines were saved in an instruction run (one Valgrind child)."""
+    """A project whose baselines were saved in an instruction run (one Valgrind child, on one
+    CPU)."""
     root = tmp_path_factory.mktemp("instructions")
     (root / "pytest.ini").write_text(FAST_INI)
     (root / "test_models.py").write_text(MODELS)
-    save = _run(root, "--torchperf-instructions", "--torchperf-save")
+    # On the CPU the compare below shares with a hog: the CPUs a run may use are part of its
+    # environment, so the save runs on that one CPU too.
+    save = _run(root, "--torchperf-instructions", "--torchperf-save", cpus=hog_cpu())
     assert save.returncode == 0, save.stdout + save.stderr
     return root, save.stdout
 
@@ -187,7 +194,7 @@ def test_list_and_show_give_each_environment_its_mode_and_unit(
     assert not re.search(r"\d (ms|us|s) ", shown), shown
 
 
-def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
+def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
     saved: tuple[Path, str], tmp_path: Path
 ) -> None:
     root = tmp_path / "project"
@@ -198,6 +205,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     # timed beside the hogs with the guards off (pytest.ini): its limit is opened wide.
     (b_session,) = _sessions(root / ".torchperf", "instructions-")["b"]
     steps = math.ceil(0.03 * b_session["instructions"]["per_call"] / 221)
+    cpu = hog_cpu()
     out_file, err_file = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with (
         out_file.open("w") as out_sink,
@@ -212,12 +220,14 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
             env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": str(steps), "TMPDIR": str(temp)},
             stdout=out_sink,
             stderr=err_sink,
+            # The run and its Valgrind child share one CPU with the hog (helpers.hog_cpu).
+            preexec_fn=pinned_to(cpu),
         ) as run,
     ):
-        # The hogs start with the counting: when the child dumps its first profile (model a's
-        # first window), so they share the CPU with a's compared window and all of b's. The
-        # child's start-up before that (imports under Valgrind, 40-90 s) counts nothing, and
-        # two hogs beside it would only burn the CI runner's cores.
+        # The hog starts with the counting: when the child dumps its first profile (model a's
+        # first window), so it takes half the counted process's CPU during a's compared window
+        # and all of b's. The child's start-up before that (imports under Valgrind, 40-90 s)
+        # counts nothing, and a hog beside it would only burn the CI runner's cores.
         hogs: list[subprocess.Popen] = []
         deadline = time.monotonic() + 900
         try:
@@ -225,10 +235,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
                 if not hogs and list(
                     temp.glob("torchperf-instructions-*/shard-*/dumps/callgrind.out.*")
                 ):
-                    hogs = [
-                        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                        for _ in range(2)
-                    ]
+                    hogs = [cpu_hog(cpu)]
                 time.sleep(0.2)
             run.wait(timeout=max(1.0, deadline - time.monotonic()))
         finally:
@@ -239,7 +246,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_cpu_hogs(
     compare = subprocess.CompletedProcess(
         run.args, run.returncode, out_file.read_text(), err_file.read_text()
     )
-    assert len(hogs) == 2, "the child never dumped a profile: " + compare.stdout + compare.stderr
+    assert hogs, "the child never dumped a profile: " + compare.stdout + compare.stderr
     out = compare.stdout
     assert compare.returncode == 1, out + compare.stderr
     assert "1 failed, 2 passed, 1 skipped, 1 deselected" in out
