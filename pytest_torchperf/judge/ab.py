@@ -30,8 +30,6 @@ from pytest_torchperf.judge.decision import Outcome
 DEFAULT_AB_LIMIT = 0.05
 #: Pairs a fail or improved verdict rests on at least, when the cap on pairs allows.
 MIN_PAIRS_FOR_CHANGE = 4
-#: Confidence of the interval a verdict rests on.
-CONFIDENCE = 0.95
 #: Two-sided 95 % Student-t quantiles by degrees of freedom (1..30); above 30, 1.96 + 2.4/df.
 _T95 = (
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,

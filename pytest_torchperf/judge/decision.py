@@ -90,7 +90,6 @@ class Decision:
     confirmed_in: str | None = None
     problem: str | None = None
     reference_calibration: float | None = None
-    widened_by: str | None = None
     #: ``(machine ratio, ratio divided by it)`` of a pass counted although the machine ran slow
     #: (its slowdown exceeded the machine's by over SLOW_MACHINE_MARGIN limits); the slowest such.
     slow_machine: tuple[float, float] | None = None

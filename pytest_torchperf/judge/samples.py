@@ -25,7 +25,6 @@ MAX_NEIGHBOUR_LOAD = 0.5
 #: (``benchmarks/suite_noise.py``). Used against the stored sessions when comparing and against
 #: the stored sessions or the rest of the run when saving (:func:`machine_disturbance`).
 MAX_MACHINE_SLOWDOWN = 0.25
-MAX_SAVE_MACHINE_SLOWDOWN = MAX_MACHINE_SLOWDOWN
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,6 @@ class Measurer:
         self.calibrate = calibrate
         #: A/B runs: called before each timed block, returns on this side's turn.
         self.turn: Callable[[], None] | None = None
-        self._checked_outputs = False
 
     def prepared(self) -> Any:
         """:func:`prepared` for this target (and its eager module)."""
@@ -215,7 +214,6 @@ class Measurer:
         __tracebackhide__ = True
         with self.prepared():
             output = self._call()
-        self._checked_outputs = True
         if not self.options.check_finite:
             return output
         bad, total = count_non_finite(output)

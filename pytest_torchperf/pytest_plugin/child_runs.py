@@ -219,13 +219,12 @@ def run_children(session: pytest.Session, count: int) -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     try:
-        problems = run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
+        run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
         found = [read_child_file(folder / f"child-{k}.jsonl") for k in range(1, count)]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     perf_session = context_of(config)
     perf_session.process_pool = merge(found)
-    perf_session.process_problems = problems
 
 
 def run_fresh_processes(

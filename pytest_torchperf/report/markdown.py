@@ -11,7 +11,6 @@ from typing import Any
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report.terminal import (
-    OUTCOME_ORDER,
     count_line,
     format_accuracy,
     format_baseline,
@@ -103,8 +102,3 @@ def markdown_report(
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def outcome_rank(outcome: str) -> int:
-    """Severity rank of an outcome (0 = most severe), for report ordering."""
-    return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)

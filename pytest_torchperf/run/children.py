@@ -69,9 +69,6 @@ class ProcessSample:
         """p25 of the per-call times, the statistic every verdict compares."""
         return summarize(self.times).p25
 
-    def to_json(self, nodeid: str, name: str) -> str:
-        return json.dumps(self.to_record(nodeid, name))
-
     def to_record(self, nodeid: str, name: str) -> dict[str, Any]:
         """One line of a child's file."""
         return {

@@ -44,7 +44,6 @@ class RunContext:
         #: ``--torchperf-processes``: other processes' measurements by (nodeid, name) (controller);
         #: see :mod:`pytest_torchperf.run.children`.
         self.process_pool: dict[tuple[str, str], list[ProcessSample]] = {}
-        self.process_problems: list[str] = []
         #: Where a child process writes its measurements (child runs only).
         self.child_sink: ChildSink | None = None
         #: ``--torchperf-confirm fresh``: the fresh processes that confirm suspected slowdowns
