@@ -1,10 +1,9 @@
 """Editing stored baselines to extreme values, so that e2e verdicts are deterministic without
-sleeping or slowing anything down; a CPU hog that crowds exactly the process under test."""
+sleeping or slowing anything down; a CPU hog to run beside a run under test."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,27 +11,9 @@ from pathlib import Path
 from typing import Any
 
 
-def hog_cpu() -> set[int] | None:
-    """One CPU of this process's (the last), for a run under test and its hog to share: the hog
-    then takes half of that CPU from the run, every moment, and leaves the other CPUs to the
-    rest of the suite (two unpinned hogs on a 2-core CI runner slowed every test of the other
-    xdist worker too). None where affinity cannot be set (not Linux) or there is one CPU."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    cpus = sorted(os.sched_getaffinity(0))
-    return {cpus[-1]} if len(cpus) > 1 else None
-
-
-def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that pins a child process (and whatever it starts) to ``cpus``."""
-    if cpus is None:
-        return None
-    return lambda: os.sched_setaffinity(0, cpus)
-
-
-def cpu_hog(cpus: set[int] | None) -> subprocess.Popen[bytes]:
-    """A pure-Python busy loop on ``cpus`` (anywhere when None); kill it when done."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pinned_to(cpus))
+def cpu_hog() -> subprocess.Popen[bytes]:
+    """A pure-Python busy loop (kill it when done): the load beside a run under test."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
 def baseline_files(storage: Path) -> list[Path]:

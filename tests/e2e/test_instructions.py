@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import FAST_INI
-from tests.e2e.helpers import cpu_hog, hog_cpu, pinned_to
+from tests.e2e.helpers import cpu_hog
 
 pytestmark = [
     pytest.mark.slow,  # a Valgrind child each: 60-150 s
@@ -85,9 +85,7 @@ def test_timed(torchperf):
 """
 
 
-def _run(
-    root: Path, *args: str, env: dict[str, str] | None = None, cpus: set[int] | None = None
-) -> subprocess.CompletedProcess:
+def _run(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs", *args],
         cwd=root,
@@ -95,7 +93,6 @@ def _run(
         capture_output=True,
         text=True,
         timeout=900,
-        preexec_fn=pinned_to(cpus),
     )
 
 
@@ -117,14 +114,11 @@ def _sessions(storage: Path, env_prefix: str) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A project whose baselines were saved in an instruction run (one Valgrind child, on one
-    CPU)."""
+    """A project whose baselines were saved in an instruction run (one Valgrind child)."""
     root = tmp_path_factory.mktemp("instructions")
     (root / "pytest.ini").write_text(FAST_INI)
     (root / "test_models.py").write_text(MODELS)
-    # On the CPU the compare below shares with a hog: the CPUs a run may use are part of its
-    # environment, so the save runs on that one CPU too.
-    save = _run(root, "--torchperf-instructions", "--torchperf-save", cpus=hog_cpu())
+    save = _run(root, "--torchperf-instructions", "--torchperf-save")
     assert save.returncode == 0, save.stdout + save.stderr
     return root, save.stdout
 
@@ -205,7 +199,6 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
     # timed beside the hogs with the guards off (pytest.ini): its limit is opened wide.
     (b_session,) = _sessions(root / ".torchperf", "instructions-")["b"]
     steps = math.ceil(0.03 * b_session["instructions"]["per_call"] / 221)
-    cpu = hog_cpu()
     out_file, err_file = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with (
         out_file.open("w") as out_sink,
@@ -220,13 +213,11 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
             env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": str(steps), "TMPDIR": str(temp)},
             stdout=out_sink,
             stderr=err_sink,
-            # The run and its Valgrind child share one CPU with the hog (helpers.hog_cpu).
-            preexec_fn=pinned_to(cpu),
         ) as run,
     ):
         # The hog starts with the counting: when the child dumps its first profile (model a's
-        # first window), so it takes half the counted process's CPU during a's compared window
-        # and all of b's. The child's start-up before that (imports under Valgrind, 40-90 s)
+        # first window), so it competes with the counted process (and the other xdist worker)
+        # for the CPUs during a's compared window and all of b's. The child's start-up before that (imports under Valgrind, 40-90 s)
         # counts nothing, and a hog beside it would only burn the CI runner's cores.
         hogs: list[subprocess.Popen] = []
         deadline = time.monotonic() + 900
@@ -235,7 +226,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
                 if not hogs and list(
                     temp.glob("torchperf-instructions-*/shard-*/dumps/callgrind.out.*")
                 ):
-                    hogs = [cpu_hog(cpu)]
+                    hogs = [cpu_hog()]
                 time.sleep(0.2)
             run.wait(timeout=max(1.0, deadline - time.monotonic()))
         finally:
