@@ -51,7 +51,6 @@ print("COUNTS " + json.dumps(out))
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-@pytest.mark.xdist_group("valgrind")  # under pytest -n: beside the e2e Valgrind runs, not others
 @pytest.mark.slow  # a Valgrind child: ~50 s
 def test_counts_repeat_and_see_one_extra_op_and_a_python_loop(tmp_path: Path) -> None:
     script = tmp_path / "child.py"
