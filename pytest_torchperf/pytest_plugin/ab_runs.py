@@ -5,7 +5,7 @@ Before this run's own test loop, pairs of fresh child pytest runs measure the pe
 side B (the working tree), each with this run's arguments plus ``--torchperf-child FILE``. The
 two children of a pair are alive together but take turns (:mod:`pytest_torchperf.measure.turns`):
 this process hands one token back and forth (:mod:`pytest_torchperf.run.pairs`,
-:class:`pytest_torchperf.run.duet.TurnScheduler`),
+:class:`pytest_torchperf.run.ab_data.TurnScheduler`),
 so their timed blocks alternate on the same CPU and never overlap. After the first pairs (3 by
 default), measurements whose interval is still undecided get more pairs, up to a cap (8).
 
@@ -29,7 +29,7 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import python_command
 
 if TYPE_CHECKING:
-    from pytest_torchperf.run.duet import DuetData
+    from pytest_torchperf.run.ab_data import ABData
     from pytest_torchperf.run.sides import Side
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
@@ -157,10 +157,10 @@ def _check_revision(config: pytest.Config, revision: str) -> None:
 # -- in the controlling run -------------------------------------------------------------------
 
 
-def run_duet(session: pytest.Session) -> None:
+def run_ab(session: pytest.Session) -> None:
     """Measure every perf test in process pairs of side A and side B; hand the data to the run."""
     from pytest_torchperf import __version__
-    from pytest_torchperf.run.duet import DuetData
+    from pytest_torchperf.run.ab_data import ABData
     from pytest_torchperf.run.sides import Side, SideError, python_side, revision_side
 
     config = session.config
@@ -178,11 +178,11 @@ def run_duet(session: pytest.Session) -> None:
     try:
         if kind == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
-            _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
+            _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
         else:
             with revision_side(invocation, value, tuple(flags)) as a_side:
                 a_side.torch = torch.__version__
-                _measure(session, perf, a_side, b_side, DuetData(a_side.label), terminal)
+                _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
     except SideError as exc:
         # A usage error like the others (``ERROR: ...``, exit 4), not pytest.exit's banner.
         raise pytest.UsageError(f"torchperf: {exc}") from None
@@ -193,7 +193,7 @@ def _measure(
     perf: Sequence[pytest.Item],
     a_side: Side,
     b_side: Side,
-    data: DuetData,
+    data: ABData,
     terminal: Any,
 ) -> None:
     from pytest_torchperf.run.pairs import reap
@@ -220,12 +220,12 @@ def _measure(
         terminal,
         f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
     )
-    context_of(config).duet = data
+    context_of(config).ab_data = data
 
 
 def _pairs(
     config: pytest.Config,
-    data: DuetData,
+    data: ABData,
     a_side: Side,
     b_side: Side,
     cpus: list[int],
@@ -287,7 +287,7 @@ def _pairs(
             abandon(upcoming)
 
 
-def _check_first_pair(pair: Any, data: DuetData) -> None:
+def _check_first_pair(pair: Any, data: ABData) -> None:
     """A side that could not start or collect at all is an error naming it; a side that simply
     has no perf tests (the first one is being added) is not."""
     from pytest_torchperf.run.sides import SideError
@@ -327,7 +327,7 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
 
 def summary_lines(ctx: Any) -> list[str]:
     """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
-    data = ctx.duet
+    data = ctx.ab_data
     if data is None:
         return []
     sides = getattr(data, "sides", {})
@@ -346,9 +346,9 @@ def summary_lines(ctx: Any) -> list[str]:
 def removed_records(ctx: Any) -> list[dict[str, Any]]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
-    from pytest_torchperf.run.duet import removed_result
+    from pytest_torchperf.run.ab_data import removed_result
 
-    data = ctx.duet
+    data = ctx.ab_data
     if data is None:
         return []
     return [

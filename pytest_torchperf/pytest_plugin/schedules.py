@@ -63,7 +63,7 @@ SCHEDULES: tuple[Schedule, ...] = (
     Schedule(
         "A/B pairs",
         used=lambda settings, config: bool(settings.ab),
-        run=ab_runs.run_duet,
+        run=ab_runs.run_ab,
         configure_child=ab_side.configure_side,  # pins it; its first turn comes after collection
         alone=True,
     ),

@@ -23,8 +23,8 @@ from pytest_torchperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
     from pytest_torchperf.measure.turns import TurnClient
+    from pytest_torchperf.run.ab_data import ABData
     from pytest_torchperf.run.children import ChildSink, ProcessSample
-    from pytest_torchperf.run.duet import DuetData
 
 
 class RunContext:
@@ -61,9 +61,9 @@ class RunContext:
         self.instruction_problems: dict[str, str] = {}
         #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
         #: (:class:`pytest_torchperf.measure.turns.TurnClient`); in the controller: what the two
-        #: sides measured (:class:`pytest_torchperf.run.duet.DuetData`).
+        #: sides measured (:class:`pytest_torchperf.run.ab_data.ABData`).
         self.turns: TurnClient | None = None
-        self.duet: DuetData | None = None
+        self.ab_data: ABData | None = None
         #: Fields other plugins add to the exact environment fingerprint, by device and threads
         #: (the ``pytest_torchperf_environment`` hook; set by the plugin).
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
@@ -93,7 +93,7 @@ class RunContext:
         """The measurement kind a measurement is judged as
         (:data:`pytest_torchperf.judge.inputs.KINDS`): chosen here once, from the run's
         settings, the measurement's options and its device."""
-        if self.duet is not None:
+        if self.ab_data is not None:
             return "ab"
         if not self.counts_instructions(options, gate):
             return "time"
@@ -169,5 +169,5 @@ class RunContext:
             saving=self.settings.save,
             kind=self.kind(options, device),
             max_instruction_increase=options.max_instruction_increase,
-            ab=self.duet.against if self.duet is not None else "",
+            ab=self.ab_data.against if self.ab_data is not None else "",
         )

@@ -230,7 +230,7 @@ class ABSide(Role):
 
     def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
         """Tell the controller it was skipped here, not lost."""
-        from pytest_torchperf.run.duet import skipped_line
+        from pytest_torchperf.run.ab_data import skipped_line
 
         assert ctx.child_sink is not None
         ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
@@ -238,7 +238,7 @@ class ABSide(Role):
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.run.duet import write_side_line
+        from pytest_torchperf.run.ab_data import write_side_line
 
         write_side_line(ctx, state, m, final, result)
 
@@ -253,19 +253,19 @@ class ABController(Role):
         return True
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.run.duet import DuetMissing, duet_measured
+        from pytest_torchperf.run.ab_data import ABMissing, ab_measured
         from pytest_torchperf.run.steps import disabled_result
 
         if not asked.gate:
             return None  # an ungated timer measurement is timed here, as in any run
-        assert ctx.duet is not None
+        assert ctx.ab_data is not None
         asked.measurer.check_outputs(asked.name)
         try:
-            measured: Measured = duet_measured(
-                ctx.duet, asked.nodeid, asked.name, asked.measurer, asked.kind
+            measured: Measured = ab_measured(
+                ctx.ab_data, asked.nodeid, asked.name, asked.measurer, asked.kind
             )
             return measured
-        except DuetMissing as exc:
+        except ABMissing as exc:
             state.failures.append(str(exc))
             return disabled_result(
                 state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
@@ -285,26 +285,26 @@ class ABController(Role):
         self, ctx: RunContext, nodeid: str, name: str, env_id: str
     ) -> list[Mapping[str, Any]]:
         """Side A's sessions, measured now: the baseline of side B."""
-        assert ctx.duet is not None
-        paired = ctx.duet.measured.get((nodeid, name))
+        assert ctx.ab_data is not None
+        paired = ctx.ab_data.measured.get((nodeid, name))
         return list(paired.a_sessions) if paired is not None else []
 
     def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
         """The process pairs behind the verdict (the ``ab`` kind judges them), as the results
         file keeps them."""
-        from pytest_torchperf.run.duet import ab_record
+        from pytest_torchperf.run.ab_data import ab_record
 
-        assert ctx.duet is not None
-        ab = ab_record(ctx.duet, (nodeid, name))
+        assert ctx.ab_data is not None
+        ab = ab_record(ctx.ab_data, (nodeid, name))
         return {} if ab is None else {"ab": ab}
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.run.duet import ab_record
+        from pytest_torchperf.run.ab_data import ab_record
 
-        assert ctx.duet is not None
-        result.ab = ab_record(ctx.duet, (m.nodeid, m.name))
+        assert ctx.ab_data is not None
+        result.ab = ab_record(ctx.ab_data, (m.nodeid, m.name))
 
 
 def role_of(ctx: Any) -> Role:
@@ -313,7 +313,7 @@ def role_of(ctx: Any) -> Role:
         return Disabled()
     if ctx.counting is not None:
         return Counting()
-    if ctx.duet is not None:
+    if ctx.ab_data is not None:
         return ABController()
     if ctx.turns is not None:
         return ABSide()

@@ -24,7 +24,7 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.run.duet import START, DuetData, SideLine, TurnScheduler, read_side
+from pytest_torchperf.run.ab_data import START, ABData, SideLine, TurnScheduler, read_side
 
 A_TIMES = (1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3)
 
@@ -105,7 +105,7 @@ def test_pairs_that_disagree_are_inconclusive_and_ask_for_more_pairs() -> None:
 
 
 def test_a_test_that_failed_on_side_a_is_inconclusive_not_new() -> None:
-    data = DuetData("main (abc)")
+    data = ABData("main (abc)")
     key = ("t::broken_on_main", "m")
     data.add_pair({}, {key: SideLine(A_TIMES, {})}, {"A": {"t::broken_on_main"}, "B": {key[0]}})
     assert data.measured[key].one_sided == "A-failed"
@@ -242,8 +242,8 @@ def test_read_side_skips_torn_lines(tmp_path) -> None:
     assert read_side(tmp_path / "missing.jsonl") == {}
 
 
-def test_duet_data_pairs_sides_and_keeps_one_sided_keys() -> None:
-    data = DuetData("HEAD (abc)")
+def test_ab_data_pairs_sides_and_keeps_one_sided_keys() -> None:
+    data = ABData("HEAD (abc)")
     both, renamed_a, renamed_b = ("t::a", "m"), ("t::old", "m"), ("t::new", "m")
     for change in (0.0, 0.002, -0.003):
         a = {both: SideLine(A_TIMES, {"side": "A"}, limit=0.05), renamed_a: SideLine(A_TIMES, {})}
@@ -390,24 +390,24 @@ def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
 def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path) -> None:
     # amp of a model with no autocast-eligible op: both sides' tests ran and skipped it. The
     # controller must skip it with the reason, not fail it as "not measured by side B".
-    from pytest_torchperf.run.duet import DuetSkipped, duet_measured, skipped_line
+    from pytest_torchperf.run.ab_data import ABSkipped, ab_measured, skipped_line
 
     path = tmp_path / "b.jsonl"
     path.write_text(json.dumps(skipped_line("t::amp", "m[amp]", "autocast ran no op")) + "\n")
     b = read_side(path)
     assert b[("t::amp", "m[amp]")].skipped == "autocast ran no op"
-    data = DuetData("HEAD (abc)")
+    data = ABData("HEAD (abc)")
     a = {("t::amp", "m[amp]"): SideLine((), {}, skipped="autocast ran no op")}
     data.add_pair(a, b, {"A": {"t::amp"}, "B": {"t::amp"}})
     entry = data.measured[("t::amp", "m[amp]")]
     assert entry.missing_in_a == 0 and not entry.pairs and entry.skipped["B"]
-    with pytest.raises(DuetSkipped, match="m\\[amp\\]: not measured: autocast ran no op"):
-        duet_measured(data, "t::amp", "m[amp]", None, "torchperf")
+    with pytest.raises(ABSkipped, match="m\\[amp\\]: not measured: autocast ran no op"):
+        ab_measured(data, "t::amp", "m[amp]", None, "torchperf")
 
 
 def test_a_measurement_only_side_a_skipped_is_new_in_b_not_failed_in_a() -> None:
     key = ("t::amp", "m[amp]")
-    data = DuetData("HEAD (abc)")
+    data = ABData("HEAD (abc)")
     data.add_pair(
         {key: SideLine((), {}, skipped="no eligible op")},
         {key: SideLine(A_TIMES, {})},
@@ -419,7 +419,7 @@ def test_a_measurement_only_side_a_skipped_is_new_in_b_not_failed_in_a() -> None
 def test_a_measurement_both_sides_skip_asks_for_no_more_pairs() -> None:
     # It has no pairs and never will: asking for more ran the run to its cap of pairs (8).
     key = ("t::amp", "m[amp]")
-    data = DuetData("HEAD (abc)")
+    data = ABData("HEAD (abc)")
     for _ in range(3):
         data.add_pair(
             {key: SideLine((), {}, skipped="no eligible op")},

@@ -18,7 +18,7 @@ from pytest_torchperf.run.roles import (
 
 def _ctx(**set_up: object) -> SimpleNamespace:
     settings = SimpleNamespace(disable=set_up.pop("disable", False), compare=True)
-    base = {"counting": None, "duet": None, "turns": None, "child_sink": None}
+    base = {"counting": None, "ab_data": None, "turns": None, "child_sink": None}
     return SimpleNamespace(settings=settings, **{**base, **set_up})
 
 
@@ -27,7 +27,7 @@ def test_each_set_up_gets_its_role_and_the_first_match_wins() -> None:
     assert isinstance(role_of(_ctx(disable=True, child_sink=object())), Disabled)
     # A counting child also has a sink: it counts.
     assert isinstance(role_of(_ctx(counting="dumps", child_sink=object())), Counting)
-    assert isinstance(role_of(_ctx(duet=object())), ABController)
+    assert isinstance(role_of(_ctx(ab_data=object())), ABController)
     # An A/B side also has a sink: it takes turns.
     assert isinstance(role_of(_ctx(turns=object(), child_sink=object())), ABSide)
     assert isinstance(role_of(_ctx(child_sink=object())), FreshProcess)
@@ -47,7 +47,7 @@ def test_the_ab_controller_judges_against_side_a_measured_now() -> None:
     paired = SimpleNamespace(
         a_sessions=[{"statistic": 1.0}], pairs=[], one_sided="B", speedups=[(1.5, 1.25)]
     )
-    ctx = _ctx(duet=SimpleNamespace(measured={("t.py::a", "m"): paired}, against="main"))
+    ctx = _ctx(ab_data=SimpleNamespace(measured={("t.py::a", "m"): paired}, against="main"))
     controller = ABController()
     assert controller.baseline(ctx, "t.py::a", "m", "env") == [{"statistic": 1.0}]
     assert controller.baseline(ctx, "t.py::b", "m", "env") == []

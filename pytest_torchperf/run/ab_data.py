@@ -10,7 +10,7 @@ that exited leaves the other to run alone. It never lets both run.
 
 :func:`read_side` / :func:`pair_results` turn the sides' files into the
 :class:`~pytest_torchperf.judge.ab.PairResult` of each measurement and pair, and
-:class:`DuetData` holds them for the controller's own test loop, which judges each measurement
+:class:`ABData` holds them for the controller's own test loop, which judges each measurement
 through the comparison engine (B against A's session records).
 """
 
@@ -170,7 +170,7 @@ class Paired:
 
 
 @dataclass
-class DuetData:
+class ABData:
     """The A/B run's measurements by key, what side A is, and what went wrong on either side."""
 
     against: str
@@ -275,16 +275,16 @@ def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
 # -- the controller: a measurement's Result from the sides' data ------------------------------
 
 
-class DuetMissing(Exception):
+class ABMissing(Exception):
     """The controller ran a measurement that side B did not measure."""
 
 
-class DuetSkipped(MeasurementSkipped):
+class ABSkipped(MeasurementSkipped):
     """Side B ran the test but skipped this measurement on purpose (the reason is the
     message): the controller skips it too."""
 
 
-def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: str) -> Any:
+def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, kind: str) -> Any:
     """Side B's measurement of ``(nodeid, name)`` as the pipeline's
     :class:`~pytest_torchperf.run.state.Measured`: all of B's blocks as its pass, B's counters,
     fingerprint and speedup; the engine then judges it against side A's sessions."""
@@ -295,9 +295,9 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
 
     entry = data.measured.get((nodeid, name))
     if entry is not None and not entry.b_sessions and "B" in entry.skipped:
-        raise DuetSkipped(f"{name}: not measured: {entry.skipped['B']}")
+        raise ABSkipped(f"{name}: not measured: {entry.skipped['B']}")
     if entry is None or not entry.b_sessions:
-        raise DuetMissing(
+        raise ABMissing(
             f"{name}: not measured by side B of the A/B run: its test failed or was skipped in "
             f"B's processes, or measured under another name there (a name that changes between "
             f"processes, e.g. from a random value)"
@@ -335,7 +335,7 @@ def duet_measured(data: DuetData, nodeid: str, name: str, measurer: Any, kind: s
     )
 
 
-def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
+def ab_record(data: ABData, key: Key) -> dict[str, Any] | None:
     """What a results file keeps of an A/B measurement, so ``torchperf compare`` replays it:
     side A, both sides' block times per pair, side A's sessions (without their block times and
     op tables), the interval and whether only one side had it."""
@@ -359,7 +359,7 @@ def ab_record(data: DuetData, key: Key) -> dict[str, Any] | None:
     }
 
 
-def removed_result(data: DuetData, key: Key) -> Any:
+def removed_result(data: ABData, key: Key) -> Any:
     """The Result of a measurement only side A has (removed or renamed in B), for the reports."""
     from dataclasses import replace
 
