@@ -56,9 +56,10 @@ class Sample:
         target sleeping or waiting (False); None where the run queue was not measured."""
         if self.queued_share is None or self.cpu_share is None:
             return None
-        # Of the wall time not spent on the CPU, how much was spent queued.
+        # Of the wall time not spent on the CPU, how much was spent queued (a pass that kept its
+        # CPU was not crowded, whatever else refused it).
         off_cpu = max(0.0, 1.0 - self.cpu_share)
-        return off_cpu > 0 and self.queued_share >= CROWDED_SHARE * off_cpu
+        return off_cpu >= 0.05 and self.queued_share >= CROWDED_SHARE * off_cpu
 
     @property
     def machine_calibration(self) -> float | None:

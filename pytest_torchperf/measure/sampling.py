@@ -169,9 +169,9 @@ def collect(
         warmup_calls=len(warm),
         calibration=calibration,
         neighbour_load=load,
-        # Over the wall since the first block, turns waited for included (a waiting side
-        # sleeps: it does not queue).
-        queued_share=neighbours.queued_share(clock() - wall0) if neighbours is not None else None,
+        # Over the same timed wall as the CPU share (turns waited for left out: a side waiting
+        # for its turn sleeps, it does not queue).
+        queued_share=neighbours.queued_share(elapsed) if neighbours is not None else None,
     )
 
 
