@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.measure.profiling import OUTSIDE_OPS, diff_top_ops
+from pytest_torchperf.measure.profiling import OUTSIDE_OPS, diff_top_ops, quickest_per_op
 
 
 def _row(op: str, us: float, calls: float = 1.0) -> dict:
@@ -102,3 +102,20 @@ def test_tables_stored_before_the_outside_row_do_not_compare_it() -> None:
     old = BASE[1:]
     now = [_row(OUTSIDE_OPS, 900), *BASE[1:]]
     assert diff_top_ops(old, now) == []
+
+
+def test_a_preempted_wrapper_op_is_not_blamed_when_chunks_are_combined() -> None:
+    # The slowdown is in aten::addmm (+40 us); on a busy machine each profiled chunk had a
+    # preemption land in a different op: in one chunk aten::mm (a 15 us op read 315 us), in
+    # another the time outside ops. One chunk alone names the op that got preempted.
+    chunks = [
+        [_row(OUTSIDE_OPS, 100), _row("aten::addmm", 60, 3), _row("aten::mm", 315)],
+        [_row(OUTSIDE_OPS, 400), _row("aten::addmm", 61, 3), _row("aten::mm", 15)],
+        [_row(OUTSIDE_OPS, 101), _row("aten::addmm", 330, 3), _row("aten::mm", 16)],
+    ]
+    assert "aten::mm self time" in " ".join(diff_top_ops(BASE, chunks[0]))
+    combined = quickest_per_op(chunks)
+    assert [r["op"] for r in combined] == [OUTSIDE_OPS, "aten::addmm", "aten::mm"]
+    assert combined[1] == _row("aten::addmm", 60, 3)
+    (why,) = diff_top_ops(BASE, combined)
+    assert why.startswith("aten::addmm self time +200% (+40 us)"), why
