@@ -3,14 +3,19 @@
     torchperf list    [--storage DIR]                      environments and what they hold
     torchperf show    [--storage DIR] [-k TEXT]            stored measurements, one line each
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
-    torchperf report  [--storage DIR] [--results FILE] [--html PATH] [--markdown PATH]
-    torchperf accept  RESULTS [--storage DIR] [-k TEXT] [--reset]
+    torchperf report  [--storage DIR] [--results FILE...] [--html PATH] [--markdown PATH]
+    torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
+    torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
 
 BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
 ``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
 the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` (without the
 confirming re-measure, which needs the model: the candidate's samples are final). Tables are
 printed with pandas.
+
+Where a command takes several results files (the shards of one run split over runners), it
+reads them as ``merge`` joins them (``pytest_torchperf.report.merge``): a measurement in two
+shards counts once, shards of different commits are refused.
 """
 
 from __future__ import annotations
@@ -76,22 +81,42 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _candidates(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from pytest_torchperf.store.results import read_results, stored_records
+def _results(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Records and environments of one results file, or of several merged (shards of a run)."""
+    from pytest_torchperf.store.results import read_results
 
-    if path.is_dir():
-        records = stored_records(path)
-        store = BaselineStore(path)
+    if len(paths) == 1:
+        return read_results(paths[0])
+    from pytest_torchperf.report.merge import merge_results
+
+    merged = merge_results(paths)
+    for duplicate in merged.duplicates:
+        print(f"torchperf: warning: {duplicate.line()}")
+    return merged.records, dict(merged.document["torchperf"]["environments"])
+
+
+def _candidates(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from pytest_torchperf.store.results import stored_records
+
+    if len(paths) == 1 and Path(paths[0]).is_dir():
+        records = stored_records(paths[0])
+        store = BaselineStore(Path(paths[0]))
         return records, {
             r["environment_id"]: store.environment(r["environment_id"]) for r in records
         }
-    return read_results(path)
+    folders = [p for p in paths if Path(p).is_dir()]
+    if folders:
+        raise SystemExit(
+            f"torchperf compare: {folders[0]} is a folder; give one baseline folder as the "
+            f"candidate, or one or more results files (pytest --torchperf-json)"
+        )
+    return _results(paths)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
 
-    records, environments = _candidates(Path(args.candidate))
+    records, environments = _candidates(args.candidate)
     # An A/B run's records carry their side A: they need no baseline folder.
     if not Path(args.baseline).is_dir() and not all(
         r.get("ab") for r in records if r.get("session")
@@ -187,12 +212,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.html import html_report, stored_histories
     from pytest_torchperf.report.markdown import markdown_report
-    from pytest_torchperf.store.results import read_results, stored_records
+    from pytest_torchperf.store.results import stored_records
 
     if not args.html and not args.markdown:
         raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
-    records = read_results(args.results)[0] if args.results else stored_records(args.storage)
-    line = f"torchperf report of {args.results or args.storage}"
+    records = _results(args.results)[0] if args.results else stored_records(args.storage)
+    line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     if args.html:
         path = Path(args.html).resolve()
         atomic_write_text(
@@ -207,9 +232,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from pytest_torchperf.store.results import read_results
-
-    records, environments = read_results(args.results)
+    records, environments = _results(args.results)
     store = BaselineStore(Path(args.storage))
     accepted, refused = 0, 0
     for record in records:
@@ -259,6 +282,91 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return 0 if accepted and not refused else 1
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    """One results file and one report from a run's shards; exit 1 as a compare would, and for
+    measurements with a baseline that no shard measured."""
+    import json
+
+    from pytest_torchperf.judge.coverage import run_failure, strict_run
+    from pytest_torchperf.report import terminal
+    from pytest_torchperf.report.merge import merge_results, missing_measurements
+
+    merged = merge_results(args.results, any_commit=args.any_commit)
+    records = merged.records
+    shards = ", ".join(f"{file}: {n}" for file, n in merged.shards)
+    print(
+        f"torchperf: merged {len(merged.shards)} results files ({shards} measurements) into "
+        f"{len(records)} measurements"
+    )
+    for env_id, files in merged.environments.items():
+        group = [r for r in records if r.get("environment_id") == env_id]
+        if len(merged.environments) > 1:
+            print(f"environment {env_id} ({len(group)} measurements, from {', '.join(files)}):")
+        for line in terminal.render(group):
+            print(line)
+    for line in terminal.detail_lines(records):
+        print(line)
+    for duplicate in merged.duplicates:
+        print(f"torchperf: warning: {duplicate.line()}")
+    storage = Path(args.storage)
+    missing = missing_measurements(records, BaselineStore(storage)) if storage.is_dir() else []
+    if not storage.is_dir():
+        print(
+            f"torchperf: warning: no baseline folder at {storage}: measurements that no shard "
+            f"ran cannot be listed (give the folder the shards compared against with --storage)"
+        )
+    if missing:
+        shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
+        print(
+            f"torchperf: {len(missing)} measurement{'s' if len(missing) != 1 else ''} with a "
+            f"baseline in {storage} {'have' if len(missing) != 1 else 'has'} a result in no "
+            f"shard: {', '.join(shown[:10])}{f' and {len(shown) - 10} more' if len(shown) > 10 else ''}. "
+            f"A shard's results file is missing (a runner failed, or its file was not collected) "
+            f"or these tests did not run"
+            + (
+                " (--allow-missing: not failing)"
+                if args.allow_missing
+                else "; if they were left out on purpose, pass --allow-missing"
+            )
+        )
+    print(f"torchperf: {terminal.count_line(records) or 'no measurements'}")
+    cov = merged.coverage
+    failure = run_failure(cov, strict_run(records)) if cov is not None else None
+    coverage_lines = [coverage_line(cov)] if cov is not None else []
+    if failure:
+        coverage_lines.append(f"run failed: {failure}")
+    elif cov is not None and weak_gate_warning(cov):
+        coverage_lines.append(f"warning: {weak_gate_warning(cov)}")
+    for line in coverage_lines:
+        print(f"torchperf: {line}")
+    title = (
+        f"torchperf: {len(merged.shards)} shards merged ({', '.join(f for f, _ in merged.shards)})"
+    )
+    if args.output:
+        path = Path(args.output).resolve()
+        atomic_write_text(path, json.dumps(merged.document, indent=2) + "\n")
+        print(f"torchperf: merged results written to {path}")
+    if args.html:
+        from pytest_torchperf.report.html import html_report, stored_histories
+
+        path = Path(args.html).resolve()
+        atomic_write_text(
+            path,
+            html_report(
+                records, title, stored_histories(storage, records), coverage_lines=coverage_lines
+            ),
+        )
+        print(f"torchperf: HTML report written to {path}")
+    if args.markdown:
+        from pytest_torchperf.report.markdown import markdown_report
+
+        path = Path(args.markdown).resolve()
+        atomic_write_text(path, markdown_report(records, title, coverage_lines))
+        print(f"torchperf: markdown summary written to {path}")
+    failed = any(r["outcome"] == "fail" for r in records)
+    return 1 if failed or failure or (missing and not args.allow_missing) else 0
+
+
 def _parser() -> argparse.ArgumentParser:
     def fraction(text: str) -> float:
         try:
@@ -288,7 +396,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_show)
     p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
     p.add_argument("baseline", help="baseline folder (.torchperf)")
-    p.add_argument("candidate", help="results file (pytest --torchperf-json) or baseline folder")
+    p.add_argument(
+        "candidate",
+        nargs="+",
+        help="results file (pytest --torchperf-json), several (a run's shards), or a baseline "
+        "folder",
+    )
     p.add_argument(
         "--max-slowdown",
         type=fraction,
@@ -316,13 +429,16 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
     p.add_argument("--storage", **storage)
     p.add_argument(
-        "--results", help="results file (pytest --torchperf-json); default: latest stored sessions"
+        "--results",
+        nargs="+",
+        help="results file (pytest --torchperf-json), or several (a run's shards); default: "
+        "latest stored sessions",
     )
     p.add_argument("--html", help="write the HTML report here")
     p.add_argument("--markdown", help="write the markdown summary here")
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
-    p.add_argument("results", help="results file written by pytest --torchperf-json")
+    p.add_argument("results", nargs="+", help="results file(s) written by pytest --torchperf-json")
     p.add_argument("--storage", **storage)
     p.add_argument("-k", help="only tests/measurements containing this text")
     p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
@@ -332,6 +448,32 @@ def _parser() -> argparse.ArgumentParser:
         help="accept measurements the save guard would refuse (contention, spread)",
     )
     p.set_defaults(run=cmd_accept)
+    p = sub.add_parser(
+        "merge",
+        help="one results file and report from a run's shards; exit 1 on a failure or a "
+        "measurement no shard ran",
+    )
+    p.add_argument("results", nargs="+", help="the shards' results files (pytest --torchperf-json)")
+    p.add_argument("-o", "--output", help="write the merged results file here")
+    p.add_argument(
+        "--storage",
+        **{
+            **storage,
+            "help": "baseline folder the shards compared against (default .torchperf): "
+            "its measurements that no shard ran are listed",
+        },
+    )
+    p.add_argument("--html", help="write the HTML report here")
+    p.add_argument("--markdown", help="write the markdown summary here")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="list measurements with a baseline that no shard ran without failing",
+    )
+    p.add_argument(
+        "--any-commit", action="store_true", help="merge files written at different commits"
+    )
+    p.set_defaults(run=cmd_merge)
     return parser
 
 

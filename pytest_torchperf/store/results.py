@@ -25,6 +25,12 @@ class ResultsFileError(ValueError):
 
 def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Records and environment fingerprints (id -> fingerprint) of a ``--torchperf-json`` file."""
+    doc = read_results_document(path)
+    return records_of(doc), dict(doc["torchperf"].get("environments") or {})
+
+
+def read_results_document(path: Path | str) -> dict[str, Any]:
+    """A ``--torchperf-json`` file as it is written, checked to be one of ours."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -38,14 +44,27 @@ def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]
             f"results file {path}: not written by pytest-torchperf (no 'torchperf' section with "
             f"format {RESULTS_FORMAT!r}); write one with pytest --torchperf-json PATH"
         )
+    if not isinstance(doc.get("benchmarks", []), list):
+        raise ResultsFileError(f"results file {path}: 'benchmarks' is not a list")
+    return cast("dict[str, Any]", doc)
+
+
+def records_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of a results document's benchmarks (others' benchmarks and untimed ones are
+    left out)."""
     records = []
     for bench in doc.get("benchmarks", []):
-        data = list((bench.get("stats") or {}).get("data") or [])
-        stats = cast("StatsRecord", summarize(data).to_dict()) if data else None
-        record = record_from_benchmark(bench, stats)
+        record = record_of(bench)
         if record is not None:
             records.append(record)
-    return records, dict(ours.get("environments") or {})
+    return records
+
+
+def record_of(bench: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of one benchmark of a results document (None: not one of ours)."""
+    data = list((bench.get("stats") or {}).get("data") or [])
+    stats = cast("StatsRecord", summarize(data).to_dict()) if data else None
+    return record_from_benchmark(bench, stats)
 
 
 def stored_records(storage: Path | str) -> list[dict[str, Any]]:

@@ -1,0 +1,79 @@
+"""The CI recipes users copy are valid YAML, and every ``torchperf`` command in them parses with
+the command as it is (the example project's workflow and the YAML blocks of the docs)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_torchperf import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / "example_project" / ".github" / "workflows" / "perf.yml"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _yaml_blocks() -> list[tuple[str, str]]:
+    return [
+        (f"{path.name} block {i}", block)
+        for path in DOCS
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", path.read_text(), re.S))
+    ]
+
+
+def _run_lines(node: Any) -> Iterator[str]:
+    """Every line of every ``run:`` step (or GitLab ``script:`` entry) in a parsed recipe."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("run", "script"):
+                for item in value if isinstance(value, list) else [value]:
+                    yield from str(item).splitlines()
+            else:
+                yield from _run_lines(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _run_lines(item)
+
+
+def _check_torchperf_commands(recipe: Any) -> int:
+    """Parse each ``torchperf ...`` command line with the real parser; return how many."""
+    checked = 0
+    for line in _run_lines(recipe):
+        line = line.strip()
+        if not line.startswith("torchperf "):
+            continue
+        words = shlex.split(line.split("#", 1)[0])
+        try:
+            cli._parser().parse_args(words[1:])
+        except SystemExit as exc:  # argparse's way of refusing
+            raise AssertionError(f"torchperf refuses this recipe's command: {line}") from exc
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize(("where", "block"), _yaml_blocks(), ids=lambda v: str(v)[:30])
+def test_every_yaml_block_of_the_docs_parses(where: str, block: str) -> None:
+    _check_torchperf_commands(yaml.safe_load(block))
+
+
+def test_the_example_workflow_compares_in_shards_and_merges_them() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    jobs = workflow["jobs"]
+    assert len(jobs["compare"]["strategy"]["matrix"]["tests"]) == 3
+    assert jobs["report"]["needs"] == "compare" and "always()" in jobs["report"]["if"]
+    merges = [line for line in _run_lines(jobs["report"]) if line.startswith("torchperf merge")]
+    assert merges and "shards/*/results.json" in merges[0]
+    assert _check_torchperf_commands(workflow) == 1
+    # The shards' test paths cover every test module of the example project, once each.
+    shards = [p for entry in jobs["compare"]["strategy"]["matrix"]["tests"] for p in entry.split()]
+    modules = sorted(
+        str(p.relative_to(WORKFLOW.parents[2]))
+        for p in (WORKFLOW.parents[2] / "tests").glob("test_*.py")
+    )
+    assert sorted(shards) == modules

@@ -1,0 +1,158 @@
+"""Merging the results files of one run split over runners (report/merge.py), on synthetic
+records written by the real results-file writer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_torchperf.report.benchmark_json import benchmark_json
+from pytest_torchperf.report.merge import merge_results, missing_measurements
+from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.results import ResultsFileError, read_results
+from tests.unit.test_report_writers import record
+
+COMMIT = {"id": "a" * 40, "dirty": False}
+
+
+def _write(
+    path: Path, records: list[dict[str, Any]], commit: dict[str, Any] = COMMIT, node: str = "n"
+) -> Path:
+    doc = benchmark_json(
+        records, {"node": node}, commit, {"mode": "compare", "measurements": len(records)}
+    )
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _records() -> list[dict[str, Any]]:
+    return [
+        {**record("fast", "pass", ratio=1.01), "gated": ["time", "counters"]},
+        {**record("slow", "fail", ratio=1.5), "gated": ["time", "counters"]},
+        {**record("mid", "pass", ratio=0.99), "gated": ["time"]},
+        {**record("new", "new"), "gated": []},
+    ]
+
+
+def test_three_shards_merge_into_the_file_one_unsplit_run_writes(tmp_path: Path) -> None:
+    everything = _records()
+    unsplit, _ = read_results(_write(tmp_path / "all.json", everything))
+    parts = [everything[:1], everything[1:3], everything[3:]]
+    files = [_write(tmp_path / f"shard-{i}.json", part) for i, part in enumerate(parts, 1)]
+
+    merged = merge_results(files)
+
+    # Every record as its shard wrote it: verdict, figures, label.
+    assert merged.records == unsplit
+    assert merged.shards == (("shard-1.json", 1), ("shard-2.json", 2), ("shard-3.json", 1))
+    assert merged.duplicates == ()
+    assert merged.environments == {"cpu-x-t1-0": ["shard-1.json", "shard-2.json", "shard-3.json"]}
+    # The merged document reads back as a results file, the same records again.
+    (tmp_path / "merged.json").write_text(json.dumps(merged.document))
+    again, environments = read_results(tmp_path / "merged.json")
+    assert again == unsplit and list(environments) == ["cpu-x-t1-0"]
+    labels = [b["torchperf"]["label"] for b in merged.document["benchmarks"]]
+    assert labels == [
+        b["torchperf"]["label"]
+        for b in json.loads((tmp_path / "all.json").read_text())["benchmarks"]
+    ]
+    # What the merged run gated is counted over all shards' measurements.
+    assert merged.coverage is not None and merged.coverage.measurements == 4
+    assert merged.coverage.timed == {"time": 3}
+    assert [s["file"] for s in merged.document["torchperf"]["shards"]] == [
+        "shard-1.json",
+        "shard-2.json",
+        "shard-3.json",
+    ]
+
+
+def test_a_measurement_in_two_shards_is_kept_once_with_its_most_severe_verdict(
+    tmp_path: Path,
+) -> None:
+    passed = record("slow", "pass", ratio=1.01)
+    failed = record("slow", "fail", ratio=1.5)
+    first = _write(tmp_path / "a.json", [passed, record("fast", "pass")])
+    second = _write(tmp_path / "b.json", [failed])
+
+    merged = merge_results([first, second])
+
+    assert [(r["name"], r["outcome"]) for r in merged.records] == [
+        ("slow", "fail"),
+        ("fast", "pass"),
+    ]
+    (duplicate,) = merged.duplicates
+    assert duplicate.seen == (("a.json", "pass"), ("b.json", "fail")) and duplicate.kept == "b.json"
+    line = duplicate.line()
+    assert "t.py::test_slow slow: measured in 2 shards (a.json: pass, b.json: fail)" in line
+    assert "keeps b.json's" in line
+    # Where the verdicts agree, the first file's record is kept.
+    agreed = merge_results([first, _write(tmp_path / "c.json", [record("slow", "pass")])])
+    assert agreed.duplicates[0].kept == "a.json"
+    assert agreed.records[0]["verdict"]["ratio"] == 1.01
+
+
+def test_shards_of_two_environments_stay_apart(tmp_path: Path) -> None:
+    other = {**record("fast", "pass"), "environment_id": "cpu-y-t1-1"}
+    merged = merge_results(
+        [
+            _write(tmp_path / "x.json", [record("fast", "pass")]),
+            _write(tmp_path / "y.json", [other]),
+        ]
+    )
+    # The same test measured on two runner classes is two measurements, not a duplicate.
+    assert merged.duplicates == ()
+    assert merged.environments == {"cpu-x-t1-0": ["x.json"], "cpu-y-t1-1": ["y.json"]}
+    assert sorted(merged.document["torchperf"]["environments"]) == ["cpu-x-t1-0", "cpu-y-t1-1"]
+
+
+def test_files_of_different_commits_or_given_twice_are_refused(tmp_path: Path) -> None:
+    one = _write(tmp_path / "one.json", [record("fast", "pass")])
+    other = _write(tmp_path / "two.json", [record("slow", "pass")], commit={"id": "b" * 40})
+    with pytest.raises(ResultsFileError) as refused:
+        merge_results([one, other])
+    assert "different commits (one.json at aaaaaaaaaa, two.json at bbbbbbbbbb)" in str(
+        refused.value
+    )
+    assert "--any-commit" in str(refused.value)
+    assert len(merge_results([one, other], any_commit=True).records) == 2
+    with pytest.raises(ResultsFileError, match="given twice"):
+        merge_results([one, tmp_path / "." / "one.json"])
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ResultsFileError, match="bad.json: not written by pytest-torchperf"):
+        merge_results([one, tmp_path / "bad.json"])
+    with pytest.raises(ResultsFileError, match="no results file"):
+        merge_results([])
+
+
+def test_files_of_one_name_in_several_folders_are_named_by_path(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    (tmp_path / "2").mkdir()
+    first = _write(tmp_path / "1" / "results.json", [record("fast", "pass")])
+    second = _write(tmp_path / "2" / "results.json", [record("fast", "fail")])
+    (duplicate,) = merge_results([first, second]).duplicates
+    assert duplicate.kept == str(second)
+
+
+def test_measurements_with_a_baseline_that_no_shard_ran_are_missing(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path / ".torchperf")
+    session = {"statistic": 1e-3, "times": [1e-3] * 5}
+    for env_id, name in [("cpu-x-t1-0", "fast"), ("cpu-x-t1-0", "lost"), ("cpu-z-t1-2", "other")]:
+        store.record(env_id, {"exact": {"device": "cpu"}}, f"t.py::test_{name}", name, session)
+    merged = merge_results([_write(tmp_path / "a.json", [record("fast", "pass")])])
+    # Only the shards' environments count: cpu-z's baselines were never this run's to measure.
+    assert missing_measurements(merged.records, store) == [
+        ("cpu-x-t1-0", "t.py::test_lost", "lost")
+    ]
+
+
+def test_benchmarks_of_other_tools_are_kept_as_they_are(tmp_path: Path) -> None:
+    path = _write(tmp_path / "a.json", [record("fast", "pass")])
+    doc = json.loads(path.read_text())
+    foreign = {"name": "test_other", "fullname": "x.py::test_other", "stats": {"data": [1.0]}}
+    doc["benchmarks"].append(foreign)
+    path.write_text(json.dumps(doc))
+    merged = merge_results([path, _write(tmp_path / "b.json", [record("slow", "pass")])])
+    assert foreign in merged.document["benchmarks"] and len(merged.records) == 2
