@@ -6,6 +6,7 @@
     torchperf report  [--storage DIR] [--results FILE...] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
+    torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
 
 BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
 ``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
@@ -28,6 +29,7 @@ from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.units import format_change
+from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.options.values import parse_fraction, parse_share
@@ -367,6 +369,65 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 1 if failed or failure or (missing and not args.allow_missing) else 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    """Each measurement's series over main's runs, its steps and their commits."""
+    from pytest_torchperf.report.history import (
+        format_figure,
+        history_html,
+        read_runs,
+        series_of,
+        step_line,
+    )
+
+    runs = read_runs(args.paths)
+    series = series_of(runs, pattern=args.k, threshold=args.threshold, min_step=args.min_step)
+    first, last = runs[0], runs[-1]
+    environments = {s.environment_id for s in series}
+    print(
+        f"torchperf: history of {len(runs)} runs ({first.short} {first.time or ''} .. "
+        f"{last.short} {last.time or ''}), {len(series)} measurements in "
+        f"{len(environments)} environment{'s' if len(environments) != 1 else ''}"
+    )
+    for s in series:
+        for step in s.steps:
+            print(step_line(s, step, runs))
+    rows = [
+        {
+            "test": s.nodeid,
+            "name": s.name,
+            "runs": len(s.values),
+            "latest": format_figure(s.values[-1], s.unit),
+            "noise": f"{s.noise * 100:.2g}%",
+            "steps": ", ".join(
+                f"{st.change * 100:+.1f}% at {runs[s.runs[st.index]].short}" for st in s.steps
+            )
+            or "-",
+        }
+        for s in series
+    ]
+    print(_table(rows, "no measurement matches"))
+    steps = [(s, step) for s in series for step in s.steps]
+    slower = sum(1 for _, step in steps if step.change > 0)
+    print(
+        f"torchperf: {len(steps)} step{'s' if len(steps) != 1 else ''} in "
+        f"{sum(1 for s in series if s.steps)} of {len(series)} measurements ({slower} slower, "
+        f"{len(steps) - slower} faster)"
+    )
+    if args.html:
+        path = Path(args.html).resolve()
+        atomic_write_text(path, history_html(series, runs, f"torchperf history: {len(runs)} runs"))
+        print(f"torchperf: trend page written to {path}")
+    # Still slower: the last step of a series is a slowdown, and nothing after it undid it.
+    still_slower = [s for s in series if s.steps and s.steps[-1].change > 0]
+    if args.fail_on_slowdown and still_slower:
+        print(
+            f"torchperf: {len(still_slower)} measurement{'s are' if len(still_slower) != 1 else ' is'} "
+            f"slower since a step that no later step undid (--fail-on-slowdown)"
+        )
+        return 1
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     def fraction(text: str) -> float:
         try:
@@ -474,6 +535,38 @@ def _parser() -> argparse.ArgumentParser:
         "--any-commit", action="store_true", help="merge files written at different commits"
     )
     p.set_defaults(run=cmd_merge)
+    p = sub.add_parser(
+        "history",
+        help="each measurement over main's runs (results files): steps and their commits",
+    )
+    p.add_argument("paths", nargs="+", help="results files of main's runs, or folders holding them")
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=THRESHOLD,
+        help=f"standard errors a step needs (default {THRESHOLD:g}; lower finds smaller steps "
+        f"and more false ones)",
+    )
+    p.add_argument(
+        "--min-step",
+        type=fraction,
+        default=MIN_STEP,
+        help=f"smallest step reported (default {MIN_STEP * 100:g}%%)",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="judge times as measured (default: over the machine's speed, from the calibration "
+        "kernel timed beside them on CPU)",
+    )
+    p.add_argument("--html", help="write the trend page here")
+    p.add_argument(
+        "--fail-on-slowdown",
+        action="store_true",
+        help="exit 1 when a measurement is slower since a step that no later step undid",
+    )
+    p.set_defaults(run=cmd_history)
     return parser
 
 

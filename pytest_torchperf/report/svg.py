@@ -64,8 +64,10 @@ def trend(
     current: float | None,
     failed: bool = False,
     labels: Sequence[str] = (),
+    marks: Sequence[int] = (),
 ) -> str:
-    """The stored sessions' statistic over time, with this run's value as the last (bold) dot."""
+    """The stored sessions' statistic over time, with this run's value as the last (bold) dot;
+    ``marks``: indexes of points before which a step happened (a red line each)."""
     points = list(history) + ([current] if current is not None else [])
     if not points:
         return ""
@@ -83,6 +85,12 @@ def trend(
         f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
         f'<polyline points="{path}" fill="none" stroke="{COLORS["baseline"]}"/>',
     ]
+    for mark in marks:
+        if 0 < mark < len(coords):
+            x = round((coords[mark - 1][0] + coords[mark][0]) / 2, 1)
+            parts.append(
+                f'<line x1="{x}" y1="0" x2="{x}" y2="{HEIGHT}" stroke="{COLORS["fail"]}"/>'
+            )
     for i, (cx, cy) in enumerate(coords):
         is_current = current is not None and i == len(coords) - 1
         color = (

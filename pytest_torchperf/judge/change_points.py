@@ -1,0 +1,127 @@
+"""Steps in a measurement's history: the change points of a series of runs over commits.
+
+A slowdown of 3 % a week passes every per-pull-request gate; in the series of main's runs it is
+a step. The method is binary segmentation (Scott and Knott, 1974), the search that Hunter/Otava
+and MongoDB's CI analysis run over their series too, with a robust two-sample test in place of
+their means:
+
+* values are compared as logarithms, so a step is relative (+5 % is the same step at 1 ms and
+  at 100 ms) and multiplicative noise is additive;
+* the noise is estimated once per series from the successive differences (the median absolute
+  difference, scaled to a standard deviation): a few steps and outliers in the series hardly
+  move it, where the series' own spread would count every step as noise;
+* a segment's best split is where the two sides deviate least from their own medians (least
+  absolute deviations: one slow process, a runner hiccup, moves a median by one rank, a mean by
+  its whole size); it is a step when the two medians are ``threshold`` standard errors apart
+  or more and differ by ``min_step`` or more, and then both sides are searched again;
+* each side keeps ``min_segment`` runs or more, so a lone outlier is never a step, and a step
+  is found ``min_segment`` runs after it at the earliest.
+
+``threshold`` is set from the measured noise of real processes (benchmarks/history_steps.py,
+docs/history.md): the false change points per 100 runs of unchanged code it allows, and what
+it costs in detection. Pure: numbers in, steps out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: A split's statistic (the step over its standard error) needed to call it a step.
+THRESHOLD = 5.0
+#: Runs on each side of a step, at least.
+MIN_SEGMENT = 3
+#: Relative steps smaller than this are not reported, however sure: instruction counts of
+#: unchanged code repeat within 0.05 %, so a 0.5 % step in them is found and a 0.1 % one is not
+#: worth a look (time never resolves either).
+MIN_STEP = 0.002
+#: The smallest relative noise assumed: instruction counts of unchanged code can repeat to the
+#: instruction, which would make any difference infinitely sure.
+NOISE_FLOOR = 1e-4
+#: Standard error of a median over that of a mean, for normal noise (sqrt(pi / 2)).
+_MEDIAN_SE = math.sqrt(math.pi / 2)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change point: the series moved from one level to another between two runs."""
+
+    #: Index of the first run after the step.
+    index: int
+    #: Median of the runs before the step and after it (within their segments).
+    before: float
+    after: float
+    #: The step (in log units) over its standard error.
+    score: float
+
+    @property
+    def change(self) -> float:
+        """Relative change, e.g. 0.05 for 5 % higher after the step."""
+        return self.after / self.before - 1.0
+
+
+def noise(values: Sequence[float]) -> float:
+    """The series' relative noise between successive runs (a standard deviation of log values),
+    robust to steps and outliers; at least :data:`NOISE_FLOOR`."""
+    logs = [math.log(v) for v in values]
+    diffs = [abs(b - a) for a, b in itertools.pairwise(logs)]
+    if not diffs:
+        return NOISE_FLOOR
+    return max(1.4826 * statistics.median(diffs) / math.sqrt(2), NOISE_FLOOR)
+
+
+def _deviation(values: Sequence[float]) -> float:
+    middle = statistics.median(values)
+    return sum(abs(v - middle) for v in values)
+
+
+def change_points(
+    values: Sequence[float],
+    *,
+    threshold: float = THRESHOLD,
+    min_step: float = MIN_STEP,
+    min_segment: int = MIN_SEGMENT,
+) -> list[Step]:
+    """The steps of a series of positive values (times, instruction counts), in run order."""
+    if any(not (v > 0) or math.isinf(v) for v in values):
+        raise ValueError("change points need positive, finite values")
+    logs = [math.log(v) for v in values]
+    sigma = noise(values)
+    found: list[Step] = []
+
+    def search(lo: int, hi: int) -> None:
+        if hi - lo < 2 * min_segment:
+            return
+        # Where: the split that leaves the least absolute deviation from the two sides' medians
+        # (the comparison of medians alone is flat near a step and can miss it by a run or two,
+        # which would name the wrong commits).
+        k = min(
+            range(lo + min_segment, hi - min_segment + 1),
+            key=lambda k: _deviation(logs[lo:k]) + _deviation(logs[k:hi]),
+        )
+        # Whether: the two medians apart by `threshold` standard errors or more.
+        left, right = statistics.median(logs[lo:k]), statistics.median(logs[k:hi])
+        score = abs(right - left) / (sigma * _MEDIAN_SE * math.sqrt(1 / (k - lo) + 1 / (hi - k)))
+        if score < threshold or abs(math.exp(right - left) - 1) < min_step:
+            return
+        found.append(Step(k, math.exp(left), math.exp(right), score))
+        search(lo, k)
+        search(k, hi)
+
+    search(0, len(logs))
+    found.sort(key=lambda step: step.index)
+    # Each step's levels are those of its neighbouring segments (between the steps around it),
+    # not of the wider segment it was first found in.
+    bounds = [0, *(s.index for s in found), len(logs)]
+    return [
+        Step(
+            step.index,
+            math.exp(statistics.median(logs[bounds[i] : step.index])),
+            math.exp(statistics.median(logs[step.index : bounds[i + 2]])),
+            step.score,
+        )
+        for i, step in enumerate(found)
+    ]

@@ -1,0 +1,254 @@
+"""A suite's history: the results files of many runs of main, in commit order, as one series per
+measurement with its steps (:mod:`pytest_torchperf.judge.change_points`) and the commits each
+step happened between; and the trend page (``torchperf history --html``).
+
+A run is one commit: results files of the same commit (a run's shards, or a job retried) are
+merged as ``torchperf merge`` merges them. Runs are ordered by their commit's time (then by when
+the file was written). A measurement's figure per run is its p25 time per call (the median of
+its processes' where the run measured in several: a save measures in five), or its instructions
+per call in an instruction-count run; environments are never mixed (a measurement
+on two runner classes is two series). Pure but for reading the files.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_torchperf.core.units import format_time
+from pytest_torchperf.judge.change_points import (
+    MIN_SEGMENT,
+    MIN_STEP,
+    THRESHOLD,
+    Step,
+    change_points,
+    noise,
+)
+from pytest_torchperf.report import svg
+from pytest_torchperf.report.merge import merge_results
+from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the history: a commit's results."""
+
+    commit: str | None
+    #: The commit's time (ISO 8601), else when the results file was written.
+    time: str | None
+    files: tuple[str, ...]
+    records: list[dict[str, Any]]
+
+    @property
+    def short(self) -> str:
+        """The commit's short id (or the file, outside git)."""
+        return self.commit[:10] if self.commit else self.files[0]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One measurement's figure over the runs that measured it."""
+
+    environment_id: str
+    nodeid: str
+    name: str
+    #: ``s`` (p25 seconds per call) or ``instr`` (instructions per call).
+    unit: str
+    #: Indexes into the history's runs, and the figure in each.
+    runs: tuple[int, ...]
+    values: tuple[float, ...]
+    steps: tuple[Step, ...]
+    noise: float
+    #: Times over the machine's speed (the calibration kernel), in seconds at its median speed.
+    normalised: bool = False
+
+    def label(self) -> str:
+        return f"{self.nodeid} {self.name}"
+
+
+def result_files(paths: Sequence[Path | str]) -> list[Path]:
+    """The results files under ``paths`` (folders are searched recursively for ``*.json``)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*.json") if p.is_file())
+        else:
+            found.append(path)
+    if not found:
+        raise ResultsFileError(
+            f"no results files under {', '.join(map(str, paths))}: keep each run's "
+            f"pytest --torchperf-json file there (docs/history.md)"
+        )
+    return found
+
+
+def read_runs(paths: Sequence[Path | str]) -> list[Run]:
+    """The runs of the history, oldest first."""
+    by_commit: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
+    for path in result_files(paths):
+        doc = read_results_document(path)
+        commit = (doc.get("commit_info") or {}).get("id") or f"file:{path}"
+        by_commit.setdefault(commit, []).append((path, doc))
+    runs = []
+    for commit, parts in by_commit.items():
+        docs = [doc for _, doc in parts]
+        info = docs[0].get("commit_info") or {}
+        written = max(str(doc.get("datetime") or "") for doc in docs)
+        records = (
+            records_of(docs[0])
+            if len(parts) == 1
+            else merge_results([p for p, _ in parts], any_commit=True).records
+        )
+        runs.append(
+            Run(
+                None if commit.startswith("file:") else commit,
+                str(info.get("time") or written) or None,
+                tuple(p.name for p, _ in parts),
+                records,
+            )
+        )
+    runs.sort(key=lambda run: (run.time or "", run.files))
+    return runs
+
+
+def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None:
+    """A record's figure for its series: the unit, the figure, and the figure over the machine's
+    speed when the record has it (None: it has not).
+
+    Time is the run's p25 per call, or the median of its processes' where it measured in
+    several (a save: five). The machine's speed is the calibration kernel each CPU process timed
+    beside its blocks: each process's p25 is divided by its own kernel time before the median
+    (benchmarks/history_steps.py: on a 2-vCPU VM this finds +10 % steps in 81 % of series
+    instead of 63 %, with a sixth of the false steps).
+    """
+    counted = (record.get("instructions") or {}).get("per_call")
+    if counted and str(record.get("environment_id", "")).startswith("instructions-"):
+        return "instr", float(counted), None
+    p25 = (record.get("stats") or {}).get("p25")
+    if not p25:
+        return None
+    own = [(float(p25), record.get("calibration"))]
+    others: list[tuple[float, Any]] = []
+    for sampled in record.get("passes") or ():
+        statistics_, calibrations = (
+            sampled.get("process_statistics") or [],
+            sampled.get("process_calibrations") or [],
+        )
+        if not sampled.get("fresh") and statistics_:
+            others = list(zip(statistics_, calibrations, strict=False))
+            if len(calibrations) != len(statistics_):
+                others = [(s, None) for s in statistics_]
+            break
+    processes = others + own if others else own
+    figure = statistics.median(s for s, _ in processes)
+    per_speed = [s / float(c) for s, c in processes if c]
+    return "s", figure, statistics.median(per_speed) if len(per_speed) == len(processes) else None
+
+
+def series_of(
+    runs: Sequence[Run],
+    *,
+    pattern: str | None = None,
+    threshold: float = THRESHOLD,
+    min_step: float = MIN_STEP,
+    min_segment: int = MIN_SEGMENT,
+    normalise: bool = True,
+) -> list[Series]:
+    """Every measurement's series (those whose test id or name contain ``pattern``), with its
+    steps; measurements with steps first.
+
+    With ``normalise``, a timed series whose every run has the machine's speed is judged on
+    time over that speed, shown in seconds at the series' median speed."""
+    points: dict[tuple[str, str, str, str], list[tuple[int, float, float | None]]] = {}
+    for index, run in enumerate(runs):
+        for record in run.records:
+            if pattern and pattern not in record["nodeid"] and pattern not in record["name"]:
+                continue
+            figure = _figure(record)
+            if figure is None:
+                continue
+            unit, value, per_speed = figure
+            key = (str(record.get("environment_id") or "-"), record["nodeid"], record["name"], unit)
+            points.setdefault(key, []).append((index, value, per_speed))
+    found = []
+    for (env_id, nodeid, name, unit), triples in points.items():
+        normalised = normalise and all(r is not None for _, _, r in triples)
+        if normalised:
+            speed = statistics.median(v / r for _, v, r in triples if r)
+            values = [float(r) * speed for _, _, r in triples if r is not None]
+        else:
+            values = [v for _, v, _ in triples]
+        steps = change_points(
+            values, threshold=threshold, min_step=min_step, min_segment=min_segment
+        )
+        found.append(
+            Series(
+                env_id,
+                nodeid,
+                name,
+                unit,
+                tuple(i for i, _, _ in triples),
+                tuple(values),
+                tuple(steps),
+                noise(values),
+                normalised,
+            )
+        )
+    found.sort(key=lambda s: (not s.steps, s.environment_id, s.nodeid, s.name))
+    return found
+
+
+def format_figure(value: float, unit: str) -> str:
+    return f"{value:,.0f} instr" if unit == "instr" else format_time(value)
+
+
+def step_line(series: Series, step: Step, runs: Sequence[Run]) -> str:
+    """What a step says: how much, between which runs and commits, how sure."""
+    before, after = runs[series.runs[step.index - 1]], runs[series.runs[step.index]]
+    where = (
+        f"between commits {before.short} and {after.short} (git log {before.short}..{after.short})"
+        if before.commit and after.commit
+        else f"between {before.short} and {after.short}"
+    )
+    return (
+        f"{series.label()}: {step.change * 100:+.1f}% "
+        f"({format_figure(step.before, series.unit)} -> {format_figure(step.after, series.unit)}) "
+        f"from run {step.index + 1} of {len(series.values)} on, {where}; "
+        f"{step.score:.1f} standard errors, noise {series.noise * 100:.2g}% between runs"
+    )
+
+
+def history_html(series: Sequence[Series], runs: Sequence[Run], title: str) -> str:
+    """The trend page: each measurement's series with its steps marked (steps first)."""
+    rows = []
+    for s in series:
+        labels = [f"{runs[i].short} {runs[i].time or ''}".strip() for i in s.runs]
+        chart = svg.trend(s.values, None, labels=labels, marks=[step.index for step in s.steps])
+        steps = "<br>".join(html.escape(step_line(s, step, runs)) for step in s.steps)
+        rows.append(
+            f"<tr><td>{html.escape(s.nodeid)}</td><td>{html.escape(s.name)}</td>"
+            f"<td>{html.escape(s.environment_id)}</td><td>{len(s.values)}</td>"
+            f"<td>{html.escape(format_figure(s.values[-1], s.unit))}</td>"
+            f"<td>{s.noise * 100:.2g}%</td><td>{chart}</td><td>{steps or '-'}</td></tr>"
+        )
+    with_steps = sum(1 for s in series if s.steps)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>"
+        "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111827}"
+        "table{border-collapse:collapse;width:100%;font-size:13px}"
+        "th,td{padding:4px 6px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}"
+        "th{background:#f9fafb}.muted{color:#6b7280}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p>{len(runs)} runs, {len(series)} measurements, {with_steps} with steps. "
+        '<span class="muted">Dots: each run\'s figure (hover for the commit); red lines: '
+        "steps, at the first run after them.</span></p>"
+        "<table><thead><tr><th>test</th><th>name</th><th>environment</th><th>runs</th>"
+        "<th>latest</th><th>noise</th><th>trend</th><th>steps</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></body></html>\n"
+    )

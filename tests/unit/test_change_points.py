@@ -1,0 +1,67 @@
+"""Steps in a series of runs (judge/change_points.py), on seeded synthetic series: the noise
+levels are those measured on the CI VMs (2-10 % between processes for time, 0.05 % for
+instruction counts); benchmarks/history_steps.py measures the rates on real processes."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pytest_torchperf.judge.change_points import MIN_STEP, change_points, noise
+
+
+def series(levels: list[tuple[int, float]], cv: float, seed: int) -> list[float]:
+    """Runs at each (count, level), with log-normal noise of ``cv``."""
+    rng = random.Random(seed)
+    return [level * math.exp(rng.gauss(0, cv)) for count, level in levels for _ in range(count)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_ten_percent_step_in_timing_noise_is_found_at_its_run(seed: int) -> None:
+    values = series([(30, 1e-3), (30, 1.1e-3)], cv=0.02, seed=seed)
+    (step,) = change_points(values)
+    assert step.index == 30 and 0.07 < step.change < 0.13
+    assert step.before == pytest.approx(1e-3, rel=0.03)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_half_percent_instruction_step_is_found_three_runs_after_it(seed: int) -> None:
+    values = series([(30, 4.6e6), (3, 4.6e6 * 1.005)], cv=0.0005, seed=seed)
+    (step,) = change_points(values)
+    assert step.index == 30 and step.change == pytest.approx(0.005, abs=0.001)
+
+
+def test_unchanged_series_have_no_steps() -> None:
+    false = sum(len(change_points(series([(60, 1e-3)], cv=0.05, seed=s))) for s in range(50))
+    assert false <= 1  # 3,000 runs of unchanged code
+
+
+def test_a_lone_outlier_or_two_are_no_step() -> None:
+    values = [1.0] * 20 + [3.0] + [1.0] * 20 + [2.5, 2.5] + [1.0] * 20
+    values = [v * (1 + 0.001 * (i % 7)) for i, v in enumerate(values)]
+    assert change_points(values) == []
+
+
+def test_two_steps_each_with_the_levels_around_it() -> None:
+    values = series([(20, 1.0), (20, 1.2), (20, 1.0)], cv=0.01, seed=1)
+    first, second = change_points(values)
+    assert (first.index, second.index) == (20, 40)
+    assert first.change == pytest.approx(0.2, abs=0.02)
+    assert second.change == pytest.approx(-1 / 6, abs=0.02)
+
+
+def test_identical_counts_use_the_noise_floor_and_tiny_steps_are_not_reported() -> None:
+    assert noise([5e6] * 10) == pytest.approx(1e-4)
+    # A 0.1 % step in exactly repeating counts is sure but under the reported minimum.
+    assert change_points([5e6] * 10 + [5.005e6] * 10) == []
+    assert MIN_STEP < 0.005
+    (step,) = change_points([5e6] * 10 + [5.05e6] * 10)
+    assert step.index == 10
+
+
+def test_short_series_and_bad_values() -> None:
+    assert change_points([1.0, 2.0, 2.0, 2.0, 2.0]) == []  # under two segments of three runs
+    with pytest.raises(ValueError, match="positive"):
+        change_points([1.0, 0.0, 1.0])

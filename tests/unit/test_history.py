@@ -1,0 +1,104 @@
+"""A suite's history from results files (report/history.py): runs in commit order, a run's
+shards joined, one series per measurement and environment, and the commits of each step."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pytest_torchperf.report.benchmark_json import benchmark_json
+from pytest_torchperf.report.history import history_html, read_runs, series_of, step_line
+from tests.unit.test_report_writers import record
+
+
+def _run_file(
+    path: Path,
+    commit: str,
+    time: str,
+    figures: dict[str, float],
+    env: str = "cpu-x-t1-0",
+    calibration: float | None = None,
+) -> Path:
+    records: list[dict[str, Any]] = []
+    for name, p25 in figures.items():
+        samples = tuple(p25 * f for f in (0.99, 1.0, 1.01, 1.02, 1.03))
+        records.append(
+            {
+                **record(name, "pass", samples=samples),
+                "environment_id": env,
+                "calibration": calibration,
+            }
+        )
+    doc = benchmark_json(records, {"node": "n"}, {"id": commit, "time": time}, None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _history(folder: Path, step_at: int = 8, runs: int = 14) -> None:
+    """``runs`` commits of main; mlp 20 % slower from commit ``step_at`` on, conv unchanged.
+    Written out of order: the history orders them by commit time."""
+    for i in reversed(range(runs)):
+        wobble = 1 + 0.004 * ((i * 7) % 5 - 2)
+        _run_file(
+            folder / f"run-{i:02d}.json",
+            commit=f"{i:02d}" + "c" * 38,
+            time=f"2026-11-{i + 1:02d}T12:00:00+00:00",
+            figures={"mlp": 1e-3 * wobble * (1.2 if i >= step_at else 1.0), "conv": 2e-3 * wobble},
+        )
+
+
+def test_a_step_is_found_with_the_commits_it_happened_between(tmp_path: Path) -> None:
+    _history(tmp_path / "history")
+    runs = read_runs([tmp_path / "history"])
+    assert [r.commit[:2] for r in runs if r.commit] == [f"{i:02d}" for i in range(14)]
+    mlp, conv = series_of(runs)
+    assert (mlp.name, conv.name, conv.steps) == ("mlp", "conv", ())
+    (step,) = mlp.steps
+    assert step.index == 8 and abs(step.change - 0.2) < 0.02
+    line = step_line(mlp, step, runs)
+    assert re.match(
+        r"t\.py::test_mlp mlp: \+(19\.\d|20\.\d)% \(1 ms -> 1\.2 ms\) from run 9 of 14", line
+    )
+    assert "between commits 07cccccccc and 08cccccccc (git log 07cccccccc..08cccccccc)" in line, (
+        line
+    )
+    page = history_html([mlp, conv], runs, "history")
+    assert page.count("<svg") == 2 and page.count("<line") == 1 and "08cccccccc" in page
+    assert series_of(runs, pattern="conv") == [conv]
+
+
+def test_a_runs_shards_are_one_run_and_environments_stay_apart(tmp_path: Path) -> None:
+    folder = tmp_path / "history"
+    for i in range(8):
+        commit, time = f"{i:02d}" + "d" * 38, f"2026-11-{i + 1:02d}T12:00:00+00:00"
+        # Two shards per run, one of them on another runner class.
+        _run_file(folder / f"{i}" / "shard-1.json", commit, time, {"mlp": 1e-3})
+        _run_file(folder / f"{i}" / "shard-2.json", commit, time, {"mlp": 3e-3}, env="cpu-y")
+    runs = read_runs([folder])
+    assert len(runs) == 8 and runs[0].files == ("shard-1.json", "shard-2.json")
+    by_env = {s.environment_id: s for s in series_of(runs)}
+    assert sorted(by_env) == ["cpu-x-t1-0", "cpu-y"]
+    assert all(len(s.values) == 8 and not s.steps for s in by_env.values())
+    assert by_env["cpu-y"].values[0] > 2.9e-3
+
+
+def test_a_slower_machine_is_no_step_once_its_speed_is_taken_out(tmp_path: Path) -> None:
+    """From the ninth run on the runners are 30 % slower: the code and the calibration kernel
+    timed beside it both read 30 % more. Over the machine's speed that is no step."""
+    for i in range(14):
+        slower = 1.3 if i >= 8 else 1.0
+        _run_file(
+            tmp_path / f"{i}.json",
+            commit=f"{i:02d}" + "e" * 38,
+            time=f"2026-11-{i + 1:02d}T12:00:00+00:00",
+            figures={"mlp": 1e-3 * slower * (1 + 0.003 * (i % 3))},
+            calibration=5e-6 * slower,
+        )
+    runs = read_runs([tmp_path])
+    (normalised,) = series_of(runs)
+    assert normalised.normalised and normalised.steps == ()
+    (raw,) = series_of(runs, normalise=False)
+    assert not raw.normalised and [s.index for s in raw.steps] == [8]
