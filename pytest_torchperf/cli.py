@@ -7,6 +7,7 @@
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
+    torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
 
 BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
 ``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
@@ -83,7 +84,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _results(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _results(
+    paths: Sequence[str], any_commit: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Records and environments of one results file, or of several merged (shards of a run)."""
     from pytest_torchperf.store.results import read_results
 
@@ -91,13 +94,15 @@ def _results(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]
         return read_results(paths[0])
     from pytest_torchperf.report.merge import merge_results
 
-    merged = merge_results(paths)
+    merged = merge_results(paths, any_commit=any_commit)
     for duplicate in merged.duplicates:
         print(f"torchperf: warning: {duplicate.line()}")
     return merged.records, dict(merged.document["torchperf"]["environments"])
 
 
-def _candidates(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _candidates(
+    paths: Sequence[str], any_commit: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from pytest_torchperf.store.results import stored_records
 
     if len(paths) == 1 and Path(paths[0]).is_dir():
@@ -112,13 +117,13 @@ def _candidates(paths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, A
             f"torchperf compare: {folders[0]} is a folder; give one baseline folder as the "
             f"candidate, or one or more results files (pytest --torchperf-json)"
         )
-    return _results(paths)
+    return _results(paths, any_commit)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
 
-    records, environments = _candidates(args.candidate)
+    records, environments = _candidates(args.candidate, args.any_commit)
     # An A/B run's records carry their side A: they need no baseline folder.
     if not Path(args.baseline).is_dir() and not all(
         r.get("ab") for r in records if r.get("session")
@@ -218,7 +223,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.html and not args.markdown:
         raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
-    records = _results(args.results)[0] if args.results else stored_records(args.storage)
+    records = (
+        _results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
+    )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     if args.html:
         path = Path(args.html).resolve()
@@ -234,7 +241,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    records, environments = _results(args.results)
+    records, environments = _results(args.results, args.any_commit)
     store = BaselineStore(Path(args.storage))
     accepted, refused = 0, 0
     for record in records:
@@ -313,9 +320,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
     storage = Path(args.storage)
     missing = missing_measurements(records, BaselineStore(storage)) if storage.is_dir() else []
     if not storage.is_dir():
+        if not args.allow_missing:
+            print(
+                f"torchperf: no baseline folder at {storage}: without it the merge cannot tell "
+                f"whether a shard's results are missing. Give the folder the shards compared "
+                f"against with --storage (check out the repository in the merge job), or pass "
+                f"--allow-missing",
+                file=sys.stderr,
+            )
+            return 2
         print(
             f"torchperf: warning: no baseline folder at {storage}: measurements that no shard "
-            f"ran cannot be listed (give the folder the shards compared against with --storage)"
+            f"ran are not listed (--allow-missing)"
         )
     if missing:
         shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
@@ -377,16 +393,32 @@ def cmd_history(args: argparse.Namespace) -> int:
         read_runs,
         series_of,
         step_line,
+        still_slower,
     )
 
-    runs = read_runs(args.paths)
-    series = series_of(runs, pattern=args.k, threshold=args.threshold, min_step=args.min_step)
+    runs, left_out = read_runs(args.paths)
+    for why in left_out:
+        print(f"torchperf: warning: left out: {why}")
+    series = series_of(
+        runs,
+        pattern=args.k,
+        threshold=args.threshold,
+        min_step=args.min_step,
+        normalise=not args.raw,
+    )
     first, last = runs[0], runs[-1]
     environments = {s.environment_id for s in series}
+    normalised = sum(1 for s in series if s.normalised)
     print(
         f"torchperf: history of {len(runs)} runs ({first.short} {first.time or ''} .. "
         f"{last.short} {last.time or ''}), {len(series)} measurements in "
         f"{len(environments)} environment{'s' if len(environments) != 1 else ''}"
+        + (
+            f"; times of {normalised} over the machine's speed (calibration kernel; --raw: as "
+            f"measured)"
+            if normalised
+            else ""
+        )
     )
     for s in series:
         for step in s.steps:
@@ -417,15 +449,52 @@ def cmd_history(args: argparse.Namespace) -> int:
         path = Path(args.html).resolve()
         atomic_write_text(path, history_html(series, runs, f"torchperf history: {len(runs)} runs"))
         print(f"torchperf: trend page written to {path}")
-    # Still slower: the last step of a series is a slowdown, and nothing after it undid it.
-    still_slower = [s for s in series if s.steps and s.steps[-1].change > 0]
-    if args.fail_on_slowdown and still_slower:
+    unrecovered = [(s, still_slower(s, args.min_step)) for s in series]
+    slow = [(s, step) for s, step in unrecovered if step is not None]
+    if args.fail_on_slowdown and slow:
+        names = ", ".join(f"{s.label()} (since {runs[s.runs[st.index]].short})" for s, st in slow)
         print(
-            f"torchperf: {len(still_slower)} measurement{'s are' if len(still_slower) != 1 else ' is'} "
-            f"slower since a step that no later step undid (--fail-on-slowdown)"
+            f"torchperf: {len(slow)} measurement{'s are' if len(slow) != 1 else ' is'} still "
+            f"slower than before a step: {names} (--fail-on-slowdown)"
         )
         return 1
     return 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """The first commit between GOOD and BAD where the selected perf tests got slower."""
+    from pytest_torchperf.run.bisect import Target, bisect, default_mode
+
+    pytest_args = [*(["-k", args.k] if args.k else []), *args.pytest_args]
+    if not pytest_args:
+        raise SystemExit(
+            "torchperf bisect: select the perf tests to run at each revision with -k TEST (or "
+            "give pytest arguments after --): bisecting the whole suite takes hours"
+        )
+    mode = args.mode or default_mode()
+    target = Target(mode, tuple(pytest_args), Path.cwd(), timeout=args.timeout)
+    found = bisect(target, args.good, args.bad)
+    runs = len(found.steps) + (1 if mode == "ab" else 2)
+    first = found.first_bad
+    if not found.skipped_between:
+        print(f"first bad commit: {first.commit} {first.subject}")
+    else:
+        hidden = ", ".join(c[:10] for c in found.skipped_between)
+        print(
+            f"the first bad commit is one of {len(found.skipped_between) + 1}: {hidden} (their "
+            f"tests did not run) or {first.commit[:10]} {first.subject}"
+        )
+    print(f"  {first.detail}")
+    last = found.last_good
+    print(
+        f"  last good: {last.commit[:10]} {last.subject}"
+        + (f" ({last.detail})" if last.detail else "")
+    )
+    print(
+        f"torchperf bisect: {len(found.steps)} step{'s' if len(found.steps) != 1 else ''} "
+        f"(+ GOOD and BAD), {runs} pytest runs in {found.seconds:.0f} s; every worktree removed"
+    )
+    return 1 if found.skipped_between else 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -486,6 +555,11 @@ def _parser() -> argparse.ArgumentParser:
         help="override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
     )
     p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
+    )
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
     p.add_argument("--storage", **storage)
@@ -497,6 +571,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--html", help="write the HTML report here")
     p.add_argument("--markdown", help="write the markdown summary here")
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
+    )
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
     p.add_argument("results", nargs="+", help="results file(s) written by pytest --torchperf-json")
@@ -507,6 +586,11 @@ def _parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="accept measurements the save guard would refuse (contention, spread)",
+    )
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
     )
     p.set_defaults(run=cmd_accept)
     p = sub.add_parser(
@@ -564,20 +648,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-on-slowdown",
         action="store_true",
-        help="exit 1 when a measurement is slower since a step that no later step undid",
+        help="exit 1 when a measurement's latest level is still above its level before a "
+        "slowdown step",
     )
     p.set_defaults(run=cmd_history)
+    p = sub.add_parser(
+        "bisect",
+        help="the first commit between GOOD and BAD where the selected perf tests got slower",
+    )
+    p.add_argument("good", help="a revision where the tests were fast (older)")
+    p.add_argument("bad", help="a revision where they are slow (newer)")
+    p.add_argument("-k", help="the perf tests to run at each revision (pytest -k)")
+    p.add_argument(
+        "--mode",
+        choices=("instructions", "ab", "counters"),
+        help="how a revision is judged: instruction counts under Valgrind (the default where "
+        "Valgrind is installed), A/B process pairs against GOOD (the default elsewhere), or the "
+        "exact counters",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds one revision's pytest run may take (default 3600)",
+    )
+    p.add_argument(
+        "pytest_args",
+        nargs="*",
+        help="more pytest arguments for each revision's run, after -- (e.g. -- tests/test_perf.py)",
+    )
+    p.set_defaults(run=cmd_bisect)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``torchperf`` console script."""
+    from pytest_torchperf.run.bisect import BisectError
     from pytest_torchperf.store.results import ResultsFileError
 
     args = _parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (BaselineFileError, ResultsFileError) as exc:
+    except (BaselineFileError, ResultsFileError, BisectError) as exc:
         print(f"torchperf: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:

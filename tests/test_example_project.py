@@ -1,7 +1,8 @@
 """End to end on the shipped example project, as a user runs it: real pytest processes.
 
-save -> one stored baseline made 100x faster (so the real code looks 9900 % slower) -> compare fails
-exactly that test, with the confirmed-slowdown message, and passes the others.
+save -> one stored baseline made 100x faster (so the real code looks 9900 % slower) -> compare, in
+the three shards of the example's workflow merged by ``torchperf merge``, fails exactly that test,
+with the confirmed-slowdown message, and passes the others.
 
 Verdicts here must not depend on the machine: this suite runs on shared 2-vCPU runners where two
 pytest processes timing the same sub-millisecond MLP were seen to differ by 50 % with a CPU share
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import browser
 
@@ -30,8 +33,11 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
 
 
-def _run(project: Path, storage: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest <project> ...`` in a fresh process, isolated from the outer pytest run."""
+def _run(
+    project: Path, storage: Path, *args: str, paths: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest <project> ...`` (or ``paths`` in it) in a fresh process, isolated from
+    the outer pytest run."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))
     }  # outer xdist/addopts must not leak in
@@ -40,7 +46,7 @@ def _run(project: Path, storage: Path, *args: str) -> subprocess.CompletedProces
         sys.executable,
         "-m",
         "pytest",
-        str(project),
+        *(paths or (str(project),)),
         "-p",
         "no:cacheprovider",
         "-p",
@@ -166,31 +172,34 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     _scale(baseline_file.with_name("tests__test_instruments.py.json"), 10.0)
     _scale(baseline_file.with_name("tests__test_autoencoder.py.json"), 10.0)
     _scale(baseline_file, 1 / 10 / 100, RESNET_TEST)
-    report = tmp_path / "report" / "index.html"
-    junit = tmp_path / "junit.xml"
-    regressed = _run(
-        project,
-        storage,
-        "--torchperf-compare",
-        "--torchperf-max-slowdown=900%",
-        f"--torchperf-html={report}",
-        f"--junitxml={junit}",
-    )
-    assert regressed.returncode == 1, _explain(regressed)
-    _check_report_renders(report, tmp_path / "report.png")
+    # Compared as the example's workflow does on pull requests: in three shards side by side
+    # (its compare job's matrix), merged into one results file, report and verdict by
+    # `torchperf merge`. The shards' verdicts must be those of one unsplit run: 1 failed test of
+    # 28, the resnet18 one (benchmarks/shard_merge.py compares the two on this project).
+    workflow = yaml.safe_load((EXAMPLE / ".github" / "workflows" / "perf.yml").read_text())
+    shards = workflow["jobs"]["compare"]["strategy"]["matrix"]["tests"]
+    runs = []
+    for i, paths in enumerate(shards, 1):
+        runs.append(
+            _run(
+                project,
+                storage,
+                "--torchperf-compare",
+                "--torchperf-max-slowdown=900%",
+                f"--torchperf-json={tmp_path / f'shard-{i}.json'}",
+                f"--junitxml={tmp_path / f'junit-{i}.xml'}",
+                paths=tuple(paths.split()),
+            )
+        )
+    outcomes = [_pytest_counts(run.stdout) for run in runs]
+    assert [run.returncode for run in runs] == [1, 0, 0], [_explain(r) for r in runs]
+    assert sum(c.get("failed", 0) for c in outcomes) == 1, outcomes
+    assert sum(c.get("passed", 0) for c in outcomes) == 27, outcomes
+    regressed = runs[0]  # tests/test_perf.py
     assert "= torchperf =" in regressed.stdout and "baseline p25" in regressed.stdout, _explain(
         regressed
     )
-    assert "1 failed, 27 passed" in regressed.stdout, _explain(regressed)
-    # The tally line (e.g. "torchperf: 1 fail, 4 improved, 14 pass, 1 measured"), not the
-    # report lines after it.
-    counts = [
-        line
-        for line in regressed.stdout.splitlines()
-        if line.startswith("torchperf: ") and " pass" in line
-    ][-1]
-    assert counts.startswith("torchperf: 1 fail, ") and "inconclusive" not in counts, counts
-    failed = _failed_cases(junit)
+    failed = [c for i in (1, 2, 3) for c in _failed_cases(tmp_path / f"junit-{i}.xml")]
     assert [(c.get("classname"), c.get("name")) for c in failed] == [
         ("tests.test_perf", "test_resnet18_batch1")
     ], _explain(regressed)
@@ -200,6 +209,35 @@ def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> No
     assert f"FAILED {RESNET_TEST}" in regressed.stdout, _explain(regressed)
     # The summary table and its detail lines name the regression too.
     assert f"{RESNET_TEST}: resnet18: " in regressed.stdout, _explain(regressed)
+
+    report = tmp_path / "report" / "index.html"
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_torchperf.cli", "merge"]
+        + [str(tmp_path / f"shard-{i}.json") for i in (1, 2, 3)]
+        + ["--storage", str(storage), "-o", str(tmp_path / "results.json"), "--html", str(report)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert merged.returncode == 1, _explain(merged)  # as one compare: resnet18 failed
+    assert "into 20 measurements" in merged.stdout, _explain(merged)
+    # The tally line (e.g. "torchperf: 1 fail, 4 improved, 14 pass, 1 measured").
+    counts = [
+        line
+        for line in merged.stdout.splitlines()
+        if line.startswith("torchperf: ") and " pass" in line
+    ][-1]
+    assert counts.startswith("torchperf: 1 fail, ") and "inconclusive" not in counts, counts
+    assert "no shard" not in merged.stdout and "measured in 2 shards" not in merged.stdout
+    _check_report_renders(report, tmp_path / "report.png")
+
+
+def _pytest_counts(stdout: str) -> dict[str, int]:
+    """pytest's closing line (``1 failed, 9 passed in 12.3s``) as counts."""
+    last = [line for line in stdout.splitlines() if line.startswith("=")][-1]
+    return {word: int(n) for n, word in re.findall(r"(\d+) (failed|passed|skipped|error)", last)}
 
 
 def _run_as_user(project: Path, *args: str) -> subprocess.CompletedProcess[str]:

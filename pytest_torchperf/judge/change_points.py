@@ -113,15 +113,17 @@ def change_points(
 
     search(0, len(logs))
     found.sort(key=lambda step: step.index)
-    # Each step's levels are those of its neighbouring segments (between the steps around it),
-    # not of the wider segment it was first found in.
+    # Each step's levels and score are those of its neighbouring segments (between the steps
+    # around it), not of the wider segment it was first found in; a step that no longer passes
+    # there is dropped (one pass: the segments around it are then joined as they stand).
     bounds = [0, *(s.index for s in found), len(logs)]
-    return [
-        Step(
-            step.index,
-            math.exp(statistics.median(logs[bounds[i] : step.index])),
-            math.exp(statistics.median(logs[step.index : bounds[i + 2]])),
-            step.score,
-        )
-        for i, step in enumerate(found)
-    ]
+    steps = []
+    for i, step in enumerate(found):
+        lo, hi = bounds[i], bounds[i + 2]
+        left = statistics.median(logs[lo : step.index])
+        right = statistics.median(logs[step.index : hi])
+        error = sigma * _MEDIAN_SE * math.sqrt(1 / (step.index - lo) + 1 / (hi - step.index))
+        score = abs(right - left) / error
+        if score >= threshold and abs(math.exp(right - left) - 1) >= min_step:
+            steps.append(Step(step.index, math.exp(left), math.exp(right), score))
+    return steps

@@ -12,6 +12,7 @@ on two runner classes is two series). Pure but for reading the files.
 
 from __future__ import annotations
 
+import datetime
 import html
 import statistics
 from collections.abc import Mapping, Sequence
@@ -83,17 +84,32 @@ def result_files(paths: Sequence[Path | str]) -> list[Path]:
             f"no results files under {', '.join(map(str, paths))}: keep each run's "
             f"pytest --torchperf-json file there (docs/history.md)"
         )
-    return found
+    return sorted(set(found))
 
 
-def read_runs(paths: Sequence[Path | str]) -> list[Run]:
-    """The runs of the history, oldest first."""
+def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
+    """The runs of the history, oldest first, and what was left out (files under the folders
+    that are not results files, each with the reason)."""
     by_commit: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
+    left_out: list[str] = []
+    explicit = {Path(p) for p in paths if not Path(p).is_dir()}
     for path in result_files(paths):
-        doc = read_results_document(path)
+        try:
+            doc = read_results_document(path)
+        except ResultsFileError as exc:
+            if path in explicit:
+                raise
+            left_out.append(str(exc))  # another JSON file in the folder
+            continue
         commit = (doc.get("commit_info") or {}).get("id") or f"file:{path}"
         by_commit.setdefault(commit, []).append((path, doc))
+    if not by_commit:
+        raise ResultsFileError(
+            f"no results files under {', '.join(map(str, paths))} ({len(left_out)} other JSON "
+            f"files): keep each run's pytest --torchperf-json file there (docs/history.md)"
+        )
     runs = []
+    order: dict[int, tuple[datetime.datetime, datetime.datetime]] = {}
     for commit, parts in by_commit.items():
         docs = [doc for _, doc in parts]
         info = docs[0].get("commit_info") or {}
@@ -103,16 +119,28 @@ def read_runs(paths: Sequence[Path | str]) -> list[Run]:
             if len(parts) == 1
             else merge_results([p for p, _ in parts], any_commit=True).records
         )
-        runs.append(
-            Run(
-                None if commit.startswith("file:") else commit,
-                str(info.get("time") or written) or None,
-                tuple(p.name for p, _ in parts),
-                records,
-            )
+        run = Run(
+            None if commit.startswith("file:") else commit,
+            str(info.get("time") or written) or None,
+            tuple(p.name for p, _ in parts),
+            records,
         )
-    runs.sort(key=lambda run: (run.time or "", run.files))
-    return runs
+        # By the commit's time, then by when the file was written, both in UTC (times of
+        # commits made in different time zones compare as instants, not as text).
+        order[id(run)] = (_instant(info.get("time") or written), _instant(written))
+        runs.append(run)
+    runs.sort(key=lambda run: order[id(run)])
+    return runs, left_out
+
+
+def _instant(text: Any) -> datetime.datetime:
+    try:
+        moment = datetime.datetime.fromisoformat(str(text))
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.astimezone(datetime.timezone.utc)
 
 
 def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None:
@@ -126,10 +154,14 @@ def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None
     instead of 63 %, with a sixth of the false steps).
     """
     counted = (record.get("instructions") or {}).get("per_call")
-    if counted and str(record.get("environment_id", "")).startswith("instructions-"):
+    if (
+        counted
+        and counted > 0
+        and str(record.get("environment_id", "")).startswith("instructions-")
+    ):
         return "instr", float(counted), None
     p25 = (record.get("stats") or {}).get("p25")
-    if not p25:
+    if not p25 or p25 <= 0:
         return None
     own = [(float(p25), record.get("calibration"))]
     others: list[tuple[float, Any]] = []
@@ -144,8 +176,11 @@ def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None
                 others = [(s, None) for s in statistics_]
             break
     processes = others + own if others else own
+    processes = [(s, c) for s, c in processes if s > 0]
+    if not processes:
+        return None
     figure = statistics.median(s for s, _ in processes)
-    per_speed = [s / float(c) for s, c in processes if c]
+    per_speed = [s / float(c) for s, c in processes if c and s > 0]
     return "s", figure, statistics.median(per_speed) if len(per_speed) == len(processes) else None
 
 
@@ -252,3 +287,16 @@ def history_html(series: Sequence[Series], runs: Sequence[Run], title: str) -> s
         + "".join(rows)
         + "</tbody></table></body></html>\n"
     )
+
+
+def still_slower(series: Series, min_step: float = MIN_STEP) -> Step | None:
+    """The slowdown step the series has not recovered from: its last level is still ``min_step``
+    or more above the level before that step (None: every slowdown was undone). A step that
+    lost part of an earlier improvement counts too: it is a slowdown of the code as it was."""
+    if not series.steps:
+        return None
+    final = series.steps[-1].after
+    for step in series.steps:
+        if step.change > 0 and final >= step.before * (1 + min_step):
+            return step
+    return None

@@ -13,7 +13,7 @@ figures, label), and says what it could not join cleanly:
 * shards of different commits are refused: their verdicts are not those of one run.
 
 :func:`missing_measurements` lists the measurements that have a baseline in one of the shards'
-environments but a result in no shard: a lost shard (a runner that died, an artifact not
+environments but a result in no shard of that environment: a lost shard (a runner that died, an artifact not
 downloaded) would otherwise pass unnoticed. Pure but for reading the files and the baseline
 folder.
 """
@@ -54,10 +54,12 @@ class Duplicate:
         """What the merge says about it."""
         _, nodeid, name = self.key
         seen = ", ".join(f"{file}: {outcome}" for file, outcome in self.seen)
+        outcomes = {outcome for _, outcome in self.seen}
+        why = "the most severe verdict" if len(outcomes) > 1 else "the first file's"
         return (
             f"{nodeid} {name}: measured in {len(self.seen)} shards ({seen}); the merge keeps "
-            f"{self.kept}'s (the most severe verdict). A test should run in one shard: check "
-            f"how the suite is split"
+            f"{self.kept}'s ({why}). A test should run in one shard: check how the suite is "
+            f"split"
         )
 
 
@@ -76,6 +78,10 @@ class MergedResults:
     environments: dict[str, list[str]]
     #: What the merged run gated (None: the shards neither compared nor saved).
     coverage: Coverage | None
+
+
+def _exact(fingerprint: Any) -> Any:
+    return fingerprint.get("exact") if isinstance(fingerprint, dict) else fingerprint
 
 
 def _severity(outcome: str) -> int:
@@ -110,13 +116,16 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     environments: dict[str, Any] = {}
     for name, doc in zip(names, documents, strict=True):
         for env_id, fingerprint in (doc["torchperf"].get("environments") or {}).items():
-            if env_id in environments and environments[env_id] != fingerprint:
+            # The id is a hash of the exact part; the soft part (host name, ...) differs between
+            # runners of one class, and the first shard's is kept.
+            known = environments.get(env_id)
+            if known is not None and _exact(known) != _exact(fingerprint):
                 raise ResultsFileError(
-                    f"environment {env_id} has two different fingerprints ({name} and an "
-                    f"earlier file): these files were not written by one version of "
-                    f"pytest-torchperf; merge files of one run"
+                    f"environment {env_id} has two different exact fingerprints ({name} and an "
+                    f"earlier file): files written by different versions of pytest-torchperf? "
+                    f"Merge the files of one run, written by one version"
                 )
-            environments[env_id] = fingerprint
+            environments.setdefault(env_id, fingerprint)
 
     kept: dict[Key, tuple[int, str, dict[str, Any], dict[str, Any]]] = {}
     seen: dict[Key, list[tuple[str, str]]] = {}
@@ -204,14 +213,16 @@ def _check_one_commit(names: Sequence[str], documents: Sequence[Mapping[str, Any
 
 
 def missing_measurements(records: Iterable[Mapping[str, Any]], store: BaselineStore) -> list[Key]:
-    """Measurements stored under one of the records' environments that no record measured
-    (their ``(environment, test, measurement)``, sorted)."""
+    """Measurements stored under one of the records' environments that no record of that
+    environment measured (their ``(environment, test, measurement)``, sorted)."""
     records = list(records)
     environments = {str(r.get("environment_id")) for r in records if r.get("environment_id")}
-    measured = {(str(r["nodeid"]), str(r["name"])) for r in records}
+    # Per environment: a test measured on one runner class does not stand in for its result on
+    # another class whose shards ran too.
+    measured = {(str(r.get("environment_id")), str(r["nodeid"]), str(r["name"])) for r in records}
     missing = {
         (env_id, nodeid, name)
         for env_id, nodeid, name, sessions in store.measurements()
-        if env_id in environments and sessions and (nodeid, name) not in measured
+        if env_id in environments and sessions and (env_id, nodeid, name) not in measured
     }
     return sorted(missing)

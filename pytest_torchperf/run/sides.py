@@ -61,25 +61,28 @@ class Side:
         ]  # fmt: skip
 
 
-def _git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_git(
+    args: Sequence[str], cwd: Path, who: str = "side A"
+) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` in ``cwd`` (output captured); a SideError when git is missing or hangs."""
     try:
         return subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
         )
     except FileNotFoundError:
         raise SideError(
-            "--torchperf-ab needs git, and git is not on PATH: install git, or compare "
-            "environments with --torchperf-ab-python instead"
+            f"{who}: git is not on PATH: install git"
+            + (", or compare environments with --torchperf-ab-python" if who == "side A" else "")
         ) from None
     except subprocess.TimeoutExpired:
         raise SideError(
-            f"side A: git {' '.join(args[:2])} did not finish within 600 s in {cwd}; check the "
+            f"{who}: git {' '.join(args[:2])} did not finish within 600 s in {cwd}; check the "
             f"repository (a lock file left by a killed git? git worktree prune)"
         ) from None
 
 
 def repository_root(cwd: Path) -> Path:
-    result = _git(["rev-parse", "--show-toplevel"], cwd)
+    result = run_git(["rev-parse", "--show-toplevel"], cwd)
     if result.returncode != 0:
         raise SideError(
             f"--torchperf-ab checks out a git revision as side A, and {cwd} is not in a git "
@@ -90,12 +93,13 @@ def repository_root(cwd: Path) -> Path:
     return Path(result.stdout.strip())
 
 
-def resolve_revision(root: Path, revision: str) -> str:
-    """The full commit id of ``revision``, or a SideError that says how to get it."""
-    result = _git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], root)
+def resolve_revision(root: Path, revision: str, who: str = "side A") -> str:
+    """The full commit id of ``revision``, or a SideError that says how to get it (``who``:
+    what the revision is for, in the message)."""
+    result = run_git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], root, who)
     if result.returncode != 0 or not result.stdout.strip():
         raise SideError(
-            f"side A: unknown git revision {revision!r} in {root}. Check the name (git log "
+            f"{who}: unknown git revision {revision!r} in {root}. Check the name (git log "
             f"--oneline, git branch -a); a remote branch must be fetched first (git fetch origin; "
             f"in GitHub Actions give actions/checkout fetch-depth: 0)"
         )
@@ -104,26 +108,29 @@ def resolve_revision(root: Path, revision: str) -> str:
 
 @contextlib.contextmanager
 def revision_side(
-    invocation_dir: Path, revision: str, flags: tuple[str, ...] = ()
+    invocation_dir: Path, revision: str, flags: tuple[str, ...] = (), who: str = "side A"
 ) -> Iterator[Side]:
-    """Side A for ``--torchperf-ab REV``: REV in a temporary worktree, removed on the way out
-    (an exception or Ctrl-C included)."""
+    """Side A for ``--torchperf-ab REV`` (or any run of REV's tests, ``who`` naming it in
+    messages): REV in a temporary worktree, removed on the way out (an exception or Ctrl-C
+    included)."""
     root = repository_root(invocation_dir)
-    commit = resolve_revision(root, revision)
+    commit = resolve_revision(root, revision, who)
     folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-"))
     checkout = folder / "a"
     try:
-        added = _git(["worktree", "add", "--detach", "--force", str(checkout), commit], root)
+        added = run_git(
+            ["worktree", "add", "--detach", "--force", str(checkout), commit], root, who
+        )
         if added.returncode != 0:
             raise SideError(
-                f"side A: git could not check out {revision} ({commit[:12]}) into a temporary "
+                f"{who}: git could not check out {revision} ({commit[:12]}) into a temporary "
                 f"worktree: {added.stderr.strip()}. Run `git worktree prune` and try again"
             )
         relative = invocation_dir.resolve().relative_to(root.resolve())
         cwd = checkout / relative
         if not cwd.is_dir():
             raise SideError(
-                f"side A: {revision} ({commit[:12]}) has no folder {relative} (pytest runs from "
+                f"{who}: {revision} ({commit[:12]}) has no folder {relative} (pytest runs from "
                 f"there); run pytest from a folder that exists in both revisions"
             )
         env = {"PYTHONPATH": _mapped_pythonpath(root, checkout)}
@@ -137,9 +144,9 @@ def revision_side(
             moved=(str(root.resolve()), str(checkout)),
         )
     finally:
-        _git(["worktree", "remove", "--force", str(checkout)], root)
+        run_git(["worktree", "remove", "--force", str(checkout)], root, who)
         shutil.rmtree(folder, ignore_errors=True)
-        _git(["worktree", "prune"], root)
+        run_git(["worktree", "prune"], root, who)
 
 
 def _import_roots() -> Iterator[Path]:

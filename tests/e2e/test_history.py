@@ -87,9 +87,17 @@ def test_history_finds_the_step_and_the_commits_it_happened_between(
     # Still slower at the last run: a CI job that asks for it fails.
     assert cli.main(["history", str(folder), "--fail-on-slowdown"]) == 1
     assert (
-        "1 measurement is slower since a step that no later step undid" in capsys.readouterr().out
+        "1 measurement is still slower than before a step: test_models.py::test_mlp mlp (since "
+        in capsys.readouterr().out
     )
     assert cli.main(["history", str(folder), "-k", "conv", "--fail-on-slowdown"]) == 0
+    capsys.readouterr()
+    # Times are judged over the machine's speed unless --raw: here both say the same.
+    assert cli.main(["history", str(folder), "-k", "mlp"]) == 0
+    assert "times of 1 over the machine's speed" in capsys.readouterr().out
+    assert cli.main(["history", str(folder), "-k", "mlp", "--raw"]) == 0
+    raw = capsys.readouterr().out
+    assert "over the machine's speed" not in raw and "+50.0% (1 ms -> 1.5 ms)" in raw
 
 
 def test_history_of_no_results_is_a_clear_error(

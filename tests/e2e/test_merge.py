@@ -184,6 +184,17 @@ def test_accept_and_report_take_a_runs_shards(
     assert cli.main(["compare", storage, *shards]) == 0
 
 
+def test_without_the_baseline_folder_the_merge_cannot_tell_a_lost_shard(
+    sharded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    nowhere = str(sharded / "no-such-folder")
+    assert cli.main(["merge", *shards, "--storage", nowhere]) == 2
+    assert "no baseline folder at" in capsys.readouterr().err
+    assert cli.main(["merge", *shards, "--storage", nowhere, "--allow-missing"]) == 1  # slow
+    assert "are not listed (--allow-missing)" in capsys.readouterr().out
+
+
 def test_bad_shard_files_are_clear_errors(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

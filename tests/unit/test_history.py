@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.report.benchmark_json import benchmark_json
-from pytest_torchperf.report.history import history_html, read_runs, series_of, step_line
+from pytest_torchperf.report.history import (
+    history_html,
+    read_runs,
+    series_of,
+    step_line,
+    still_slower,
+)
 from tests.unit.test_report_writers import record
 
 
@@ -52,7 +58,8 @@ def _history(folder: Path, step_at: int = 8, runs: int = 14) -> None:
 
 def test_a_step_is_found_with_the_commits_it_happened_between(tmp_path: Path) -> None:
     _history(tmp_path / "history")
-    runs = read_runs([tmp_path / "history"])
+    runs, left_out = read_runs([tmp_path / "history"])
+    assert left_out == []
     assert [r.commit[:2] for r in runs if r.commit] == [f"{i:02d}" for i in range(14)]
     mlp, conv = series_of(runs)
     assert (mlp.name, conv.name, conv.steps) == ("mlp", "conv", ())
@@ -77,7 +84,7 @@ def test_a_runs_shards_are_one_run_and_environments_stay_apart(tmp_path: Path) -
         # Two shards per run, one of them on another runner class.
         _run_file(folder / f"{i}" / "shard-1.json", commit, time, {"mlp": 1e-3})
         _run_file(folder / f"{i}" / "shard-2.json", commit, time, {"mlp": 3e-3}, env="cpu-y")
-    runs = read_runs([folder])
+    runs, _ = read_runs([folder])
     assert len(runs) == 8 and runs[0].files == ("shard-1.json", "shard-2.json")
     by_env = {s.environment_id: s for s in series_of(runs)}
     assert sorted(by_env) == ["cpu-x-t1-0", "cpu-y"]
@@ -97,8 +104,52 @@ def test_a_slower_machine_is_no_step_once_its_speed_is_taken_out(tmp_path: Path)
             figures={"mlp": 1e-3 * slower * (1 + 0.003 * (i % 3))},
             calibration=5e-6 * slower,
         )
-    runs = read_runs([tmp_path])
+    runs, _ = read_runs([tmp_path])
     (normalised,) = series_of(runs)
     assert normalised.normalised and normalised.steps == ()
     (raw,) = series_of(runs, normalise=False)
     assert not raw.normalised and [s.index for s in raw.steps] == [8]
+
+
+def test_runs_are_ordered_by_instant_then_by_when_written_and_other_json_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # 13:00+02:00 is 11:00 UTC: before 12:00+00:00, though it sorts after it as text.
+    _run_file(tmp_path / "a.json", "a" * 40, "2026-11-01T12:00:00+00:00", {"mlp": 1e-3})
+    _run_file(tmp_path / "b.json", "b" * 40, "2026-11-01T13:00:00+02:00", {"mlp": 1e-3})
+    # Two commits made in the same second: the file written first is the older run.
+    for name, commit, written in [
+        ("c.json", "c" * 40, "2026-11-02T10:00:05+00:00"),
+        ("d.json", "d" * 40, "2026-11-02T10:00:01+00:00"),
+    ]:
+        path = _run_file(tmp_path / name, commit, "2026-11-02T09:00:00+00:00", {"mlp": 1e-3})
+        doc = json.loads(path.read_text())
+        doc["datetime"] = written
+        path.write_text(json.dumps(doc))
+    (tmp_path / "notes.json").write_text('{"not": "a results file"}')
+    runs, left_out = read_runs([tmp_path])
+    assert [r.commit[0] for r in runs if r.commit] == ["b", "a", "d", "c"]
+    assert len(left_out) == 1 and "notes.json: not written by pytest-torchperf" in left_out[0]
+
+
+def test_still_slower_means_the_latest_level_is_above_the_level_before_a_slowdown(
+    tmp_path: Path,
+) -> None:
+    def steps_of(levels: list[float]) -> object:
+        folder = tmp_path / str(levels)
+        for i, level in enumerate(x for x in levels for _ in range(6)):
+            _run_file(
+                folder / f"{i:02d}.json",
+                f"{i:02d}" + "f" * 38,
+                f"2026-10-{i + 1:02d}T12:00:00+00:00",
+                {"mlp": level * (1 + 0.002 * (i % 3))},
+            )
+        (series,) = series_of(read_runs([folder])[0])
+        return still_slower(series)
+
+    assert steps_of([1.0, 1.1, 1.07]) is not None  # +10 %, then -3 %: still 7 % slower
+    # -10 %, then +5.5 %: faster than at the start, but the +5.5 % step lost half of the
+    # improvement, and nothing undid it: a slowdown all the same.
+    assert steps_of([1.0, 0.9, 0.95]) is not None
+    assert steps_of([1.0, 0.9, 0.95, 0.9]) is None
+    assert steps_of([1.0, 1.2, 1.0]) is None  # undone

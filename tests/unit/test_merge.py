@@ -21,6 +21,10 @@ COMMIT = {"id": "a" * 40, "dirty": False}
 def _write(
     path: Path, records: list[dict[str, Any]], commit: dict[str, Any] = COMMIT, node: str = "n"
 ) -> Path:
+    records = [
+        {**r, "environment": {"exact": {"device": "cpu"}, "soft": {"hostname": node}}}
+        for r in records
+    ]
     doc = benchmark_json(
         records, {"node": node}, commit, {"mode": "compare", "measurements": len(records)}
     )
@@ -41,7 +45,11 @@ def test_three_shards_merge_into_the_file_one_unsplit_run_writes(tmp_path: Path)
     everything = _records()
     unsplit, _ = read_results(_write(tmp_path / "all.json", everything))
     parts = [everything[:1], everything[1:3], everything[3:]]
-    files = [_write(tmp_path / f"shard-{i}.json", part) for i, part in enumerate(parts, 1)]
+    # Each shard on its own runner of the class: the host names differ, the exact part not.
+    files = [
+        _write(tmp_path / f"shard-{i}.json", part, node=f"runner-{i}")
+        for i, part in enumerate(parts, 1)
+    ]
 
     merged = merge_results(files)
 
@@ -92,6 +100,15 @@ def test_a_measurement_in_two_shards_is_kept_once_with_its_most_severe_verdict(
     agreed = merge_results([first, _write(tmp_path / "c.json", [record("slow", "pass")])])
     assert agreed.duplicates[0].kept == "a.json"
     assert agreed.records[0]["verdict"]["ratio"] == 1.01
+
+
+def test_one_environment_with_two_exact_fingerprints_is_refused(tmp_path: Path) -> None:
+    first = _write(tmp_path / "a.json", [record("fast", "pass")])
+    doc = json.loads(first.read_text())
+    doc["torchperf"]["environments"]["cpu-x-t1-0"]["exact"]["device"] = "cuda"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultsFileError, match="two different exact fingerprints"):
+        merge_results([first, tmp_path / "b.json"])
 
 
 def test_shards_of_two_environments_stay_apart(tmp_path: Path) -> None:

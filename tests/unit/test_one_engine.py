@@ -25,7 +25,14 @@ ALLOWED = {
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
     "speedup_check": {"judge/drift.py"},
-    "diff_counters": {"judge/compare.py", "judge/counter_diff.py", "run/explain.py"},
+    # torchperf bisect tells a revision's counters from GOOD's to pick the next revision; its
+    # good/bad is no verdict of a measurement.
+    "diff_counters": {
+        "judge/compare.py",
+        "judge/counter_diff.py",
+        "run/explain.py",
+        "run/bisect.py",
+    },
 }
 
 
