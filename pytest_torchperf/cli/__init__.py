@@ -1,0 +1,241 @@
+"""The ``torchperf`` command: the plugin's gate and reports over files it already wrote.
+
+    torchperf list    [--storage DIR]                      environments and what they hold
+    torchperf show    [--storage DIR] [-k TEXT]            stored measurements, one line each
+    torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
+    torchperf report  [--storage DIR] [--results FILE...] [--html PATH] [--markdown PATH]
+    torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
+    torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
+    torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
+    torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
+
+BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
+``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
+the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` (without the
+confirming re-measure, which needs the model: the candidate's samples are final). Tables are
+printed with pandas.
+
+Where a command takes several results files (the shards of one run split over runners), it
+reads them as ``merge`` joins them (``pytest_torchperf.report.merge``): a measurement in two
+shards counts once, shards of different commits are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_torchperf.cli.runs import (
+    cmd_accept,
+    cmd_compare,
+    cmd_list,
+    cmd_report,
+    cmd_show,
+)
+from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
+from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
+from pytest_torchperf.options.values import parse_fraction, parse_share
+from pytest_torchperf.store.baselines import BaselineFileError
+
+
+def _parser() -> argparse.ArgumentParser:
+    def fraction(text: str) -> float:
+        try:
+            return parse_fraction(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def share(text: str) -> float:
+        try:
+            return parse_share(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser = argparse.ArgumentParser(prog="torchperf", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    storage: dict[str, Any] = {
+        "default": ".torchperf",
+        "help": "baseline folder (default .torchperf)",
+    }
+    p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
+    p.add_argument("--storage", **storage)
+    p.set_defaults(run=cmd_list)
+    p = sub.add_parser("show", help="stored measurements, one line each")
+    p.add_argument("--storage", **storage)
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("--env", help="only this environment id")
+    p.set_defaults(run=cmd_show)
+    p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
+    p.add_argument("baseline", help="baseline folder (.torchperf)")
+    p.add_argument(
+        "candidate",
+        nargs="+",
+        help="results file (pytest --torchperf-json), several (a run's shards), or a baseline "
+        "folder",
+    )
+    p.add_argument(
+        "--max-slowdown",
+        type=fraction,
+        default=None,
+        help="override the limit each measurement ran with (e.g. 10%%)",
+    )
+    p.add_argument(
+        "--min-cpu-share", type=share, default=None, help="override the contention guard"
+    )
+    p.add_argument("--max-spread", type=fraction, default=None, help="override the spread guard")
+    p.add_argument(
+        "--max-neighbour-load",
+        type=share,
+        default=None,
+        help="override the neighbour guard (e.g. 50%%; 100%% disables)",
+    )
+    p.add_argument(
+        "--max-instruction-increase",
+        type=fraction,
+        default=None,
+        help="override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
+    )
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
+    )
+    p.set_defaults(run=cmd_compare)
+    p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
+    p.add_argument("--storage", **storage)
+    p.add_argument(
+        "--results",
+        nargs="+",
+        help="results file (pytest --torchperf-json), or several (a run's shards); default: "
+        "latest stored sessions",
+    )
+    p.add_argument("--html", help="write the HTML report here")
+    p.add_argument("--markdown", help="write the markdown summary here")
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
+    )
+    p.set_defaults(run=cmd_report)
+    p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
+    p.add_argument("results", nargs="+", help="results file(s) written by pytest --torchperf-json")
+    p.add_argument("--storage", **storage)
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="accept measurements the save guard would refuse (contention, spread)",
+    )
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="with several results files: read files written at different commits",
+    )
+    p.set_defaults(run=cmd_accept)
+    p = sub.add_parser(
+        "merge",
+        help="one results file and report from a run's shards; exit 1 on a failure or a "
+        "measurement no shard ran",
+    )
+    p.add_argument("results", nargs="+", help="the shards' results files (pytest --torchperf-json)")
+    p.add_argument("-o", "--output", help="write the merged results file here")
+    p.add_argument(
+        "--storage",
+        **{
+            **storage,
+            "help": "baseline folder the shards compared against (default .torchperf): "
+            "its measurements that no shard ran are listed",
+        },
+    )
+    p.add_argument("--html", help="write the HTML report here")
+    p.add_argument("--markdown", help="write the markdown summary here")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="list measurements with a baseline that no shard ran without failing",
+    )
+    p.add_argument(
+        "--any-commit", action="store_true", help="merge files written at different commits"
+    )
+    p.set_defaults(run=cmd_merge)
+    p = sub.add_parser(
+        "history",
+        help="each measurement over main's runs (results files): steps and their commits",
+    )
+    p.add_argument("paths", nargs="+", help="results files of main's runs, or folders holding them")
+    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=THRESHOLD,
+        help=f"standard errors a step needs (default {THRESHOLD:g}; lower finds smaller steps "
+        f"and more false ones)",
+    )
+    p.add_argument(
+        "--min-step",
+        type=fraction,
+        default=MIN_STEP,
+        help=f"smallest step reported (default {MIN_STEP * 100:g}%%)",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="judge times as measured (default: over the machine's speed, from the calibration "
+        "kernel timed beside them on CPU)",
+    )
+    p.add_argument("--html", help="write the trend page here")
+    p.add_argument(
+        "--fail-on-slowdown",
+        action="store_true",
+        help="exit 1 when a measurement's latest level is still above its level before a "
+        "slowdown step",
+    )
+    p.set_defaults(run=cmd_history)
+    p = sub.add_parser(
+        "bisect",
+        help="the first commit between GOOD and BAD where the selected perf tests got slower",
+    )
+    p.add_argument("good", help="a revision where the tests were fast (older)")
+    p.add_argument("bad", help="a revision where they are slow (newer)")
+    p.add_argument("-k", help="the perf tests to run at each revision (pytest -k)")
+    p.add_argument(
+        "--mode",
+        choices=("instructions", "ab", "counters"),
+        help="how a revision is judged: instruction counts under Valgrind (the default where "
+        "Valgrind is installed), A/B process pairs against GOOD (the default elsewhere), or the "
+        "exact counters",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds one revision's pytest run may take (default 3600)",
+    )
+    p.add_argument(
+        "pytest_args",
+        nargs="*",
+        help="more pytest arguments for each revision's run, after -- (e.g. -- tests/test_perf.py)",
+    )
+    p.set_defaults(run=cmd_bisect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``torchperf`` console script."""
+    from pytest_torchperf.run.bisect import BisectError
+    from pytest_torchperf.store.results import ResultsFileError
+
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (BaselineFileError, ResultsFileError, BisectError) as exc:
+        print(f"torchperf: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"torchperf: {exc}; install pandas (pip install pandas)", file=sys.stderr)
+        return 2

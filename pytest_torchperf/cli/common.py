@@ -1,0 +1,74 @@
+"""What the ``torchperf`` commands share: tables, the selection by ``-k``, and reading one results
+file or a run's shards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_torchperf.store.baselines import BaselineStore
+
+
+def table(rows: list[dict[str, Any]], empty: str) -> str:
+    import pandas as pd
+
+    if not rows:
+        return empty
+    with pd.option_context(
+        "display.max_rows",
+        None,
+        "display.max_columns",
+        None,
+        "display.width",
+        200,
+        "display.max_colwidth",
+        70,
+    ):
+        return str(pd.DataFrame(rows).to_string(index=False))
+
+
+def fmt_time(value: float | None) -> str:
+    from pytest_torchperf.core.units import format_time
+
+    return format_time(value)
+
+
+def selected(nodeid: str, name: str, pattern: str | None) -> bool:
+    return pattern is None or pattern in nodeid or pattern in name
+
+
+def results(
+    paths: Sequence[str], any_commit: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Records and environments of one results file, or of several merged (shards of a run)."""
+    from pytest_torchperf.store.results import read_results
+
+    if len(paths) == 1:
+        return read_results(paths[0])
+    from pytest_torchperf.report.merge import merge_results
+
+    merged = merge_results(paths, any_commit=any_commit)
+    for duplicate in merged.duplicates:
+        print(f"torchperf: warning: {duplicate.line()}")
+    return merged.records, dict(merged.document["torchperf"]["environments"])
+
+
+def candidates(
+    paths: Sequence[str], any_commit: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from pytest_torchperf.store.results import stored_records
+
+    if len(paths) == 1 and Path(paths[0]).is_dir():
+        records = stored_records(paths[0])
+        store = BaselineStore(Path(paths[0]))
+        return records, {
+            r["environment_id"]: store.environment(r["environment_id"]) for r in records
+        }
+    folders = [p for p in paths if Path(p).is_dir()]
+    if folders:
+        raise SystemExit(
+            f"torchperf compare: {folders[0]} is a folder; give one baseline folder as the "
+            f"candidate, or one or more results files (pytest --torchperf-json)"
+        )
+    return results(paths, any_commit)

@@ -1,0 +1,205 @@
+"""``torchperf list``, ``show``, ``compare``, ``report`` and ``accept``: a baseline folder and the
+results files of one run (or its shards)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_torchperf.cli.common import candidates, fmt_time, results, selected, table
+from pytest_torchperf.core.units import format_change
+from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
+from pytest_torchperf.judge.replay import accept_problem
+from pytest_torchperf.report.stored import environment_rows, measurement_rows
+from pytest_torchperf.report.terminal import format_instructions
+from pytest_torchperf.store.baselines import BaselineStore, same_run
+from pytest_torchperf.store.files import atomic_write_text
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = environment_rows(BaselineStore(Path(args.storage)))
+    print(table(rows, f"no baselines under {args.storage}"))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    rows = measurement_rows(
+        BaselineStore(Path(args.storage)),
+        lambda nodeid, name: selected(nodeid, name, args.k),
+        args.env,
+    )
+    print(table(rows, "no stored measurement matches"))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_torchperf.judge.replay import replay
+
+    records, environments = candidates(args.candidate, args.any_commit)
+    # An A/B run's records carry their side A: they need no baseline folder.
+    if not Path(args.baseline).is_dir() and not all(
+        r.get("ab") for r in records if r.get("session")
+    ):
+        print(
+            f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
+            f"pytest --torchperf-save wrote (default .torchperf)",
+            file=sys.stderr,
+        )
+        return 2
+    store = BaselineStore(Path(args.baseline))
+    rows, details, failed = [], [], 0
+    judged: list[dict[str, Any]] = []
+    for record in records:
+        if not selected(record["nodeid"], record["name"], args.k) or not record.get(
+            "environment_id"
+        ):
+            continue
+        if not record.get("session"):
+            continue  # not gated (torchperf_timer without gate=True) or not timed
+        sessions = (
+            # An A/B run's record carries its own side A; stored baselines play no part.
+            list(record["ab"].get("a_sessions") or [])
+            if record.get("ab")
+            else [
+                s
+                for s in store.load_sessions(
+                    record["environment_id"], record["nodeid"], record["name"]
+                )
+                if not same_run(s.get("run_id"), record.get("run_id"))
+            ]
+        )
+        result = replay(
+            record,
+            sessions,
+            store=store,
+            environment=environments.get(record["environment_id"]),
+            max_slowdown=args.max_slowdown,
+            min_cpu_share=args.min_cpu_share,
+            max_spread=args.max_spread,
+            max_neighbour_load=args.max_neighbour_load,
+            max_instruction_increase=args.max_instruction_increase,
+        )
+        failed += result.outcome == "fail"
+        judged.append(
+            {"outcome": result.outcome, "verdict": result.verdict.to_dict(), "gated": result.gated}
+        )
+        rows.append(
+            {
+                "test": record["nodeid"],
+                "name": record["name"],
+                "outcome": result.outcome,
+                "p25": fmt_time((record.get("stats") or {}).get("p25")),
+                **(
+                    {"instr/call": format_instructions(record)}
+                    if record.get("instructions")
+                    else {}
+                ),
+                "change": format_change(result.verdict.ratio),
+                "verdict": result.label,
+            }
+        )
+        if result.outcome in ("fail", "inconclusive", "new"):
+            details.append(result.verdict.message)
+            if result.counter_changes:
+                details.append(
+                    f"{record['name']}: counters changed vs baseline: "
+                    f"{'; '.join(result.counter_changes)}"
+                )
+            details += [f for f in result.failures if f not in details]
+        details += [w for w in result.warnings if w not in details]
+    if any("instr/call" in row for row in rows):  # an instruction-count run's records
+        rows = [{**row, "instr/call": row.get("instr/call", "-")} for row in rows]
+    print(table(rows, "no measurement to compare"))
+    for line in details:
+        print(line)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    print(
+        "torchperf: "
+        + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
+    )
+    cov = coverage(judged, comparing=True)
+    if cov is not None:
+        print(f"torchperf: {coverage_line(cov)}")
+        warning = weak_gate_warning(cov)
+        if warning:
+            print(f"torchperf: warning: {warning}")
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.markdown import markdown_report
+    from pytest_torchperf.store.results import stored_records
+
+    if not args.html and not args.markdown:
+        raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
+    records = (
+        results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
+    )
+    line = f"torchperf report of {' '.join(args.results or [args.storage])}"
+    if args.html:
+        path = Path(args.html).resolve()
+        atomic_write_text(
+            path, html_report(records, line, stored_histories(Path(args.storage), records))
+        )
+        print(f"torchperf: HTML report written to {path}")
+    if args.markdown:
+        path = Path(args.markdown).resolve()
+        atomic_write_text(path, markdown_report(records, line))
+        print(f"torchperf: markdown summary written to {path}")
+    return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    records, environments = results(args.results, args.any_commit)
+    store = BaselineStore(Path(args.storage))
+    accepted, refused = 0, 0
+    for record in records:
+        if not selected(record["nodeid"], record["name"], args.k):
+            continue
+        session, env_id = record.get("session"), record.get("environment_id")
+        environment = (environments.get(env_id) if env_id else None) or store.environment(
+            env_id or ""
+        )
+        if not session or not env_id or not environment:
+            print(
+                f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
+                f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
+            )
+            continue
+        problem = accept_problem(session)
+        if problem and not args.force:
+            print(
+                f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
+                f"plugin would not save it either (--force accepts it anyway)"
+            )
+            refused += 1
+            continue
+        store.record(
+            env_id, environment, record["nodeid"], record["name"], session, reset=args.reset
+        )
+        accepted += 1
+        print(
+            f"torchperf: accepted {record['nodeid']} {record['name']} "
+            f"(p25 {fmt_time(session['statistic'])}) into {store.root / env_id}"
+        )
+    print(
+        f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
+        + ("" if accepted or refused else " (nothing timed matched -k)")
+        + (
+            "; accepted sessions carry no op table (explanations of a later slowdown will "
+            "list the top ops without a diff)"
+            if accepted
+            else ""
+        )
+    )
+    if refused:
+        print(
+            f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
+            f"(see above): the stored baseline still differs from this run there"
+        )
+    return 0 if accepted and not refused else 1

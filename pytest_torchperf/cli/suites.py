@@ -1,0 +1,219 @@
+"""``torchperf merge``, ``history`` and ``bisect``: a suite split over runners, and its runs over
+time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_torchperf.cli.common import table
+from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
+from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.files import atomic_write_text
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """One results file and one report from a run's shards; exit 1 as a compare would, and for
+    measurements with a baseline that no shard measured."""
+    import json
+
+    from pytest_torchperf.judge.coverage import run_failure, strict_run
+    from pytest_torchperf.report import terminal
+    from pytest_torchperf.report.merge import merge_results, missing_measurements
+
+    merged = merge_results(args.results, any_commit=args.any_commit)
+    records = merged.records
+    shards = ", ".join(f"{file}: {n}" for file, n in merged.shards)
+    print(
+        f"torchperf: merged {len(merged.shards)} results files ({shards} measurements) into "
+        f"{len(records)} measurements"
+    )
+    for env_id, files in merged.environments.items():
+        group = [r for r in records if r.get("environment_id") == env_id]
+        if len(merged.environments) > 1:
+            print(f"environment {env_id} ({len(group)} measurements, from {', '.join(files)}):")
+        for line in terminal.render(group):
+            print(line)
+    for line in terminal.detail_lines(records):
+        print(line)
+    for duplicate in merged.duplicates:
+        print(f"torchperf: warning: {duplicate.line()}")
+    storage = Path(args.storage)
+    missing = missing_measurements(records, BaselineStore(storage)) if storage.is_dir() else []
+    if not storage.is_dir():
+        if not args.allow_missing:
+            print(
+                f"torchperf: no baseline folder at {storage}: without it the merge cannot tell "
+                f"whether a shard's results are missing. Give the folder the shards compared "
+                f"against with --storage (check out the repository in the merge job), or pass "
+                f"--allow-missing",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"torchperf: warning: no baseline folder at {storage}: measurements that no shard "
+            f"ran are not listed (--allow-missing)"
+        )
+    if missing:
+        shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
+        print(
+            f"torchperf: {len(missing)} measurement{'s' if len(missing) != 1 else ''} with a "
+            f"baseline in {storage} {'have' if len(missing) != 1 else 'has'} a result in no "
+            f"shard: {', '.join(shown[:10])}{f' and {len(shown) - 10} more' if len(shown) > 10 else ''}. "
+            f"A shard's results file is missing (a runner failed, or its file was not collected) "
+            f"or these tests did not run"
+            + (
+                " (--allow-missing: not failing)"
+                if args.allow_missing
+                else "; if they were left out on purpose, pass --allow-missing"
+            )
+        )
+    print(f"torchperf: {terminal.count_line(records) or 'no measurements'}")
+    cov = merged.coverage
+    failure = run_failure(cov, strict_run(records)) if cov is not None else None
+    coverage_lines = [coverage_line(cov)] if cov is not None else []
+    if failure:
+        coverage_lines.append(f"run failed: {failure}")
+    elif cov is not None and weak_gate_warning(cov):
+        coverage_lines.append(f"warning: {weak_gate_warning(cov)}")
+    for line in coverage_lines:
+        print(f"torchperf: {line}")
+    title = (
+        f"torchperf: {len(merged.shards)} shards merged ({', '.join(f for f, _ in merged.shards)})"
+    )
+    if args.output:
+        path = Path(args.output).resolve()
+        atomic_write_text(path, json.dumps(merged.document, indent=2) + "\n")
+        print(f"torchperf: merged results written to {path}")
+    if args.html:
+        from pytest_torchperf.report.html import html_report, stored_histories
+
+        path = Path(args.html).resolve()
+        atomic_write_text(
+            path,
+            html_report(
+                records, title, stored_histories(storage, records), coverage_lines=coverage_lines
+            ),
+        )
+        print(f"torchperf: HTML report written to {path}")
+    if args.markdown:
+        from pytest_torchperf.report.markdown import markdown_report
+
+        path = Path(args.markdown).resolve()
+        atomic_write_text(path, markdown_report(records, title, coverage_lines))
+        print(f"torchperf: markdown summary written to {path}")
+    failed = any(r["outcome"] == "fail" for r in records)
+    return 1 if failed or failure or (missing and not args.allow_missing) else 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Each measurement's series over main's runs, its steps and their commits."""
+    from pytest_torchperf.report.history import (
+        format_figure,
+        history_html,
+        read_runs,
+        series_of,
+        step_line,
+        still_slower,
+    )
+
+    runs, left_out = read_runs(args.paths)
+    for why in left_out:
+        print(f"torchperf: warning: left out: {why}")
+    series = series_of(
+        runs,
+        pattern=args.k,
+        threshold=args.threshold,
+        min_step=args.min_step,
+        normalise=not args.raw,
+    )
+    first, last = runs[0], runs[-1]
+    environments = {s.environment_id for s in series}
+    normalised = sum(1 for s in series if s.normalised)
+    print(
+        f"torchperf: history of {len(runs)} runs ({first.short} {first.time or ''} .. "
+        f"{last.short} {last.time or ''}), {len(series)} measurements in "
+        f"{len(environments)} environment{'s' if len(environments) != 1 else ''}"
+        + (
+            f"; times of {normalised} over the machine's speed (calibration kernel; --raw: as "
+            f"measured)"
+            if normalised
+            else ""
+        )
+    )
+    for s in series:
+        for step in s.steps:
+            print(step_line(s, step, runs))
+    rows = [
+        {
+            "test": s.nodeid,
+            "name": s.name,
+            "runs": len(s.values),
+            "latest": format_figure(s.values[-1], s.unit),
+            "noise": f"{s.noise * 100:.2g}%",
+            "steps": ", ".join(
+                f"{st.change * 100:+.1f}% at {runs[s.runs[st.index]].short}" for st in s.steps
+            )
+            or "-",
+        }
+        for s in series
+    ]
+    print(table(rows, "no measurement matches"))
+    steps = [(s, step) for s in series for step in s.steps]
+    slower = sum(1 for _, step in steps if step.change > 0)
+    print(
+        f"torchperf: {len(steps)} step{'s' if len(steps) != 1 else ''} in "
+        f"{sum(1 for s in series if s.steps)} of {len(series)} measurements ({slower} slower, "
+        f"{len(steps) - slower} faster)"
+    )
+    if args.html:
+        path = Path(args.html).resolve()
+        atomic_write_text(path, history_html(series, runs, f"torchperf history: {len(runs)} runs"))
+        print(f"torchperf: trend page written to {path}")
+    unrecovered = [(s, still_slower(s, args.min_step)) for s in series]
+    slow = [(s, step) for s, step in unrecovered if step is not None]
+    if args.fail_on_slowdown and slow:
+        names = ", ".join(f"{s.label()} (since {runs[s.runs[st.index]].short})" for s, st in slow)
+        print(
+            f"torchperf: {len(slow)} measurement{'s are' if len(slow) != 1 else ' is'} still "
+            f"slower than before a step: {names} (--fail-on-slowdown)"
+        )
+        return 1
+    return 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """The first commit between GOOD and BAD where the selected perf tests got slower."""
+    from pytest_torchperf.run.bisect import Target, bisect, default_mode
+
+    pytest_args = [*(["-k", args.k] if args.k else []), *args.pytest_args]
+    if not pytest_args:
+        raise SystemExit(
+            "torchperf bisect: select the perf tests to run at each revision with -k TEST (or "
+            "give pytest arguments after --): bisecting the whole suite takes hours"
+        )
+    mode = args.mode or default_mode()
+    target = Target(mode, tuple(pytest_args), Path.cwd(), timeout=args.timeout)
+    found = bisect(target, args.good, args.bad)
+    runs = len(found.steps) + (1 if mode == "ab" else 2)
+    first = found.first_bad
+    if not found.skipped_between:
+        print(f"first bad commit: {first.commit} {first.subject}")
+    else:
+        hidden = ", ".join(c[:10] for c in found.skipped_between)
+        print(
+            f"the first bad commit is one of {len(found.skipped_between) + 1}: {hidden} (their "
+            f"tests did not run) or {first.commit[:10]} {first.subject}"
+        )
+    print(f"  {first.detail}")
+    last = found.last_good
+    print(
+        f"  last good: {last.commit[:10]} {last.subject}"
+        + (f" ({last.detail})" if last.detail else "")
+    )
+    print(
+        f"torchperf bisect: {len(found.steps)} step{'s' if len(found.steps) != 1 else ''} "
+        f"(+ GOOD and BAD), {runs} pytest runs in {found.seconds:.0f} s; every worktree removed"
+    )
+    return 1 if found.skipped_between else 0
