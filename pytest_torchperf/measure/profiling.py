@@ -78,6 +78,17 @@ def format_top_ops(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _columns(tables: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, list[float]]]:
+    """Op -> its ``calls``, ``self_cpu`` and ``self_device`` in each table that has it."""
+    merged: dict[str, dict[str, list[float]]] = {}
+    for table in tables:
+        for row in table:
+            entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
+            for key in entry:
+                entry[key].append(float(row.get(key, 0.0) or 0.0))
+    return merged
+
+
 def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """One op table from several sessions' tables: per op, the median of its self times.
 
@@ -91,12 +102,7 @@ def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
         return [dict(row) for row in tables[0]]
     import statistics
 
-    merged: dict[str, dict[str, list[float]]] = {}
-    for table in tables:
-        for row in table:
-            entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
-            for key in entry:
-                entry[key].append(float(row.get(key, 0.0) or 0.0))
+    merged = _columns(tables)
     rows: list[dict[str, Any]] = [
         {"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
         for op, entry in merged.items()
@@ -317,12 +323,7 @@ def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
     """
     import statistics
 
-    merged: dict[str, dict[str, list[float]]] = {}
-    for table in tables:
-        for row in table:
-            entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
-            for key in entry:
-                entry[key].append(float(row.get(key, 0.0) or 0.0))
+    merged = _columns(tables)
     rows: list[dict[str, Any]] = [
         {
             "op": op,

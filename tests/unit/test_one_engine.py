@@ -31,7 +31,7 @@ ALLOWED = {
         "judge/compare.py",
         "judge/counter_diff.py",
         "run/explain.py",
-        "run/bisect.py",
+        "run/revision_probe.py",
     },
 }
 
