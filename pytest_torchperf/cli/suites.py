@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_torchperf.cli.common import table
+from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.files import atomic_write_text
@@ -69,8 +70,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 else "; if they were left out on purpose, pass --allow-missing"
             )
         )
-    print(f"torchperf: {terminal.count_line(records) or 'no measurements'}")
+    tally = terminal.count_line(records) or "no measurements"
+    print(f"torchperf: {tally}" + (f", {len(missing)} missing" if missing else ""))
     cov = merged.coverage
+    if cov is None and records:
+        print(
+            "torchperf: warning: the shards neither compared nor saved, so nothing was gated: "
+            "run each shard with pytest --torchperf-compare (docs/merge.md)"
+        )
     failure = run_failure(cov, strict_run(records)) if cov is not None else None
     coverage_lines = [coverage_line(cov)] if cov is not None else []
     if failure:
@@ -121,6 +128,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     runs, left_out = read_runs(args.paths)
     for why in left_out:
         print(f"torchperf: warning: left out: {why}")
+    if len(runs) < 2 * MIN_SEGMENT:
+        print(
+            f"torchperf: warning: {len(runs)} runs: a step needs {MIN_SEGMENT} runs on each side "
+            f"of it, so no step can be found before {2 * MIN_SEGMENT} runs"
+        )
     series = series_of(
         runs,
         pattern=args.k,

@@ -141,6 +141,7 @@ def test_a_lost_shard_is_named_and_fails_the_merge(
         f"no shard: test_one.py::test_slow slow. A shard's results file is missing" in out
     ), out
     assert "pass --allow-missing" in out
+    assert "torchperf: 3 pass, 1 missing" in out, out
     assert cli.main(["merge", *passing, *storage, "--allow-missing"]) == 0
     assert "(--allow-missing: not failing)" in capsys.readouterr().out
 
