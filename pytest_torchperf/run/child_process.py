@@ -1,7 +1,8 @@
 """One child pytest run, started the same way by every mode that needs fresh processes: the
 processes of a save and the confirmations of a compare (:mod:`pytest_torchperf.pytest_plugin.
 child_runs`), the counting processes under Valgrind (:mod:`pytest_torchperf.pytest_plugin.
-instruction_runs`) and the two sides of an A/B pair (:mod:`pytest_torchperf.run.pairs`).
+instruction_runs`), the two sides of an A/B pair (:mod:`pytest_torchperf.run.pairs`) and a
+revision of ``torchperf bisect`` (:mod:`pytest_torchperf.run.revision_probe`, in its own session).
 Pytest-free.
 
 A child is ``<python> -m pytest <the controller's arguments> <its own> --torchperf-child=FILE``:
@@ -13,7 +14,9 @@ another, side by side, in pairs taking turns.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +50,7 @@ class ChildProcess:
         env: Mapping[str, str],
         log: Path,
         pass_fds: Sequence[int] = (),
+        own_session: bool = False,
     ) -> None:
         self.args = list(args)
         self.log = Path(log)
@@ -65,7 +69,11 @@ class ChildProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 pass_fds=tuple(pass_fds),
+                # Its own process group: stop() then ends what it started too (a Valgrind
+                # child, an A/B pair), not only pytest.
+                start_new_session=own_session,
             )
+        self._own_session = own_session
 
     @property
     def pid(self) -> int:
@@ -86,7 +94,10 @@ class ChildProcess:
 
     def stop(self) -> None:
         """Kill it if it still runs (Ctrl-C, a failure elsewhere: no child outlives the run)."""
-        if self.process.poll() is None:
+        if self._own_session:
+            with contextlib.suppress(ProcessLookupError):  # the group is gone already
+                os.killpg(self.process.pid, signal.SIGKILL)
+        elif self.process.poll() is None:
             self.process.kill()
         self.process.wait()
 

@@ -6,11 +6,8 @@ Pytest-free; the plugin runs in the child process.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.run.child_process import ChildProcess
 from pytest_torchperf.run.sides import SideError, revision_side
 from pytest_torchperf.store.results import ResultsFileError, read_results
 
@@ -84,33 +82,14 @@ def run_revision(target: Target, commit: str, out: Path) -> tuple[int, str]:
         ]
         env = {**os.environ, **side.env}
         env.pop("PYTEST_ADDOPTS", None)
-        # Its own session: on a timeout the whole tree goes (a Valgrind child, an A/B pair),
-        # not only pytest, so nothing keeps burning CPU beside the next revision's run.
-        with subprocess.Popen(
-            command,
-            cwd=side.cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        ) as child:
-            try:
-                stdout, stderr = child.communicate(timeout=target.timeout)
-            except subprocess.TimeoutExpired:
-                _kill(child)
-                return -1, f"pytest did not finish within {target.timeout:.0f} s"
-            except BaseException:  # Ctrl-C: its own session does not get the terminal's SIGINT
-                _kill(child)
-                raise
-    tail = (stdout + stderr).strip().splitlines()[-12:]
-    return child.returncode, "\n".join(tail)
-
-
-def _kill(child: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):  # already gone
-        os.killpg(child.pid, signal.SIGKILL)
-    child.communicate()
+        child = ChildProcess(command, side.cwd, env, out.with_name("pytest.log"), own_session=True)
+        try:
+            code = child.wait(target.timeout)
+        finally:  # Ctrl-C too: its own session does not get the terminal's SIGINT
+            child.stop()
+    if not isinstance(code, int):
+        return -1, f"pytest did not finish within {target.timeout:.0f} s"
+    return code, "\n".join(child.log_tail(12))
 
 
 def figures_of(mode: str, out: Path) -> dict[Key, Any]:
