@@ -1,5 +1,6 @@
 """The CI recipes users copy are valid YAML, and every ``torchperf`` command in them parses with
-the command as it is (the example project's workflow and the YAML blocks of the docs)."""
+the command as it is (the example project's workflow and the YAML blocks of the docs), as does
+every ``torchperf`` command of the docs' shell blocks."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from pytest_torchperf import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "example_project" / ".github" / "workflows" / "perf.yml"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "example_project" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 
 
 def _yaml_blocks() -> list[tuple[str, str]]:
@@ -50,7 +55,7 @@ def _check_torchperf_commands(recipe: Any) -> int:
             continue
         words = shlex.split(line.split("#", 1)[0])
         try:
-            cli._parser().parse_args(words[1:])
+            cli.parse_args(words[1:])
         except SystemExit as exc:  # argparse's way of refusing
             raise AssertionError(f"torchperf refuses this recipe's command: {line}") from exc
         checked += 1
@@ -60,6 +65,32 @@ def _check_torchperf_commands(recipe: Any) -> int:
 @pytest.mark.parametrize(("where", "block"), _yaml_blocks(), ids=lambda v: str(v)[:30])
 def test_every_yaml_block_of_the_docs_parses(where: str, block: str) -> None:
     _check_torchperf_commands(yaml.safe_load(block))
+
+
+def _shell_commands() -> list[tuple[str, str]]:
+    """Each ``torchperf ...`` line of the docs' shell blocks (``bash``, ``sh``, ``console``; not the
+    unmarked blocks of output, whose lines start ``torchperf bisect:`` and the like)."""
+    found = []
+    for path in DOCS:
+        for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", path.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.strip().removeprefix("$ ")
+                if line.startswith("torchperf "):
+                    found.append((path.name, line))
+    return found
+
+
+def test_the_docs_show_shell_commands() -> None:
+    assert len(_shell_commands()) >= 12  # the pattern still finds them (15 today)
+
+
+@pytest.mark.parametrize(("where", "line"), _shell_commands(), ids=lambda v: str(v)[:40])
+def test_every_torchperf_command_of_the_docs_parses(where: str, line: str) -> None:
+    words = shlex.split(line.split(" #", 1)[0])
+    try:
+        cli.parse_args(words[1:])
+    except SystemExit as exc:
+        raise AssertionError(f"{where}: torchperf refuses this command: {line}") from exc
 
 
 def test_the_example_workflow_compares_in_shards_and_merges_them() -> None:

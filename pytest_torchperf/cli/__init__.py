@@ -225,12 +225,34 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line's arguments; what follows ``--`` is ``bisect``'s pytest arguments.
+
+    Split off before argparse sees them: argparse matches GOOD, BAD and the ``*`` positional in
+    one go, so the positional gets nothing and ``-- -p no:x`` (or ``-- tests/perf`` after
+    ``-k``) would be refused as unrecognized."""
+    parser = _parser()
+    words, passed = list(argv), []
+    if "--" in words:
+        cut = words.index("--")
+        words, passed = words[:cut], words[cut + 1 :]
+    args = parser.parse_args(words)
+    if passed:
+        if args.command != "bisect":
+            parser.error(
+                f"arguments after -- ({' '.join(passed)}) are pytest arguments for "
+                f"torchperf bisect only; torchperf {args.command} takes none"
+            )
+        args.pytest_args = [*args.pytest_args, *passed]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``torchperf`` console script."""
     from pytest_torchperf.run.bisect import BisectError
     from pytest_torchperf.store.results import ResultsFileError
 
-    args = _parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.run(args))
     except (BaselineFileError, ResultsFileError, BisectError) as exc:

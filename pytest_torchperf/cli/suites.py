@@ -128,6 +128,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     runs, left_out = read_runs(args.paths)
     for why in left_out:
         print(f"torchperf: warning: left out: {why}")
+    for run in runs:
+        if run.repeated:
+            print(
+                f"torchperf: note: commit {run.short} was measured more than once "
+                f"({run.repeated} measurement{'s' if run.repeated != 1 else ''} in several of "
+                f"{', '.join(run.files)}: a job retried?); each counts as the median of its figures"
+            )
     if len(runs) < 2 * MIN_SEGMENT:
         print(
             f"torchperf: warning: {len(runs)} runs: a step needs {MIN_SEGMENT} runs on each side "

@@ -2,8 +2,9 @@
 measurement with its steps (:mod:`pytest_torchperf.judge.change_points`) and the commits each
 step happened between; and the trend page (``torchperf history --html``).
 
-A run is one commit: results files of the same commit (a run's shards, or a job retried) are
-merged as ``torchperf merge`` merges them. Runs are ordered by their commit's time (then by when
+A run is one commit: the records of every results file of the same commit (a run's shards, or
+a job retried) are one run's; a measurement found in two of them (a job retried, main run twice)
+counts as the median of their figures, and the run says how many there were. Runs are ordered by their commit's time (then by when
 the file was written). A measurement's figure per run is its p25 time per call (the median of
 its processes' where the run measured in several: a save measures in five), or its instructions
 per call in an instruction-count run; environments are never mixed (a measurement
@@ -30,7 +31,6 @@ from pytest_torchperf.judge.change_points import (
     noise,
 )
 from pytest_torchperf.report import svg
-from pytest_torchperf.report.merge import merge_results
 from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
 
 
@@ -42,7 +42,14 @@ class Run:
     #: The commit's time (ISO 8601), else when the results file was written.
     time: str | None
     files: tuple[str, ...]
+    #: Every file's records (a measurement twice where two files of the commit measured it).
     records: list[dict[str, Any]]
+
+    @property
+    def repeated(self) -> int:
+        """How many measurements more than one of the run's files measured."""
+        keys = [(r.get("environment_id"), r["nodeid"], r["name"]) for r in self.records]
+        return len(keys) - len(set(keys))
 
     @property
     def short(self) -> str:
@@ -114,11 +121,7 @@ def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
         docs = [doc for _, doc in parts]
         info = docs[0].get("commit_info") or {}
         written = max(str(doc.get("datetime") or "") for doc in docs)
-        records = (
-            records_of(docs[0])
-            if len(parts) == 1
-            else merge_results([p for p, _ in parts], any_commit=True).records
-        )
+        records = [record for doc in docs for record in records_of(doc)]
         run = Run(
             None if commit.startswith("file:") else commit,
             str(info.get("time") or written) or None,
@@ -200,6 +203,7 @@ def series_of(
     time over that speed, shown in seconds at the series' median speed."""
     points: dict[tuple[str, str, str, str], list[tuple[int, float, float | None]]] = {}
     for index, run in enumerate(runs):
+        figures: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
         for record in run.records:
             if pattern and pattern not in record["nodeid"] and pattern not in record["name"]:
                 continue
@@ -208,7 +212,18 @@ def series_of(
                 continue
             unit, value, per_speed = figure
             key = (str(record.get("environment_id") or "-"), record["nodeid"], record["name"], unit)
-            points.setdefault(key, []).append((index, value, per_speed))
+            figures.setdefault(key, []).append((value, per_speed))
+        for key, measured in figures.items():
+            # Measured twice in one commit's run (a job retried): the median of the two, so
+            # that neither a retried slow run nor its retry alone makes the run's figure.
+            speeds = [r for _, r in measured if r is not None]
+            points.setdefault(key, []).append(
+                (
+                    index,
+                    statistics.median(v for v, _ in measured),
+                    statistics.median(speeds) if len(speeds) == len(measured) else None,
+                )
+            )
     found = []
     for (env_id, nodeid, name, unit), triples in points.items():
         normalised = normalise and all(r is not None for _, _, r in triples)

@@ -92,6 +92,25 @@ def test_a_runs_shards_are_one_run_and_environments_stay_apart(tmp_path: Path) -
     assert by_env["cpu-y"].values[0] > 2.9e-3
 
 
+def test_a_commit_measured_twice_counts_once_as_the_median_of_its_figures(tmp_path: Path) -> None:
+    """A job retried on main writes a second file of the same commit: one run, not two, whose
+    figure is the median of the two (neither the slow first attempt nor the retry alone)."""
+    folder = tmp_path / "history"
+    for i in range(8):
+        commit, time = f"{i:02d}" + "f" * 38, f"2026-11-{i + 1:02d}T12:00:00+00:00"
+        _run_file(folder / f"{i}-a.json", commit, time, {"mlp": 1e-3, "conv": 2e-3})
+    commit, time = "03" + "f" * 38, "2026-11-04T12:00:00+00:00"
+    _run_file(folder / "3-retry.json", commit, time, {"mlp": 3e-3})  # only mlp ran again
+    runs, _ = read_runs([folder])
+    assert len(runs) == 8
+    assert runs[3].files == ("3-a.json", "3-retry.json") and runs[3].repeated == 1
+    assert [r.repeated for r in runs[:3] + runs[4:]] == [0] * 7
+    by_name = {s.name: s for s in series_of(runs)}
+    assert len(by_name["mlp"].values) == 8 and len(by_name["conv"].values) == 8
+    mlp = by_name["mlp"].values
+    assert abs(mlp[3] / mlp[2] - 2) < 1e-9, mlp  # the median of 1x and 3x
+
+
 def test_a_slower_machine_is_no_step_once_its_speed_is_taken_out(tmp_path: Path) -> None:
     """From the ninth run on the runners are 30 % slower: the code and the calibration kernel
     timed beside it both read 30 % more. Over the machine's speed that is no step."""
