@@ -19,9 +19,10 @@ per threshold (the score a step needs, ``--threshold``) and measurement:
 
 * false steps per 100 runs of unchanged code (and on the 40 processes in the order they ran,
   where slow spells of the VM last several processes);
-* for +5 % and +10 % time steps, and +0.5 % instruction steps, at run 40 of 60: how often the
-  step is found at its run (and within one run: the commit range is then off by one), and
-  how many runs after the step it is first found (the series cut after 3, 4, ... runs).
+* for +5 % and +10 % time steps, and +0.5 % instruction steps, at run 40 of 60 (``--step-at``,
+  ``--runs``: short histories too): how often the step is found at its run (and within one run:
+  the commit range is then off by one), and how many runs after the step it is first found (the
+  series cut after 3, 4, ... runs).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def study(
                 "found_within_1": near / reps,
                 "other_steps_per_100_runs": 100 * extra / (reps * RUNS),
                 "runs_after_median": statistics.median(seen) if seen else None,
-                "found_by_run_60": len(seen) / len(delays),
+                f"found_by_run_{RUNS}": len(seen) / len(delays),
             }
         out[f"step_{step:+.3f}"] = per_threshold
     return out
@@ -155,12 +156,31 @@ def main() -> int:
         action="store_true",
         help="time over the calibration kernel's time in the same process (machine speed out)",
     )
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"runs per history (default {RUNS})")
+    parser.add_argument(
+        "--step-at",
+        type=int,
+        default=STEP_AT,
+        help=f"the first run after the step, counted from 0 (default {STEP_AT})",
+    )
+    parser.add_argument(
+        "--thresholds",
+        default=",".join(f"{t:g}" for t in THRESHOLDS),
+        help="the scores a step needs, comma-separated (default 4,5,6)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures here")
     args = parser.parse_args()
+    # The series' shape is read by draw(), delay() and study() from these (a script's settings).
+    global RUNS, STEP_AT, THRESHOLDS
+    RUNS, STEP_AT = args.runs, args.step_at
+    THRESHOLDS = tuple(float(t) for t in args.thresholds.split(","))
+    if not MIN_SEGMENT <= STEP_AT <= RUNS - MIN_SEGMENT:
+        parser.error(f"--step-at must leave {MIN_SEGMENT} runs or more on each side of the step")
     started = time.perf_counter()
     figures: dict[str, Any] = {
         "runs": RUNS,
         "step_at": STEP_AT,
+        "thresholds": THRESHOLDS,
         "reps": args.reps,
         "processes_per_timed_run": args.processes,
         "normalised_by_calibration": args.normalise,

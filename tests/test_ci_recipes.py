@@ -4,8 +4,11 @@ every ``torchperf`` command of the docs' shell blocks."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,7 +103,7 @@ def test_the_example_workflow_compares_in_shards_and_merges_them() -> None:
     assert jobs["report"]["needs"] == "compare" and "always()" in jobs["report"]["if"]
     merges = [line for line in _run_lines(jobs["report"]) if line.startswith("torchperf merge")]
     assert merges and "shards/*/results.json" in merges[0]
-    assert _check_torchperf_commands(workflow) == 1
+    assert _check_torchperf_commands(workflow) == 3  # merge, history, bisect
     # The shards' test paths cover every test module of the example project, once each.
     shards = [p for entry in jobs["compare"]["strategy"]["matrix"]["tests"] for p in entry.split()]
     modules = sorted(
@@ -108,3 +111,54 @@ def test_the_example_workflow_compares_in_shards_and_merges_them() -> None:
         for p in (WORKFLOW.parents[2] / "tests").glob("test_*.py")
     )
     assert sorted(shards) == modules
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path: Path) -> None:
+    """The save job's history step, run by bash as written, on two runs of main against a bare
+    remote: the first starts the perf-history branch from an empty commit, the second adds its
+    file to it, and torchperf history reads both runs."""
+    from tests.unit.test_history import _run_file
+
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    (step,) = [s for s in jobs["save"]["steps"] if "perf-history" in s.get("name", "")]
+    assert any("torchperf-history" in str(s.get("with")) for s in jobs["save"]["steps"])
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    _git(tmp_path, "init", "-q", "--bare", str(remote))
+    _git(tmp_path, "clone", "-q", str(remote), str(work))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for i in range(2):
+        (work / "model.py").write_text(f"# version {i}\n")
+        _git(work, "add", "model.py")
+        _git(work, "commit", "-qm", f"main {i}")
+        _git(work, "push", "-q", "origin", "HEAD")
+        sha = _git(work, "rev-parse", "HEAD")
+        _run_file(
+            work / "perf" / "results.json", sha, f"2026-11-0{i + 1}T12:00:00+00:00", {"m": 1e-3}
+        )
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", step["run"]],
+            cwd=work,
+            env={**env, "GITHUB_SHA": sha},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"torchperf: history of {i + 1} run" in proc.stdout, proc.stdout + proc.stderr
+        assert (work / "perf" / "history.html").is_file()
+        # The next run of main is a fresh runner: no worktree, no local perf-history branch.
+        _git(work, "worktree", "remove", "--force", str(tmp_path / "history"))
+        _git(work, "branch", "-D", "perf-history")
+    kept = _git(remote, "ls-tree", "-r", "--name-only", "perf-history").splitlines()
+    assert len(kept) == 2 and all(name.startswith("runs/") for name in kept), kept
+    assert "main 0" not in _git(remote, "log", "--format=%s", "perf-history")  # its own history

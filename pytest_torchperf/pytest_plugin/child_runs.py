@@ -59,7 +59,7 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS
     )
-    # A JSON list of node ids: the child runs only those perf tests (its shard).
+    # A JSON list of node ids: the child runs only those perf tests (its slice).
     group.addoption("--torchperf-child-items", metavar="FILE", default=None, help=argparse.SUPPRESS)
     parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
     parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
@@ -180,15 +180,15 @@ def confirm_setting(config: pytest.Config) -> str:
 
 def keep_perf_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A child runs only perf tests (the controller runs everything else once), or only the one
-    test it was started to confirm, or only its shard of them (``--torchperf-child-items``)."""
+    test it was started to confirm, or only its slice of them (``--torchperf-child-items``)."""
     only = config.getoption("torchperf_child_only")
     listed = config.getoption("torchperf_child_items")
     wanted = {only} if only is not None else None
     if listed:
         import json
 
-        shard = set(json.loads(Path(listed).read_text(encoding="utf-8")))
-        wanted = shard if wanted is None else wanted & shard
+        part = set(json.loads(Path(listed).read_text(encoding="utf-8")))
+        wanted = part if wanted is None else wanted & part
     others = [
         item
         for item in items

@@ -12,7 +12,7 @@ reported, not gated) and judges the counts through the comparison engine.
 
 Why several side by side (``--torchperf-instruction-jobs``, auto: one per core): a process under
 Valgrind runs one thread at a time, so one child leaves the other cores idle; each child takes a
-contiguous share of the perf tests (:func:`pytest_torchperf.run.shards.split_contiguous`,
+contiguous share of the perf tests (:func:`pytest_torchperf.run.job_split.split_contiguous`,
 ``--torchperf-child-items=FILE``) and counts do not depend on what runs beside them.
 """
 
@@ -33,7 +33,7 @@ from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
 from pytest_torchperf.run.child_process import ChildProcess, python_command
-from pytest_torchperf.run.shards import auto_jobs, split_contiguous
+from pytest_torchperf.run.job_split import auto_jobs, split_contiguous
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.counting import CountedTime
@@ -64,15 +64,15 @@ def run_counting_children(session: pytest.Session) -> None:
         return
     settings = config.stash[SETTINGS_KEY]
     jobs = settings.instruction_jobs or auto_jobs()
-    shards = split_contiguous([item.nodeid for item in perf], jobs, [_weight(i) for i in perf])
+    slices = split_contiguous([item.nodeid for item in perf], jobs, [_weight(i) for i in perf])
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-instructions-"))
     # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
     caps = kernel_caps(os.environ, platform.machine())
     children: list[_Child] = []
     try:
-        for index, shard in enumerate(shards, 1):
-            children.append(_start_child(config, folder / f"shard-{index}", shard, caps))
+        for index, part in enumerate(slices, 1):
+            children.append(_start_child(config, folder / f"job-{index}", part, caps))
         version = valgrind_version()
         where = (
             f"a pytest process under {version}"
@@ -156,7 +156,7 @@ def _remember_start_up(config: pytest.Config, children: list[_Child]) -> None:
 
 
 class _Child:
-    """One counting process: its shard of the tests, its file of counts, and how it went."""
+    """One counting process: its slice of the tests, its file of counts, and how it went."""
 
     def __init__(self, nodeids: list[str], out: Path, process: ChildProcess) -> None:
         self.nodeids, self.out, self.process = nodeids, out, process

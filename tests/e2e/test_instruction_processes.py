@@ -97,15 +97,15 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two counting processes (--torchperf-instruction-jobs=2), one real: a wrapper runs the
-    first shard under the real valgrind and makes the second die, so one Valgrind child runs."""
+    first job under the real valgrind and makes the second die, so one Valgrind child runs."""
     real = shutil.which("valgrind")
     assert real is not None
     fake = perf.path / "bin" / "valgrind"
     fake.parent.mkdir()
     fake.write_text(
         "#!/bin/sh\n"
-        'case "$*" in *shard-2/items.json*)\n'
-        '  echo "valgrind: the impossible happened: simulated crash of shard 2" >&2; exit 7;;\n'
+        'case "$*" in *job-2/items.json*)\n'
+        '  echo "valgrind: the impossible happened: simulated crash of job 2" >&2; exit 7;;\n'
         "esac\n"
         f'exec {real} "$@"\n'
     )
@@ -134,8 +134,8 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
             "  process 2 (1 test(s), 0 count(s)) in * s",
             "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
             "counted 0 measurement(s). Command: valgrind --tool=callgrind *"
-            "--torchperf-child-items=*shard-2/items.json*",
-            "*simulated crash of shard 2",
+            "--torchperf-child-items=*job-2/items.json*",
+            "*simulated crash of job 2",
             "*b: no instruction count: the pytest process under Valgrind exited with code 7*",
         ]
     )

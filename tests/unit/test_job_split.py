@@ -1,10 +1,10 @@
-"""Splitting perf tests over parallel processes (run/shards.py)."""
+"""Splitting perf tests over parallel processes (run/job_split.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.run.shards import module_of, split_contiguous
+from pytest_torchperf.run.job_split import module_of, split_contiguous
 
 
 def ids(*spec: tuple[str, int]) -> list[str]:
@@ -16,18 +16,18 @@ def test_module_of_strips_the_test_part() -> None:
     assert module_of("tests/test_a.py") == "tests/test_a.py"
 
 
-def test_one_shard_or_one_test_keeps_everything_together() -> None:
+def test_one_job_or_one_test_keeps_everything_together() -> None:
     assert split_contiguous(ids(("a", 3)), 1) == [ids(("a", 3))]
     assert split_contiguous(ids(("a", 1)), 4) == [ids(("a", 1))]
     assert split_contiguous([], 3) == []
 
 
-def test_shards_are_contiguous_cover_everything_and_are_never_empty() -> None:
+def test_slices_are_contiguous_cover_everything_and_are_never_empty() -> None:
     nodeids = ids(("a", 3), ("b", 5), ("c", 1), ("d", 7))
-    for shards in range(1, 20):
-        split = split_contiguous(nodeids, shards)
-        assert [n for shard in split for n in shard] == nodeids
-        assert all(split) and len(split) == min(shards, len(nodeids))
+    for jobs in range(1, 20):
+        split = split_contiguous(nodeids, jobs)
+        assert [n for part in split for n in part] == nodeids
+        assert all(split) and len(split) == min(jobs, len(nodeids))
 
 
 def test_cuts_at_a_module_boundary_one_test_from_the_middle() -> None:
@@ -51,7 +51,7 @@ def test_weights_move_the_cut() -> None:
 
 
 def test_bad_arguments_say_what_is_wrong() -> None:
-    with pytest.raises(ValueError, match="shards must be >= 1"):
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
         split_contiguous(ids(("a", 2)), 0)
     with pytest.raises(ValueError, match="1 weights for 2 node ids"):
         split_contiguous(ids(("a", 2)), 2, [1.0])
@@ -65,10 +65,10 @@ def test_bad_arguments_say_what_is_wrong() -> None:
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """A fake machine: CPUs in the affinity mask, MemAvailable, and a cgroup folder."""
-    from pytest_torchperf.run import shards
+    from pytest_torchperf.run import job_split
 
     def set_machine(cpus: int, available_gib: float | None, cgroup: dict[str, str] | None = None):
-        monkeypatch.setattr(shards.os, "sched_getaffinity", lambda _: set(range(cpus)))
+        monkeypatch.setattr(job_split.os, "sched_getaffinity", lambda _: set(range(cpus)))
         meminfo = tmp_path / "meminfo"
         if available_gib is None:
             meminfo.write_text("MemTotal: 1 kB\n")
@@ -76,7 +76,7 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
             meminfo.write_text(f"MemAvailable: {int(available_gib * 2**20)} kB\n")
         real_open = open
         monkeypatch.setattr(
-            shards,
+            job_split,
             "open",
             lambda path, *a, **k: real_open(meminfo if path == "/proc/meminfo" else path, *a, **k),
             raising=False,
@@ -85,8 +85,8 @@ def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
         folder.mkdir(exist_ok=True)
         for name, text in (cgroup or {}).items():
             (folder / name).write_text(text)
-        monkeypatch.setattr(shards, "CGROUP", folder)
-        return shards.auto_jobs()
+        monkeypatch.setattr(job_split, "CGROUP", folder)
+        return job_split.auto_jobs()
 
     return set_machine
 

@@ -1,5 +1,6 @@
 """Splitting a run's perf tests over processes that run side by side: how many the machine
-holds (:func:`auto_jobs`), and contiguous shards cut at module boundaries where that keeps them
+holds (:func:`auto_jobs`), and the contiguous slice each runs, cut at module boundaries where that keeps
+them
 even (:func:`split_contiguous`). No pytest, no torch.
 
 Used by ``--torchperf-instructions``, whose counting processes under Valgrind are CPU-bound and
@@ -33,18 +34,18 @@ def module_of(nodeid: str) -> str:
 
 
 def split_contiguous(
-    nodeids: Sequence[str], shards: int, weights: Sequence[float] | None = None
+    nodeids: Sequence[str], jobs: int, weights: Sequence[float] | None = None
 ) -> list[list[str]]:
-    """``nodeids`` (in run order) cut into at most ``shards`` non-empty contiguous slices of
+    """``nodeids`` (in run order) cut into at most ``jobs`` non-empty contiguous slices of
     about equal weight (each test weighs 1 unless ``weights`` says otherwise).
 
-    Each cut goes to the boundary nearest the ideal point (``k/shards`` of the total weight);
+    Each cut goes to the boundary nearest the ideal point (``k/jobs`` of the total weight);
     a module boundary is preferred when it is at most one mean test weight further from the
-    ideal than the nearest boundary of any kind (one test more in a shard costs less than
+    ideal than the nearest boundary of any kind (one test more in a slice costs less than
     building a module's fixtures twice, as a rule).
     """
-    if shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     ids = list(nodeids)
     if weights is None:
         weights = [1.0] * len(ids)
@@ -52,8 +53,8 @@ def split_contiguous(
         raise ValueError(f"{len(weights)} weights for {len(ids)} node ids")
     if any(w < 0 for w in weights):
         raise ValueError("weights must not be negative")
-    shards = min(shards, len(ids))
-    if shards <= 1:
+    jobs = min(jobs, len(ids))
+    if jobs <= 1:
         return [ids] if ids else []
     total = float(sum(weights))
     if total <= 0:
@@ -64,11 +65,11 @@ def split_contiguous(
         cumulative.append(cumulative[-1] + weight)
     slack = total / len(ids)
     cuts: list[int] = []
-    for k in range(1, shards):
-        ideal = total * k / shards
-        # Leave room for the shards still to come: each needs at least one test.
+    for k in range(1, jobs):
+        ideal = total * k / jobs
+        # Leave room for the slices still to come: each needs at least one test.
         low = (cuts[-1] if cuts else 0) + 1
-        high = len(ids) - (shards - k)
+        high = len(ids) - (jobs - k)
         candidates = range(low, high + 1)
         nearest = min(candidates, key=lambda i: abs(cumulative[i] - ideal))
         at_module = [i for i in candidates if module_of(ids[i - 1]) != module_of(ids[i])]
