@@ -49,6 +49,9 @@ class Coverage:
     #: Save runs: why the timings a guard refused were not stored (those sessions were stored
     #: without timing); each fails the save, and names the option that stores it anyway.
     untimed_reasons: list[str] = field(default_factory=list)
+    #: Save runs of ``--torchperf-fallback instructions``: sessions stored without timing but
+    #: with their instruction count, which a fallback compare judges instead (no failure).
+    counted_instead: int = 0
 
     @property
     def timed_total(self) -> int:
@@ -87,7 +90,7 @@ def coverage(records: Iterable[Mapping[str, Any]], comparing: bool) -> Coverage 
 def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
     cov.measurements += 1
     if record.get("untimed"):  # a compare that also saved stored it without timing
-        cov.untimed_reasons.append(str(record["untimed"]))
+        _count_untimed(cov, record)
     gated = record.get("gated") or ()
     basis = next((b for b in gated if b in TIMING_BASES), None)
     if basis:
@@ -114,7 +117,7 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
         cov.timed[basis] += 1
     elif record.get("untimed"):  # refused by a guard: stored without its timing
         cov.not_timed[guard_kind(str(record["untimed"]))] += 1
-        cov.untimed_reasons.append(str(record["untimed"]))
+        _count_untimed(cov, record)
     else:  # not stored by design (a test timed in an instruction-count run) or for its count
         cov.not_timed[str(record.get("not_saved") or "not stored")] += 1
     stored = bool(record.get("saved"))
@@ -123,6 +126,18 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     cov.numerics += stored and bool(
         session.get("fingerprint") or record.get("accuracy") or record.get("metric") is not None
     )
+
+
+def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
+    """A session stored without its timing: a failure of the save, unless a fallback save stored
+    its instruction count there (a ``--torchperf-fallback`` compare judges it by that count, so
+    the measurement is still gated: docs/instructions.md)."""
+    session = record.get("session") or {}
+    kind = recorded_kind(session.get("gate") or {})
+    if kind == "time-or-instructions" and (session.get("instructions") or {}).get("per_call"):
+        cov.counted_instead += 1
+    else:
+        cov.untimed_reasons.append(str(record["untimed"]))
 
 
 def _reasons(counter: Counter[str]) -> str:
@@ -149,6 +164,11 @@ def coverage_line(cov: Coverage) -> str:
     )
     if cov.not_timed:
         line += f"; timing not stored: {_reasons(cov.not_timed)}"
+    if cov.counted_instead:
+        line += (
+            f" ({cov.counted_instead} of them with the instruction count, which a "
+            f"--torchperf-fallback compare judges instead)"
+        )
     return line
 
 

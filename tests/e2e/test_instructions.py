@@ -340,3 +340,5 @@ def test_fallback_judges_a_measurement_whose_timing_cannot_decide_by_its_count(
     assert newest.get("untimed") and newest["counted_with"] == counted_with, newest
     assert abs(newest["instructions"]["per_call"] / counts["a"]["per_call"] - 1) < 0.02
     assert newest["gate"]["kind"] == "time-or-instructions"
+    # Stored without its timing but with its count, which gates it: not a failed save.
+    assert "stored no timing" not in out, out

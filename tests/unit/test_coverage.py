@@ -185,3 +185,33 @@ def test_a_fallback_save_stored_timing_with_the_count_beside_it() -> None:
     assert fallback is not None and dict(fallback.timed) == {"time": 1}
     counted = coverage([saved("instructions")], comparing=False)
     assert counted is not None and dict(counted.timed) == {"instructions": 1}
+
+
+def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run() -> None:
+    """A guard refused the timing of a --torchperf-fallback save: the session holds the count
+    instead, which a fallback compare judges, so the save gated something and passes; without
+    the count (its windows disagreed, or a plain save) it fails as any save without timing."""
+    count = {"per_call": 1e6, "windows": [1e6, 1e6]}
+
+    def untimed(kind: str, with_count: bool) -> dict:
+        session: dict[str, Any] = {"gate": {"kind": kind}, "counters": COUNTERS}
+        if with_count:
+            session["instructions"] = count
+        return {
+            "outcome": "measured",
+            "saved": True,
+            "untimed": "other processes kept 100% of the other CPUs busy while timing",
+            "counters": COUNTERS,
+            "session": session,
+        }
+
+    cov = coverage([untimed("time-or-instructions", True)], comparing=False)
+    assert cov is not None and run_failure(cov, strict=False) is None
+    assert coverage_line(cov) == (
+        "stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 0 of 1; timing not "
+        "stored: 1 busy machine (1 of them with the instruction count, which a "
+        "--torchperf-fallback compare judges instead)"
+    )
+    for kind, with_count in (("time-or-instructions", False), ("time", True)):
+        cov = coverage([untimed(kind, with_count)], comparing=False)
+        assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
