@@ -143,6 +143,8 @@ def study(
 
 
 def main() -> int:
+    # The series' shape is read by draw(), delay() and study() from these (a script's settings).
+    global RUNS, STEP_AT, THRESHOLDS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=100, help="series per measurement and case")
     parser.add_argument(
@@ -170,8 +172,6 @@ def main() -> int:
     )
     parser.add_argument("--json", metavar="PATH", help="also write the figures here")
     args = parser.parse_args()
-    # The series' shape is read by draw(), delay() and study() from these (a script's settings).
-    global RUNS, STEP_AT, THRESHOLDS
     RUNS, STEP_AT = args.runs, args.step_at
     THRESHOLDS = tuple(float(t) for t in args.thresholds.split(","))
     if not MIN_SEGMENT <= STEP_AT <= RUNS - MIN_SEGMENT:

@@ -84,7 +84,7 @@ def _shell_commands() -> list[tuple[str, str]]:
 
 
 def test_the_docs_show_shell_commands() -> None:
-    assert len(_shell_commands()) >= 12  # the pattern still finds them (15 today)
+    assert len(_shell_commands()) >= 12  # the pattern still finds them
 
 
 @pytest.mark.parametrize(("where", "line"), _shell_commands(), ids=lambda v: str(v)[:40])
@@ -136,15 +136,19 @@ def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path:
     _git(tmp_path, "init", "-q", "--bare", str(remote))
     _git(tmp_path, "clone", "-q", str(remote), str(work))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    shas = []
     for i in range(2):
         (work / "model.py").write_text(f"# version {i}\n")
         _git(work, "add", "model.py")
         _git(work, "commit", "-qm", f"main {i}")
         _git(work, "push", "-q", "origin", "HEAD")
         sha = _git(work, "rev-parse", "HEAD")
+        shas.append(sha)
         _run_file(
             work / "perf" / "results.json", sha, f"2026-11-0{i + 1}T12:00:00+00:00", {"m": 1e-3}
         )
+        # The save job's baseline commit comes before this step: HEAD is no longer the run's.
+        _git(work, "commit", "-q", "--allow-empty", "-m", "perf: record baselines")
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", step["run"]],
             cwd=work,
@@ -161,4 +165,8 @@ def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path:
         _git(work, "branch", "-D", "perf-history")
     kept = _git(remote, "ls-tree", "-r", "--name-only", "perf-history").splitlines()
     assert len(kept) == 2 and all(name.startswith("runs/") for name in kept), kept
+    assert sorted(name.split("-")[2] for name in kept) == sorted(sha[:10] for sha in shas), kept
     assert "main 0" not in _git(remote, "log", "--format=%s", "perf-history")  # its own history
+    # docs/history.md shows the same step.
+    docs = (ROOT / "docs" / "history.md").read_text()
+    assert all(line.strip() in docs for line in step["run"].splitlines()), step["run"]

@@ -15,9 +15,11 @@ the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` 
 confirming re-measure, which needs the model: the candidate's samples are final). Tables are
 printed with pandas.
 
-Where a command takes several results files (the shards of one run split over runners), it
-reads them as ``merge`` joins them (``pytest_torchperf.report.merge``): a measurement in two
-shards counts once, shards of different commits are refused.
+Where ``compare``, ``report``, ``accept`` or ``merge`` take several results files (the shards of
+one run split over runners), they read them as ``merge`` joins them
+(``pytest_torchperf.report.merge``): a measurement in two shards counts once, shards of
+different commits are refused. ``history`` reads many runs: the files of one commit are one run
+(``pytest_torchperf.report.history``).
 """
 
 from __future__ import annotations
@@ -233,15 +235,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ``-k``) would be refused as unrecognized."""
     parser = _parser()
     words, passed = list(argv), []
-    if "--" in words:
+    if words[:1] == ["bisect"] and "--" in words:  # other commands keep -- (a file named -x)
         cut = words.index("--")
         words, passed = words[:cut], words[cut + 1 :]
     args = parser.parse_args(words)
     if passed:
-        if args.command != "bisect":
-            parser.error(
-                f"arguments after -- ({' '.join(passed)}) are pytest arguments for "
-                f"torchperf bisect only; torchperf {args.command} takes none"
+        own = [w for w in passed if w.split("=", 1)[0] in ("--mode", "--timeout")]
+        if own:
+            print(
+                f"torchperf: warning: {' '.join(own)} after -- goes to each revision's pytest "
+                f"run, not to bisect; put bisect's own options before --",
+                file=sys.stderr,
             )
         args.pytest_args = [*args.pytest_args, *passed]
     return args

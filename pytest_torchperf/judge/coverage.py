@@ -6,7 +6,9 @@ A/B pairs), on counters, on numerics; and why the others' timing was not judged 
 spread, a slower machine, no baseline, no timing baseline). A save says what it stored. When
 timing was judged (or stored) for fewer than half of the measurements, a warning names the
 remedies that work on such a machine; ``--torchperf-strict`` fails such a run, and a save that
-could not store a timing fails whatever the options (:func:`run_failure`).
+could not store a timing fails whatever the options (:func:`run_failure`), unless a
+``--torchperf-fallback instructions`` save stored the instruction count in its place (a
+fallback compare judges the measurement by it).
 """
 
 from __future__ import annotations
@@ -157,19 +159,24 @@ def coverage_line(cov: Coverage) -> str:
         )
         if cov.not_timed:
             line += f"; timing not judged: {_reasons(cov.not_timed)}"
-        return line
+        return line + _counted_instead(cov)
     line = (
         f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of {n}, "
         f"counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
     )
     if cov.not_timed:
         line += f"; timing not stored: {_reasons(cov.not_timed)}"
-    if cov.counted_instead:
-        line += (
-            f" ({cov.counted_instead} of them with the instruction count, which a "
-            f"--torchperf-fallback compare judges instead)"
-        )
-    return line
+    return line + _counted_instead(cov)
+
+
+def _counted_instead(cov: Coverage) -> str:
+    if not cov.counted_instead:
+        return ""
+    n = cov.counted_instead
+    return (
+        f"; {n} session{'s' if n != 1 else ''} stored without timing but with the instruction "
+        f"count, which a --torchperf-fallback compare judges instead"
+    )
 
 
 def weak_gate_warning(cov: Coverage) -> str | None:
@@ -202,7 +209,7 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
     """Why the run must exit non-zero although its tests passed, or None.
 
     A save that could not store a timing for every measurement (it stored their counters and
-    numerics): a CI job built on it would gate nothing. A strict compare that judged timing for
+    numerics) and no instruction count in its place: a CI job built on it would gate nothing. A strict compare that judged timing for
     fewer than half of its measurements."""
     if cov.untimed_reasons:
         missing = len(cov.untimed_reasons)

@@ -4,11 +4,12 @@ step happened between; and the trend page (``torchperf history --html``).
 
 A run is one commit: the records of every results file of the same commit (a run's shards, or
 a job retried) are one run's; a measurement found in two of them (a job retried, main run twice)
-counts as the median of their figures, and the run says how many there were. Runs are ordered by their commit's time (then by when
-the file was written). A measurement's figure per run is its p25 time per call (the median of
-its processes' where the run measured in several: a save measures in five), or its instructions
-per call in an instruction-count run; environments are never mixed (a measurement
-on two runner classes is two series). Pure but for reading the files.
+counts as the median of their figures, and the run says how many there were. Runs are ordered
+by their commit's time (then by when the file was written). A measurement's figure per run is
+its p25 time per call (the median of its processes' where the run measured in several: a save
+measures in five), or its instructions per call in an instruction-count run; environments are
+never mixed (a measurement on two runner classes is two series). Pure but for reading the
+files.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def result_files(paths: Sequence[Path | str]) -> list[Path]:
             f"no results files under {', '.join(map(str, paths))}: keep each run's "
             f"pytest --torchperf-json file there (docs/history.md)"
         )
-    return sorted(set(found))
+    return sorted({path.resolve() for path in found})  # a file named twice is read once
 
 
 def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
@@ -99,7 +100,7 @@ def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
     that are not results files, each with the reason)."""
     by_commit: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
     left_out: list[str] = []
-    explicit = {Path(p) for p in paths if not Path(p).is_dir()}
+    explicit = {Path(p).resolve() for p in paths if not Path(p).is_dir()}
     for path in result_files(paths):
         try:
             doc = read_results_document(path)
@@ -221,7 +222,7 @@ def series_of(
                 (
                     index,
                     statistics.median(v for v, _ in measured),
-                    statistics.median(speeds) if len(speeds) == len(measured) else None,
+                    statistics.median(speeds) if speeds else None,
                 )
             )
     found = []

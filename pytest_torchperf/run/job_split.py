@@ -1,7 +1,6 @@
 """Splitting a run's perf tests over processes that run side by side: how many the machine
-holds (:func:`auto_jobs`), and the contiguous slice each runs, cut at module boundaries where that keeps
-them
-even (:func:`split_contiguous`). No pytest, no torch.
+holds (:func:`auto_jobs`), and the contiguous slice each runs, cut at module boundaries where
+that keeps them even (:func:`split_contiguous`). No pytest, no torch.
 
 Used by ``--torchperf-instructions``, whose counting processes under Valgrind are CPU-bound and
 single-threaded (Valgrind runs one thread at a time), so N of them on N cores take about 1/N of

@@ -144,13 +144,18 @@ def queue_save(
             )
         else:
             # Counters, output fingerprint and accuracy do not depend on a busy neighbour: they
-            # are stored and gated; the timing is what is missing (the run's exit status says
-            # so, see pytest_plugin/reporter.py).
+            # are stored and gated; the timing is what is missing, and the run fails for it
+            # unless a --torchperf-fallback save stored the instruction count, which then gates
+            # instead (judge/coverage.py: run_failure).
             records.append(untimed_record(record, why))
             result.untimed = why
-            state.warnings.append(
-                f"{m.name}: timing not saved (its counters and numerics were): {detail}"
+            kept_too = (
+                "its counters, numerics and instruction count were: a --torchperf-fallback "
+                "compare judges it by the count"
+                if (record.get("instructions") or {}).get("per_call")
+                else "its counters and numerics were"
             )
+            state.warnings.append(f"{m.name}: timing not saved ({kept_too}): {detail}")
     else:
         records.append(record)
     if len(kept) < len(others):

@@ -209,9 +209,17 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
     assert cov is not None and run_failure(cov, strict=False) is None
     assert coverage_line(cov) == (
         "stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 0 of 1; timing not "
-        "stored: 1 busy machine (1 of them with the instruction count, which a "
-        "--torchperf-fallback compare judges instead)"
+        "stored: 1 busy machine; 1 session stored without timing but with the instruction "
+        "count, which a --torchperf-fallback compare judges instead"
     )
+    # A compare that also saved says it too.
+    compared = {**untimed("time-or-instructions", True), "verdict": {"outcome": "pass"}}
+    compared["gated"] = ["instructions", "counters"]
+    line = coverage_line(coverage([compared], comparing=True) or cov)
+    assert line.endswith(
+        "1 session stored without timing but with the instruction count, "
+        "which a --torchperf-fallback compare judges instead"
+    ), line
     for kind, with_count in (("time-or-instructions", False), ("time", True)):
         cov = coverage([untimed(kind, with_count)], comparing=False)
         assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")

@@ -109,6 +109,25 @@ def test_a_commit_measured_twice_counts_once_as_the_median_of_its_figures(tmp_pa
     assert len(by_name["mlp"].values) == 8 and len(by_name["conv"].values) == 8
     mlp = by_name["mlp"].values
     assert abs(mlp[3] / mlp[2] - 2) < 1e-9, mlp  # the median of 1x and 3x
+    # A file named twice (a folder and the file in it) is read once: no repeat.
+    again, _ = read_runs([folder, folder / "0-a.json"])
+    assert again[0].files == ("0-a.json",) and again[0].repeated == 0
+
+
+def test_a_retry_without_the_machines_speed_keeps_the_series_over_the_speed(
+    tmp_path: Path,
+) -> None:
+    """Every run timed the calibration kernel, but a retried job's file has none: the run's speed
+    comes from the file that has it, and the series stays over the machine's speed."""
+    for i in range(8):
+        commit, time = f"{i:02d}" + "a" * 38, f"2026-11-{i + 1:02d}T12:00:00+00:00"
+        _run_file(tmp_path / f"{i}.json", commit, time, {"mlp": 1e-3}, calibration=5e-6)
+    _run_file(
+        tmp_path / "5-retry.json", "05" + "a" * 38, "2026-11-06T12:00:00+00:00", {"mlp": 1e-3}
+    )
+    runs, _ = read_runs([tmp_path])
+    (mlp,) = series_of(runs)
+    assert runs[5].repeated == 1 and mlp.normalised and len(mlp.values) == 8
 
 
 def test_a_slower_machine_is_no_step_once_its_speed_is_taken_out(tmp_path: Path) -> None:

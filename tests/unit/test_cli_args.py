@@ -1,0 +1,30 @@
+"""The ``torchperf`` command line (cli.parse_args): what follows ``--`` is bisect's pytest
+arguments; every other command keeps ``--`` as argparse reads it (a file named ``-x.json``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_torchperf.cli import parse_args
+
+
+def test_bisect_passes_everything_after_the_double_dash_to_pytest() -> None:
+    args = parse_args(["bisect", "v1", "main", "-k", "mlp", "--", "-p", "no:x", "tests/perf"])
+    assert (args.good, args.bad, args.k) == ("v1", "main", "mlp")
+    assert args.pytest_args == ["-p", "no:x", "tests/perf"]
+    before = parse_args(["bisect", "v1", "main", "tests/perf", "--", "--", "-x"])
+    assert before.pytest_args == ["tests/perf", "--", "-x"]
+
+
+def test_bisects_own_options_after_the_double_dash_are_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = parse_args(["bisect", "a", "b", "-k", "t", "--", "--mode", "ab", "--timeout=60"])
+    assert args.mode is None and args.pytest_args == ["--mode", "ab", "--timeout=60"]
+    err = capsys.readouterr().err
+    assert "--mode --timeout=60 after -- goes to each revision's pytest run" in err, err
+
+
+def test_other_commands_keep_the_double_dash_for_file_names() -> None:
+    assert parse_args(["history", "--", "-odd.json"]).paths == ["-odd.json"]
+    assert parse_args(["accept", "--", "-r.json"]).results == ["-r.json"]
