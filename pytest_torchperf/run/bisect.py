@@ -176,7 +176,7 @@ def bisect(
         steps.append(result)
         probes[index] = result
         say(
-            f"step {len(steps)}: {commit[:10]} ({index + 1} of {len(commits)}) {subject[:50]!r}: "
+            f"step {len(steps)}: {commit[:10]} ({index + 1} of {len(commits)}) {_short_subject(subject)}: "
             f"{result.verdict}: {result.detail} ({result.seconds:.0f} s)"
         )
         if result.verdict == "bad":
@@ -195,6 +195,13 @@ def bisect(
         between,
         time.perf_counter() - started,
     )
+
+
+def _short_subject(subject: str, width: int = 50) -> str:
+    """A commit's subject for a step line, in quotes, cut at a word (...)."""
+    if len(subject) > width:
+        subject = subject[: width - 3].rsplit(" ", 1)[0] + "..."
+    return f"'{subject}'"
 
 
 def _subject(root: Path, commit: str) -> str:
