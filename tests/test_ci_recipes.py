@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from pytest_torchperf import cli
+from tests.subprocesses import git
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "example_project" / ".github" / "workflows" / "perf.yml"
@@ -113,16 +114,6 @@ def test_the_example_workflow_compares_in_shards_and_merges_them() -> None:
     assert sorted(shards) == modules
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path: Path) -> None:
     """The save job's history step, run by bash as written, on two runs of main against a bare
     remote: the first starts the perf-history branch from an empty commit, the second adds its
@@ -133,22 +124,22 @@ def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path:
     (step,) = [s for s in jobs["save"]["steps"] if "perf-history" in s.get("name", "")]
     assert any("torchperf-history" in str(s.get("with")) for s in jobs["save"]["steps"])
     remote, work = tmp_path / "remote.git", tmp_path / "work"
-    _git(tmp_path, "init", "-q", "--bare", str(remote))
-    _git(tmp_path, "clone", "-q", str(remote), str(work))
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(tmp_path, "clone", "-q", str(remote), str(work))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     shas = []
     for i in range(2):
         (work / "model.py").write_text(f"# version {i}\n")
-        _git(work, "add", "model.py")
-        _git(work, "commit", "-qm", f"main {i}")
-        _git(work, "push", "-q", "origin", "HEAD")
-        sha = _git(work, "rev-parse", "HEAD")
+        git(work, "add", "model.py")
+        git(work, "commit", "-qm", f"main {i}")
+        git(work, "push", "-q", "origin", "HEAD")
+        sha = git(work, "rev-parse", "HEAD")
         shas.append(sha)
         _run_file(
             work / "perf" / "results.json", sha, f"2026-11-0{i + 1}T12:00:00+00:00", {"m": 1e-3}
         )
         # The save job's baseline commit comes before this step: HEAD is no longer the run's.
-        _git(work, "commit", "-q", "--allow-empty", "-m", "perf: record baselines")
+        git(work, "commit", "-q", "--allow-empty", "-m", "perf: record baselines")
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", step["run"]],
             cwd=work,
@@ -161,12 +152,12 @@ def test_the_example_workflows_history_step_keeps_each_run_on_a_branch(tmp_path:
         assert f"torchperf: history of {i + 1} run" in proc.stdout, proc.stdout + proc.stderr
         assert (work / "perf" / "history.html").is_file()
         # The next run of main is a fresh runner: no worktree, no local perf-history branch.
-        _git(work, "worktree", "remove", "--force", str(tmp_path / "history"))
-        _git(work, "branch", "-D", "perf-history")
-    kept = _git(remote, "ls-tree", "-r", "--name-only", "perf-history").splitlines()
+        git(work, "worktree", "remove", "--force", str(tmp_path / "history"))
+        git(work, "branch", "-D", "perf-history")
+    kept = git(remote, "ls-tree", "-r", "--name-only", "perf-history").splitlines()
     assert len(kept) == 2 and all(name.startswith("runs/") for name in kept), kept
     assert sorted(name.split("-")[2] for name in kept) == sorted(sha[:10] for sha in shas), kept
-    assert "main 0" not in _git(remote, "log", "--format=%s", "perf-history")  # its own history
+    assert "main 0" not in git(remote, "log", "--format=%s", "perf-history")  # its own history
     # docs/history.md shows the same step.
     docs = (ROOT / "docs" / "history.md").read_text()
     assert all(line.strip() in docs for line in step["run"].splitlines()), step["run"]

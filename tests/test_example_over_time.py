@@ -19,7 +19,6 @@ benchmarks/history_steps.py's).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.subprocesses import git, isolated_env
 from tests.test_example_project import EXAMPLE, _explain, _run
 
 REPO = EXAMPLE.parent
@@ -38,16 +38,7 @@ WASTE = """        for _ in range(20):  # the MLP's first layer computed 20 more
 
 
 def _git(root: Path, *args: str, date: int = 0) -> str:
-    stamp = f"2026-11-{date + 1:02d}T12:00:00+00:00"
-    env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
-    return subprocess.run(
-        ["git", "-c", "user.name=dev", "-c", "user.email=dev@example.org", *args],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    return git(root, *args, date=f"2026-11-{date + 1:02d}T12:00:00+00:00")
 
 
 def example_repository(
@@ -88,12 +79,10 @@ def example_repository(
 
 def _torchperf(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The ``torchperf`` command in a fresh process, isolated from the outer pytest run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
-    env["COLUMNS"] = "200"
     return subprocess.run(
         [sys.executable, "-m", "pytest_torchperf.cli", *args],
         cwd=cwd,
-        env=env,
+        env=isolated_env(),
         capture_output=True,
         text=True,
         timeout=600,

@@ -16,7 +16,6 @@ the resnet18 one is then made 100x faster than measured (ratio about 100, far ov
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from tests import browser
+from tests.subprocesses import isolated_env
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
@@ -38,10 +38,6 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest <project> ...`` (or ``paths`` in it) in a fresh process, isolated from
     the outer pytest run."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))
-    }  # outer xdist/addopts must not leak in
-    env["COLUMNS"] = "200"  # keep test ids in the summary table unshortened
     command = [
         sys.executable,
         "-m",
@@ -67,7 +63,13 @@ def _run(
         *args,
     ]
     return subprocess.run(
-        command, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False
+        command,
+        cwd=project,
+        env=isolated_env(),  # outer xdist/addopts must not leak in
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
@@ -242,12 +244,10 @@ def _pytest_counts(stdout: str) -> dict[str, int]:
 
 def _run_as_user(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m pytest`` inside the project with its own settings and committed baselines."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
-    env["COLUMNS"] = "200"
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *args],
         cwd=project,
-        env=env,
+        env=isolated_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -281,11 +281,10 @@ def test_committed_example_baselines_cover_every_perf_test() -> None:
         "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'], "
         "plugins=[Perf()]))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
     listed = subprocess.run(
         [sys.executable, "-c", script],
         cwd=EXAMPLE,
-        env=env,
+        env=isolated_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,7 +10,6 @@ commit's position.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from pytest_torchperf import cli
 from pytest_torchperf.run.bisect import BisectError, Classify, Probe, Target, bisect
 from tests.e2e.conftest import FAST_INI
+from tests.subprocesses import git
 
 MODEL = """
 import torch
@@ -39,29 +39,19 @@ def test_net(torchperf):
 """
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _repository(root: Path, commits: int, files: dict[int, dict[str, str]]) -> list[str]:
     """A repository of ``commits`` commits; ``files[i]`` are the files written before commit i.
     Returns the commit ids, oldest first."""
     root.mkdir(parents=True, exist_ok=True)
-    _git(root, "init", "-q")
+    git(root, "init", "-q")
     ids = []
     for i in range(commits):
         for name, text in files.get(i, {}).items():
             (root / name).write_text(text)
         (root / "NOTES.txt").write_text(f"commit {i}\n")
-        _git(root, "add", "-A", ".")
-        _git(root, "commit", "-qm", f"commit {i}")
-        ids.append(_git(root, "rev-parse", "HEAD"))
+        git(root, "add", "-A", ".")
+        git(root, "commit", "-qm", f"commit {i}")
+        ids.append(git(root, "rev-parse", "HEAD"))
     return ids
 
 
@@ -93,9 +83,9 @@ def test_bisect_by_counters_finds_the_commit_that_added_an_op_skipping_a_broken_
     assert "skip: the tests did not run (interrupted or a collection error" in out, out
     assert "(+ GOOD and BAD)" in out and "every worktree removed" in out
     # No worktree, no branch, no change left behind.
-    assert _git(root, "worktree", "list").count("\n") == 0
-    assert len(_git(root, "branch", "--list").splitlines()) == 1
-    assert _git(root, "status", "--porcelain") == "" and _git(root, "rev-parse", "HEAD") == ids[-1]
+    assert git(root, "worktree", "list").count("\n") == 0
+    assert len(git(root, "branch", "--list").splitlines()) == 1
+    assert git(root, "status", "--porcelain") == "" and git(root, "rev-parse", "HEAD") == ids[-1]
 
 
 def test_bad_revisions_are_clear_errors(
