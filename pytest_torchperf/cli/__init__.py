@@ -240,11 +240,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         words, passed = words[:cut], words[cut + 1 :]
     args = parser.parse_args(words)
     if passed:
-        own = [w for w in passed if w.split("=", 1)[0] in ("--mode", "--timeout")]
-        if own:
-            print(
-                f"torchperf: warning: {' '.join(own)} after -- goes to each revision's pytest "
-                f"run, not to bisect; put bisect's own options before --",
+        if any(w.split("=", 1)[0] == "--mode" for w in passed):
+            parser.error(
+                "--mode after -- would go to each revision's pytest run, which has no such "
+                "option: put bisect's own options (--mode, --timeout) before --"
+            )
+        if any(w.split("=", 1)[0] == "--timeout" for w in passed):
+            print(  # pytest-timeout has a --timeout: it may be meant for pytest
+                "torchperf: warning: --timeout after -- goes to each revision's pytest run "
+                "(pytest-timeout's option), not to bisect; bisect's --timeout goes before --",
                 file=sys.stderr,
             )
         args.pytest_args = [*args.pytest_args, *passed]

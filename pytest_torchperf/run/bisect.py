@@ -133,7 +133,9 @@ def bisect(
     else:
         good_probe = run(target, good_commit, _subject(root, good_commit), None)
         if good_probe.verdict == "skip":
-            raise BisectError(f"GOOD ({good_commit[:10]}): {good_probe.detail}; fix -k or GOOD")
+            raise BisectError(
+                f"GOOD ({good_commit[:10]}): {good_probe.detail}; {_fix(target, 'GOOD')}"
+            )
         say(f"GOOD {good_commit[:10]}: measured in {good_probe.seconds:.0f} s")
     bad_run = run(
         target,
@@ -142,7 +144,7 @@ def bisect(
         None if target.mode != "ab" else _ab_classifier(),
     )
     if bad_run.verdict == "skip":
-        raise BisectError(f"BAD ({bad_commit[:10]}): {bad_run.detail}; fix -k or BAD")
+        raise BisectError(f"BAD ({bad_commit[:10]}): {bad_run.detail}; {_fix(target, 'BAD')}")
     classify = (
         _ab_classifier()
         if target.mode == "ab"
@@ -195,6 +197,14 @@ def bisect(
         between,
         time.perf_counter() - started,
     )
+
+
+def _fix(target: Target, revision: str) -> str:
+    """What to check when GOOD's or BAD's tests did not run or measured nothing."""
+    args = target.pytest_args
+    others = [a for i, a in enumerate(args) if a != "-k" and (i == 0 or args[i - 1] != "-k")]
+    where = f", the pytest arguments ({' '.join(others)})" if others else ""
+    return f"check -k (it must select perf tests){where} and that {revision} has those tests"
 
 
 def _short_subject(subject: str, width: int = 50) -> str:

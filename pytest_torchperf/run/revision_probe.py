@@ -179,6 +179,14 @@ def classifier(mode: str, good: Mapping[Key, Any], bad: Mapping[Key, Any]) -> Cl
     return instructions
 
 
+def _said(tail: str) -> str:
+    """The line of pytest's output that says why it stopped: its last error line (a usage
+    error prints the rootdir after it), else its last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR") or "error:" in line]
+    return (errors or lines or [""])[-1]
+
+
 def probe(target: Target, commit: str, subject: str, classify: Classify | None) -> Probe:
     """Run and classify one revision (``classify`` None: only measure it, for GOOD and BAD)."""
     started = time.perf_counter()
@@ -198,7 +206,12 @@ def probe(target: Target, commit: str, subject: str, classify: Classify | None) 
             "counters": "counters",
         }[target.mode]
         return Probe(
-            commit, subject, "skip", f"the selected tests ran but measured no {what}", {}, seconds
+            commit,
+            subject,
+            "skip",
+            f"the selected tests ran but measured no {what}: are they perf tests?",
+            {},
+            seconds,
         )
     if not figures:
         why = {
@@ -208,8 +221,9 @@ def probe(target: Target, commit: str, subject: str, classify: Classify | None) 
             4: "usage error",
             5: "no tests collected",
         }.get(code, f"exit code {code}")
-        last = tail.splitlines()[-1] if tail else ""
-        return Probe(commit, subject, "skip", f"the tests did not run ({why}: {last})", {}, seconds)
+        return Probe(
+            commit, subject, "skip", f"the tests did not run ({why}: {_said(tail)})", {}, seconds
+        )
     if classify is None:
         return Probe(commit, subject, "measured", "", figures, seconds)
     verdict, detail = classify(figures)

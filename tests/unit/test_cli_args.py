@@ -16,13 +16,16 @@ def test_bisect_passes_everything_after_the_double_dash_to_pytest() -> None:
     assert before.pytest_args == ["tests/perf", "--", "-x"]
 
 
-def test_bisects_own_options_after_the_double_dash_are_named(
+def test_bisects_own_options_after_the_double_dash_are_refused_or_named(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = parse_args(["bisect", "a", "b", "-k", "t", "--", "--mode", "ab", "--timeout=60"])
-    assert args.mode is None and args.pytest_args == ["--mode", "ab", "--timeout=60"]
-    err = capsys.readouterr().err
-    assert "--mode --timeout=60 after -- goes to each revision's pytest run" in err, err
+    with pytest.raises(SystemExit):
+        parse_args(["bisect", "a", "b", "-k", "t", "--", "--mode", "ab"])
+    assert "put bisect's own options (--mode, --timeout) before --" in capsys.readouterr().err
+    # pytest-timeout's --timeout is a pytest option too: passed on, with a warning.
+    args = parse_args(["bisect", "a", "b", "-k", "t", "--", "--timeout=60"])
+    assert args.timeout == 3600.0 and args.pytest_args == ["--timeout=60"]
+    assert "--timeout after -- goes to each revision's pytest run" in capsys.readouterr().err
 
 
 def test_other_commands_keep_the_double_dash_for_file_names() -> None:
