@@ -129,10 +129,17 @@ def study(
             exact = sum(any(s.index == STEP_AT for s in f) for f in found)
             near = sum(any(abs(s.index - STEP_AT) <= 1 for s in f) for f in found)
             extra = sum(sum(abs(s.index - STEP_AT) > 1 for s in f) for f in found)
+            # The commit range the step line names: its run, widened by one where a run next
+            # to the step lies far from its level (Step.candidates).
+            in_range = sum(any(STEP_AT in s.candidates for s in f) for f in found)
+            near_steps = [s for f in found for s in f if abs(s.index - STEP_AT) <= 1]
+            widened = sum(len(s.candidates) > 1 for s in near_steps)
             delays = [delay(v, t) for v in series[: max(10, reps // 5)]]
             seen = [d for d in delays if d is not None]
             per_threshold[t] = {
                 "found_exact": exact / reps,
+                "named_in_range": in_range / reps,
+                "ranges_widened": widened / len(near_steps) if near_steps else None,
                 "found_within_1": near / reps,
                 "other_steps_per_100_runs": 100 * extra / (reps * RUNS),
                 "runs_after_median": statistics.median(seen) if seen else None,
@@ -218,11 +225,13 @@ def main() -> int:
             for key in [k for k in next(iter(rows)) if k.startswith("step_")]:
                 found = statistics.mean(r[key][t]["found_within_1"] for r in rows)
                 exact = statistics.mean(r[key][t]["found_exact"] for r in rows)
+                in_range = statistics.mean(r[key][t]["named_in_range"] for r in rows)
                 delays = [
                     r[key][t]["runs_after_median"] for r in rows if r[key][t]["runs_after_median"]
                 ]
                 text += (
-                    f"; {float(key[5:]) * 100:+g}%: found {found * 100:.0f}% (at its run {exact * 100:.0f}%),"
+                    f"; {float(key[5:]) * 100:+g}%: found {found * 100:.0f}% (at its run"
+                    f" {exact * 100:.0f}%, its commit in the range named {in_range * 100:.0f}%),"
                     f" median {statistics.median(delays) if delays else '-'} runs after"
                 )
             print(text)

@@ -41,6 +41,12 @@ MIN_STEP = 0.002
 #: The smallest relative noise assumed: instruction counts of unchanged code can repeat to the
 #: instruction, which would make any difference infinitely sure.
 NOISE_FLOOR = 1e-4
+#: A run this many noise units (or more) from its side's level is read as a possible outlier
+#: when it is next to a step: the step may then be on its other side (one run earlier or later).
+OUTLIER = 3.0
+#: A run next to a step whose distances to the two levels differ by less than this many noise
+#: units fits either side: the step may be on its other side too.
+AMBIGUOUS = 1.0
 #: Standard error of a median over that of a mean, for normal noise (sqrt(pi / 2)).
 _MEDIAN_SE = math.sqrt(math.pi / 2)
 
@@ -56,6 +62,19 @@ class Step:
     after: float
     #: The step (in log units) over its standard error.
     score: float
+    #: The first runs after the step it may also be at (``index`` when the series says no
+    #: more): a run next to the step that lies :data:`OUTLIER` noise units or more from its own
+    #: side's level may be an outlier of the other side, the step one run beyond it.
+    earliest: int | None = None
+    latest: int | None = None
+
+    @property
+    def candidates(self) -> range:
+        """Each index the first run after the step may have: ``index`` and any neighbour that
+        an outlier makes as likely."""
+        first = self.index if self.earliest is None else self.earliest
+        last = self.index if self.latest is None else self.latest
+        return range(first, last + 1)
 
     @property
     def change(self) -> float:
@@ -71,6 +90,14 @@ def noise(values: Sequence[float]) -> float:
     if not diffs:
         return NOISE_FLOOR
     return max(1.4826 * statistics.median(diffs) / math.sqrt(2), NOISE_FLOOR)
+
+
+def _either(value: float, own: float, other: float, sigma: float) -> bool:
+    """Whether a run next to a step (log ``value``, on the side of level ``own``) could as well
+    be the other side's: it lies :data:`OUTLIER` noise units or more from its own level (an
+    outlier), or within :data:`AMBIGUOUS` noise units of being as near the other level."""
+    near, far = abs(value - own), abs(value - other)
+    return near >= OUTLIER * sigma or far - near < AMBIGUOUS * sigma
 
 
 def _deviation(values: Sequence[float]) -> float:
@@ -125,5 +152,13 @@ def change_points(
         error = sigma * _MEDIAN_SE * math.sqrt(1 / (step.index - lo) + 1 / (hi - step.index))
         score = abs(right - left) / error
         if score >= threshold and abs(math.exp(right - left) - 1) >= min_step:
-            steps.append(Step(step.index, math.exp(left), math.exp(right), score))
+            # The runs either side of the step decide where it is; one far from its own side's
+            # level (a slow spell of the runner, a retried job) could as well be the other
+            # side's: one run of the history said so, and the commit range should too.
+            k = step.index
+            earliest = k - 1 if k - 1 > lo and _either(logs[k - 1], left, right, sigma) else None
+            latest = k + 1 if k + 1 < hi and _either(logs[k], right, left, sigma) else None
+            steps.append(
+                Step(k, math.exp(left), math.exp(right), score, earliest=earliest, latest=latest)
+            )
     return steps

@@ -257,20 +257,37 @@ def format_figure(value: float, unit: str) -> str:
     return f"{value:,.0f} instr" if unit == "instr" else format_time(value)
 
 
+def _between(series: Series, runs: Sequence[Run], index: int) -> str:
+    """The commits between run ``index - 1`` and run ``index`` of the series."""
+    before, after = runs[series.runs[index - 1]], runs[series.runs[index]]
+    if before.commit and after.commit:
+        return (
+            f"between commits {before.short} and {after.short} "
+            f"(git log {before.short}..{after.short})"
+        )
+    return f"between {before.short} and {after.short}"
+
+
 def step_line(series: Series, step: Step, runs: Sequence[Run]) -> str:
-    """What a step says: how much, between which runs and commits, how sure."""
-    before, after = runs[series.runs[step.index - 1]], runs[series.runs[step.index]]
-    where = (
-        f"between commits {before.short} and {after.short} (git log {before.short}..{after.short})"
-        if before.commit and after.commit
-        else f"between {before.short} and {after.short}"
-    )
-    return (
+    """What a step says: how much, between which runs and commits, how sure; and where else it
+    may be when a run next to it lies far from its own side's level (an outlier?)."""
+    line = (
         f"{series.label()}: {step.change * 100:+.1f}% "
         f"({format_figure(step.before, series.unit)} -> {format_figure(step.after, series.unit)}) "
-        f"from run {step.index + 1} of {len(series.values)} on, {where}; "
-        f"{step.score:.1f} standard errors, noise {series.noise * 100:.2g}% between runs"
+        f"from run {step.index + 1} of {len(series.values)} on, "
+        f"{_between(series, runs, step.index)}"
     )
+    for other, run in ((step.index + 1, step.index), (step.index - 1, step.index - 1)):
+        if other in step.candidates and other != step.index:
+            value = series.values[run]
+            line += (
+                f"; or one run {'later' if other > step.index else 'earlier'}, "
+                f"{_between(series, runs, other)}: run {run + 1} "
+                f"({runs[series.runs[run]].short}) measured {format_figure(value, series.unit)}, "
+                f"{(value / step.before - 1) * 100:+.0f}% from the level before the step and "
+                f"{(value / step.after - 1) * 100:+.0f}% from the level after it"
+            )
+    return f"{line}; {step.score:.1f} standard errors, noise {series.noise * 100:.2g}% between runs"
 
 
 def history_html(series: Sequence[Series], runs: Sequence[Run], title: str) -> str:

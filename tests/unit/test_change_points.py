@@ -65,3 +65,18 @@ def test_short_series_and_bad_values() -> None:
     assert change_points([1.0, 2.0, 2.0, 2.0, 2.0]) == []  # under two segments of three runs
     with pytest.raises(ValueError, match="positive"):
         change_points([1.0, 0.0, 1.0])
+
+
+def test_a_run_next_to_a_step_that_fits_either_side_widens_the_range_named() -> None:
+    """The step's commits: exact where the runs either side sit on their levels; one run wider
+    where the first run after it is an outlier beyond both levels (a newcomer's history blamed
+    the commit before the change), or lies halfway between them."""
+    quiet = [38.0, 38.4, 37.8, 38.2, 38.1, 50.0, 50.3, 49.8, 50.1]
+    (step,) = change_points(quiet)
+    assert step.index == 5 and list(step.candidates) == [5]
+    outlier = [38.0, 38.4, 37.8, 38.2, 58.0, 50.0, 50.3, 49.8, 50.1]  # run 4: old code, slow
+    (step,) = change_points(outlier)
+    assert step.index == 4 and list(step.candidates) == [4, 5]
+    halfway = [38.0, 38.4, 37.8, 38.2, 38.1, 43.7, 50.3, 49.8, 50.1]
+    (step,) = change_points(halfway)
+    assert step.index in (5, 6) and len(step.candidates) == 2 and 5 in step.candidates

@@ -191,3 +191,19 @@ def test_still_slower_means_the_latest_level_is_above_the_level_before_a_slowdow
     assert steps_of([1.0, 0.9, 0.95]) is not None
     assert steps_of([1.0, 0.9, 0.95, 0.9]) is None
     assert steps_of([1.0, 1.2, 1.0]) is None  # undone
+
+
+def test_a_step_next_to_an_outlier_names_the_other_commit_range_too(tmp_path: Path) -> None:
+    """The first run after the step measured far off both levels (the old code on a slow
+    runner?): the line names the range one run later as well, with that run's figures."""
+    figures = [38.0, 38.4, 37.8, 38.2, 58.0, 50.0, 50.3, 49.8, 50.1]
+    for i, us in enumerate(figures):
+        commit, time = f"{i:02d}" + "b" * 38, f"2026-11-{i + 1:02d}T12:00:00+00:00"
+        _run_file(tmp_path / f"{i}.json", commit, time, {"mlp": us * 1e-6})
+    runs, _ = read_runs([tmp_path])
+    (mlp,) = series_of(runs, normalise=False)
+    (step,) = mlp.steps
+    line = step_line(mlp, step, runs)
+    assert "from run 5 of 9 on, between commits 03bbbbbbbb and 04bbbbbbbb" in line, line
+    assert "; or one run later, between commits 04bbbbbbbb and 05bbbbbbbb (git log" in line, line
+    assert "run 5 (04bbbbbbbb) measured 58" in line and "+52% from the level before" in line, line
