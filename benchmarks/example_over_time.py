@@ -3,6 +3,7 @@
     python benchmarks/example_over_time.py                     # everything, about 30 minutes
     python benchmarks/example_over_time.py --only bisect-counters,history-plain
     python benchmarks/example_over_time.py --json benchmarks/results/example-over-time-2cpu.json
+    python benchmarks/example_over_time.py --only history-plain --keep /tmp/over-time
 
 Builds, in a temporary folder, the repository tests/test_example_over_time.py builds (the files
 of ``git ls-files example_project``, in that subfolder, ``--commits`` commits one day apart) but
@@ -20,6 +21,8 @@ project folder, as a user would:
 
 Prints, for each, whether the step (history) or the first bad commit (bisect) was named at the
 commit that made the change, and the wall time; exit status 1 when one named another commit.
+With ``--keep DIR`` the repository (``DIR/clone``) and each part's results files
+(``DIR/out/<part>/``) stay.
 """
 
 from __future__ import annotations
@@ -161,6 +164,12 @@ def main() -> int:
     parser.add_argument("--slow-at", type=int, default=6)
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts")
     parser.add_argument("--json", metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="build the repository and the results files here (an empty or new folder) and "
+        "keep them, to run torchperf history or bisect on them yourself",
+    )
     args = parser.parse_args()
     parts = [p for p in args.only.split(",") if p]
     unknown = set(parts) - set(PARTS)
@@ -174,7 +183,10 @@ def main() -> int:
     }
     failed = False
     with tempfile.TemporaryDirectory(prefix="torchperf-over-time-") as tmp:
-        root, out = Path(tmp) / "clone", Path(tmp) / "out"
+        where = Path(args.keep) if args.keep else Path(tmp)
+        if args.keep and where.exists() and any(where.iterdir()):
+            parser.error(f"--keep {where}: the folder is not empty")
+        root, out = where / "clone", where / "out"
         ids = example_repository(root, args.commits, args.slow_at, README_BREAK)
         for part in parts:
             kind, what = part.split("-", 1)
@@ -182,8 +194,9 @@ def main() -> int:
                 got = history(root, ids, args.slow_at, part, out)
                 ok = got.get("ok") and got["exact"] == ["mlp-bs1", "mlp-bs64"]
                 said = (
-                    f"step at the commit found for {', '.join(got['exact']) or 'none'} of "
-                    f"mlp-bs1, mlp-bs64; {len(got['other_steps'])} other steps; runs "
+                    f"the step found at the slowing commit for "
+                    f"{' and '.join(got['exact']) or 'neither measurement'} (of mlp-bs1, "
+                    f"mlp-bs64), {len(got['other_steps'])} other steps; runs "
                     f"{min(got['run_seconds'])}-{max(got['run_seconds'])} s, {got['wall_s']} s"
                     if got.get("ok")
                     else got["error"]

@@ -202,7 +202,7 @@ def _remedies(cov: Coverage) -> str:
         )
     if NO_BASELINE in reasons:
         said.append("Record baselines with pytest --torchperf-save and commit the storage folder")
-    return "; ".join(said)
+    return ". ".join(said)  # sentences: each starts with a capital
 
 
 def run_failure(cov: Coverage, strict: bool) -> str | None:

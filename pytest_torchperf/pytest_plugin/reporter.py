@@ -176,7 +176,7 @@ class SummaryReporter:
                     cov.to_dict() if cov is not None else None,
                 )
                 atomic_write_text(path, json.dumps(data, indent=2) + "\n")
-                written.append(f"torchperf: pytest-benchmark JSON written to {path}")
+                written.append(f"torchperf: results file (pytest-benchmark JSON) written to {path}")
         except OSError as exc:
             written.append(
                 f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "

@@ -47,7 +47,7 @@ def test_markdown_and_json_from_one_run(
         [
             "torchperf: markdown summary written to *reports/summary.md",
             "torchperf: summary appended to $GITHUB_STEP_SUMMARY (*step_summary.md)",
-            "torchperf: pytest-benchmark JSON written to *reports/bench.json",
+            "torchperf: results file (pytest-benchmark JSON) written to *reports/bench.json",
         ]
     )
     markdown = (perf.path / "reports" / "summary.md").read_text()
