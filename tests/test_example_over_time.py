@@ -1,6 +1,6 @@
 """The example project over commits, as a user of ``torchperf history`` and ``torchperf bisect``
 meets it: the project as shipped (``git ls-files example_project``), in the subfolder it has in a
-clone, in a git repository of seven commits, one of which makes ``TinyMLP`` slower.
+clone, in a git repository of six commits, one of which makes ``TinyMLP`` slower.
 
 * history: one plain run of the MLP's perf test per commit, each writing its results file
   (``--torchperf-json``), the way the example's workflow keeps main's runs; ``torchperf history``
@@ -11,7 +11,7 @@ clone, in a git repository of seven commits, one of which makes ``TinyMLP`` slow
 
 The slowing commit computes the MLP's first layer 20 more times (+400 % or more), not the
 README's one wasted layer (+30 %): each run here is one process on a busy 2-core runner, where
-two processes timing the same sub-millisecond MLP were seen 50 % apart, and a history of seven
+two processes timing the same sub-millisecond MLP were seen 50 % apart, and a history of six
 such runs finds a +30 % step only sometimes (docs/history.md: short or noisy series). What is
 checked is that the whole path works on the real project, not the method's sensitivity (that is
 benchmarks/history_steps.py's).
@@ -30,7 +30,8 @@ from tests.subprocesses import git, isolated_env
 from tests.test_example_project import EXAMPLE, _explain, _run
 
 REPO = EXAMPLE.parent
-SLOW_AT = 4  # the commit (of 0..6) that slows the MLP down
+COMMITS = 6  # the fewest a step can be found in: 3 runs on each side
+SLOW_AT = 3  # the commit (of 0..5) that slows the MLP down
 WASTE = """        for _ in range(20):  # the MLP's first layer computed 20 more times
             torch.relu(self.net[0](x))
         return self.net(x)
@@ -42,7 +43,7 @@ def _git(root: Path, *args: str, date: int = 0) -> str:
 
 
 def example_repository(
-    root: Path, commits: int = 7, slow_at: int = SLOW_AT, waste: str = WASTE
+    root: Path, commits: int = COMMITS, slow_at: int = SLOW_AT, waste: str = WASTE
 ) -> list[str]:
     """A git repository holding the committed example project at ``root/example_project``;
     commit ``slow_at`` puts ``waste`` (the end of a ``forward``) into ``TinyMLP.forward``, the
@@ -115,7 +116,7 @@ def test_history_and_bisect_find_the_commit_that_slowed_the_example_down(tmp_pat
     )
     out = found.stdout
     assert found.returncode == 1, _explain(found)  # still slower at the last run
-    assert "torchperf: history of 7 runs" in out, out
+    assert f"torchperf: history of {COMMITS} runs" in out, out
     before, after = ids[SLOW_AT - 1][:10], ids[SLOW_AT][:10]
     for name in ("mlp-bs1", "mlp-bs64"):
         line = next(
@@ -127,7 +128,9 @@ def test_history_and_bisect_find_the_commit_that_slowed_the_example_down(tmp_pat
             None,
         )
         assert line is not None, out
-        assert f"from run {SLOW_AT + 1} of 7 on, between commits {before} and {after}" in line, out
+        assert (
+            f"from run {SLOW_AT + 1} of {COMMITS} on, between commits {before} and {after}" in line
+        ), out
     assert "2 steps in 2 of 2 measurements (2 slower, 0 faster)" in out, out
     assert "still slower than before a step" in out, out
     assert (tmp_path / "h.html").read_text().count("<svg") == 2
