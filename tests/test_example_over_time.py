@@ -9,11 +9,13 @@ clone, in a git repository of six commits, one of which makes ``TinyMLP`` slower
   names the commit (the instruction and A/B modes run the same search with slower probes:
   benchmarks/example_over_time.py runs all three on this repository).
 
-The slowing commit computes the MLP's first layer 20 more times (+400 % or more), not the
-README's one wasted layer (+30 %): each run here is one process on a busy 2-core runner, where
-two processes timing the same sub-millisecond MLP were seen 50 % apart, and a history of six
-such runs finds a +30 % step only sometimes (docs/history.md: short or noisy series). What is
-checked is that the whole path works on the real project, not the method's sensitivity (that is
+The slowing commit computes the MLP's first layer 200 more times (tens of times slower), not
+the README's one wasted layer (+30 %): each run here is one process on a busy 2-core runner.
+Beside two CPU hogs, six such runs of the MLP differed by 60-75 % (noise between runs, as
+history reports it): a step of 8x (20 more layers) was not found in them, one of 56x (200) was,
+at 6.1 and 21.8 standard errors; the test asks for 4 (``--threshold 4``, as docs/history.md
+advises for few one-process runs on a noisy machine). What is checked is that the whole path
+works on the real project, not the method's sensitivity (that is
 benchmarks/history_steps.py's).
 """
 
@@ -32,7 +34,7 @@ from tests.test_example_project import EXAMPLE, _explain, _run
 REPO = EXAMPLE.parent
 COMMITS = 6  # the fewest a step can be found in: 3 runs on each side
 SLOW_AT = 3  # the commit (of 0..5) that slows the MLP down
-WASTE = """        for _ in range(20):  # the MLP's first layer computed 20 more times
+WASTE = """        for _ in range(200):  # the MLP's first layer computed 200 more times
             torch.relu(self.net[0](x))
         return self.net(x)
 """
@@ -111,10 +113,19 @@ def test_history_and_bisect_find_the_commit_that_slowed_the_example_down(tmp_pat
         assert proc.returncode == 0, _explain(proc)
     _git(root, "checkout", "-q", ids[-1])
 
+    # --threshold 4, as docs/history.md advises for few one-process runs on a noisy machine.
     found = _torchperf(
-        root, "history", str(history), "--fail-on-slowdown", "--html", str(tmp_path / "h.html")
+        root,
+        "history",
+        str(history),
+        "--threshold",
+        "4",
+        "--fail-on-slowdown",
+        "--html",
+        str(tmp_path / "h.html"),
     )
     out = found.stdout
+    print(out)  # the figures, with -s: how far the step stands above this machine's noise
     assert found.returncode == 1, _explain(found)  # still slower at the last run
     assert f"torchperf: history of {COMMITS} runs" in out, out
     before, after = ids[SLOW_AT - 1][:10], ids[SLOW_AT][:10]
@@ -154,7 +165,7 @@ def test_history_and_bisect_find_the_commit_that_slowed_the_example_down(tmp_pat
     out = bisected.stdout
     assert bisected.returncode == 0, _explain(bisected)
     assert f"first bad commit: {ids[SLOW_AT]} change {SLOW_AT}: the MLP's first layer" in out, out
-    assert "ops changed: aten::addmm 3 -> 23" in out, out
+    assert "ops changed: aten::addmm 3 -> 203" in out, out
     assert f"last good: {ids[SLOW_AT - 1][:10]} change {SLOW_AT - 1}" in out, out
     assert "every worktree removed" in out, out
     assert _git(root, "worktree", "list").count("\n") == 0
