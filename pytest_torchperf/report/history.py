@@ -269,8 +269,9 @@ def _between(series: Series, runs: Sequence[Run], index: int) -> str:
 
 
 def step_line(series: Series, step: Step, runs: Sequence[Run]) -> str:
-    """What a step says: how much, between which runs and commits, how sure; and where else it
-    may be when a run next to it lies far from its own side's level (an outlier?)."""
+    """What a step says: how much, between which runs and commits, how sure; and the range one
+    run further, with that run's figures, when a run next to the step fits the other side's
+    level nearly as well or lies far off its own (:attr:`Step.candidates`)."""
     line = (
         f"{series.label()}: {step.change * 100:+.1f}% "
         f"({format_figure(step.before, series.unit)} -> {format_figure(step.after, series.unit)}) "
