@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
 #: The timing gates, by the verdict basis that judged them.
 TIMING_BASES = {"time": "time", "instructions": "instructions", "ab": "A/B pairs"}
@@ -54,10 +56,22 @@ class Coverage:
     #: Save runs of ``--torchperf-fallback instructions``: sessions stored without timing but
     #: with their instruction count, which a fallback compare judges instead (no failure).
     counted_instead: int = 0
+    #: The measurements behind each ``not_timed`` reason, and those whose counters or numerics
+    #: were not gated (with why, where it is known), so a line can name them.
+    names: dict[str, list[str]] = field(default_factory=dict)
+    no_counters: list[str] = field(default_factory=list)
+    no_numerics: list[str] = field(default_factory=list)
+    #: Save runs: what each timed measurement's baseline now is, by measurement name.
+    stored: dict[str, StoredBaseline] = field(default_factory=dict)
 
     @property
     def timed_total(self) -> int:
         return sum(self.timed.values())
+
+    @property
+    def no_gate(self) -> dict[str, StoredBaseline]:
+        """Save runs: measurements whose stored sessions imply a limit too wide to gate."""
+        return {name: b for name, b in self.stored.items() if b.wide}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (reports' ``torchperf_coverage`` field)."""
@@ -95,12 +109,34 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
         _count_untimed(cov, record)
     gated = record.get("gated") or ()
     basis = next((b for b in gated if b in TIMING_BASES), None)
+    name = record.get("name")
     if basis:
         cov.timed[basis] += 1
     else:
-        cov.not_timed[_why_not_judged(verdict)] += 1
+        why = _why_not_judged(verdict)
+        cov.not_timed[why] += 1
+        _name(cov, why, record)
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
+    if "counters" not in gated and name:
+        cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
+    if "numerics" not in gated and name:
+        cov.no_numerics.append(f"{name} (no output fingerprint or metric stored)")
+
+
+def _name(cov: Coverage, why: str, record: Mapping[str, Any]) -> None:
+    """Name ``record``'s measurement under reason ``why`` (records without a name are counted
+    only)."""
+    if record.get("name"):
+        cov.names.setdefault(why, []).append(str(record["name"]))
+
+
+def _why_no_counters(record: Mapping[str, Any]) -> str:
+    if record.get("counters") is not None:
+        return "no counters stored"
+    if record.get("variant", "eager") not in ("eager", "compiled"):
+        return "only eager and compiled variants record counters"
+    return "counters off"
 
 
 def _why_not_judged(verdict: Mapping[str, Any]) -> str:
@@ -111,17 +147,25 @@ def _why_not_judged(verdict: Mapping[str, Any]) -> str:
 
 def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     cov.measurements += 1
+    baseline = StoredBaseline.from_dict(record["stored"]) if record.get("stored") else None
+    if baseline is not None:
+        cov.stored[str(record.get("name") or f"measurement {cov.measurements}")] = baseline
     if record.get("saved") and not record.get("untimed"):
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).
         kind = recorded_kind((record.get("session") or {}).get("gate") or {})
         basis = "instructions" if kind == "instructions" else "time"
-        cov.timed[basis] += 1
+        if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
+            cov.timed[basis] += 1
     elif record.get("untimed"):  # refused by a guard: stored without its timing
-        cov.not_timed[guard_kind(str(record["untimed"]))] += 1
+        why = guard_kind(str(record["untimed"]))
+        cov.not_timed[why] += 1
+        _name(cov, why, record)
         _count_untimed(cov, record)
     else:  # not stored by design (a test timed in an instruction-count run) or for its count
-        cov.not_timed[str(record.get("not_saved") or "not stored")] += 1
+        why = str(record.get("not_saved") or "not stored")
+        cov.not_timed[why] += 1
+        _name(cov, why, record)
     stored = bool(record.get("saved"))
     cov.counters += stored and record.get("counters") is not None
     session = record.get("session") or {}
@@ -142,8 +186,18 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
         cov.untimed_reasons.append(str(record["untimed"]))
 
 
-def _reasons(counter: Counter[str]) -> str:
-    return ", ".join(f"{n} {why}" for why, n in counter.most_common())
+def _reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:
+    """``2 busy machine, 1 spread``; with ``names``, each reason's measurements after it."""
+    return ", ".join(
+        f"{n} {why}" + (f" ({_named(names[why])})" if names and names.get(why) else "")
+        for why, n in counter.most_common()
+    )
+
+
+def _named(names: Sequence[str], most: int = 4) -> str:
+    """Up to ``most`` names, then how many more."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def coverage_line(cov: Coverage) -> str:
@@ -158,15 +212,55 @@ def coverage_line(cov: Coverage) -> str:
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
         if cov.not_timed:
-            line += f"; timing not judged: {_reasons(cov.not_timed)}"
+            line += f"; timing not judged: {_reasons(cov.not_timed, cov.names)}"
+        if cov.no_counters:
+            line += f"; counters not gated: {_named(cov.no_counters)}"
+        if cov.no_numerics:
+            line += f"; numerics not gated: {_named(cov.no_numerics)}"
         return line + _counted_instead(cov)
     line = (
         f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of {n}, "
         f"counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
     )
     if cov.not_timed:
-        line += f"; timing not stored: {_reasons(cov.not_timed)}"
+        line += f"; timing not stored: {_reasons(cov.not_timed, cov.names)}"
+    if cov.no_gate:
+        line += (
+            f"; timing stored but its sessions disagree too much to gate: {len(cov.no_gate)} "
+            f"({_named(list(cov.no_gate))})"
+        )
     return line + _counted_instead(cov)
+
+
+def stored_lines(cov: Coverage) -> list[str]:
+    """A save's baselines, one line per measurement, when any is thinner than asked (fewer
+    sessions stored than processes measured it) or too noisy to gate; nothing otherwise."""
+    if cov.mode != "save" or not any(b.thin or b.wide for b in cov.stored.values()):
+        return []
+    return [
+        "what the save stored, per measurement (some thinner than asked or too noisy to gate):",
+        *(f"  {name}: {stored_summary(b)}" for name, b in cov.stored.items()),
+    ]
+
+
+def stored_summary(b: StoredBaseline) -> str:
+    """What one measurement's timing baseline now is, and what a compare will make of it."""
+    sessions = f"{b.this_save} of {b.asked} processes stored" + (
+        f" ({b.sessions} sessions in all)" if b.sessions != b.this_save else ""
+    )
+    if b.baseline is None:
+        return f"{sessions}: no timing stored"
+    parts = [sessions, f"baseline p25 {format_time(b.baseline)}"]
+    if b.noise is None:
+        parts.append("one session: its noise is unknown, judged at the limit as asked")
+    else:
+        parts.append(f"process noise {format_percent(b.noise)}")
+    judged = f"a compare judges at {format_percent(b.limit)}"
+    if b.wide and b.bound is not None:
+        judged += f": no gate (over {format_percent(b.bound)})"
+    elif b.limit > b.tolerance:
+        judged += f" (widened from {format_percent(b.tolerance)})"
+    return ", ".join(parts) + f"; {judged}"
 
 
 def _counted_instead(cov: Coverage) -> str:
@@ -193,8 +287,14 @@ def weak_gate_warning(cov: Coverage) -> str | None:
 def _remedies(cov: Coverage) -> str:
     reasons = set(cov.not_timed)
     said = []
-    if reasons - {NO_BASELINE, NO_TIMING_BASELINE}:
+    if reasons - {NO_BASELINE, NO_TIMING_BASELINE, NOISY_BASELINE}:
         said.append(f"On a machine this busy, {REMEDIES}")
+    if NOISY_BASELINE in reasons:
+        said.append(
+            "Where the stored sessions disagree too much to gate, save them again on a quieter "
+            "machine (pytest --torchperf-save --torchperf-reset) or gate on instruction counts "
+            "(--torchperf-instructions)"
+        )
     if NO_TIMING_BASELINE in reasons:
         said.append(
             "Store the missing timings with pytest --torchperf-save on a quiet machine (their "
@@ -209,8 +309,45 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
     """Why the run must exit non-zero although its tests passed, or None.
 
     A save that could not store a timing for every measurement (it stored their counters and
-    numerics) and no instruction count in its place: a CI job built on it would gate nothing. A strict compare that judged timing for
-    fewer than half of its measurements."""
+    numerics) and no instruction count in its place, or whose stored sessions disagree so much
+    that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
+    compare that judged timing for fewer than half of its measurements."""
+    failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov)) if f]
+    if failures:
+        return "; and ".join(failures)
+    if strict and weak_gate_warning(cov):
+        return (
+            f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
+            f"({_reasons(cov.not_timed)}), failing: --torchperf-strict. {_remedies(cov)}"
+        )
+    return None
+
+
+def _no_gate_failure(cov: Coverage) -> str | None:
+    wide = cov.no_gate
+    if not wide:
+        return None
+    worst = max(b.limit / b.tolerance for b in wide.values())
+    each = "; ".join(
+        f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
+        f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
+        f"{format_percent(b.bound or 0.0)})"
+        for name, b in wide.items()
+    )
+    return (
+        f"the save stored timing sessions that disagree too much to gate for {len(wide)} of "
+        f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
+        f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
+        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
+        f"wide with --torchperf-max-widening={_ceil(worst)}"
+    )
+
+
+def _ceil(x: float) -> int:
+    return int(-(-x // 1))
+
+
+def _untimed_failure(cov: Coverage) -> str | None:
     if cov.untimed_reasons:
         missing = len(cov.untimed_reasons)
         options = sorted({loosening_option(why) for why in cov.untimed_reasons})
@@ -226,11 +363,6 @@ def run_failure(cov: Coverage, strict: bool) -> str | None:
             f"({_reasons(kinds)}); their counters and numerics were stored and gate from now "
             f"on, their timing does not. {remedy}, or, where this machine is always like that, "
             f"store the timing anyway with {' or '.join(options)}"
-        )
-    if strict and weak_gate_warning(cov):
-        return (
-            f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
-            f"({_reasons(cov.not_timed)}), failing: --torchperf-strict. {_remedies(cov)}"
         )
     return None
 

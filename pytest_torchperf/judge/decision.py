@@ -12,7 +12,9 @@ Pure module (no torch, no pytest). Deciding (:func:`decide`, here) and wording
 2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the
    median of the stored sessions' p25. Timing interference only adds time, so p25 is steadier.
 3. **Widen, never narrow** the limit to three standard deviations of the process-to-process noise
-   the stored sessions show (:mod:`.tolerance`).
+   the stored sessions show (:mod:`.tolerance`). A pass within a limit widened beyond
+   ``max_widening`` times ``max_slowdown`` is not a pass: inconclusive (``noisy-baseline``), as
+   no such limit would catch the slowdowns the user asked about.
 4. **Confirm.** A suspected slowdown fails only if two more passes agree, taken in fresh processes
    by default: a process that runs a model slow for its whole life (memory layout, allocator
    state) then cannot fail a test alone, nor can a baseline that happened to run fast. Each
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.judge.samples import GuardLimits, Sample
-from pytest_torchperf.judge.tolerance import effective_tolerance
+from pytest_torchperf.judge.tolerance import MAX_WIDENING, effective_tolerance, widened_beyond
 
 #: Passes that must agree, after the first, before a slowdown fails.
 CONFIRMATIONS = 2
@@ -96,6 +98,8 @@ class Decision:
     #: The limit the confirming passes were judged at, when it differs from ``limit`` (a pooled
     #: first pass, single-process confirmations).
     confirm_limit: float | None = None
+    #: The widest limit allowed, as a multiple of ``tolerance`` (0: no bound).
+    max_widening: float = MAX_WIDENING
 
     def machine_ratio(self, sample: Sample) -> float | None:
         """The sample's calibration kernel against the baseline sessions' (None when unknown)."""
@@ -115,6 +119,7 @@ def decide(
     baseline_calibrations: Sequence[float] = (),
     confirm: Callable[[], Sample | None] | None = None,
     confirmations: int = CONFIRMATIONS,
+    max_widening: float = MAX_WIDENING,
 ) -> Decision:
     """The outcome of ``first`` against stored per-session statistics ``baseline_stats``.
 
@@ -122,6 +127,8 @@ def decide(
     then for confirmations ``confirm`` cannot give); ``confirm`` takes a confirming pass in a
     fresh process (None when it cannot). ``baseline_calibrations``: the stored sessions'
     calibration kernel times, when every session has one (the machine-speed guard needs them).
+    ``max_widening``: a pass within a limit widened beyond this many times ``tolerance`` is
+    inconclusive, not a pass (0: no bound).
     """
     if not baseline_stats:
         return Decision(
@@ -134,7 +141,7 @@ def decide(
         else None
     )
     judging = _Judging(first, baseline_stats, tolerance, guard, reference)
-    judging.common.update(noise=noise)
+    judging.common.update(noise=noise, max_widening=max_widening)
 
     current, problem = first, judging.untrusted(first)
     if problem:
@@ -158,6 +165,8 @@ def decide(
         ):
             return judging.decision(Outcome.PASS, "machine-faster", current, ratio)
         return judging.decision(Outcome.IMPROVED, "improved", current, ratio)
+    if widened_beyond(limit, tolerance, max_widening):
+        return judging.decision(Outcome.INCONCLUSIVE, "noisy-baseline", current, ratio)
     return judging.decision(Outcome.PASS, "within", current, ratio)
 
 
@@ -253,10 +262,11 @@ class _Judging:
                 confirm_limit = taken_limit
             if taken_ratio <= 1.0 + taken_limit:
                 # Within the limit, disturbed or not (a disturbance only adds time): the first
-                # pass was not confirmed.
+                # pass was not confirmed; unless that limit is too wide to tell anything.
+                wide = widened_beyond(taken_limit, self.tolerance, self.common["max_widening"])
                 return self.decision(
-                    Outcome.PASS,
-                    "contradicted",
+                    Outcome.INCONCLUSIVE if wide else Outcome.PASS,
+                    "noisy-baseline" if wide else "contradicted",
                     taken,
                     taken_ratio,
                     first_ratio=ratio,

@@ -18,6 +18,7 @@ from pytest_torchperf.judge.samples import (
     MIN_CPU_SHARE,
     Sample,
 )
+from pytest_torchperf.judge.tolerance import MAX_WIDENING
 
 #: The measurement kinds (:mod:`pytest_torchperf.judge.kinds`): what a measurement's
 #: performance figure is. ``time``: timed blocks against stored sessions; ``instructions``:
@@ -52,6 +53,9 @@ class Gate:
     #: (abc1234)``); the paired interval against ``max_slowdown`` is the timing verdict and the
     #: sessions are side A's. Empty in every other run.
     ab: str = ""
+    #: A timing pass within a limit the stored sessions' noise widened beyond this many times
+    #: ``max_slowdown`` is inconclusive, not a pass (0: no bound).
+    max_widening: float = MAX_WIDENING
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -78,6 +82,7 @@ class Gate:
             "instructions": self.instructions,
             "max_instruction_increase": self.max_instruction_increase,
             "ab": self.ab,
+            "max_widening": self.max_widening,
         }
 
     @classmethod
@@ -97,6 +102,8 @@ class Gate:
             "kind": recorded_kind(gate),
             "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
             "ab": str(gate.get("ab") or ""),
+            # Files written before the bound judged at any width.
+            "max_widening": gate.get("max_widening", 0.0),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

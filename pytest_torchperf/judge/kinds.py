@@ -101,6 +101,7 @@ class TimeKind(_NoExtraChecks):
             max_relative_iqr=gate.max_spread,
             max_neighbour_load=gate.max_neighbour_load,
             max_machine_slowdown=gate.max_machine_slowdown,
+            max_widening=gate.max_widening,
             confirm=confirm,
             baseline_calibrated=[
                 (s["statistic"], s["calibration"])

@@ -109,7 +109,11 @@ def guard_problem(
     pass whose kernel ran more than ``max_machine_slowdown`` slower was taken on a slower machine.
     """
     if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
-        head = f"CPU share {sample.cpu_share:.2f} < {min_cpu_share:.2f}: "
+        # Enough digits that the share reads below its limit (0.895 is not "0.90 < 0.90").
+        digits = next(
+            (d for d in (2, 3, 4) if f"{sample.cpu_share:.{d}f}" != f"{min_cpu_share:.{d}f}"), 4
+        )
+        head = f"CPU share {sample.cpu_share:.{digits}f} < {min_cpu_share:.2f}: "
         if sample.crowded is False:
             queued = sample.queued_share or 0.0
             return head + (

@@ -11,6 +11,12 @@ limit is widened to three of those standard deviations: on a shared 2-vCPU VM, 3
 widened by their range alone still failed 4-6 % of 20-test suite runs of unchanged code, three
 standard deviations 1-3 % (``benchmarks/suite_noise.py``, docs/reliability.md).
 
+A limit widened far beyond ``max_slowdown`` is no gate: with 5 sessions of a 160 us MLP at 156-323
+us (a jumpy 2-vCPU VM) a 10 % limit became 139 % and a +25 % slowdown passed. :data:`MAX_WIDENING`
+bounds it: a pass judged at a limit over that many times ``max_slowdown`` is not a pass (the
+verdict is inconclusive: "noisy baseline"), and a save whose stored sessions imply such a limit
+fails (:func:`widened_beyond`).
+
 Pure logic, used by :func:`pytest_torchperf.judge.decision.judge` and the speedup check in
 :mod:`pytest_torchperf.judge.drift`.
 """
@@ -18,7 +24,10 @@ Pure logic, used by :func:`pytest_torchperf.judge.decision.judge` and the speedu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from pytest_torchperf.core.stats import robust_cv
 
@@ -26,6 +35,11 @@ from pytest_torchperf.core.stats import robust_cv
 NOISE_AWARE_MIN_SESSIONS = 5
 #: The limit is widened to this many estimated standard deviations of the process noise.
 NOISE_CV_FACTOR = 3.0
+#: A limit the noise widened to more than this many times ``max_slowdown`` gates nothing (the
+#: default of ``--torchperf-max-widening``; 0 there disables the bound).
+MAX_WIDENING = 3.0
+#: Why such a verdict judged no timing, in a word (run summaries count it).
+NOISY_BASELINE = "noisy baseline"
 #: Expected range of n normal values in standard deviations (d2, from Shewhart control charts).
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 
@@ -58,6 +72,76 @@ def effective_tolerance(
     m, n = len(baseline_stats), max(1, candidate_processes)
     scale = math.sqrt((median_variance(n) + median_variance(m)) / (1 + median_variance(m)))
     return max(tolerance, NOISE_CV_FACTOR * sigma * scale), sigma
+
+
+def widening_bound(tolerance: float, max_widening: float) -> float | None:
+    """The widest limit that still gates: ``max_widening`` times ``tolerance`` (None: no bound)."""
+    return tolerance * max_widening if max_widening > 0 else None
+
+
+def widened_beyond(limit: float, tolerance: float, max_widening: float) -> bool:
+    """Whether ``limit`` (``tolerance`` widened to the noise) is too wide to be a gate."""
+    bound = widening_bound(tolerance, max_widening)
+    return bound is not None and limit > bound * (1 + 1e-9)
+
+
+@dataclass(frozen=True)
+class StoredBaseline:
+    """What a save left stored for one measurement's timing, and the limit it implies: the
+    figures a save's summary shows, and what makes it fail when that limit is no gate."""
+
+    #: Timed sessions stored for the measurement (this save's and earlier saves' still kept).
+    sessions: int
+    #: Of them, written by this save; and the processes this save measured it in.
+    this_save: int
+    asked: int
+    #: The median of the stored p25s: what a compare holds a pass against (seconds per call).
+    baseline: float | None
+    #: Process-to-process noise the sessions show (relative standard deviation), None below 2.
+    noise: float | None
+    #: The ``max_slowdown`` asked for, and the limit a one-process compare will apply.
+    tolerance: float
+    limit: float
+    #: The widest limit that gates (None: no bound).
+    bound: float | None
+
+    @property
+    def wide(self) -> bool:
+        """The limit is too wide to gate."""
+        return self.bound is not None and self.limit > self.bound * (1 + 1e-9)
+
+    @property
+    def thin(self) -> bool:
+        """Fewer of this save's processes were stored than measured it."""
+        return self.this_save < self.asked
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StoredBaseline":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def stored_baseline(
+    statistics_stored: Sequence[float],
+    this_save: int,
+    asked: int,
+    tolerance: float,
+    max_widening: float,
+) -> StoredBaseline:
+    """The :class:`StoredBaseline` of the timed sessions' statistics now stored."""
+    limit, noise = effective_tolerance(tolerance, statistics_stored)
+    return StoredBaseline(
+        sessions=len(statistics_stored),
+        this_save=this_save,
+        asked=max(asked, this_save),
+        baseline=statistics.median(statistics_stored) if statistics_stored else None,
+        noise=noise,
+        tolerance=tolerance,
+        limit=limit,
+        bound=widening_bound(tolerance, max_widening),
+    )
 
 
 def baseline_range(baseline_stats: Sequence[float]) -> float:

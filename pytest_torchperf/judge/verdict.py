@@ -4,6 +4,7 @@ worded into a message, notes and figures (:func:`word`); :func:`judge` does both
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from pytest_torchperf.judge.samples import (
     Sample,
     guard_kind,
 )
+from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, widening_bound
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Judgement:
 def word(label: str, d: Decision) -> Verdict:
     """The :class:`Verdict` of a decision: its message, notes and figures."""
     notes = []
-    if d.noise is not None and d.limit > d.tolerance:
+    if d.noise is not None and d.limit > d.tolerance and d.reason != "noisy-baseline":
         notes.append(
             f"the {d.sessions} stored sessions (fresh processes of unchanged code) put this "
             f"machine's process-to-process noise at {format_percent(d.noise)}, too much for a "
@@ -197,6 +199,8 @@ def word(label: str, d: Decision) -> Verdict:
                 f"{SLOW_MACHINE_MARGIN:g} times that pass's limit, so it was not the machine's"
             )
             figures["notes"] = tuple(notes)
+    elif d.reason == "noisy-baseline":
+        message = _noisy_baseline(label, d, where)
     elif d.reason == "contradicted":
         message = (
             f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
@@ -222,9 +226,39 @@ def word(label: str, d: Decision) -> Verdict:
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
     guard = guard_kind(d.problem) if d.outcome is Outcome.INCONCLUSIVE and d.problem else None
+    if d.reason == "noisy-baseline":
+        guard = NOISY_BASELINE
     return Verdict(
         d.outcome, message, suspicious=d.reason == "contradicted", guard=guard, **figures
     )
+
+
+def _noisy_baseline(label: str, d: Decision, where: str) -> str:
+    """A pass within a limit too wide to gate: the figures that widened it, and what repeats."""
+    limit = d.confirm_limit if d.confirm_ratios and d.confirm_limit is not None else d.limit
+    bound = widening_bound(d.tolerance, d.max_widening) or limit
+    passes = (
+        f" (first pass {format_change(d.first_ratio)}, then {format_change(d.ratio)} {where})"
+        if d.confirm_ratios
+        else ""
+    )
+    return (
+        f"{label}: timing not judged, {format_change(d.ratio)} vs baseline{passes}: the "
+        f"{d.sessions} stored sessions (fresh processes of unchanged code) put this machine's "
+        f"process-to-process noise at {format_percent(d.noise or 0.0)}, which widens the "
+        f"{format_percent(d.tolerance)} limit to {format_percent(limit)}, beyond the "
+        f"{format_percent(bound)} allowed ({d.max_widening:g}x the limit): a slowdown below "
+        f"{format_percent(limit)} would pass unseen, so this is no gate. Save the baseline again where runs repeat (pytest "
+        f"--torchperf-save --torchperf-reset on a quieter machine), gate on instruction counts "
+        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept the wider "
+        f"limit with --torchperf-max-widening={_factor_for(limit, d.tolerance)}; "
+        f"--torchperf-strict turns this into a failure."
+    )
+
+
+def _factor_for(limit: float, tolerance: float) -> str:
+    """The smallest whole ``--torchperf-max-widening`` factor that admits ``limit``."""
+    return f"{math.ceil(limit / tolerance - 1e-9)}"
 
 
 def _confidence_line(d: Decision) -> str:
@@ -265,6 +299,7 @@ def judge(
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
     confirmations: int = CONFIRMATIONS,
+    max_widening: float = MAX_WIDENING,
 ) -> Judgement:
     """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
 
@@ -286,5 +321,6 @@ def judge(
         baseline_calibrations=calibrations,
         confirm=confirm,
         confirmations=confirmations,
+        max_widening=max_widening,
     )
     return Judgement(word(label, d), d.final, d.samples)

@@ -21,6 +21,7 @@ from pytest_torchperf.options.values import (
     parse_bool,
     parse_counter_names,
     parse_duration,
+    parse_factor,
     parse_fraction,
     parse_label,
     parse_positive_int,
@@ -67,6 +68,10 @@ class MeasureOptions:
     #: Machine guard: a CPU pass whose calibration kernel ran this much slower than when the
     #: baseline was saved is re-measured, then inconclusive (and is not saved).
     max_machine_slowdown: float = 0.25
+    #: A timing pass within a limit the stored sessions' process noise widened beyond this many
+    #: times ``max_slowdown`` is inconclusive, and a save whose sessions imply such a limit
+    #: fails: that limit gates nothing. 0 (``off``) disables the bound.
+    max_widening: float = 3.0
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -171,6 +176,13 @@ OPTIONS: dict[str, OptionSpec] = {
             "Machine guard: CPU measurements during "
             "which the calibration kernel ran more than this slower than when the baseline "
             "was saved are inconclusive and not saved, e.g. 25% (default)",
+        ),
+        OptionSpec(
+            "max_widening",
+            parse_factor,
+            "Widest limit, as a multiple of max_slowdown, that the stored sessions' process "
+            "noise may widen it to: beyond, timing is not judged and a save fails, e.g. 3x "
+            "(default; off disables)",
         ),
         OptionSpec(
             "max_neighbour_load",

@@ -45,6 +45,23 @@ def parse_fraction(value: Any) -> float:
     return result
 
 
+def parse_factor(value: Any) -> float:
+    """Parse a multiple of at least 1: ``"3x"``, ``"3"``, ``3`` -> 3.0; ``off`` (or 0) -> 0.0,
+    which disables the bound it feeds."""
+    text = str(value).strip().lower()
+    if text in ("off", "0", "0x"):
+        return 0.0
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        result = float(text.removesuffix("x"))
+    except ValueError:
+        raise OptionError(f"{value!r} is not a factor (examples: '3x', 3, 'off')") from None
+    if not math.isfinite(result) or result < 1.0:
+        raise OptionError(f"{value!r} must be a factor of at least 1 (examples: '3x', 5), or 'off'")
+    return result
+
+
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us)?\s*$")
 _DURATION_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
 

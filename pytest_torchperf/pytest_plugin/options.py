@@ -48,6 +48,7 @@ _METAVARS = {
     "max_spread": "PCT",
     "max_neighbour_load": "SHARE",
     "max_machine_slowdown": "PCT",
+    "max_widening": "FACTOR",
     "ignore_counters": "NAMES",
     "max_instruction_increase": "PCT",
 }

@@ -55,14 +55,15 @@ class SummaryReporter:
         return coverage(self.records, comparing=bool(settings.compare or settings.ab))
 
     def coverage_lines(self) -> list[str]:
-        """The coverage line, then the weak-gate warning and the run failure, if any."""
-        from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
+        """The coverage line, a save's baselines when any is thin or noisy, then the weak-gate
+        warning or the run failure, if any."""
+        from pytest_torchperf.judge.coverage import coverage_line, stored_lines, weak_gate_warning
 
         cov = self.coverage()
         if cov is None:
             return []
         warning = weak_gate_warning(cov)
-        lines = [coverage_line(cov)]
+        lines = [coverage_line(cov), *stored_lines(cov)]
         if self.run_failure:
             lines.append(f"run failed: {self.run_failure}")
         elif warning:

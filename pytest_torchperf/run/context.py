@@ -163,6 +163,7 @@ class RunContext:
             max_spread=options.max_spread,
             max_neighbour_load=options.max_neighbour_load,
             max_machine_slowdown=options.max_machine_slowdown,
+            max_widening=options.max_widening,
             strict=options.strict,
             ignore_counters=tuple(options.ignore_counters),
             confirm=self.settings.confirm if self.fresh_runs else "same",

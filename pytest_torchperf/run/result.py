@@ -83,6 +83,9 @@ class Result:
     #: Why a saving run stored this measurement without its timing (every pass refused by a
     #: guard: ``busy neighbour``); its counters and numerics were stored. None when timed.
     untimed: str | None = None
+    #: A save: what its timing baseline now is (sessions, median, noise, the limit it implies;
+    #: :class:`pytest_torchperf.judge.tolerance.StoredBaseline`); None when nothing timed.
+    stored: dict[str, Any] | None = None
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
@@ -291,6 +294,7 @@ class Result:
             "saved": self.saved,
             "not_saved": self.not_saved,
             "untimed": self.untimed,
+            "stored": self.stored,
             "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
             "variant": self.variant,

@@ -11,18 +11,21 @@ from typing import Any
 
 from pytest_torchperf import __version__
 from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     Sample,
     guard_problem,
     loosening_option,
     machine_disturbance,
 )
+from pytest_torchperf.judge.tolerance import stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import child_session_records
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
+from pytest_torchperf.store.records import timed_sessions
 
 
 def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
@@ -225,14 +228,17 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
 
 
 def flush(ctx: RunContext, state: TestState) -> list[Any]:
-    """Write the pending baseline sessions of a test that passed; return the files written."""
+    """Write the pending baseline sessions of a test that passed; return the files written.
+    Each measurement's Result then says what is stored for it (:func:`note_stored`)."""
     written, reset_done = [], set()
+    by_key: dict[tuple[str, str, str], list[PendingSave]] = {}
     for pending in state.pending:
         # --torchperf-reset replaces a history once; the other processes' sessions of the same
         # measurement (--torchperf-processes) are then appended to the fresh one.
         key = (pending.env_id, pending.nodeid, pending.name)
         reset = ctx.settings.reset and key not in reset_done
         reset_done.add(key)
+        by_key.setdefault(key, []).append(pending)
         written.append(
             ctx.store.record(
                 pending.env_id,
@@ -244,5 +250,26 @@ def flush(ctx: RunContext, state: TestState) -> list[Any]:
             )
         )
         pending.result.saved = True
+    for key, pendings in by_key.items():
+        note_stored(ctx, key, pendings)
     state.pending.clear()
     return written
+
+
+def note_stored(
+    ctx: RunContext, key: tuple[str, str, str], pendings: Sequence[PendingSave]
+) -> None:
+    """Put on the measurement's Result what its timing baseline now is: sessions stored (this
+    save's of the processes that measured it), their median, their noise and the limit a
+    compare will apply (:class:`pytest_torchperf.judge.tolerance.StoredBaseline`). Timing kinds
+    only: an instruction count is one exact figure."""
+    result = pendings[0].result
+    gate = Gate.from_record(pendings[-1].record.get("gate") or {})
+    if gate.kind not in ("time", "time-or-instructions"):
+        return
+    stored = [s["statistic"] for s in timed_sessions(ctx.store.load_sessions(*key))]
+    this_save = sum(1 for p in pendings if p.record.get("statistic"))
+    asked = max(ctx.settings.processes, len(result.processes), 1)
+    result.stored = stored_baseline(
+        stored, this_save, asked, gate.max_slowdown, gate.max_widening
+    ).to_dict()

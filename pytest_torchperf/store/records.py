@@ -76,6 +76,10 @@ class GateRecord(TypedDict, total=False):
     saving: bool
     instructions: bool  #: judged on instruction counts (--torchperf-instructions)
     max_instruction_increase: float
+    kind: str
+    ab: str
+    #: The widest noise-widened limit that gates, as a multiple of max_slowdown (0: no bound).
+    max_widening: float
 
 
 class InstructionRecord(TypedDict, total=False):
@@ -147,6 +151,8 @@ class MeasurementRecord(TypedDict, total=False):
     saved: bool
     not_saved: str | None  #: why a saving run did not store it
     untimed: str | None  #: why a saving run stored its counters and numerics but not its timing
+    #: A save: its timing baseline now (sessions, median, noise, the limit a compare applies).
+    stored: dict[str, Any] | None
     calibration: float | None
     outcome: str  #: fail when anything failed, else the verdict's outcome; measured, disabled
     label: str  #: the label every report shows, e.g. ``FAIL (counters)``

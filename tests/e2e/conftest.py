@@ -66,6 +66,9 @@ torchperf_min_cpu_share = 0
 torchperf_max_spread = 1000%
 torchperf_max_neighbour_load = 100%
 torchperf_max_machine_slowdown = 1000%
+# Several saves of 20 ms on a shared machine disagree: the bound on a limit widened by that noise
+# is off too (tests of the bound switch it back on).
+torchperf_max_widening = off
 # Suspected slowdowns are confirmed in this process: a fresh pytest process per failing test would
 # add seconds each (tests/e2e/test_processes.py checks the default, fresh, on its own).
 torchperf_confirm = same

@@ -170,7 +170,7 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
             ),
             "*sleepy*measured, saved without timing: CPU share 0.* < 0.90*",
             "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of 1;"
-            f" timing not stored: 1 {WHY}",
+            f" timing not stored: 1 {WHY} (sleepy)",
             f"torchperf: run failed: the save stored no timing for 1 of 1 measurements (1 {WHY}); "
             "their counters and numerics were stored and gate from now on, their timing does "
             "not. "

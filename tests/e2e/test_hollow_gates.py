@@ -48,7 +48,7 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
     assert compare.ret == pytest.ExitCode.OK
     line = (
         "gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
-        "timing not judged: 1 no timing baseline"
+        "timing not judged: 1 no timing baseline (sleepy)"
     )
     compare.stdout.fnmatch_lines(
         [
@@ -195,3 +195,72 @@ def test_xdist_workers_pause_their_tests_while_one_times(perf: pytest.Pytester) 
     # Without the gate every call overlapped (7472 of 7472 in one run); with it, only the untimed
     # ones may (the output check, the counters, the op profile a save stores: 103 of 7662).
     assert len(overlapping) < 0.05 * len(calls), (len(overlapping), len(calls))
+
+
+MLP = """
+import torch
+
+def test_mlp(torchperf):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    torchperf(model, torch.randn(16, 32), name="mlp")
+"""
+
+BOUND = "--torchperf-max-widening=3x"
+
+
+def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
+    perf: pytest.Pytester,
+) -> None:
+    """Stored sessions 25x apart imply a limit of thousands of percent: the save that leaves
+    them stored fails naming them and the fix, a compare judges no timing on them (counted as
+    not gated; strict fails), and with the bound off the same compare passes as before."""
+    perf.makepyfile(MLP)
+    assert perf.runpytest("--torchperf-save", BOUND).ret == pytest.ExitCode.OK
+    (path,) = baseline_files(perf.path / ".torchperf")
+    doc = json.loads(path.read_text())
+    (entry,) = doc["tests"].values()
+    (session,) = entry["mlp"]["sessions"]
+    # Four more sessions, as if four processes of a save on a jumpy machine had read these.
+    for k, factor in enumerate((0.2, 5.0, 1.0, 0.3)):
+        other = json.loads(json.dumps(session))
+        other["run_id"] = f"{session['run_id']}-p{k + 1}"
+        other["statistic"] *= factor
+        other["times"] = [t * factor for t in other["times"]]
+        entry["mlp"]["sessions"].append(other)
+    path.write_text(json.dumps(doc))
+
+    save = perf.runpytest("--torchperf-save", BOUND)
+    assert save.ret == pytest.ExitCode.TESTS_FAILED, save.stdout.str()
+    save.stdout.fnmatch_lines(
+        [
+            "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "
+            "1; timing stored but its sessions disagree too much to gate: 1 (mlp)",
+            "torchperf: what the save stored, per measurement*",
+            "torchperf:   mlp: 1 of 1 processes stored (6 sessions in all), baseline p25 *, "
+            "process noise *; a compare judges at *: no gate (over 30%)",
+            "torchperf: run failed: the save stored timing sessions that disagree too much to "
+            "gate for 1 of 1 measurements: mlp (6 sessions*). Save again on a quieter machine, "
+            "replacing them (pytest --torchperf-save --torchperf-reset)*--torchperf-max-widening=*",
+        ]
+    )
+
+    compare = perf.runpytest("--torchperf-compare", BOUND)
+    assert compare.ret == pytest.ExitCode.OK
+    compare.stdout.fnmatch_lines(
+        [
+            "*mlp: timing not judged, *vs baseline: the 6 stored sessions (fresh processes of "
+            "unchanged code) put this machine's process-to-process noise at *, which widens the "
+            "10% limit to *, beyond the 30% allowed (3x the limit)*",
+            "torchperf: gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics "
+            "1 of 1; timing not judged: 1 noisy baseline (mlp)",
+            "torchperf: warning: timing was judged for only 0 of 1 measurements*save them again "
+            "on a quieter machine*",
+        ]
+    )
+    strict = perf.runpytest("--torchperf-compare", BOUND, "--torchperf-strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["*mlp: timing not judged*(failing: --torchperf-strict)*"])
+    # The bound off (this suite's ini): judged at the widened limit, as before it existed.
+    unbound = perf.runpytest("--torchperf-compare")
+    assert unbound.ret == pytest.ExitCode.OK
+    unbound.stdout.fnmatch_lines(["torchperf: gated 1 measurement: timing judged for 1 of 1*"])

@@ -14,12 +14,14 @@ from pytest_torchperf.judge.coverage import (
     coverage,
     coverage_line,
     run_failure,
+    stored_lines,
     strict_run,
     weak_gate_warning,
 )
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 
 COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
@@ -223,3 +225,89 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
     for kind, with_count in (("time-or-instructions", False), ("time", True)):
         cov = coverage([untimed(kind, with_count)], comparing=False)
         assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
+
+
+# -- what a save stored, and a stored baseline too noisy to gate ---------------------------------
+
+
+def saved_with(name: str, stats: list[float], this_save: int, asked: int) -> dict[str, Any]:
+    """A saved record whose timing baseline is now ``stats`` (p25s, seconds)."""
+    stored = stored_baseline(stats, this_save, asked, 0.10, MAX_WIDENING)
+    return {
+        "name": name,
+        "outcome": "measured",
+        "saved": True,
+        "counters": COUNTERS,
+        "session": {"fingerprint": {"leaves": []}},
+        "stored": stored.to_dict(),
+    }
+
+
+#: Issue 36's jumpy VM: five save processes of a 160 us MLP.
+JUMPY = [262e-6, 163e-6, 256e-6, 323e-6, 156e-6]
+STEADY = [160e-6, 161e-6, 159e-6, 162e-6, 160e-6]
+
+
+def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> None:
+    cov = coverage([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)], False)
+    assert cov is not None
+    assert coverage_line(cov) == (
+        "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; timing "
+        "stored but its sessions disagree too much to gate: 1 (mlp)"
+    )
+    failure = run_failure(cov, strict=False)
+    assert failure is not None
+    assert failure.startswith(
+        "the save stored timing sessions that disagree too much to gate for 1 of 2 "
+        "measurements: mlp (5 sessions, process noise 46.02%: 10% widened to 138.07%, over 30%)"
+    ), failure
+    assert "--torchperf-save --torchperf-reset" in failure
+    assert "--torchperf-max-widening=14" in failure
+    lines = stored_lines(cov)
+    assert lines[0].startswith("what the save stored, per measurement")
+    assert lines[1] == (
+        "  mlp: 5 of 5 processes stored, baseline p25 256 us, process noise 46.02%; a compare "
+        "judges at 138.07%: no gate (over 30%)"
+    ), lines[1]
+    assert lines[2].startswith("  gru: 5 of 5 processes stored, baseline p25 160 us")
+    # Steady sessions alone: the save passes and lists nothing.
+    steady = coverage([saved_with("gru", STEADY, 5, 5)], False)
+    assert steady is not None and run_failure(steady, strict=False) is None
+    assert stored_lines(steady) == []
+
+
+def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement() -> None:
+    cov = coverage(
+        [saved_with("mlp", STEADY, 5, 5), saved_with("gru", STEADY[:2], 2, 5)], comparing=False
+    )
+    assert cov is not None and run_failure(cov, strict=False) is None
+    assert stored_lines(cov)[1:] == [
+        "  mlp: 5 of 5 processes stored, baseline p25 160 us, process noise 0.93%; a compare "
+        "judges at 10%",
+        "  gru: 2 of 5 processes stored, baseline p25 160 us, process noise 0.55%; a compare "
+        "judges at 10%",
+    ], stored_lines(cov)
+    one = coverage([saved_with("amp", STEADY[:1], 1, 5)], comparing=False)
+    assert one is not None
+    assert stored_lines(one)[1] == (
+        "  amp: 1 of 5 processes stored, baseline p25 160 us, one session: its noise is "
+        "unknown, judged at the limit as asked; a compare judges at 10%"
+    )
+
+
+def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
+    noisy = compared("time", "inconclusive")
+    noisy.update(name="mlp", gated=["counters", "numerics"])
+    noisy["verdict"]["guard"] = NOISY_BASELINE
+    amp = compared("time", "pass")
+    amp.update(name="mobilenet[amp]", variant="amp", counters=None, gated=["time", "numerics"])
+    gru = {**noisy, "name": "gru"}
+    cov = coverage([noisy, amp, gru], comparing=True)
+    assert cov is not None
+    line = coverage_line(cov)
+    assert "timing not judged: 2 noisy baseline (mlp, gru)" in line, line
+    assert (
+        "counters not gated: mobilenet[amp] (only eager and compiled variants record counters)"
+    ) in line, line
+    assert "numerics not gated" not in line
+    assert "save them again on a quieter machine" in (weak_gate_warning(cov) or ""), cov

@@ -13,6 +13,7 @@ from pytest_torchperf.judge.samples import MAX_RELATIVE_IQR, MIN_CPU_SHARE, Samp
 from pytest_torchperf.judge.tolerance import (
     NOISE_AWARE_MIN_SESSIONS,
     NOISE_CV_FACTOR,
+    NOISY_BASELINE,
     effective_tolerance,
 )
 from pytest_torchperf.judge.verdict import judge
@@ -78,6 +79,9 @@ def test_guard_rejects_low_cpu_share():
     problem = guard_problem(sample(MS, cpu_share=0.5))
     assert problem is not None
     assert "CPU share 0.50 < 0.90" in problem
+    # A share just below the limit reads below it (a save printed "CPU share 0.90 < 0.90").
+    near = guard_problem(sample(MS, cpu_share=0.8951))
+    assert near is not None and "CPU share 0.895 < 0.90" in near, near
 
 
 def test_guard_rejects_gross_spread():
@@ -375,13 +379,16 @@ def test_inconclusive_when_confirming_remeasures_too_spread():
 def test_baseline_is_median_of_sessions():
     # p25s of sessions: median is 2 ms, far from the mean (~34 ms).
     rm = Remeasure()
-    j = judge("fwd", sample(2.1 * MS), [1 * MS, 2 * MS, 100 * MS], 0.1, rm)
+    # (Sessions this far apart are no gate at 10 %: the bound is off to test the median alone.)
+    j = judge("fwd", sample(2.1 * MS), [1 * MS, 2 * MS, 100 * MS], 0.1, rm, max_widening=0)
     assert j.verdict.baseline_statistic == pytest.approx(2 * MS)
     assert j.verdict.ratio == pytest.approx(1.05)
     assert j.verdict.outcome is Outcome.PASS
     assert rm.calls == 0
     # Even count: mean of the middle two.
-    j = judge("fwd", sample(2.5 * MS), [1 * MS, 2 * MS, 3 * MS, 100 * MS], 0.1, never)
+    j = judge(
+        "fwd", sample(2.5 * MS), [1 * MS, 2 * MS, 3 * MS, 100 * MS], 0.1, never, max_widening=0
+    )
     assert j.verdict.baseline_statistic == pytest.approx(2.5 * MS)
     assert j.verdict.baseline_sessions == 4
 
@@ -389,7 +396,8 @@ def test_baseline_is_median_of_sessions():
 def test_noise_aware_widening_with_five_sessions():
     sessions = [1.0 * MS, 1.2 * MS, 0.8 * MS, 1.1 * MS, 0.9 * MS]  # range 50 % -> sigma 21.5 %
     rm = Remeasure()
-    j = judge("fwd", sample(1.3 * MS), sessions, 0.1, rm)  # +30%: would fail at 10%
+    # +30%: would fail at 10%; the bound off, a limit of 64 % is applied as it is.
+    j = judge("fwd", sample(1.3 * MS), sessions, 0.1, rm, max_widening=0)
     v = j.verdict
     assert v.outcome is Outcome.PASS
     assert rm.calls == 0
@@ -403,6 +411,49 @@ def test_noise_aware_widening_with_five_sessions():
         "judged at 64.49% (3 standard deviations)",
     )
     assert "limit 64.49%" in v.message
+
+
+# A limit widened far beyond max_slowdown: no gate (the jumpy VM of issue 36: five save
+# processes of a 160 us MLP read 262, 163, 256, 323 and 156 us; a 10 % limit became 139 %).
+JUMPY = [262e-6, 163e-6, 256e-6, 323e-6, 156e-6]
+
+
+def test_a_pass_within_a_limit_widened_beyond_three_times_is_not_a_pass():
+    rm = Remeasure()
+    v = judge("mlp", sample(1.25 * 256e-6), JUMPY, 0.1, rm).verdict  # a +25 % slowdown
+    assert v.effective_tolerance is not None and v.effective_tolerance > 1.0  # ~1.2x wide
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == NOISY_BASELINE
+    assert rm.calls == 0
+    assert v.message.startswith("mlp: timing not judged, +25.0% vs baseline: the 5 stored"), (
+        v.message
+    )
+    assert (
+        "widens the 10% limit to" in v.message
+        and "beyond the 30% allowed (3x the limit)" in v.message
+    )
+    assert "--torchperf-save --torchperf-reset" in v.message
+    assert "--torchperf-max-widening=" in v.message
+    assert v.notes == ()  # the message says it; no second copy as a note
+    # Unchanged code is just as undecided: the same verdict, never a pass.
+    assert judge("mlp", sample(256e-6), JUMPY, 0.1, Remeasure()).verdict.guard == NOISY_BASELINE
+
+
+def test_a_slowdown_beyond_even_the_widened_limit_still_fails():
+    slow = sample(4 * 256e-6)
+    v = judge("mlp", slow, JUMPY, 0.1, Remeasure(slow, slow)).verdict
+    assert v.outcome is Outcome.FAIL
+
+
+def test_a_limit_widened_within_the_bound_still_gates():
+    sessions = [1.0 * MS, 1.05 * MS, 0.95 * MS, 1.02 * MS, 0.98 * MS]  # 10 % apart
+    limit = effective_tolerance(0.1, sessions)[0]
+    assert 0.1 < limit <= 0.3
+    v = judge("fwd", sample(MS), sessions, 0.1, never).verdict
+    assert v.outcome is Outcome.PASS and v.guard is None
+    # A tighter bound than that limit makes the same pass undecided; the factor is the user's.
+    v = judge("fwd", sample(MS), sessions, 0.1, never, max_widening=1).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == NOISY_BASELINE
+    assert f"--torchperf-max-widening={-(-limit // 0.1):.0f}" in v.message, v.message
 
 
 def test_noise_aware_widening_still_fails_beyond_widened_limit():
@@ -431,7 +482,7 @@ def test_noise_aware_never_narrows_tolerance():
 def test_four_sessions_that_disagree_widen_the_limit_with_a_note():
     sessions = [1.0 * MS, 1.2 * MS, 0.8 * MS, 1.1 * MS]  # 50% apart: fresh processes disagree
     rm = Remeasure()
-    j = judge("fwd", sample(1.3 * MS), sessions, 0.1, rm)
+    j = judge("fwd", sample(1.3 * MS), sessions, 0.1, rm, max_widening=8)
     v = j.verdict
     assert v.effective_tolerance == pytest.approx(3 * 0.5 / 2.059)
     assert "the 4 stored sessions" in v.notes[0] and "noise at 24.28%" in v.notes[0]
@@ -688,9 +739,14 @@ def test_pooled_first_pass_single_process_confirmations_use_their_own_limit():
     slow = (1 + pooled_limit + 0.05) * MS
     first = replace(sample(slow), process_statistics=(slow, slow))
     assert first.processes == 3
-    v = judge("fwd", first, stats, 0.05, Remeasure(sample(between * MS))).verdict
+    v = judge("fwd", first, stats, 0.05, Remeasure(sample(between * MS)), max_widening=8).verdict
     assert v.outcome is Outcome.PASS
     assert "for one process" in v.message, v.message
+    # The single-process limit is over 3x the 5 % asked: that contradiction proves nothing.
+    assert single_limit > 3 * 0.05
+    v = judge("fwd", first, stats, 0.05, Remeasure(sample(between * MS))).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == NOISY_BASELINE
+    assert "then" in v.message and "in this process" in v.message, v.message
     # Both confirming passes beyond the single-process limit: confirmed.
     beyond = sample((1 + single_limit + 0.05) * MS)
     v = judge("fwd", first, stats, 0.05, Remeasure(beyond, beyond)).verdict
