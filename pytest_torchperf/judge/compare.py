@@ -128,13 +128,14 @@ def compare(
         confirm_speedups=confirm_speedups,
         save=save,
     )
-    kind_failures, kind_warnings = kind.extra_checks(candidate, gate)
-    failures = [*candidate.run_failures, *drift_failures, *kind_failures]
-    warnings += kind_warnings
+    checks = kind.extra_checks(candidate, sessions, gate)
+    failures = [*candidate.run_failures, *drift_failures, *checks.failures]
+    warnings += checks.warnings
     stored_fingerprint = any(s.get("fingerprint") for s in sessions)
     stored_metric = any(s.get("metric") is not None for s in sessions)
     gated = [
         *([verdict.basis] if verdict.outcome in JUDGED else []),
+        *checks.gated,
         *(["counters"] if changes or (candidate.counters is not None and stored_counters) else []),
         *(
             ["numerics"]

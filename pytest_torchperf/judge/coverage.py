@@ -24,7 +24,12 @@ from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
 #: The timing gates, by the verdict basis that judged them.
-TIMING_BASES = {"time": "time", "instructions": "instructions", "ab": "A/B pairs"}
+TIMING_BASES = {
+    "time": "time",
+    "instructions": "instructions",
+    "ab": "A/B pairs",
+    "kernels": "GPU kernel time",
+}
 
 #: Why a measurement's timing was not judged when the verdict says so in no other way.
 NO_BASELINE = "no baseline"

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 #: The kinds of failure, in the order a label names them when several failed (the first wins):
 #: ``--torchperf-strict``; a variant's outputs vs eager fp32; outputs or the metric vs the
-#: baseline; a speedup vs eager below its baseline or ``min_speedup``; a build above
+#: baseline; a speedup vs eager below its baseline or ``min_speedup``; the GPU kernel time
+#: beyond ``max_kernel_slowdown`` (``time-and-kernels``); a build above
 #: ``max_compile_time``; a missing instruction count; a variant that could not be built or run.
 KINDS = (
     "strict",
@@ -22,6 +23,7 @@ KINDS = (
     "numerics",
     "metric",
     "speedup",
+    "kernel time",
     "compile time",
     "instructions",
     "variant",

@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE
+from pytest_torchperf.judge.kernel_time import DEFAULT_KERNEL_LIMIT
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
@@ -19,14 +20,16 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
+from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 
 #: The measurement kinds (:mod:`pytest_torchperf.judge.kinds`): what a measurement's
 #: performance figure is. ``time``: timed blocks against stored sessions; ``instructions``:
 #: instructions per call under Valgrind (``--torchperf-instructions``); ``ab``: process pairs
 #: of two sides measured now (``--torchperf-ab``); ``time-or-instructions``: time, and the
 #: instruction count stored beside it where the timing verdict is inconclusive
-#: (``--torchperf-fallback instructions``).
-KINDS = ("time", "instructions", "ab", "time-or-instructions")
+#: (``--torchperf-fallback instructions``); ``time-and-kernels``: time, and the summed device
+#: time of the call's GPU kernels beside it at a limit of its own (CUDA measurements).
+KINDS = ("time", "instructions", "ab", "time-or-instructions", "time-and-kernels")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class Gate:
     max_spread: float = MAX_RELATIVE_IQR
     max_neighbour_load: float = MAX_NEIGHBOUR_LOAD
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
+    #: CUDA passes: the lowest SM clock, as a share of the maximum, a trusted pass may read.
+    min_gpu_clock: float = MIN_CLOCK_SHARE
     strict: bool = False
     ignore_counters: tuple[str, ...] = ()
     #: Where confirming passes were taken: ``fresh`` processes or the ``same`` one.
@@ -56,6 +61,8 @@ class Gate:
     #: A timing pass within a limit the stored sessions' noise widened beyond this many times
     #: ``max_slowdown`` is inconclusive, not a pass (0: no bound).
     max_widening: float = MAX_WIDENING
+    #: ``time-and-kernels``: the largest growth of the GPU kernel time per call that passes.
+    max_kernel_slowdown: float = DEFAULT_KERNEL_LIMIT
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -73,6 +80,7 @@ class Gate:
             "max_spread": self.max_spread,
             "max_neighbour_load": self.max_neighbour_load,
             "max_machine_slowdown": self.max_machine_slowdown,
+            "min_gpu_clock": self.min_gpu_clock,
             "strict": self.strict,
             "ignore_counters": list(self.ignore_counters),
             "confirm": self.confirm,
@@ -83,6 +91,7 @@ class Gate:
             "max_instruction_increase": self.max_instruction_increase,
             "ab": self.ab,
             "max_widening": self.max_widening,
+            "max_kernel_slowdown": self.max_kernel_slowdown,
         }
 
     @classmethod
@@ -95,6 +104,8 @@ class Gate:
             # Older files measured no neighbours and had no machine guard.
             "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
             "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
+            # Older files read no GPU clocks (their passes carry none to guard).
+            "min_gpu_clock": gate.get("min_gpu_clock", MIN_CLOCK_SHARE),
             "strict": bool(gate.get("strict", False)),
             "ignore_counters": tuple(gate.get("ignore_counters") or ()),
             "confirm": gate.get("confirm", "same"),
@@ -104,6 +115,7 @@ class Gate:
             "ab": str(gate.get("ab") or ""),
             # Files written before the bound judged at any width.
             "max_widening": gate.get("max_widening", 0.0),
+            "max_kernel_slowdown": gate.get("max_kernel_slowdown", DEFAULT_KERNEL_LIMIT),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -151,6 +163,11 @@ class Candidate:
     one_sided: str | None = None
     #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
     ab_speedups: Sequence[tuple[float, float]] = ()
+    #: ``time-and-kernels``: the GPU kernel time of the call
+    #: (:meth:`pytest_torchperf.measure.kernel_time.KernelTimes.to_record`), or None with
+    #: ``unprofiled`` saying why there is none.
+    kernels: Mapping[str, Any] | None = None
+    unprofiled: str | None = None
 
     @classmethod
     def from_record(
@@ -182,6 +199,8 @@ class Candidate:
             ab_pairs=ab.get("pairs") or (),
             one_sided=ab.get("one_sided"),
             ab_speedups=[(float(a), float(b)) for a, b in ab.get("speedups") or ()],
+            kernels=session.get("kernels"),
+            unprofiled=session.get("unprofiled"),
         )
 
 

@@ -15,12 +15,15 @@ failures found within the run, strict mode) is the same for every kind.
   cannot decide (inconclusive: busy machine, spread; or no timing stored), the instruction count
   stored beside the timing decides instead, and the verdict says so
   (``--torchperf-fallback instructions``).
+- ``time-and-kernels`` (:class:`TimeAndKernelsKind`): time, and beside it the summed device time
+  of the call's GPU kernels, judged at a limit of its own (``max_kernel_slowdown``); a
+  launch-bound wall time says so (CUDA measurements).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
@@ -28,13 +31,25 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
+from pytest_torchperf.judge.kernel_time import judge_kernels, launch_note
 from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, loosening_option
 from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
 from pytest_torchperf.measure.callgrind import InstructionCount
+from pytest_torchperf.measure.kernel_time import KernelTimes
 from pytest_torchperf.store.records import timed_sessions
 
 Remeasure = Callable[[], Sample]
 Confirm = Callable[[], "Sample | None"]
+
+
+@dataclass
+class KindChecks:
+    """What a kind's own data adds beyond its verdict: failures, warnings, and the gates it
+    judged (``kernels``), which the run's coverage counts."""
+
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    gated: list[str] = field(default_factory=list)
 
 
 class Kind(Protocol):
@@ -62,16 +77,20 @@ class Kind(Protocol):
         """The verdict on this kind's figure, and the pass it rests on."""
         ...
 
-    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
-        """Failures and warnings from the kind's own data, beyond the shared checks."""
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        """Failures, warnings and gates from the kind's own data, beyond the shared checks."""
         ...
 
 
 class _NoExtraChecks:
     """A kind whose own data adds no failure beyond its verdict."""
 
-    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
-        return [], []
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        return KindChecks()
 
 
 class TimeKind(_NoExtraChecks):
@@ -100,6 +119,7 @@ class TimeKind(_NoExtraChecks):
             min_cpu_share=gate.min_cpu_share,
             max_relative_iqr=gate.max_spread,
             max_neighbour_load=gate.max_neighbour_load,
+            min_gpu_clock=gate.min_gpu_clock,
             max_machine_slowdown=gate.max_machine_slowdown,
             max_widening=gate.max_widening,
             confirm=confirm,
@@ -165,13 +185,17 @@ class ABKind:
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
-    def extra_checks(self, candidate: Candidate, gate: Gate) -> tuple[list[str], list[str]]:
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
         if not candidate.ab_speedups:
-            return [], []
+            return KindChecks()
         failure, warning = judge_ab_speedup(
             candidate.label, candidate.ab_speedups, gate.max_slowdown, gate.ab
         )
-        return ([Failure("speedup", failure)] if failure else []), ([warning] if warning else [])
+        return KindChecks(
+            [Failure("speedup", failure)] if failure else [], [warning] if warning else []
+        )
 
 
 class TimeOrInstructionsKind(TimeKind):
@@ -226,8 +250,90 @@ class TimeOrInstructionsKind(TimeKind):
         return judgement
 
 
+class TimeAndKernelsKind(TimeKind):
+    """Wall time as :class:`TimeKind` judges it, and beside it the GPU kernel time of the call
+    (:mod:`pytest_torchperf.judge.kernel_time`) against the kernel times stored in the timing
+    sessions, at ``max_kernel_slowdown``: a slower or an added kernel fails even where the wall
+    time is launch-bound and too noisy to gate. The wall-time verdict carries the kernel
+    verdict and, when the kernels filled under half the wall time, a launch-bound note."""
+
+    name = "time-and-kernels"
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        judgement = super().judge(candidate, sessions, gate, remeasure, confirm)
+        notes = [n for n in (self._note(candidate, sessions, gate), self._launch(candidate)) if n]
+        if notes:
+            verdict = judgement.verdict
+            judgement.verdict = replace(verdict, notes=(*verdict.notes, *notes))
+        return judgement
+
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        verdict = self._verdict(candidate, sessions, gate)
+        if verdict is None:
+            return KindChecks()
+        checks = KindChecks(gated=["kernels"] if verdict.outcome in _JUDGED else [])
+        if verdict.outcome is Outcome.FAIL:
+            checks.failures.append(Failure("kernel time", verdict.message))
+        elif verdict.outcome is Outcome.INCONCLUSIVE:
+            checks.warnings.append(verdict.message)
+        return checks
+
+    def _verdict(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> Any:
+        if candidate.kernels is None:
+            return None
+        stored = [
+            KernelTimes.from_record(s["kernels"])
+            for s in timed_sessions(sessions)
+            if s.get("kernels")
+        ]
+        return judge_kernels(
+            candidate.label,
+            KernelTimes.from_record(candidate.kernels),
+            stored,
+            gate.max_kernel_slowdown,
+            gate.max_widening,
+        )
+
+    def _note(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> str | None:
+        """The kernel verdict as a note on the wall-time verdict (a failure or an undecided
+        one is said by :meth:`extra_checks` too), or why there is none."""
+        if candidate.kernels is None:
+            return f"GPU kernel time not measured: {candidate.unprofiled or 'not profiled'}"
+        verdict = self._verdict(candidate, sessions, gate)
+        return verdict.message.removeprefix(f"{candidate.label}: ") if verdict else None
+
+    @staticmethod
+    def _launch(candidate: Candidate) -> str | None:
+        return (
+            launch_note(KernelTimes.from_record(candidate.kernels)) if candidate.kernels else None
+        )
+
+
+#: Kernel-time outcomes that judged the figure.
+_JUDGED = (Outcome.PASS, Outcome.FAIL, Outcome.IMPROVED)
+
 _KINDS: dict[str, Kind] = {
-    kind.name: kind for kind in (TimeKind(), InstructionKind(), ABKind(), TimeOrInstructionsKind())
+    kind.name: kind
+    for kind in (
+        TimeKind(),
+        InstructionKind(),
+        ABKind(),
+        TimeOrInstructionsKind(),
+        TimeAndKernelsKind(),
+    )
 }
 
 

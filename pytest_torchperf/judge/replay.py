@@ -11,6 +11,7 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.samples import Sample, guard_problem
+from pytest_torchperf.measure.gpu_clocks import ClockSummary
 
 if TYPE_CHECKING:
     from pytest_torchperf.store.baselines import BaselineStore
@@ -53,6 +54,7 @@ def replay(
             () if p.get("fresh") else tuple(p.get("process_calibrations") or ()),
             p.get("neighbour_load"),
             bool(p.get("fresh")),
+            gpu_clock=ClockSummary.from_record(p["gpu_clock"]) if p.get("gpu_clock") else None,
         )
         for p in passes
         if p.get("times")

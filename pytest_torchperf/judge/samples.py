@@ -1,5 +1,6 @@
 """A measurement pass as the judge sees it (:class:`Sample`), and the guards that decide whether a
-pass can be trusted at all: CPU contention, a busy neighbour, gross spread, a slower machine. Pure.
+pass can be trusted at all: CPU contention, a busy neighbour, a GPU not at its clocks, gross
+spread, a slower machine. Pure.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from pytest_torchperf.core.stats import Summary
 from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE, ClockSummary
 
 #: Below this CPU share (process CPU time / wall time) the process was starved: inconclusive.
 MIN_CPU_SHARE = 0.9
@@ -49,6 +51,9 @@ class Sample:
     #: Share of the timed wall time the timing thread waited on a run queue (another thread had
     #: its CPU); None: not measured. Tells a crowded-out pass from a target that slept.
     queued_share: float | None = None
+    #: A CUDA pass: the GPU's SM clocks and clock event reasons over its timed blocks (None:
+    #: not a GPU pass, or NVML unreadable).
+    gpu_clock: ClockSummary | None = None
 
     @property
     def crowded(self) -> bool | None:
@@ -102,11 +107,14 @@ def guard_problem(
     max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
     reference_calibration: float | None = None,
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
+    min_gpu_clock: float = MIN_CLOCK_SHARE,
 ) -> str | None:
     """Return why ``sample`` cannot be trusted, or None when it can.
 
     ``reference_calibration`` is the calibration kernel's time when the baseline was saved; a
     pass whose kernel ran more than ``max_machine_slowdown`` slower was taken on a slower machine.
+    A GPU pass whose SM clock fell below ``min_gpu_clock`` of its maximum, or that the driver
+    throttled for heat, a power brake or a hardware slowdown, ran on a GPU not at its clocks.
     """
     if sample.cpu_share is not None and sample.cpu_share < min_cpu_share:
         # Enough digits that the share reads below its limit (0.895 is not "0.90 < 0.90").
@@ -127,6 +135,17 @@ def guard_problem(
                 f"for its CPU {format_percent(sample.queued_share or 0.0)} of the time)"
             )
         return head + "another process competed for the CPU while timing"
+    clock = sample.gpu_clock
+    if clock is not None and min_gpu_clock > 0:
+        share = clock.share
+        if clock.disturbed or (share is not None and share < min_gpu_clock):
+            why = f"; the driver reported {', '.join(clock.reasons)}" if clock.reasons else ""
+            return (
+                f"the GPU was not at its clocks while timing: its SM clock read "
+                f"{clock.lowest_mhz}-{clock.highest_mhz} MHz of its {clock.max_mhz} MHz maximum "
+                f"(limit {format_percent(min_gpu_clock)} of it{why}): a GPU still ramping up, "
+                f"hot or held by a power brake runs the same kernels slower"
+            )
     load = sample.neighbour_load
     if load is not None and max_neighbour_load < 1.0 and load > max_neighbour_load:
         return (
@@ -166,6 +185,8 @@ def loosening_option(problem: str) -> str:
         return "--torchperf-max-neighbour-load=100%"
     if problem.startswith("spread"):
         return "a wider --torchperf-max-spread (e.g. 50%)"
+    if problem.startswith("the GPU"):
+        return "--torchperf-min-gpu-clock=0"
     return "--torchperf-max-machine-slowdown=1000%"
 
 
@@ -175,6 +196,8 @@ SPREAD = "spread"
 SLOWER = "slower machine"
 #: The timed code itself left its CPU idle (it slept, or waited on I/O or a device).
 IDLE = "idle target"
+#: The GPU ran below its clocks (or was throttled) while timing.
+GPU_CLOCK = "GPU clock"
 
 
 def guard_kind(problem: str) -> str:
@@ -188,6 +211,8 @@ def guard_kind(problem: str) -> str:
         return BUSY
     if problem.startswith("spread"):
         return SPREAD
+    if problem.startswith("the GPU"):
+        return GPU_CLOCK
     return SLOWER
 
 
@@ -220,6 +245,7 @@ class GuardLimits:
     max_relative_iqr: float = MAX_RELATIVE_IQR
     max_neighbour_load: float = MAX_NEIGHBOUR_LOAD
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
+    min_gpu_clock: float = MIN_CLOCK_SHARE
 
     def problem(self, sample: Sample, reference_calibration: float | None) -> str | None:
         return guard_problem(
@@ -229,6 +255,7 @@ class GuardLimits:
             max_neighbour_load=self.max_neighbour_load,
             reference_calibration=reference_calibration,
             max_machine_slowdown=self.max_machine_slowdown,
+            min_gpu_clock=self.min_gpu_clock,
         )
 
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
@@ -240,6 +267,7 @@ class GuardLimits:
                 min_cpu_share=self.min_cpu_share,
                 max_relative_iqr=self.max_relative_iqr,
                 max_neighbour_load=self.max_neighbour_load,
+                min_gpu_clock=self.min_gpu_clock,
             )
             is None
         )

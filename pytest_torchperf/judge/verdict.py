@@ -27,6 +27,7 @@ from pytest_torchperf.judge.samples import (
     guard_kind,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, widening_bound
+from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,7 @@ def judge(
     max_relative_iqr: float = MAX_RELATIVE_IQR,
     max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
+    min_gpu_clock: float = MIN_CLOCK_SHARE,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
     confirmations: int = CONFIRMATIONS,
@@ -306,7 +308,9 @@ def judge(
     ``baseline_calibrated`` holds ``(statistic, calibration)`` of the stored sessions that timed
     the calibration kernel; the machine-speed guard applies when every session did.
     """
-    guard = GuardLimits(min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown)
+    guard = GuardLimits(
+        min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown, min_gpu_clock
+    )
     calibrations = (
         [c for _, c in baseline_calibrated]
         if len(baseline_calibrated) == len(baseline_stats)

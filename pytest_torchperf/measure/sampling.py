@@ -6,7 +6,11 @@
    rule of ``blocked_autorange``.
 3. Collect blocks until ``min_time`` seconds and at least ``MIN_BLOCKS`` blocks.
 4. Report per-call times (block time / number) and the process CPU share over the timed blocks.
-5. Optionally, after every timed block, time one short block of a fixed calibration kernel. Its
+5. GPUs (``settle``): after sizing, untimed whole blocks run until their times stop moving (at
+   least ``Settle.min_seconds``): a GPU ramps its clocks up from idle, fills caches and loads
+   modules lazily over the first few hundred milliseconds of work (Triton's issue 2306: a 25 ms
+   warm-up read 28 % slower than one over 150 ms).
+6. Optionally, after every timed block, time one short block of a fixed calibration kernel. Its
    per-call times describe how fast *the machine* was in the same moments as the target, so a
    verdict can tell "the code got slower" from "the machine is slower right now" (on a shared VM
    the same unchanged model moved 1.6x between processes while target/calibration stayed within
@@ -19,6 +23,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Untimed calls made before timing, whatever ``warmup`` says.
 MIN_WARMUP_CALLS = 3
@@ -31,6 +36,33 @@ CALIBRATION_BLOCK_TARGET = 0.0015
 
 #: Runs ``number`` calls of the target and returns their total duration in seconds.
 RunBlock = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Settle:
+    """A warm-up of whole blocks until the median block time of the last ``window_seconds``
+    is within ``tolerance`` of the median of the ``window_seconds`` before (a slow ramp moves
+    more between windows than between neighbouring blocks), after at least ``min_seconds``
+    and at most ``max_seconds``."""
+
+    min_seconds: float = 0.5
+    max_seconds: float = 3.0
+    window_seconds: float = 0.2
+    tolerance: float = 0.02
+
+
+#: The settling a CUDA measurement gets (GPU benchmark tools warm up for 0.5-1 s of work).
+GPU_SETTLE = Settle()
+
+
+def steady(times: list[float], window: int, tolerance: float) -> bool:
+    """The median of the last ``window`` block times is within ``tolerance`` of the median of
+    the ``window`` before them."""
+    if window < 1 or len(times) < 2 * window:
+        return False
+    last = statistics.median(times[-window:])
+    before = statistics.median(times[-2 * window : -window])
+    return before > 0 and abs(last / before - 1.0) <= tolerance
 
 
 @dataclass(frozen=True)
@@ -52,6 +84,12 @@ class RawSamples:
     #: Share of the timed wall time the timing thread spent waiting on a run queue: crowded
     #: off its CPU by another thread (None: not measured).
     queued_share: float | None = None
+    #: ``settle``: untimed blocks run before timing, and whether their times came to rest
+    #: (None: no settling asked).
+    settle_blocks: int = 0
+    settled: bool | None = None
+    #: The GPU's clocks over the timed blocks (a ``gpu_clocks.ClockSummary``; None: not read).
+    gpu_clock: Any = None
 
     @property
     def cpu_share(self) -> float:
@@ -121,6 +159,8 @@ def collect(
     calibrate: RunBlock | None = None,
     neighbours: Neighbours | None = None,
     turn: Callable[[], None] | None = None,
+    settle: Settle | None = None,
+    after_block: Callable[[], None] | None = None,
 ) -> RawSamples:
     """Warm up, size the blocks and collect timed blocks (see module docstring).
 
@@ -128,6 +168,8 @@ def collect(
     size of the first pass so both passes time the same thing). ``neighbours`` measures how busy
     the other CPUs were over the timed blocks. ``turn`` is called before each timed block and
     returns when this process may run it (A/B runs: the two sides' blocks alternate).
+    ``settle`` runs untimed blocks until their times come to rest (GPUs); ``after_block`` is
+    called after each timed block, outside its timing (a GPU's clocks are read there).
     """
     warm: list[float] = []
     start = clock()
@@ -140,6 +182,21 @@ def collect(
     if calibrate is not None:
         cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
         cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+    settling: list[float] = []
+    settled = None
+    if settle is not None:
+        begun = clock()
+        while True:
+            settling.append(run_block(number) / number)
+            spent = clock() - begun
+            # Blocks per window from the block time so far (blocks last about block_target).
+            window = max(3, round(settle.window_seconds * len(settling) / max(spent, 1e-9)))
+            if spent >= settle.min_seconds and steady(settling, window, settle.tolerance):
+                settled = True
+                break
+            if spent >= settle.max_seconds:
+                settled = False
+                break
 
     times: list[float] = []
     calibration: list[float] = []
@@ -154,6 +211,10 @@ def collect(
             turn()
             waited += clock() - before
         times.append(run_block(number) / number)
+        if after_block is not None:
+            before = clock()
+            after_block()
+            waited += clock() - before
         if calibrate is not None:
             calibration.append(calibrate(cal_number) / cal_number)
         elapsed = clock() - wall0 - waited
@@ -172,6 +233,8 @@ def collect(
         # Over the same timed wall as the CPU share (turns waited for left out: a side waiting
         # for its turn sleeps, it does not queue).
         queued_share=neighbours.queued_share(elapsed) if neighbours is not None else None,
+        settle_blocks=len(settling),
+        settled=settled,
     )
 
 

@@ -13,11 +13,11 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_torchperf.measure.devices import infer_device
-from pytest_torchperf.measure.sampling import Neighbours, RawSamples, collect
+from pytest_torchperf.measure.sampling import GPU_SETTLE, Neighbours, RawSamples, collect
 from pytest_torchperf.options.measure_options import MeasureOptions
 
 
@@ -193,6 +193,9 @@ class Measurer:
         self.calibrate = calibrate
         #: A/B runs: called before each timed block, returns on this side's turn.
         self.turn: Callable[[], None] | None = None
+        #: CUDA: the NVML clock reader, or why the GPU's clocks are not checked.
+        self._clock_reader: Any = None
+        self.clocks_unchecked: str | None = None
 
     def prepared(self) -> Any:
         """:func:`prepared` for this target (and its eager module)."""
@@ -280,10 +283,14 @@ class Measurer:
         return prepared_block, clock_name
 
     def sample(self) -> TimedPass:
-        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks."""
+        """One sampling pass: warm-up, block sizing (first pass only) and timed blocks; on CUDA
+        the blocks settle first and the GPU's clocks are read after each timed block."""
         __tracebackhide__ = True
         run_block, clock_name = self.block_runner()
         calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
+        gpu = clock_name == "cuda-events"
+        readings: list[Any] = []
+        reader = self.clock_reader() if gpu else None
         with self.prepared():
             raw = collect(
                 run_block,
@@ -293,9 +300,30 @@ class Measurer:
                 calibrate=calibrate,
                 neighbours=neighbours_for(self.device),
                 turn=self.turn,
+                settle=GPU_SETTLE if gpu else None,
+                after_block=(lambda: readings.append(reader.read()))
+                if reader is not None
+                else None,
             )
+        if readings:
+            from pytest_torchperf.measure.gpu_clocks import summarize_readings
+
+            raw = replace(raw, gpu_clock=summarize_readings(readings))
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
+
+    def clock_reader(self) -> Any:
+        """The NVML reader of this CUDA device's clocks (once per target), or None with
+        :attr:`clocks_unchecked` saying why."""
+        if self._clock_reader is None and self.clocks_unchecked is None:
+            from pytest_torchperf.measure.gpu_clocks import clock_reader
+
+            found = clock_reader(self.device)
+            if isinstance(found, str):
+                self.clocks_unchecked = found
+            else:
+                self._clock_reader = found
+        return self._clock_reader
 
     def counters(self, eager: Any = None, capture: bool = False) -> Any:
         """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).

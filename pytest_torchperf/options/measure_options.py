@@ -68,10 +68,17 @@ class MeasureOptions:
     #: Machine guard: a CPU pass whose calibration kernel ran this much slower than when the
     #: baseline was saved is re-measured, then inconclusive (and is not saved).
     max_machine_slowdown: float = 0.25
+    #: GPU clock guard: a CUDA pass whose SM clock fell below this share of its maximum (or that
+    #: the driver throttled for heat, a power brake or a hardware slowdown) is re-measured,
+    #: then inconclusive (needs nvidia-ml-py). 0 disables it.
+    min_gpu_clock: float = 0.75
     #: A timing pass within a limit the stored sessions' process noise widened beyond this many
     #: times ``max_slowdown`` is inconclusive, and a save whose sessions imply such a limit
     #: fails: that limit gates nothing. 0 (``off``) disables the bound.
     max_widening: float = 3.0
+    #: CUDA measurements: fail when the summed device time of the call's GPU kernels grew by
+    #: more than this fraction (widened to the stored sessions' noise like ``max_slowdown``).
+    max_kernel_slowdown: float = 0.03
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -178,11 +185,24 @@ OPTIONS: dict[str, OptionSpec] = {
             "was saved are inconclusive and not saved, e.g. 25% (default)",
         ),
         OptionSpec(
+            "min_gpu_clock",
+            parse_share,
+            "GPU clock guard: CUDA measurements while the SM clock was below this share of its "
+            "maximum (or throttled for heat or a power brake) are inconclusive, e.g. 0.75 "
+            "(default; 0 disables; needs nvidia-ml-py)",
+        ),
+        OptionSpec(
             "max_widening",
             parse_factor,
             "Widest limit, as a multiple of max_slowdown, that the stored sessions' process "
             "noise may widen it to: beyond, timing is not judged and a save fails, e.g. 3x "
             "(default; off disables)",
+        ),
+        OptionSpec(
+            "max_kernel_slowdown",
+            parse_fraction,
+            "CUDA measurements: growth of the summed GPU kernel time per call beyond which a "
+            "test fails, e.g. 3% (default)",
         ),
         OptionSpec(
             "max_neighbour_load",

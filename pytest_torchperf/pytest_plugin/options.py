@@ -49,6 +49,8 @@ _METAVARS = {
     "max_neighbour_load": "SHARE",
     "max_machine_slowdown": "PCT",
     "max_widening": "FACTOR",
+    "min_gpu_clock": "SHARE",
+    "max_kernel_slowdown": "PCT",
     "ignore_counters": "NAMES",
     "max_instruction_increase": "PCT",
 }

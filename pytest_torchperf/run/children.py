@@ -63,6 +63,8 @@ class ProcessSample:
     neighbour_load: float | None = None
     #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
     speedup: Mapping[str, float] | None = None
+    #: A CUDA measurement's GPU kernel time in that process (``KernelTimes.to_record()``).
+    kernels: Mapping[str, Any] | None = None
 
     @property
     def statistic(self) -> float:
@@ -81,6 +83,7 @@ class ProcessSample:
             "problem": self.problem,
             "neighbour_load": self.neighbour_load,
             "speedup": dict(self.speedup) if self.speedup else None,
+            "kernels": dict(self.kernels) if self.kernels else None,
         }
 
 
@@ -109,6 +112,7 @@ class ChildSink:
         sample: Sample,
         problem: str | None,
         speedup: Mapping[str, float] | None = None,
+        kernels: Mapping[str, Any] | None = None,
     ) -> None:
         record = ProcessSample(
             self.process,
@@ -118,6 +122,7 @@ class ChildSink:
             problem,
             sample.neighbour_load,
             speedup,
+            kernels,
         )
         self.send("sample", record.to_record(nodeid, name))
 
@@ -179,6 +184,7 @@ def read_child_file(path: Path) -> dict[Key, ProcessSample]:
                 data.get("problem"),
                 data.get("neighbour_load"),
                 data.get("speedup"),
+                data.get("kernels"),
             )
         except (ValueError, KeyError, TypeError):
             continue
@@ -293,6 +299,9 @@ def child_session_records(
         # A variant's speedup: the child's own (each process measures its own speedup, as each
         # measures its own time), never this process's copied N-fold. The profile is not repeated.
         child["speedup"] = dict(sample.speedup) if sample.speedup else None
+        # Likewise a GPU measurement's kernel time: each process's own (their spread is the
+        # kernel time's process noise).
+        child["kernels"] = dict(sample.kernels) if sample.kernels else None
         child.pop("top_ops", None)
         records.append(child)
     return records

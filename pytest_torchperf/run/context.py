@@ -69,6 +69,8 @@ class RunContext:
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
         #: A save's budget for waiting until a busy machine quiets down (this process's share).
         self.quiet = QuietWait(settings.save_wait)
+        #: Warnings that hold for the whole run, said once (GPU clocks not checked, ...).
+        self.said: set[str] = set()
         quiet_trace_logger()
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -95,12 +97,14 @@ class RunContext:
         settings, the measurement's options and its device."""
         if self.ab_data is not None:
             return "ab"
+        # A CUDA measurement's kernels are profiled beside its timing (Valgrind counts CPU code
+        # only: a CUDA measurement of a fallback run is judged the same way).
+        timed = "time-and-kernels" if device.startswith("cuda") and gate else "time"
         if not self.counts_instructions(options, gate):
-            return "time"
+            return timed
         if self.settings.instructions:
             return "instructions"
-        # Valgrind counts CPU code only: a CUDA measurement of a fallback run is timed alone.
-        return "time-or-instructions" if device.startswith("cpu") else "time"
+        return "time-or-instructions" if device.startswith("cpu") else timed
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""
@@ -163,7 +167,9 @@ class RunContext:
             max_spread=options.max_spread,
             max_neighbour_load=options.max_neighbour_load,
             max_machine_slowdown=options.max_machine_slowdown,
+            min_gpu_clock=options.min_gpu_clock,
             max_widening=options.max_widening,
+            max_kernel_slowdown=options.max_kernel_slowdown,
             strict=options.strict,
             ignore_counters=tuple(options.ignore_counters),
             confirm=self.settings.confirm if self.fresh_runs else "same",

@@ -100,6 +100,8 @@ _KEEPINGS: dict[str, Keeping] = {
     "ab": Keeping(),
     "instructions": CountKeeping(),
     "time-or-instructions": CountBesideTiming(),
+    # The kernel time rides in the timing session (measured before the comparison).
+    "time-and-kernels": Keeping(),
 }
 
 

@@ -38,6 +38,7 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
+    kernel_times_of,
     sampler,
 )
 
@@ -109,23 +110,25 @@ def measure(
     first = take_sample()
     if counters is not None and count_graphs:
         counters["recompiles"] = dynamo_graph_total() - graphs_before
-    return conclude(
-        ctx,
-        state,
-        Measured(
-            nodeid,
-            name,
-            measurer,
-            options,
-            counters,
-            first,
-            take_sample,
-            clock,
-            gate=gate,
-            kind=kind,
-            extra=extra,
-        ),
+    measured = Measured(
+        nodeid,
+        name,
+        measurer,
+        options,
+        counters,
+        first,
+        take_sample,
+        clock,
+        gate=gate,
+        kind=kind,
+        extra=extra,
     )
+    if ctx.kind(options, measurer.device, gate) == "time-and-kernels":
+        measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
+    if measurer.clocks_unchecked and measurer.clocks_unchecked not in ctx.said:
+        ctx.said.add(measurer.clocks_unchecked)  # once a run: it holds for every measurement
+        state.warnings.append(measurer.clocks_unchecked)
+    return conclude(ctx, state, measured)
 
 
 # -- judging, the Result, the save ------------------------------------------------------------
@@ -244,6 +247,7 @@ def _compare(
                 else None,
                 "calibration_kernel": CALIBRATION_KERNEL if first.calibration else None,
                 "counted_with": ctx.counted_with or None,
+                **m.kernel_fields(),
             },
             "run_failures": run_failures,
             "run_failure_kinds": kinds_of(run_failures),
@@ -342,6 +346,7 @@ def _result(
                 "calibration": p.calibration,
                 "neighbour_load": p.neighbour_load,
                 "fresh": p.fresh,
+                "gpu_clock": p.gpu_clock.to_record() if p.gpu_clock else None,
                 "process_statistics": [] if p.fresh else [s.statistic for s in trusted(others)],
                 "process_calibrations": []
                 if p.fresh
@@ -362,6 +367,9 @@ def _result(
         # What --torchperf-save would store: shipped in reports so `torchperf accept` can
         # promote this very measurement to a baseline later.
         result.session = session_record(ctx, result, m.options)
+        result.session.update(m.kernel_fields())
+        if final.gpu_clock is not None:  # the GPU's clocks while it was timed, for the reader
+            result.session["gpu_clock"] = final.gpu_clock.to_record()
         if m.extra is not None:
             result.session.update(m.extra.record())
         result.environment = environment

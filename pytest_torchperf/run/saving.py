@@ -37,6 +37,7 @@ def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
             min_cpu_share=options.min_cpu_share,
             max_relative_iqr=options.max_spread,
             max_neighbour_load=options.max_neighbour_load,
+            min_gpu_clock=options.min_gpu_clock,
         )
 
     return guard
@@ -184,6 +185,7 @@ TIMING_KEYS = (
     "calibration_kernel",
     "top_ops",
     "clock",
+    "gpu_clock",
     # A variant's speedup vs eager was timed in the same refused rounds.
     "speedup",
 )
@@ -265,7 +267,7 @@ def note_stored(
     only: an instruction count is one exact figure."""
     result = pendings[0].result
     gate = Gate.from_record(pendings[-1].record.get("gate") or {})
-    if gate.kind not in ("time", "time-or-instructions"):
+    if gate.kind not in ("time", "time-or-instructions", "time-and-kernels"):
         return
     stored = [s["statistic"] for s in timed_sessions(ctx.store.load_sessions(*key))]
     this_save = sum(1 for p in pendings if p.record.get("statistic"))

@@ -92,6 +92,16 @@ class Measured:
     gate: bool = True
     kind: str = "torchperf"
     extra: VariantExtra | None = None
+    #: ``time-and-kernels``: the call's GPU kernel time (``KernelTimes.to_record()``), or None
+    #: with ``unprofiled`` saying why.
+    kernels: dict[str, Any] | None = None
+    unprofiled: str | None = None
+
+    def kernel_fields(self) -> dict[str, Any]:
+        """The session keys of the kernel time (none where it was not asked for)."""
+        if self.kernels is None and self.unprofiled is None:
+            return {}
+        return {"kernels": self.kernels, "unprofiled": self.unprofiled}
 
 
 @dataclass

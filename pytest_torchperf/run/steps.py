@@ -39,6 +39,23 @@ def claim_name(state: TestState, nodeid: str, name: str) -> None:
     state.names.add(name)
 
 
+def kernel_times_of(
+    measurer: "Measurer", first: Sample
+) -> tuple[dict[str, Any] | None, str | None]:
+    """``(kernel time record, None)`` of a CUDA target, profiled after its first timed pass
+    (never while timing), or ``(None, why not)``."""
+    from pytest_torchperf.measure.kernel_time import KernelTimeUnavailable, kernel_times
+
+    try:
+        with measurer.prepared():
+            times = kernel_times(measurer.call, measurer.device, first.summary.p25)
+    except KernelTimeUnavailable as exc:
+        return None, str(exc)
+    except RuntimeError as exc:  # the profiler itself failed (another profiler active, ...)
+        return None, f"the profiler failed: {exc}"
+    return times.to_record(), None
+
+
 def to_sample(raw: Any, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)
@@ -50,6 +67,7 @@ def to_sample(raw: Any, on_cpu: bool) -> Sample:
         calibration,
         neighbour_load=raw.neighbour_load if on_cpu else None,
         queued_share=raw.queued_share if on_cpu else None,
+        gpu_clock=raw.gpu_clock,
     )
 
 

@@ -120,6 +120,7 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                 )
     _validate_variant_fields(session, path, where)
     _validate_instructions(session.get("instructions"), path, where)
+    _validate_kernels(session.get("kernels"), path, where)
     top_ops = session.get("top_ops")
     if top_ops is not None:
         if not isinstance(top_ops, list):
@@ -135,6 +136,32 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     f"key {where}.top_ops[{i}] must have 'op' (text) and "
                     f"non-negative 'calls', 'self_cpu', 'self_device'",
                 )
+
+
+def _validate_kernels(value: Any, path: Path, where: str) -> None:
+    """A CUDA measurement's GPU kernel time: seconds per call, per profiler session, and the
+    top kernels as ``[name, launches per call, seconds per call]``."""
+    if value is None:
+        return
+    if (
+        not isinstance(value, dict)
+        or not _positive_number(value.get("per_call"))
+        or not all(_positive_number(s) for s in value.get("sessions") or ())
+        or not all(
+            isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and _non_negative(row[1])
+            and _non_negative(row[2])
+            for row in value.get("kernels") or ()
+        )
+    ):
+        raise BaselineFileError(
+            path,
+            f"key {where}.kernels must hold 'per_call' and 'sessions' (positive seconds) and "
+            f"'kernels' as [name, launches, seconds] rows; restore the file from git, or "
+            f"record the baseline again with pytest --torchperf-save --torchperf-reset",
+        )
 
 
 def _validate_instructions(value: Any, path: Path, where: str) -> None:

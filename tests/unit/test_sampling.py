@@ -328,3 +328,62 @@ def test_calibration_block_follows_every_timed_block():
     assert len(timed) == len(raw.times) == len(raw.calibration)
     assert set(timed) == {300}  # 1.5 ms / 5 us
     assert all(c == pytest.approx(5e-6) for c in raw.calibration)
+
+
+# -- GPUs: settling blocks before timing, and a reading after each timed block ----------------
+
+
+class RampingClock(FakeClock):
+    """A GPU ramping up its clocks: calls start 40 % slow and speed up until ``ramp`` seconds of
+    work, then run at ``per_call``."""
+
+    def __init__(self, per_call: float, ramp: float) -> None:
+        super().__init__(per_call)
+        self.ramp, self.worked = ramp, 0.0
+
+    def run_block(self, number: int) -> float:
+        slow = 1.4 - 0.4 * min(1.0, self.worked / self.ramp)
+        duration = number * self.per_call * slow
+        self.calls.append(number)
+        self.now += duration
+        self.cpu += duration
+        self.worked += duration
+        return duration
+
+
+def test_settling_runs_blocks_until_their_times_rest_then_times_steady_blocks() -> None:
+    fake = RampingClock(1e-3, ramp=1.2)
+    raw = fake.collect(settle=sampling.Settle(min_seconds=0.5, max_seconds=3.0))
+    assert raw.settled is True and raw.settle_blocks > 0
+    # Settling lasted past the ramp: every timed block runs at full speed.
+    assert max(raw.times) == pytest.approx(1e-3, rel=0.021)
+    unsettled = RampingClock(1e-3, ramp=1.2).collect()
+    assert unsettled.settled is None and unsettled.settle_blocks == 0
+    assert max(unsettled.times) > 1.05e-3  # timed during the ramp
+
+
+def test_settling_gives_up_at_its_limit_and_says_so() -> None:
+    fake = RampingClock(1e-3, ramp=2.0)  # still ramping (~3 % per 0.2 s) past the limit
+    raw = fake.collect(settle=sampling.Settle(min_seconds=0.2, max_seconds=0.6))
+    assert raw.settled is False
+    assert sum(fake.calls[raw.warmup_calls : raw.warmup_calls + raw.settle_blocks]) * 1e-3 < 1.0
+
+
+def test_after_block_runs_once_per_timed_block_outside_the_timed_wall() -> None:
+    fake = FakeClock(1e-3)
+    seen: list[float] = []
+
+    def read() -> None:  # a slow reading (50 ms) must not count as timed wall
+        seen.append(fake.now)
+        fake.now += 0.05
+
+    raw = fake.collect(after_block=read)
+    assert len(seen) == len(raw.times)
+    assert raw.wall_time == pytest.approx(sum(raw.times) * raw.number_per_block, rel=1e-6)
+
+
+def test_steady_compares_the_last_window_with_the_one_before() -> None:
+    assert sampling.steady([1.0, 1.01, 1.0, 1.0, 1.01, 1.0], 3, 0.02)
+    # A slow ramp: neighbouring blocks agree within 1 %, windows three blocks apart do not.
+    assert not sampling.steady([1.05, 1.04, 1.03, 1.02, 1.01, 1.0], 3, 0.02)
+    assert not sampling.steady([1.0, 1.0, 1.0], 3, 0.02)  # no window before yet
