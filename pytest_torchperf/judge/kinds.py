@@ -29,7 +29,13 @@ from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
 from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, loosening_option
-from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
+from pytest_torchperf.judge.verdict import (
+    AB_MODE,
+    BUSY_MACHINE_MODES,
+    Judgement,
+    Verdict,
+    judge,
+)
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.store.records import timed_sessions
 
@@ -81,6 +87,8 @@ class TimeKind(_NoExtraChecks):
     save = "pytest --torchperf-save"
     judges_timed_speedups = True
     needs_baseline = True
+    #: The run modes an inconclusive timing verdict names as able to judge it.
+    modes: tuple[str, ...] = BUSY_MACHINE_MODES
 
     def judge(
         self,
@@ -102,6 +110,7 @@ class TimeKind(_NoExtraChecks):
             max_neighbour_load=gate.max_neighbour_load,
             max_machine_slowdown=gate.max_machine_slowdown,
             confirm=confirm,
+            modes=self.modes,
             baseline_calibrated=[
                 (s["statistic"], s["calibration"])
                 for s in timed
@@ -181,6 +190,8 @@ class TimeOrInstructionsKind(TimeKind):
 
     name = "time-or-instructions"
     save = "pytest --torchperf-fallback instructions --torchperf-save"
+    # This run falls back on the count already: where that cannot decide either, A/B pairs can.
+    modes = (AB_MODE,)
 
     def judge(
         self,
