@@ -17,6 +17,7 @@ from pytest_torchperf.judge.decision import (
     decide,
 )
 from pytest_torchperf.judge.samples import (
+    IDLE,
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
     MAX_RELATIVE_IQR,
@@ -167,9 +168,13 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
     if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
         limit += f", {format_percent(d.confirm_limit)} for one process"
     strict = "--torchperf-strict turns this into a failure."
-    quieter = "Re-run on a quieter machine" + (
-        f", or judge it with {' or '.join(modes)}" if modes else ""
-    )
+    idle = d.problem is not None and guard_kind(d.problem) == IDLE
+    quieter = (
+        # The timed code itself left its CPU idle: no quieter machine changes that.
+        "A quieter machine will not change that: time the work without the waiting"
+        if idle
+        else "Re-run on a quieter machine"
+    ) + (f", or judge it with {' or '.join(modes)}" if modes else "")
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
         return Verdict(

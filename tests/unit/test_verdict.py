@@ -388,6 +388,19 @@ def test_an_inconclusive_slowdown_names_the_modes_that_judge_it_on_a_busy_machin
     )
 
 
+def test_a_target_that_leaves_its_cpu_idle_is_not_sent_to_a_quieter_machine():
+    # It slept: its CPU share is low, and its timing thread never queued for the CPU.
+    idle = Sample(summarize((2 * MS,) * 8), 0.05, (2 * MS,) * 8, queued_share=0.0)
+    v = judge("sleepy", idle, BASE, 0.1, Remeasure(idle)).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == "idle target"
+    assert "the timed code itself left the CPU idle" in v.message
+    assert "Re-run on a quieter machine" not in v.message
+    assert (
+        "(re-measured once, still bad). A quieter machine will not change that: time the work "
+        "without the waiting, or judge it with --torchperf-fallback instructions"
+    ) in v.message
+
+
 def test_inconclusive_when_confirming_remeasures_too_spread():
     rm = Remeasure(sample(1.5 * MS, noisy=True), sample(1.5 * MS, noisy=True))
     j = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm)
