@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-#: The kinds of failure, in the order a label names them when several failed (the first wins):
+#: The kinds of failure, in the order a label names them when several failed:
 #: ``--torchperf-strict``; a variant's outputs vs eager fp32; outputs or the metric vs the
 #: baseline; a speedup vs eager below its baseline or ``min_speedup``; the GPU kernel time
 #: beyond ``max_kernel_slowdown`` (``time-and-kernels``); a build above
@@ -65,8 +65,8 @@ def restore(messages: Sequence[str], kinds: Sequence[str | None] | None) -> list
     return restored
 
 
-def label_kind(kinds: Iterable[str | None]) -> str | None:
-    """The kind a label names: the first of :data:`KINDS` among ``kinds`` (None when none is
-    known)."""
+def label_kinds(kinds: Iterable[str | None]) -> list[str]:
+    """The kinds a label names: every one of :data:`KINDS` among ``kinds``, once each, in that
+    order (none for sentences without a known kind)."""
     known = {k for k in kinds if k in KINDS}
-    return next((k for k in KINDS if k in known), None)
+    return [k for k in KINDS if k in known]

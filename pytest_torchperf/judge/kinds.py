@@ -33,7 +33,13 @@ from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.instructions import effective_limit, judge_instructions
 from pytest_torchperf.judge.kernel_time import judge_kernels, launch_note
 from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, loosening_option
-from pytest_torchperf.judge.verdict import Judgement, Verdict, judge
+from pytest_torchperf.judge.verdict import (
+    AB_MODE,
+    BUSY_MACHINE_MODES,
+    Judgement,
+    Verdict,
+    judge,
+)
 from pytest_torchperf.measure.callgrind import InstructionCount
 from pytest_torchperf.measure.kernel_time import KernelTimes
 from pytest_torchperf.store.records import timed_sessions
@@ -100,6 +106,8 @@ class TimeKind(_NoExtraChecks):
     save = "pytest --torchperf-save"
     judges_timed_speedups = True
     needs_baseline = True
+    #: The run modes an inconclusive timing verdict names as able to judge it.
+    modes: tuple[str, ...] = BUSY_MACHINE_MODES
 
     def judge(
         self,
@@ -123,6 +131,7 @@ class TimeKind(_NoExtraChecks):
             max_machine_slowdown=gate.max_machine_slowdown,
             max_widening=gate.max_widening,
             confirm=confirm,
+            modes=self.modes,
             baseline_calibrated=[
                 (s["statistic"], s["calibration"])
                 for s in timed
@@ -206,6 +215,8 @@ class TimeOrInstructionsKind(TimeKind):
 
     name = "time-or-instructions"
     save = "pytest --torchperf-fallback instructions --torchperf-save"
+    # This run falls back on the count already: where that cannot decide either, A/B pairs can.
+    modes = (AB_MODE,)
 
     def judge(
         self,

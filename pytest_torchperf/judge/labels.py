@@ -6,18 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_torchperf.judge.failures import label_kind
+from pytest_torchperf.judge.failures import label_kinds
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
     """The one label of a measurement's outcome, the same in every report and in the CLI.
 
-    ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time+counters)``, ``FAIL (accuracy)``,
-    ``FAIL (strict)``, ``INCONCLUSIVE``, ``improved``, ``new``, ``pass``, ``pass (re-measured)``,
-    ``measured``, ``disabled`` (``new (no timing baseline)``: stored sessions without timing);
-    then ``, saved``, ``, saved without timing: <why>`` (counters and numerics stored), ``, saved but not this process's session
-    (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not saved: <why>`` in
-    saving runs.
+    ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time, counters)``, ``FAIL (accuracy)``,
+    ``FAIL (counters, numerics), time inconclusive``, ``FAIL (strict)``, ``INCONCLUSIVE``,
+    ``improved``, ``new``, ``pass``, ``pass (re-measured)``, ``measured``, ``disabled``
+    (``new (no timing baseline)``: stored sessions without timing): a failure names every kind
+    that failed, the timed figure (``time`` or ``instructions``) first, then the counters, then
+    the kinds of :data:`pytest_torchperf.judge.failures.KINDS` in that order; then ``, saved``,
+    ``, saved without timing: <why>`` (counters and numerics stored), ``, saved but not this
+    process's session (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not
+    saved: <why>`` in saving runs.
     """
     verdict = record.get("verdict") or {}
     outcome = str(record["outcome"])
@@ -25,21 +28,17 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     timing = verdict.get("outcome")
     # An instruction-count run's verdict compares instructions, not time.
     basis = "instructions" if verdict.get("basis") == "instructions" else "time"
-    if basis == "instructions" and timing == "fail":
-        label = "FAIL (instructions)"
+    failed = [basis] if timing == "fail" else []
     if record.get("counter_changes"):
-        # Say what failed: a counter change can fail a test whose timing passed or was inconclusive.
-        label = f"FAIL ({basis}+counters)" if timing == "fail" else "FAIL (counters)"
-        if timing == "inconclusive":
-            label += f", {basis} inconclusive"
-    elif record.get("failures"):
-        # The kinds decided where each failure was found (judge/failures.py), never its words;
-        # a record written before kinds were recorded gets the bare label.
-        kind = label_kind(record.get("failure_kinds") or ())
-        if kind is None:
-            label = "FAIL"
-        else:
-            label = f"FAIL ({basis}+{kind})" if timing == "fail" else f"FAIL ({kind})"
+        # A counter change can fail a test whose timing passed or was inconclusive.
+        failed.append("counters")
+    # The kinds were decided where each failure was found (judge/failures.py), never from its
+    # words; a record written before kinds were recorded adds none (the bare label).
+    failed += [k for k in label_kinds(record.get("failure_kinds") or ()) if k not in failed]
+    if failed and failed != ["time"]:  # a timing failure alone is the bare FAIL
+        label = f"FAIL ({', '.join(failed)})"
+    if label.startswith("FAIL") and timing == "inconclusive":
+        label += f", {basis} inconclusive"
     if verdict.get("untimed"):
         label += " (no timing baseline)"
     if verdict.get("suspicious"):

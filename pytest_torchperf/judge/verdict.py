@@ -18,6 +18,7 @@ from pytest_torchperf.judge.decision import (
     decide,
 )
 from pytest_torchperf.judge.samples import (
+    IDLE,
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
     MAX_RELATIVE_IQR,
@@ -117,6 +118,16 @@ class Verdict:
         }
 
 
+#: The modes that judge a measurement on a machine too busy to time it on: said where a timing
+#: verdict is inconclusive (docs/instructions.md, docs/ab.md).
+FALLBACK_MODE = (
+    "--torchperf-fallback instructions (judges by instruction count where timing cannot; "
+    "needs valgrind)"
+)
+AB_MODE = "--torchperf-ab REV (times this tree against revision REV in alternating process pairs)"
+BUSY_MACHINE_MODES = (FALLBACK_MODE, AB_MODE)
+
+
 @dataclass
 class Judgement:
     """A verdict and the sample it was reached on (the last trustworthy pass)."""
@@ -126,8 +137,9 @@ class Judgement:
     samples: list[Sample]
 
 
-def word(label: str, d: Decision) -> Verdict:
-    """The :class:`Verdict` of a decision: its message, notes and figures."""
+def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> Verdict:
+    """The :class:`Verdict` of a decision: its message, notes and figures. An inconclusive one
+    names ``modes``, the run modes that could judge it on such a machine."""
     notes = []
     if d.noise is not None and d.limit > d.tolerance and d.reason != "noisy-baseline":
         notes.append(
@@ -159,6 +171,13 @@ def word(label: str, d: Decision) -> Verdict:
     if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
         limit += f", {format_percent(d.confirm_limit)} for one process"
     strict = "--torchperf-strict turns this into a failure."
+    idle = d.problem is not None and guard_kind(d.problem) == IDLE
+    quieter = (
+        # The timed code itself left its CPU idle: no quieter machine changes that.
+        "A quieter machine will not change that: time the work without the waiting"
+        if idle
+        else "Re-run on a quieter machine"
+    ) + (f", or judge it with {' or '.join(modes)}" if modes else "")
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
         return Verdict(
@@ -170,14 +189,12 @@ def word(label: str, d: Decision) -> Verdict:
     if d.reason == "guard":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
-            f"trusted: {d.problem} (re-measured once, still bad). Re-run on a quieter "
-            f"machine; {strict}"
+            f"trusted: {d.problem} (re-measured once, still bad). {quieter}; {strict}"
         )
     elif d.reason == "untrusted":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline but a confirming "
-            f"pass ({where}) could not be trusted: {d.problem}. Re-run on a quieter "
-            f"machine; {strict}"
+            f"pass ({where}) could not be trusted: {d.problem}. {quieter}; {strict}"
         )
     elif d.reason == "confirmed":
         passes = len(d.confirm_ratios) + 1
@@ -302,11 +319,13 @@ def judge(
     confirm: Callable[[], Sample | None] | None = None,
     confirmations: int = CONFIRMATIONS,
     max_widening: float = MAX_WIDENING,
+    modes: Sequence[str] = BUSY_MACHINE_MODES,
 ) -> Judgement:
     """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
 
     ``baseline_calibrated`` holds ``(statistic, calibration)`` of the stored sessions that timed
-    the calibration kernel; the machine-speed guard applies when every session did.
+    the calibration kernel; the machine-speed guard applies when every session did. ``modes``:
+    what an inconclusive verdict says could judge it instead (:func:`word`).
     """
     guard = GuardLimits(
         min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown, min_gpu_clock
@@ -327,4 +346,4 @@ def judge(
         confirmations=confirmations,
         max_widening=max_widening,
     )
-    return Judgement(word(label, d), d.final, d.samples)
+    return Judgement(word(label, d, modes), d.final, d.samples)

@@ -17,6 +17,7 @@ from typing import Any
 from pytest_torchperf.core.errors import (
     OptionError,  # defined apart so that variant_options can raise it too
 )
+from pytest_torchperf.core.units import format_time
 from pytest_torchperf.options.values import (
     parse_bool,
     parse_counter_names,
@@ -276,6 +277,26 @@ OPTIONS: dict[str, OptionSpec] = {
         ),
     )
 }
+
+#: The shortest ``min_time`` docs/faq.md advises on a noisy runner ("keep ``min_time`` at 0.5 s
+#: or more"); a shorter one is accepted, with a warning (:func:`short_min_time`).
+ADVISED_MIN_TIME = 0.5
+
+
+def short_min_time(min_time: float, source: str) -> str | None:
+    """The warning for a ``min_time`` below :data:`ADVISED_MIN_TIME` (``source``: where it was
+    set), or None. Starts with ``min_time`` so that a filter can silence it."""
+    if min_time >= ADVISED_MIN_TIME:
+        return None
+    return (
+        f"min_time {format_time(min_time)} ({source}) is below {ADVISED_MIN_TIME:g} s, the "
+        f"least docs/faq.md advises on a noisy runner (docs/reliability.md measured its "
+        f"false-alarm and detection figures at the default 1 s): a shorter pass holds fewer "
+        f"~10 ms blocks, so it says less about the code's speed. Set min_time to "
+        f"{ADVISED_MIN_TIME:g} s or more (e.g. --torchperf-min-time=1s), or, where short "
+        f"timings are meant, filter this warning (filterwarnings = ignore:min_time)"
+    )
+
 
 #: Keywords accepted by ``@pytest.mark.torchperf`` and by a ``torchperf(...)`` call.
 VALID_KEYWORDS: tuple[str, ...] = tuple(sorted([*OPTIONS, "name"]))

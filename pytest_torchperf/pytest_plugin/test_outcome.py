@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
-from pytest_torchperf.pytest_plugin.stash import STATE_KEY, context_of
+from pytest_torchperf.pytest_plugin.stash import CONTEXT_KEY, STATE_KEY, context_of
 
 
 def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
@@ -78,6 +78,10 @@ def finish(item: pytest.Item, passed: bool) -> str | None:
     if state is None:
         return None
     message = None
+    context = item.config.stash.get(CONTEXT_KEY, None)
+    if context is not None and context.run_warnings:  # the run's own, said once
+        state.warnings[:0] = context.run_warnings
+        context.run_warnings.clear()
     # Warnings first: under -W error a warning fails the test, which then must not save.
     warning_errors = _emit_warnings(item, state.warnings)
     failures = [*warning_errors, *state.failure_messages()] if passed else []

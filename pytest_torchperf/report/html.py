@@ -10,13 +10,19 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
-from pytest_torchperf.report.html_table import History, history_from_sessions, measurements_table
+from pytest_torchperf.report.html_table import (
+    History,
+    history_from_sessions,
+    id_html,
+    measurements_table,
+)
 from pytest_torchperf.report.terminal import (
     count_line,
     sort_records,
@@ -34,7 +40,9 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 6px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}
 th{cursor:pointer;background:#f9fafb;position:sticky;top:0;user-select:none} th:hover{background:#eef2ff}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.wrap{white-space:normal;min-width:9ch} td.id{min-width:16ch;max-width:30ch;overflow-wrap:anywhere;font-size:12px}
+td.wrap{white-space:normal;min-width:9ch} td.id{min-width:16ch;max-width:30ch;font-size:12px}
+td.id .long{overflow-wrap:anywhere} .opt{white-space:nowrap}
+td .verdict{display:inline-block;white-space:normal}
 .colswitch{margin-left:16px;color:#4b5563;font-size:12px}
 @media (max-width:1599px){body:not(.allcols) [data-sec]{display:none}}
 @media (min-width:1600px){.colswitch{display:none}}
@@ -61,6 +69,16 @@ var f=document.getElementById('filter');if(f){f.addEventListener('input',functio
 """
 
 
+#: An option name in a message (``--torchperf-save-wait=SECONDS``), kept on one line: a browser
+#: breaks after a hyphen, which left ``(--`` at a line's end.
+_OPTION = re.compile(r"--[a-z][a-z0-9-]*(?:=[^\s,;)&]+)?")
+
+
+def prose_html(text: str) -> str:
+    """A message, escaped, its option names kept whole (``<span class="opt">``)."""
+    return _OPTION.sub(lambda m: f'<span class="opt">{m.group(0)}</span>', html.escape(text))
+
+
 def _attention(records: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     for record in records:
@@ -77,8 +95,8 @@ def _attention(records: Sequence[Mapping[str, Any]]) -> str:
         parts.append(
             f'<h3><span class="verdict {record["outcome"]}">'
             f"{html.escape(outcome_label(record))}</span> "
-            f"{html.escape(record['nodeid'])} — {html.escape(record['name'])}</h3>"
-            f"<pre>{html.escape(body)}</pre>"
+            f"{id_html(record['nodeid'])} — {id_html(record['name'])}</h3>"
+            f"<pre>{prose_html(body)}</pre>"
         )
     return "".join(parts)
 
@@ -169,7 +187,7 @@ def html_report(
         f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
         + "".join(
-            f'<p class="{"coverage" if i == 0 else "coverage-warning"}">{html.escape(line)}</p>'
+            f'<p class="{"coverage" if i == 0 else "coverage-warning"}">{prose_html(line)}</p>'
             for i, line in enumerate(coverage_lines)
         )
         + environments

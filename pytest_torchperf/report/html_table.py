@@ -7,6 +7,7 @@ and the stored history those plots draw on. Pure; the page around it is
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,29 @@ _COLUMNS = [
 ]
 
 
+#: Where a node id or measurement name may wrap: after a folder's ``/``, before ``::`` and
+#: before a parameter's ``[`` (never inside a word: "tes t_gru" read as two words).
+_ID_BREAKS = re.compile(r"(?<=/)|(?=::)|(?=\[)")
+#: A piece longer than the id column's widest (30ch) may also wrap after an underscore, and a
+#: word still longer anywhere, rather than widen the table past the screen.
+_ID_PIECE = 30
+_WORD_BREAKS = re.compile(r"(?<=_)")
+
+
+def id_html(text: str) -> str:
+    """A node id or measurement name, escaped, with ``<wbr>`` where it may wrap."""
+    words = []
+    for piece in _ID_BREAKS.split(text):
+        words += _WORD_BREAKS.split(piece) if len(piece) > _ID_PIECE else [piece]
+    return "<wbr>".join(
+        f'<span class="long">{html.escape(word)}</span>'
+        if len(word) > _ID_PIECE
+        else html.escape(word)
+        for word in words
+        if word
+    )
+
+
 def _cell(text: str, value: Any = None, numeric: bool = False, css: str = "") -> str:
     sort_value = html.escape(str(text if value is None else value), quote=True)
     classes = " ".join(c for c in ("num" if numeric else "", css) if c)
@@ -127,9 +151,9 @@ def _row(
             f"</span>",
             rank,
         ),
-        "test": _cell(html.escape(record["nodeid"]), css="id"),
+        "test": _cell(id_html(record["nodeid"]), record["nodeid"], css="id"),
         "name": _cell(
-            html.escape(record["name"])
+            id_html(record["name"])
             + (
                 f' <span class="muted">[{html.escape(record["group"])}]</span>'
                 if record.get("group")

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.compare import Gate
 from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
-from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer, resolve
+from pytest_torchperf.options.measure_options import (
+    MeasureOptions,
+    parse_layer,
+    resolve,
+    short_min_time,
+)
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.run.children import FreshRuns
 from pytest_torchperf.run.quiet import QuietWait
@@ -69,6 +74,10 @@ class RunContext:
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
         #: A save's budget for waiting until a busy machine quiets down (this process's share).
         self.quiet = QuietWait(settings.save_wait)
+        #: Warnings about the run's settings, each said once: shown at the end of the next test
+        #: (``pytest_plugin/test_outcome.py:finish``).
+        self.run_warnings: list[str] = []
+        self._warned_min_time = False
         #: Warnings that hold for the whole run, said once (GPU clocks not checked, ...).
         self.said: set[str] = set()
         quiet_trace_logger()
@@ -133,10 +142,33 @@ class RunContext:
         call_layer = parse_layer(call, f"{where}: torchperf(...) call")
         marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
         options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
+        self._check_min_time(
+            options.min_time,
+            (
+                (call_layer, f"min_time= of the torchperf(...) call in {where}"),
+                (marker_layer, f"@pytest.mark.torchperf(min_time=...) of {where}"),
+                (self.settings.cli, "--torchperf-min-time"),
+                (self.settings.ini, "ini torchperf_min_time"),
+            ),
+        )
         name = call_layer.get("name") or marker_layer.get("name")
         if self.settings.ab:
             options = self._ab_options(options, (call_layer, marker_layer))
         return options, name
+
+    def _check_min_time(
+        self, min_time: float, layers: tuple[tuple[Mapping[str, Any], str], ...]
+    ) -> None:
+        """Warn once per run about a ``min_time`` shorter than the docs advise, naming the layer
+        that set it (a child process measures for its controller, which warns; a disabled run
+        times nothing)."""
+        if self._warned_min_time or self.settings.child or self.settings.disable:
+            return
+        source = next((where for layer, where in layers if layer.get("min_time") is not None), "")
+        warning = short_min_time(min_time, source) if source else None
+        if warning:
+            self._warned_min_time = True
+            self.run_warnings.append(warning)
 
     def _ab_options(
         self, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]

@@ -13,7 +13,9 @@ from pytest_torchperf import __version__
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
+    IDLE,
     Sample,
+    guard_kind,
     guard_problem,
     loosening_option,
     machine_disturbance,
@@ -117,7 +119,9 @@ def queue_save(
     kept = [o for o in others if not unfit(o)]
     records = child_session_records(record, kept, ctx.run_id)
     if problem:
-        if isinstance(problem, str) and final.crowded is False:
+        # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
+        # code; every other guard (a busy neighbour included) blames the machine.
+        if isinstance(problem, str) and guard_kind(problem) == IDLE:
             why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
             detail = (
                 f"{problem} ({times}). A quieter machine will not change that: time the work "

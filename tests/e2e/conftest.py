@@ -81,8 +81,10 @@ torchperf_save_wait = 0
 # two here; test_instructions.py tests processes side by side with one real Valgrind process).
 torchperf_instruction_jobs = 1
 console_output_style = classic
+# The short min_time above is meant (tests/e2e/test_options.py checks its warning).
 filterwarnings =
     ignore:.*No CUDA runtime.*
+    ignore:min_time
 # Hypothesis's pytest plugin (on the CI machine, unused here) costs every pytest process 0.8 s to
 # import, and a Valgrind child 3.6 s.
 addopts = -p no:hypothesispytest

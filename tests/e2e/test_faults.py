@@ -5,6 +5,7 @@ are named, and loading the plugin never imports torch."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -184,6 +185,15 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
             "--torchperf-min-cpu-share=0",
         ]
     )
+    # The last line a user reads says the run failed, and why: pytest's own closing line just
+    # above it is green ("1 passed, 1 warning"), as in a red save on a busy VM ("6 passed").
+    assert re.fullmatch(r"=+ 1 passed, 1 warning in [0-9.]+s =+", result.outlines[-2])
+    assert result.outlines[-1] == (
+        "torchperf: the run FAILED (exit status 1) although its tests passed: the save stored no "
+        f"timing for 1 of 1 measurements (1 {WHY}); their counters and numerics were stored and "
+        'gate from now on, their timing does not. What to do: the "torchperf: run failed" '
+        "line above"
+    )
     (session,) = _sessions(perf.path / ".torchperf")
     assert session["statistic"] is None and session["times"] == []
     assert session["untimed"].startswith("CPU share 0.")
@@ -192,6 +202,7 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
     again = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0")
     again.assert_outcomes(passed=1)
     assert again.ret == pytest.ExitCode.OK
+    assert re.fullmatch(r"=+ 1 passed in [0-9.]+s =+", again.outlines[-1])  # nothing after it
     assert [s["statistic"] is not None for s in _sessions(perf.path / ".torchperf")] == [
         False,
         True,

@@ -122,7 +122,15 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
 
     def counters_changed(_nodeid: str, name: str, session: dict) -> None:
         if name == "conv":
-            session["counters"]["flops"] += 1  # conv fails on its counters only
+            # conv fails on its counters and its numerics (outputs moved by 50 %) while its
+            # timing is inconclusive: the machine ran the calibration kernel ~1000x slower than
+            # when it was saved (far beyond the suite's 1000 % limit), as a GRU seen on a busy
+            # VM whose label named its counters alone.
+            session["counters"]["flops"] += 1
+            session["calibration"] *= 0.001
+            for leaf in session["fingerprint"]["leaves"]:
+                leaf["l2"] *= 2
+                leaf["probe"] = [2 * v for v in leaf["probe"]]
 
     from tests.e2e.helpers import edit_baselines
 
@@ -146,7 +154,8 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     mlp = data["mlp"]
     figure = format_change(mlp["verdict"]["ratio"])  # the one figure, e.g. "+1890.2%"
     label = mlp["label"]
-    assert label == "FAIL" and data["conv"]["label"] == "FAIL (counters)"
+    conv_label = "FAIL (counters, numerics), time inconclusive"
+    assert label == "FAIL" and data["conv"]["label"] == conv_label
 
     # The failure headline (pytest's short summary and the test's own failure message).
     headline = re.search(
@@ -157,15 +166,15 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     [row] = [line for line in out.splitlines() if re.match(r"\S*test_mlp\s+mlp \[dense\]", line)]
     assert f" {figure}  {label}" in row, row
     [conv_row] = [line for line in out.splitlines() if re.match(r"\S*test_conv\s+conv", line)]
-    assert conv_row.endswith("FAIL (counters)")
+    assert conv_row.endswith(conv_label), conv_row
     # Markdown.
     markdown = (perf.path / "r" / "summary.md").read_text()
     assert f"| ❌ {label} | `test_one_figure" in markdown and f"| {figure} |" in markdown
-    assert "| ❌ FAIL (counters) |" in markdown
+    assert f"| ❌ {conv_label} |" in markdown
     # HTML: the same label in the pill, the same figure in the change cell.
     page = html_lib.unescape((perf.path / "r" / "report.html").read_text())
     assert f">{label}</span>" in page and f">{figure}</td>" in page
-    assert ">FAIL (counters)</span>" in page
+    assert f">{conv_label}</span>" in page
     # The offline compare replays the run's passes: same outcome, label, figure and wording.
     capsys.readouterr()  # drop what the pytester runs printed
     code = cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r" / "r.json")])
@@ -175,4 +184,4 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     assert cli_row.split()[2] == "fail" and cli_row.split()[-2:] == [figure, label], cli_row
     assert mlp["verdict"]["message"].splitlines()[0] in offline
     [cli_conv] = [line for line in offline.splitlines() if "::test_conv" in line]
-    assert cli_conv.rstrip().endswith("FAIL (counters)")
+    assert cli_conv.rstrip().endswith(conv_label), cli_conv

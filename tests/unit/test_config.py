@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from pytest_torchperf.options.measure_options import (
+    ADVISED_MIN_TIME,
     OPTIONS,
     VALID_KEYWORDS,
     MeasureOptions,
@@ -15,6 +17,7 @@ from pytest_torchperf.options.measure_options import (
     option_names,
     parse_layer,
     resolve,
+    short_min_time,
 )
 from pytest_torchperf.options.values import (
     parse_bool,
@@ -498,3 +501,21 @@ def test_resolve_merges_different_options_from_different_layers():
         [{"threads": 2}, {"max_slowdown": "25%"}, {"min_time": "0.5"}, {"strict": "yes"}]
     )
     assert opts == MeasureOptions(threads=2, max_slowdown=0.25, min_time=0.5, strict=True)
+
+
+def test_a_min_time_below_the_advised_figure_gets_a_warning_naming_it() -> None:
+    # docs/faq.md: "keep `min_time` at 0.5 s or more" on a noisy runner.
+    assert ADVISED_MIN_TIME == 0.5
+    faq = Path(__file__).resolve().parents[2] / "docs" / "faq.md"
+    assert "keep `min_time` at 0.5 s or more" in " ".join(faq.read_text(encoding="utf-8").split())
+    assert short_min_time(0.5, "--torchperf-min-time") is None
+    assert short_min_time(1.0, "--torchperf-min-time") is None
+    warning = short_min_time(0.005, "--torchperf-min-time")
+    assert warning is not None and warning.startswith(
+        "min_time 5 ms (--torchperf-min-time) is below 0.5 s, the least docs/faq.md advises on "
+        "a noisy runner"
+    )
+    assert warning.endswith(
+        "Set min_time to 0.5 s or more (e.g. --torchperf-min-time=1s), or, where short timings "
+        "are meant, filter this warning (filterwarnings = ignore:min_time)"
+    )

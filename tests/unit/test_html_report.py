@@ -122,3 +122,36 @@ def test_close_speedups_keep_their_figures_apart_from_bars_and_the_x1_line() -> 
     one = float(re.search(r'<line x1="([\d.]+)" x2="[\d.]+" y1="0"', chart).group(1))
     assert len(figures) == 2 and len(set(figures)) == 1  # one column for the figures
     assert all(float(x) > max(*ends, one) + 4 for x in figures)  # right of whiskers and x1
+
+
+def test_ids_wrap_between_their_parts_and_option_names_stay_whole() -> None:
+    """Seen in a report: ``tes t_gru`` (the id column broke anywhere) and ``(--`` at a line's
+    end (a browser breaks after a hyphen). Ids wrap only at ``/``, ``::``, ``[`` (and, in a part
+    wider than the column, after ``_``); option names in messages are kept on one line."""
+    nodeid = "tests/perf/test_recurrent_models.py::test_lstm_language_model_step[compiled]"
+    message = (
+        "gru: inconclusive ... Re-run on a quieter machine (--torchperf-save-wait=SECONDS), or "
+        "store it with --torchperf-max-neighbour-load=100%; 1 -> 2"
+    )
+    record = _record("gru", "fail", nodeid=nodeid)
+    record["verdict"]["message"] = message
+    page = html_report([record], "env", coverage_lines=["stored 1", f"run failed: {message}"])
+    assert "overflow-wrap:anywhere;font-size" not in page  # no longer on the whole id cell
+    assert (
+        'data-v="tests/perf/test_recurrent_models.py::test_lstm_language_model_step[compiled]">'
+        "tests/<wbr>perf/<wbr>test_recurrent_models.py<wbr>::test_<wbr>lstm_<wbr>language_<wbr>"
+        "model_<wbr>step<wbr>[compiled]</td>"
+    ) in page
+    assert "tests/<wbr>perf/<wbr>test_recurrent_models.py<wbr>::test_<wbr>lstm" in page  # h3
+    long = "t.py::test_x[" + "a" * 40 + "]"
+    assert f'<wbr><span class="long">[{"a" * 40}]</span>' in html_report(
+        [_record("m", "pass", nodeid=long)], "env"
+    )
+    assert "td.id .long{overflow-wrap:anywhere} .opt{white-space:nowrap}" in page
+    kept = (
+        '(<span class="opt">--torchperf-save-wait=SECONDS</span>), or store it with '
+        '<span class="opt">--torchperf-max-neighbour-load=100%</span>; 1 -&gt; 2'
+    )
+    assert page.count(kept) == 2  # the needs-attention message and the run-failure line
+    # A long label wraps inside its pill in the table (a one-line one widened it off screen).
+    assert "td .verdict{display:inline-block;white-space:normal}" in page

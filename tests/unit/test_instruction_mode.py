@@ -206,7 +206,7 @@ def test_labels_name_instructions() -> None:
     failed = {"outcome": "fail", "verdict": {"outcome": "fail", "basis": "instructions"}}
     assert outcome_label(failed) == "FAIL (instructions)"
     both = {**failed, "counter_changes": ["ops changed"]}
-    assert outcome_label(both) == "FAIL (instructions+counters)"
+    assert outcome_label(both) == "FAIL (instructions, counters)"
     assert outcome_label({"outcome": "fail", "verdict": {"outcome": "fail"}}) == "FAIL"
 
 

@@ -96,6 +96,16 @@ def test_without_a_count_to_fall_back_on_the_timing_verdict_stands_and_says_why(
     )
 
 
+def test_a_fallback_run_left_inconclusive_names_only_ab_pairs() -> None:
+    """It falls back on the count already: where none is stored, A/B pairs are what is left."""
+    no_stored = compare(_busy_candidate(2_000_000.0), [_session()] * 3, GATE, remeasure=_busy)
+    message = no_stored.verdict.message
+    assert "judge it with --torchperf-ab REV (times this tree" in message
+    assert "--torchperf-fallback" not in message
+    timed = compare(_busy_candidate(None), [_session()] * 3, Gate(), remeasure=_busy)
+    assert "judge it with --torchperf-fallback instructions" in timed.verdict.message
+
+
 def test_sessions_stored_without_timing_fall_back_to_their_count() -> None:
     untimed = {**_session(_count(2_000_000.0)), "untimed": "busy machine", "statistic": None}
     result = compare(_busy_candidate(2_100_000.0), [untimed], GATE, remeasure=_busy)

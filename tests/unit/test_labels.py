@@ -18,7 +18,7 @@ from pytest_torchperf.judge.labels import outcome_label
         ),
         (
             {"outcome": "fail", "verdict": {"outcome": "fail"}, "counter_changes": ["ops"]},
-            "FAIL (time+counters)",
+            "FAIL (time, counters)",
         ),
         (
             {"outcome": "fail", "verdict": {"outcome": "inconclusive"}, "counter_changes": ["x"]},
@@ -31,7 +31,7 @@ from pytest_torchperf.judge.labels import outcome_label
                 "failures": ["a: outputs drifted ...", "a: speedup ..."],
                 "failure_kinds": ["speedup", "accuracy"],
             },
-            "FAIL (accuracy)",
+            "FAIL (accuracy, speedup)",
         ),
         (
             # The label comes from the kind, never the words: a metric failure that mentions
@@ -42,7 +42,39 @@ from pytest_torchperf.judge.labels import outcome_label
                 "failures": ["a: metric changed (its speedup ...)"],
                 "failure_kinds": ["metric"],
             },
-            "FAIL (time+metric)",
+            "FAIL (time, metric)",
+        ),
+        (
+            # Seen on a GRU: its counters and its outputs failed while timing was inconclusive;
+            # the label named the counters alone.
+            {
+                "outcome": "fail",
+                "verdict": {"outcome": "inconclusive"},
+                "counter_changes": ["ops"],
+                "failures": ["gru: outputs moved by 4.30e-02 ..."],
+                "failure_kinds": ["numerics"],
+            },
+            "FAIL (counters, numerics), time inconclusive",
+        ),
+        (
+            {
+                "outcome": "fail",
+                "verdict": {"outcome": "fail"},
+                "counter_changes": ["ops"],
+                "failures": ["a: metric ...", "a: outputs ...", "a: metric again ..."],
+                "failure_kinds": ["metric", "numerics", "metric"],
+            },
+            "FAIL (time, counters, numerics, metric)",
+        ),
+        (
+            # Any failure beside an inconclusive timing says so, not only a counter change.
+            {
+                "outcome": "fail",
+                "verdict": {"outcome": "inconclusive"},
+                "failures": ["a: strict ..."],
+                "failure_kinds": ["strict"],
+            },
+            "FAIL (strict), time inconclusive",
         ),
         (
             # A results file written before kinds were recorded: the bare label.
@@ -76,13 +108,14 @@ def test_outcome_label(record: dict, label: str) -> None:
 def test_a_failure_keeps_its_kind_through_a_record_and_a_pickle() -> None:
     import pickle
 
-    from pytest_torchperf.judge.failures import Failure, kinds_of, label_kind, restore
+    from pytest_torchperf.judge.failures import Failure, kinds_of, label_kinds, restore
 
     failures = [Failure("numerics", "m: numerics changed ..."), "an old plain sentence"]
     assert kinds_of(failures) == ["numerics", None]
     restored = restore([str(f) for f in failures], kinds_of(failures))
     assert kinds_of(restored) == ["numerics", None] and restored == failures
     assert pickle.loads(pickle.dumps(failures[0])).kind == "numerics"
-    assert label_kind(["variant", "strict", None]) == "strict" and label_kind([None]) is None
+    assert label_kinds(["variant", "strict", None, "strict"]) == ["strict", "variant"]
+    assert label_kinds([None]) == []
     with pytest.raises(ValueError, match="unknown failure kind 'slow'"):
         Failure("slow", "m: ...")

@@ -368,6 +368,43 @@ def test_a_contaminated_confirming_pass_gets_one_more_try_then_is_inconclusive()
     assert judge("fwd", first, BASE, 0.1, rm).verdict.outcome is Outcome.FAIL and rm.calls == 3
 
 
+def test_an_inconclusive_slowdown_names_the_modes_that_judge_it_on_a_busy_machine():
+    """Seen on a busy VM: +157.2 % on the first pass, a confirming pass untrusted, a warning and
+    exit 0. The message says what would have judged it: instruction counts or A/B pairs."""
+    modes = (
+        "Re-run on a quieter machine, or judge it with --torchperf-fallback instructions "
+        "(judges by instruction count where timing cannot; needs valgrind) or --torchperf-ab REV "
+        "(times this tree against revision REV in alternating process pairs); "
+        "--torchperf-strict turns this into a failure."
+    )
+    slow, busy = sample(2.572 * MS), sample(2.572 * MS, cpu_share=0.3)
+    untrusted = judge("mlp", slow, BASE, 0.1, Remeasure(busy, busy)).verdict
+    assert untrusted.outcome is Outcome.INCONCLUSIVE
+    assert "+157.2% vs baseline but a confirming pass" in untrusted.message
+    assert untrusted.message.endswith(modes)
+    guard = judge("mlp", busy, BASE, 0.1, Remeasure(busy)).verdict
+    assert guard.outcome is Outcome.INCONCLUSIVE and "cannot be trusted" in guard.message
+    assert guard.message.endswith(modes)
+    # A kind that already judges another way names only the modes left (here none).
+    alone = judge("mlp", slow, BASE, 0.1, Remeasure(busy, busy), modes=()).verdict
+    assert alone.message.endswith(
+        "Re-run on a quieter machine; --torchperf-strict turns this into a failure."
+    )
+
+
+def test_a_target_that_leaves_its_cpu_idle_is_not_sent_to_a_quieter_machine():
+    # It slept: its CPU share is low, and its timing thread never queued for the CPU.
+    idle = Sample(summarize((2 * MS,) * 8), 0.05, (2 * MS,) * 8, queued_share=0.0)
+    v = judge("sleepy", idle, BASE, 0.1, Remeasure(idle)).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == "idle target"
+    assert "the timed code itself left the CPU idle" in v.message
+    assert "Re-run on a quieter machine" not in v.message
+    assert (
+        "(re-measured once, still bad). A quieter machine will not change that: time the work "
+        "without the waiting, or judge it with --torchperf-fallback instructions"
+    ) in v.message
+
+
 def test_inconclusive_when_confirming_remeasures_too_spread():
     rm = Remeasure(sample(1.5 * MS, noisy=True), sample(1.5 * MS, noisy=True))
     j = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm)

@@ -1,0 +1,77 @@
+"""What a save says when a guard refuses its pass (run.saving.queue_save), and the run's failure
+line for it (judge.coverage.run_failure): the cause named is the guard's own."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.judge.coverage import Coverage, run_failure
+from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, guard_kind
+from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.run.saving import guard_of, queue_save
+from pytest_torchperf.run.state import TestState
+
+SUMMARY = summarize([1e-3, 1.01e-3, 1.02e-3, 1.03e-3])
+
+
+def _save(sample: Sample) -> tuple[Any, TestState]:
+    """Queue the save of ``sample`` in one process, with the default guards switched on."""
+    options = MeasureOptions(min_cpu_share=0.9, max_neighbour_load=0.5)
+    ctx = SimpleNamespace(quiet=SimpleNamespace(last_spent=0.0), run_id="run")
+    state = TestState()
+    m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options)
+    result = SimpleNamespace(session={"statistic": 1e-3}, untimed=None, not_saved=None)
+    queue_save(
+        ctx,  # type: ignore[arg-type]
+        state,
+        m,  # type: ignore[arg-type]
+        result,  # type: ignore[arg-type]
+        sample,
+        [],
+        guard_of(options),
+        1,
+        "env",
+        {},
+    )
+    return result, state
+
+
+def test_a_busy_neighbour_is_blamed_not_the_timed_code() -> None:
+    """Seen on a busy VM: the pass kept its CPU (not crowded) while other processes kept 99.71 %
+    of the other CPUs busy. The neighbour guard refused it: a quieter machine is the remedy."""
+    sample = Sample(SUMMARY, cpu_share=0.99, neighbour_load=0.9971, queued_share=0.0)
+    assert sample.crowded is False
+    result, state = _save(sample)
+    assert result.untimed == "other processes kept 99.71% of the other CPUs busy while timing " + (
+        "(limit 50%)"
+    )
+    assert guard_kind(result.untimed) == BUSY
+    [warning] = state.warnings
+    assert "left the CPU idle" not in warning
+    assert "will not change that" not in warning
+    assert "Save again on a quieter machine" in warning
+    assert "--torchperf-max-neighbour-load=100%" in warning
+    failure = run_failure(Coverage("save", 1, untimed_reasons=[result.untimed]), strict=False)
+    assert failure is not None
+    assert "1 busy machine" in failure and "Save again when the machine is quiet" in failure
+
+
+def test_a_target_that_left_its_cpu_idle_is_blamed_on_the_timed_code() -> None:
+    sample = Sample(SUMMARY, cpu_share=0.05, neighbour_load=0.0, queued_share=0.0)
+    result, state = _save(sample)
+    assert result.untimed == "CPU share 0.05 < 0.90: the timed code left the CPU idle"
+    assert guard_kind(result.untimed) == IDLE
+    [warning] = state.warnings
+    assert "A quieter machine will not change that: time the work without the waiting" in warning
+    failure = run_failure(Coverage("save", 1, untimed_reasons=[result.untimed]), strict=False)
+    assert failure is not None and "A quieter machine will not change that" in failure
+
+
+def test_a_pass_crowded_off_its_cpu_is_blamed_on_other_processes() -> None:
+    sample = Sample(SUMMARY, cpu_share=0.5, neighbour_load=0.0, queued_share=0.45)
+    result, state = _save(sample)
+    assert result.untimed == "CPU share 0.50 < 0.90"
+    assert guard_kind(result.untimed) == BUSY
+    assert "Save again on a quieter machine" in state.warnings[0]
