@@ -156,12 +156,36 @@ def clock_reader(device: str, nvml: Any = None) -> ClockReader | str:
 
 def _nvml_index(device: str) -> int:
     """NVML's index of a CUDA device (they differ when CUDA_VISIBLE_DEVICES reorders GPUs)."""
-    import torch
-
-    dev = torch.device(device)
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    index = int(device.split(":", 1)[1]) if ":" in device else None
+    try:
+        import torch
+    except ImportError:  # only the unit tests' fake NVML gets here
+        return index or 0
+    if index is None:
+        index = torch.cuda.current_device()
     mapped = getattr(torch.cuda, "_get_nvml_device_index", None)
     try:
         return int(mapped(index)) if mapped is not None else index
     except Exception:  # noqa: BLE001 - a private torch helper: fall back to the CUDA index
         return index
+
+
+def device_state(device: str, nvml: Any = None) -> dict[str, Any]:
+    """What a GPU's own settings were (soft fingerprint fields, for the reader of a baseline):
+    driver, maximum SM clock, power limit and persistence mode; empty without NVML."""
+    reader = clock_reader(device, nvml)
+    if isinstance(reader, str):
+        return {}
+    nvml, handle = reader.nvml, reader.handle
+    state: dict[str, Any] = {"gpu_max_sm_mhz": reader.max_sm_mhz}
+    for key, read in (
+        ("gpu_driver", lambda: nvml.nvmlSystemGetDriverVersion()),
+        ("gpu_power_limit_w", lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000),
+        ("gpu_persistence", lambda: bool(nvml.nvmlDeviceGetPersistenceMode(handle))),
+    ):
+        try:
+            value = read()
+        except Exception:  # noqa: BLE001 - NVMLError_NotSupported on some boards
+            continue
+        state[key] = value.decode() if isinstance(value, bytes) else value
+    return state

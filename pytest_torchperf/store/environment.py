@@ -148,7 +148,16 @@ def device_fields(device: Any) -> dict[str, Any]:
 
 
 #: Fingerprint fields that never separate environments (recorded for the reader only).
-SOFT_FIELDS = ("hostname", "python", "platform", "pytest_torchperf")
+SOFT_FIELDS = (
+    "hostname",
+    "python",
+    "platform",
+    "pytest_torchperf",
+    "gpu_driver",
+    "gpu_max_sm_mhz",
+    "gpu_power_limit_w",
+    "gpu_persistence",
+)
 
 
 def fingerprint(device: Any, threads: int) -> dict[str, Any]:
@@ -163,6 +172,10 @@ def fingerprint(device: Any, threads: int) -> dict[str, Any]:
         "platform": platform.platform(terse=True),
         "pytest_torchperf": __version__,
     }
+    if exact.get("device") == "cuda":
+        from pytest_torchperf.measure.gpu_clocks import device_state
+
+        soft.update(device_state(str(device)))  # driver, clocks, power limit: for the reader
     return {"exact": exact, "soft": soft}
 
 

@@ -144,8 +144,9 @@ def test_unknown_marker_keyword_names_test_and_valid_options(perf: pytest.Pytest
             "@pytest.mark.torchperf: unknown torchperf option 'max_slowdwon'. Did you mean "
             "'max_slowdown'? Valid options: accuracy, check_finite, counters, data, group, "
             "ignore_counters, inference, instructions, max_compile_time, max_instruction_increase, "
-            "max_machine_slowdown, max_neighbour_load, max_slowdown, max_spread, metric, "
-            "min_cpu_share, min_speedup, min_time, name, seed, strict, threads, variants, warmup.",
+            "max_kernel_slowdown, max_machine_slowdown, max_neighbour_load, max_slowdown, "
+            "max_spread, max_widening, metric, min_cpu_share, min_gpu_clock, min_speedup, "
+            "min_time, name, seed, strict, threads, variants, warmup.",
         ]
     )
 

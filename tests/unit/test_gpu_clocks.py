@@ -108,3 +108,29 @@ def test_the_guard_refuses_a_throttled_pass_whatever_its_clock_and_passes_a_powe
     capped = ClockSummary(1755, 1980, 1980, ("power cap",), 20)  # 89 %: a long heavy run
     assert guard_problem(sample(capped)) is None
     assert guard_problem(sample(None)) is None  # no NVML: nothing to refuse on
+
+
+def test_the_gpus_own_settings_are_recorded_where_nvml_reads_them() -> None:
+    from pytest_torchperf.measure.gpu_clocks import device_state
+
+    class Board(FakeNvml):
+        def nvmlSystemGetDriverVersion(self) -> bytes:
+            return b"580.82.07"
+
+        def nvmlDeviceGetPowerManagementLimit(self, handle: str) -> int:
+            return 700_000  # milliwatts
+
+        def nvmlDeviceGetPersistenceMode(self, handle: str) -> int:
+            raise RuntimeError("Not Supported")  # some boards: left out, not an error
+
+    assert device_state("cuda:0", Board([], [])) == {
+        "gpu_max_sm_mhz": 1980,
+        "gpu_driver": "580.82.07",
+        "gpu_power_limit_w": 700.0,
+    }
+
+    class NoNvml(FakeNvml):
+        def nvmlInit(self) -> None:
+            raise RuntimeError("no driver")
+
+    assert device_state("cuda:0", NoNvml([], [])) == {}
