@@ -127,6 +127,7 @@ def compare(
         max_slowdown=gate.max_slowdown,
         confirm_speedups=confirm_speedups,
         save=save,
+        max_widening=gate.max_widening,
     )
     checks = kind.extra_checks(candidate, sessions, gate)
     failures = [*candidate.run_failures, *drift_failures, *checks.failures]

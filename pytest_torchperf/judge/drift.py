@@ -12,7 +12,12 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.failures import Failure
-from pytest_torchperf.judge.tolerance import effective_tolerance
+from pytest_torchperf.judge.tolerance import (
+    MAX_WIDENING,
+    effective_tolerance,
+    widened_beyond,
+    widening_bound,
+)
 from pytest_torchperf.measure.accuracy import fingerprint_drift
 
 REMEDY = (
@@ -37,6 +42,7 @@ def speedup_check(
     speedup: Mapping[str, float],
     max_slowdown: float,
     confirm: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
+    max_widening: float = MAX_WIDENING,
 ) -> tuple[str | None, str | None]:
     """(failure, warning) of a variant whose speedup vs eager fell since the baseline.
 
@@ -46,7 +52,8 @@ def speedup_check(
     standard deviations of the stored sessions' speedups (:mod:`.tolerance`), and a suspected fall
     (this run's p75 below the limit) fails only when the passes ``confirm`` returns (the speedups
     measured by the fresh processes that confirm slowdowns) are below it too. Only the median below
-    the limit is a warning.
+    the limit is a warning. A limit widened beyond ``max_widening`` times ``max_slowdown`` is no
+    gate: a speedup within it is not judged, and a warning says so.
     """
     base = statistics.median(stored)
     limit_pct, _ = effective_tolerance(max_slowdown, [1.0 / s for s in stored if s > 0])
@@ -82,6 +89,16 @@ def speedup_check(
         ), None
     if speedup["median"] < limit:
         return None, text + widened + ") - inconclusive: the rounds' spread overlaps the limit"
+    if widened_beyond(limit_pct, max_slowdown, max_widening):
+        bound = widening_bound(max_slowdown, max_widening) or limit_pct
+        return None, (
+            f"{label}: speedup vs eager not judged (x{speedup['median']:.2f} now, x{base:.2f} "
+            f"stored): the {len(stored)} stored sessions' speedups (x{min(stored):.2f}-"
+            f"x{max(stored):.2f}) widen the {format_percent(max_slowdown)} limit to "
+            f"{format_percent(limit_pct)}, beyond the {format_percent(bound)} allowed: no gate. "
+            f"Save the baseline again on a quieter machine (pytest --torchperf-save "
+            f"--torchperf-reset)"
+        )
     return None, None
 
 
@@ -96,6 +113,7 @@ def drift_checks(
     max_slowdown: float,
     confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
     save: str = "pytest --torchperf-save",
+    max_widening: float = MAX_WIDENING,
 ) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one measurement against its stored ``sessions``.
 
@@ -108,7 +126,7 @@ def drift_checks(
     stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
     if speedup and stored_speedups:
         failure, warning = speedup_check(
-            label, stored_speedups, speedup, max_slowdown, confirm_speedups
+            label, stored_speedups, speedup, max_slowdown, confirm_speedups, max_widening
         )
         failures += [Failure("speedup", failure)] if failure else []
         warnings += [warning] if warning else []
