@@ -36,6 +36,7 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
+    kernel_times_of,
     sampler,
     to_sample,
 )
@@ -314,23 +315,23 @@ def _conclude_each(
         measurer, extra = plan.measurers[variant], plan.extras[variant]
         clock = [plan.clock_name]
         first = to_sample(raws[variant], measurer.device.startswith("cpu"))
-        results[variant] = conclude(
-            ctx,
-            state,
-            Measured(
-                plan.nodeid,
-                plan.labels[variant],
-                measurer,
-                plan.options,
-                extra.counters,
-                first,
-                sampler(ctx, measurer, clock),
-                clock,
-                gate=True,
-                kind="torchperf",
-                extra=extra,
-            ),
+        measured = Measured(
+            plan.nodeid,
+            plan.labels[variant],
+            measurer,
+            plan.options,
+            extra.counters,
+            first,
+            sampler(ctx, measurer, clock),
+            clock,
+            gate=True,
+            kind="torchperf",
+            extra=extra,
         )
+        if ctx.kind(plan.options, measurer.device) == "time-and-kernels":
+            # Each variant's own kernels (amp casts, compiled fusions), after the timed rounds.
+            measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
+        results[variant] = conclude(ctx, state, measured)
     return {
         v: results.get(v) or plan.failed[v]
         for v in plan.variants
