@@ -28,6 +28,7 @@ import yaml
 
 from tests import browser
 from tests.subprocesses import isolated_env
+from tests.torchao_here import skip_without_torchao, torchao_problem
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
@@ -128,6 +129,7 @@ def _check_report_renders(report: Path, shot: Path) -> None:
 
 @pytest.mark.slow
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
+    skip_without_torchao()  # 3 of its 20 measurements are int8
     project = tmp_path / "example_project"
     shutil.copytree(
         EXAMPLE,
@@ -336,7 +338,8 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
     measured = [
         b["torchperf"] for b in json.loads((project / "results.json").read_text())["benchmarks"]
     ]
-    assert len(measured) >= 10, _explain(compared)
+    expected = 10 if torchao_problem() is None else 9  # without torchao: no mlp-int8-bs64
+    assert len(measured) >= expected, _explain(compared)
     not_timing = [
         f"{m['measurement']}: {m['label']}"
         for m in measured
