@@ -38,7 +38,9 @@ def _run(
     project: Path, storage: Path, *args: str, paths: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest <project> ...`` (or ``paths`` in it) in a fresh process, isolated from
-    the outer pytest run."""
+    the outer pytest run, on the CPU: with a GPU present the example's device test and its
+    whole-body test would measure on the GPU, in a second environment, and the figures these
+    tests expect (measurements, baseline files, shards' verdicts) are a CPU machine's."""
     command = [
         sys.executable,
         "-m",
@@ -66,7 +68,7 @@ def _run(
     return subprocess.run(
         command,
         cwd=project,
-        env=isolated_env(),  # outer xdist/addopts must not leak in
+        env=isolated_env(CUDA_VISIBLE_DEVICES=""),  # outer xdist/addopts must not leak in
         capture_output=True,
         text=True,
         timeout=600,
