@@ -28,6 +28,7 @@ import yaml
 
 from tests import browser
 from tests.subprocesses import isolated_env
+from tests.torchao_here import skip_without_torchao, torchao_problem
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 RESNET_TEST = "tests/test_perf.py::test_resnet18_batch1"
@@ -37,7 +38,9 @@ def _run(
     project: Path, storage: Path, *args: str, paths: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest <project> ...`` (or ``paths`` in it) in a fresh process, isolated from
-    the outer pytest run."""
+    the outer pytest run, on the CPU: with a GPU present the example's device test and its
+    whole-body test would measure on the GPU, in a second environment, and the figures these
+    tests expect (measurements, baseline files, shards' verdicts) are a CPU machine's."""
     command = [
         sys.executable,
         "-m",
@@ -65,7 +68,7 @@ def _run(
     return subprocess.run(
         command,
         cwd=project,
-        env=isolated_env(),  # outer xdist/addopts must not leak in
+        env=isolated_env(CUDA_VISIBLE_DEVICES=""),  # outer xdist/addopts must not leak in
         capture_output=True,
         text=True,
         timeout=600,
@@ -128,6 +131,7 @@ def _check_report_renders(report: Path, shot: Path) -> None:
 
 @pytest.mark.slow
 def test_example_project_save_compare_and_catch_a_slowdown(tmp_path: Path) -> None:
+    skip_without_torchao()  # 3 of its 20 measurements are int8
     project = tmp_path / "example_project"
     shutil.copytree(
         EXAMPLE,
@@ -336,7 +340,8 @@ def test_example_project_compares_clean_against_its_committed_baselines(tmp_path
     measured = [
         b["torchperf"] for b in json.loads((project / "results.json").read_text())["benchmarks"]
     ]
-    assert len(measured) >= 10, _explain(compared)
+    expected = 10 if torchao_problem() is None else 9  # without torchao: no mlp-int8-bs64
+    assert len(measured) >= expected, _explain(compared)
     not_timing = [
         f"{m['measurement']}: {m['label']}"
         for m in measured

@@ -97,8 +97,8 @@ def synchronize(device: Any) -> None:
 def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
     """Where the target computes: its parameters' device, else the first input tensor's, else
     for a closure the device of the first module or tensor it captured (``lambda: model(x)``,
-    ``functools.partial``, a bound method), else (opaque closures, test bodies) the accelerator
-    if one is really present, else ``cpu``.
+    ``functools.partial``, a bound method, a module or tensor it names as a global), else
+    (opaque closures, test bodies) the accelerator if one is really present, else ``cpu``.
 
     Parameters come first: a GPU module fed CPU inputs (moved inside ``forward``) runs on the GPU.
     The accelerator fallback errs on the safe side: synchronising an idle GPU costs microseconds,
@@ -138,8 +138,12 @@ def _device_of(value: Any) -> str | None:
 
 def _captured(target: Any) -> list[Any]:
     """What a callable closes over: closure cells, default arguments, a bound method's object,
-    a ``functools.partial``'s arguments (one level: enough for ``lambda: model(x)``)."""
+    a ``functools.partial``'s arguments, then the tensors and modules its code names as globals
+    (``x = torch.randn(...)`` at module level, then ``lambda: x @ x``). One level: enough for
+    ``lambda: model(x)``; other globals (``torch``, containers) are not searched."""
     import functools
+
+    import torch
 
     if isinstance(target, functools.partial):
         return [*target.args, *target.keywords.values(), *_captured(target.func)]
@@ -154,6 +158,10 @@ def _captured(target: Any) -> list[Any]:
         except ValueError:  # an empty cell (a variable assigned later)
             continue
     values += list(getattr(function, "__defaults__", None) or ())
+    code, namespace = getattr(function, "__code__", None), getattr(function, "__globals__", None)
+    if code is not None and isinstance(namespace, dict):
+        named = (namespace.get(name) for name in code.co_names)
+        values += [v for v in named if isinstance(v, (torch.Tensor, torch.nn.Module))]
     return values
 
 

@@ -7,7 +7,9 @@ than by making anything slower (no sleeping, no timing races).
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -101,3 +103,57 @@ def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
     monkeypatch.setenv("COLUMNS", "200")
     pytester.makefile(".ini", pytest=FAST_INI)
     return pytester
+
+
+# -- the accelerator fallback ---------------------------------------------------------------------
+#
+# A measurement's device comes from its target: parameters, tensor inputs, the modules or tensors
+# a closure captured (pytest_torchperf/measure/devices.py:infer_device). Only where there are none
+# (a whole test body, a closure over nothing) does it fall back to "auto": the accelerator if one
+# is present. On this project's CPU-only CI that is cpu, so a test whose expectations are CPU's
+# (CPU share guards, calibration kernel, clock "cpu", bf16 autocast, a "cpu-..." environment)
+# passes there and fails on a GPU machine: 5 of the 19 failures of
+# benchmarks/results/gpu-suite-h200-torch211.log. Whether a target reaches the fallback does not
+# depend on the machine, so it is checked here, on every machine: a test whose in-process runs
+# make such a measurement fails unless it is marked ``any_device`` (its expectations hold on a GPU
+# too). A test that means CPU says so instead: a CPU tensor input, or one its target captures.
+# Not seen: measurements in child processes (runpytest_subprocess, fresh and counting processes).
+
+FALLBACKS = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(autouse=True)
+def _accelerator_fallbacks(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[str]]:
+    """Records the inner test of each in-process measurement whose device came from the
+    accelerator fallback (``devices.default_device``)."""
+    from pytest_torchperf.measure import devices
+
+    used: list[str] = []
+    request.node.stash[FALLBACKS] = used
+    original = devices.default_device
+
+    def recording() -> str:
+        used.append(os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0])
+        return original()
+
+    monkeypatch.setattr(devices, "default_device", recording)
+    yield used
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    result = yield
+    used = item.stash.get(FALLBACKS, [])
+    if used and item.get_closest_marker("any_device") is None:
+        pytest.fail(
+            f"{len(used)} measurement(s) of this test took their device from the accelerator "
+            f"fallback ({', '.join(sorted(set(used)))}): cpu here, cuda on a GPU machine, where "
+            "CPU expectations (CPU share guard, calibration kernel, clock 'cpu', bf16 autocast, "
+            "a cpu-... environment) no longer hold. Give the target a CPU tensor input (or let "
+            "it capture one), or mark the test @pytest.mark.any_device if its expectations hold "
+            "on a GPU too",
+            pytrace=False,
+        )
+    return result

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 
+# The timer's closure builds its tensors inside (no captured device): cuda on a GPU machine.
+@pytest.mark.any_device
 def test_marked_test_using_timer_or_profiler_is_not_timed_as_a_whole(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import pytest, torch
@@ -39,6 +41,8 @@ def test_marked_unittest_method_is_a_usage_error(perf: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*cannot time a unittest.TestCase method as a whole*"])
 
 
+# test_gate_words times lambda: None (no device of its own); its verdict is None anywhere.
+@pytest.mark.any_device
 def test_bad_fixture_arguments_fail_clearly(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import torch

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 
+# test_whole_body_backward is a whole test body (cuda on a GPU machine); autograd is checked.
+@pytest.mark.any_device
 def test_training_steps_and_test_bodies_keep_autograd(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import pytest, torch

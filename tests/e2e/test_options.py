@@ -151,6 +151,8 @@ def test_unknown_marker_keyword_names_test_and_valid_options(perf: pytest.Pytest
     )
 
 
+# A whole test body: cuda on a GPU machine; only the outcome and --markers are checked.
+@pytest.mark.any_device
 def test_marker_is_registered_for_strict_markers(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import pytest
@@ -266,6 +268,8 @@ def test_plain():
 """
 
 
+# COUNTING's test_body is a whole test body (cuda on a GPU machine); calls are counted.
+@pytest.mark.any_device
 def test_disable_runs_each_target_once_without_timing(perf: pytest.Pytester) -> None:
     perf.makepyfile(COUNTING)
     result = perf.runpytest("--torchperf-disable")
@@ -276,6 +280,8 @@ def test_disable_runs_each_target_once_without_timing(perf: pytest.Pytester) -> 
     assert not (perf.path / ".torchperf").exists()
 
 
+# A whole test body, timed on the accelerator where one is present; calls are counted.
+@pytest.mark.any_device
 def test_whole_test_body_is_the_workload(perf: pytest.Pytester) -> None:
     path = perf.makepyfile(COUNTING)
     result = perf.runpytest(f"{path.name}::test_body")
@@ -284,6 +290,8 @@ def test_whole_test_body_is_the_workload(perf: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*test_body  *measured*"])
 
 
+# COUNTING's test_body is a whole test body; only the selection is checked.
+@pytest.mark.any_device
 def test_skip_and_only_select_perf_tests(perf: pytest.Pytester) -> None:
     perf.makepyfile(COUNTING)
     perf.runpytest("--torchperf-skip").assert_outcomes(passed=1, skipped=2)

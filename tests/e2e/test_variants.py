@@ -17,6 +17,7 @@ import pytest
 
 from pytest_torchperf.variants.quantization import int8_saturation
 from tests.e2e.helpers import baseline_files, edit_baselines
+from tests.torchao_here import skip_without_torchao, torchao_problem, with_int8_skipped
 
 MLP = """
 import os
@@ -62,6 +63,7 @@ def _stored(perf: pytest.Pytester) -> dict[str, dict]:
 
 
 def test_five_variants_save_compare_and_report(perf: pytest.Pytester) -> None:
+    skip_without_torchao()
     perf.makepyfile(ALL_FIVE)
     save = perf.runpytest("--torchperf-save", "--junitxml=save.xml", "-rs")
     save.assert_outcomes(passed=5)
@@ -199,7 +201,7 @@ def test_vanishing(torchperf):
 """.replace("<INT8>", INT8)
     )
     result = perf.runpytest()
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(**with_int8_skipped(passed=2, failed=2))
     result.stdout.fnmatch_lines(
         [
             "*mlp[[]amp[]]: outputs drifted from eager fp32: rel_l2 * above the limit 1.00e-06*",
@@ -225,10 +227,10 @@ def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
     amp's (3e-2) and int8's (6e-2; widened on a CPU whose int8 products saturate, see INT8):
     "numerics changed" fires exactly on eager/compiled/fused."""
     perf.makepyfile(ALL_FIVE)
-    perf.runpytest("--torchperf-save").assert_outcomes(passed=5)
+    perf.runpytest("--torchperf-save").assert_outcomes(**with_int8_skipped(passed=5))
     monkeypatch.setenv("PERTURB", "1e-3")
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
-    result.assert_outcomes(passed=2, failed=3)
+    result.assert_outcomes(**with_int8_skipped(passed=2, failed=3))
     text = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -248,7 +250,7 @@ def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
 
 def test_speedup_regression_fails_only_that_variant(perf: pytest.Pytester) -> None:
     perf.makepyfile(ALL_FIVE)
-    perf.runpytest("--torchperf-save").assert_outcomes(passed=5)
+    perf.runpytest("--torchperf-save").assert_outcomes(**with_int8_skipped(passed=5))
 
     def inflate(_nodeid: str, name: str, session: dict) -> None:
         # "compiled used to be 500x faster than eager": its limit (x50) is far above any speedup
@@ -258,7 +260,7 @@ def test_speedup_regression_fails_only_that_variant(perf: pytest.Pytester) -> No
 
     edit_baselines(perf.path / ".torchperf", inflate)
     result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(**with_int8_skipped(passed=4, failed=1))
     result.stdout.fnmatch_lines(
         [
             "*mlp[[]compiled[]]: speedup vs eager fell from x500.00 to x* slower; IQR of * rounds *; "
@@ -354,7 +356,9 @@ def test_call_level_skip_keeps_the_others(torchperf):
         [
             "*trt[[]compiled[]]: not measured: backend 'tensorrt' is not installed*pip install torch-tensorrt*",
             "*relu[[]amp[]]: not measured: autocast ran no op in bfloat16*so amp would equal eager*",
-            "*relu[[]int8[]]: not measured: int8 *no nn.Linear layer torchao can quantize*",
+            "*relu[[]int8[]]: not measured: int8 *no nn.Linear layer torchao can quantize*"
+            if torchao_problem() is None
+            else "*relu[[]int8[]]: not measured: torchao is not importable*pip install torchao",
         ]
     )
 
@@ -381,6 +385,7 @@ def test_overflow(torchperf):
 
 
 def test_metric_on_labelled_batch_is_stored_and_gated(perf: pytest.Pytester) -> None:
+    skip_without_torchao()
     perf.makepyfile(
         MLP
         + """
@@ -455,10 +460,11 @@ def test_b_sees_clean_state():
     assert not counters["stats"]  # dynamo was reset after the variant tests
 """.replace("<INT8>", INT8)
     )
-    perf.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+    perf.runpytest("-p", "no:randomly").assert_outcomes(**with_int8_skipped(passed=3))
 
 
 def test_quantized_model_fixture(perf: pytest.Pytester) -> None:
+    skip_without_torchao()
     perf.makepyfile(
         MLP
         + """
@@ -525,6 +531,7 @@ def test_without_a_cxx_compiler_variants_skip_or_fall_back_with_the_reason(
 ) -> None:
     """A machine where inductor cannot compile: compiled skips, fused falls back to the eager
     conv-bn fold, int8 falls back to eager torchao int8 with a note - all said plainly."""
+    skip_without_torchao()
     perf.makeconftest("""
 import pytest
 import pytest_torchperf.variants.compilers as compilers
@@ -681,6 +688,7 @@ def test_int8_on_a_saturating_cpu_fails_and_says_why(
 ) -> None:
     """oneDNN capped at AVX2 (no VNNI) runs int8 products as a CPU without VNNI does, on every
     x86-64 class: the default int8 limit fails, and the failure says the machine is why."""
+    skip_without_torchao()
     perf.makepyfile(
         MLP
         + """

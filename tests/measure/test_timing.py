@@ -33,3 +33,23 @@ def test_a_closure_takes_the_device_of_what_it_captured(monkeypatch) -> None:
     assert devices.infer_device(lambda: torch.ones(2).sum(), ()) == "cuda:0"
     meta = torch.empty(2, device="meta")
     assert devices.infer_device(lambda: meta, ()) == "meta"  # not measurable: skipped, saying so
+
+
+GLOBAL_X = None
+GLOBAL_MODEL = None
+
+
+def test_a_function_takes_the_device_of_the_globals_it_names(monkeypatch) -> None:
+    """``x = torch.randn(...)`` at a test module's top, then ``lambda: x @ x``: x is a global,
+    not a closure cell, and on a GPU machine the measurement went to the accelerator."""
+    import torch
+
+    from pytest_torchperf.measure import devices
+
+    monkeypatch.setattr(devices, "default_device", lambda: "cuda:0")
+    monkeypatch.setitem(globals(), "GLOBAL_X", torch.zeros(2, 2))
+    assert devices.infer_device(lambda: GLOBAL_X @ GLOBAL_X, ()) == "cpu"
+    monkeypatch.setitem(globals(), "GLOBAL_X", torch.zeros(2, 2, device="meta"))
+    monkeypatch.setitem(globals(), "GLOBAL_MODEL", torch.nn.Linear(2, 2))
+    assert devices.infer_device(lambda: GLOBAL_MODEL(GLOBAL_X), ()) == "cpu"  # in code order
+    assert devices.infer_device(lambda: torch.ones(2), ()) == "cuda:0"  # torch is no tensor
