@@ -107,7 +107,7 @@ for spin in 0 0.05 0.10; do
 done
 cd "$here"
 
-step 60 python3 -m pytest -p no:cacheprovider -q -n 0 -rA tests/e2e/test_cuda.py \
+step 60 python3 -m pytest -p no:cacheprovider -q -n 0 -rA tests/e2e/test_cuda.py tests/e2e/test_devices.py \
     tests/unit/test_kernel_time.py tests/unit/test_gpu_clocks.py
 
 if [ -n "${GPU_E2E_SUITE:-}" ]; then

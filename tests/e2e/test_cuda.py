@@ -132,3 +132,58 @@ def test_amp_on_cuda_autocasts_to_float16(perf: pytest.Pytester) -> None:
     result = perf.runpytest()
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*mlp[[]amp[]]: torch.autocast('cuda', dtype=float16)*"])
+
+
+SPUN = """
+import torch
+
+SPIN = {spin}
+
+
+class Spun(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU())
+
+    def forward(self, x):
+        out = self.body(x)
+        if SPIN:
+            torch.cuda._sleep(SPIN)  # a kernel that no ATen op counter sees
+        return out
+
+
+def test_gpu(torchperf):
+    torch.manual_seed(0)
+    torchperf(Spun().cuda(), torch.randn(256, 512, device="cuda"), name="spun")
+"""
+
+
+def test_kernel_time_is_stored_per_process_and_an_added_kernel_fails_on_it(
+    perf: pytest.Pytester,
+) -> None:
+    """A CUDA save stores each process's own kernel time; an unchanged compare notes the kernel
+    verdict; a spin kernel (no ATen op: the counters cannot see it) fails on its kernel time,
+    naming the new kernel."""
+    perf.makepyfile(SPUN.format(spin=0))
+    save = perf.runpytest("--torchperf-save", "--torchperf-processes=2")
+    save.assert_outcomes(passed=1)
+    (path,) = [
+        p for p in (perf.path / ".torchperf").glob("*/*.json") if p.name != "environment.json"
+    ]
+    (entry,) = json.loads(path.read_text())["tests"].values()
+    sessions = entry["spun"]["sessions"]
+    assert len(sessions) == 2 and all(s["kernels"]["per_call"] > 0 for s in sessions), sessions
+    assert sessions[0]["kernels"] != sessions[1]["kernels"]  # each process profiled its own
+    assert sessions[0]["gate"]["kind"] == "time-and-kernels"
+
+    same = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*note: GPU kernel time *vs baseline*"])
+
+    perf.makepyfile(SPUN.format(spin=2_000_000))  # about a millisecond per call
+    spun = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    spun.assert_outcomes(failed=1)
+    spun.stdout.fnmatch_lines(
+        ["*spun: GPU kernel time +*vs baseline*every profiler session over it*new kernel*"]
+    )
+    spun.stdout.fnmatch_lines(["*FAIL (*kernel time*)*"])
