@@ -168,8 +168,8 @@ def _row(
             True,
         ),
         "baseline": _cell(
-            format_baseline(verdict),
-            verdict.get("baseline_statistic") or -1,
+            format_baseline(verdict, record),
+            verdict.get("baseline_statistic") or (record.get("stored") or {}).get("baseline") or -1,
             True,
         ),
         "change": _cell(

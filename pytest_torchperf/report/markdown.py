@@ -92,7 +92,7 @@ def markdown_report(
             format_time(stats.get("median")),
             format_time(stats.get("p25")),
             *([format_instructions(record)] if instructions else []),
-            format_baseline(verdict),
+            format_baseline(verdict, record),
             format_change_of(record),
         ]
         if variants:

@@ -48,11 +48,16 @@ def _has_instructions(records: Iterable[Mapping[str, Any]]) -> bool:
     return any(r.get("instructions") for r in records)
 
 
-def format_baseline(verdict: Mapping[str, Any]) -> str:
-    """The verdict's baseline: seconds per call, or instructions per call in an instruction run."""
+def format_baseline(verdict: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> str:
+    """The verdict's baseline: seconds per call, or instructions per call in an instruction run.
+    In a save without a verdict, what the save left stored (``256 us stored``: the median of
+    the stored sessions' p25, which a compare holds a pass against, not this run's p25)."""
     value = verdict.get("baseline_statistic")
     if verdict.get("basis") == "instructions":
         return "-" if value is None else format_count(value)
+    stored = (record or {}).get("stored") or {}
+    if value is None and stored.get("baseline"):
+        return f"{format_time(stored['baseline'])} stored"
     return format_time(value)
 
 
@@ -106,7 +111,7 @@ def _row(
     ]
     if instructions:
         row.append(format_instructions(record))
-    row += [format_baseline(verdict), format_change_of(record)]
+    row += [format_baseline(verdict, record), format_change_of(record)]
     if variants:
         row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
     return [*row, outcome_label(record)]

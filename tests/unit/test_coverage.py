@@ -311,3 +311,13 @@ def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
     ) in line, line
     assert "numerics not gated" not in line
     assert "save them again on a quieter machine" in (weak_gate_warning(cov) or ""), cov
+
+
+def test_a_saves_table_shows_what_it_left_stored_not_this_runs_p25() -> None:
+    """Issue 36: a save's table showed 156 us (this run) while 256 us was stored."""
+    from pytest_torchperf.report.terminal import format_baseline
+
+    record = saved_with("mlp", JUMPY, 5, 5)
+    assert format_baseline({}, record) == "256 us stored"
+    assert format_baseline({"baseline_statistic": 1e-4}, record) == "100 us"  # a compare's
+    assert format_baseline({}, {}) == "-"
