@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
         except OptionError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    parser = argparse.ArgumentParser(prog="torchperf", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="torchperf", description=__doc__.split("\n\n")[0].replace("``", "")
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     storage: dict[str, Any] = {
         "default": ".torchperf",
@@ -238,6 +240,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if words[:1] == ["bisect"] and "--" in words:  # other commands keep -- (a file named -x)
         cut = words.index("--")
         words, passed = words[:cut], words[cut + 1 :]
+    positional = [w for w in words[1:] if not w.startswith("-")]
+    if words[:1] == ["compare"] and len(positional) == 1 and positional[0].endswith(".json"):
+        # The likeliest slip: the results file alone, without the baseline folder first.
+        parser.error(
+            f"compare takes the baseline folder first, then the results file: torchperf "
+            f"compare .torchperf {positional[0]}"
+        )
     args = parser.parse_args(words)
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):

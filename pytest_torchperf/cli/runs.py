@@ -82,8 +82,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             max_instruction_increase=args.max_instruction_increase,
         )
         failed += result.outcome == "fail"
-        judged.append(
-            {"outcome": result.outcome, "verdict": result.verdict.to_dict(), "gated": result.gated}
+        judged.append(  # what the coverage line reads, as a live run's record has it
+            {
+                "name": record["name"],
+                "variant": record.get("variant", "eager"),
+                "counters": record.get("counters"),
+                "outcome": result.outcome,
+                "verdict": result.verdict.to_dict(),
+                "gated": result.gated,
+            }
         )
         rows.append(
             {

@@ -58,6 +58,8 @@ class Coverage:
     #: Save runs: why the timings a guard refused were not stored (those sessions were stored
     #: without timing); each fails the save, and names the option that stores it anyway.
     untimed_reasons: list[str] = field(default_factory=list)
+    #: Their measurements' names, in the same order (empty for records without a name).
+    untimed_names: list[str] = field(default_factory=list)
     #: Save runs of ``--torchperf-fallback instructions``: sessions stored without timing but
     #: with their instruction count, which a fallback compare judges instead (no failure).
     counted_instead: int = 0
@@ -173,6 +175,8 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
         _name(cov, why, record)
     stored = bool(record.get("saved"))
     cov.counters += stored and record.get("counters") is not None
+    if stored and record.get("counters") is None and record.get("name"):
+        cov.no_counters.append(f"{record['name']} ({_why_no_counters(record)})")
     session = record.get("session") or {}
     cov.numerics += stored and bool(
         session.get("fingerprint") or record.get("accuracy") or record.get("metric") is not None
@@ -189,6 +193,7 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
         cov.counted_instead += 1
     else:
         cov.untimed_reasons.append(str(record["untimed"]))
+        cov.untimed_names.append(str(record.get("name") or ""))
 
 
 def _reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:
@@ -200,9 +205,10 @@ def _reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None
 
 
 def _named(names: Sequence[str], most: int = 4) -> str:
-    """Up to ``most`` names, then how many more."""
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+    """Up to ``most`` names, then how many more (a last one is named, not counted)."""
+    if len(names) <= most + 1:
+        return ", ".join(names)
+    return ", ".join(names[:most]) + f" and {len(names) - most} more"
 
 
 def coverage_line(cov: Coverage) -> str:
@@ -229,9 +235,11 @@ def coverage_line(cov: Coverage) -> str:
     )
     if cov.not_timed:
         line += f"; timing not stored: {_reasons(cov.not_timed, cov.names)}"
+    if cov.no_counters:
+        line += f"; counters not stored: {_named(cov.no_counters)}"
     if cov.no_gate:
         line += (
-            f"; timing stored but its sessions disagree too much to gate: {len(cov.no_gate)} "
+            f"; the timing sessions stored disagree too much to gate: {len(cov.no_gate)} "
             f"({_named(list(cov.no_gate))})"
         )
     return line + _counted_instead(cov)
@@ -251,8 +259,10 @@ def stored_lines(cov: Coverage) -> list[str]:
 def stored_summary(b: StoredBaseline) -> str:
     """What one measurement's timing baseline now is, and what a compare will make of it."""
     sessions = f"{b.this_save} of {b.asked} processes stored" + (
-        f" ({b.sessions} sessions in all)" if b.sessions != b.this_save else ""
+        f" (not: {', '.join(b.left_out)})" if b.left_out else ""
     )
+    if b.sessions != b.this_save:
+        sessions += f", {b.sessions} timing sessions in all with earlier saves'"
     if b.baseline is None:
         return f"{sessions}: no timing stored"
     parts = [sessions, f"baseline p25 {format_time(b.baseline)}"]
@@ -284,7 +294,8 @@ def weak_gate_warning(cov: Coverage) -> str | None:
         return None
     return (
         f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
-        f"({_reasons(cov.not_timed)}): this run hardly gated speed. {_remedies(cov)}. "
+        f"({_reasons(cov.not_timed)}): this run "
+        f"{'did not gate' if not cov.timed_total else 'hardly gated'} speed. {_remedies(cov)}. "
         f"--torchperf-strict fails such a run"
     )
 
@@ -340,7 +351,7 @@ def _no_gate_failure(cov: Coverage) -> str | None:
         for name, b in wide.items()
     )
     return (
-        f"the save stored timing sessions that disagree too much to gate for {len(wide)} of "
+        f"the timing sessions now stored disagree too much to gate for {len(wide)} of "
         f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
         f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
         f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
@@ -353,23 +364,44 @@ def _ceil(x: float) -> int:
 
 
 def _untimed_failure(cov: Coverage) -> str | None:
-    if cov.untimed_reasons:
-        missing = len(cov.untimed_reasons)
-        options = sorted({loosening_option(why) for why in cov.untimed_reasons})
-        kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
-        remedy = (
-            "A quieter machine will not change that: time the work without the waiting"
-            if set(kinds) == {IDLE}
-            else "Save again when the machine is quiet, give the save longer to wait for it "
+    if not cov.untimed_reasons:
+        return None
+    missing = len(cov.untimed_reasons)
+    names = cov.untimed_names or [""] * missing
+    kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
+    # Each option that stores the timing anyway, with the measurements it is for: all of them
+    # are needed where several guards refused.
+    by_option: dict[str, list[str]] = {}
+    for name, why in zip(names, cov.untimed_reasons, strict=True):
+        by_option.setdefault(loosening_option(why), []).append(name)
+    options = " and ".join(
+        option + (f" ({_named(named)})" if len(by_option) > 1 and all(named) else "")
+        for option, named in sorted(by_option.items())
+    )
+    remedies = []
+    if IDLE in kinds:
+        remedies.append("A quieter machine will not change that: time the work without the waiting")
+    if set(kinds) - {IDLE}:
+        remedies.append(
+            "Save again when the machine is quiet, give the save longer to wait for it "
             "(--torchperf-save-wait=SECONDS)"
         )
-        return (
-            f"the save stored no timing for {missing} of {cov.measurements} measurements "
-            f"({_reasons(kinds)}); their counters and numerics were stored and gate from now "
-            f"on, their timing does not. {remedy}, or, where this machine is always like that, "
-            f"store the timing anyway with {' or '.join(options)}"
-        )
-    return None
+    if len(remedies) > 1:
+        remedies[0] = remedies[0].replace("change that", "change an idle target's")
+    # Timing sessions of earlier saves (no --torchperf-reset) still gate; say which.
+    earlier = [n for n in names if n and cov.stored.get(n) and cov.stored[n].sessions > 0]
+    timing = (
+        f"timing sessions of earlier saves still gate {len(earlier)} of them "
+        f"({_named(earlier)}), the timing of the other {missing - len(earlier)} is not gated"
+        if earlier
+        else "their timing does not"
+    )
+    return (
+        f"the save stored no timing for {missing} of {cov.measurements} measurements "
+        f"({_reasons(kinds)}); their counters and numerics were stored and gate from now "
+        f"on, {timing}. {'; '.join(remedies)}, or, where this machine is always like that, "
+        f"store the timing anyway with {options}"
+    )
 
 
 def strict_run(records: Sequence[Mapping[str, Any]]) -> bool:

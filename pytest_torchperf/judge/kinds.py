@@ -141,7 +141,12 @@ class TimeKind(_NoExtraChecks):
             ],
         )
         if judgement.verdict.outcome is Outcome.NEW and sessions:
-            judgement.verdict = untimed_verdict(judgement.verdict, candidate.label, sessions)
+            judgement.verdict = untimed_verdict(
+                judgement.verdict,
+                candidate.label,
+                sessions,
+                gated_besides_time(candidate, sessions),
+            )
         return judgement
 
 
@@ -356,10 +361,30 @@ def kind_of(gate: Gate) -> Kind:
 # -- each kind's verdict, decided from its figures and worded ----------------------------------
 
 
-def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str, Any]]) -> Verdict:
+def gated_besides_time(candidate: Candidate, sessions: Sequence[Mapping[str, Any]]) -> str:
+    """What the engine gates of ``candidate`` against ``sessions`` besides time, in words
+    (``counters and numerics``, ``numerics``, ``nothing else``): an amp variant records no
+    counters, so its message must not say they were gated."""
+    counters = candidate.counters is not None and any(s.get("counters") for s in sessions)
+    numerics = (
+        (candidate.fingerprint is not None and any(s.get("fingerprint") for s in sessions))
+        or (candidate.metric is not None and any(s.get("metric") is not None for s in sessions))
+        or candidate.variant != "eager"  # checked against eager fp32 within the run
+    )
+    return " and ".join(w for w, on in (("counters", counters), ("numerics", numerics)) if on) or (
+        "nothing else"
+    )
+
+
+def untimed_verdict(
+    verdict: Verdict,
+    label: str,
+    sessions: Sequence[Mapping[str, Any]],
+    gated: str = "counters and numerics",
+) -> Verdict:
     """The timing verdict against sessions that hold counters and numerics but no timing (every
     pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
-    like ``new``); the counters and numerics are still gated against those sessions."""
+    like ``new``); what is still gated against those sessions (``gated``) is said."""
     why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
     reason = f"the save could not time it ({why})" if why else "the save could not time it"
     anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
@@ -374,8 +399,13 @@ def untimed_verdict(verdict: Verdict, label: str, sessions: Sequence[Mapping[str
         new_reason=reason,
         untimed=True,
         message=(
-            f"{label}: no timing baseline: {reason}; its counters and numerics were gated "
-            f"against the {count}. {store}{anyway}"
+            f"{label}: no timing baseline: {reason}; "
+            + (
+                f"its {gated} were gated against the {count}"
+                if gated != "nothing else"
+                else f"nothing else of it was gated against the {count}"
+            )
+            + f". {store}{anyway}"
         ),
     )
 

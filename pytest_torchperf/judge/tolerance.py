@@ -104,6 +104,8 @@ class StoredBaseline:
     limit: float
     #: The widest limit that gates (None: no bound).
     bound: float | None
+    #: This save's processes whose sessions were not stored, each with why.
+    left_out: tuple[str, ...] = ()
 
     @property
     def wide(self) -> bool:
@@ -116,11 +118,15 @@ class StoredBaseline:
         return self.this_save < self.asked
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        record["left_out"] = list(self.left_out)
+        return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "StoredBaseline":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        values["left_out"] = tuple(values.get("left_out") or ())
+        return cls(**values)
 
 
 def stored_baseline(
@@ -129,6 +135,7 @@ def stored_baseline(
     asked: int,
     tolerance: float,
     max_widening: float,
+    left_out: tuple[str, ...] = (),
 ) -> StoredBaseline:
     """The :class:`StoredBaseline` of the timed sessions' statistics now stored."""
     limit, noise = effective_tolerance(tolerance, statistics_stored)
@@ -141,6 +148,7 @@ def stored_baseline(
         tolerance=tolerance,
         limit=limit,
         bound=widening_bound(tolerance, max_widening),
+        left_out=left_out,
     )
 
 

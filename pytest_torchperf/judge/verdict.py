@@ -27,7 +27,12 @@ from pytest_torchperf.judge.samples import (
     Sample,
     guard_kind,
 )
-from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, widening_bound
+from pytest_torchperf.judge.tolerance import (
+    MAX_WIDENING,
+    NOISY_BASELINE,
+    widened_beyond,
+    widening_bound,
+)
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 
 
@@ -121,8 +126,8 @@ class Verdict:
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing
 #: verdict is inconclusive (docs/instructions.md, docs/ab.md).
 FALLBACK_MODE = (
-    "--torchperf-fallback instructions (judges by instruction count where timing cannot; "
-    "needs valgrind)"
+    "--torchperf-fallback instructions (judges by the instruction count where timing cannot, "
+    "once a save with that option stored the counts; needs valgrind)"
 )
 AB_MODE = "--torchperf-ab REV (times this tree against revision REV in alternating process pairs)"
 BUSY_MACHINE_MODES = (FALLBACK_MODE, AB_MODE)
@@ -142,12 +147,23 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
     names ``modes``, the run modes that could judge it on such a machine."""
     notes = []
     if d.noise is not None and d.limit > d.tolerance and d.reason != "noisy-baseline":
-        notes.append(
+        noise = (
             f"the {d.sessions} stored sessions (fresh processes of unchanged code) put this "
             f"machine's process-to-process noise at {format_percent(d.noise)}, too much for a "
-            f"{format_percent(d.tolerance)} limit; judged at {format_percent(d.limit)} (3 standard "
-            f"deviations)"
+            f"{format_percent(d.tolerance)} limit; "
         )
+        if d.outcome is Outcome.INCONCLUSIVE and widened_beyond(
+            d.limit, d.tolerance, d.max_widening
+        ):
+            # Inconclusive for another reason too: say this one, or the next run surprises.
+            bound = widening_bound(d.tolerance, d.max_widening) or d.limit
+            notes.append(
+                f"{noise}that widens it to {format_percent(d.limit)}, beyond the "
+                f"{format_percent(bound)} allowed: even on a quiet machine its timing is no gate "
+                f"until the baseline is saved again (pytest --torchperf-save --torchperf-reset)"
+            )
+        else:
+            notes.append(f"{noise}judged at {format_percent(d.limit)} (3 standard deviations)")
     machine = d.machine_ratio(d.final)
     figures: dict[str, Any] = dict(
         ratio=d.ratio,

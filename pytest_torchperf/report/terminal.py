@@ -257,9 +257,16 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
                 f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}"
             )
         timing_failed = verdict.get("outcome") == "fail"
+        failures = [str(f) for f in record.get("failures") or ()]
+        # A strict failure repeats the verdict's message: say it once.
+        message = verdict.get("message", "")
+        repeated = bool(message) and any(
+            f.startswith(message.split("; --torchperf-strict")[0]) for f in failures
+        )
         if (
             id(record) not in grouped
             and verdict
+            and not repeated
             and (not changes or timing_failed)
             and (
                 record["outcome"] in ("fail", "inconclusive", "improved", "new")

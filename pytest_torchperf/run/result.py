@@ -86,6 +86,9 @@ class Result:
     #: A save: what its timing baseline now is (sessions, median, noise, the limit it implies;
     #: :class:`pytest_torchperf.judge.tolerance.StoredBaseline`); None when nothing timed.
     stored: dict[str, Any] | None = None
+    #: A save: the processes whose sessions were not stored, each with why (``process 2 (CPU
+    #: share 0.64 < 0.90)``, ``this process (machine +61.0% slower)``).
+    left_out: list[str] = field(default_factory=list)
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)

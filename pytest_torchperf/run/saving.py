@@ -6,6 +6,7 @@ and writing the queued sessions once the test passed. Pytest-free.
 from __future__ import annotations
 
 import datetime as _dt
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,18 +46,31 @@ def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
     return guard
 
 
+#: The reference a save's processes are held against one another by.
+SAVE_PROCESSES = "the median of this save's processes"
+
+
 def save_guard(
     options: MeasureOptions,
     references: list[tuple[str, list[float]]],
 ) -> Callable[[Any], Any]:
-    """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual."""
+    """Why a pass is unfit to store: a guard problem, the machine clearly slower than usual, or
+    clearly faster than most of this save's processes. A save's processes that ran at two
+    machine speeds (the CI VM switched between 4.6 and 7.6 us on the calibration kernel) would
+    store a baseline that disagrees with itself, so it keeps the speed the median process ran
+    at, either way: ``(ratio, reference, what)`` with ratio < 1 for a faster one."""
     guard = guard_of(options)
+    processes = next((values for what, values in references if what == SAVE_PROCESSES), [])
+    limit = options.max_machine_slowdown
 
     def unfit(sample: Any) -> Any:
         problem = guard(sample) if isinstance(sample, Sample) else None
-        return problem or machine_disturbance(
-            sample.calibration, references, options.max_machine_slowdown
-        )
+        slower = problem or machine_disturbance(sample.calibration, references, limit)
+        if slower or not (processes and sample.calibration):
+            return slower
+        median = statistics.median(processes)
+        ratio = sample.calibration / median
+        return (ratio, median, SAVE_PROCESSES) if ratio < 1.0 / (1.0 + limit) else None
 
     return unfit
 
@@ -91,7 +105,7 @@ def calibration_references(
     references.append(("this run's other measurements", list(ctx.calibrations)))
     calibrated = [c for c in processes if c]
     if len(calibrated) > 1:
-        references.append(("the median of this save's processes", calibrated))
+        references.append((SAVE_PROCESSES, calibrated))
     return references
 
 
@@ -135,13 +149,18 @@ def queue_save(
             )
         else:
             ratio, reference, what = problem
-            why = f"machine {format_change(ratio)} slower"
+            why = machine_why(ratio, what)
+            figures = f"({format_time(final.calibration)} vs {format_time(reference)} per call; "
             detail = (
                 f"the machine ran the calibration kernel {format_change(ratio)} slower than "
-                f"{what} ({format_time(final.calibration)} vs {format_time(reference)} per call; "
-                f"{times}). Stored now, this baseline would make unchanged code look faster in "
-                f"every later compare. Save again when the machine is quiet, or store it anyway "
-                f"with --torchperf-max-machine-slowdown=1000%."
+                f"{what} {figures}{times}). Stored now, this baseline would make unchanged code "
+                f"look faster in every later compare. Save again when the machine is quiet, or "
+                f"store it anyway with --torchperf-max-machine-slowdown=1000%."
+                if ratio > 1
+                else f"the machine ran the calibration kernel {format_change(ratio)} against "
+                f"{what} {figures}{times}): this save's processes ran at two machine speeds, and "
+                f"a baseline of both would disagree with itself; it keeps the speed most of them "
+                f"ran at. Store every speed anyway with --torchperf-max-machine-slowdown=1000%."
             )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
@@ -166,16 +185,36 @@ def queue_save(
             state.warnings.append(f"{m.name}: timing not saved ({kept_too}): {detail}")
     else:
         records.append(record)
-    if len(kept) < len(others):
+    # Every process whose session is not stored, and why (the save's summary lists them).
+    children = []
+    for other in others:
+        refused = other.problem or unfit(other)
+        if isinstance(refused, str):
+            children.append(f"process {other.process} ({refused.split(':')[0]})")
+        elif refused:
+            children.append(f"process {other.process} ({machine_why(refused[0], refused[2])})")
+    result.left_out = [*children, *([f"this process ({why})"] if problem else [])]
+    if children:
         state.warnings.append(
-            f"{m.name}: {len(others) - len(kept)} of the other processes' sessions not saved: the "
-            f"machine ran the calibration kernel more than "
-            f"{format_percent(m.options.max_machine_slowdown)} slower than in the stored sessions, "
-            f"this run or this save's other processes while they measured"
+            f"{m.name}: {len(children)} of the other processes' sessions not saved: "
+            f"{', '.join(children)}. A session a guard refused (a busy machine, spread) or "
+            f"taken at another machine speed than the rest (the calibration kernel more than "
+            f"{format_percent(m.options.max_machine_slowdown)} off) would make the baseline "
+            f"disagree with itself"
         )
+
     state.pending += [
         PendingSave(env_id, environment, m.nodeid, m.name, r, result) for r in records
     ]
+
+
+def machine_why(ratio: float, what: str) -> str:
+    """``machine +61.0% slower`` (than the stored sessions or the rest of the run), ``machine
+    -40.2% vs the median of this save's processes``: a session kept out for the machine's
+    speed, in a few words."""
+    if ratio > 1:
+        return f"machine {format_change(ratio)} slower"
+    return f"machine {format_change(ratio)} vs {what}"
 
 
 #: Keys of a session record that describe its timing (left out of an untimed session).
@@ -277,5 +316,5 @@ def note_stored(
     this_save = sum(1 for p in pendings if p.record.get("statistic"))
     asked = max(ctx.settings.processes, len(result.processes), 1)
     result.stored = stored_baseline(
-        stored, this_save, asked, gate.max_slowdown, gate.max_widening
+        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
     ).to_dict()

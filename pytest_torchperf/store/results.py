@@ -9,6 +9,7 @@ carrying the measurement's verdict, variant facts and the baseline session it wo
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any, cast
 
@@ -74,6 +75,11 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
         if not sessions:
             continue
         latest = sessions[-1]
+        # A save that could not time it stores a session without timing: the figures shown are
+        # the latest timed session's, and the baseline the median of the timed ones (what a
+        # compare holds a pass against), as `torchperf show` gives them.
+        timed = [s for s in sessions if s.get("statistic")]
+        shown = timed[-1] if timed else latest
         records.append(
             {
                 "nodeid": nodeid,
@@ -83,8 +89,11 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
                 "threads": latest.get("threads"),
                 "environment_id": env_id,
                 "outcome": "measured",
-                "stats": summarize(latest["times"]).to_dict() if latest.get("times") else None,
-                "samples": list(latest.get("times") or []),
+                "stats": summarize(shown["times"]).to_dict() if shown.get("times") else None,
+                "samples": list(shown.get("times") or []),
+                "stored": {"baseline": statistics.median(s["statistic"] for s in timed)}
+                if timed
+                else None,
                 "verdict": None,
                 "counters": latest.get("counters"),
                 "counter_changes": [],

@@ -31,3 +31,17 @@ def test_bisects_own_options_after_the_double_dash_are_refused_or_named(
 def test_other_commands_keep_the_double_dash_for_file_names() -> None:
     assert parse_args(["history", "--", "-odd.json"]).paths == ["-odd.json"]
     assert parse_args(["accept", "--", "-r.json"]).results == ["-r.json"]
+
+
+def test_compare_with_only_a_results_file_says_the_baseline_folder_comes_first(capsys) -> None:
+    import pytest as _pytest
+
+    from pytest_torchperf.cli import parse_args
+
+    with _pytest.raises(SystemExit) as stop:
+        parse_args(["compare", "results.json"])
+    assert stop.value.code == 2
+    assert (
+        "compare takes the baseline folder first, then the results file: torchperf compare "
+        ".torchperf results.json"
+    ) in capsys.readouterr().err

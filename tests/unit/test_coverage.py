@@ -252,13 +252,13 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     cov = coverage([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)], False)
     assert cov is not None
     assert coverage_line(cov) == (
-        "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; timing "
-        "stored but its sessions disagree too much to gate: 1 (mlp)"
+        "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; the "
+        "timing sessions stored disagree too much to gate: 1 (mlp)"
     )
     failure = run_failure(cov, strict=False)
     assert failure is not None
     assert failure.startswith(
-        "the save stored timing sessions that disagree too much to gate for 1 of 2 "
+        "the timing sessions now stored disagree too much to gate for 1 of 2 "
         "measurements: mlp (5 sessions, process noise 46.02%: 10% widened to 138.07%, over 30%)"
     ), failure
     assert "--torchperf-save --torchperf-reset" in failure
@@ -321,3 +321,70 @@ def test_a_saves_table_shows_what_it_left_stored_not_this_runs_p25() -> None:
     assert format_baseline({}, record) == "256 us stored"
     assert format_baseline({"baseline_statistic": 1e-4}, record) == "100 us"  # a compare's
     assert format_baseline({}, {}) == "-"
+
+
+def untimed_saved(name: str, why: str, earlier: list[float]) -> dict[str, Any]:
+    """A save that could not time ``name``; ``earlier``: timing sessions of earlier saves."""
+    stored = stored_baseline(earlier, 0, 5, 0.10, MAX_WIDENING, ("this process (busy)",))
+    return {
+        "name": name,
+        "outcome": "measured",
+        "saved": True,
+        "untimed": why,
+        "counters": COUNTERS,
+        "session": {},
+        "stored": stored.to_dict(),
+    }
+
+
+BUSY = "other processes kept 99% of the other CPUs busy while timing (limit 50%)"
+STARVED = "CPU share 0.41 < 0.90: another process competed for the CPU while timing"
+
+
+def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
+    """A newcomer's save beside load said 'their timing does not [gate]' while the sessions
+    of the save before still gated every one of them."""
+    records = [untimed_saved("mlp", BUSY, STEADY), untimed_saved("gru", BUSY, [])]
+    cov = coverage(records, comparing=False)
+    assert cov is not None
+    failure = run_failure(cov, strict=False) or ""
+    assert (
+        "their counters and numerics were stored and gate from now on, timing sessions of "
+        "earlier saves still gate 1 of them (mlp), the timing of the other 1 is not gated."
+    ) in failure, failure
+    assert "  mlp: 0 of 5 processes stored (not: this process (busy)), 5 timing sessions in " in (
+        "\n".join(stored_lines(cov))
+    )
+
+
+def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
+    records = [
+        untimed_saved("mlp", BUSY, []),
+        untimed_saved("gru", STARVED, []),
+        untimed_saved("resnet", STARVED, []),
+    ]
+    cov = coverage(records, comparing=False)
+    assert cov is not None
+    failure = run_failure(cov, strict=False) or ""
+    assert failure.endswith(
+        "store the timing anyway with --torchperf-max-neighbour-load=100% (mlp) and "
+        "--torchperf-min-cpu-share=0 (gru, resnet)"
+    ), failure
+
+
+def test_a_list_of_names_names_a_last_one_rather_than_counting_it() -> None:
+    from pytest_torchperf.judge.coverage import _named
+
+    assert _named(list("abcde")) == "a, b, c, d, e"
+    assert _named(list("abcdef")) == "a, b, c, d and 2 more"
+
+
+def test_without_timing_an_amp_variant_is_not_said_to_have_its_counters_gated() -> None:
+    """A newcomer's amp variant read 'its counters and numerics were gated' while the coverage
+    line said its counters were not (a variant other than compiled records none)."""
+    amp = Candidate("m[amp]", first(), None, variant="amp")
+    result = compare(amp, [untimed_session(counters=COUNTERS)], Gate(), remeasure=never)
+    assert "; its numerics were gated against the 1 stored session." in result.verdict.message
+    eager = Candidate("m", first(), COUNTERS)
+    result = compare(eager, [untimed_session(counters=COUNTERS)], Gate(), remeasure=never)
+    assert "; its counters were gated against the 1 stored session." in result.verdict.message

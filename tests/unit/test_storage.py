@@ -845,3 +845,19 @@ def test_interrupt_during_write_leaves_previous_file_and_no_temp(tmp_path, monke
         storage_files.atomic_write_text(target, "new contents that must not appear half-written\n")
     assert target.read_text() == "previous baseline\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
+
+
+def test_a_baseline_folders_records_show_the_latest_timed_session(tmp_path: Path) -> None:
+    """A newcomer's `torchperf report` of a folder whose latest save stored no timing showed
+    dashes for every figure, while `torchperf show` gave them."""
+    from pytest_torchperf.store.results import stored_records
+
+    store = BaselineStore(tmp_path)
+    for stat in (1e-3, 1.2e-3, 1.1e-3):
+        store.record(ENV, ENVIRONMENT, NODE, NAME, session(stat))
+    untimed = {**session(), "statistic": None, "times": [], "untimed": "CPU share 0.4 < 0.90"}
+    store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
+    (record,) = stored_records(tmp_path)
+    assert record["stats"]["median"] == pytest.approx(1.1e-3)  # the latest timed session's
+    assert record["stored"] == {"baseline": pytest.approx(1.1e-3)}  # the median of the timed
+    assert record["session"]["untimed"]  # the latest session itself is still the record's

@@ -275,3 +275,14 @@ def test_render_keeps_the_flat_table_when_everything_fits():
 
     records = [rec("t.py::x", "pass")]
     assert render(records, width=120) == render_table(records, width=120)
+
+
+def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
+    """A newcomer's strict run printed each message twice, both ending 'turns this into a
+    failure'."""
+    message = "f: inconclusive, +3.0% ...; --torchperf-strict turns this into a failure."
+    r = rec("t.py::f", "fail", message=message)
+    r["failures"] = ["f: inconclusive, +3.0% .... (failing: --torchperf-strict)"]
+    assert detail_lines([r]) == [
+        "t.py::f: f: inconclusive, +3.0% .... (failing: --torchperf-strict)"
+    ]

@@ -373,7 +373,8 @@ def test_an_inconclusive_slowdown_names_the_modes_that_judge_it_on_a_busy_machin
     exit 0. The message says what would have judged it: instruction counts or A/B pairs."""
     modes = (
         "Re-run on a quieter machine, or judge it with --torchperf-fallback instructions "
-        "(judges by instruction count where timing cannot; needs valgrind) or --torchperf-ab REV "
+        "(judges by the instruction count where timing cannot, once a save with that option "
+        "stored the counts; needs valgrind) or --torchperf-ab REV "
         "(times this tree against revision REV in alternating process pairs); "
         "--torchperf-strict turns this into a failure."
     )
@@ -791,3 +792,19 @@ def test_pooled_first_pass_single_process_confirmations_use_their_own_limit():
     assert (
         f"limit {100 * pooled_limit:.2f}%, {100 * single_limit:.2f}% for one process" in v.message
     )
+
+
+def test_an_undecided_pass_against_a_noisy_baseline_says_both_reasons() -> None:
+    """A newcomer's compare said only 'slower machine' and noted 'judged at 123.73%'; the save
+    had called that limit no gate, and the next quiet run said 'noisy baseline' out of nowhere."""
+    busy = sample(MS, cpu_share=0.3)
+    v = judge("m", busy, JUMPY_MS, 0.1, Remeasure(busy)).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and v.guard == "busy machine"
+    (note,) = v.notes
+    assert (
+        "beyond the 30% allowed: even on a quiet machine its timing is no gate until the " in note
+    )
+    assert "judged at" not in note
+
+
+JUMPY_MS = [t * 1e-3 / 256e-6 for t in JUMPY]
