@@ -143,7 +143,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pytest_torchperf.store.results import stored_records
 
     if not args.html and not args.markdown:
-        raise SystemExit("torchperf report: give --html PATH and/or --markdown PATH")
+        print("torchperf report: give --html PATH and/or --markdown PATH", file=sys.stderr)
+        return 2  # a usage error, like argparse's
     records = (
         results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
     )

@@ -205,7 +205,7 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
     if d.reason == "guard":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
-            f"trusted: {d.problem} (re-measured once, still bad). {quieter}; {strict}"
+            f"trusted (measured twice, both disturbed): {d.problem}. {quieter}; {strict}"
         )
     elif d.reason == "untrusted":
         message = (

@@ -98,8 +98,8 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     result.stdout.fnmatch_lines(
         [
             # Not blamed on another process: the timing thread never queued for its CPU.
-            f"*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted: CPU share "
-            f"0.* < 0.90: {SLEEPY_REASON}*(re-measured once, still bad)*",
+            f"*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted (measured "
+            f"twice, both disturbed): CPU share 0.* < 0.90: {SLEEPY_REASON}*",
             "*test_sleepy*sleepy*INCONCLUSIVE*",
             "torchperf: 1 inconclusive",
         ]
@@ -147,9 +147,9 @@ def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(
         [
-            "*lin: inconclusive, *% vs baseline cannot be trusted: other processes kept *% of the "
-            "other CPUs busy while timing (limit 50%): a busy neighbour shares caches, memory "
-            "bandwidth and SMT cores with this one (re-measured once, still bad)*"
+            "*lin: inconclusive, *% vs baseline cannot be trusted (measured twice, both "
+            "disturbed): other processes kept *% of the other CPUs busy while timing (limit "
+            "50%): a busy neighbour shares caches, memory bandwidth and SMT cores with this one*"
         ]
     )
 

@@ -293,7 +293,7 @@ def test_inconclusive_when_cpu_share_low_twice():
     assert v.candidate_statistic == pytest.approx(2 * MS)
     assert "fwd: inconclusive, +100.0% vs baseline cannot be trusted" in v.message
     assert "CPU share 0.60 < 0.90" in v.message
-    assert "re-measured once, still bad" in v.message
+    assert "(measured twice, both disturbed)" in v.message
     assert "--torchperf-strict" in v.message
     assert j.sample is second and j.samples == [first, second]
 
@@ -400,10 +400,12 @@ def test_a_target_that_leaves_its_cpu_idle_is_not_sent_to_a_quieter_machine():
     assert v.outcome is Outcome.INCONCLUSIVE and v.guard == "idle target"
     assert "the timed code itself left the CPU idle" in v.message
     assert "Re-run on a quieter machine" not in v.message
+    assert "cannot be trusted (measured twice, both disturbed): CPU share" in v.message
     assert (
-        "(re-measured once, still bad). A quieter machine will not change that: time the work "
-        "without the waiting, or judge it with --torchperf-fallback instructions"
-    ) in v.message
+        "waited on I/O, a lock or another device; it waited for a CPU only 0% of the time). "
+        "A quieter machine will not change that: time the work without the waiting, or judge it "
+        "with --torchperf-fallback instructions"
+    ) in v.message, v.message
 
 
 def test_inconclusive_when_confirming_remeasures_too_spread():
