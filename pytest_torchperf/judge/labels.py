@@ -14,6 +14,7 @@ def outcome_label(record: Mapping[str, Any]) -> str:
 
     ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time, counters)``, ``FAIL (accuracy)``,
     ``FAIL (counters, numerics), time inconclusive``, ``FAIL (strict)``, ``INCONCLUSIVE``,
+    ``INCONCLUSIVE (noisy baseline)`` (a limit widened beyond ``max_widening``),
     ``improved``, ``new``, ``pass``, ``pass (re-measured)``, ``measured``, ``disabled``
     (``new (no timing baseline)``: stored sessions without timing): a failure names every kind
     that failed, the timed figure (``time`` or ``instructions``) first, then the counters, then
@@ -37,8 +38,12 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     failed += [k for k in label_kinds(record.get("failure_kinds") or ()) if k not in failed]
     if failed and failed != ["time"]:  # a timing failure alone is the bare FAIL
         label = f"FAIL ({', '.join(failed)})"
+    # A limit too wide to gate is no passing weather: the label says why nothing was judged.
+    noisy = " (noisy baseline)" if verdict.get("guard") == "noisy baseline" else ""
     if label.startswith("FAIL") and timing == "inconclusive":
-        label += f", {basis} inconclusive"
+        label += f", {basis} inconclusive{noisy}"
+    elif label == "INCONCLUSIVE":
+        label += noisy
     if verdict.get("untimed"):
         label += " (no timing baseline)"
     if verdict.get("suspicious"):

@@ -131,8 +131,9 @@ def guard_problem(
             )
         if sample.crowded:
             return head + (
-                f"another process competed for the CPU while timing (the timed thread waited "
-                f"for its CPU {format_percent(sample.queued_share or 0.0)} of the time)"
+                f"another process (or the VM's host) competed for the CPU while timing (the "
+                f"timed thread waited for its CPU {format_percent(sample.queued_share or 0.0)} "
+                f"of the time)"
             )
         return head + "another process competed for the CPU while timing"
     clock = sample.gpu_clock

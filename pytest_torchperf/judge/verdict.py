@@ -160,10 +160,17 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
             notes.append(
                 f"{noise}that widens it to {format_percent(d.limit)}, beyond the "
                 f"{format_percent(bound)} allowed: even on a quiet machine its timing is no gate "
-                f"until the baseline is saved again (pytest --torchperf-save --torchperf-reset)"
+                f"until the baseline is saved again (pytest --torchperf-save --torchperf-reset), "
+                f"or --torchperf-max-widening={_factor_for(d.limit, d.tolerance)} accepts it"
             )
         else:
             notes.append(f"{noise}judged at {format_percent(d.limit)} (3 standard deviations)")
+    if d.sessions == 1 and d.reason in ("within", "contradicted", "improved", "confirmed"):
+        notes.append(
+            f"one stored session: this machine's process-to-process noise is unknown, so it was "
+            f"judged at the {format_percent(d.tolerance)} asked; a save in several processes "
+            f"(the default five) measures it"
+        )
     machine = d.machine_ratio(d.final)
     figures: dict[str, Any] = dict(
         ratio=d.ratio,

@@ -217,7 +217,11 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
         f"torchperf: {settings.mode}; device={','.join(devices)}, torch {torch_version}, "
         f"threads={','.join(threads)}, "
         + (
-            f"processes={settings.processes} (verdicts on the median p25), "
+            (
+                f"processes={settings.processes} (one session stored per process), "
+                if settings.save and not settings.compare
+                else f"processes={settings.processes} (verdicts on the median p25), "
+            )
             if settings.processes > 1
             else ""
         )

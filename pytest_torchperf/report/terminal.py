@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_count, format_time
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.samples import loosening_option
 
 #: Row order of outcomes: what needs attention first.
 OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
@@ -238,10 +239,13 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
                 f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
             )
             if (group[0].get("verdict") or {}).get("untimed"):
+                why = reason.partition("(")[2].rpartition(")")[0]
+                anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
                 lines.append(
                     f"no timing baseline for {len(group)} measurements ({shown}{more}): "
-                    f"{reason}; their counters and numerics were gated. Store their timing "
-                    f"with pytest --torchperf-save on a quiet machine"
+                    f"{reason.replace('could not time it', 'could not time them')}; what else "
+                    f"of them was stored (counters, numerics) was gated. Store their timing "
+                    f"with pytest --torchperf-save on a quiet machine{anyway}"
                 )
                 continue
             lines.append(

@@ -6,7 +6,6 @@ and writing the queued sessions once the test passed. Pytest-free.
 from __future__ import annotations
 
 import datetime as _dt
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,30 +46,22 @@ def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
 
 
 #: The reference a save's processes are held against one another by.
-SAVE_PROCESSES = "the median of this save's processes"
+SAVE_PROCESSES = "the fastest of this save's processes"
 
 
 def save_guard(
     options: MeasureOptions,
     references: list[tuple[str, list[float]]],
 ) -> Callable[[Any], Any]:
-    """Why a pass is unfit to store: a guard problem, the machine clearly slower than usual, or
-    clearly faster than most of this save's processes. A save's processes that ran at two
-    machine speeds (the CI VM switched between 4.6 and 7.6 us on the calibration kernel) would
-    store a baseline that disagrees with itself, so it keeps the speed the median process ran
-    at, either way: ``(ratio, reference, what)`` with ratio < 1 for a faster one."""
+    """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual
+    (``(ratio, reference, what)``: :func:`calibration_references`)."""
     guard = guard_of(options)
-    processes = next((values for what, values in references if what == SAVE_PROCESSES), [])
-    limit = options.max_machine_slowdown
 
     def unfit(sample: Any) -> Any:
         problem = guard(sample) if isinstance(sample, Sample) else None
-        slower = problem or machine_disturbance(sample.calibration, references, limit)
-        if slower or not (processes and sample.calibration):
-            return slower
-        median = statistics.median(processes)
-        ratio = sample.calibration / median
-        return (ratio, median, SAVE_PROCESSES) if ratio < 1.0 / (1.0 + limit) else None
+        return problem or machine_disturbance(
+            sample.calibration, references, options.max_machine_slowdown
+        )
 
     return unfit
 
@@ -84,10 +75,13 @@ def calibration_references(
 ) -> list[tuple[str, list[float]]]:
     """What a saved pass's machine speed is held against: the stored sessions' calibration
     kernel (unless --torchperf-reset replaces them), this run's other measurements' and, for a
-    save in several processes, the median of those processes' (``processes``: their calibration
+    save in several processes, the fastest of those processes' (``processes``: their calibration
     kernel times for this target). The last one catches a machine that switched speed between the
     processes of one save: on the CI VM the kernel ran 4.5 us in three processes and 7.5 us in two,
-    and the model followed (45 vs 70 us); stored together, they widened the limit to 70 %."""
+    and the model followed (45 vs 70 us); stored together, they widened the limit to 70 %. The
+    fastest, not the median: interference only slows the kernel, and on a busy machine most
+    processes may run slow (a newcomer's save kept three sessions at 7.8-8.1 us beside two at
+    4.7-4.9 us; the first measurement of each process has no other reference)."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
     from pytest_torchperf.store.baselines import BaselineFileError
 
@@ -105,7 +99,7 @@ def calibration_references(
     references.append(("this run's other measurements", list(ctx.calibrations)))
     calibrated = [c for c in processes if c]
     if len(calibrated) > 1:
-        references.append((SAVE_PROCESSES, calibrated))
+        references.append((SAVE_PROCESSES, [min(calibrated)]))
     return references
 
 
@@ -127,6 +121,12 @@ def queue_save(
     times = {1: "measured once", 2: "measured twice"}.get(passes, f"measured {passes} times")
     if ctx.quiet.last_spent:
         times += f"; waited {ctx.quiet.last_spent:.0f} s for the machine to quiet down"
+    elif ctx.quiet.budget and not ctx.quiet.left:
+        # Said, or a later measurement's message looks as if it never tried to wait.
+        times += (
+            f"; no time left to wait for the machine to quiet down: this process's share of "
+            f"--torchperf-save-wait ({ctx.quiet.budget:.0f} s) was spent"
+        )
     record = dict(result.session or {})
     if not problem:
         record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
@@ -156,11 +156,6 @@ def queue_save(
                 f"{what} {figures}{times}). Stored now, this baseline would make unchanged code "
                 f"look faster in every later compare. Save again when the machine is quiet, or "
                 f"store it anyway with --torchperf-max-machine-slowdown=1000%."
-                if ratio > 1
-                else f"the machine ran the calibration kernel {format_change(ratio)} against "
-                f"{what} {figures}{times}): this save's processes ran at two machine speeds, and "
-                f"a baseline of both would disagree with itself; it keeps the speed most of them "
-                f"ran at. Store every speed anyway with --torchperf-max-machine-slowdown=1000%."
             )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
@@ -198,8 +193,8 @@ def queue_save(
         state.warnings.append(
             f"{m.name}: {len(children)} of the other processes' sessions not saved: "
             f"{', '.join(children)}. A session a guard refused (a busy machine, spread) or "
-            f"taken at another machine speed than the rest (the calibration kernel more than "
-            f"{format_percent(m.options.max_machine_slowdown)} off) would make the baseline "
+            f"taken while the machine ran slow (the calibration kernel more than "
+            f"{format_percent(m.options.max_machine_slowdown)} slower) would make the baseline "
             f"disagree with itself"
         )
 
@@ -209,12 +204,9 @@ def queue_save(
 
 
 def machine_why(ratio: float, what: str) -> str:
-    """``machine +61.0% slower`` (than the stored sessions or the rest of the run), ``machine
-    -40.2% vs the median of this save's processes``: a session kept out for the machine's
-    speed, in a few words."""
-    if ratio > 1:
-        return f"machine {format_change(ratio)} slower"
-    return f"machine {format_change(ratio)} vs {what}"
+    """``machine +61.0% slower than the fastest of this save's processes``: a session kept out
+    for the machine's speed, in a few words."""
+    return f"machine {format_change(ratio)} slower than {what}"
 
 
 #: Keys of a session record that describe its timing (left out of an untimed session).

@@ -46,7 +46,7 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
             "torchperf: fresh process 1 of 3: 1 measurement(s) in *",
             "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
             "torchperf: process 3 of 3: this run",
-            "*processes=3 (verdicts on the median p25)*",
+            "*processes=3 (one session stored per process)*",
         ]
     )
     stored = sessions(perf)
@@ -170,7 +170,7 @@ def test_processes_under_xdist_run_first_and_each_worker_pools_them(
         [
             "torchperf: fresh process 1 of 3: measuring the perf tests ...",
             "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
-            "*processes=3 (verdicts on the median p25)*",
+            "*processes=3 (one session stored per process)*",
         ]
     )
     assert len(sessions(perf)) == 3
@@ -200,7 +200,7 @@ def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pyteste
     result.stdout.fnmatch_lines(
         [
             "torchperf: fresh process 4 of 5: 1 measurement(s) in *",
-            "*processes=5 (verdicts on the median p25)*",
+            "*processes=5 (one session stored per process)*",
         ]
     )
     assert len(sessions(perf)) == 5

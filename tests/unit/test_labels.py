@@ -119,3 +119,15 @@ def test_a_failure_keeps_its_kind_through_a_record_and_a_pickle() -> None:
     assert label_kinds([None]) == []
     with pytest.raises(ValueError, match="unknown failure kind 'slow'"):
         Failure("slow", "m: ...")
+
+
+def test_a_verdict_against_a_noisy_baseline_says_so_in_its_label() -> None:
+    noisy = {
+        "outcome": "inconclusive",
+        "verdict": {"outcome": "inconclusive", "guard": "noisy baseline"},
+    }
+    assert outcome_label(noisy) == "INCONCLUSIVE (noisy baseline)"
+    strict = {**noisy, "outcome": "fail", "failures": ["m: ..."], "failure_kinds": ["strict"]}
+    assert outcome_label(strict) == "FAIL (strict), time inconclusive (noisy baseline)"
+    busy = {"outcome": "inconclusive", "verdict": {"outcome": "inconclusive", "guard": "spread"}}
+    assert outcome_label(busy) == "INCONCLUSIVE"

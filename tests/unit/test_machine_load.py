@@ -134,7 +134,7 @@ def test_collect_measures_how_long_the_timing_thread_queued_for_its_cpu() -> Non
 @pytest.mark.parametrize(
     ("queued", "expected"),
     [
-        (0.45, "another process competed for the CPU while timing (the timed thread waited"),
+        (0.45, "another process (or the VM's host) competed for the CPU while timing (the timed"),
         (0.0, "the timed code itself left the CPU idle (it slept or waited on I/O"),
         (None, "another process competed for the CPU while timing"),
     ],
@@ -148,3 +148,22 @@ def test_a_low_cpu_share_is_blamed_on_what_the_run_queue_shows(
     problem = guard_problem(sample, min_cpu_share=0.9)
     assert problem is not None and problem.startswith("CPU share 0.50 < 0.90: " + expected)
     assert sample.crowded is (None if queued is None else queued > 0.2)
+
+
+def test_steal_time_counts_as_kept_off_the_cpu(tmp_path, monkeypatch) -> None:
+    """On a VM the host can take the timing thread's CPU away (steal time) without the guest's
+    run queue seeing it: counted with the run-queue wait, such a pass is crowded, not idle."""
+    import os
+
+    from pytest_torchperf.measure import machine_load
+
+    stat = tmp_path / "stat"
+    ticks = os.sysconf("SC_CLK_TCK")
+    stat.write_text(f"cpu  10 0 10 100 0 0 0 {3 * ticks} 0 0\\n")
+    monkeypatch.setattr(machine_load, "cpu_count", lambda: 2)
+    assert machine_load.steal_seconds_per_cpu(str(stat)) == pytest.approx(1.5)
+    assert machine_load.steal_seconds_per_cpu(str(tmp_path / "missing")) is None
+    monkeypatch.setattr(machine_load, "run_queue_seconds", lambda: 0.25)
+    monkeypatch.setattr(machine_load, "steal_seconds_per_cpu", lambda: 1.5)
+    clock = machine_load.run_queue_clock()
+    assert clock is not None and clock() == pytest.approx(1.75)

@@ -10,16 +10,19 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.coverage import Coverage, run_failure
 from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, guard_kind
 from pytest_torchperf.options.measure_options import MeasureOptions
-from pytest_torchperf.run.saving import guard_of, queue_save
+from pytest_torchperf.run.saving import queue_save, save_guard
 from pytest_torchperf.run.state import TestState
 
 SUMMARY = summarize([1e-3, 1.01e-3, 1.02e-3, 1.03e-3])
 
 
-def _save(sample: Sample) -> tuple[Any, TestState]:
+def _save(
+    sample: Sample, others: list[Any] | None = None, wait_left: float = 12.0
+) -> tuple[Any, TestState]:
     """Queue the save of ``sample`` in one process, with the default guards switched on."""
     options = MeasureOptions(min_cpu_share=0.9, max_neighbour_load=0.5)
-    ctx = SimpleNamespace(quiet=SimpleNamespace(last_spent=0.0), run_id="run")
+    quiet = SimpleNamespace(last_spent=0.0, budget=12.0, left=wait_left)
+    ctx = SimpleNamespace(quiet=quiet, run_id="run")
     state = TestState()
     m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options)
     result = SimpleNamespace(session={"statistic": 1e-3}, untimed=None, not_saved=None)
@@ -29,13 +32,42 @@ def _save(sample: Sample) -> tuple[Any, TestState]:
         m,  # type: ignore[arg-type]
         result,  # type: ignore[arg-type]
         sample,
-        [],
-        guard_of(options),
+        others or [],
+        save_guard(options, []),
         1,
         "env",
         {},
     )
     return result, state
+
+
+def test_every_process_left_out_is_named_with_why() -> None:
+    """A newcomer's save said '4 of 5 processes stored' and named no reason for the fifth."""
+    from pytest_torchperf.run.children import ProcessSample
+
+    good = ProcessSample(1, (1e-3,) * 5, 1.0, None)
+    busy = ProcessSample(2, (1e-3,) * 5, 0.5, None, problem="CPU share 0.50 < 0.90: another")
+    starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)  # this process's, refused too
+    result, state = _save(starved, [good, busy])
+    assert result.left_out == [
+        "process 2 (CPU share 0.50 < 0.90)",
+        "this process (CPU share 0.50 < 0.90)",
+    ]
+    assert state.warnings[-1].startswith(
+        "mlp: 1 of the other processes' sessions not saved: process 2 (CPU share 0.50 < 0.90)"
+    ), state.warnings
+
+
+def test_a_save_out_of_waiting_time_says_so() -> None:
+    """After the first measurement spent the wait, later ones read 'measured twice' as if they
+    had not tried to wait."""
+    starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
+    _, state = _save(starved, wait_left=0.0)
+    [warning] = state.warnings
+    assert "no time left to wait for the machine to quiet down: this process's share of " in (
+        warning
+    )
+    assert "--torchperf-save-wait (12 s) was spent" in warning
 
 
 def test_a_busy_neighbour_is_blamed_not_the_timed_code() -> None:

@@ -861,3 +861,13 @@ def test_a_baseline_folders_records_show_the_latest_timed_session(tmp_path: Path
     assert record["stats"]["median"] == pytest.approx(1.1e-3)  # the latest timed session's
     assert record["stored"] == {"baseline": pytest.approx(1.1e-3)}  # the median of the timed
     assert record["session"]["untimed"]  # the latest session itself is still the record's
+
+
+def test_torchperf_show_counts_the_timed_sessions_apart() -> None:
+    """A newcomer's `torchperf show` said 'sessions 5' where a compare said 'the 3 stored
+    sessions': the untimed ones hold no timing."""
+    from pytest_torchperf.report.stored import session_count
+
+    timed, untimed = session(), {**session(), "statistic": None, "untimed": "busy"}
+    assert session_count([timed, timed, timed, untimed, untimed], "time") == "3 timed (+2 untimed)"
+    assert session_count([timed, timed], "time") == "2"

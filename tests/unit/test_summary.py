@@ -286,3 +286,18 @@ def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
     assert detail_lines([r]) == [
         "t.py::f: f: inconclusive, +3.0% .... (failing: --torchperf-strict)"
     ]
+
+
+def test_measurements_without_a_timing_baseline_share_one_line_with_every_remedy():
+    reason = "the save could not time it (other processes kept 99% of the other CPUs busy)"
+    group = []
+    for name in ("a", "b"):
+        r = rec(f"t.py::{name}", "new", message=f"{name}: no timing baseline")
+        r["verdict"].update(new_reason=reason, untimed=True)
+        group.append(r)
+    (line,) = detail_lines(group)
+    assert line.startswith(
+        "no timing baseline for 2 measurements (t.py::a fwd, t.py::b fwd): the save "
+        "could not time them (other processes kept 99%"
+    )
+    assert line.endswith("or store it anyway with --torchperf-max-neighbour-load=100%"), line

@@ -810,3 +810,12 @@ def test_an_undecided_pass_against_a_noisy_baseline_says_both_reasons() -> None:
 
 
 JUMPY_MS = [t * 1e-3 / 256e-6 for t in JUMPY]
+
+
+def test_a_verdict_on_one_stored_session_says_its_noise_is_unknown() -> None:
+    v = judge("m", sample(MS), [MS], 0.15, never).verdict
+    assert v.outcome is Outcome.PASS
+    assert v.notes == (
+        "one stored session: this machine's process-to-process noise is unknown, so it was "
+        "judged at the 15% asked; a save in several processes (the default five) measures it",
+    )
