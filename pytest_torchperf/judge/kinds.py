@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.ab import PairResult, judge_ab, judge_ab_speedup
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
@@ -140,6 +141,17 @@ class TimeKind(_NoExtraChecks):
                 and s.get("calibration_kernel") == candidate.calibration_kernel
             ],
         )
+        looser = looser_guards(gate, timed)
+        if judgement.verdict.outcome is Outcome.INCONCLUSIVE and looser:
+            verdict = judgement.verdict
+            judgement.verdict = replace(
+                verdict,
+                notes=(
+                    *verdict.notes,
+                    f"its baseline was saved with {' and '.join(looser)}: pass the same to this "
+                    f"compare to judge it the way its baseline was taken",
+                ),
+            )
         if judgement.verdict.outcome is Outcome.NEW and sessions:
             judgement.verdict = untimed_verdict(
                 judgement.verdict,
@@ -359,6 +371,25 @@ def kind_of(gate: Gate) -> Kind:
 
 
 # -- each kind's verdict, decided from its figures and worded ----------------------------------
+
+
+def looser_guards(gate: Gate, timed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The guard options the latest timed session was saved with that are looser than this
+    compare's (a save on a busy machine told to store anyway with them), as options."""
+    if not timed:
+        return []
+    saved = timed[-1].get("gate") or {}
+    found = []
+    if saved.get("min_cpu_share", gate.min_cpu_share) < gate.min_cpu_share:
+        found.append(f"--torchperf-min-cpu-share={saved['min_cpu_share']:g}")
+    for key, option in (
+        ("max_neighbour_load", "--torchperf-max-neighbour-load"),
+        ("max_spread", "--torchperf-max-spread"),
+        ("max_machine_slowdown", "--torchperf-max-machine-slowdown"),
+    ):
+        if saved.get(key, getattr(gate, key)) > getattr(gate, key):
+            found.append(f"{option}={format_percent(saved[key])}")
+    return found
 
 
 def gated_besides_time(candidate: Candidate, sessions: Sequence[Mapping[str, Any]]) -> str:

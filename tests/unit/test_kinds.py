@@ -170,3 +170,27 @@ def test_a_slowdown_seen_on_a_trusted_pass_is_never_passed_by_an_unchanged_count
     )
     grew = compare(candidate(2_100_000.0), sessions, GATE, remeasure=disturbed)
     assert grew.label == "FAIL (instructions)"
+
+
+def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None:
+    """A newcomer saved beside load with the remedy the save gave
+    (--torchperf-max-neighbour-load=100%); the compare beside the same load said only 'Re-run
+    on a quieter machine'."""
+    busy = Sample(summarize(TIMES), 1.0, TIMES, neighbour_load=0.99)
+    saved = {**_session(), "gate": {"max_neighbour_load": 1.0, "min_cpu_share": 0.9}}
+    result = compare(
+        Candidate("mlp", busy), [saved], Gate(max_neighbour_load=0.5), remeasure=lambda: busy
+    )
+    assert result.verdict.outcome.value == "inconclusive"
+    assert (
+        "its baseline was saved with --torchperf-max-neighbour-load=100%: pass the same to this "
+        "compare to judge it the way its baseline was taken"
+    ) in result.verdict.notes
+    same = compare(Candidate("mlp", busy), [saved], Gate(max_neighbour_load=1.0), remeasure=never)
+    assert same.verdict.outcome.value == "pass" and not any(
+        "saved with" in n for n in same.verdict.notes
+    )
+
+
+def never() -> Sample:
+    raise AssertionError("no pass may be taken")
