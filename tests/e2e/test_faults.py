@@ -242,7 +242,7 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
             "twice). Stored now, this baseline would make unchanged code look faster in every "
             "later compare. Save again when the machine is quiet, or store it anyway with "
             "--torchperf-max-machine-slowdown=1000%.",
-            "*test_m*lin*measured, saved without timing: machine +* slower",
+            "*lin*measured, saved without timing: machine +* slower than the stored sessions",
             "*store the timing anyway with --torchperf-max-machine-slowdown=1000%",
         ]
     )
