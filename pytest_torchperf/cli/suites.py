@@ -19,7 +19,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     measurements with a baseline that no shard measured."""
     import json
 
-    from pytest_torchperf.judge.coverage import run_failure, strict_run
+    from pytest_torchperf.judge.coverage import strict_run
+    from pytest_torchperf.judge.run_failure import run_failure
     from pytest_torchperf.report import terminal
     from pytest_torchperf.report.merge import merge_results, missing_measurements
 

@@ -132,24 +132,15 @@ def compare(
     checks = kind.extra_checks(candidate, sessions, gate)
     failures = [*candidate.run_failures, *drift_failures, *checks.failures]
     warnings += checks.warnings
-    stored_fingerprint = any(s.get("fingerprint") for s in sessions)
-    stored_metric = any(s.get("metric") is not None for s in sessions)
+    if checks.notes:
+        verdict = replace(verdict, notes=(*verdict.notes, *checks.notes))
     gated = [
         *([verdict.basis] if verdict.outcome in JUDGED else []),
         *checks.gated,
-        *(["counters"] if changes or (candidate.counters is not None and stored_counters) else []),
-        *(
-            ["numerics"]
-            if (candidate.fingerprint is not None and stored_fingerprint)
-            or (candidate.metric is not None and stored_metric)
-            or candidate.variant != "eager"  # checked against eager fp32 within the run
-            else []
-        ),
+        *candidate.gates_besides_time(sessions),
     ]
     if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
-        # The verdict's own advice that strict would fail it is moot once strict has.
-        said = verdict.message.replace("; --torchperf-strict turns this into a failure.", ".")
-        failures.append(Failure("strict", f"{said} ({STRICT})"))
+        failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
-from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+from pytest_torchperf.judge.samples import guard_kind
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
 #: The timing gates, by the verdict basis that judged them.
@@ -196,15 +196,15 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
         cov.untimed_names.append(str(record.get("name") or ""))
 
 
-def _reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:
+def reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:
     """``2 busy machine, 1 spread``; with ``names``, each reason's measurements after it."""
     return ", ".join(
-        f"{n} {why}" + (f" ({_named(names[why])})" if names and names.get(why) else "")
+        f"{n} {why}" + (f" ({named(names[why])})" if names and names.get(why) else "")
         for why, n in counter.most_common()
     )
 
 
-def _named(names: Sequence[str], most: int = 4) -> str:
+def named(names: Sequence[str], most: int = 4) -> str:
     """Up to ``most`` names, then how many more (a last one is named, not counted)."""
     if len(names) <= most + 1:
         return ", ".join(names)
@@ -223,24 +223,24 @@ def coverage_line(cov: Coverage) -> str:
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
         if cov.not_timed:
-            line += f"; timing not judged: {_reasons(cov.not_timed, cov.names)}"
+            line += f"; timing not judged: {reasons(cov.not_timed, cov.names)}"
         if cov.no_counters:
-            line += f"; counters not gated: {_named(cov.no_counters)}"
+            line += f"; counters not gated: {named(cov.no_counters)}"
         if cov.no_numerics:
-            line += f"; numerics not gated: {_named(cov.no_numerics)}"
+            line += f"; numerics not gated: {named(cov.no_numerics)}"
         return line + _counted_instead(cov)
     line = (
         f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of {n}, "
         f"counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
     )
     if cov.not_timed:
-        line += f"; timing not stored: {_reasons(cov.not_timed, cov.names)}"
+        line += f"; timing not stored: {reasons(cov.not_timed, cov.names)}"
     if cov.no_counters:
-        line += f"; counters not stored: {_named(cov.no_counters)}"
+        line += f"; counters not stored: {named(cov.no_counters)}"
     if cov.no_gate:
         line += (
             f"; the timing sessions stored disagree too much to gate: {len(cov.no_gate)} "
-            f"({_named(list(cov.no_gate))})"
+            f"({named(list(cov.no_gate))})"
         )
     return line + _counted_instead(cov)
 
@@ -294,13 +294,13 @@ def weak_gate_warning(cov: Coverage) -> str | None:
         return None
     return (
         f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
-        f"({_reasons(cov.not_timed)}): this run "
-        f"{'did not gate' if not cov.timed_total else 'hardly gated'} speed. {_remedies(cov)}. "
+        f"({reasons(cov.not_timed)}): this run "
+        f"{'did not gate' if not cov.timed_total else 'hardly gated'} speed. {remedies(cov)}. "
         f"--torchperf-strict fails such a run"
     )
 
 
-def _remedies(cov: Coverage) -> str:
+def remedies(cov: Coverage) -> str:
     reasons = set(cov.not_timed)
     said = []
     if reasons - {NO_BASELINE, NO_TIMING_BASELINE, NOISY_BASELINE}:
@@ -319,89 +319,6 @@ def _remedies(cov: Coverage) -> str:
     if NO_BASELINE in reasons:
         said.append("Record baselines with pytest --torchperf-save and commit the storage folder")
     return ". ".join(said)  # sentences: each starts with a capital
-
-
-def run_failure(cov: Coverage, strict: bool) -> str | None:
-    """Why the run must exit non-zero although its tests passed, or None.
-
-    A save that could not store a timing for every measurement (it stored their counters and
-    numerics) and no instruction count in its place, or whose stored sessions disagree so much
-    that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
-    compare that judged timing for fewer than half of its measurements."""
-    failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov)) if f]
-    if failures:
-        return "; and ".join(failures)
-    if strict and weak_gate_warning(cov):
-        return (
-            f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
-            f"({_reasons(cov.not_timed)}), failing: --torchperf-strict. {_remedies(cov)}"
-        )
-    return None
-
-
-def _no_gate_failure(cov: Coverage) -> str | None:
-    wide = cov.no_gate
-    if not wide:
-        return None
-    worst = max(b.limit / b.tolerance for b in wide.values())
-    each = "; ".join(
-        f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
-        f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
-        f"{format_percent(b.bound or 0.0)})"
-        for name, b in wide.items()
-    )
-    return (
-        f"the timing sessions now stored disagree too much to gate for {len(wide)} of "
-        f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
-        f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
-        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
-        f"wide with --torchperf-max-widening={_ceil(worst)}"
-    )
-
-
-def _ceil(x: float) -> int:
-    return int(-(-x // 1))
-
-
-def _untimed_failure(cov: Coverage) -> str | None:
-    if not cov.untimed_reasons:
-        return None
-    missing = len(cov.untimed_reasons)
-    names = cov.untimed_names or [""] * missing
-    kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
-    # Each option that stores the timing anyway, with the measurements it is for: all of them
-    # are needed where several guards refused.
-    by_option: dict[str, list[str]] = {}
-    for name, why in zip(names, cov.untimed_reasons, strict=True):
-        by_option.setdefault(loosening_option(why), []).append(name)
-    options = " and ".join(
-        option + (f" ({_named(named)})" if len(by_option) > 1 and all(named) else "")
-        for option, named in sorted(by_option.items())
-    )
-    remedies = []
-    if IDLE in kinds:
-        remedies.append("A quieter machine will not change that: time the work without the waiting")
-    if set(kinds) - {IDLE}:
-        remedies.append(
-            "Save again when the machine is quiet, give the save longer to wait for it "
-            "(--torchperf-save-wait=SECONDS)"
-        )
-    if len(remedies) > 1:
-        remedies[0] = remedies[0].replace("change that", "change an idle target's")
-    # Timing sessions of earlier saves (no --torchperf-reset) still gate; say which.
-    earlier = [n for n in names if n and cov.stored.get(n) and cov.stored[n].sessions > 0]
-    timing = (
-        f"timing sessions of earlier saves still gate {len(earlier)} of them "
-        f"({_named(earlier)}), the timing of the other {missing - len(earlier)} is not gated"
-        if earlier
-        else "their timing does not"
-    )
-    return (
-        f"the save stored no timing for {missing} of {cov.measurements} measurements "
-        f"({_reasons(kinds)}); their counters and numerics were stored and gate from now "
-        f"on, {timing}. {'; '.join(remedies)}, or, where this machine is always like that, "
-        f"store the timing anyway with {options}"
-    )
 
 
 def strict_run(records: Sequence[Mapping[str, Any]]) -> bool:

@@ -169,6 +169,18 @@ class Candidate:
     kernels: Mapping[str, Any] | None = None
     unprofiled: str | None = None
 
+    def gates_besides_time(self, sessions: Sequence[Mapping[str, Any]]) -> list[str]:
+        """``counters`` and ``numerics`` where this measurement has them and ``sessions`` hold
+        a counterpart to check against (a variant's numerics: eager fp32 within the run). What
+        the engine gates and what a message may say was gated, decided once."""
+        counters = self.counters is not None and any(s.get("counters") for s in sessions)
+        numerics = (
+            (self.fingerprint is not None and any(s.get("fingerprint") for s in sessions))
+            or (self.metric is not None and any(s.get("metric") is not None for s in sessions))
+            or self.variant != "eager"
+        )
+        return [gate for gate, on in (("counters", counters), ("numerics", numerics)) if on]
+
     @classmethod
     def from_record(
         cls, first: Sample, record: Mapping[str, Any], *, uncounted: str | None = None

@@ -142,9 +142,12 @@ class Judgement:
     samples: list[Sample]
 
 
-def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> Verdict:
+def word(
+    label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES, strict_run: bool = False
+) -> Verdict:
     """The :class:`Verdict` of a decision: its message, notes and figures. An inconclusive one
-    names ``modes``, the run modes that could judge it on such a machine."""
+    names ``modes``, the run modes that could judge it on such a machine, and, unless
+    ``strict_run`` (the engine then fails it), that --torchperf-strict would fail it."""
     notes = []
     if d.noise is not None and d.limit > d.tolerance and d.reason != "noisy-baseline":
         noise = (
@@ -193,7 +196,8 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
     limit = format_percent(d.limit)
     if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
         limit += f", {format_percent(d.confirm_limit)} for one process"
-    strict = "--torchperf-strict turns this into a failure."
+    # Under --torchperf-strict the engine fails it: the hint that it would is then moot.
+    strict = "." if strict_run else "; --torchperf-strict turns this into a failure."
     idle = d.problem is not None and guard_kind(d.problem) == IDLE
     quieter = (
         # The timed code itself left its CPU idle: no quieter machine changes that.
@@ -212,12 +216,12 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
     if d.reason == "guard":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
-            f"trusted (measured twice, both disturbed): {d.problem}. {quieter}; {strict}"
+            f"trusted (measured twice, both disturbed): {d.problem}. {quieter}{strict}"
         )
     elif d.reason == "untrusted":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline but a confirming "
-            f"pass ({where}) could not be trusted: {d.problem}. {quieter}; {strict}"
+            f"pass ({where}) could not be trusted: {d.problem}. {quieter}{strict}"
         )
     elif d.reason == "confirmed":
         passes = len(d.confirm_ratios) + 1
@@ -241,7 +245,7 @@ def word(label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES) -> 
             )
             figures["notes"] = tuple(notes)
     elif d.reason == "noisy-baseline":
-        message = _noisy_baseline(label, d, where)
+        message = _noisy_baseline(label, d, where) + strict
     elif d.reason == "contradicted":
         message = (
             f"{label}: {format_change(d.ratio)} vs baseline after a re-measure {where} "
@@ -292,8 +296,7 @@ def _noisy_baseline(label: str, d: Decision, where: str) -> str:
         f"{format_percent(limit)} would pass unseen, so this is no gate. Save the baseline again where runs repeat (pytest "
         f"--torchperf-save --torchperf-reset on a quieter machine), gate on instruction counts "
         f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept the wider "
-        f"limit with --torchperf-max-widening={_factor_for(limit, d.tolerance)}; "
-        f"--torchperf-strict turns this into a failure."
+        f"limit with --torchperf-max-widening={_factor_for(limit, d.tolerance)}"
     )
 
 
@@ -343,6 +346,7 @@ def judge(
     confirmations: int = CONFIRMATIONS,
     max_widening: float = MAX_WIDENING,
     modes: Sequence[str] = BUSY_MACHINE_MODES,
+    strict: bool = False,
 ) -> Judgement:
     """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
 
@@ -369,4 +373,4 @@ def judge(
         confirmations=confirmations,
         max_widening=max_widening,
     )
-    return Judgement(word(label, d, modes), d.final, d.samples)
+    return Judgement(word(label, d, modes, strict), d.final, d.samples)

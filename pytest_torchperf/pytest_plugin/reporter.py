@@ -76,11 +76,12 @@ class SummaryReporter:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None]:
         """A run whose tests passed but that gated or stored too little exits 1 (see
-        :func:`pytest_torchperf.judge.coverage.run_failure`), and its last line says so: pytest's
+        :func:`pytest_torchperf.judge.run_failure.run_failure`), and its last line says so: pytest's
         own closing line is green when every test passed."""
         if hasattr(self.config, "workerinput"):
             return (yield)
-        from pytest_torchperf.judge.coverage import run_failure, strict_run
+        from pytest_torchperf.judge.coverage import strict_run
+        from pytest_torchperf.judge.run_failure import run_failure
 
         cov = self.coverage()
         self.run_failure = run_failure(cov, strict_run(self.records)) if cov else None

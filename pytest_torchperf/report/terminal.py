@@ -264,9 +264,7 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         failures = [str(f) for f in record.get("failures") or ()]
         # A strict failure repeats the verdict's message: say it once.
         message = verdict.get("message", "")
-        repeated = bool(message) and any(
-            f.startswith(message.split("; --torchperf-strict")[0]) for f in failures
-        )
+        repeated = bool(message) and any(f.startswith(message) for f in failures)
         if (
             id(record) not in grouped
             and verdict

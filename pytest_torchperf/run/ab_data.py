@@ -364,7 +364,7 @@ def removed_result(data: ABData, key: Key) -> Any:
     from dataclasses import replace
 
     from pytest_torchperf.core.stats import summarize
-    from pytest_torchperf.judge.kinds import ab_verdict
+    from pytest_torchperf.judge.kind_verdicts import ab_verdict
     from pytest_torchperf.run.result import Result, VariantFacts
 
     entry = data.measured[key]

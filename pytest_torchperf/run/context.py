@@ -74,12 +74,11 @@ class RunContext:
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
         #: A save's budget for waiting until a busy machine quiets down (this process's share).
         self.quiet = QuietWait(settings.save_wait)
-        #: Warnings about the run's settings, each said once: shown at the end of the next test
+        #: Warnings that hold for the whole run (its settings, GPU clocks not checked), each said
+        #: once (:meth:`warn_once`): shown at the end of the next test
         #: (``pytest_plugin/test_outcome.py:finish``).
         self.run_warnings: list[str] = []
-        self._warned_min_time = False
-        #: Warnings that hold for the whole run, said once (GPU clocks not checked, ...).
-        self.said: set[str] = set()
+        self._said: set[str] = set()
         quiet_trace_logger()
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
@@ -162,12 +161,19 @@ class RunContext:
         """Warn once per run about a ``min_time`` shorter than the docs advise, naming the layer
         that set it (a child process measures for its controller, which warns; a disabled run
         times nothing)."""
-        if self._warned_min_time or self.settings.child or self.settings.disable:
+        if "min_time" in self._said or self.settings.child or self.settings.disable:
             return
         source = next((where for layer, where in layers if layer.get("min_time") is not None), "")
         warning = short_min_time(min_time, source) if source else None
         if warning:
-            self._warned_min_time = True
+            self.warn_once(warning, topic="min_time")
+
+    def warn_once(self, warning: str, topic: str | None = None) -> None:
+        """Say ``warning`` once a run (once per ``topic`` when given: a setting's warning whose
+        figures differ between measurements)."""
+        key = topic or warning
+        if key not in self._said:
+            self._said.add(key)
             self.run_warnings.append(warning)
 
     def _ab_options(

@@ -125,9 +125,8 @@ def measure(
     )
     if ctx.kind(options, measurer.device, gate) == "time-and-kernels":
         measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
-    if measurer.clocks_unchecked and measurer.clocks_unchecked not in ctx.said:
-        ctx.said.add(measurer.clocks_unchecked)  # once a run: it holds for every measurement
-        state.warnings.append(measurer.clocks_unchecked)
+    if measurer.clocks_unchecked:
+        ctx.warn_once(measurer.clocks_unchecked)  # it holds for every CUDA measurement
     return conclude(ctx, state, measured)
 
 

@@ -130,7 +130,9 @@ def queue_save(
     record = dict(result.session or {})
     if not problem:
         record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
-    kept = [o for o in others if not unfit(o)]
+    # Why each other process's session is refused (its own guard, or the machine's speed).
+    refusals = {o.process: o.problem or unfit(o) for o in others}
+    kept = [o for o in others if not refusals[o.process]]
     records = child_session_records(record, kept, ctx.run_id)
     if problem:
         # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
@@ -168,7 +170,7 @@ def queue_save(
             # Counters, output fingerprint and accuracy do not depend on a busy neighbour: they
             # are stored and gated; the timing is what is missing, and the run fails for it
             # unless a --torchperf-fallback save stored the instruction count, which then gates
-            # instead (judge/coverage.py: run_failure).
+            # instead (judge/run_failure.py).
             records.append(untimed_record(record, why))
             result.untimed = why
             kept_too = (
@@ -182,12 +184,11 @@ def queue_save(
         records.append(record)
     # Every process whose session is not stored, and why (the save's summary lists them).
     children = []
-    for other in others:
-        refused = other.problem or unfit(other)
+    for process, refused in refusals.items():
         if isinstance(refused, str):
-            children.append(f"process {other.process} ({refused.split(':')[0]})")
+            children.append(f"process {process} ({refused.split(':')[0]})")
         elif refused:
-            children.append(f"process {other.process} ({machine_why(refused[0], refused[2])})")
+            children.append(f"process {process} ({machine_why(refused[0], refused[2])})")
     result.left_out = [*children, *([f"this process ({why})"] if problem else [])]
     if children:
         state.warnings.append(

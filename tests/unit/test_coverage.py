@@ -13,13 +13,13 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.coverage import (
     coverage,
     coverage_line,
-    run_failure,
     stored_lines,
     strict_run,
     weak_gate_warning,
 )
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
@@ -373,10 +373,10 @@ def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
 
 
 def test_a_list_of_names_names_a_last_one_rather_than_counting_it() -> None:
-    from pytest_torchperf.judge.coverage import _named
+    from pytest_torchperf.judge.coverage import named
 
-    assert _named(list("abcde")) == "a, b, c, d, e"
-    assert _named(list("abcdef")) == "a, b, c, d and 2 more"
+    assert named(list("abcde")) == "a, b, c, d, e"
+    assert named(list("abcdef")) == "a, b, c, d and 2 more"
 
 
 def test_without_timing_an_amp_variant_is_not_said_to_have_its_counters_gated() -> None:

@@ -10,18 +10,19 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
 #: Function -> the modules allowed to call it. Cross-machine counters (another environment's
 #: baseline, plugin-only) reuse the counter diff. Each measurement kind's decider (time,
-#: instructions, A/B pairs) is called by its kind only (judge/kinds.py), and only the judge layer
-#: builds a Verdict.
+#: instructions, A/B pairs, GPU kernel time) is called by its kind only (judge/kinds.py, and the
+#: kinds' verdicts in judge/kind_verdicts.py), and only the judge layer builds a Verdict.
 ALLOWED = {
     "judge": {"judge/kinds.py", "judge/compare.py"},  # compare calls the kind's judge()
-    "judge_instructions": {"judge/kinds.py"},
-    "judge_ab": {"judge/kinds.py"},
+    "judge_instructions": {"judge/kind_verdicts.py"},
+    "judge_ab": {"judge/kind_verdicts.py"},
     "judge_ab_speedup": {"judge/kinds.py"},
+    "judge_kernels": {"judge/kinds.py"},
     # Deciding apart from wording: each decider is called by its kind's judge_* only.
     "decide_ab": {"judge/ab.py"},
     "decide_ab_speedup": {"judge/ab.py"},
     "decide_instructions": {"judge/instructions.py"},
-    "Verdict": {"judge/verdict.py", "judge/kinds.py"},
+    "Verdict": {"judge/verdict.py", "judge/kind_verdicts.py"},
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
     "speedup_check": {"judge/drift.py"},

@@ -1,5 +1,5 @@
 """What a save says when a guard refuses its pass (run.saving.queue_save), and the run's failure
-line for it (judge.coverage.run_failure): the cause named is the guard's own."""
+line for it (judge.run_failure.run_failure): the cause named is the guard's own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.coverage import Coverage, run_failure
+from pytest_torchperf.judge.coverage import Coverage
+from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, guard_kind
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.saving import queue_save, save_guard

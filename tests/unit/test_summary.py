@@ -280,11 +280,12 @@ def test_render_keeps_the_flat_table_when_everything_fits():
 def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
     """A newcomer's strict run printed each message twice, both ending 'turns this into a
     failure'."""
-    message = "f: inconclusive, +3.0% ...; --torchperf-strict turns this into a failure."
+    message = "f: inconclusive, +3.0% ... Re-run on a quieter machine."  # worded for strict
     r = rec("t.py::f", "fail", message=message)
-    r["failures"] = ["f: inconclusive, +3.0% .... (failing: --torchperf-strict)"]
+    r["failures"] = [f"{message} (failing: --torchperf-strict)"]
     assert detail_lines([r]) == [
-        "t.py::f: f: inconclusive, +3.0% .... (failing: --torchperf-strict)"
+        "t.py::f: f: inconclusive, +3.0% ... Re-run on a quieter machine. (failing: "
+        "--torchperf-strict)"
     ]
 
 

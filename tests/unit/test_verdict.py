@@ -819,3 +819,13 @@ def test_a_verdict_on_one_stored_session_says_its_noise_is_unknown() -> None:
         "one stored session: this machine's process-to-process noise is unknown, so it was "
         "judged at the 15% asked; a save in several processes (the default five) measures it",
     )
+
+
+def test_a_strict_runs_inconclusive_verdict_does_not_say_strict_would_fail_it() -> None:
+    busy = sample(MS, cpu_share=0.3)
+    loose = judge("m", busy, BASE, 0.1, Remeasure(busy)).verdict
+    assert loose.message.endswith("; --torchperf-strict turns this into a failure.")
+    strict = judge("m", busy, BASE, 0.1, Remeasure(busy), strict=True).verdict
+    assert strict.message == loose.message.replace(
+        "; --torchperf-strict turns this into a failure.", "."
+    )

@@ -1,0 +1,103 @@
+"""Why a run must exit non-zero although its tests passed (:func:`run_failure`): a save that
+stored no timing for some measurement, or whose stored sessions disagree too much to gate, and a
+strict compare that judged timing for under half of its measurements. Each says which
+measurements, why, and every option or step that would mend it. Pure: works on a
+:class:`~pytest_torchperf.judge.coverage.Coverage`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.judge.coverage import (
+    Coverage,
+    named,
+    reasons,
+    remedies,
+    weak_gate_warning,
+)
+from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+
+
+def run_failure(cov: Coverage, strict: bool) -> str | None:
+    """Why the run must exit non-zero although its tests passed, or None.
+
+    A save that could not store a timing for every measurement (it stored their counters and
+    numerics) and no instruction count in its place, or whose stored sessions disagree so much
+    that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
+    compare that judged timing for fewer than half of its measurements."""
+    failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov)) if f]
+    if failures:
+        return "; and ".join(failures)
+    if strict and weak_gate_warning(cov):
+        return (
+            f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
+            f"({reasons(cov.not_timed)}), failing: --torchperf-strict. {remedies(cov)}"
+        )
+    return None
+
+
+def _no_gate_failure(cov: Coverage) -> str | None:
+    wide = cov.no_gate
+    if not wide:
+        return None
+    worst = max(b.limit / b.tolerance for b in wide.values())
+    each = "; ".join(
+        f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
+        f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
+        f"{format_percent(b.bound or 0.0)})"
+        for name, b in wide.items()
+    )
+    return (
+        f"the timing sessions now stored disagree too much to gate for {len(wide)} of "
+        f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
+        f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
+        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
+        f"wide with --torchperf-max-widening={_ceil(worst)}"
+    )
+
+
+def _ceil(x: float) -> int:
+    return int(-(-x // 1))
+
+
+def _untimed_failure(cov: Coverage) -> str | None:
+    if not cov.untimed_reasons:
+        return None
+    missing = len(cov.untimed_reasons)
+    names = cov.untimed_names or [""] * missing
+    kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
+    # Each option that stores the timing anyway, with the measurements it is for: all of them
+    # are needed where several guards refused.
+    by_option: dict[str, list[str]] = {}
+    for name, why in zip(names, cov.untimed_reasons, strict=True):
+        by_option.setdefault(loosening_option(why), []).append(name)
+    options = " and ".join(
+        option + (f" ({named(names_for)})" if len(by_option) > 1 and all(names_for) else "")
+        for option, names_for in sorted(by_option.items())
+    )
+    steps = []
+    if IDLE in kinds:
+        steps.append("A quieter machine will not change that: time the work without the waiting")
+    if set(kinds) - {IDLE}:
+        steps.append(
+            "Save again when the machine is quiet, give the save longer to wait for it "
+            "(--torchperf-save-wait=SECONDS)"
+        )
+    if len(steps) > 1:
+        steps[0] = steps[0].replace("change that", "change an idle target's")
+    # Timing sessions of earlier saves (no --torchperf-reset) still gate; say which.
+    earlier = [n for n in names if n and cov.stored.get(n) and cov.stored[n].sessions > 0]
+    timing = (
+        f"timing sessions of earlier saves still gate {len(earlier)} of them "
+        f"({named(earlier)}), the timing of the other {missing - len(earlier)} is not gated"
+        if earlier
+        else "their timing does not"
+    )
+    return (
+        f"the save stored no timing for {missing} of {cov.measurements} measurements "
+        f"({reasons(kinds)}); their counters and numerics were stored and gate from now "
+        f"on, {timing}. {'; '.join(steps)}, or, where this machine is always like that, "
+        f"store the timing anyway with {options}"
+    )
