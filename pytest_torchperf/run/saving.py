@@ -183,17 +183,29 @@ def queue_save(
     else:
         records.append(record)
     # Every process whose session is not stored, and why (the save's summary lists them).
-    children = []
+    # Processes refused for the same reason share one entry (a busy save refuses most of them).
+    why_refused: dict[str, list[str]] = {}
     for process, refused in refusals.items():
         if isinstance(refused, str):
-            children.append(f"process {process} ({refused.split(':')[0]})")
+            # A short head with its figure ("CPU share 0.50 < 0.90"), else the guard in a word
+            # (the neighbour guard's sentence, repeated per process, buried the list).
+            head = refused.split(":")[0]
+            short = head if ":" in refused and len(head) <= 40 else guard_kind(refused)
+            why_refused.setdefault(short, []).append(str(process))
         elif refused:
-            children.append(f"process {process} ({machine_why(refused[0], refused[2])})")
+            ratio, _, what = refused
+            key = f"machine slower than {what}"
+            why_refused.setdefault(key, []).append(f"{process} ({format_change(ratio)})")
+    children = [
+        f"process{'es' if len(ps) > 1 else ''} {', '.join(ps)} ({reason})"
+        for reason, ps in why_refused.items()
+    ]
     result.left_out = [*children, *([f"this process ({why})"] if problem else [])]
+    refused_count = sum(len(ps) for ps in why_refused.values())
     if children:
         state.warnings.append(
-            f"{m.name}: {len(children)} of the other processes' sessions not saved: "
-            f"{', '.join(children)}. A session a guard refused (a busy machine, spread) or "
+            f"{m.name}: {refused_count} of the other processes' sessions not saved: "
+            f"{'; '.join(children)}. A session a guard refused (a busy machine, spread) or "
             f"taken while the machine ran slow (the calibration kernel more than "
             f"{format_percent(m.options.max_machine_slowdown)} slower) would make the baseline "
             f"disagree with itself"

@@ -108,3 +108,17 @@ def test_a_pass_crowded_off_its_cpu_is_blamed_on_other_processes() -> None:
     assert result.untimed == "CPU share 0.50 < 0.90"
     assert guard_kind(result.untimed) == BUSY
     assert "Save again on a quieter machine" in state.warnings[0]
+
+
+def test_processes_refused_by_a_busy_neighbour_share_one_entry() -> None:
+    """Beside `load.sh hog 300` a save listed 'other processes kept 99.46% of the other CPUs
+    busy while timing (limit 50%)' once per process, four times in one line."""
+    from pytest_torchperf.run.children import ProcessSample
+
+    busy = [
+        ProcessSample(k, (1e-3,) * 5, 1.0, None, problem=f"other processes kept 9{k}% of the x")
+        for k in (1, 2, 3)
+    ]
+    starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
+    result, _ = _save(starved, busy)
+    assert result.left_out[0] == "processes 1, 2, 3 (busy machine)", result.left_out
