@@ -139,6 +139,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.html_table import RUN_FIGURES, STORED_FIGURES
     from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.store.results import stored_records
 
@@ -151,9 +152,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     if args.html:
         path = Path(args.html).resolve()
-        atomic_write_text(
-            path, html_report(records, line, stored_histories(Path(args.storage), records))
-        )
+        histories = stored_histories(Path(args.storage), records)
+        figures = RUN_FIGURES if args.results else STORED_FIGURES
+        atomic_write_text(path, html_report(records, line, histories, figures=figures))
         print(f"torchperf: HTML report written to {path}")
     if args.markdown:
         path = Path(args.markdown).resolve()

@@ -18,6 +18,8 @@ from typing import Any
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.html_table import (
+    RUN_FIGURES,
+    Figures,
     History,
     history_from_sessions,
     id_html,
@@ -156,8 +158,12 @@ def html_report(
     traces: Sequence[tuple[str, str]] = (),
     title: str = "torchperf report",
     coverage_lines: Sequence[str] = (),
+    figures: Figures = RUN_FIGURES,
 ) -> str:
     """The whole report as one HTML document (failures first; see module docstring).
+
+    ``figures`` names what the rows show: this run against its baseline, or (a report of a
+    baseline folder, :data:`STORED_FIGURES`) the latest stored session against earlier ones.
 
     ``coverage_lines``: what the run gated, then any warning or run failure about it.
 
@@ -172,7 +178,7 @@ def html_report(
         for part in counts.split(", ")
         if " " in part
     )
-    table, toggle = measurements_table(records, ordered, histories)
+    table, toggle = measurements_table(records, ordered, histories, figures)
     trace_items = "".join(
         f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
         for label, href in traces
@@ -196,8 +202,14 @@ def html_report(
         + toggle
         + table
         + '<p class="muted">Click a column to sort. Distribution: box plots of per-call times '
-        "(blue: this run, grey: latest stored baseline session). Trend: stored sessions' p25, "
-        "last dot this run (red when it failed).</p>"
+        + (
+            "(blue: this run, grey: latest stored baseline session). Trend: stored sessions' p25, "
+            "last dot this run (red when it failed).</p>"
+            if figures == RUN_FIGURES
+            else f"(blue: the {figures.current}, grey: the one before it). Trend: stored "
+            "sessions' p25, last dot the latest session. No run happened: nothing here was "
+            "judged.</p>"
+        )
         + _speedups(ordered)
         + (
             f'<h2>Profiler traces of this run</h2><p class="muted">Open in '

@@ -52,6 +52,20 @@ def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
 
 
 @dataclass(frozen=True)
+class Figures:
+    """What the figures a row draws are: a run's report shows this run against the stored
+    baseline; a report of a baseline folder shows the latest stored session against the ones
+    before it (no run happened, so nothing may be called "this run")."""
+
+    current: str
+    earlier: str
+
+
+RUN_FIGURES = Figures("this run", "baseline")
+STORED_FIGURES = Figures("latest session", "earlier sessions")
+
+
+@dataclass(frozen=True)
 class _Column:
     """A column of the measurements table: its header, whether it is secondary (collapsed on
     narrow screens, see _CSS) and which records have a value there (a column no record has is
@@ -134,7 +148,11 @@ def _flops_cell(counters: Mapping[str, Any]) -> str:
 
 
 def _row(
-    record: Mapping[str, Any], history: History | None, rank: int, columns: Sequence[_Column]
+    record: Mapping[str, Any],
+    history: History | None,
+    rank: int,
+    columns: Sequence[_Column],
+    figures: Figures,
 ) -> str:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
@@ -208,10 +226,15 @@ def _row(
             True,
         ),
         "distribution": _cell(
-            svg.distribution(record.get("samples") or [], history.latest_times), median or -1
+            svg.distribution(
+                record.get("samples") or [], history.latest_times, figures.current, figures.earlier
+            ),
+            median or -1,
         ),
         "trend": _cell(
-            svg.trend(history.statistics, stats.get("p25"), failed, [*history.labels, "this run"]),
+            svg.trend(
+                history.statistics, stats.get("p25"), failed, [*history.labels, figures.current]
+            ),
             len(history.statistics),
         ),
     }
@@ -226,14 +249,16 @@ def measurements_table(
     records: Sequence[Mapping[str, Any]],
     ordered: Sequence[Mapping[str, Any]],
     histories: Mapping[tuple[str, str], History],
+    figures: Figures = RUN_FIGURES,
 ) -> tuple[str, str]:
     """The table of all measurements (``ordered``: its rows in order) and the switch that shows
     its secondary columns on a narrow screen (empty when it has none)."""
     columns = [c for c in _COLUMNS if any(c.shown(r) for r in records)]
     rows = "".join(
-        _row(r, histories.get((r["nodeid"], r["name"])), i, columns) for i, r in enumerate(ordered)
+        _row(r, histories.get((r["nodeid"], r["name"])), i, columns, figures)
+        for i, r in enumerate(ordered)
     )
-    renamed = {}
+    renamed = {"distribution": f"{figures.current} vs {figures.earlier}"}
     if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
         renamed = {"baseline": "side A p25", "change": "change [95% CI]"}
     headers = "".join(

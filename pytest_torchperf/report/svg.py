@@ -41,8 +41,15 @@ def _box(
     )
 
 
-def distribution(current: Sequence[float], baseline: Sequence[float], unit_label: str = "") -> str:
-    """Two box plots on one axis: this run's per-call times (top) and the baseline's (bottom)."""
+def distribution(
+    current: Sequence[float],
+    baseline: Sequence[float],
+    current_label: str = "this run",
+    baseline_label: str = "baseline",
+    unit_label: str = "",
+) -> str:
+    """Two box plots on one axis: this run's per-call times (top) and the baseline's (bottom),
+    titled ``current_label`` and ``baseline_label``."""
     values = [*current, *baseline]
     if not values:
         return ""
@@ -52,9 +59,9 @@ def distribution(current: Sequence[float], baseline: Sequence[float], unit_label
         f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">'
     ]
     if current:
-        parts.append(_box(current, 3, 12, x, COLORS["current"], f"this run{unit_label}"))
+        parts.append(_box(current, 3, 12, x, COLORS["current"], f"{current_label}{unit_label}"))
     if baseline:
-        parts.append(_box(baseline, 19, 12, x, COLORS["baseline"], f"baseline{unit_label}"))
+        parts.append(_box(baseline, 19, 12, x, COLORS["baseline"], f"{baseline_label}{unit_label}"))
     parts.append("</svg>")
     return "".join(parts)
 

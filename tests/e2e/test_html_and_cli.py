@@ -188,7 +188,10 @@ def test_cli_list_show_report_and_load_results(
     assert re.search(r"\d (ms|us|s) p25", shown) and "instr/call" not in shown, shown
     html = regressed_run.path / "out" / "stored.html"
     assert cli.main(["report", "--storage", str(storage), "--html", str(html)]) == 0
-    assert "torchperf report" in html.read_text()
+    page = html.read_text()
+    # No run happened: the page says what its figures are, never "this run".
+    assert "torchperf report" in page and "this run" not in page, page
+    assert "latest session vs earlier sessions" in page and "nothing here was judged" in page
     frame = load_results(storage)
     assert len(frame) == 4 and set(frame["name"]) == {"mlp", "conv"}  # 2 sessions each
     assert {"median_s", "p25_s", "speedup", "rel_l2", "flops", "timestamp"} <= set(frame.columns)
