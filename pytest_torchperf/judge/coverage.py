@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
+from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import guard_kind
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
@@ -128,7 +129,13 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
     if "counters" not in gated and name:
         cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
     if "numerics" not in gated and name:
-        cov.no_numerics.append(f"{name} (no output fingerprint or metric stored)")
+        degenerate = degenerate_reference(record.get("accuracy") or {})
+        why = _DEGENERATE if degenerate else "no output fingerprint or metric stored"
+        cov.no_numerics.append(f"{name} ({why})")
+
+
+#: Why a variant's numerics are not gated although its outputs were compared.
+_DEGENERATE = "its eager fp32 reference is degenerate: all zero, constant or not finite"
 
 
 def _name(cov: Coverage, why: str, record: Mapping[str, Any]) -> None:
@@ -178,9 +185,13 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     if stored and record.get("counters") is None and record.get("name"):
         cov.no_counters.append(f"{record['name']} ({_why_no_counters(record)})")
     session = record.get("session") or {}
+    degenerate = degenerate_reference(record.get("accuracy") or {})
     cov.numerics += stored and bool(
-        session.get("fingerprint") or record.get("accuracy") or record.get("metric") is not None
+        (not degenerate and (session.get("fingerprint") or record.get("accuracy")))
+        or record.get("metric") is not None
     )
+    if stored and degenerate and record.get("metric") is None and record.get("name"):
+        cov.no_numerics.append(f"{record['name']} ({_DEGENERATE})")
 
 
 def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
@@ -237,6 +248,8 @@ def coverage_line(cov: Coverage) -> str:
         line += f"; timing not stored: {reasons(cov.not_timed, cov.names)}"
     if cov.no_counters:
         line += f"; counters not stored: {named(cov.no_counters)}"
+    if cov.no_numerics:
+        line += f"; numerics stored but unable to gate: {named(cov.no_numerics)}"
     if cov.no_gate:
         line += (
             f"; the timing sessions stored disagree too much to gate: {len(cov.no_gate)} "

@@ -12,6 +12,7 @@ from typing import Any
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE
 from pytest_torchperf.judge.kernel_time import DEFAULT_KERNEL_LIMIT
+from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
@@ -168,16 +169,21 @@ class Candidate:
     #: ``unprofiled`` saying why there is none.
     kernels: Mapping[str, Any] | None = None
     unprofiled: str | None = None
+    #: A variant whose eager fp32 reference is degenerate (all zero, constant, non-finite):
+    #: what makes it so. Its numerics then prove nothing and are not counted as gated.
+    degenerate_reference: str | None = None
 
     def gates_besides_time(self, sessions: Sequence[Mapping[str, Any]]) -> list[str]:
         """``counters`` and ``numerics`` where this measurement has them and ``sessions`` hold
         a counterpart to check against (a variant's numerics: eager fp32 within the run). What
         the engine gates and what a message may say was gated, decided once."""
         counters = self.counters is not None and any(s.get("counters") for s in sessions)
-        numerics = (
+        outputs = self.degenerate_reference is None and (
             (self.fingerprint is not None and any(s.get("fingerprint") for s in sessions))
-            or (self.metric is not None and any(s.get("metric") is not None for s in sessions))
             or self.variant != "eager"
+        )
+        numerics = outputs or (
+            self.metric is not None and any(s.get("metric") is not None for s in sessions)
         )
         return [gate for gate, on in (("counters", counters), ("numerics", numerics)) if on]
 
@@ -213,6 +219,9 @@ class Candidate:
             ab_speedups=[(float(a), float(b)) for a, b in ab.get("speedups") or ()],
             kernels=session.get("kernels"),
             unprofiled=session.get("unprofiled"),
+            degenerate_reference=degenerate_reference(record.get("accuracy") or {})
+            if session.get("variant", "eager") != "eager"
+            else None,
         )
 
 

@@ -41,14 +41,33 @@ def check_limits(
             f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}{why}. The eager "
             f"fp32 reference is degenerate: {degenerate}, so these metrics compare rounding "
             f"noise, not the variant, and widening the limits would make the check "
-            f"meaningless. Measure with realistic weights (trained, or initialised as in "
-            f"training) and inputs like the data the model serves"
+            f"meaningless. {_REALISTIC}"
         ]
     return [
         f"{label}: outputs drifted from eager fp32: {'; '.join(problems)}{why}. If the drift is "
         f"expected for this model, widen it per test, e.g. accuracy={{'{_variant(label)}': "
         f"{{...}}}}"
     ]
+
+
+_REALISTIC = (
+    "Measure with realistic weights (trained, or initialised as in training) and inputs like "
+    "the data the model serves"
+)
+
+
+def unjudged_numerics(label: str, metrics: Mapping[str, float]) -> str | None:
+    """The warning for a variant whose outputs are within its limits of a degenerate eager
+    reference (all zero, constant, non-finite): a pass there proves nothing, so it is said to be
+    no judgement rather than left to read as one. None when the reference can judge."""
+    degenerate = degenerate_reference(metrics)
+    if degenerate is None:
+        return None
+    return (
+        f"{label}: numerics not judged: the eager fp32 reference is degenerate ({degenerate}), "
+        f"so its outputs matching the variant's compares rounding noise, not the variant. "
+        f"{_REALISTIC}"
+    )
 
 
 #: Outputs whose largest magnitude is below this are "all near zero": no trained network's

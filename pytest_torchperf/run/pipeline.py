@@ -248,6 +248,7 @@ def _compare(
                 "counted_with": ctx.counted_with or None,
                 **m.kernel_fields(),
             },
+            "accuracy": extra.accuracy if extra else None,
             "run_failures": run_failures,
             "run_failure_kinds": kinds_of(run_failures),
             "instructions": ctx.instruction_counts.get((m.nodeid, m.name)),

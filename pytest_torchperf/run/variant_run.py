@@ -158,7 +158,7 @@ def _build(
     """Build every other variant, check its outputs against eager's, keep its facts."""
     import torch
 
-    from pytest_torchperf.judge.numerics import check_limits
+    from pytest_torchperf.judge.numerics import check_limits, unjudged_numerics
     from pytest_torchperf.measure.accuracy import OutputMismatchError, compare_outputs, fingerprint
     from pytest_torchperf.measure.timing import Measurer, NonFiniteOutputError
     from pytest_torchperf.variants.builders import (
@@ -223,6 +223,9 @@ def _build(
                     label, extra.accuracy, extra.limits, caveat=built.accuracy_caveat
                 )
             ]
+            unjudged = None if extra.failures else unjudged_numerics(label, extra.accuracy)
+            if unjudged:
+                state.warnings.append(unjudged)
         except OutputMismatchError as exc:
             extra.failures.append(Failure("accuracy", f"{label}: {exc}"))
         if built.build_time > options.max_compile_time:

@@ -220,6 +220,40 @@ def test_vanishing(torchperf):
     assert "widen it per test" not in text.split("vanishing[amp]: outputs drifted")[1][:600]
 
 
+def test_a_variant_matching_a_degenerate_reference_is_not_counted_as_gated(
+    perf: pytest.Pytester,
+) -> None:
+    # Outputs that are all zero: amp matches them exactly, which proves nothing about amp. The
+    # variant passes (nothing is wrong with it) but the run says its numerics were not judged,
+    # and neither the save nor the compare counts them as gated.
+    perf.makepyfile(
+        MLP
+        + """
+@pytest.mark.torchperf(variants=["eager", "amp"])
+def test_zeros(torchperf):
+    net = mlp()
+    with torch.no_grad():
+        net[2].weight.zero_()
+        net[2].bias.zero_()
+    torchperf(net, torch.randn(8, 16), name="zeros")
+"""
+    )
+    saved = perf.runpytest("--torchperf-save")
+    saved.assert_outcomes(passed=2)
+    text = saved.stdout.str()
+    assert re.search(
+        r"zeros\[amp\]: numerics not judged: the eager fp32 reference is degenerate \(every "
+        r"one of its 32 output values is within 0\.0 of zero",
+        text,
+    ), text
+    assert "numerics 1 of 2" in text and "numerics stored but unable to gate: zeros[amp]" in text
+    compared = perf.runpytest("--torchperf-compare")
+    compared.assert_outcomes(passed=2)
+    text = compared.stdout.str()
+    assert "numerics 1 of 2" in text, text
+    assert "numerics not gated: zeros[amp] (its eager fp32 reference is degenerate" in text
+
+
 def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
