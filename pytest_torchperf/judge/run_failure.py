@@ -97,7 +97,7 @@ def _untimed_failure(cov: Coverage) -> str | None:
     )
     return (
         f"the save stored no timing for {missing} of {cov.measurements} measurements "
-        f"({reasons(kinds)}); their counters and numerics were stored and gate from now "
-        f"on, {timing}. {'; '.join(steps)}, or, where this machine is always like that, "
+        f"({reasons(kinds)}); what else they record (counters, numerics) was stored and "
+        f"gates from now on, {timing}. {'; '.join(steps)}, or, where this machine is always like that, "
         f"store the timing anyway with {options}"
     )

@@ -6,7 +6,7 @@ and writing the queued sessions once the test passed. Pytest-free.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf import __version__
@@ -173,13 +173,7 @@ def queue_save(
             # instead (judge/run_failure.py).
             records.append(untimed_record(record, why))
             result.untimed = why
-            kept_too = (
-                "its counters, numerics and instruction count were: a --torchperf-fallback "
-                "compare judges it by the count"
-                if (record.get("instructions") or {}).get("per_call")
-                else "its counters and numerics were"
-            )
-            state.warnings.append(f"{m.name}: timing not saved ({kept_too}): {detail}")
+            state.warnings.append(f"{m.name}: timing not saved ({_kept_too(record)}): {detail}")
     else:
         records.append(record)
     # Every process whose session is not stored, and why (the save's summary lists them).
@@ -323,3 +317,28 @@ def note_stored(
     result.stored = stored_baseline(
         stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
     ).to_dict()
+
+
+def _kept_too(session: Mapping[str, Any]) -> str:
+    """What an untimed session still stores, as a clause: only what this measurement has (an
+    amp variant records no counters, a test without outputs no numerics)."""
+    counted = bool((session.get("instructions") or {}).get("per_call"))
+    numerics = bool(session.get("fingerprint") or session.get("accuracy")) or (
+        session.get("metric") is not None
+    )
+    kept = [
+        what
+        for what, has in (
+            ("counters", session.get("counters") is not None),
+            ("numerics", numerics),
+            ("instruction count", counted),
+        )
+        if has
+    ]
+    if not kept:
+        return "nothing else of it was"
+    said = kept[0] if len(kept) == 1 else ", ".join(kept[:-1]) + " and " + kept[-1]
+    verb = "was" if kept == ["instruction count"] else "were"
+    if counted:
+        return f"its {said} {verb}: a --torchperf-fallback compare judges it by the count"
+    return f"its {said} {verb}"

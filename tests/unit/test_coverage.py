@@ -349,7 +349,7 @@ def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
     assert cov is not None
     failure = run_failure(cov, strict=False) or ""
     assert (
-        "their counters and numerics were stored and gate from now on, timing sessions of "
+        "what else they record (counters, numerics) was stored and gates from now on, timing sessions of "
         "earlier saves still gate 1 of them (mlp), the timing of the other 1 is not gated."
     ) in failure, failure
     assert "  mlp: 0 of 5 processes stored (not: this process (busy)), 5 timing sessions in " in (

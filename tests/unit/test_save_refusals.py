@@ -18,7 +18,10 @@ SUMMARY = summarize([1e-3, 1.01e-3, 1.02e-3, 1.03e-3])
 
 
 def _save(
-    sample: Sample, others: list[Any] | None = None, wait_left: float = 12.0
+    sample: Sample,
+    others: list[Any] | None = None,
+    wait_left: float = 12.0,
+    session: dict[str, Any] | None = None,
 ) -> tuple[Any, TestState]:
     """Queue the save of ``sample`` in one process, with the default guards switched on."""
     options = MeasureOptions(min_cpu_share=0.9, max_neighbour_load=0.5)
@@ -26,7 +29,9 @@ def _save(
     ctx = SimpleNamespace(quiet=quiet, run_id="run")
     state = TestState()
     m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options)
-    result = SimpleNamespace(session={"statistic": 1e-3}, untimed=None, not_saved=None)
+    result = SimpleNamespace(
+        session={"statistic": 1e-3, **(session or {})}, untimed=None, not_saved=None
+    )
     queue_save(
         ctx,  # type: ignore[arg-type]
         state,
@@ -122,3 +127,23 @@ def test_processes_refused_by_a_busy_neighbour_share_one_entry() -> None:
     starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
     result, _ = _save(starved, busy)
     assert result.left_out[0] == "processes 1, 2, 3 (busy machine)", result.left_out
+
+
+def test_an_untimed_session_says_only_what_it_did_store() -> None:
+    """A newcomer's amp variant read 'timing not saved (its counters and numerics were)'; amp
+    records no counters."""
+    starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
+    for session, kept in [
+        ({"counters": {"flops": 1}, "fingerprint": {"n": 1}}, "its counters and numerics were"),
+        ({"accuracy": {"rel_l2": 0.01}}, "its numerics were"),
+        ({}, "nothing else of it was"),
+        (
+            {"counters": {}, "accuracy": {"rel_l2": 0.0}, "instructions": {"per_call": 9.0}},
+            "its counters, numerics and instruction count were: a --torchperf-fallback compare "
+            "judges it by the count",
+        ),
+    ]:
+        result, state = _save(starved, session=session)
+        assert state.warnings[-1].startswith(f"mlp: timing not saved ({kept}): CPU share "), (
+            state.warnings
+        )
