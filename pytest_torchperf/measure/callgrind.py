@@ -167,7 +167,7 @@ def counted_process() -> Path | None:
 def valgrind_version() -> str:
     """``valgrind-3.19.0`` (part of an instruction-count environment), or ``valgrind-?``."""
     try:
-        return _tool(["valgrind", "--version"]).strip() or "valgrind-?"
+        return _tool(["valgrind", "--version"], timeout=60.0).strip() or "valgrind-?"
     except CallgrindError:
         return "valgrind-?"
 
@@ -333,18 +333,36 @@ def _counts_and_name(line: str) -> tuple[list[int], str] | None:
 
 
 def _annotate(path: Path) -> str:
+    # A dump of torch code holds tens of thousands of functions: callgrind_annotate reads one
+    # in seconds (about 10 s on a 2-core VM under load); minutes mean it is stuck.
     return _tool(
-        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(path)]
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(path)],
+        timeout=ANNOTATE_TIMEOUT,
     )
 
 
 def _instrumentation(on: bool) -> None:
-    _tool(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())])
+    _tool(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], timeout=60.0)
 
 
-def _tool(argv: list[str]) -> str:
-    """Run one of Valgrind's helper scripts; its failure names the command and what it said."""
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+#: Seconds callgrind_annotate may take to read one dump.
+ANNOTATE_TIMEOUT = 300.0
+
+
+def _tool(argv: list[str], timeout: float) -> str:
+    """Run one of Valgrind's helper scripts; its failure (or a hang past ``timeout`` seconds)
+    names the command and what it said."""
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CallgrindError(
+            f"{' '.join(argv)} did not finish within {timeout:.0f} s (it takes seconds "
+            f"where the machine is not overloaded): count again on a less loaded machine"
+        ) from None
+    except FileNotFoundError:
+        raise CallgrindError(
+            f"{argv[0]} is not on PATH: it comes with Valgrind (Debian: apt-get install valgrind)"
+        ) from None
     if result.returncode != 0:
         raise CallgrindError(
             f"{' '.join(argv)} failed ({result.returncode}): "

@@ -242,3 +242,14 @@ def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
     assert decide_instructions(current, None).case == "new"
     uneven = InstructionCount((13_490_000.0, 13_990_000.0))
     assert decide_instructions(uneven, BASE).outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_valgrind_helper_that_hangs_or_is_missing_is_a_clear_error() -> None:
+    """callgrind_annotate ran without a timeout: a stuck one hung the counting process."""
+    from pytest_torchperf.measure import callgrind
+    from pytest_torchperf.measure.callgrind import CallgrindError
+
+    with pytest.raises(CallgrindError, match=r"^sleep 30 did not finish within 1 s \(it takes"):
+        callgrind._tool(["sleep", "30"], timeout=1.0)
+    with pytest.raises(CallgrindError, match="no-such-valgrind-tool is not on PATH: it comes with"):
+        callgrind._tool(["no-such-valgrind-tool"], timeout=5.0)
