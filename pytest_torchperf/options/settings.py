@@ -31,6 +31,8 @@ class RunSettings:
     #: ``--torchperf-cross-machine``: with no baseline here, compare with another environment's
     #: (normalised times warn only; counters of the same torch build are gated).
     cross_machine: bool = False
+    #: ``--torchperf-graph``: each measurement's per-node figures on its exported graph.
+    graph: bool = False
     #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
     variant_filter: tuple[str, ...] | None = None
     #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).

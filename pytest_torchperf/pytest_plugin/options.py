@@ -202,6 +202,15 @@ def add_options(parser: pytest.Parser) -> None:
         "kernel (warn only), counters of the same torch build (gated)",
     )
     group.addoption(
+        "--torchperf-graph",
+        action="store_true",
+        default=False,
+        help="After each measurement's timed passes, export its call (torch.export) and "
+        "measure each graph node's own time, FLOPs and output bytes: stored with a save, "
+        "compared by a compare (the why line names the block that grew), shown on the "
+        "model's graph by `torchperf graph` (docs/graph.md). Costs seconds per measurement",
+    )
+    group.addoption(
         "--torchperf-variants",
         metavar="NAMES",
         default=None,
@@ -338,6 +347,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         ini=ini_layer(config),
         variant_filter=variant_filter,
         cross_machine=opt("torchperf_cross_machine"),
+        graph=opt("torchperf_graph"),
         processes=processes,
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,

@@ -18,6 +18,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import kinds_of
+from pytest_torchperf.judge.node_changes import (
+    growth_line,
+    latest_stored,
+    stored_nodes,
+    with_baseline,
+)
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -38,6 +44,7 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
+    graph_of,
     kernel_times_of,
     sampler,
 )
@@ -125,6 +132,8 @@ def measure(
     )
     if ctx.kind(options, measurer.device, gate) == "time-and-kernels":
         measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
+    if ctx.settings.graph and gate and kind == "torchperf" and not ctx.settings.child:
+        measured.graph = graph_of(measurer)
     if measurer.clocks_unchecked:
         ctx.warn_once(measurer.clocks_unchecked)  # it holds for every CUDA measurement
     return conclude(ctx, state, measured)
@@ -285,6 +294,13 @@ def _compare(
         comparison.explanation = explain.explain_slowdown(
             ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
         )
+    if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
+        stored = latest_stored(sessions)
+        if stored:
+            m.graph = with_baseline(m.graph, stored)
+        grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
+        if grew and explainable:
+            comparison.explanation = [*comparison.explanation, grew]
     if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
         changes, notes, warnings = explain.cross_machine(
             ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
@@ -372,5 +388,8 @@ def _result(
             result.session["gpu_clock"] = final.gpu_clock.to_record()
         if m.extra is not None:
             result.session.update(m.extra.record())
+        if m.graph is not None and m.graph.get("exported"):
+            result.session["nodes"] = stored_nodes(m.graph)
         result.environment = environment
+    result.graph = m.graph
     return result

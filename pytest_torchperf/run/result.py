@@ -120,6 +120,9 @@ class Result:
     #: What the comparison gated (``time``/``instructions``/``ab``, ``counters``, ``numerics``;
     #: see :attr:`pytest_torchperf.judge.compare.Comparison.gated`); empty without a compare.
     gated: list[str] = field(default_factory=list)
+    #: ``--torchperf-graph``: per-node figures of the call on its exported graph, with the
+    #: baseline's beside them in a compare (:mod:`pytest_torchperf.measure.node_figures`).
+    graph: dict[str, Any] | None = field(default=None, repr=False)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
     session: dict[str, Any] | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
@@ -323,6 +326,7 @@ class Result:
             "instructions_vs_eager": self.instructions_vs_eager,
             "ab": self.ab,
             "gated": list(self.gated),
+            **({"graph": self.graph} if self.graph is not None else {}),
         }
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
         record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"

@@ -96,6 +96,8 @@ class Measured:
     #: with ``unprofiled`` saying why.
     kernels: dict[str, Any] | None = None
     unprofiled: str | None = None
+    #: ``--torchperf-graph``: the call's per-node figures (``node_figures`` record), or None.
+    graph: dict[str, Any] | None = None
 
     def kernel_fields(self) -> dict[str, Any]:
         """The session keys of the kernel time (none where it was not asked for)."""

@@ -56,6 +56,16 @@ def kernel_times_of(
     return times.to_record(), None
 
 
+def graph_of(measurer: "Measurer") -> dict[str, Any]:
+    """``--torchperf-graph``: the per-node figures of the measured call, after its timed
+    passes (never while timing), under the measurement's own preparation."""
+    from pytest_torchperf.measure.node_figures import node_figures
+
+    return node_figures(
+        measurer.target, measurer.inputs, measurer.kwargs, measurer.device, measurer.prepared
+    )
+
+
 def to_sample(raw: Any, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)

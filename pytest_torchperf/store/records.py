@@ -180,6 +180,8 @@ class MeasurementRecord(TypedDict, total=False):
     instructions_vs_eager: float | None  #: a variant's instructions per call / eager's
     ab: dict[str, Any] | None  #: A/B runs: side A, the pairs' block times, the interval
     gated: list[str]  #: what the comparison gated: time/instructions/ab, counters, numerics
+    #: ``--torchperf-graph``: the call's per-node figures on its exported graph (docs/graph.md)
+    graph: dict[str, Any] | None
 
 
 def timed_sessions(sessions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

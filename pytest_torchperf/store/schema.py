@@ -119,6 +119,24 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     f"key {where}.counters.{key} is {value!r}, expected a non-negative integer",
                 )
     _validate_variant_fields(session, path, where)
+    nodes = session.get("nodes")
+    if nodes is not None and (
+        not isinstance(nodes, dict)
+        or not all(
+            isinstance(k, str)
+            and isinstance(v, list)
+            and len(v) == 3
+            and _non_negative(v[0])
+            and _count(v[1])
+            and _count(v[2])
+            for k, v in nodes.items()
+        )
+    ):
+        raise BaselineFileError(
+            path,
+            f"key {where}.nodes must map node keys to [seconds, FLOPs, bytes] "
+            f"(--torchperf-graph's per-node figures)",
+        )
     _validate_instructions(session.get("instructions"), path, where)
     _validate_kernels(session.get("kernels"), path, where)
     top_ops = session.get("top_ops")

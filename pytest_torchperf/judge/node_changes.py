@@ -1,0 +1,194 @@
+"""Where on the model's graph a call's time changed: a measurement's per-node figures
+(:mod:`pytest_torchperf.measure.node_figures`) against those a save stored. Pure.
+
+Nodes are matched by key (module path, op, place among that module's ops of that op), so a
+block that gained an op does not shift every later node. The block named as where the time grew
+is the deepest module that holds at least half of the graph's net growth: a change in one block
+is named there, while a uniformly slower machine spreads the growth over every block and none
+is named (the verdict already says the machine differed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_torchperf.core.units import format_change, format_percent, format_time
+
+#: The share of the graph's net growth a block must hold to be named as where it grew.
+HOLDS = 0.5
+
+
+def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
+    """What a save stores of a ``graph`` record: per op node key, ``[time s, FLOPs, bytes]``
+    (the structure itself is not stored: it is the model's, and a results file carries it)."""
+    return {
+        # Four significant digits: per-node times vary more than that between runs.
+        n["key"]: [float(f"{n['time']:.4g}"), int(n.get("flops") or 0), int(n.get("bytes") or 0)]
+        for n in graph.get("nodes", ())
+        if n.get("kind") == "op"
+    }
+
+
+def latest_stored(sessions: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
+    """The per-node figures of the latest stored session that has them, or None."""
+    for session in reversed(sessions):
+        nodes = session.get("nodes")
+        if nodes:
+            return dict(nodes)
+    return None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How much a module's nodes' own time changed against the baseline."""
+
+    module: str
+    #: Seconds: this run's summed node time minus the baseline's, and the baseline's sum.
+    delta: float
+    baseline: float
+    #: Its share of the graph's net growth.
+    share: float
+
+    @property
+    def change(self) -> float | None:
+        return self.delta / self.baseline if self.baseline > 0 else None
+
+
+def with_baseline(
+    graph: Mapping[str, Any], stored: Mapping[str, Sequence[float]]
+) -> dict[str, Any]:
+    """``graph`` with each op node's ``baseline_time`` and ``change`` filled from ``stored``
+    (``None`` for a node the baseline lacks), the baseline's nodes this run lacks listed under
+    ``removed``, and ``marked``: the modules where the time grew, most first."""
+    nodes = []
+    for node in graph.get("nodes", ()):
+        if node.get("kind") != "op":
+            nodes.append(dict(node))
+            continue
+        before = stored.get(node["key"])
+        base = float(before[0]) if before else None
+        nodes.append(
+            {
+                **node,
+                "baseline_time": base,
+                "change": node["time"] / base - 1 if base else None,
+            }
+        )
+    keys = {n.get("key") for n in nodes}
+    removed = {k: float(v[0]) for k, v in stored.items() if k not in keys}
+    updated = {**graph, "nodes": nodes, "removed": removed}
+    updated["marked"] = [g.module for g in growth(updated)]
+    return updated
+
+
+def growth(graph: Mapping[str, Any]) -> list[Growth]:
+    """The modules that hold at least :data:`HOLDS` of the graph's net growth, deepest first,
+    then the other modules whose own nodes grew, by how much (empty when nothing grew or no
+    baseline was attached)."""
+    ops = [n for n in graph.get("nodes", ()) if n.get("kind") == "op" and "baseline_time" in n]
+    if not ops:
+        return []
+    delta: dict[str, float] = {}
+    base: dict[str, float] = {}
+    own: dict[str, float] = {}
+
+    def add(module: str, d: float, b: float, direct: bool) -> None:
+        for prefix in _prefixes(module):
+            delta[prefix] = delta.get(prefix, 0.0) + d
+            base[prefix] = base.get(prefix, 0.0) + b
+        if direct:
+            own[module] = own.get(module, 0.0) + d
+
+    for node in ops:
+        b = node["baseline_time"] or 0.0
+        add(node["module"], node["time"] - b, b, True)
+    for key, b in (graph.get("removed") or {}).items():
+        module = key.split(":", 1)[0]
+        add(module, -b, b, True)
+    total = delta.get("", 0.0)
+    if total <= 0:
+        return []
+
+    def entry(module: str, d: float) -> Growth:
+        return Growth(module, d, base.get(module, 0.0), d / total)
+
+    holding = [m for m, d in delta.items() if m and d >= HOLDS * total]
+    holding.sort(key=lambda m: (-m.count("."), -delta[m]))
+    named = holding[:1]
+    others = sorted(
+        (m for m, d in own.items() if m and d > 0 and m not in named and not _within(named, m)),
+        key=lambda m: -own[m],
+    )
+    return [entry(m, delta[m]) for m in named] + [entry(m, own[m]) for m in others[:4]]
+
+
+def growth_line(name: str, graph: Mapping[str, Any]) -> str | None:
+    """The why line's graph part: the block where the time grew, its figures and its node that
+    grew most; or that no block holds most of it. None without a baseline or any growth."""
+    grown = growth(graph)
+    if not grown:
+        return None
+    top = grown[0]
+    if top.share < HOLDS:
+        return (
+            f"{name}: on the graph, no block holds half of the nodes' growth: the time grew "
+            f"across the model ({_node_total(graph)})"
+        )
+    nodes = [
+        n for n in graph["nodes"] if n.get("kind") == "op" and _within([top.module], n["module"])
+    ]
+    change = f", {format_change(1 + top.change)}" if top.change is not None else ""
+    line = (
+        f"{name}: on the graph, {top.module} grew by {format_time(top.delta)}{change} "
+        f"({format_percent(top.share)} of the nodes' growth; {_node_total(graph)})"
+    )
+    return line + "".join(f"; {part}" for part in _what_grew(nodes))
+
+
+def _what_grew(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """In a block: its new nodes by op (count and time), then its existing node that grew most."""
+    new: dict[str, list[float]] = {}
+    for n in nodes:
+        if n.get("baseline_time") is None:
+            new.setdefault(n["label"], []).append(n["time"])
+    parts = []
+    if new:
+        count = sum(len(t) for t in new.values())
+        ops = ", ".join(
+            f"{label} x{len(t)}" if len(t) > 1 else label
+            for label, t in sorted(new.items(), key=lambda kv: -sum(kv[1]))[:3]
+        )
+        more = ", ..." if len(new) > 3 else ""
+        total = sum(sum(t) for t in new.values())
+        parts.append(
+            f"{count} new node{'s' if count > 1 else ''} ({ops}{more}: {format_time(total)})"
+        )
+    grown = [n for n in nodes if n.get("baseline_time") is not None]
+    worst = max(grown, key=lambda n: n["time"] - n["baseline_time"], default=None)
+    if worst is not None and worst["time"] > worst["baseline_time"]:
+        parts.append(
+            f"{worst['module'] or 'top level'} {worst['label']} "
+            f"{format_time(worst['baseline_time'])} -> {format_time(worst['time'])}"
+        )
+    return parts
+
+
+def _node_total(graph: Mapping[str, Any]) -> str:
+    ops = [n for n in graph.get("nodes", ()) if n.get("kind") == "op"]
+    now = sum(n["time"] for n in ops)
+    before = sum((n.get("baseline_time") or 0.0) for n in ops) + sum(
+        (graph.get("removed") or {}).values()
+    )
+    return f"all nodes {format_time(before)} -> {format_time(now)}"
+
+
+def _prefixes(module: str) -> list[str]:
+    """``layer3.1.conv2`` -> ``["", "layer3", "layer3.1", "layer3.1.conv2"]``."""
+    parts = module.split(".") if module else []
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _within(parents: Sequence[str], module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in parents if p)
