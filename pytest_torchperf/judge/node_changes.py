@@ -10,6 +10,7 @@ is named (the verdict already says the machine differed).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,13 @@ from pytest_torchperf.core.units import format_change, format_percent, format_ti
 
 #: The share of the graph's net growth a block must hold to be named as where it grew.
 HOLDS = 0.5
+#: A module is named rather than the block around it when it holds this share of the block's
+#: growth.
+NEARLY_ALL = 0.8
+#: Net growth below this share of the (scaled) baseline's node time is no growth.
+NEGLIGIBLE = 0.02
+#: Matched nodes needed to estimate how much slower the machine ran every node.
+MIN_MATCHED = 5
 
 
 def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
@@ -59,26 +67,37 @@ class Growth:
 def with_baseline(
     graph: Mapping[str, Any], stored: Mapping[str, Sequence[float]]
 ) -> dict[str, Any]:
-    """``graph`` with each op node's ``baseline_time`` and ``change`` filled from ``stored``
-    (``None`` for a node the baseline lacks), the baseline's nodes this run lacks listed under
-    ``removed``, and ``marked``: the modules where the time grew, most first."""
+    """``graph`` with each op node's ``baseline_time`` (``None`` for a node the baseline lacks)
+    and ``change`` against it, the baseline's nodes this run lacks under ``removed``, the
+    ``machine_factor`` and ``marked``: the modules where the time grew, most first.
+
+    The baseline's times are scaled by the machine factor, the median ratio of a node's time
+    now to its stored one: a machine busier or slower than at the save slows every node alike,
+    and would otherwise make every block look grown. A change confined to a few nodes hardly
+    moves the median (with fewer than :data:`MIN_MATCHED` nodes matched, no scaling)."""
+    matched = [
+        (node["time"], float(stored[node["key"]][0]))
+        for node in graph.get("nodes", ())
+        if node.get("kind") == "op" and node.get("key") in stored and stored[node["key"]][0] > 0
+    ]
+    factor = (
+        statistics.median(now / before for now, before in matched)
+        if len(matched) >= MIN_MATCHED
+        else 1.0
+    )
     nodes = []
     for node in graph.get("nodes", ()):
         if node.get("kind") != "op":
             nodes.append(dict(node))
             continue
         before = stored.get(node["key"])
-        base = float(before[0]) if before else None
+        base = float(before[0]) * factor if before else None
         nodes.append(
-            {
-                **node,
-                "baseline_time": base,
-                "change": node["time"] / base - 1 if base else None,
-            }
+            {**node, "baseline_time": base, "change": node["time"] / base - 1 if base else None}
         )
     keys = {n.get("key") for n in nodes}
-    removed = {k: float(v[0]) for k, v in stored.items() if k not in keys}
-    updated = {**graph, "nodes": nodes, "removed": removed}
+    removed = {k: float(v[0]) * factor for k, v in stored.items() if k not in keys}
+    updated = {**graph, "nodes": nodes, "removed": removed, "machine_factor": factor}
     updated["marked"] = [g.module for g in growth(updated)]
     return updated
 
@@ -108,13 +127,18 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
         module = key.split(":", 1)[0]
         add(module, -b, b, True)
     total = delta.get("", 0.0)
-    if total <= 0:
+    if total <= NEGLIGIBLE * base.get("", 0.0):
         return []
 
     def entry(module: str, d: float) -> Growth:
         return Growth(module, d, base.get(module, 0.0), d / total)
 
-    holding = [m for m, d in delta.items() if m and d >= HOLDS * total]
+    # The deepest module that holds nearly all of what its largest enclosing block holds: a
+    # block whose two convolutions both grew is named, not one of them.
+    largest = max((d for m, d in delta.items() if m), default=0.0)
+    holding = [
+        m for m, d in delta.items() if m and d >= HOLDS * total and d >= NEARLY_ALL * largest
+    ]
     holding.sort(key=lambda m: (-m.count("."), -delta[m]))
     named = holding[:1]
     others = sorted(
@@ -181,7 +205,15 @@ def _node_total(graph: Mapping[str, Any]) -> str:
     before = sum((n.get("baseline_time") or 0.0) for n in ops) + sum(
         (graph.get("removed") or {}).values()
     )
-    return f"all nodes {format_time(before)} -> {format_time(now)}"
+    factor = float(graph.get("machine_factor") or 1.0)
+    scaled = (
+        f", the baseline's scaled x{factor:.2f}: the median node ran that much slower"
+        if factor > 1.05
+        else f", the baseline's scaled x{factor:.2f}: the median node ran that much faster"
+        if factor < 0.95
+        else ""
+    )
+    return f"all nodes {format_time(before)} -> {format_time(now)}{scaled}"
 
 
 def _prefixes(module: str) -> list[str]:

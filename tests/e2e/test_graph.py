@@ -103,7 +103,7 @@ def test_graph_figures_are_saved_and_a_compare_names_the_block_that_grew(
     compared.stdout.re_match_lines(
         [
             r".*net: on the graph, layer2\.1 grew by \S+ \S+, \+\S+% \(\S+% of the nodes' growth; "
-            r"all nodes \S+ \S+ -> \S+ \S+\); 60 new nodes \(aten\.\w+ x20, aten\.\w+ x20, "
+            r"all nodes \S+ \S+ -> \S+ \S+[^)]*\); 60 new nodes \(aten\.\w+ x20, aten\.\w+ x20, "
             r"aten\.\w+ x20: \S+ \S+\).*"
         ]
     )

@@ -32,6 +32,8 @@ def _graph(*ops: dict[str, Any]) -> dict[str, Any]:
     return {"exported": True, "nodes": [*nodes, {"id": "output", "kind": "output", "time": 0.0}]}
 
 
+#: Enough unchanged nodes (layer1.1) that the median node tells the machine's speed.
+STEADY = [_op("layer1.1", "aten.add", i, 10e-6) for i in range(6)]
 BASE = _graph(
     _op("stem", "aten.conv2d", 0, 100e-6),
     _op("layer1.0.conv", "aten.conv2d", 0, 200e-6),
@@ -39,7 +41,17 @@ BASE = _graph(
     _op("layer2.1.conv", "aten.conv2d", 0, 200e-6),
     _op("layer2.1", "aten.relu", 0, 10e-6),
     _op("head", "aten.linear", 0, 20e-6),
+    *STEADY,
 )
+
+
+def _scaled(factor: float, only: str | None = None, by: float = 1.0) -> list[dict[str, Any]]:
+    """BASE's ops, all ``factor`` times slower, those of module ``only`` ``by`` times more."""
+    return [
+        {**n, "time": n["time"] * factor * (by if n["module"] == only else 1.0)}
+        for n in BASE["nodes"]
+        if n["kind"] == "op"
+    ]
 
 
 def test_a_save_stores_each_op_nodes_figures_by_key_only() -> None:
@@ -59,9 +71,10 @@ def test_a_block_that_gained_ops_is_named_with_its_new_nodes() -> None:
         _op("layer2.1", "aten.relu", 0, 10e-6),
         *[_op("layer2.1", "aten.tanh", i, 20e-6) for i in range(10)],
         _op("head", "aten.linear", 0, 20e-6),
+        *STEADY,
     )
     judged = with_baseline(now, stored_nodes(BASE))
-    assert judged["marked"][0] == "layer2.1"
+    assert judged["marked"][0] == "layer2.1" and judged["machine_factor"] == 1.0
     [new] = [n for n in judged["nodes"] if n.get("key") == "layer2.1:aten.tanh:3"]
     assert new["baseline_time"] is None and new["change"] is None
     [conv] = [n for n in judged["nodes"] if n.get("key") == "layer2.1.conv:aten.conv2d:0"]
@@ -73,59 +86,53 @@ def test_a_block_that_gained_ops_is_named_with_its_new_nodes() -> None:
     assert "layer2.1.conv aten.conv2d 200 us -> 230 us" in line
 
 
-def test_the_deepest_block_holding_half_the_growth_is_named() -> None:
-    now = _graph(
-        *[
-            _op(
-                n["module"], n["label"], 0, n["time"] * (3 if n["module"] == "layer1.0.conv" else 1)
-            )
-            for n in BASE["nodes"]
-            if n["kind"] == "op"
-        ]
-    )
-    [top, *_] = growth(with_baseline(now, stored_nodes(BASE)))
+def test_the_deepest_block_holding_nearly_all_the_growth_is_named() -> None:
+    [top, *_] = growth(with_baseline(_graph(*_scaled(1.0, "layer1.0.conv", 3)), stored_nodes(BASE)))
     assert top.module == "layer1.0.conv" and abs(top.share - 1.0) < 1e-9
+    # Both layers of a block grew: the block is named, not one of them.
+    both = [
+        {**n, "time": n["time"] + 100e-6} if n["module"].startswith("layer2.1") else n
+        for n in _scaled(1.0)
+    ]
+    [top, *_] = growth(with_baseline(_graph(*both), stored_nodes(BASE)))
+    assert top.module == "layer2.1"
 
 
-def test_a_uniformly_slower_graph_names_no_block() -> None:
-    now = _graph(
-        *[
-            _op(n["module"], n["label"], 0, n["time"] * 1.3)
-            for n in BASE["nodes"]
-            if n["kind"] == "op"
-        ]
-    )
-    judged = with_baseline(now, stored_nodes(BASE))
-    line = growth_line("net", judged)
+def test_a_busier_machine_slows_every_node_and_no_block_is_blamed() -> None:
+    judged = with_baseline(_graph(*_scaled(1.8)), stored_nodes(BASE))
+    assert abs(judged["machine_factor"] - 1.8) < 1e-9
+    assert growth_line("net", judged) is None and judged["marked"] == []
+    # A block that grew on top of it is still found, and the line says the baseline was scaled.
+    judged = with_baseline(_graph(*_scaled(1.8, "layer2.1.conv", 2)), stored_nodes(BASE))
+    line = growth_line("net", judged) or ""
+    assert line.startswith("net: on the graph, layer2.1.conv grew by 360 us, +100.0% ("), line
+    assert "the baseline's scaled x1.80: the median node ran that much slower" in line
+
+
+def test_growth_spread_over_blocks_names_none() -> None:
+    spread = [
+        {**n, "time": n["time"] * 1.5}
+        if n["module"] in ("stem", "layer1.0.conv", "layer2.1.conv", "head")
+        else n
+        for n in _scaled(1.0)
+    ]
+    line = growth_line("net", with_baseline(_graph(*spread), stored_nodes(BASE)))
     assert line == (
         "net: on the graph, no block holds half of the nodes' growth: the time grew across the "
-        "model (all nodes 540 us -> 702 us)"
+        "model (all nodes 600 us -> 860 us)"
     )
 
 
 def test_nothing_grew_or_no_baseline_says_nothing() -> None:
     assert growth_line("net", BASE) is None
-    faster = _graph(
-        *[
-            _op(n["module"], n["label"], 0, n["time"] / 2)
-            for n in BASE["nodes"]
-            if n["kind"] == "op"
-        ]
-    )
-    judged = with_baseline(faster, stored_nodes(BASE))
+    judged = with_baseline(_graph(*_scaled(0.5)), stored_nodes(BASE))
     assert growth_line("net", judged) is None and judged["marked"] == []
 
 
 def test_a_removed_node_counts_against_its_block() -> None:
     # layer2.1 lost its relu and its conv grew by the same: no net growth there.
-    now = _graph(
-        *[
-            _op(n["module"], n["label"], 0, n["time"])
-            for n in BASE["nodes"]
-            if n["kind"] == "op" and n["key"] != "layer2.1:aten.relu:0"
-        ]
-    )
-    now["nodes"][4]["time"] += 10e-6  # layer2.1.conv
-    judged = with_baseline(now, stored_nodes(BASE))
+    now = [n for n in _scaled(1.0) if n["key"] != "layer2.1:aten.relu:0"]
+    now[3] = {**now[3], "time": now[3]["time"] + 10e-6}  # layer2.1.conv
+    judged = with_baseline(_graph(*now), stored_nodes(BASE))
     assert judged["removed"] == {"layer2.1:aten.relu:0": 10e-6}
     assert growth_line("net", judged) is None
