@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torchvision
 from torch import nn
+
+#: A demonstration knob (README, "Where the time went"): the path of one part of ResNet-18
+#: (a block such as ``layer3.1``, or a layer such as ``layer3.1.conv2``) that does its work three
+#: times over, a slowdown confined to that part.
+SLOW_PART_ENV = "VISION_ZOO_SLOW_PART"
 
 
 def build_resnet18(num_classes: int = 10) -> nn.Module:
@@ -14,9 +21,29 @@ def build_resnet18(num_classes: int = 10) -> nn.Module:
         num_classes: Size of the final classification layer.
 
     Returns:
-        The model, in training mode as torchvision returns it.
+        The model, in training mode as torchvision returns it; with ``VISION_ZOO_SLOW_PART``
+        set, that part slowed down on purpose (:func:`slow_down`).
     """
-    return torchvision.models.resnet18(weights=None, num_classes=num_classes)
+    model = torchvision.models.resnet18(weights=None, num_classes=num_classes)
+    part = os.environ.get(SLOW_PART_ENV)
+    if part:
+        slow_down(model.get_submodule(part))
+    return model
+
+
+def slow_down(part: nn.Module, times: int = 3) -> None:
+    """Wasted work for demonstrations: ``part`` computes its output ``times`` times and adds
+    the extra ones times zero, so the result is unchanged (bit for bit) and its module path too;
+    only the time grows."""
+    forward = part.forward
+
+    def slowed(x: torch.Tensor) -> torch.Tensor:
+        out = forward(x)
+        for _ in range(times - 1):
+            out = out + 0.0 * forward(x)
+        return out
+
+    part.forward = slowed  # type: ignore[method-assign]
 
 
 def build_mobilenet_v3_small(num_classes: int = 10) -> nn.Module:

@@ -58,6 +58,9 @@ class Comparison:
     #: ``ab``) when it judged one, ``counters`` and ``numerics`` when there was a stored
     #: counterpart to check against.
     gated: list[str] = field(default_factory=list)
+    #: The command that records a new baseline of this measurement's kind
+    #: (:attr:`~pytest_torchperf.judge.kinds.Kind.save`; empty in an A/B run, which keeps none).
+    save: str = "pytest --torchperf-save"
 
     @property
     def outcome(self) -> str:
@@ -171,7 +174,14 @@ def compare(
     elif verdict.outcome is Outcome.INCONCLUSIVE:
         warnings.insert(0, verdict.message)
     return Comparison(
-        verdict, judgement.sample, judgement.samples, changes, failures, warnings, gated=gated
+        verdict,
+        judgement.sample,
+        judgement.samples,
+        changes,
+        failures,
+        warnings,
+        gated=gated,
+        save=save,
     )
 
 

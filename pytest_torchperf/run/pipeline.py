@@ -379,6 +379,7 @@ def _result(
     if comparison is not None:
         result.explanation = list(comparison.explanation)
         result.gated = list(comparison.gated)
+        result.save_command = comparison.save or result.save_command
     if m.gate and result.summary is not None:
         # What --torchperf-save would store: shipped in reports so `torchperf accept` can
         # promote this very measurement to a baseline later.

@@ -120,6 +120,9 @@ class Result:
     #: What the comparison gated (``time``/``instructions``/``ab``, ``counters``, ``numerics``;
     #: see :attr:`pytest_torchperf.judge.compare.Comparison.gated`); empty without a compare.
     gated: list[str] = field(default_factory=list)
+    #: The command that records a new baseline of this measurement's kind (a fallback run's
+    #: differs from a timing run's: :attr:`pytest_torchperf.judge.compare.Comparison.save`).
+    save_command: str = field(default="pytest --torchperf-save", repr=False)
     #: ``--torchperf-graph``: per-node figures of the call on its exported graph, with the
     #: baseline's beside them in a compare (:mod:`pytest_torchperf.measure.node_figures`).
     graph: dict[str, Any] | None = field(default=None, repr=False)
@@ -244,12 +247,9 @@ class Result:
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); to stop gating a counter pass ignore_counters=[...]"
             )
-        counted = self.verdict is not None and self.verdict.basis == "instructions"
-        instructions = " --torchperf-instructions" if counted else ""
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
-            f"If intended, record a new baseline (pytest{instructions} --torchperf-save "
-            f"--torchperf-reset); "
+            f"If intended, record a new baseline ({self.save_command} --torchperf-reset); "
             f"to stop gating a counter pass ignore_counters=[...]"
         )
 

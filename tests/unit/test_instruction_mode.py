@@ -433,3 +433,21 @@ def test_the_start_up_note_quotes_only_what_this_machine_took_last_time() -> Non
     assert "minutes on a small machine" in instruction_runs._start_up_note(config, 1)
     # Without pytest's cache (-p no:cacheprovider): no figure.
     assert "minutes" in instruction_runs._start_up_note(SimpleNamespace(), 2)
+
+
+def test_a_counter_change_names_the_save_of_the_runs_own_kind() -> None:
+    """A newcomer's fallback compare told them to save with --torchperf-instructions: that
+    would have turned a timing baseline into an instruction-count one."""
+    from pytest_torchperf.judge.kinds import _KINDS as KINDS
+
+    result = _result("gru")
+    result.counter_changes = ["FLOPs +5.0% (100 -> 105)"]
+    assert "(pytest --torchperf-save --torchperf-reset)" in (result.counter_message or "")
+    result.save_command = KINDS["time-or-instructions"].save
+    assert "(pytest --torchperf-fallback instructions --torchperf-save --torchperf-reset)" in (
+        result.counter_message or ""
+    )
+    result.save_command = KINDS["instructions"].save
+    assert "(pytest --torchperf-instructions --torchperf-save --torchperf-reset)" in (
+        result.counter_message or ""
+    )
