@@ -151,7 +151,12 @@ class TimeKind(_NoExtraChecks):
                 and s.get("calibration_kernel") == candidate.calibration_kernel
             ],
         )
-        looser = looser_guards(gate, timed)
+        # Only the option that loosens the guard that refused this pass can judge it as the
+        # baseline was judged: a busy neighbour's option does not help a crowded CPU.
+        refused_by = judgement.verdict.loosened_by or ""
+        looser = [
+            option for option in looser_guards(gate, timed) if option.split("=")[0] in refused_by
+        ]
         if judgement.verdict.outcome is Outcome.INCONCLUSIVE and looser:
             verdict = judgement.verdict
             judgement.verdict = replace(

@@ -26,6 +26,7 @@ from pytest_torchperf.judge.samples import (
     GuardLimits,
     Sample,
     guard_kind,
+    loosening_option,
 )
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
@@ -88,6 +89,10 @@ class Verdict:
     #: INCONCLUSIVE only: what kept the figure from being judged, in a word (``busy machine``,
     #: ``spread``, ``slower machine``, ``pairs undecided``, ...); run summaries count them.
     guard: str | None = None
+    #: INCONCLUSIVE by a guard only: the option that loosens that guard
+    #: (:func:`~pytest_torchperf.judge.samples.loosening_option`), e.g. for a note that the
+    #: baseline was saved with it. Not recorded: a replay decides it again.
+    loosened_by: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -270,11 +275,17 @@ def word(
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
-    guard = guard_kind(d.problem) if d.outcome is Outcome.INCONCLUSIVE and d.problem else None
+    refused = d.outcome is Outcome.INCONCLUSIVE and d.problem
+    guard = guard_kind(d.problem) if refused and d.problem else None
     if d.reason == "noisy-baseline":
         guard = NOISY_BASELINE
     return Verdict(
-        d.outcome, message, suspicious=d.reason == "contradicted", guard=guard, **figures
+        d.outcome,
+        message,
+        suspicious=d.reason == "contradicted",
+        guard=guard,
+        loosened_by=loosening_option(d.problem) if refused and d.problem else None,
+        **figures,
     )
 
 

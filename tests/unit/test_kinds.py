@@ -190,6 +190,15 @@ def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None
     assert same.verdict.outcome.value == "pass" and not any(
         "saved with" in n for n in same.verdict.notes
     )
+    # A pass refused by another guard (its own CPU crowded) is not told to loosen the
+    # neighbour guard: that would not let it be judged.
+    crowded = Sample(summarize(TIMES), 0.49, TIMES, neighbour_load=0.1, queued_share=0.5)
+    other = compare(
+        Candidate("mlp", crowded), [saved], Gate(max_neighbour_load=0.5), remeasure=lambda: crowded
+    )
+    assert other.verdict.outcome.value == "inconclusive", other.verdict.message
+    assert "CPU share 0.49" in other.verdict.message
+    assert not any("saved with" in n for n in other.verdict.notes), other.verdict.notes
 
 
 def never() -> Sample:
