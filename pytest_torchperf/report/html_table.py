@@ -259,8 +259,11 @@ def measurements_table(
         for i, r in enumerate(ordered)
     )
     renamed = {"distribution": f"{figures.current} vs {figures.earlier}"}
+    if any(r.get("instructions") for r in records):
+        # A verdict judged on the count shows a count there (as the terminal table's header).
+        renamed["baseline"] = "baseline (p25, or instr/call where judged on the count)"
     if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
-        renamed = {"baseline": "side A p25", "change": "change [95% CI]"}
+        renamed.update({"baseline": "side A p25", "change": "change [95% CI]"})
     headers = "".join(
         f'<th data-col="{i}"{SECONDARY if c.secondary else ""}>{renamed.get(c.key, c.header)}</th>'
         for i, c in enumerate(columns)

@@ -155,3 +155,19 @@ def test_ids_wrap_between_their_parts_and_option_names_stay_whole() -> None:
     assert page.count(kept) == 2  # the needs-attention message and the run-failure line
     # A long label wraps inside its pill in the table (a one-line one widened it off screen).
     assert "td .verdict{display:inline-block;white-space:normal}" in page
+
+
+def test_a_count_in_the_baseline_column_is_said_in_its_header() -> None:
+    """A fallback compare's row showed a count (5.53 M) under "baseline p25", beside a median
+    of 4.52 ms: a reader took its +0.1 % for a time."""
+    counted = {
+        **_record("gru", "pass"),
+        "instructions": {"per_call": 5_530_000.0},
+        "verdict": {"outcome": "pass", "basis": "instructions", "baseline_statistic": 5.53e6},
+    }
+    page = html_report([counted, _record("mlp", "pass")], "env")
+    headers = re.findall(r'<th data-col="\d+"(?: data-sec="1")?>([^<]+)</th>', page)
+    assert "baseline (p25, or instr/call where judged on the count)" in headers, headers
+    assert "baseline p25" not in headers
+    timed_only = html_report([_record("mlp", "pass")], "env")
+    assert ">baseline p25</th>" in timed_only
