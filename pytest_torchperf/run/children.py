@@ -293,9 +293,16 @@ def child_session_records(
                 "calibration": None
                 if sample.calibration is None
                 else float(f"{sample.calibration:.6g}"),
+                "neighbour_load": None
+                if sample.neighbour_load is None
+                else round(sample.neighbour_load, 3),
                 "process": sample.process,
             }
         )
+        # What only this process measured is not the child's: its GPU clocks while timing, and
+        # the per-node figures of --torchperf-graph (stored once, with this process's session).
+        child.pop("gpu_clock", None)
+        child.pop("nodes", None)
         # A variant's speedup: the child's own (each process measures its own speedup, as each
         # measures its own time), never this process's copied N-fold. The profile is not repeated.
         child["speedup"] = dict(sample.speedup) if sample.speedup else None

@@ -127,6 +127,16 @@ def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this
     measured = replace(child(1, 12.0), speedup={"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10})
     (stored,) = child_session_records(record, [measured], "abc")
     assert stored["speedup"] == {"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10}
+    # A newcomer's stored child session read neighbour_load 1.0 (the controller's) beside its own
+    # cpu_share 0.9994: what the child measured of its machine is its own, or nothing.
+    controller = {**record, "neighbour_load": 1.0, "gpu_clock": {"share": 0.9}, "nodes": {"k": [1]}}
+    (stored,) = child_session_records(
+        controller, [replace(child(1, 12.0), neighbour_load=0.25)], "abc"
+    )
+    assert stored["neighbour_load"] == 0.25
+    assert "gpu_clock" not in stored and "nodes" not in stored
+    (stored,) = child_session_records(controller, [child(1, 12.0)], "abc")
+    assert stored["neighbour_load"] is None
 
 
 def test_a_runs_own_child_sessions_are_recognised() -> None:
