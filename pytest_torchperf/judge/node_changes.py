@@ -22,7 +22,7 @@ HOLDS = 0.5
 #: A module is named rather than the block around it when it holds this share of the block's
 #: growth.
 NEARLY_ALL = 0.8
-#: Net growth below this share of the (scaled) baseline's node time is no growth.
+#: Growth below this share of the (scaled) baseline's node time is no growth.
 NEGLIGIBLE = 0.02
 #: Matched nodes needed to estimate how much slower the machine ran every node.
 MIN_MATCHED = 5
@@ -103,7 +103,8 @@ def with_baseline(
 
 
 def growth(graph: Mapping[str, Any]) -> list[Growth]:
-    """The modules that hold at least :data:`HOLDS` of the graph's net growth, deepest first,
+    """The module that holds at least :data:`HOLDS` of the graph's growth (the sum of its
+    top-level blocks' net growth where positive), the deepest such one,
     then the other modules whose own nodes grew, by how much (empty when nothing grew or no
     baseline was attached)."""
     ops = [n for n in graph.get("nodes", ()) if n.get("kind") == "op" and "baseline_time" in n]
@@ -126,12 +127,16 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
     for key, b in (graph.get("removed") or {}).items():
         module = key.split(":", 1)[0]
         add(module, -b, b, True)
-    total = delta.get("", 0.0)
+    # What grew, counted per top-level block (noise within a block partly cancels; a block that
+    # got faster takes nothing from one that grew): the measure of "half the growth".
+    total = sum(max(d, 0.0) for m, d in delta.items() if m and "." not in m) + max(
+        own.get("", 0.0), 0.0
+    )
     if total <= NEGLIGIBLE * base.get("", 0.0):
         return []
 
     def entry(module: str, d: float) -> Growth:
-        return Growth(module, d, base.get(module, 0.0), d / total)
+        return Growth(module, d, base.get(module, 0.0), min(d / total, 1.0))
 
     # The deepest module that holds nearly all of what its largest enclosing block holds: a
     # block whose two convolutions both grew is named, not one of them.
