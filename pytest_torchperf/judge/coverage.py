@@ -271,7 +271,7 @@ def stored_lines(cov: Coverage) -> list[str]:
 
 def stored_summary(b: StoredBaseline) -> str:
     """What one measurement's timing baseline now is, and what a compare will make of it."""
-    sessions = f"{b.this_save} of {b.asked} processes stored" + (
+    sessions = f"timing of {b.this_save} of {b.asked} processes stored" + (
         f" (not: {', '.join(b.left_out)})" if b.left_out else ""
     )
     if b.sessions != b.this_save:

@@ -93,11 +93,30 @@ def _untimed_failure(cov: Coverage) -> str | None:
         f"timing sessions of earlier saves still gate {len(earlier)} of them "
         f"({named(earlier)}), the timing of the other {missing - len(earlier)} is not gated"
         if earlier
-        else "their timing does not"
+        else ("their timing does not" if missing > 1 else "its timing does not")
     )
+    they = "they record" if missing > 1 else "it records"
     return (
         f"the save stored no timing for {missing} of {cov.measurements} measurements "
-        f"({reasons(kinds)}); what else they record (counters, numerics) was stored and "
-        f"gates from now on, {timing}. {'; '.join(steps)}, or, where this machine is always like that, "
-        f"store the timing anyway with {options}"
+        f"({reasons(kinds)}); what else {they} "
+        f"(counters, numerics) was stored and gates from now on, {timing}. "
+        f"{'; '.join(steps)}, or, where this machine is always like that, store the timing "
+        f"anyway with {options}"
+    )
+
+
+def thin_save_line(cov: Coverage) -> str | None:
+    """The last line of a save that passed but stored fewer timing sessions than processes
+    measured some measurement (a busy machine refused the others): its baselines gate, but at
+    the limit as asked where one session cannot tell the machine's noise. None otherwise."""
+    if cov.mode != "save":
+        return None
+    thin = [name for name, b in cov.stored.items() if b.thin and b.baseline is not None]
+    if not thin:
+        return None
+    asked = max(cov.stored[name].asked for name in thin)
+    return (
+        f"torchperf: the save passed, but stored timing from fewer processes than the {asked} "
+        f"asked for {len(thin)} of {cov.measurements} measurements ({named(thin)}): see "
+        f'"what the save stored" above; a save on a quieter machine stores them all'
     )

@@ -81,7 +81,7 @@ class SummaryReporter:
         if hasattr(self.config, "workerinput"):
             return (yield)
         from pytest_torchperf.judge.coverage import strict_run
-        from pytest_torchperf.judge.run_failure import run_failure
+        from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 
         cov = self.coverage()
         self.run_failure = run_failure(cov, strict_run(self.records)) if cov else None
@@ -99,6 +99,10 @@ class SummaryReporter:
                 red=True,
                 bold=True,
             )
+        elif terminal is not None and cov is not None and session.exitstatus == 0:
+            thin = thin_save_line(cov)
+            if thin:  # passed, but stored less than asked: not the last line to miss
+                terminal.write_line(thin, yellow=True, bold=True)
         return result
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -173,8 +173,8 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
             "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of 1;"
             f" timing not stored: 1 {WHY} (sleepy)",
             f"torchperf: run failed: the save stored no timing for 1 of 1 measurements (1 {WHY}); "
-            "what else they record (counters, numerics) was stored and gates from now on, their timing does "
-            "not. "
+            "what else it records (counters, numerics) was stored and gates from now on, its timing "
+            "does not. "
             + (
                 "A quieter machine will not change that: time the work without the waiting"
                 if IDLE_SEEN
@@ -190,8 +190,8 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
     assert re.fullmatch(r"=+ 1 passed, 1 warning in [0-9.]+s =+", result.outlines[-2])
     assert result.outlines[-1] == (
         "torchperf: the run FAILED (exit status 1) although its tests passed: the save stored no "
-        f"timing for 1 of 1 measurements (1 {WHY}); what else they record (counters, numerics) "
-        'was stored and gates from now on, their timing does not. What to do: the "torchperf: run failed" '
+        f"timing for 1 of 1 measurements (1 {WHY}); what else it records (counters, numerics) "
+        'was stored and gates from now on, its timing does not. What to do: the "torchperf: run failed" '
         "line above"
     )
     (session,) = _sessions(perf.path / ".torchperf")

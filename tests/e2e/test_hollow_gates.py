@@ -236,7 +236,7 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "
             "1; the timing sessions stored disagree too much to gate: 1 (mlp)",
             "torchperf: what the save stored, per measurement*",
-            "torchperf:   mlp: 1 of 1 processes stored, 6 timing sessions in all with earlier "
+            "torchperf:   mlp: timing of 1 of 1 processes stored, 6 timing sessions in all with earlier "
             "saves', baseline p25 *, process noise *; a compare judges at *: no gate (over 30%)",
             "torchperf: run failed: the timing sessions now stored disagree too much to "
             "gate for 1 of 1 measurements: mlp (6 sessions*). Save again on a quieter machine, "

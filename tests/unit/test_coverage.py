@@ -19,7 +19,7 @@ from pytest_torchperf.judge.coverage import (
 )
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.judge.run_failure import run_failure
+from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
@@ -266,10 +266,10 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     lines = stored_lines(cov)
     assert lines[0].startswith("what the save stored, per measurement")
     assert lines[1] == (
-        "  mlp: 5 of 5 processes stored, baseline p25 256 us, process noise 46.02%; a compare "
+        "  mlp: timing of 5 of 5 processes stored, baseline p25 256 us, process noise 46.02%; a compare "
         "judges at 138.07%: no gate (over 30%)"
     ), lines[1]
-    assert lines[2].startswith("  gru: 5 of 5 processes stored, baseline p25 160 us")
+    assert lines[2].startswith("  gru: timing of 5 of 5 processes stored, baseline p25 160 us")
     # Steady sessions alone: the save passes and lists nothing.
     steady = coverage([saved_with("gru", STEADY, 5, 5)], False)
     assert steady is not None and run_failure(steady, strict=False) is None
@@ -282,17 +282,26 @@ def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement
     )
     assert cov is not None and run_failure(cov, strict=False) is None
     assert stored_lines(cov)[1:] == [
-        "  mlp: 5 of 5 processes stored, baseline p25 160 us, process noise 0.93%; a compare "
+        "  mlp: timing of 5 of 5 processes stored, baseline p25 160 us, process noise 0.93%; a compare "
         "judges at 10%",
-        "  gru: 2 of 5 processes stored, baseline p25 160 us, process noise 0.55%; a compare "
+        "  gru: timing of 2 of 5 processes stored, baseline p25 160 us, process noise 0.55%; a compare "
         "judges at 10%",
     ], stored_lines(cov)
     one = coverage([saved_with("amp", STEADY[:1], 1, 5)], comparing=False)
     assert one is not None
     assert stored_lines(one)[1] == (
-        "  amp: 1 of 5 processes stored, baseline p25 160 us, one session: its noise is "
+        "  amp: timing of 1 of 5 processes stored, baseline p25 160 us, one session: its noise is "
         "unknown, judged at the limit as asked; a compare judges at 10%"
     )
+    # Such a save passes, and its last line says what it stored less of (a newcomer's thin
+    # save ended with pytest's green "5 passed, 10 warnings").
+    assert thin_save_line(cov) == (
+        "torchperf: the save passed, but stored timing from fewer processes than the 5 asked for "
+        '1 of 2 measurements (gru): see "what the save stored" above; a save on a quieter machine '
+        "stores them all"
+    )
+    full = coverage([saved_with("mlp", STEADY, 5, 5)], comparing=False)
+    assert full is not None and thin_save_line(full) is None
 
 
 def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
@@ -352,8 +361,9 @@ def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
         "what else they record (counters, numerics) was stored and gates from now on, timing sessions of "
         "earlier saves still gate 1 of them (mlp), the timing of the other 1 is not gated."
     ) in failure, failure
-    assert "  mlp: 0 of 5 processes stored (not: this process (busy)), 5 timing sessions in " in (
-        "\n".join(stored_lines(cov))
+    assert (
+        "  mlp: timing of 0 of 5 processes stored (not: this process (busy)), 5 timing sessions in "
+        in ("\n".join(stored_lines(cov)))
     )
 
 
