@@ -1,21 +1,27 @@
 """``torchperf graph``: a measurement's graph and per-node figures for Model Explorer, from a
-hand-made results file (tests/data/graph_record.json in a results file the real writer wrote)."""
+hand-made results file (tests/data/graph_record.json in a results file the real writer wrote),
+and the page in headless Chromium with the overlay drawn."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import socket
+import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pytest
 
 from pytest_torchperf import cli
 from pytest_torchperf.report.benchmark_json import benchmark_json
-from pytest_torchperf.report.explorer import MARKED_BG
+from pytest_torchperf.report.explorer import MARKED_ANCESTOR_BORDER, MARKED_BG
+from tests import browser
 from tests.unit.test_report_writers import record
 
 GRAPH = json.loads((Path(__file__).resolve().parents[1] / "data" / "graph_record.json").read_text())
@@ -189,3 +195,74 @@ def test_the_browser_is_opened_on_the_marked_node(
     [pane] = data["uiState"]["paneStates"]
     assert pane["selectedNodeId"] == "linear"
     assert pane["deepestExpandedGroupNodeIds"][0].endswith("Linear_fc___group___")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+@pytest.mark.slow  # 34 s: Model Explorer starts, then 25 s for the page to draw (50 s more if not)
+@pytest.mark.skipif(
+    browser.chromium() is None,
+    reason="no Chromium/Chrome binary on PATH (Debian: apt-get install chromium)",
+)
+def test_model_explorer_draws_the_overlay_in_headless_chromium(tmp_path: Path) -> None:
+    """`torchperf graph` serves Model Explorer; the page it opens, screenshot beside the same
+    page without the overlays: the marked node's colour is in the first and not the second,
+    and both drew the graph (the marked module's group borders come with the graph file)."""
+    if importlib.util.find_spec("model_explorer") is None:
+        pytest.skip('Model Explorer is not installed (pip install "pytest-torchperf[explorer]")')
+    results = _results(tmp_path / "results.json", [_with_graph("bs1")])
+    port = _free_port()
+    # BROWSER=true: the command's webbrowser.open runs `true URL` instead of a browser.
+    env = {**os.environ, "BROWSER": "true", "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pytest_torchperf.cli", "graph", str(results), "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url, lines = None, []
+        deadline = time.monotonic() + 120
+        assert server.stdout is not None
+        while url is None and time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith(f"http://localhost:{port}/?data="):
+                url = line.strip()
+        assert url, "Model Explorer did not start:\n" + "".join(lines)
+        data = json.loads(unquote(url.split("data=", 1)[1]))
+        assert data["uiState"]["paneStates"][0]["selectedNodeId"] == "linear"
+        bare = {k: v for k, v in data.items() if k not in ("nodeData", "nodeDataTargets")}
+        without = url.split("?", 1)[0] + "?data=" + quote(json.dumps(bare))
+        shot = tmp_path / "graph-view.png"
+        width, height = 2400, 900
+        left, right = (0, 0, width // 2, height), (width // 2, 0, width, height)
+        border = _rgb(MARKED_ANCESTOR_BORDER)
+        for wait in (25.0, 50.0):  # a busy machine gets a second, longer look
+            console = browser.render_frames([url, without], shot, wait, width, height)
+            drawn = [browser.colour_pixels(shot, border, 16, box) for box in (left, right)]
+            if min(drawn) > 100:
+                break
+        assert min(drawn) > 100, f"the graph was not drawn in both panes {drawn}: {console}"
+        marked = [browser.colour_pixels(shot, _rgb(MARKED_BG), 10, box) for box in (left, right)]
+        assert marked[0] > 1000, f"the change overlay is not drawn: {marked}, {console}"
+        assert marked[1] < 50, f"the marked colour without any overlay: {marked}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
