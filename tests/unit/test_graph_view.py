@@ -227,3 +227,19 @@ def test_the_builder_imports_neither_torch_nor_model_explorer() -> None:
         )
     }
     assert not imported & {"torch", "model_explorer"}
+
+
+def test_a_marked_parent_module_is_the_group_that_holds_its_submodules_nodes() -> None:
+    record = _record()
+    record["graph"]["marked"] = ["block"]
+
+    view = graph_view(record)
+
+    configs = view.graph["graphs"][0]["groupNodeConfigs"]
+    assert re.fullmatch(configs[0]["namespaceRegex"], "tests.Net/tests.Block_block")
+    assert focus(view) == (
+        "linear",
+        "tests.Net/tests.Block_block/torch.nn.modules.linear.Linear_fc___group___",
+    )
+    change = _overlay(view, "change-vs-baseline-pct.json")["results"]
+    assert change["linear"]["bgColor"] == MARKED_BG and "bgColor" not in change["relu"]
