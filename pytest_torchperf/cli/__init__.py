@@ -8,6 +8,7 @@
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
+    torchperf graph   RESULTS [-k TEXT] [--out DIR] [--no-browser] [--port N]
 
 BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
 ``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
@@ -29,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
     cmd_accept,
     cmd_compare,
@@ -226,6 +228,29 @@ def _parser() -> argparse.ArgumentParser:
         help="more pytest arguments for each revision's run, after -- (e.g. -- tests/test_perf.py)",
     )
     p.set_defaults(run=cmd_bisect)
+    p = sub.add_parser(
+        "graph",
+        help="a measurement's exported graph with its per-node figures, in Model Explorer "
+        "(recorded by pytest --torchperf-graph)",
+    )
+    p.add_argument("results", help="results file written by pytest --torchperf-json")
+    p.add_argument("-k", help="the measurement: a part of its test id or name")
+    p.add_argument(
+        "--out",
+        help="folder for the graph and overlay files (default .torchperf-graph/TEST-NAME/)",
+    )
+    p.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="write the files and print how to open them; start nothing (CI)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="Model Explorer's port (default 8080: the first free one from there)",
+    )
+    p.set_defaults(run=cmd_graph)
     return parser
 
 

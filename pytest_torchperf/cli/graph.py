@@ -1,0 +1,150 @@
+"""``torchperf graph``: one measurement's exported graph with its per-node figures, in Model
+Explorer (docs/graph.md).
+
+The files are built in ``report/explorer.py``; this module picks the measurement, writes them
+and opens them, importing ``model_explorer`` (the ``explorer`` extra) only to open them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pytest_torchperf.cli.common import results, selected, table
+from pytest_torchperf.report.explorer import GraphView, NoGraph, graph_view, op_rows, url_data
+from pytest_torchperf.store.files import atomic_write_text
+
+EXTRA = 'pip install "pytest-torchperf[explorer]"'
+OPTION = "--torchperf-graph"
+#: Every overlay file a view may write: the ones this view has not are removed, so a folder
+#: never holds a stale overlay of an earlier run.
+OVERLAY_FILES = (
+    "share-of-call-pct.json",
+    "flops.json",
+    "output-bytes.json",
+    "own-time-ms.json",
+    "change-vs-baseline-pct.json",
+)
+
+
+def folder_name(record: dict[str, Any]) -> str:
+    """``.torchperf-graph/<this>/``: the test and the measurement, safe as a folder name."""
+    test = str(record.get("nodeid", "")).split("::")[-1] or "test"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{test}-{record.get('name', '')}").strip("_.")
+
+
+def _label(record: dict[str, Any]) -> str:
+    return f"{record.get('nodeid', '?')} {record.get('name', '?')}"
+
+
+def pick(records: list[dict[str, Any]], pattern: str | None, path: str) -> dict[str, Any] | str:
+    """The one selected measurement that has a graph, or the error that says why there is none."""
+    chosen = [r for r in records if selected(r.get("nodeid", ""), r.get("name", ""), pattern)]
+    graphs = [r for r in chosen if isinstance(r.get("graph"), dict)]
+    which = f" matching -k {pattern!r}" if pattern else ""
+    if len(graphs) == 1:
+        return graphs[0]
+    if graphs:
+        names = "\n".join(f"  {_label(r)}" for r in graphs)
+        return (
+            f"{len(graphs)} measurements{which} in {path} have a graph; pick one with -k "
+            f"(a part of its test id or name):\n{names}"
+        )
+    if not chosen:
+        names = "\n".join(f"  {_label(r)}" for r in records) or "  (none)"
+        return f"no measurement{which} in {path}; it holds:\n{names}"
+    names = "\n".join(f"  {_label(r)}" for r in chosen)
+    return (
+        f"no measurement{which} in {path} has a graph: record one with pytest {OPTION} "
+        f"(with --torchperf-json {path}); measurements without one:\n{names}"
+    )
+
+
+def write_view(view: GraphView, out: Path) -> tuple[Path, list[Path], dict[str, Any]]:
+    """Write the graph and its overlays under ``out``: (graph file, overlay files, URL data)."""
+    graph_path = out / "graph.json"
+    atomic_write_text(graph_path, json.dumps(view.graph, indent=1) + "\n")
+    paths = []
+    for overlay in view.node_data:
+        path = out / overlay.file
+        atomic_write_text(path, json.dumps(overlay.document, indent=1) + "\n")
+        paths.append(path)
+    for name in OVERLAY_FILES:
+        stale = out / name
+        if stale not in paths and stale.exists():
+            stale.unlink()
+    data = url_data(view, str(graph_path), [str(p) for p in paths])
+    return graph_path, paths, data
+
+
+def open_command(graph_path: Path, overlays: list[Path]) -> str:
+    """The ``model-explorer`` command line that opens the files (its flags: cmdline.py)."""
+    words = ["model-explorer", str(graph_path)]
+    if overlays:
+        words.append("--node_data_paths=" + ",".join(str(p) for p in overlays))
+    return shlex.join(words)
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    records, _ = results([args.results])
+    found = pick(records, args.k, args.results)
+    if isinstance(found, str):
+        print(f"torchperf graph: {found}", file=sys.stderr)
+        return 2
+    record = found
+    graph = record["graph"]
+    try:
+        view = graph_view(record)
+    except NoGraph as exc:
+        print(f"torchperf graph: {_label(record)}: no graph to draw: {exc}")
+        print("op-level figures of the call:")
+        print(table(op_rows(graph), "(no op-level figures recorded)"))
+        return 0
+    out = Path(args.out or Path(".torchperf-graph") / folder_name(record)).resolve()
+    graph_path, overlays, data = write_view(view, out)
+    print(f"torchperf graph: {_label(record)}: {view.summary}")
+    if graph.get("marked"):
+        print(f"torchperf graph: where the time grew, most first: {', '.join(graph['marked'])}")
+    print(f"torchperf graph: wrote {graph_path}")
+    for path in overlays:
+        print(f"torchperf graph: wrote {path}")
+    if args.no_browser:
+        print("torchperf graph: open them in Model Explorer with:")
+        print(f"  {open_command(graph_path, overlays)}")
+        return 0
+    try:
+        import model_explorer
+    except ImportError:
+        print(
+            f"torchperf graph: opening the graph needs Model Explorer: {EXTRA} "
+            f"(or --no-browser writes the files only)",
+            file=sys.stderr,
+        )
+        return 2
+    config = _config(model_explorer, graph_path, overlays, data)
+    model_explorer.visualize_from_config(config, port=args.port)
+    return 0
+
+
+def _config(
+    model_explorer: Any, graph_path: Path, overlays: list[Path], data: dict[str, Any]
+) -> Any:
+    """Model Explorer's config for the files, whose URL also opens the view on the node that
+    matters (``uiState``: the marked module expanded, its node selected), which its own
+    ``to_url_param_value`` cannot say."""
+
+    class Config(model_explorer.config().__class__):  # type: ignore[misc]
+        def to_url_param_value(self) -> str:
+            return quote(json.dumps(data))
+
+    config = Config()
+    config.add_model_from_path(str(graph_path))
+    for path in overlays:
+        config.add_node_data_from_path(str(path))
+    return config

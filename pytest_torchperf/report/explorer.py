@@ -1,0 +1,383 @@
+"""A measurement's graph for Model Explorer: the graph file and the node-data overlays it loads.
+
+Built from a record's ``graph`` (the per-node figures of the ``torch.export``-ed call, recorded
+with ``--torchperf-graph``): :func:`graph_view` returns the graph as Model Explorer's JSON graph
+format (a ``GraphCollection``: ``{"label", "graphs": [{"id", "nodes"}]}``, which its JSON loader
+reads from a ``.json`` model path) and one node-data file per figure (its ``ModelNodeData``
+format: ``{graph id: {"results": {node id: {"value"}}, "gradient" | "thresholds"}}``): own time,
+share of the call's time, FLOPs, output bytes and, in a compare, the change against the
+baseline. Each node's attributes carry the same figures, so the side panel tells them without an
+overlay. A graph that could not be exported has no view: :class:`NoGraph` says why and
+:func:`op_rows` gives the op-level figures instead. Pure: neither torch nor model_explorer is
+imported (the ``torchperf graph`` command opens the files; docs/graph.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_torchperf.core.units import format_bytes, format_percent, format_time
+
+#: The first module the compare names as where the time grew: its nodes' background in the
+#: change overlay (overrides the scale) and its group's colours.
+MARKED_BG = "#7f1d1d"
+MARKED_TEXT = "#ffffff"
+MARKED_GROUP_BG = "#fee2e2"
+MARKED_GROUP_BORDER = "#b91c1c"
+#: Groups that hold the marked module: their border, so a collapsed graph leads to it.
+MARKED_ANCESTOR_BORDER = "#ef4444"
+
+#: Change against the baseline (%), diverging around "unchanged": each threshold colours the
+#: values up to it (Model Explorer leaves values above the last one white, hence the last).
+CHANGE_THRESHOLDS: tuple[tuple[float, str, str], ...] = (
+    (-25.0, "#15803d", "#ffffff"),
+    (-10.0, "#4ade80", "#000000"),
+    (-3.0, "#bbf7d0", "#000000"),
+    (3.0, "#f5f5f4", "#000000"),
+    (10.0, "#fecaca", "#000000"),
+    (25.0, "#f87171", "#000000"),
+    (1e12, "#dc2626", "#ffffff"),
+)
+
+#: How Model Explorer names a group (a namespace) among its nodes.
+GROUP_SUFFIX = "___group___"
+
+#: Low to high, for the figures that are only ever >= 0.
+HEAT = (
+    {"stop": 0, "bgColor": "#fffbeb"},
+    {"stop": 1, "bgColor": "#ea580c", "textColor": "#ffffff"},
+)
+COOL = (
+    {"stop": 0, "bgColor": "#eff6ff"},
+    {"stop": 1, "bgColor": "#1d4ed8", "textColor": "#ffffff"},
+)
+
+
+class NoGraph(ValueError):
+    """A record has no graph to draw: not recorded, or ``torch.export`` failed (then the op-level
+    figures are what there is: :func:`op_rows`)."""
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """One overlay: its file name, what it shows, and the ``ModelNodeData`` document."""
+
+    file: str
+    title: str
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """What Model Explorer loads for one measurement: the graph and its overlays (the change
+    overlay first when there is a baseline)."""
+
+    graph_id: str
+    graph: dict[str, Any]
+    node_data: tuple[NodeData, ...]
+    summary: str
+    marked: tuple[str, ...] = field(default=())
+    #: The record's nodes, as the contract has them (what :func:`focus` picks from).
+    nodes: tuple[Mapping[str, Any], ...] = field(default=())
+
+
+def graph_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The record's ``graph`` (``NoGraph`` when it has none or it was not exported)."""
+    graph = record.get("graph")
+    if not isinstance(graph, Mapping):
+        raise NoGraph(
+            f"{record.get('nodeid', '?')} {record.get('name', '?')}: no graph recorded "
+            f"(run pytest with --torchperf-graph)"
+        )
+    if not graph.get("exported"):
+        raise NoGraph(graph.get("why_not") or "torch.export failed (no reason recorded)")
+    return graph
+
+
+def summary_line(graph: Mapping[str, Any]) -> str:
+    """What share of the call's time the nodes explain, and by which clock."""
+    call, nodes, explained = graph.get("call_time"), graph.get("node_time"), graph.get("explained")
+    if explained is None and call and nodes is not None:
+        explained = nodes / call
+    clock = graph.get("clock") or "wall"
+    device = graph.get("device") or "cpu"
+    if explained is None:
+        return f"{device}, node times by {clock} clock"
+    return (
+        f"nodes explain {format_percent(explained)} of the call's time "
+        f"({format_time(nodes)} of {format_time(call)}, {device}, {clock} clock)"
+    )
+
+
+def graph_view(record: Mapping[str, Any]) -> GraphView:
+    """The graph file and the overlays of a record (``NoGraph`` when it has no exported graph)."""
+    graph = graph_of(record)
+    nodes: Sequence[Mapping[str, Any]] = graph.get("nodes") or []
+    graph_id = str(record.get("name") or "graph")
+    marked = tuple(str(m) for m in graph.get("marked") or [])
+    call_time = graph.get("call_time")
+    summary = summary_line(graph)
+    me_graph: dict[str, Any] = {
+        "id": graph_id,
+        "nodes": [_node(n, call_time) for n in nodes],
+    }
+    groups = _group_configs(nodes, marked)
+    if groups:
+        me_graph["groupNodeConfigs"] = groups
+    label = f"{record.get('nodeid', '')} {graph_id}: {summary}".strip()
+    collection = {"label": label, "graphs": [me_graph]}
+    return GraphView(
+        graph_id=graph_id,
+        graph=collection,
+        node_data=_node_data(graph_id, nodes, call_time, marked),
+        summary=summary,
+        marked=marked,
+        nodes=tuple(nodes),
+    )
+
+
+def _is_op(node: Mapping[str, Any]) -> bool:
+    return (node.get("kind") or "op") == "op"
+
+
+def _share(node: Mapping[str, Any], call_time: float | None) -> float | None:
+    time = node.get("time")
+    if time is None or not call_time:
+        return None
+    return float(time) / float(call_time)
+
+
+def _node(node: Mapping[str, Any], call_time: float | None) -> dict[str, Any]:
+    """One node in Model Explorer's format, its figures as attributes."""
+    attrs: list[dict[str, Any]] = []
+
+    def attr(key: str, value: object) -> None:
+        attrs.append({"key": key, "value": str(value)})
+
+    if _is_op(node):
+        attr("own time", format_time(node.get("time")))
+        share = _share(node, call_time)
+        if share is not None:
+            attr("share of call", format_percent(share))
+        if node.get("baseline_time") is not None:
+            attr("baseline time", format_time(node["baseline_time"]))
+        if node.get("change") is not None:
+            attr("change", f"{float(node['change']) * 100:+.1f}%")
+        if node.get("flops") is not None:
+            attr("FLOPs", f"{int(node['flops']):,}")
+        if node.get("bytes") is not None:
+            attr("output bytes", format_bytes(node["bytes"]))
+        if node.get("calls") is not None:
+            attr("calls", node["calls"])
+    attr("module", node.get("module") or "(top level)")
+    if node.get("key"):
+        attr("key", node["key"])
+    return {
+        "id": str(node["id"]),
+        "label": str(node.get("label") or node["id"]),
+        "namespace": str(node.get("namespace") or ""),
+        "attrs": attrs,
+        "incomingEdges": [
+            {
+                "sourceNodeId": str(source),
+                "sourceNodeOutputId": str(output),
+                "targetNodeInputId": str(index),
+            }
+            for index, (source, output) in enumerate(node.get("inputs") or [])
+        ],
+        "outputsMetadata": [
+            {"id": str(index), "attrs": [{"key": "tensor_shape", "value": str(shape)}]}
+            for index, shape in enumerate(node.get("outputs") or [])
+        ],
+    }
+
+
+def _in_module(node: Mapping[str, Any], module: str) -> bool:
+    own = str(node.get("module") or "")
+    return own == module or own.startswith(module + ".")
+
+
+def _marked_namespace(nodes: Sequence[Mapping[str, Any]], module: str) -> str | None:
+    """The group (namespace) that is ``module``: the namespace its own nodes share."""
+    for node in nodes:
+        if _is_op(node) and str(node.get("module") or "") == module and node.get("namespace"):
+            return str(node["namespace"])
+    # Only deeper modules' nodes: cut their namespace to the depth of ``module``.
+    depth = len(module.split(".")) + 1 if module else 1
+    for node in nodes:
+        if _is_op(node) and _in_module(node, module) and node.get("namespace"):
+            parts = str(node["namespace"]).split("/")
+            if len(parts) >= depth:
+                return "/".join(parts[:depth])
+    return None
+
+
+def _group_configs(nodes: Sequence[Mapping[str, Any]], marked: Sequence[str]) -> list[Any]:
+    """The first marked module's group filled and bordered, the groups above it bordered."""
+    if not marked:
+        return []
+    namespace = _marked_namespace(nodes, marked[0])
+    if not namespace:
+        return []
+    parts = namespace.split("/")
+    configs: list[dict[str, Any]] = [
+        {
+            "namespaceRegex": f"^{re.escape(namespace)}$",
+            "backgroundColor": MARKED_GROUP_BG,
+            "borderColor": MARKED_GROUP_BORDER,
+        }
+    ]
+    for depth in range(len(parts) - 1, 0, -1):
+        configs.append(
+            {
+                "namespaceRegex": f"^{re.escape('/'.join(parts[:depth]))}$",
+                "borderColor": MARKED_ANCESTOR_BORDER,
+            }
+        )
+    return configs
+
+
+def _document(
+    graph_id: str, title: str, results: dict[str, dict[str, Any]], **scale: Any
+) -> dict[str, Any]:
+    return {graph_id: {"name": title, "results": results, **scale}}
+
+
+def _values(nodes: Sequence[Mapping[str, Any]], value: Any) -> dict[str, dict[str, Any]]:
+    results = {}
+    for node in nodes:
+        if not _is_op(node):
+            continue
+        figure = value(node)
+        if figure is not None:
+            results[str(node["id"])] = {"value": figure}
+    return results
+
+
+def _node_data(
+    graph_id: str,
+    nodes: Sequence[Mapping[str, Any]],
+    call_time: float | None,
+    marked: Sequence[str],
+) -> tuple[NodeData, ...]:
+    """The overlays, the one that colours the graph at first last (Model Explorer selects the
+    last one it is given): the change when there is a baseline, else the own time."""
+    overlays: list[NodeData] = []
+    figures: tuple[tuple[str, str, Any, tuple[dict[str, Any], ...]], ...] = (
+        (
+            "share-of-call-pct.json",
+            "share of the call's time (%)",
+            lambda n: (
+                None
+                if _share(n, call_time) is None
+                else round(float(_share(n, call_time) or 0) * 100, 3)
+            ),
+            HEAT,
+        ),
+        ("flops.json", "FLOPs", lambda n: n.get("flops"), COOL),
+        ("output-bytes.json", "output bytes", lambda n: n.get("bytes"), COOL),
+        (
+            "own-time-ms.json",
+            "own time (ms)",
+            lambda n: None if n.get("time") is None else round(float(n["time"]) * 1e3, 6),
+            HEAT,
+        ),
+    )
+    for file, title, value, gradient in figures:
+        results = _values(nodes, value)
+        if results:
+            overlays.append(
+                NodeData(file, title, _document(graph_id, title, results, gradient=list(gradient)))
+            )
+    change = _values(
+        nodes,
+        lambda n: None if n.get("change") is None else round(float(n["change"]) * 100, 2),
+    )
+    if change:
+        first = marked[0] if marked else None
+        for node in nodes:
+            if first is not None and str(node["id"]) in change and _in_module(node, first):
+                change[str(node["id"])].update(bgColor=MARKED_BG, textColor=MARKED_TEXT)
+        thresholds = [
+            {"value": value, "bgColor": bg, "textColor": text}
+            for value, bg, text in CHANGE_THRESHOLDS
+        ]
+        title = "change vs baseline (%)"
+        overlays.append(
+            NodeData(
+                "change-vs-baseline-pct.json",
+                title,
+                _document(graph_id, title, change, thresholds=thresholds),
+            )
+        )
+    return tuple(overlays)
+
+
+def focus(view: GraphView) -> tuple[str | None, str | None]:
+    """The node the view opens on, and the group to expand down to: the slowest-growing node
+    of the first marked module, else the node with the most time (None: no op node)."""
+    ops = [n for n in view.nodes if _is_op(n)]
+    if view.marked:
+        inside = [n for n in ops if _in_module(n, view.marked[0])]
+        ops = inside or ops
+
+    def weight(node: Mapping[str, Any]) -> float:
+        time = float(node.get("time") or 0.0)
+        base = node.get("baseline_time")
+        return time - float(base) if view.marked and base is not None else time
+
+    if not ops:
+        return None, None
+    node = max(ops, key=weight)
+    namespace = str(node.get("namespace") or "")
+    return str(node["id"]), (f"{namespace}{GROUP_SUFFIX}" if namespace else None)
+
+
+def url_data(
+    view: GraphView,
+    graph_path: str,
+    node_data_paths: Sequence[str],
+) -> dict[str, Any]:
+    """The ``data`` parameter of Model Explorer's URL: the graph file, its overlays, and the
+    view opened on :func:`focus` (its ``uiState``; ``model-explorer``'s own URL has none)."""
+    data: dict[str, Any] = {
+        "models": [{"url": graph_path}],
+        "nodeData": list(node_data_paths),
+        "nodeDataTargets": ["" for _ in node_data_paths],
+    }
+    node_id, group = focus(view)
+    if node_id is not None:
+        data["uiState"] = {
+            "paneStates": [
+                {
+                    "deepestExpandedGroupNodeIds": [group] if group else [],
+                    "selectedNodeId": node_id,
+                    "selectedGraphId": view.graph_id,
+                    "selectedCollectionLabel": "",
+                    "widthFraction": 1,
+                }
+            ]
+        }
+    return data
+
+
+def op_rows(graph: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The op-level figures (``ops``), most time first: what a graph that could not be exported
+    still tells."""
+    call = graph.get("call_time")
+    rows = []
+    for op in sorted(graph.get("ops") or [], key=lambda o: -(o.get("time") or 0.0)):
+        time = op.get("time")
+        rows.append(
+            {
+                "op": op.get("op", "?"),
+                "time": format_time(time),
+                "share": format_percent(time / call) if time is not None and call else "-",
+                "calls": op.get("calls", "-"),
+                "FLOPs": f"{int(op['flops']):,}" if op.get("flops") is not None else "-",
+            }
+        )
+    return rows
