@@ -27,6 +27,7 @@ from pytest_torchperf.report.html_table import (
 )
 from pytest_torchperf.report.terminal import (
     count_line,
+    explained,
     sort_records,
 )
 
@@ -92,7 +93,7 @@ def _attention(records: Sequence[Mapping[str, Any]]) -> str:
         ]
         messages += list(record.get("failures") or [])
         if verdict.get("message") and verdict.get("outcome") in ("fail", "inconclusive"):
-            messages.insert(0, "\n".join([verdict["message"], *(record.get("explanation") or [])]))
+            messages.insert(0, "\n".join([verdict["message"], *explained(record)]))
         body = "\n".join(messages) or record["outcome"]
         parts.append(
             f'<h3><span class="verdict {record["outcome"]}">'

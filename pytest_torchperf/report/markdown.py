@@ -12,6 +12,7 @@ from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report.terminal import (
     count_line,
+    explained,
     format_accuracy,
     format_baseline,
     format_change_of,
@@ -60,9 +61,7 @@ def markdown_report(
                 record.get("failures") or []
             )
             if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
-                messages.insert(
-                    0, "\n".join([verdict["message"], *(record.get("explanation") or [])])
-                )
+                messages.insert(0, "\n".join([verdict["message"], *explained(record)]))
             lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
             for message in messages:
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]

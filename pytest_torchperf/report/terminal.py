@@ -217,6 +217,14 @@ def count_line(records: Iterable[Mapping[str, Any]]) -> str:
 NEW_GROUP_NAMES = 3
 
 
+def explained(record: Mapping[str, Any]) -> list[str]:
+    """The lines under a verdict's message in a report: what a live run added (the profiled op
+    diff, the graph) and the verdict's notes (why a fallback could not judge, a looser guard
+    the baseline was saved with...)."""
+    notes = (record.get("verdict") or {}).get("notes") or ()
+    return [*(record.get("explanation") or ()), *(f"note: {note}" for note in notes)]
+
+
 def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured).
 

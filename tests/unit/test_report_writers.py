@@ -130,3 +130,20 @@ def test_a_record_round_trips_through_the_results_file(tmp_path) -> None:
         else:
             assert record[key] == value, key
     assert record["stats"]["n"] == 3
+
+
+def test_markdown_and_html_keep_a_verdicts_notes() -> None:
+    """A fallback compare's inconclusive MLP said in the terminal why the count could not judge
+    it (its Valgrind process crashed); the markdown and HTML reports dropped that note."""
+    from pytest_torchperf.report.html import html_report
+
+    noted = record("mlp", "inconclusive")
+    noted["verdict"] = {
+        **noted["verdict"],
+        "outcome": "inconclusive",
+        "notes": ["no instruction count to fall back on: the pytest process under Valgrind exited"],
+    }
+    noted["outcome"] = "inconclusive"
+    note = "note: no instruction count to fall back on: the pytest process under Valgrind exited"
+    assert note in markdown_report([noted], "env")
+    assert note in html_report([noted], "env")
