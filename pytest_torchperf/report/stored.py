@@ -97,10 +97,23 @@ def figures(sessions: Sequence[Mapping[str, Any]], mode: str) -> dict[str, str]:
             "latest": f"{format_count(last)} instr/call" if last else "no count",
         }
     timed = timed_sessions(sessions)
+    # A --torchperf-fallback save stores the instruction count beside the timing (or instead of
+    # it, when it could not time): what a fallback compare judges by.
+    counted: Mapping[str, Any] = next(
+        (s["instructions"] for s in reversed(sessions) if s.get("instructions")), {}
+    )
+    count = (
+        f" (+ {format_count(counted['per_call'])} instr/call for --torchperf-fallback)"
+        if counted.get("per_call")
+        else ""
+    )
     return {
-        "baseline": f"{format_time(statistics.median(s['statistic'] for s in timed))} p25"
-        if timed
-        else "no timing",
+        "baseline": (
+            f"{format_time(statistics.median(s['statistic'] for s in timed))} p25"
+            if timed
+            else "no timing"
+        )
+        + count,
         "latest": f"{format_time(latest['statistic'])} p25"
         if latest.get("statistic")
         else f"no timing ({latest.get('untimed') or '?'})",

@@ -871,3 +871,20 @@ def test_torchperf_show_counts_the_timed_sessions_apart() -> None:
     timed, untimed = session(), {**session(), "statistic": None, "untimed": "busy"}
     assert session_count([timed, timed, timed, untimed, untimed], "time") == "3 timed (+2 untimed)"
     assert session_count([timed, timed], "time") == "2"
+
+
+def test_torchperf_show_names_the_count_a_fallback_save_stored() -> None:
+    """`torchperf show` of a --torchperf-fallback save's folder said only 'no timing' for a
+    measurement whose instruction count a fallback compare judges it by."""
+    from pytest_torchperf.report.stored import figures
+
+    untimed = {
+        **session(),
+        "statistic": None,
+        "untimed": "busy",
+        "instructions": {"per_call": 5.53e6},
+    }
+    assert figures([untimed], "time")["baseline"] == (
+        "no timing (+ 5.53 M instr/call for --torchperf-fallback)"
+    )
+    assert figures([session()], "time")["baseline"].endswith(" p25")
