@@ -164,7 +164,9 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "strict",
             parse_bool,
-            "Inconclusive verdicts (noisy machine) fail the test instead of warning",
+            "Fail what would only warn: inconclusive verdicts (noisy machine), measurements "
+            "with no baseline (a misspelt storage folder, baselines never committed), and a "
+            "compare that judged timing for under half its measurements",
         ),
         OptionSpec(
             "min_cpu_share",

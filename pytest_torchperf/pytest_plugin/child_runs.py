@@ -44,7 +44,8 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
         default=None,
         help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
         "before this one, interleaving the targets) and judge the median; with "
-        "--torchperf-save, stores N sessions (ini torchperf_processes)",
+        "--torchperf-save, stores N sessions; default 1, and 5 when saving "
+        "(ini torchperf_processes)",
     )
     group.addoption(
         "--torchperf-confirm",
