@@ -31,6 +31,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         args.env,
     )
     print(table(rows, "no stored measurement matches"))
+    if any(row.get("speedup", "-") != "-" for row in rows):
+        print(
+            "speedup: eager over the variant, timed interleaved in the same rounds; the "
+            "figures of the eager and variant rows come from separate sessions, so their ratio "
+            "need not match it"
+        )
     return 0
 
 

@@ -125,7 +125,12 @@ class SummaryReporter:
             tr.write_line(line)
         variant_lines = _summary.variant_lines(self.records)
         if variant_lines:
-            tr.write_line("variants (how built, accuracy vs eager fp32 of the same run):")
+            tr.write_line(
+                "variants (how built, accuracy vs eager fp32 of the same run; speedup: the "
+                "median of each round's eager/variant ratio, timed interleaved in the variant's "
+                "own item, so it need not equal the ratio of the medians above, which were "
+                "timed in different items):"
+            )
             for line in variant_lines:
                 tr.write_line("  " + line)
         if settings.ab:

@@ -247,6 +247,12 @@ def test_zeros(torchperf):
         text,
     ), text
     assert "numerics 1 of 2" in text and "numerics stored but unable to gate: zeros[amp]" in text
+    # The speedup is said to be a same-moment ratio, not the ratio of the rows' medians.
+    assert "so it need not equal the ratio of the medians above" in text
+    shown = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "show")
+    assert "speedup: eager over the variant, timed interleaved in the same rounds" in (
+        shown.stdout.str()
+    ), shown.stdout.str()
     compared = perf.runpytest("--torchperf-compare")
     compared.assert_outcomes(passed=2)
     text = compared.stdout.str()
