@@ -4,7 +4,9 @@
 The call is exported with ``torch.export`` and its graph run node by node by an FX interpreter
 that times each node's own work (its ATen op: the clock read around it, CUDA events on a GPU),
 counts its FLOPs (``FlopCounterMode`` around that node alone) and its output bytes. The figures
-are the median over several runs of the whole graph. The plain call is timed beside them in the
+are each node's quickest over several runs of the whole graph (another process only ever adds
+time, and on a busy machine it adds it to some nodes more than others: the quickest run of each
+node is the least disturbed one). The plain call is timed beside them, the same way, in the
 same process, so the record says what share of the call's time the nodes explain: the rest is
 Python and dispatch outside the ATen ops (the interpreter's own overhead is outside the clock).
 
@@ -19,7 +21,6 @@ instead (:func:`pytest_torchperf.measure.profiling.profile_call`). torch is impo
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -117,7 +118,7 @@ def _clock_name(device: str) -> str:
 
 
 def _call_time(call: Callable[[], Any], device: str, budget_s: float) -> float:
-    """Median seconds of a plain call (after one warm-up call)."""
+    """Seconds of the quickest of several plain calls (after one warm-up call)."""
     import torch
 
     cuda = device.startswith("cuda")
@@ -135,7 +136,7 @@ def _call_time(call: Callable[[], Any], device: str, budget_s: float) -> float:
         call()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def _flat_inputs(exported: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
@@ -251,7 +252,7 @@ def _nodes(exported: Any, timer: _NodeTimer, flops: Mapping[str, int]) -> list[d
                 "inputs": [[n.name, 0] for n in node.all_input_nodes],
                 "outputs": _shapes(node.meta.get("val")),
                 "key": f"{module}:{label}:{seen}" if kind == "op" else f"{kind}:{node.name}",
-                "time": statistics.median(times) if times else 0.0,
+                "time": min(times) if times else 0.0,
                 "flops": int(flops.get(node.name, 0)),
                 "bytes": _bytes(node.meta.get("val")),
                 "calls": 1 if kind == "op" else 0,
