@@ -8,7 +8,7 @@
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
-    torchperf graph   RESULTS [-k TEXT] [--out DIR] [--no-browser] [--port N]
+    torchperf graph   RESULTS|BASELINE_DIR [-k TEXT] [--out DIR] [--no-browser] [--port N]
 
 BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
 ``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
@@ -233,7 +233,11 @@ def _parser() -> argparse.ArgumentParser:
         help="a measurement's exported graph with its per-node figures, in Model Explorer "
         "(recorded by pytest --torchperf-graph)",
     )
-    p.add_argument("results", help="results file written by pytest --torchperf-json")
+    p.add_argument(
+        "results",
+        help="results file written by pytest --torchperf-json, or a baseline folder (the "
+        "latest saved graph of each measurement)",
+    )
     p.add_argument("-k", help="the measurement: a part of its test id or name")
     p.add_argument(
         "--out",

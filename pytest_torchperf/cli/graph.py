@@ -60,9 +60,10 @@ def pick(records: list[dict[str, Any]], pattern: str | None, path: str) -> dict[
         names = "\n".join(f"  {_label(r)}" for r in records) or "  (none)"
         return f"no measurement{which} in {path}; it holds:\n{names}"
     names = "\n".join(f"  {_label(r)}" for r in chosen)
+    how = "--torchperf-save" if Path(path).is_dir() else f"--torchperf-json {path}"
     return (
         f"no measurement{which} in {path} has a graph: record one with pytest {OPTION} "
-        f"(with --torchperf-json {path}); measurements without one:\n{names}"
+        f"(with {how}); measurements without one:\n{names}"
     )
 
 
@@ -91,8 +92,29 @@ def open_command(graph_path: Path, overlays: list[Path]) -> str:
     return shlex.join(words)
 
 
+def stored_graphs(storage: Path) -> list[dict[str, Any]]:
+    """A baseline folder's measurements as records with the ``graph`` of the latest session
+    that stored one (its figures and structure; no change: a baseline has nothing to compare
+    with), or without ``graph`` where none was saved with ``--torchperf-graph``."""
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.graphs import graph_from_stored
+
+    records = []
+    for env_id, nodeid, name, sessions in BaselineStore(storage).measurements():
+        record: dict[str, Any] = {"nodeid": nodeid, "name": name, "environment_id": env_id}
+        saved = next((s for s in reversed(sessions) if s.get("graph")), None)
+        if saved is not None:
+            record["graph"] = graph_from_stored(saved["graph"], saved.get("nodes") or {})
+            record["timestamp"] = saved.get("timestamp")
+        records.append(record)
+    return records
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
-    records, _ = results([args.results])
+    if Path(args.results).is_dir():
+        records = stored_graphs(Path(args.results))
+    else:
+        records, _ = results([args.results])
     found = pick(records, args.k, args.results)
     if isinstance(found, str):
         print(f"torchperf graph: {found}", file=sys.stderr)

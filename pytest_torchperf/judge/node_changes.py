@@ -28,26 +28,6 @@ NEGLIGIBLE = 0.02
 MIN_MATCHED = 5
 
 
-def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
-    """What a save stores of a ``graph`` record: per op node key, ``[time s, FLOPs, bytes]``
-    (the structure itself is not stored: it is the model's, and a results file carries it)."""
-    return {
-        # Four significant digits: per-node times vary more than that between runs.
-        n["key"]: [float(f"{n['time']:.4g}"), int(n.get("flops") or 0), int(n.get("bytes") or 0)]
-        for n in graph.get("nodes", ())
-        if n.get("kind") == "op"
-    }
-
-
-def latest_stored(sessions: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
-    """The per-node figures of the latest stored session that has them, or None."""
-    for session in reversed(sessions):
-        nodes = session.get("nodes")
-        if nodes:
-            return dict(nodes)
-    return None
-
-
 @dataclass(frozen=True)
 class Growth:
     """How much a module's nodes' own time changed against the baseline."""

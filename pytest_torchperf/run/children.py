@@ -303,6 +303,7 @@ def child_session_records(
         # the per-node figures of --torchperf-graph (stored once, with this process's session).
         child.pop("gpu_clock", None)
         child.pop("nodes", None)
+        child.pop("graph", None)
         # A variant's speedup: the child's own (each process measures its own speedup, as each
         # measures its own time), never this process's copied N-fold. The profile is not repeated.
         child["speedup"] = dict(sample.speedup) if sample.speedup else None

@@ -18,12 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import kinds_of
-from pytest_torchperf.judge.node_changes import (
-    growth_line,
-    latest_stored,
-    stored_nodes,
-    with_baseline,
-)
+from pytest_torchperf.judge.node_changes import growth_line, with_baseline
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -48,6 +43,7 @@ from pytest_torchperf.run.steps import (
     kernel_times_of,
     sampler,
 )
+from pytest_torchperf.store.graphs import latest_stored, stored_nodes, stored_structure
 
 if TYPE_CHECKING:
     pass
@@ -391,6 +387,7 @@ def _result(
             result.session.update(m.extra.record())
         if m.graph is not None and m.graph.get("exported"):
             result.session["nodes"] = stored_nodes(m.graph)
+            result.session["graph"] = stored_structure(m.graph)
         result.environment = environment
     result.graph = m.graph
     return result

@@ -146,6 +146,8 @@ class BaselineStore:
                 }
                 entry = doc["tests"].setdefault(nodeid, {}).setdefault(name, {"sessions": []})
                 sessions = [] if reset else list(entry["sessions"])
+                if "graph" in session:  # the graph's structure: only the latest keeps it
+                    sessions = [{k: v for k, v in s.items() if k != "graph"} for s in sessions]
                 sessions.append(dict(session))
                 entry["sessions"] = sessions[-self.max_history :]
                 text = dumps(doc) + "\n"  # serialise before touching the file: bad values fail here

@@ -119,6 +119,17 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                     f"key {where}.counters.{key} is {value!r}, expected a non-negative integer",
                 )
     _validate_variant_fields(session, path, where)
+    structure = session.get("graph")
+    if structure is not None and (
+        not isinstance(structure, dict)
+        or not isinstance(structure.get("nodes"), list)
+        or not all(isinstance(n, list) and len(n) == 7 for n in structure["nodes"])
+    ):
+        raise BaselineFileError(
+            path,
+            f"key {where}.graph must be an object whose 'nodes' lists [id, label, kind, module, "
+            f"key, inputs, outputs] per node (--torchperf-graph's graph structure)",
+        )
     nodes = session.get("nodes")
     if nodes is not None and (
         not isinstance(nodes, dict)

@@ -7,6 +7,7 @@ luck; the verdict itself is made to fail by a baseline edited to an extreme valu
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -88,6 +89,17 @@ def test_graph_figures_are_saved_and_a_compare_names_the_block_that_grew(
     assert branchy["exported"] is False and branchy["ops"]
     assert "torch.export could not export it" in branchy["why_not"]
     assert "nodes" not in stored["branchy"]
+    # The baseline folder alone draws the graph again (structure kept in the latest session).
+    assert len(stored["net"]["graph"]["nodes"]) == len(graph["nodes"])
+    out = perf.path / "view"
+    drawn = perf.run(
+        sys.executable, "-m", "pytest_torchperf.cli", "graph", ".torchperf", "-k", "net",
+        "--no-browser", "--out", str(out),
+    )  # fmt: skip
+    assert drawn.ret == 0, drawn.stderr.str()
+    assert "nodes explain" in drawn.stdout.str() and (out / "graph.json").exists()
+    drawn_nodes = json.loads((out / "graph.json").read_text())["graphs"][0]["nodes"]
+    assert {n["id"] for n in drawn_nodes} >= {"conv2d", "linear"}
 
     def extreme(_nodeid: str, name: str, session: dict) -> None:
         if name == "net":

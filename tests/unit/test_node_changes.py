@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_torchperf.judge.node_changes import (
-    growth,
-    growth_line,
-    latest_stored,
-    stored_nodes,
-    with_baseline,
-)
+from pytest_torchperf.judge.node_changes import growth, growth_line, with_baseline
+from pytest_torchperf.store.graphs import latest_stored, stored_nodes
 
 
 def _op(module: str, label: str, nth: int, time: float) -> dict[str, Any]:

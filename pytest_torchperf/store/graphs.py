@@ -1,0 +1,95 @@
+"""What a baseline keeps of a ``--torchperf-graph`` record, and the record rebuilt from it. Pure.
+
+Every session keeps the per-node figures, ``nodes``: ``[seconds, FLOPs, bytes]`` per op node
+key (a compare sets them beside its own). The graph's structure (nodes, edges, modules, shapes)
+is the model's, the same in every session: only the latest session that has one keeps it, as
+``graph`` (:meth:`pytest_torchperf.store.baselines.BaselineStore.record` drops it from the
+older ones), so ``torchperf graph`` can draw a baseline without a results file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Per op node key, ``[time s, FLOPs, bytes]`` of a ``graph`` record."""
+    return {
+        # Four significant digits: per-node times vary more than that between runs.
+        n["key"]: [float(f"{n['time']:.4g}"), int(n.get("flops") or 0), int(n.get("bytes") or 0)]
+        for n in graph.get("nodes", ())
+        if n.get("kind") == "op"
+    }
+
+
+def latest_stored(sessions: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
+    """The per-node figures of the latest stored session that has them, or None."""
+    for session in reversed(sessions):
+        nodes = session.get("nodes")
+        if nodes:
+            return dict(nodes)
+    return None
+
+
+def stored_structure(graph: Mapping[str, Any]) -> dict[str, Any]:
+    """The graph's structure, compactly: each node as ``[id, label, kind, module, key, inputs,
+    outputs]`` (inputs: source node ids) and each module's Model Explorer namespace once."""
+    namespaces: dict[str, str] = {}
+    nodes = []
+    for n in graph.get("nodes", ()):
+        if n.get("kind") == "op":
+            namespaces.setdefault(n.get("module", ""), n.get("namespace", ""))
+        nodes.append(
+            [
+                n["id"],
+                n.get("label", ""),
+                n.get("kind", "op"),
+                n.get("module", ""),
+                n.get("key", ""),
+                [src for src, _ in n.get("inputs", ())],
+                list(n.get("outputs", ())),
+            ]
+        )
+    return {
+        "nodes": nodes,
+        "namespaces": namespaces,
+        **{k: graph.get(k) for k in ("device", "clock", "call_time", "node_time", "explained")},
+    }
+
+
+def graph_from_stored(
+    structure: Mapping[str, Any], figures: Mapping[str, Sequence[float]]
+) -> dict[str, Any]:
+    """A ``graph`` record (as ``--torchperf-graph`` writes it in a results file) from a stored
+    structure and a session's per-node figures: what ``torchperf graph`` draws of a baseline."""
+    namespaces = structure.get("namespaces") or {}
+    nodes = []
+    for node_id, label, kind, module, key, inputs, outputs in structure.get("nodes", ()):
+        time, flops, size = (list(figures.get(key) or ()) + [0.0, 0, 0])[:3]
+        nodes.append(
+            {
+                "id": node_id,
+                "label": label,
+                "kind": kind,
+                "module": module,
+                "namespace": "inputs"
+                if kind == "input"
+                else (namespaces.get(module, "") if kind == "op" else ""),
+                "inputs": [[src, 0] for src in inputs],
+                "outputs": list(outputs),
+                "key": key,
+                "time": float(time) if kind == "op" else 0.0,
+                "flops": int(flops) if kind == "op" else 0,
+                "bytes": int(size) if kind == "op" else 0,
+                "calls": 1 if kind == "op" else 0,
+            }
+        )
+    return {
+        "exported": True,
+        "why_not": None,
+        **{k: structure.get(k) for k in ("device", "clock", "call_time", "node_time", "explained")},
+        "nodes": nodes,
+        "ops": [],
+        "marked": [],
+    }
