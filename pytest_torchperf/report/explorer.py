@@ -166,6 +166,8 @@ def _node(node: Mapping[str, Any], call_time: float | None) -> dict[str, Any]:
             attr("baseline time", format_time(node["baseline_time"]))
         if node.get("change") is not None:
             attr("change", f"{float(node['change']) * 100:+.1f}%")
+        elif "baseline_time" in node and node.get("baseline_time") is None:
+            attr("change", "new: not in the baseline")
         if node.get("flops") is not None:
             attr("FLOPs", f"{int(node['flops']):,}")
         if node.get("bytes") is not None:
@@ -292,10 +294,7 @@ def _node_data(
             overlays.append(
                 NodeData(file, title, _document(graph_id, title, results, gradient=list(gradient)))
             )
-    change = _values(
-        nodes,
-        lambda n: None if n.get("change") is None else round(float(n["change"]) * 100, 2),
-    )
+    change = _values(nodes, _change_pct)
     if change:
         first = marked[0] if marked else None
         for node in nodes:
@@ -314,6 +313,21 @@ def _node_data(
             )
         )
     return tuple(overlays)
+
+
+#: The change overlay's scale ends here: a node absent from the baseline (new: it grew from
+#: nothing) reads this, so it is coloured with the nodes that grew most, not left blank.
+NEW_NODE_PCT = 1000.0
+
+
+def _change_pct(node: Mapping[str, Any]) -> float | None:
+    """A node's change vs the baseline in percent, capped at :data:`NEW_NODE_PCT`; a new node
+    (in a compare, the baseline lacks it) reads the cap; None where there is no baseline."""
+    if node.get("change") is not None:
+        return min(round(float(node["change"]) * 100, 2), NEW_NODE_PCT)
+    if "baseline_time" in node and node.get("baseline_time") is None and node.get("time"):
+        return NEW_NODE_PCT
+    return None
 
 
 def focus(view: GraphView) -> tuple[str | None, str | None]:
