@@ -24,6 +24,8 @@ HOLDS = 0.5
 NEARLY_ALL = 0.8
 #: Growth below this share of the (scaled) baseline's node time is no growth.
 NEGLIGIBLE = 0.02
+#: A module besides the named block is listed where its own nodes hold this share of the growth.
+WORTH_NAMING = 0.05
 #: Matched nodes needed to estimate how much slower the machine ran every node.
 MIN_MATCHED = 5
 
@@ -126,8 +128,14 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
     ]
     holding.sort(key=lambda m: (-m.count("."), -delta[m]))
     named = holding[:1]
+    # Then the modules whose own nodes grew by a share worth naming (on a busy machine every
+    # module's nodes move a little).
     others = sorted(
-        (m for m, d in own.items() if m and d > 0 and m not in named and not _within(named, m)),
+        (
+            m
+            for m, d in own.items()
+            if m and d >= WORTH_NAMING * total and m not in named and not _within(named, m)
+        ),
         key=lambda m: -own[m],
     )
     return [entry(m, delta[m]) for m in named] + [entry(m, own[m]) for m in others[:4]]

@@ -69,7 +69,8 @@ def test_a_block_that_gained_ops_is_named_with_its_new_nodes() -> None:
         *STEADY,
     )
     judged = with_baseline(now, stored_nodes(BASE))
-    assert judged["marked"][0] == "layer2.1" and judged["machine_factor"] == 1.0
+    # stem's +1 us is noise, not listed beside the block (under 5 % of the growth).
+    assert judged["marked"] == ["layer2.1"] and judged["machine_factor"] == 1.0
     [new] = [n for n in judged["nodes"] if n.get("key") == "layer2.1:aten.tanh:3"]
     assert new["baseline_time"] is None and new["change"] is None
     [conv] = [n for n in judged["nodes"] if n.get("key") == "layer2.1.conv:aten.conv2d:0"]
