@@ -51,7 +51,8 @@ def with_baseline(
 ) -> dict[str, Any]:
     """``graph`` with each op node's ``baseline_time`` (``None`` for a node the baseline lacks)
     and ``change`` against it, the baseline's nodes this run lacks under ``removed``, the
-    ``machine_factor`` and ``marked``: the modules where the time grew, most first.
+    ``machine_factor`` and ``marked``: the block that holds most of the growth, then other
+    modules whose nodes grew (empty when no block holds half of it).
 
     The baseline's times are scaled by the machine factor, the median ratio of a node's time
     now to its stored one: a machine busier or slower than at the save slows every node alike,
@@ -80,7 +81,10 @@ def with_baseline(
     keys = {n.get("key") for n in nodes}
     removed = {k: float(v[0]) * factor for k, v in stored.items() if k not in keys}
     updated = {**graph, "nodes": nodes, "removed": removed, "machine_factor": factor}
-    updated["marked"] = [g.module for g in growth(updated)]
+    grown = growth(updated)
+    # Marked (and drawn as where the time grew) only where one block holds it: a growth spread
+    # over the model names no block, in the view as in the why line.
+    updated["marked"] = [g.module for g in grown] if grown and grown[0].share >= HOLDS else []
     return updated
 
 

@@ -132,3 +132,15 @@ def test_a_removed_node_counts_against_its_block() -> None:
     judged = with_baseline(_graph(*now), stored_nodes(BASE))
     assert judged["removed"] == {"layer2.1:aten.relu:0": 10e-6}
     assert growth_line("net", judged) is None
+
+
+def test_a_growth_spread_over_the_model_marks_no_block_for_the_view() -> None:
+    """The view drew maxpool as the slowed block while the why line said the time grew across
+    the model: a block is marked only where one holds half of the growth."""
+    spread = [
+        {**n, "time": n["time"] * 1.5}
+        if n["module"] in ("stem", "layer1.0.conv", "layer2.1.conv", "head")
+        else n
+        for n in _scaled(1.0)
+    ]
+    assert with_baseline(_graph(*spread), stored_nodes(BASE))["marked"] == []
