@@ -5,7 +5,9 @@ Valgrind costs 40-60 s of start-up per process here (more on a busy machine), so
 once for the module (its own fixture, one Valgrind child) and the compare tests run one more
 each; under pytest -n the module's tests share one worker. The error paths and counting
 processes side by side are in test_instruction_processes.py (pytest.ini: one counting process
-unless a test asks for more).
+unless a test asks for more). What a count sees is checked on the save's counts too (two
+windows agree, one extra elementwise op stands out: model c), not in a Valgrind child of its
+own: each costs a minute of CPU on the 2-core CI machine, mostly ``import torch``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ class Net(nn.Module):
 
 def test_a(torchperf):
     torchperf(Net(), torch.randn(16, 64), name="a")
+
+
+class NetAndOp(Net):
+    def forward(self, x):
+        return super().forward(x) * 1.0
+
+
+def test_c(torchperf):
+    # a with one extra elementwise op: its count stands above a's by more than 1 %.
+    torchperf(NetAndOp(), torch.randn(16, 64), name="c")
 
 
 def test_b(torchperf):
@@ -127,10 +139,10 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) -> None:
     root, out = saved
     assert (
-        "torchperf: counting instructions of 5 perf test(s) in a pytest process under valgrind-"
+        "torchperf: counting instructions of 6 perf test(s) in a pytest process under valgrind-"
         in out
     )
-    assert "4 passed, 1 skipped" in out
+    assert "5 passed, 1 skipped" in out
     assert "instr/call" in out
     # No start-up figure it did not measure (no cache here: -p no:cacheprovider).
     assert "start-up alone takes minutes on a small machine; timed below)" in out, out
@@ -152,13 +164,17 @@ def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) ->
         assert "MKL_ENABLE_INSTRUCTIONS=" in exact["kernel_caps"], exact
     assert exact["device"] == "cpu" and exact["torch"] and exact["threads"] == 1
     counts = _sessions(storage, "instructions-")
-    assert sorted(counts) == ["a", "b", "v[amp]"]
+    assert sorted(counts) == ["a", "b", "c", "v[amp]"]
     for name, sessions in counts.items():
         (session,) = sessions
         first, second = session["instructions"]["windows"]
         assert abs(first - second) / second < 0.001, (name, session["instructions"])
         assert session["instructions"]["functions"], name
         assert session["gate"]["instructions"] is True
+    # One extra elementwise op is plainly visible in each window (a pure-Python loop is, in the
+    # compare below): c is a with `* 1.0` after it.
+    windows_a, windows_c = (counts[n][0]["instructions"]["windows"] for n in ("a", "c"))
+    assert all(c > a * 1.01 for a, c in zip(windows_a, windows_c, strict=True)), counts
     # The opted-out test is timed, but one process beside a Valgrind run is no timing baseline.
     assert "timed: not saved: timed in a --torchperf-instructions run (one process)" in out
     assert "measured, not saved: timed in an instruction-count run" in out
@@ -207,8 +223,8 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
         subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs"]
             + ["--torchperf-instructions", "--torchperf-compare"]
-            # The variant is counted by the save above; leaving it out here saves two counts.
-            + ["-k", "not variants", "--torchperf-max-slowdown=100000%"]
+            # The variant and c are counted by the save above; left out here: three counts.
+            + ["-k", "not variants and not test_c", "--torchperf-max-slowdown=100000%"]
             + ["--torchperf-json", "compare.json", "--torchperf-html", "report.html"],
             cwd=root,
             env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": str(steps), "TMPDIR": str(temp)},
@@ -239,9 +255,10 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
         run.args, run.returncode, out_file.read_text(), err_file.read_text()
     )
     assert hogs, "the child never dumped a profile: " + compare.stdout + compare.stderr
+    assert not list(temp.rglob("callgrind.out.*")), "profiles must be cleaned up"
     out = compare.stdout
     assert compare.returncode == 1, out + compare.stderr
-    assert "1 failed, 2 passed, 1 skipped, 1 deselected" in out
+    assert "1 failed, 2 passed, 1 skipped, 2 deselected" in out
     assert "FAILED test_models.py::test_b" in out
     assert "inconclusive" not in out.lower()
     print(out)  # the figures quoted in docs/instructions.md
