@@ -93,6 +93,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "name": record["name"],
                 "variant": record.get("variant", "eager"),
                 "counters": record.get("counters"),
+                "accuracy": record.get("accuracy"),
                 "outcome": result.outcome,
                 "verdict": result.verdict.to_dict(),
                 "gated": result.gated,

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.drift import drift_checks
+from pytest_torchperf.judge.drift import drift_checks, speedup_gated
 from pytest_torchperf.judge.failures import Failure, kinds_of
 from pytest_torchperf.judge.inputs import Candidate, Gate, Where
 from pytest_torchperf.judge.kinds import kind_of
@@ -141,6 +141,12 @@ def compare(
         *([verdict.basis] if verdict.outcome in JUDGED else []),
         *checks.gated,
         *candidate.gates_besides_time(sessions),
+        *(
+            ["speedup"]
+            if kind.judges_timed_speedups
+            and speedup_gated(sessions, candidate.speedup, gate.max_slowdown, gate.max_widening)
+            else []
+        ),
     ]
     if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
         failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))

@@ -54,6 +54,9 @@ class Coverage:
     timed: Counter[str] = field(default_factory=Counter)
     counters: int = 0
     numerics: int = 0
+    #: Compare: variants whose speedup vs eager was judged (a same-moment ratio: a speed gate
+    #: that a busy machine does not take away).
+    speedups: int = 0
     #: Why the rest were not judged (or stored) on time: reason -> measurements.
     not_timed: Counter[str] = field(default_factory=Counter)
     #: Save runs: why the timings a guard refused were not stored (those sessions were stored
@@ -126,6 +129,7 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
         _name(cov, why, record)
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
+    cov.speedups += "speedup" in gated
     if "counters" not in gated and name:
         cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
     if "numerics" not in gated and name:
@@ -232,6 +236,7 @@ def coverage_line(cov: Coverage) -> str:
             f"{cov.timed_total} of {n}"
             + (f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else "")
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+            + (f", speedup vs eager for {cov.speedups}" if cov.speedups else "")
         )
         if cov.not_timed:
             line += f"; timing not judged: {reasons(cov.not_timed, cov.names)}"
@@ -308,7 +313,14 @@ def weak_gate_warning(cov: Coverage) -> str | None:
     return (
         f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
         f"({reasons(cov.not_timed)}): this run "
-        f"{'did not gate' if not cov.timed_total else 'hardly gated'} speed. {remedies(cov)}. "
+        f"{'did not gate' if not cov.timed_total else 'hardly gated'} their time"
+        + (
+            f" (it did gate the speedup vs eager of {cov.speedups} variant"
+            f"{'s' if cov.speedups != 1 else ''})"
+            if cov.speedups
+            else ""
+        )
+        + f". {remedies(cov)}. "
         f"--torchperf-strict fails such a run"
     )
 

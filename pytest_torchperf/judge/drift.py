@@ -102,6 +102,21 @@ def speedup_check(
     return None, None
 
 
+def speedup_gated(
+    sessions: Sequence[Mapping[str, Any]],
+    speedup: Mapping[str, float] | None,
+    max_slowdown: float,
+    max_widening: float = MAX_WIDENING,
+) -> bool:
+    """Whether :func:`speedup_check` judges this variant's speedup: there is one now and
+    stored, and the stored ones do not widen the limit beyond the bound (then it is no gate)."""
+    stored = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
+    if not speedup or not stored:
+        return False
+    limit_pct, _ = effective_tolerance(max_slowdown, [1.0 / s for s in stored if s > 0])
+    return not widened_beyond(limit_pct, max_slowdown, max_widening)
+
+
 def drift_checks(
     label: str,
     sessions: Sequence[Mapping[str, Any]],

@@ -398,3 +398,30 @@ def test_without_timing_an_amp_variant_is_not_said_to_have_its_counters_gated() 
     eager = Candidate("m", first(), COUNTERS)
     result = compare(eager, [untimed_session(counters=COUNTERS)], Gate(), remeasure=never)
     assert "; its counters were gated against the 1 stored session." in result.verdict.message
+
+
+def test_a_variants_speedup_judged_is_counted_as_a_speed_gate() -> None:
+    """A newcomer's compare judged mobilenet[compiled]'s speedup (x1.65 vs x1.68 stored) and
+    ended 'this run did not gate speed'."""
+    variant = compared(None, "inconclusive", guard="busy machine")
+    variant["gated"].append("speedup")
+    cov = coverage([variant, compared(None, "inconclusive", guard="busy machine")], comparing=True)
+    assert cov is not None
+    assert coverage_line(cov).startswith(
+        "gated 2 measurements: timing judged for 0 of 2, counters 2 of 2, numerics 2 of 2, "
+        "speedup vs eager for 1;"
+    )
+    assert "this run did not gate their time (it did gate the speedup vs eager of 1 variant)." in (
+        weak_gate_warning(cov) or ""
+    )
+
+
+def test_speedup_gated_needs_a_stored_speedup_and_a_limit_that_gates() -> None:
+    from pytest_torchperf.judge.drift import speedup_gated
+
+    now = {"median": 1.6, "p25": 1.5, "p75": 1.7, "n": 10}
+    steady = [{"speedup": {"median": m}} for m in (1.68, 1.70, 1.66)]
+    assert speedup_gated(steady, now, 0.10)
+    assert not speedup_gated([{}], now, 0.10) and not speedup_gated(steady, None, 0.10)
+    scattered = [{"speedup": {"median": m}} for m in (0.6, 1.7, 3.0)]
+    assert not speedup_gated(scattered, now, 0.10)
