@@ -57,6 +57,9 @@ class Coverage:
     #: Compare: variants whose speedup vs eager was judged (a same-moment ratio: a speed gate
     #: that a busy machine does not take away).
     speedups: int = 0
+    #: Save runs: measurements whose session this save stored with an instruction count for a
+    #: ``--torchperf-fallback`` compare to judge by.
+    counted: set[str] = field(default_factory=set)
     #: Why the rest were not judged (or stored) on time: reason -> measurements.
     not_timed: Counter[str] = field(default_factory=Counter)
     #: Save runs: why the timings a guard refused were not stored (those sessions were stored
@@ -81,8 +84,10 @@ class Coverage:
 
     @property
     def no_gate(self) -> dict[str, StoredBaseline]:
-        """Save runs: measurements whose stored sessions imply a limit too wide to gate."""
-        return {name: b for name, b in self.stored.items() if b.wide}
+        """Save runs: measurements whose stored sessions imply a limit too wide to gate (but
+        those a ``--torchperf-fallback`` save stored the instruction count of: a fallback
+        compare judges them by it where their timing cannot decide)."""
+        return {name: b for name, b in self.stored.items() if b.wide and name not in self.counted}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (reports' ``torchperf_coverage`` field)."""
@@ -166,8 +171,16 @@ def _why_not_judged(verdict: Mapping[str, Any]) -> str:
 def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     cov.measurements += 1
     baseline = StoredBaseline.from_dict(record["stored"]) if record.get("stored") else None
+    name = str(record.get("name") or f"measurement {cov.measurements}")
     if baseline is not None:
-        cov.stored[str(record.get("name") or f"measurement {cov.measurements}")] = baseline
+        cov.stored[name] = baseline
+    session = record.get("session") or {}
+    if (
+        record.get("saved")
+        and recorded_kind(session.get("gate") or {}) == "time-or-instructions"
+        and (session.get("instructions") or {}).get("per_call")
+    ):
+        cov.counted.add(name)
     if record.get("saved") and not record.get("untimed"):
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).

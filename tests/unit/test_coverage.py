@@ -425,3 +425,21 @@ def test_speedup_gated_needs_a_stored_speedup_and_a_limit_that_gates() -> None:
     assert not speedup_gated([{}], now, 0.10) and not speedup_gated(steady, None, 0.10)
     scattered = [{"speedup": {"median": m}} for m in (0.6, 1.7, 3.0)]
     assert not speedup_gated(scattered, now, 0.10)
+
+
+def test_a_fallback_save_with_the_count_stored_does_not_fail_for_noisy_earlier_timing() -> None:
+    """A newcomer's --torchperf-fallback save stored mlp's count (its timing refused) and still
+    exited 1: 'the timing sessions now stored disagree too much ... mlp', the earlier save's.
+    A fallback compare judges mlp by its count where its timing cannot decide."""
+    counted = untimed_saved("mlp", BUSY, JUMPY)
+    counted["session"] = {
+        "gate": {"kind": "time-or-instructions"},
+        "instructions": {"per_call": 5.53e6},
+    }
+    cov = coverage([counted], comparing=False)
+    assert cov is not None and cov.no_gate == {}
+    assert run_failure(cov, strict=False) is None, run_failure(cov, strict=False)
+    timing_only = coverage([saved_with("mlp", JUMPY, 5, 5)], comparing=False)
+    assert timing_only is not None and "disagree too much" in (
+        run_failure(timing_only, strict=False) or ""
+    )
