@@ -133,6 +133,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     print(f"torchperf graph: {_label(record)}: {view.summary}")
     if graph.get("marked"):
         print(f"torchperf graph: where the time grew, most first: {', '.join(graph['marked'])}")
+    if graph.get("no_baseline"):
+        print(f"torchperf graph: no change overlay: {graph['no_baseline']}")
     print(f"torchperf graph: wrote {graph_path}")
     for path in overlays:
         print(f"torchperf graph: wrote {path}")

@@ -294,6 +294,19 @@ def _compare(
         stored = latest_stored(sessions)
         if stored:
             m.graph = with_baseline(m.graph, stored)
+        elif sessions and m.graph.get("exported"):
+            why = (
+                "its baseline was saved without --torchperf-graph: no per-node figures to "
+                "compare with"
+            )
+            m.graph = {**m.graph, "no_baseline": why}
+            ctx.warn_once(
+                f"--torchperf-graph: the baseline of {m.name} (and of any other measurement "
+                f"saved without the option) has no per-node figures: its graph shows this "
+                f"run's figures, no change, and names no block. Save with pytest "
+                f"--torchperf-save --torchperf-graph",
+                topic="graph without baseline",
+            )
         grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
         if grew and explainable:
             comparison.explanation = [*comparison.explanation, grew]
