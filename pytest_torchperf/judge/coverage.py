@@ -67,6 +67,8 @@ class Coverage:
     untimed_reasons: list[str] = field(default_factory=list)
     #: Their measurements' names, in the same order (empty for records without a name).
     untimed_names: list[str] = field(default_factory=list)
+    #: Each one's options of every guard its pass tripped (empty: only its reason's is known).
+    untimed_options: list[list[str]] = field(default_factory=list)
     #: Save runs of ``--torchperf-fallback instructions``: sessions stored without timing but
     #: with their instruction count, which a fallback compare judges instead (no failure).
     counted_instead: int = 0
@@ -222,6 +224,7 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
     else:
         cov.untimed_reasons.append(str(record["untimed"]))
         cov.untimed_names.append(str(record.get("name") or ""))
+        cov.untimed_options.append(list(record.get("untimed_options") or ()))
 
 
 def reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:

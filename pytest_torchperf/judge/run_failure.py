@@ -71,10 +71,18 @@ def _untimed_failure(cov: Coverage) -> str | None:
     # Each option that stores the timing anyway, with the measurements it is for: all of them
     # are needed where several guards refused.
     by_option: dict[str, list[str]] = {}
-    for name, why in zip(names, cov.untimed_reasons, strict=True):
-        by_option.setdefault(loosening_option(why), []).append(name)
+    tripped = cov.untimed_options or [[] for _ in names]
+    for name, why, each in zip(names, cov.untimed_reasons, tripped, strict=True):
+        for option in each or [loosening_option(why)]:
+            by_option.setdefault(option, []).append(name)
+    # Named where an option is for some of them only.
     options = " and ".join(
-        option + (f" ({named(names_for)})" if len(by_option) > 1 and all(names_for) else "")
+        option
+        + (
+            f" ({named(names_for)})"
+            if len(by_option) > 1 and all(names_for) and len(names_for) < missing
+            else ""
+        )
         for option, names_for in sorted(by_option.items())
     )
     steps = []

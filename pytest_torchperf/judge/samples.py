@@ -177,6 +177,36 @@ def guard_problem(
     return None
 
 
+def loosening_options(
+    sample: Sample,
+    *,
+    min_cpu_share: float = MIN_CPU_SHARE,
+    max_relative_iqr: float = MAX_RELATIVE_IQR,
+    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
+    min_gpu_clock: float = MIN_CLOCK_SHARE,
+) -> list[str]:
+    """The option of every guard that, on its own, refuses ``sample``: :func:`guard_problem`
+    names the first, and loosening only that one leaves a busy machine's pass refused by the
+    next (a newcomer's second save of five minutes, refused by the neighbour guard)."""
+    off: dict[str, float] = {
+        "min_cpu_share": 0.0,
+        "max_relative_iqr": float("inf"),
+        "max_neighbour_load": 1.0,
+        "min_gpu_clock": 0.0,
+    }
+    found = []
+    for key, value in (
+        ("min_cpu_share", min_cpu_share),
+        ("min_gpu_clock", min_gpu_clock),
+        ("max_neighbour_load", max_neighbour_load),
+        ("max_relative_iqr", max_relative_iqr),
+    ):
+        problem = guard_problem(sample, **{**off, key: value})
+        if problem:
+            found.append(loosening_option(problem))
+    return found
+
+
 def loosening_option(problem: str) -> str:
     """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`),
     for a machine that is always like that."""

@@ -83,6 +83,9 @@ class Result:
     #: Why a saving run stored this measurement without its timing (every pass refused by a
     #: guard: ``busy neighbour``); its counters and numerics were stored. None when timed.
     untimed: str | None = None
+    #: With ``untimed``: the option of every guard its pass tripped (storing it anyway needs
+    #: them all).
+    untimed_options: list[str] = field(default_factory=list)
     #: A save: what its timing baseline now is (sessions, median, noise, the limit it implies;
     #: :class:`pytest_torchperf.judge.tolerance.StoredBaseline`); None when nothing timed.
     stored: dict[str, Any] | None = None
@@ -300,6 +303,7 @@ class Result:
             "saved": self.saved,
             "not_saved": self.not_saved,
             "untimed": self.untimed,
+            "untimed_options": list(self.untimed_options),
             "stored": self.stored,
             "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",

@@ -18,6 +18,7 @@ from pytest_torchperf.judge.samples import (
     guard_kind,
     guard_problem,
     loosening_option,
+    loosening_options,
     machine_disturbance,
 )
 from pytest_torchperf.judge.tolerance import stored_baseline
@@ -145,9 +146,12 @@ def queue_save(
             )
         elif isinstance(problem, str):
             why = problem.split(":")[0]
+            result.untimed_options = _all_loosening(final, m.options) or [loosening_option(problem)]
             detail = (
                 f"{problem} ({times}). Save again on a quieter machine, or, where this machine "
-                f"is always this busy, store it anyway with {loosening_option(problem)}."
+                f"is always this busy, store it anyway with "
+                f"{' and '.join(result.untimed_options)}"
+                + (" (every guard this pass trips)." if len(result.untimed_options) > 1 else ".")
             )
         else:
             ratio, reference, what = problem
@@ -317,6 +321,17 @@ def note_stored(
     result.stored = stored_baseline(
         stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
     ).to_dict()
+
+
+def _all_loosening(sample: Sample, options: MeasureOptions) -> list[str]:
+    """The options of every guard ``sample`` trips on its own (:func:`loosening_options`)."""
+    return loosening_options(
+        sample,
+        min_cpu_share=options.min_cpu_share,
+        max_relative_iqr=options.max_spread,
+        max_neighbour_load=options.max_neighbour_load,
+        min_gpu_clock=options.min_gpu_clock,
+    )
 
 
 def _kept_too(session: Mapping[str, Any]) -> str:

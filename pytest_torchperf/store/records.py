@@ -151,6 +151,7 @@ class MeasurementRecord(TypedDict, total=False):
     saved: bool
     not_saved: str | None  #: why a saving run did not store it
     untimed: str | None  #: why a saving run stored its counters and numerics but not its timing
+    untimed_options: list[str]  #: the option of every guard that refused it
     #: A save: its timing baseline now (sessions, median, noise, the limit a compare applies).
     stored: dict[str, Any] | None
     calibration: float | None

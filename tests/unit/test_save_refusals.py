@@ -147,3 +147,27 @@ def test_an_untimed_session_says_only_what_it_did_store() -> None:
         assert state.warnings[-1].startswith(f"mlp: timing not saved ({kept}): CPU share "), (
             state.warnings
         )
+
+
+def test_a_refused_save_names_every_guard_its_pass_trips() -> None:
+    """A newcomer followed 'store it anyway with --torchperf-min-cpu-share=0' and saved again for
+    five minutes, to be refused by the neighbour guard: both tripped the first pass."""
+    both = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5, neighbour_load=0.99)
+    result, state = _save(both)
+    assert result.untimed_options == [
+        "--torchperf-min-cpu-share=0",
+        "--torchperf-max-neighbour-load=100%",
+    ]
+    assert state.warnings[-1].endswith(
+        "store it anyway with --torchperf-min-cpu-share=0 and "
+        "--torchperf-max-neighbour-load=100% (every guard this pass trips)."
+    ), state.warnings
+    cov = Coverage(mode="save", measurements=1)
+    cov.untimed_reasons.append(result.untimed)
+    cov.untimed_names.append("mlp")
+    cov.untimed_options.append(result.untimed_options)
+    failure = run_failure(cov, strict=False) or ""
+    assert failure.endswith(
+        "store the timing anyway with --torchperf-max-neighbour-load=100% and "
+        "--torchperf-min-cpu-share=0"
+    ), failure
