@@ -141,12 +141,16 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
         cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
     if "numerics" not in gated and name:
         degenerate = degenerate_reference(record.get("accuracy") or {})
-        why = _DEGENERATE if degenerate else "no output fingerprint or metric stored"
+        why = (
+            f"{_DEGENERATE}: {degenerate}"
+            if degenerate
+            else "no output fingerprint or metric stored"
+        )
         cov.no_numerics.append(f"{name} ({why})")
 
 
 #: Why a variant's numerics are not gated although its outputs were compared.
-_DEGENERATE = "its eager fp32 reference is degenerate: all zero, constant or not finite"
+_DEGENERATE = "its eager fp32 reference is degenerate"
 
 
 def _name(cov: Coverage, why: str, record: Mapping[str, Any]) -> None:
@@ -210,7 +214,7 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
         or record.get("metric") is not None
     )
     if stored and degenerate and record.get("metric") is None and record.get("name"):
-        cov.no_numerics.append(f"{record['name']} ({_DEGENERATE})")
+        cov.no_numerics.append(f"{record['name']} ({_DEGENERATE}: {degenerate})")
 
 
 def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:

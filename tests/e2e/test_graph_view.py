@@ -74,7 +74,11 @@ def test_no_browser_writes_the_files_and_says_how_to_open_them(
     # Written again without a baseline: the stale change overlay goes, --out is honoured.
     plain = {
         **GRAPH["graph"],
-        "nodes": [{k: v for k, v in n.items() if k != "change"} for n in GRAPH["graph"]["nodes"]],
+        # As --torchperf-graph records it without a baseline: no baseline_time, no change.
+        "nodes": [
+            {k: v for k, v in n.items() if k not in ("change", "baseline_time")}
+            for n in GRAPH["graph"]["nodes"]
+        ],
     }
     results = _results(tmp_path / "again.json", [_with_graph("bs1", plain)])
     assert cli.main(["graph", str(results), "--no-browser", "--out", str(folder)]) == 0

@@ -257,7 +257,10 @@ def test_zeros(torchperf):
     compared.assert_outcomes(passed=2)
     text = compared.stdout.str()
     assert "numerics 1 of 2" in text, text
-    assert "numerics not gated: zeros[amp] (its eager fp32 reference is degenerate" in text
+    assert (
+        "numerics not gated: zeros[amp] (its eager fp32 reference is degenerate: every one of "
+        "its 32 output values" in text
+    )
 
 
 def test_perturbed_weights_fail_the_fp32_variants_not_the_low_precision_ones(
