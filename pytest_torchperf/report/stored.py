@@ -10,7 +10,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_torchperf.core.units import format_count, format_time
+from pytest_torchperf.core.units import format_count, format_percent, format_time
+from pytest_torchperf.judge.tolerance import MAX_WIDENING, stored_baseline
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.environment import environment_mode
 from pytest_torchperf.store.records import timed_sessions
@@ -63,6 +64,7 @@ def measurement_rows(
                 "variant": latest.get("variant", "eager"),
                 "sessions": session_count(sessions, mode),
                 **figures(sessions, mode),
+                "compare judges at": compare_limit(sessions, mode),
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
                 "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
                 if (latest.get("accuracy") or {}).get("rel_l2") is not None
@@ -72,6 +74,29 @@ def measurement_rows(
             }
         )
     return rows
+
+
+def compare_limit(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
+    """The timing limit a compare holds this measurement to (its ``max_slowdown`` widened to
+    the stored sessions' process noise), ``no gate`` where that is widened beyond the bound, or
+    why none is known: what ``torchperf show`` tells of a baseline that cannot gate."""
+    timed = timed_sessions(sessions)
+    if mode == "instructions" or not timed:
+        return "-"
+    gate = timed[-1].get("gate") or {}
+    tolerance = float(gate.get("max_slowdown") or 0.10)
+    stored = stored_baseline(
+        [float(s["statistic"]) for s in timed],
+        len(timed),
+        len(timed),
+        tolerance,
+        float(gate.get("max_widening", MAX_WIDENING)),
+    )
+    if stored.wide:
+        return f"no gate ({format_percent(stored.limit)} > {format_percent(stored.bound or 0)})"
+    if stored.noise is None:
+        return f"{format_percent(stored.limit)} (1 session: noise unknown)"
+    return format_percent(stored.limit)
 
 
 def session_count(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:

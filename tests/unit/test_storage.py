@@ -888,3 +888,19 @@ def test_torchperf_show_names_the_count_a_fallback_save_stored() -> None:
         "no timing (+ 5.53 M instr/call for --torchperf-fallback)"
     )
     assert figures([session()], "time")["baseline"].endswith(" p25")
+
+
+def test_torchperf_show_says_what_limit_a_compare_holds_each_baseline_to() -> None:
+    """A newcomer's `torchperf show` listed 523 us for a measurement whose stored sessions
+    implied no gate: nothing there said a compare could not judge it."""
+    from pytest_torchperf.report.stored import compare_limit
+
+    gate = {"gate": {"max_slowdown": 0.10, "max_widening": 3.0}}
+    steady = [session(s, **gate) for s in (160e-6, 161e-6, 159e-6, 162e-6, 160e-6)]
+    jumpy = [session(s, **gate) for s in (262e-6, 163e-6, 256e-6, 323e-6, 156e-6)]
+    assert compare_limit(steady, "time") == "10%"
+    assert compare_limit(jumpy, "time").startswith("no gate (") and "> 30%)" in compare_limit(
+        jumpy, "time"
+    )
+    assert compare_limit(steady[:1], "time") == "10% (1 session: noise unknown)"
+    assert compare_limit([{**session(), "statistic": None, "untimed": "busy"}], "time") == "-"
