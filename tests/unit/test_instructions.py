@@ -13,9 +13,8 @@ from pytest_torchperf.measure.callgrind import (
     InstructionCount,
     calls_per_window,
     kernel_caps,
-    parse_annotate,
-    short_name,
 )
+from pytest_torchperf.measure.callgrind_output import parse_annotate, short_name
 
 BASE = InstructionCount(
     (13_490_000.0, 13_489_700.0),
@@ -175,7 +174,7 @@ Ir                  Dr                 Dw  I1mr  D1mr  D1mw  ILmr DLmr DLmw  fil
 
 
 def test_file_total_reads_the_totals_line_not_the_wrapped_summary() -> None:
-    from pytest_torchperf.measure.callgrind import CallgrindError, file_total
+    from pytest_torchperf.measure.callgrind_output import CallgrindError, file_total
 
     part = "version: 1\nevents: Ir\npart: 3\nsummary: 18446744073709002745\ntotals: 649449\n"
     assert file_total(part) == 649_449
