@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import kinds_of
-from pytest_torchperf.judge.node_changes import growth_line, with_baseline
+from pytest_torchperf.judge.node_changes import growth_line
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -39,11 +39,12 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
+    graph_beside_baseline,
     graph_of,
     kernel_times_of,
     sampler,
 )
-from pytest_torchperf.store.graphs import latest_stored, stored_nodes, stored_structure
+from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 
 if TYPE_CHECKING:
     pass
@@ -291,22 +292,7 @@ def _compare(
             ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
         )
     if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
-        stored = latest_stored(sessions)
-        if stored:
-            m.graph = with_baseline(m.graph, stored)
-        elif sessions and m.graph.get("exported"):
-            why = (
-                "its baseline was saved without --torchperf-graph: no per-node figures to "
-                "compare with"
-            )
-            m.graph = {**m.graph, "no_baseline": why}
-            ctx.warn_once(
-                f"--torchperf-graph: the baseline of {m.name} (and of any other measurement "
-                f"saved without the option) has no per-node figures: its graph shows this "
-                f"run's figures, no change, and names no block. Save with pytest "
-                f"--torchperf-save --torchperf-graph",
-                topic="graph without baseline",
-            )
+        m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)
         grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
         if grew and explainable:
             comparison.explanation = [*comparison.explanation, grew]

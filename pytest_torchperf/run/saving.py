@@ -31,17 +31,23 @@ from pytest_torchperf.run.state import Measured, PendingSave, TestState
 from pytest_torchperf.store.records import timed_sessions
 
 
+def guard_limits(options: MeasureOptions) -> dict[str, float]:
+    """The contention, spread, neighbour and GPU-clock limits of ``options``, as the keywords of
+    :func:`guard_problem` and :func:`loosening_options`."""
+    return {
+        "min_cpu_share": options.min_cpu_share,
+        "max_relative_iqr": options.max_spread,
+        "max_neighbour_load": options.max_neighbour_load,
+        "min_gpu_clock": options.min_gpu_clock,
+    }
+
+
 def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
     """The contention, spread and neighbour guards of ``options``, as one function."""
+    limits = guard_limits(options)
 
     def guard(sample: Sample) -> str | None:
-        return guard_problem(
-            sample,
-            min_cpu_share=options.min_cpu_share,
-            max_relative_iqr=options.max_spread,
-            max_neighbour_load=options.max_neighbour_load,
-            min_gpu_clock=options.min_gpu_clock,
-        )
+        return guard_problem(sample, **limits)
 
     return guard
 
@@ -146,7 +152,9 @@ def queue_save(
             )
         elif isinstance(problem, str):
             why = problem.split(":")[0]
-            result.untimed_options = _all_loosening(final, m.options) or [loosening_option(problem)]
+            result.untimed_options = loosening_options(final, **guard_limits(m.options)) or [
+                loosening_option(problem)
+            ]
             detail = (
                 f"{problem} ({times}). Save again on a quieter machine, or, where this machine "
                 f"is always this busy, store it anyway with "
@@ -321,17 +329,6 @@ def note_stored(
     result.stored = stored_baseline(
         stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
     ).to_dict()
-
-
-def _all_loosening(sample: Sample, options: MeasureOptions) -> list[str]:
-    """The options of every guard ``sample`` trips on its own (:func:`loosening_options`)."""
-    return loosening_options(
-        sample,
-        min_cpu_share=options.min_cpu_share,
-        max_relative_iqr=options.max_spread,
-        max_neighbour_load=options.max_neighbour_load,
-        min_gpu_clock=options.min_gpu_clock,
-    )
 
 
 def _kept_too(session: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@ the untimed result of ``--torchperf-disable``. Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
@@ -64,6 +64,30 @@ def graph_of(measurer: "Measurer") -> dict[str, Any]:
     return node_figures(
         measurer.target, measurer.inputs, measurer.kwargs, measurer.device, measurer.prepared
     )
+
+
+def graph_beside_baseline(
+    ctx: RunContext, graph: dict[str, Any], name: str, sessions: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A compare's ``--torchperf-graph`` record with the stored node figures beside its own
+    (:func:`pytest_torchperf.judge.node_changes.with_baseline`), or saying why there are none:
+    a baseline saved without the option (warned once a run)."""
+    from pytest_torchperf.judge.node_changes import with_baseline
+    from pytest_torchperf.store.graphs import latest_stored
+
+    stored = latest_stored(sessions)
+    if stored:
+        return with_baseline(graph, stored)
+    if not sessions or not graph.get("exported"):
+        return graph
+    ctx.warn_once(
+        f"--torchperf-graph: the baseline of {name} (and of any other measurement saved without "
+        f"the option) has no per-node figures: its graph shows this run's figures, no change, "
+        f"and names no block. Save with pytest --torchperf-save --torchperf-graph",
+        topic="graph without baseline",
+    )
+    why = "its baseline was saved without --torchperf-graph: no per-node figures to compare with"
+    return {**graph, "no_baseline": why}
 
 
 def to_sample(raw: Any, on_cpu: bool) -> Sample:
