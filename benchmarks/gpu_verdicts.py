@@ -8,7 +8,7 @@ then profile the kernels (3 sessions). Then processes of the same code slowed by
 model's kernel time. From those figures, with the plugin's own judges:
 
 - process noise (robust CV and max/min) of wall time before/after and of kernel time;
-- kernel-time verdicts (``judge/kernel_time.py`` at ``max_kernel_slowdown`` 3 %) and wall-time
+- kernel-time verdicts (``kinds/kernels/judge_times.py`` at ``max_kernel_slowdown`` 3 %) and wall-time
   first-pass verdicts (10 %, widened by the baseline's noise, bounded at 3x) of every unchanged
   process against baselines of 5 other unchanged processes (false failures), and of every
   slowed process (slowdowns caught);
@@ -120,7 +120,7 @@ def timed_pass(call: Any, device: str, settle: bool) -> dict[str, Any]:
 
 def child(model: str, spin: int, device: str, variants: tuple[str, ...]) -> dict[str, Any]:
     """One fresh process: ``variants`` of ``model``."""
-    from pytest_torchperf.measure.kernel_time import KernelTimeUnavailable, kernel_times
+    from pytest_torchperf.kinds.kernels.measure import KernelTimeUnavailable, kernel_times
 
     net, x = build(model, device)
     found: dict[str, Any] = {}
@@ -154,7 +154,7 @@ def calibrate_spin(model: str, device: str) -> dict[str, Any]:
     if not device.startswith("cuda"):
         per_call = timed_pass(call, device, settle=False)["p25"]
         return {"per_call": per_call, "spin_per_percent": 1}
-    from pytest_torchperf.measure.kernel_time import kernel_times
+    from pytest_torchperf.kinds.kernels.measure import kernel_times
 
     per_call = kernel_times(call, device, None).per_call
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -179,9 +179,9 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Noise, verdicts and speedup spread from the children's rows."""
-    from pytest_torchperf.judge.kernel_time import judge_kernels
     from pytest_torchperf.judge.tolerance import effective_tolerance, widened_beyond
-    from pytest_torchperf.measure.kernel_time import KernelTimes
+    from pytest_torchperf.kinds.kernels.judge_times import judge_kernels
+    from pytest_torchperf.kinds.kernels.measure import KernelTimes
 
     report: dict[str, Any] = {}
     for model, variants in GROUPS.items():

@@ -5,7 +5,7 @@ For each model it starts one child Python under ``valgrind --tool=callgrind`` wi
 instrumentation off, imports torch and builds the model uninstrumented, switches instrumentation
 on (``callgrind_control -i on``), runs warm-up calls, then counts two windows of calls (collection
 toggled by ``torch._C._valgrind_toggle*``, one profile dump per window), all through the
-plugin's own ``pytest_torchperf.measure.callgrind.count_instructions``. It prints per model: the
+plugin's own ``pytest_torchperf.kinds.instructions.measure_callgrind.count_instructions``. It prints per model: the
 wall time of the child's phases (start-up and imports; counting, which includes switching
 instrumentation on and off, warm-up and reading the profiles), the
 instructions per call of each window and how far the two windows disagree, with and without
@@ -75,8 +75,8 @@ def call():
 
 t1 = time.time()
 from pathlib import Path
-import pytest_torchperf.measure.callgrind as cg
-from pytest_torchperf.measure.callgrind import count_instructions
+import pytest_torchperf.kinds.instructions.measure_callgrind as cg
+from pytest_torchperf.kinds.instructions.measure_callgrind import count_instructions
 if os.environ.get("PROBE_WARMUP_S"):
     cg.WARMUP_SECONDS = float(os.environ["PROBE_WARMUP_S"])
 count = count_instructions(call, Path(os.environ["PYTEST_TORCHPERF_CALLGRIND_DIR"]), calls=calls)
@@ -88,7 +88,7 @@ print("PHASES " + json.dumps({"imports_and_build": t1 - t0, "counting": t2 - t1,
 
 
 def run(model: str, calls: int, extra: str, cache_sim: bool, warmup_s: float | None = None) -> dict:
-    from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
+    from pytest_torchperf.kinds.instructions.measure_callgrind import DUMP_DIR_ENV, valgrind_command
 
     work = Path(tempfile.mkdtemp(prefix="vgprobe-"))
     script = work / "child.py"

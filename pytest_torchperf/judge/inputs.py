@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_torchperf.judge.failures import restore
-from pytest_torchperf.judge.instructions import DEFAULT_MAX_INCREASE
-from pytest_torchperf.judge.kernel_time import DEFAULT_KERNEL_LIMIT
 from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
@@ -21,16 +19,10 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
+from pytest_torchperf.kinds import names as kind_names
+from pytest_torchperf.kinds.instructions.judge_counts import DEFAULT_MAX_INCREASE
+from pytest_torchperf.kinds.kernels.judge_times import DEFAULT_KERNEL_LIMIT
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
-
-#: The measurement kinds (:mod:`pytest_torchperf.judge.kinds`): what a measurement's
-#: performance figure is. ``time``: timed blocks against stored sessions; ``instructions``:
-#: instructions per call under Valgrind (``--torchperf-instructions``); ``ab``: process pairs
-#: of two sides measured now (``--torchperf-ab``); ``time-or-instructions``: time, and the
-#: instruction count stored beside it where the timing verdict is inconclusive
-#: (``--torchperf-fallback instructions``); ``time-and-kernels``: time, and the summed device
-#: time of the call's GPU kernels beside it at a limit of its own (CUDA measurements).
-KINDS = ("time", "instructions", "ab", "time-or-instructions", "time-and-kernels")
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ class Gate:
     confirm: str = "same"
     #: The run also saved (strict does not fail a measurement that has no baseline yet then).
     saving: bool = False
-    #: The measurement kind (one of :data:`KINDS`), chosen once from the run's settings.
+    #: The measurement kind (one of :func:`pytest_torchperf.kinds.names`), chosen once from the run's settings.
     kind: str = "time"
     #: Instruction-count runs: the largest growth of instructions per call that passes.
     max_instruction_increase: float = DEFAULT_MAX_INCREASE
@@ -66,8 +58,10 @@ class Gate:
     max_kernel_slowdown: float = DEFAULT_KERNEL_LIMIT
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown measurement kind {self.kind!r}: one of {', '.join(KINDS)}")
+        if self.kind not in kind_names():
+            raise ValueError(
+                f"unknown measurement kind {self.kind!r}: one of {', '.join(kind_names())}"
+            )
 
     @property
     def instructions(self) -> bool:
@@ -126,7 +120,7 @@ def recorded_kind(gate: Mapping[str, Any]) -> str:
     """The kind a recorded gate names; files written before it was recorded say it with their
     ``instructions`` and ``ab`` keys."""
     kind = gate.get("kind")
-    if kind in KINDS:
+    if kind in kind_names():
         return str(kind)
     if gate.get("instructions"):
         return "instructions"
@@ -165,7 +159,7 @@ class Candidate:
     #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
     ab_speedups: Sequence[tuple[float, float]] = ()
     #: ``time-and-kernels``: the GPU kernel time of the call
-    #: (:meth:`pytest_torchperf.measure.kernel_time.KernelTimes.to_record`), or None with
+    #: (:meth:`pytest_torchperf.kinds.kernels.measure.KernelTimes.to_record`), or None with
     #: ``unprofiled`` saying why there is none.
     kernels: Mapping[str, Any] | None = None
     unprofiled: str | None = None

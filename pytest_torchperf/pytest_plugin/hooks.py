@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds.ab import plugin_side as ab_side
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.pytest_plugin import (
-    ab_side,
     child_runs,
     extensions,
     isolation,

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds.ab import plugin_runs as ab_runs
+from pytest_torchperf.kinds.instructions import plugin_options as instruction_options
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin import ab_runs, child_runs, instruction_options
+from pytest_torchperf.pytest_plugin import child_runs
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.settings import RunSettings

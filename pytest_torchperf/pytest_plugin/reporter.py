@@ -108,7 +108,7 @@ class SummaryReporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         settings = self.config.stash[SETTINGS_KEY]
         if settings.ab and not hasattr(self.config, "workerinput"):
-            from pytest_torchperf.pytest_plugin.ab_runs import removed_records
+            from pytest_torchperf.kinds.ab.plugin_runs import removed_records
             from pytest_torchperf.pytest_plugin.stash import context_of
 
             self.records.extend(removed_records(context_of(self.config)))
@@ -134,7 +134,7 @@ class SummaryReporter:
             for line in variant_lines:
                 tr.write_line("  " + line)
         if settings.ab:
-            from pytest_torchperf.pytest_plugin.ab_runs import summary_lines
+            from pytest_torchperf.kinds.ab.plugin_runs import summary_lines
             from pytest_torchperf.pytest_plugin.stash import context_of
 
             for line in summary_lines(context_of(self.config)):

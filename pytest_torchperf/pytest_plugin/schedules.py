@@ -22,14 +22,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_torchperf.kinds.ab import plugin_runs as ab_runs
+from pytest_torchperf.kinds.ab import plugin_side as ab_side
+from pytest_torchperf.kinds.instructions import plugin_runs as instruction_runs
 from pytest_torchperf.options.settings import RunSettings
-from pytest_torchperf.pytest_plugin import (
-    ab_runs,
-    ab_side,
-    child_runs,
-    instruction_runs,
-    xdist_runs,
-)
+from pytest_torchperf.pytest_plugin import child_runs, xdist_runs
 from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY, SETTINGS_KEY
 
 

@@ -30,6 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_torchperf.kinds.ab.run_sides import (
+    SideError,
+    repository_root,
+    resolve_revision,
+    run_git,
+)
 from pytest_torchperf.run.revision_probe import (
     MODES,
     BisectError,
@@ -39,7 +45,6 @@ from pytest_torchperf.run.revision_probe import (
     classifier,
     probe,
 )
-from pytest_torchperf.run.sides import SideError, repository_root, resolve_revision, run_git
 
 __all__ = ["MODES", "BisectError", "Bisection", "Classify", "Probe", "Target", "bisect"]
 

@@ -27,8 +27,8 @@ from pytest_torchperf.run.quiet import QuietWait
 from pytest_torchperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
-    from pytest_torchperf.measure.turns import TurnClient
-    from pytest_torchperf.run.ab_data import ABData
+    from pytest_torchperf.kinds.ab.measure_turns import TurnClient
+    from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.run.children import ChildSink, ProcessSample
 
 
@@ -65,8 +65,8 @@ class RunContext:
         self.counted_with: dict[str, Any] = {}
         self.instruction_problems: dict[str, str] = {}
         #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
-        #: (:class:`pytest_torchperf.measure.turns.TurnClient`); in the controller: what the two
-        #: sides measured (:class:`pytest_torchperf.run.ab_data.ABData`).
+        #: (:class:`pytest_torchperf.kinds.ab.measure_turns.TurnClient`); in the controller: what the two
+        #: sides measured (:class:`pytest_torchperf.kinds.ab.run_data.ABData`).
         self.turns: TurnClient | None = None
         self.ab_data: ABData | None = None
         #: Fields other plugins add to the exact environment fingerprint, by device and threads
@@ -185,7 +185,7 @@ class RunContext:
         the blocks of one, decides the interval)."""
         from dataclasses import replace
 
-        from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT
+        from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
 
         layers = (*layers, self.settings.cli, self.settings.ini)
         if not any("max_slowdown" in layer for layer in layers):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.run.counting import attach_count, instruction_environment
+from pytest_torchperf.kinds.instructions.run_counting import attach_count, instruction_environment
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.context import RunContext

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.kinds.ab.run_sides import SideError, revision_side
 from pytest_torchperf.run.child_process import ChildProcess
-from pytest_torchperf.run.sides import SideError, revision_side
 from pytest_torchperf.store.results import ResultsFileError, read_results
 
 #: How a revision is judged (see :mod:`pytest_torchperf.run.bisect`).

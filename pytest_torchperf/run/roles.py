@@ -175,7 +175,7 @@ class Counting(Role):
     name = "counting"
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.run.counting import count_target
+        from pytest_torchperf.kinds.instructions.run_counting import count_target
         from pytest_torchperf.run.steps import disabled_result
 
         asked.measurer.check_outputs(asked.name)
@@ -195,7 +195,7 @@ class Counting(Role):
         self, ctx: RunContext, state: TestState, plan: VariantPlan
     ) -> dict[str, Result] | None:
         """Count eager (the ratios' reference, listed or not) and each built variant."""
-        from pytest_torchperf.run.counting import count_target
+        from pytest_torchperf.kinds.instructions.run_counting import count_target
         from pytest_torchperf.run.steps import disabled_result
 
         for variant, measurer in plan.measurers.items():
@@ -231,7 +231,7 @@ class ABSide(Role):
 
     def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
         """Tell the controller it was skipped here, not lost."""
-        from pytest_torchperf.run.ab_data import skipped_line
+        from pytest_torchperf.kinds.ab.run_data import skipped_line
 
         assert ctx.child_sink is not None
         ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
@@ -239,7 +239,7 @@ class ABSide(Role):
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.run.ab_data import write_side_line
+        from pytest_torchperf.kinds.ab.run_data import write_side_line
 
         write_side_line(ctx, state, m, final, result)
 
@@ -254,7 +254,7 @@ class ABController(Role):
         return True
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.run.ab_data import ABMissing, ab_measured
+        from pytest_torchperf.kinds.ab.run_data import ABMissing, ab_measured
         from pytest_torchperf.run.steps import disabled_result
 
         if not asked.gate:
@@ -276,7 +276,7 @@ class ABController(Role):
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
     ) -> dict[str, Result | Measured] | None:
         """Each variant as the two sides measured it: nothing is rebuilt here."""
-        from pytest_torchperf.run.ab_variants import variants_from_sides
+        from pytest_torchperf.kinds.ab.run_variants import variants_from_sides
 
         return variants_from_sides(
             ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
@@ -293,7 +293,7 @@ class ABController(Role):
     def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
         """The process pairs behind the verdict (the ``ab`` kind judges them), as the results
         file keeps them."""
-        from pytest_torchperf.run.ab_data import ab_record
+        from pytest_torchperf.kinds.ab.run_data import ab_record
 
         assert ctx.ab_data is not None
         ab = ab_record(ctx.ab_data, (nodeid, name))
@@ -302,7 +302,7 @@ class ABController(Role):
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.run.ab_data import ab_record
+        from pytest_torchperf.kinds.ab.run_data import ab_record
 
         assert ctx.ab_data is not None
         result.ab = ab_record(ctx.ab_data, (m.nodeid, m.name))

@@ -44,7 +44,7 @@ def kernel_times_of(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``(kernel time record, None)`` of a CUDA target, profiled after its first timed pass
     (never while timing), or ``(None, why not)``."""
-    from pytest_torchperf.measure.kernel_time import KernelTimeUnavailable, kernel_times
+    from pytest_torchperf.kinds.kernels.measure import KernelTimeUnavailable, kernel_times
 
     try:
         with measurer.prepared():

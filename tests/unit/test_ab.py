@@ -11,7 +11,11 @@ from dataclasses import replace
 import pytest
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.ab import (
+from pytest_torchperf.judge.compare import Candidate, Gate, compare
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.kinds.ab.judge_pairs import (
     PairResult,
     classify,
     interval,
@@ -20,11 +24,7 @@ from pytest_torchperf.judge.ab import (
     t95,
     undecided,
 )
-from pytest_torchperf.judge.compare import Candidate, Gate, compare
-from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.run.ab_data import START, ABData, SideLine, TurnScheduler, read_side
+from pytest_torchperf.kinds.ab.run_data import START, ABData, SideLine, TurnScheduler, read_side
 
 A_TIMES = (1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3)
 
@@ -73,7 +73,7 @@ def test_interval_is_a_t_interval_on_log_ratios() -> None:
     ],
 )
 def test_classify_against_the_limit(low: float, high: float, outcome: Outcome) -> None:
-    from pytest_torchperf.judge.ab import Interval
+    from pytest_torchperf.kinds.ab.judge_pairs import Interval
 
     assert classify(Interval((low + high) / 2, low, high, 3, 0.01), 0.05) is outcome
 
@@ -340,7 +340,7 @@ def test_gate_records_side_a() -> None:
 
 
 def test_one_pair_that_lost_speedup_is_not_a_failure() -> None:
-    from pytest_torchperf.judge.ab import judge_ab_speedup
+    from pytest_torchperf.kinds.ab.judge_pairs import judge_ab_speedup
 
     # The issue's case: x1.25 in A, x0.77 in B in one pair, the others unchanged.
     failure, warning = judge_ab_speedup(
@@ -352,7 +352,7 @@ def test_one_pair_that_lost_speedup_is_not_a_failure() -> None:
 
 
 def test_every_pair_losing_speedup_fails_with_the_interval() -> None:
-    from pytest_torchperf.judge.ab import judge_ab_speedup
+    from pytest_torchperf.kinds.ab.judge_pairs import judge_ab_speedup
 
     failure, warning = judge_ab_speedup(
         "r[amp]", [(1.25, 0.98), (1.24, 1.0), (1.26, 0.99)], 0.05, "HEAD (abc)"
@@ -363,7 +363,7 @@ def test_every_pair_losing_speedup_fails_with_the_interval() -> None:
 
 
 def test_unchanged_speedups_pass_and_one_pair_only_warns() -> None:
-    from pytest_torchperf.judge.ab import judge_ab_speedup
+    from pytest_torchperf.kinds.ab.judge_pairs import judge_ab_speedup
 
     same = [(1.25, 1.24), (1.24, 1.26), (1.26, 1.25)]
     assert judge_ab_speedup("r[amp]", same, 0.05, "HEAD") == (None, None)
@@ -390,7 +390,7 @@ def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
 def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path) -> None:
     # amp of a model with no autocast-eligible op: both sides' tests ran and skipped it. The
     # controller must skip it with the reason, not fail it as "not measured by side B".
-    from pytest_torchperf.run.ab_data import ABSkipped, ab_measured, skipped_line
+    from pytest_torchperf.kinds.ab.run_data import ABSkipped, ab_measured, skipped_line
 
     path = tmp_path / "b.jsonl"
     path.write_text(json.dumps(skipped_line("t::amp", "m[amp]", "autocast ran no op")) + "\n")
@@ -432,7 +432,7 @@ def test_a_measurement_both_sides_skip_asks_for_no_more_pairs() -> None:
 def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
     """decide_ab says the outcome and the case that decided it; word_ab only words it (the same
     decision worded for another side A changes no outcome)."""
-    from pytest_torchperf.judge.ab import decide_ab, word_ab
+    from pytest_torchperf.kinds.ab.judge_pairs import decide_ab, word_ab
 
     slower = [_pair(0.3, w) for w in (0.0, 0.01, -0.01)]
     decision = decide_ab(slower, 0.1)

@@ -60,8 +60,28 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+#: A module of a measurement kind's package (``pytest_torchperf.kinds.<kind>.<module>``) belongs to
+#: the layer its name starts with (``measure_callgrind`` is a measure module, ``plugin_runs`` a
+#: pytest_plugin one); the registry and each kind's declaration (the packages' ``__init__``) are
+#: core: they name the parts, the layer that uses a part loads it (:func:`kind_part_edges`).
+KIND_MODULE_LAYERS = {
+    "options": "options",
+    "measure": "measure",
+    "store": "store",
+    "judge": "judge",
+    "report": "report",
+    "run": "run",
+    "plugin": "pytest_plugin",
+    "cli": "cli",
+}
+
+
 def layer(module: str) -> str | None:
     parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "kinds":
+        if len(parts) <= 3:
+            return "core"
+        return KIND_MODULE_LAYERS.get(parts[3].split("_")[0])
     return parts[1] if len(parts) > 1 else None
 
 

@@ -13,14 +13,14 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.replay import replay
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.report.markdown import markdown_report
-from pytest_torchperf.report.terminal import render_table
-from pytest_torchperf.run.counting import (
+from pytest_torchperf.kinds.instructions.run_counting import (
     counted_time,
     instruction_environment,
     read_counts,
     vs_eager,
 )
+from pytest_torchperf.report.markdown import markdown_report
+from pytest_torchperf.report.terminal import render_table
 from pytest_torchperf.store.environment import describe_difference
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 
@@ -379,7 +379,7 @@ def _result(name: str) -> object:
 
 
 def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> None:
-    from pytest_torchperf.run.counting import attach_count
+    from pytest_torchperf.kinds.instructions.run_counting import attach_count
     from pytest_torchperf.run.result import VariantExtra
 
     key = "t.py::test[amp]"
@@ -419,7 +419,7 @@ class _Cache:
 def test_the_start_up_note_quotes_only_what_this_machine_took_last_time() -> None:
     from types import SimpleNamespace
 
-    from pytest_torchperf.pytest_plugin import instruction_runs
+    from pytest_torchperf.kinds.instructions import plugin_runs as instruction_runs
 
     config = SimpleNamespace(cache=_Cache())
     assert "minutes on a small machine" in instruction_runs._start_up_note(config, 2)
@@ -438,16 +438,16 @@ def test_the_start_up_note_quotes_only_what_this_machine_took_last_time() -> Non
 def test_a_counter_change_names_the_save_of_the_runs_own_kind() -> None:
     """A newcomer's fallback compare told them to save with --torchperf-instructions: that
     would have turned a timing baseline into an instruction-count one."""
-    from pytest_torchperf.judge.kinds import _KINDS as KINDS
+    from pytest_torchperf.judge.kinds import judging
 
     result = _result("gru")
     result.counter_changes = ["FLOPs +5.0% (100 -> 105)"]
     assert "(pytest --torchperf-save --torchperf-reset)" in (result.counter_message or "")
-    result.save_command = KINDS["time-or-instructions"].save
+    result.save_command = judging("time-or-instructions").save
     assert "(pytest --torchperf-fallback instructions --torchperf-save --torchperf-reset)" in (
         result.counter_message or ""
     )
-    result.save_command = KINDS["instructions"].save
+    result.save_command = judging("instructions").save
     assert "(pytest --torchperf-instructions --torchperf-save --torchperf-reset)" in (
         result.counter_message or ""
     )

@@ -1,4 +1,4 @@
-"""The instruction-count verdict (pytest_torchperf.judge.instructions): pure, no Valgrind needed."""
+"""The instruction-count verdict (pytest_torchperf.kinds.instructions.judge_counts): pure, no Valgrind needed."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import pytest
 
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.instructions import function_changes, judge_instructions
-from pytest_torchperf.measure.callgrind import (
+from pytest_torchperf.kinds.instructions.judge_counts import function_changes, judge_instructions
+from pytest_torchperf.kinds.instructions.measure_callgrind import (
     KERNEL_CAPS,
     WINDOW_INSTRUCTIONS,
     InstructionCount,
     calls_per_window,
     kernel_caps,
 )
-from pytest_torchperf.measure.callgrind_output import parse_annotate, short_name
+from pytest_torchperf.kinds.instructions.measure_callgrind_output import parse_annotate, short_name
 
 BASE = InstructionCount(
     (13_490_000.0, 13_489_700.0),
@@ -148,7 +148,7 @@ def test_parse_annotate_reads_the_total_and_sums_overloads_by_short_name() -> No
 
 
 def test_parse_annotate_without_totals_says_so() -> None:
-    from pytest_torchperf.measure.callgrind import CallgrindError
+    from pytest_torchperf.kinds.instructions.measure_callgrind import CallgrindError
 
     with pytest.raises(CallgrindError, match="no PROGRAM TOTALS"):
         parse_annotate("nothing here\n")
@@ -174,7 +174,10 @@ Ir                  Dr                 Dw  I1mr  D1mr  D1mw  ILmr DLmr DLmw  fil
 
 
 def test_file_total_reads_the_totals_line_not_the_wrapped_summary() -> None:
-    from pytest_torchperf.measure.callgrind_output import CallgrindError, file_total
+    from pytest_torchperf.kinds.instructions.measure_callgrind_output import (
+        CallgrindError,
+        file_total,
+    )
 
     part = "version: 1\nevents: Ir\npart: 3\nsummary: 18446744073709002745\ntotals: 649449\n"
     assert file_total(part) == 649_449
@@ -229,7 +232,10 @@ def test_windows_are_sized_by_instructions_between_1_and_100_calls() -> None:
 
 
 def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
-    from pytest_torchperf.judge.instructions import decide_instructions, word_instructions
+    from pytest_torchperf.kinds.instructions.judge_counts import (
+        decide_instructions,
+        word_instructions,
+    )
 
     current = _count(13_907_900.0, at__native__cpublas__gemm=9_410_000.0)
     decision = decide_instructions(current, BASE, 0.01)
@@ -245,8 +251,8 @@ def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
 
 def test_a_valgrind_helper_that_hangs_or_is_missing_is_a_clear_error() -> None:
     """callgrind_annotate ran without a timeout: a stuck one hung the counting process."""
-    from pytest_torchperf.measure import callgrind
-    from pytest_torchperf.measure.callgrind import CallgrindError
+    from pytest_torchperf.kinds.instructions import measure_callgrind as callgrind
+    from pytest_torchperf.kinds.instructions.measure_callgrind import CallgrindError
 
     with pytest.raises(CallgrindError, match=r"^sleep 30 did not finish within 1 s \(it takes"):
         callgrind._tool(["sleep", "30"], timeout=1.0)

@@ -1,10 +1,10 @@
-"""Splitting perf tests over parallel processes (run/job_split.py)."""
+"""Splitting perf tests over parallel processes (kinds/instructions/run_job_split.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.run.job_split import module_of, split_contiguous
+from pytest_torchperf.kinds.instructions.run_job_split import module_of, split_contiguous
 
 
 def ids(*spec: tuple[str, int]) -> list[str]:
@@ -65,7 +65,7 @@ def test_bad_arguments_say_what_is_wrong() -> None:
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """A fake machine: CPUs in the affinity mask, MemAvailable, and a cgroup folder."""
-    from pytest_torchperf.run import job_split
+    from pytest_torchperf.kinds.instructions import run_job_split as job_split
 
     def set_machine(cpus: int, available_gib: float | None, cgroup: dict[str, str] | None = None):
         monkeypatch.setattr(job_split.os, "sched_getaffinity", lambda _: set(range(cpus)))

@@ -1,4 +1,4 @@
-"""GPU kernel time (judge/kernel_time.py): profiles summarised, judged and explained, on
+"""GPU kernel time (kinds/kernels/judge_times.py): profiles summarised, judged and explained, on
 synthetic profiles (no GPU, no torch): the figures are made up to exercise each case."""
 
 from __future__ import annotations
@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.kernel_time import (
+from pytest_torchperf.judge.tolerance import NOISY_BASELINE
+from pytest_torchperf.kinds.kernels.judge_times import (
     UNSTEADY,
     judge_kernels,
     kernel_changes,
     launch_note,
     short,
 )
-from pytest_torchperf.judge.tolerance import NOISY_BASELINE
-from pytest_torchperf.measure.kernel_time import (
+from pytest_torchperf.kinds.kernels.measure import (
     OTHER,
     Kernel,
     KernelTimes,

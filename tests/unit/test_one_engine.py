@@ -10,19 +10,20 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_torchperf"
 #: Function -> the modules allowed to call it. Cross-machine counters (another environment's
 #: baseline, plugin-only) reuse the counter diff. Each measurement kind's decider (time,
-#: instructions, A/B pairs, GPU kernel time) is called by its kind only (judge/kinds.py, and the
-#: kinds' verdicts in judge/kind_verdicts.py), and only the judge layer builds a Verdict.
+#: instructions, A/B pairs, GPU kernel time) is called by its kind's judge part only
+#: (kinds/<kind>/judge.py), and only the judge layer (and the kinds' judge parts) builds a Verdict.
 ALLOWED = {
-    "judge": {"judge/kinds.py", "judge/compare.py"},  # compare calls the kind's judge()
-    "judge_instructions": {"judge/kind_verdicts.py"},
-    "judge_ab": {"judge/kind_verdicts.py"},
-    "judge_ab_speedup": {"judge/kinds.py"},
-    "judge_kernels": {"judge/kinds.py"},
+    # compare calls the kind's judge(); the time kind (and the kinds built on it) the timing one
+    "judge": {"kinds/time/judge.py", "kinds/fallback/judge.py", "judge/compare.py"},
+    "judge_instructions": {"kinds/instructions/judge.py"},
+    "judge_ab": {"kinds/ab/judge.py"},
+    "judge_ab_speedup": {"kinds/ab/judge.py"},
+    "judge_kernels": {"kinds/kernels/judge.py"},
     # Deciding apart from wording: each decider is called by its kind's judge_* only.
-    "decide_ab": {"judge/ab.py"},
-    "decide_ab_speedup": {"judge/ab.py"},
-    "decide_instructions": {"judge/instructions.py"},
-    "Verdict": {"judge/verdict.py", "judge/kind_verdicts.py"},
+    "decide_ab": {"kinds/ab/judge_pairs.py"},
+    "decide_ab_speedup": {"kinds/ab/judge_pairs.py"},
+    "decide_instructions": {"kinds/instructions/judge_counts.py"},
+    "Verdict": {"judge/verdict.py", "kinds/instructions/judge.py", "kinds/ab/judge.py"},
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
     "speedup_check": {"judge/drift.py"},

@@ -8,8 +8,8 @@ and is gated at a tighter limit of its own (``max_kernel_slowdown``); when it gr
 that grew are named. The share of the wall time the kernels fill (:attr:`KernelTimes.busy`)
 says whether the wall time is launch-bound.
 
-Pure (no torch): :mod:`pytest_torchperf.measure.kernel_time` takes the profiles and holds
-their figures (:class:`~pytest_torchperf.measure.kernel_time.KernelTimes`);
+Pure (no torch): :mod:`pytest_torchperf.kinds.kernels.measure` takes the profiles and holds
+their figures (:class:`~pytest_torchperf.kinds.kernels.measure.KernelTimes`);
 :class:`pytest_torchperf.judge.kinds.TimeAndKernelsKind` judges with :func:`judge_kernels`.
 """
 
@@ -28,7 +28,7 @@ from pytest_torchperf.judge.tolerance import (
     widened_beyond,
     widening_bound,
 )
-from pytest_torchperf.measure.kernel_time import KernelTimes
+from pytest_torchperf.kinds.kernels.measure import KernelTimes
 
 #: The default ``max_kernel_slowdown``: kernel time repeats far better than wall time (to be
 #: measured on a GPU: benchmarks/gpu_e2e.sh prints its process noise).

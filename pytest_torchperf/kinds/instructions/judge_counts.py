@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.measure.callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
 
 #: Default limit on the increase of instructions per call (1 %).
 DEFAULT_MAX_INCREASE = 0.01

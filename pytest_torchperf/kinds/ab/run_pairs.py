@@ -1,10 +1,10 @@
 """One process pair of an A/B run: side A's and side B's pytest processes started together,
-taking turns (:mod:`pytest_torchperf.measure.turns`), this process handing the token back and forth
-as :class:`pytest_torchperf.run.ab_data.TurnScheduler` decides. Pytest-free, no torch.
+taking turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and forth
+as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
 
 Each side runs ``<its python> <args> --torchperf-child FILE``; its end of the turn protocol is a
-pair of pipes whose file descriptors it inherits (:data:`~pytest_torchperf.measure.turns.
-TURN_FDS_ENV`), and what it measured is read back from FILE (:func:`pytest_torchperf.run.ab_data.
+pair of pipes whose file descriptors it inherits (:data:`~pytest_torchperf.kinds.ab.measure_turns.
+TURN_FDS_ENV`), and what it measured is read back from FILE (:func:`pytest_torchperf.kinds.ab.run_data.
 read_side`).
 """
 
@@ -23,17 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.measure.turns import (
+from pytest_torchperf.kinds.ab.measure_turns import (
     CPUS_ENV,
     PAIR_ENV,
     SIDE_ENV,
     TURN_FDS_ENV,
     allowed_cpus,
 )
-from pytest_torchperf.run.ab_data import Key, SideLine, TurnScheduler, read_side
+from pytest_torchperf.kinds.ab.run_data import Key, SideLine, TurnScheduler, read_side
+from pytest_torchperf.kinds.ab.run_sides import Side, SideError
 from pytest_torchperf.run.child_process import ChildProcess
 from pytest_torchperf.run.children import concurrent_child_args
-from pytest_torchperf.run.sides import Side, SideError
 
 #: A side that holds the token this long without giving it back (or saying it is ready) is
 #: killed, so a hung test cannot hold the job forever.

@@ -15,7 +15,7 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
   some 100x slower, so the cost is in the counted calls; on x86 the process runs oneDNN and MKL
   below their FMA kernels (:data:`KERNEL_CAPS`), which Valgrind emulates 10-100x more slowly.
 - Each dump is read with ``callgrind_annotate`` for its total and its per-function self counts
-  (:func:`pytest_torchperf.measure.callgrind_output.parse_annotate`, pure).
+  (:func:`pytest_torchperf.kinds.instructions.measure_callgrind_output.parse_annotate`, pure).
 
 Valgrind does not emulate AVX-512 or AMX: under it torch dispatches to AVX2 kernels, so counts
 describe those kernels on any host; they are a stable proxy for work, not a prediction of native
@@ -38,7 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.measure.callgrind_output import CallgrindError, file_total, parse_annotate
+from pytest_torchperf.kinds.instructions.measure_callgrind_output import (
+    CallgrindError,
+    file_total,
+    parse_annotate,
+)
 
 #: Environment variable naming the folder the counted process dumps its profiles into; set by
 #: whoever starts the process under Valgrind (its presence means "you are being counted").

@@ -1,6 +1,6 @@
 """Reading what callgrind wrote: a profile's instruction total, ``callgrind_annotate``'s table of
 self counts per function, and readable names for its C++ symbols. Pure text, no Valgrind needed
-(:mod:`pytest_torchperf.measure.callgrind` runs the tools and counts)."""
+(:mod:`pytest_torchperf.kinds.instructions.measure_callgrind` runs the tools and counts)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 In an A/B run (``--torchperf-ab``) two child pytest processes, side A and side B, measure the same
 tests, and must never run at the same time: on a 2-core runner they would share a core and the
 caches, and a difference between them would be the machine's, not the code's. The controlling
-run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.run.ab_data`). A side
+run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.kinds.ab.run_data`). A side
 runs only while it holds the token: both start up and collect their tests at the same time (nothing
 is timed yet), then say ``ready`` and wait; from then on a side runs (builds models, warms up,
 times) only until its next timed block, where it gives the token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and

@@ -1,7 +1,7 @@
 """pytest glue of one side of an A/B run, in its child process: keep its end of the turn
-protocol (:mod:`pytest_torchperf.measure.turns`), take the controller's selection of tests after
+protocol (:mod:`pytest_torchperf.kinds.ab.measure_turns`), take the controller's selection of tests after
 collection, wait for the first turn, and give the turn back for good when done. The controlling
-run's part is :mod:`pytest_torchperf.pytest_plugin.ab_runs`.
+run's part is :mod:`pytest_torchperf.kinds.ab.plugin_runs`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pytest_torchperf.pytest_plugin.stash import context_of
 def configure_side(config: pytest.Config) -> None:
     """A side's child: keep its end of the turn protocol (the first turn comes after
     collection, see :func:`announce_tests`)."""
-    from pytest_torchperf.measure.turns import TurnClient
+    from pytest_torchperf.kinds.ab.measure_turns import TurnClient
 
     client = TurnClient.from_environment()
     if client is not None:

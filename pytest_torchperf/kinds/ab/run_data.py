@@ -1,6 +1,6 @@
 """A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the
 line a side writes of each measurement). Pytest-free, no torch, no processes
-(:mod:`pytest_torchperf.run.pairs` starts them; :mod:`pytest_torchperf.run.ab_variants`
+(:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them; :mod:`pytest_torchperf.kinds.ab.run_variants`
 concludes variants from them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or by
@@ -9,7 +9,7 @@ wait at; a side that is ahead waits for the other; a test only one side has runs
 that exited leaves the other to run alone. It never lets both run.
 
 :func:`read_side` / :func:`pair_results` turn the sides' files into the
-:class:`~pytest_torchperf.judge.ab.PairResult` of each measurement and pair, and
+:class:`~pytest_torchperf.kinds.ab.judge_pairs.PairResult` of each measurement and pair, and
 :class:`ABData` holds them for the controller's own test loop, which judges each measurement
 through the comparison engine (B against A's session records).
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.judge.ab import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.judge.failures import kinds_of, restore
+from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
 
 #: Key of one measurement: (nodeid, measurement name).
@@ -177,7 +177,7 @@ class ABData:
     measured: dict[Key, Paired] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     pairs_run: int = 0
-    #: How each side's processes started (:class:`pytest_torchperf.run.sides.Side`), by name.
+    #: How each side's processes started (:class:`pytest_torchperf.kinds.ab.run_sides.Side`), by name.
     sides: dict[str, Any] = field(default_factory=dict)
 
     def add_pair(
@@ -216,7 +216,7 @@ class ABData:
 
     def undecided(self, most: int | None = None) -> list[Key]:
         """Measurements both sides have whose interval still straddles their limit and that
-        ``most`` pairs could decide (:func:`pytest_torchperf.judge.ab.undecided`)."""
+        ``most`` pairs could decide (:func:`pytest_torchperf.kinds.ab.judge_pairs.undecided`)."""
         return [
             key
             for key, entry in self.measured.items()
@@ -339,7 +339,7 @@ def ab_record(data: ABData, key: Key) -> dict[str, Any] | None:
     """What a results file keeps of an A/B measurement, so ``torchperf compare`` replays it:
     side A, both sides' block times per pair, side A's sessions (without their block times and
     op tables), the interval and whether only one side had it."""
-    from pytest_torchperf.judge.ab import interval
+    from pytest_torchperf.kinds.ab.judge_pairs import interval
 
     entry = data.measured.get(key)
     if entry is None:
@@ -364,7 +364,7 @@ def removed_result(data: ABData, key: Key) -> Any:
     from dataclasses import replace
 
     from pytest_torchperf.core.stats import summarize
-    from pytest_torchperf.judge.kind_verdicts import ab_verdict
+    from pytest_torchperf.kinds.ab.judge import ab_verdict
     from pytest_torchperf.run.result import Result, VariantFacts
 
     entry = data.measured[key]

@@ -1,17 +1,17 @@
 """pytest glue of A/B runs: ``--torchperf-ab REV`` and ``--torchperf-ab-python PYTHON``.
 
 Before this run's own test loop, pairs of fresh child pytest runs measure the perf tests: side A
-(REV in a temporary worktree, or the other interpreter; :mod:`pytest_torchperf.run.sides`) and
+(REV in a temporary worktree, or the other interpreter; :mod:`pytest_torchperf.kinds.ab.run_sides`) and
 side B (the working tree), each with this run's arguments plus ``--torchperf-child FILE``. The
-two children of a pair are alive together but take turns (:mod:`pytest_torchperf.measure.turns`):
-this process hands one token back and forth (:mod:`pytest_torchperf.run.pairs`,
-:class:`pytest_torchperf.run.ab_data.TurnScheduler`),
+two children of a pair are alive together but take turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`):
+this process hands one token back and forth (:mod:`pytest_torchperf.kinds.ab.run_pairs`,
+:class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler`),
 so their timed blocks alternate on the same CPU and never overlap. After the first pairs (3 by
 default), measurements whose interval is still undecided get more pairs, up to a cap (8).
 
 This run then executes the tests itself without timing them: each measurement's Result is judged
 by the comparison engine on the pairs' data (B against A's session records). A side's own end,
-in the child, is :mod:`pytest_torchperf.pytest_plugin.ab_side`.
+in the child, is :mod:`pytest_torchperf.kinds.ab.plugin_side`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import python_command
 
 if TYPE_CHECKING:
-    from pytest_torchperf.run.ab_data import ABData
-    from pytest_torchperf.run.sides import Side
+    from pytest_torchperf.kinds.ab.run_data import ABData
+    from pytest_torchperf.kinds.ab.run_sides import Side
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 DEFAULT_PAIRS = 3
@@ -146,7 +146,7 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
 def _check_revision(config: pytest.Config, revision: str) -> None:
     """A revision side A cannot have is a usage error before anything is collected (two git
     calls, a few milliseconds)."""
-    from pytest_torchperf.run.sides import SideError, repository_root, resolve_revision
+    from pytest_torchperf.kinds.ab.run_sides import SideError, repository_root, resolve_revision
 
     try:
         resolve_revision(repository_root(Path(config.invocation_params.dir)), revision)
@@ -160,8 +160,8 @@ def _check_revision(config: pytest.Config, revision: str) -> None:
 def run_ab(session: pytest.Session) -> None:
     """Measure every perf test in process pairs of side A and side B; hand the data to the run."""
     from pytest_torchperf import __version__
-    from pytest_torchperf.run.ab_data import ABData
-    from pytest_torchperf.run.sides import Side, SideError, python_side, revision_side
+    from pytest_torchperf.kinds.ab.run_data import ABData
+    from pytest_torchperf.kinds.ab.run_sides import Side, SideError, python_side, revision_side
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
@@ -196,7 +196,7 @@ def _measure(
     data: ABData,
     terminal: Any,
 ) -> None:
-    from pytest_torchperf.run.pairs import reap
+    from pytest_torchperf.kinds.ab.run_pairs import reap
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
@@ -235,7 +235,7 @@ def _pairs(
     """Pairs until every measurement is decided, cannot be, or the cap is reached. While one
     pair measures on the shared CPUs, the next one (where it is likely to run) starts up and
     collects on the others: its two start-ups cost no wall time."""
-    from pytest_torchperf.run.pairs import abandon, can_start_ahead, run_pair, start_pair
+    from pytest_torchperf.kinds.ab.run_pairs import abandon, can_start_ahead, run_pair, start_pair
 
     settings = config.stash[SETTINGS_KEY]
     args = ["-m", "pytest", *config.invocation_params.args]
@@ -290,7 +290,7 @@ def _pairs(
 def _check_first_pair(pair: Any, data: ABData) -> None:
     """A side that could not start or collect at all is an error naming it; a side that simply
     has no perf tests (the first one is being added) is not."""
-    from pytest_torchperf.run.sides import SideError
+    from pytest_torchperf.kinds.ab.run_sides import SideError
 
     for side in ("A", "B"):
         started = pair.tests.get(side) is not None or pair.codes.get(side) in (0, 1, 5)
@@ -346,7 +346,7 @@ def summary_lines(ctx: Any) -> list[str]:
 def removed_records(ctx: Any) -> list[dict[str, Any]]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
-    from pytest_torchperf.run.ab_data import removed_result
+    from pytest_torchperf.kinds.ab.run_data import removed_result
 
     data = ctx.ab_data
     if data is None:

@@ -1,10 +1,10 @@
 """Instruction counts of ``--torchperf-instructions``: taken in the child under Valgrind, read
 back by the controlling run, filed under their own environment. Pytest-free.
 
-The child (started by :mod:`pytest_torchperf.pytest_plugin.instruction_runs`) runs the perf tests
+The child (started by :mod:`pytest_torchperf.kinds.instructions.plugin_runs`) runs the perf tests
 with :attr:`RunContext.counting` set: each measurement's target is called through its usual
 preparation (threads, ``eval()``, ``no_grad()``) and counted by
-:func:`pytest_torchperf.measure.callgrind.count_instructions` instead of timed
+:func:`pytest_torchperf.kinds.instructions.measure_callgrind.count_instructions` instead of timed
 (:func:`count_target`), one JSON line per count in the child's file. The controller reads them
 (:func:`read_counts`) and judges each against the sessions of the *instruction environment*
 (:func:`instruction_environment`): the timing environment plus the Valgrind version and the CPU
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.failures import Failure
-from pytest_torchperf.judge.instructions import repeats
-from pytest_torchperf.measure.callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.judge_counts import repeats
+from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
     """In the child under Valgrind: count ``measurer``'s target and write the line."""
     import torch
 
-    from pytest_torchperf.measure.callgrind import count_instructions
+    from pytest_torchperf.kinds.instructions.measure_callgrind import count_instructions
 
     assert ctx.counting is not None and ctx.child_sink is not None
     started = time.time()

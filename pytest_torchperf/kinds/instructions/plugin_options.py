@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds.instructions.run_job_split import CHILD_MEMORY_GIB
 from pytest_torchperf.pytest_plugin import child_runs
-from pytest_torchperf.run.job_split import CHILD_MEMORY_GIB
 
 #: Most counting processes ``--torchperf-instruction-jobs`` accepts.
 MAX_JOBS = 64

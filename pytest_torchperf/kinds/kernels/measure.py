@@ -5,7 +5,7 @@ Each profiler session runs ``calls`` calls of the target with the device activit
 the GPU side of annotations (our own ranges span whole calls) nor Kineto's context syncs. Several
 sessions let the judge tell a kernel that got slower from one that ran unsteadily. The figures
 are summarised here (:class:`KernelTimes`) and judged in
-:mod:`pytest_torchperf.judge.kernel_time`.
+:mod:`pytest_torchperf.kinds.kernels.judge_times`.
 
 :func:`device_activities` reads profiler events by duck typing (``name``, ``device_type``,
 ``activity_type``, ``time_range``), so it is unit-tested on recorded or synthetic events without

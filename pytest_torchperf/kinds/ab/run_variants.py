@@ -1,6 +1,6 @@
 """The A/B controller's variants: each variant of a test as the two sides measured it
-(:func:`pytest_torchperf.run.ab_data.ab_measured`), for the variant run to conclude; nothing is
-rebuilt in the controller. Apart from :mod:`pytest_torchperf.run.ab_data` (which the pipeline
+(:func:`pytest_torchperf.kinds.ab.run_data.ab_measured`), for the variant run to conclude; nothing is
+rebuilt in the controller. Apart from :mod:`pytest_torchperf.kinds.ab.run_data` (which the pipeline
 imports). Pytest-free."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ab_measured
 from pytest_torchperf.options.measure_options import MeasureOptions
-from pytest_torchperf.run.ab_data import ABMissing, ABSkipped, ab_measured
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, TestState

@@ -5,14 +5,14 @@ options and their checks: :mod:`.instruction_options`).
 Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under
 it costs a minute or more, so the counts are taken once per run, in child runs started with the
 controller's own arguments plus ``--torchperf-child=FILE`` under ``valgrind --tool=callgrind``
-with instrumentation off (:func:`pytest_torchperf.measure.callgrind.valgrind_command`). Each
-child counts each of its measurements (:mod:`pytest_torchperf.run.counting`) and writes one line
+with instrumentation off (:func:`pytest_torchperf.kinds.instructions.measure_callgrind.valgrind_command`). Each
+child counts each of its measurements (:mod:`pytest_torchperf.kinds.instructions.run_counting`) and writes one line
 per count; this run then measures as usual (counters, outputs, variants, a timed pass that is
 reported, not gated) and judges the counts through the comparison engine.
 
 Why several side by side (``--torchperf-instruction-jobs``, auto: one per core): a process under
 Valgrind runs one thread at a time, so one child leaves the other cores idle; each child takes a
-contiguous share of the perf tests (:func:`pytest_torchperf.run.job_split.split_contiguous`,
+contiguous share of the perf tests (:func:`pytest_torchperf.kinds.instructions.run_job_split.split_contiguous`,
 ``--torchperf-child-items=FILE``) and counts do not depend on what runs beside them.
 """
 
@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds.instructions.run_job_split import auto_jobs, split_contiguous
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
 from pytest_torchperf.run.child_process import ChildProcess, python_command
-from pytest_torchperf.run.job_split import auto_jobs, split_contiguous
 
 if TYPE_CHECKING:
-    from pytest_torchperf.run.counting import CountedTime
+    from pytest_torchperf.kinds.instructions.run_counting import CountedTime
 
 #: The children are killed after this long (a stuck child would otherwise hold CI forever).
 CHILD_TIMEOUT_S = 3 * 3600.0
@@ -44,7 +44,7 @@ CHILD_TIMEOUT_S = 3 * 3600.0
 
 def configure_counting_child(config: pytest.Config) -> None:
     """In the child under Valgrind: tell the run's context where the profiles go."""
-    from pytest_torchperf.measure.callgrind import counted_process
+    from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
 
     dump = counted_process()
     if dump is not None:
@@ -54,8 +54,8 @@ def configure_counting_child(config: pytest.Config) -> None:
 def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
-    from pytest_torchperf.measure.callgrind import kernel_caps, valgrind_version
-    from pytest_torchperf.run.counting import counted_time, read_counts
+    from pytest_torchperf.kinds.instructions.measure_callgrind import kernel_caps, valgrind_version
+    from pytest_torchperf.kinds.instructions.run_counting import counted_time, read_counts
 
     config = session.config
     perf = child_runs.perf_items(session)
@@ -213,7 +213,7 @@ def _start_child(
     its counts to ``folder/counts.jsonl``."""
     import json
 
-    from pytest_torchperf.measure.callgrind import DUMP_DIR_ENV, valgrind_command
+    from pytest_torchperf.kinds.instructions.measure_callgrind import DUMP_DIR_ENV, valgrind_command
     from pytest_torchperf.run.children import concurrent_child_args
 
     (folder / "dumps").mkdir(parents=True)

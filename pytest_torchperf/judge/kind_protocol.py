@@ -1,0 +1,77 @@
+"""What a measurement kind gives the comparison engine: the :class:`Kind` protocol every kind's
+``judge`` part implements (``pytest_torchperf/kinds/<kind>/judge.py``), and :class:`KindChecks`,
+what a kind's own data adds beyond its verdict. The engine
+(:func:`pytest_torchperf.judge.compare.compare`) asks the kind
+(:func:`pytest_torchperf.judge.kinds.kind_of`), never the run mode. Pure.
+
+A kind decides the figure's verdict (:meth:`Kind.judge`), may add failures from its own data
+(:meth:`Kind.extra_checks`: an A/B run's paired speedups, the GPU kernel time) and says how its
+baseline is recorded (:attr:`Kind.save`). Everything else the engine checks (counters, output
+fingerprints, metrics, failures found within the run, strict mode) is the same for every kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.verdict import Judgement
+
+Remeasure = Callable[[], Sample]
+
+Confirm = Callable[[], "Sample | None"]
+
+
+@dataclass
+class KindChecks:
+    """What a kind's own data adds beyond its verdict: failures, warnings, notes on the verdict,
+    and the gates it judged (``kernels``), which the run's coverage counts."""
+
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    gated: list[str] = field(default_factory=list)
+
+
+class Kind(Protocol):
+    """One measurement kind, as the comparison engine uses it."""
+
+    #: The name recorded in the gate (:data:`pytest_torchperf.judge.inputs.KINDS`).
+    name: str
+    #: The command that records a baseline of this kind ("" when none is kept: an A/B run
+    #: compares two sides measured now).
+    save: str
+    #: Variants' timed speedups are judged against the stored ones (else reported only, or
+    #: judged by the kind's own data in :meth:`extra_checks`).
+    judges_timed_speedups: bool
+    #: A measurement without a stored baseline fails under ``--torchperf-strict``.
+    needs_baseline: bool
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        """The verdict on this kind's figure, and the pass it rests on."""
+        ...
+
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        """Failures, warnings and gates from the kind's own data, beyond the shared checks."""
+        ...
+
+
+class NoExtraChecks:
+    """A kind whose own data adds no failure beyond its verdict."""
+
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        return KindChecks()

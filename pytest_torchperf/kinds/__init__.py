@@ -1,0 +1,90 @@
+"""The measurement kinds, one package each, and the one registry of them.
+
+A measurement kind is what a measurement's performance figure is and how it is judged: ``time``
+(timed blocks against stored sessions), ``instructions`` (instructions per call under Valgrind),
+``ab`` (process pairs of two sides measured now), ``time-or-instructions`` (time, and the count
+stored beside it where timing cannot decide) and ``time-and-kernels`` (time, and the GPU kernel
+time beside it). Each lives in ``pytest_torchperf/kinds/<package>/``: its ``__init__`` declares
+it (:class:`KindSpec`, pure); its modules are named for the layer they belong to
+(``measure_callgrind``: measuring; ``judge``: judging; ``run``: keeping and when it is chosen;
+``plugin``: its child-process schedule), so the layers' import rules hold inside a kind too
+(``tests/unit/test_import_graph.py``).
+
+The rest of the package never imports a kind's modules by name: each layer asks the registry for
+the part of its own layer (:func:`part`: ``judge`` for :func:`pytest_torchperf.judge.kinds.kind_of`,
+``run`` for :func:`pytest_torchperf.run.keeping.run_part`, ``plugin`` for the child-process
+schedules). Adding a kind is its package and one name in :data:`PACKAGES`; another plugin adds
+one with the ``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module
+imports the kinds' declarations only.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from types import ModuleType
+
+from pytest_torchperf.kinds.spec import KindSpec
+
+__all__ = ["PACKAGES", "KindSpec", "names", "part", "register", "spec_named", "specs"]
+
+#: The built-in kinds' packages, in the order a measurement's kind is chosen: the first whose
+#: ``run`` part says it is chosen (:func:`pytest_torchperf.run.keeping.run_part`) is the kind.
+#: ``time`` is last: it is chosen when no other is.
+PACKAGES = ("ab", "instructions", "fallback", "kernels", "time")
+
+_added: list[KindSpec] = []
+
+
+def _builtin() -> tuple[KindSpec, ...]:
+    specs = []
+    for package in PACKAGES:
+        spec = import_module(f"{__name__}.{package}").SPEC
+        assert isinstance(spec, KindSpec)
+        specs.append(spec)
+    return tuple(specs)
+
+
+_BUILTIN = _builtin()
+
+
+def specs() -> tuple[KindSpec, ...]:
+    """Every kind, in the order a measurement's kind is chosen: the ones other plugins added
+    (before the built-in ones, so a plugin's kind can take a measurement ``time`` would), then
+    the built-in ones."""
+    return (*_added, *_BUILTIN)
+
+
+def names() -> tuple[str, ...]:
+    """The kinds' names, as a gate records them."""
+    return tuple(spec.name for spec in specs())
+
+
+def spec_named(name: str) -> KindSpec:
+    """The kind a gate names; an unknown name is a clear error (a results file written with a
+    plugin's kind read where that plugin is not installed)."""
+    for spec in specs():
+        if spec.name == name:
+            return spec
+    raise ValueError(
+        f"unknown measurement kind {name!r} (known: {', '.join(names())}): the file was written "
+        f"by a run with a plugin that added it; install that plugin to read it"
+    )
+
+
+def register(spec: KindSpec) -> None:
+    """Add another plugin's kind (the ``pytest_torchperf_kinds`` hook); a name taken already is
+    an error, registering the same spec twice is not."""
+    if spec in _added:
+        return
+    if spec.name in names():
+        raise ValueError(f"measurement kind {spec.name!r} is registered already")
+    _added.append(spec)
+
+
+def part(spec: KindSpec, layer: str) -> ModuleType | None:
+    """A kind's module of ``layer`` (``<package>.<layer>``), or None when it has none. Called
+    only by the layer itself (the import-graph test treats the call as importing every kind's
+    ``<layer>`` module)."""
+    if layer not in spec.parts:
+        return None
+    return import_module(f"{spec.package}.{layer}")

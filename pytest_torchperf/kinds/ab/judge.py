@@ -1,0 +1,83 @@
+"""How the ``ab`` kind judges: side B's paired interval against side A, both measured now
+(deciding and wording: :mod:`pytest_torchperf.kinds.ab.judge_pairs`), and the variants' paired
+speedups. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.failures import Failure
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.kind_protocol import Confirm, KindChecks, Remeasure
+from pytest_torchperf.judge.verdict import Judgement, Verdict
+from pytest_torchperf.kinds.ab.judge_pairs import PairResult, judge_ab, judge_ab_speedup
+
+
+class ABKind:
+    """Side B's paired interval against side A, both measured now (``gate.ab`` names side A)."""
+
+    name = "ab"
+    save = ""
+    # Judged on the pairs (extra_checks), not against stored speedups.
+    judges_timed_speedups = False
+    needs_baseline = False
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        verdict = ab_verdict(
+            candidate.label, candidate.ab_pairs, candidate.one_sided, gate.max_slowdown, gate.ab
+        )
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+    def extra_checks(
+        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+    ) -> KindChecks:
+        if not candidate.ab_speedups:
+            return KindChecks()
+        failure, warning = judge_ab_speedup(
+            candidate.label, candidate.ab_speedups, gate.max_slowdown, gate.ab
+        )
+        return KindChecks(
+            [Failure("speedup", failure)] if failure else [], [warning] if warning else []
+        )
+
+
+def ab_verdict(
+    label: str,
+    ab_pairs: Sequence[Mapping[str, Any]],
+    one_sided: str | None,
+    max_slowdown: float,
+    against: str,
+) -> Verdict:
+    """The timing verdict of an A/B run: side B's paired interval (``ab_pairs``, each pair's
+    block times) against side A (the sessions the engine checks counters and numerics against
+    are side A's)."""
+    pairs = [PairResult.from_record(p) for p in ab_pairs]
+    judged = judge_ab(label, pairs, max_slowdown, against, one_sided)
+    iv = judged.interval
+    ratio = None if iv is None else 1.0 + iv.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=judged.a_time,
+        candidate_statistic=judged.b_time,
+        tolerance=max_slowdown,
+        effective_tolerance=max_slowdown,
+        baseline_sessions=len(pairs),
+        basis="ab",
+        guard="pairs undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
+    )
+
+
+KIND = ABKind()

@@ -1,0 +1,16 @@
+"""The ``time-or-instructions`` measurement kind (``--torchperf-fallback instructions``): time, and
+where the timing verdict is inconclusive (busy machine, spread) or no timing is stored, the
+instruction count stored beside the timing. It counts with the ``instructions`` kind's children
+and times as ``time`` does: :mod:`.judge` (the fallback verdict), :mod:`.run` (the count kept
+beside the timing, when it is chosen)."""
+
+from __future__ import annotations
+
+from pytest_torchperf.kinds.spec import KindSpec
+
+SPEC = KindSpec(
+    name="time-or-instructions",
+    package=__name__,
+    summary="time; the instruction count stored beside it where time cannot decide",
+    parts=("judge", "run"),
+)

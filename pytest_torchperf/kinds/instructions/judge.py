@@ -1,0 +1,125 @@
+"""How the ``instructions`` kind judges: instructions per call under Valgrind against the latest
+stored count (``--torchperf-instructions``; deciding and wording:
+:mod:`pytest_torchperf.kinds.instructions.judge_counts`), and the latest save's count taken the
+same way, which the ``time-or-instructions`` kind falls back on. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.kind_protocol import Confirm, NoExtraChecks, Remeasure
+from pytest_torchperf.judge.verdict import Judgement, Verdict
+from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
+from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+
+
+class InstructionKind(NoExtraChecks):
+    """Instructions per call under Valgrind against the latest stored count."""
+
+    name = "instructions"
+    save = "pytest --torchperf-instructions --torchperf-save"
+    # Timed speedups are reported only in an instruction-count run, like time itself.
+    judges_timed_speedups = False
+    needs_baseline = True
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        verdict = instruction_verdict(
+            candidate.label,
+            candidate.instructions,
+            candidate.uncounted,
+            sessions,
+            gate.max_instruction_increase,
+        )
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+
+def instruction_verdict(
+    label: str,
+    instructions: Mapping[str, Any] | None,
+    uncounted: str | None,
+    sessions: Sequence[Mapping[str, Any]],
+    max_increase: float,
+) -> Verdict:
+    """The verdict of an instruction-count run: this count (``instructions``, or None with
+    ``uncounted`` saying why) against the latest stored session that has one (counts repeat
+    within 0.1 %, so one session is a baseline)."""
+    if instructions is None:
+        return Verdict(
+            Outcome.FAIL,
+            f"{label}: no instruction count: {uncounted or 'not measured'}",
+            basis="instructions",
+        )
+    current = InstructionCount.from_record(instructions)
+    stored = [s for s in sessions if s.get("instructions")]
+    baseline = InstructionCount.from_record(stored[-1]["instructions"]) if stored else None
+    judged = judge_instructions(label, current, baseline, max_increase)
+    ratio = None if judged.change is None else 1.0 + judged.change
+    return Verdict(
+        judged.outcome,
+        judged.message,
+        ratio=ratio,
+        first_ratio=ratio,
+        baseline_statistic=baseline.per_call if baseline else None,
+        candidate_statistic=current.per_call,
+        tolerance=max_increase,
+        effective_tolerance=effective_limit(baseline.per_call, max_increase)
+        if baseline
+        else max_increase,
+        baseline_sessions=len(stored),
+        basis="instructions",
+        guard="counts undecided" if judged.outcome is Outcome.INCONCLUSIVE else None,
+    )
+
+
+def latest_count_verdict(
+    label: str,
+    instructions: Mapping[str, Any] | None,
+    uncounted: str | None,
+    counted_with: Mapping[str, Any] | None,
+    sessions: Sequence[Mapping[str, Any]],
+    max_increase: float,
+    save: str,
+) -> Verdict | str:
+    """``time-or-instructions``: this count against the latest save's count taken the same way
+    (``counted_with``), or why there is none to judge."""
+    # Only the latest save's count: an older one may describe code saved over since (a plain
+    # --torchperf-save stores no count, and the history keeps 10 sessions).
+    latest_run = sessions[-1].get("run_id") if sessions else None
+    latest = [s for s in sessions if s.get("run_id") == latest_run] if latest_run else sessions[-1:]
+    counted = [s for s in latest if s.get("instructions")]
+    same = [s for s in counted if dict(s.get("counted_with") or {}) == dict(counted_with or {})]
+    if instructions is None:
+        return f"no instruction count to fall back on: {uncounted or 'not counted'}"
+    if not counted:
+        older = any(s.get("instructions") for s in sessions)
+        return (
+            "the latest save stored no instruction count beside its timing"
+            if older
+            else "no instruction count stored beside the timing"
+        ) + f" to fall back on; record one with {save}"
+    if not same:
+        stored_with = dict(counted[-1].get("counted_with") or {})
+        differs = sorted(
+            k
+            for k in {*stored_with, *(counted_with or {})}
+            if stored_with.get(k) != (counted_with or {}).get(k)
+        )
+        return (
+            f"the stored instruction count was taken differently ({', '.join(differs)} "
+            f"differ), so it is no baseline for this one; record a new one with {save}"
+        )
+    return instruction_verdict(label, instructions, uncounted, same, max_increase)
+
+
+KIND = InstructionKind()

@@ -1,0 +1,143 @@
+"""How the ``time`` kind judges: timed blocks against the stored sessions' timings
+(:func:`pytest_torchperf.judge.verdict.judge`), the note an undecided compare adds about the
+guards its baseline was saved with, and the verdict against sessions stored without timing.
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.kind_protocol import Confirm, NoExtraChecks, Remeasure
+from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdict, judge
+from pytest_torchperf.store.records import timed_sessions
+
+
+class TimeKind(NoExtraChecks):
+    """Timed blocks against the stored sessions' timings (:func:`.verdict.judge`)."""
+
+    name = "time"
+    save = "pytest --torchperf-save"
+    judges_timed_speedups = True
+    needs_baseline = True
+    #: The run modes an inconclusive timing verdict names as able to judge it.
+    modes: tuple[str, ...] = BUSY_MACHINE_MODES
+
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Mapping[str, Any]],
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        timed = timed_sessions(sessions)
+        judgement = judge(
+            candidate.label,
+            candidate.first,
+            [s["statistic"] for s in timed],
+            gate.max_slowdown,
+            remeasure,
+            min_cpu_share=gate.min_cpu_share,
+            max_relative_iqr=gate.max_spread,
+            max_neighbour_load=gate.max_neighbour_load,
+            min_gpu_clock=gate.min_gpu_clock,
+            max_machine_slowdown=gate.max_machine_slowdown,
+            max_widening=gate.max_widening,
+            confirm=confirm,
+            modes=self.modes,
+            strict=gate.strict,
+            baseline_calibrated=[
+                (s["statistic"], s["calibration"])
+                for s in timed
+                if s.get("calibration")
+                and candidate.calibration_kernel
+                and s.get("calibration_kernel") == candidate.calibration_kernel
+            ],
+        )
+        # Only the option that loosens the guard that refused this pass can judge it as the
+        # baseline was judged: a busy neighbour's option does not help a crowded CPU.
+        refused_by = judgement.verdict.loosened_by or ""
+        looser = [
+            option for option in looser_guards(gate, timed) if option.split("=")[0] in refused_by
+        ]
+        if judgement.verdict.outcome is Outcome.INCONCLUSIVE and looser:
+            verdict = judgement.verdict
+            judgement.verdict = replace(
+                verdict,
+                notes=(
+                    *verdict.notes,
+                    f"its baseline was saved with {' and '.join(looser)}: pass the same to this "
+                    f"compare to judge it the way its baseline was taken",
+                ),
+            )
+        if judgement.verdict.outcome is Outcome.NEW and sessions:
+            judgement.verdict = untimed_verdict(
+                judgement.verdict,
+                candidate.label,
+                sessions,
+                " and ".join(candidate.gates_besides_time(sessions)) or "nothing else",
+            )
+        return judgement
+
+
+def looser_guards(gate: Gate, timed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The guard options the latest timed session was saved with that are looser than this
+    compare's (a save on a busy machine told to store anyway with them), as options."""
+    if not timed:
+        return []
+    saved = timed[-1].get("gate") or {}
+    found = []
+    if saved.get("min_cpu_share", gate.min_cpu_share) < gate.min_cpu_share:
+        found.append(f"--torchperf-min-cpu-share={saved['min_cpu_share']:g}")
+    for key, option in (
+        ("max_neighbour_load", "--torchperf-max-neighbour-load"),
+        ("max_spread", "--torchperf-max-spread"),
+        ("max_machine_slowdown", "--torchperf-max-machine-slowdown"),
+    ):
+        if saved.get(key, getattr(gate, key)) > getattr(gate, key):
+            found.append(f"{option}={format_percent(saved[key])}")
+    return found
+
+
+def untimed_verdict(
+    verdict: Verdict,
+    label: str,
+    sessions: Sequence[Mapping[str, Any]],
+    gated: str = "counters and numerics",
+) -> Verdict:
+    """The timing verdict against sessions that hold counters and numerics but no timing (every
+    pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
+    like ``new``); what is still gated against those sessions (``gated``) is said."""
+    why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
+    reason = f"the save could not time it ({why})" if why else "the save could not time it"
+    anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
+    count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
+    store = (
+        "A quieter machine will not change that: time the work without the waiting"
+        if why and guard_kind(why) == IDLE
+        else "Store its timing with pytest --torchperf-save on a quiet machine"
+    )
+    return replace(
+        verdict,
+        new_reason=reason,
+        untimed=True,
+        message=(
+            f"{label}: no timing baseline: {reason}; "
+            + (
+                f"its {gated} were gated against the {count}"
+                if gated != "nothing else"
+                else f"nothing else of it was gated against the {count}"
+            )
+            + f". {store}{anyway}"
+        ),
+    )
+
+
+KIND = TimeKind()
