@@ -12,7 +12,7 @@ it (:class:`KindSpec`, pure); its modules are named for the layer they belong to
 
 The rest of the package never imports a kind's modules by name: each layer asks the registry for
 the part of its own layer (:func:`part`: ``judge`` for :func:`pytest_torchperf.judge.kinds.kind_of`,
-``run`` for :func:`pytest_torchperf.run.keeping.run_part`, ``plugin`` for the child-process
+``run`` for :func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process
 schedules). Adding a kind is its package and one name in :data:`PACKAGES`; another plugin adds
 one with the ``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module
 imports the kinds' declarations only.
@@ -28,7 +28,7 @@ from pytest_torchperf.kinds.spec import KindSpec
 __all__ = ["PACKAGES", "KindSpec", "names", "part", "register", "spec_named", "specs"]
 
 #: The built-in kinds' packages, in the order a measurement's kind is chosen: the first whose
-#: ``run`` part says it is chosen (:func:`pytest_torchperf.run.keeping.run_part`) is the kind.
+#: ``run`` part says it is chosen (:func:`pytest_torchperf.run.kinds.run_part`) is the kind.
 #: ``time`` is last: it is chosen when no other is.
 PACKAGES = ("ab", "instructions", "fallback", "kernels", "time")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds import part, specs
 from pytest_torchperf.kinds.ab import plugin_runs as ab_runs
 from pytest_torchperf.kinds.instructions import plugin_options as instruction_options
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
@@ -275,8 +276,10 @@ def add_options(parser: pytest.Parser) -> None:
         "once; ini torchperf_save_wait)",
     )
     child_runs.add_options(group, parser)
-    instruction_options.add_options(group, parser)
-    ab_runs.add_options(group, parser)
+    for spec in specs():  # each kind's own options, from its plugin part
+        module = part(spec, "plugin")
+        if module is not None and hasattr(module, "add_options"):
+            module.add_options(group, parser)
     parser.addini(
         "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
     )

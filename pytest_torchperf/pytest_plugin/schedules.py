@@ -4,73 +4,46 @@ of each is set up, and what the controlling run does before pytest's own test lo
 Each schedule runs its children through :class:`pytest_torchperf.run.child_process.ChildProcess`
 (one launcher, one line protocol); what differs is when and how many:
 
-- A/B pairs (``--torchperf-ab``): the two revisions' processes take turns; the controller runs
-  them instead of timing anything itself (:mod:`.ab_runs`, the sides: :mod:`.ab_side`).
-- Counting (``--torchperf-instructions``, ``--torchperf-fallback instructions``): processes
-  under Valgrind, side by side, before anything is timed (:mod:`.instruction_runs`).
+- The measurement kinds' own, from their ``plugin`` parts (``kinds/<kind>/plugin.py``): A/B
+  pairs, whose two sides' processes take turns while the controller times nothing itself;
+  counting under Valgrind, side by side, before anything is timed.
 - Fresh processes of an xdist save (:mod:`.xdist_runs`) or of ``--torchperf-processes``
   (:mod:`.child_runs`): one after another, before the test loop pools them.
 
-Adding a schedule is a row here and its own module; ``hooks.py`` asks this table, never the
+Adding a schedule is a row here (or in a kind's plugin part) and its own module; ``hooks.py`` asks this table, never the
 run mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import pytest
 
-from pytest_torchperf.kinds.ab import plugin_runs as ab_runs
-from pytest_torchperf.kinds.ab import plugin_side as ab_side
-from pytest_torchperf.kinds.instructions import plugin_runs as instruction_runs
+from pytest_torchperf.kinds import part, specs
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.pytest_plugin import child_runs, xdist_runs
-from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY, SETTINGS_KEY
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """One way this run starts child pytest processes."""
-
-    name: str
-    #: This run uses it (the controller) or is one of its children (``settings.child``).
-    used: Callable[[RunSettings, pytest.Config], bool]
-    #: The controller, before pytest's test loop: start the children, read what they measured.
-    run: Callable[[pytest.Session], None]
-    #: Set up a child of this schedule (at configure time).
-    configure_child: Callable[[pytest.Config], None] = lambda config: None
-    #: No later schedule runs in the same controller (the A/B controller times nothing).
-    alone: bool = False
+from pytest_torchperf.pytest_plugin.child_schedule import Schedule
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
 
 
 def _settings(session: pytest.Session) -> RunSettings:
     return session.config.stash[SETTINGS_KEY]
 
 
-def _configure_counting_child(config: pytest.Config) -> None:
-    # Set up once the run's context exists (the counting child's settings live on it).
-    config.stash[CONTEXT_SETUP_KEY].append(
-        lambda ctx: instruction_runs.configure_counting_child(config)
-    )
+def _kinds_schedules() -> tuple[Schedule, ...]:
+    """The schedules the kinds' plugin parts give, in the registry's order."""
+    found: list[Schedule] = []
+    for spec in specs():
+        module = part(spec, "plugin")
+        if module is not None:
+            found.extend(module.SCHEDULES)
+    return tuple(found)
 
 
+#: The kinds' own schedules first (A/B pairs: the controller times nothing else; counting: its
+#: processes take every core and are done before anything is timed), then the fresh processes
+#: every timed kind uses.
 SCHEDULES: tuple[Schedule, ...] = (
-    Schedule(
-        "A/B pairs",
-        used=lambda settings, config: bool(settings.ab),
-        run=ab_runs.run_ab,
-        configure_child=ab_side.configure_side,  # pins it; its first turn comes after collection
-        alone=True,
-    ),
-    # Counting first: its processes take every core and are done before anything is timed.
-    Schedule(
-        "counting under Valgrind",
-        used=lambda settings, config: settings.counts_instructions,
-        run=instruction_runs.run_counting_children,
-        configure_child=_configure_counting_child,
-    ),
+    *_kinds_schedules(),
     Schedule(
         "fresh processes of an xdist save",
         used=lambda settings, config: xdist_runs.runs_children(config),

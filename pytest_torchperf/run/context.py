@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.judge.compare import Gate
 from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
 from pytest_torchperf.options.measure_options import (
@@ -99,21 +98,6 @@ class RunContext:
         out with ``instructions=False``)."""
         return gate and self.settings.counts_instructions and options.instructions
 
-    def kind(self, options: MeasureOptions, device: str, gate: bool = True) -> str:
-        """The measurement kind a measurement is judged as
-        (:data:`pytest_torchperf.judge.inputs.KINDS`): chosen here once, from the run's
-        settings, the measurement's options and its device."""
-        if self.ab_data is not None:
-            return "ab"
-        # A CUDA measurement's kernels are profiled beside its timing (Valgrind counts CPU code
-        # only: a CUDA measurement of a fallback run is judged the same way).
-        timed = "time-and-kernels" if device.startswith("cuda") and gate else "time"
-        if not self.counts_instructions(options, gate):
-            return timed
-        if self.settings.instructions:
-            return "instructions"
-        return "time-or-instructions" if device.startswith("cpu") else timed
-
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""
         if self._git_sha is False:
@@ -196,23 +180,3 @@ class RunContext:
                 # Counters are deterministic: the first pair's are compared; later pairs time.
                 options = replace(options, counters=False)
         return options
-
-    def gate(self, options: MeasureOptions, device: str) -> Gate:
-        """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""
-        return Gate(
-            max_slowdown=options.max_slowdown,
-            min_cpu_share=options.min_cpu_share,
-            max_spread=options.max_spread,
-            max_neighbour_load=options.max_neighbour_load,
-            max_machine_slowdown=options.max_machine_slowdown,
-            min_gpu_clock=options.min_gpu_clock,
-            max_widening=options.max_widening,
-            max_kernel_slowdown=options.max_kernel_slowdown,
-            strict=options.strict,
-            ignore_counters=tuple(options.ignore_counters),
-            confirm=self.settings.confirm if self.fresh_runs else "same",
-            saving=self.settings.save,
-            kind=self.kind(options, device),
-            max_instruction_increase=options.max_instruction_increase,
-            ab=self.ab_data.against if self.ab_data is not None else "",
-        )

@@ -25,7 +25,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.keeping import keeping_of
+from pytest_torchperf.run.kinds import check_measurable, gate_of, keeping_of, measure_beside
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.roles import Request, role_of
 from pytest_torchperf.run.saving import (
@@ -34,14 +34,13 @@ from pytest_torchperf.run.saving import (
     save_guard,
     session_record,
 )
-from pytest_torchperf.run.state import Measured, TestState, check_countable
+from pytest_torchperf.run.state import Measured, TestState
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
     graph_beside_baseline,
     graph_of,
-    kernel_times_of,
     sampler,
 )
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
@@ -81,7 +80,7 @@ def measure(
     claim_name(state, nodeid, name)
     # Ungated timer measurements are never compared, so they skip the calibration blocks.
     measurer = Measurer(target, inputs, dict(kwargs), options, device=device, calibrate=gate)
-    check_countable(ctx, options, measurer.device, name, gate)
+    check_measurable(ctx, options, measurer.device, name, gate)
     # What this process does with it (runs it once, counts it, reads what the A/B sides
     # measured, or times it here) is its role's business: run/roles.py.
     role = role_of(ctx)
@@ -127,8 +126,7 @@ def measure(
         kind=kind,
         extra=extra,
     )
-    if ctx.kind(options, measurer.device, gate) == "time-and-kernels":
-        measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
+    measure_beside(ctx, measured)
     if ctx.settings.graph and gate and kind == "torchperf" and not ctx.settings.child:
         measured.graph = graph_of(measurer)
     if measurer.clocks_unchecked:
@@ -146,8 +144,8 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     comparing = role.judges(ctx) and m.gate
     saving = ctx.settings.save and m.gate
     others = ctx.process_pool.get((m.nodeid, m.name), []) if m.gate else []
-    # What is kept of it, and where (time, a count, a count beside time): run/keeping.py.
-    keeping = keeping_of(ctx.kind(m.options, m.measurer.device, m.gate))
+    # What is kept of it, and where (time, a count, a count beside time): run/kinds.py.
+    keeping = keeping_of(ctx, m.options, m.measurer.device, m.gate)
     env_id, environment = keeping.environment(ctx, env_id, environment)
     passes = [m.first]
 
@@ -252,7 +250,7 @@ def _compare(
                 else None,
                 "calibration_kernel": CALIBRATION_KERNEL if first.calibration else None,
                 "counted_with": ctx.counted_with or None,
-                **m.kernel_fields(),
+                **m.beside,
             },
             "accuracy": extra.accuracy if extra else None,
             "run_failures": run_failures,
@@ -273,7 +271,7 @@ def _compare(
     comparison = compare(
         candidate,
         sessions,
-        ctx.gate(m.options, m.measurer.device),
+        gate_of(ctx, m.options, m.measurer.device),
         remeasure=take_sample,
         confirm=fresh_confirmer(fresh, m.nodeid, m.name, m.measurer.device, passes),
         confirm_speedups=recorded_speedups if confirm_speedups else None,
@@ -379,7 +377,7 @@ def _result(
         # What --torchperf-save would store: shipped in reports so `torchperf accept` can
         # promote this very measurement to a baseline later.
         result.session = session_record(ctx, result, m.options)
-        result.session.update(m.kernel_fields())
+        result.session.update(m.beside)
         if final.gpu_clock is not None:  # the GPU's clocks while it was timed, for the reader
             result.session["gpu_clock"] = final.gpu_clock.to_record()
         if m.extra is not None:

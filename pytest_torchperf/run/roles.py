@@ -164,7 +164,7 @@ class FreshProcess(Role):
             final,
             guard_of(m.options)(final),
             m.extra.speedup if m.extra is not None else None,
-            m.kernels,
+            m.beside.get("kernels"),
         )
 
 

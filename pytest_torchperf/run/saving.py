@@ -26,6 +26,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import child_session_records
 from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.kinds import gate_of
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
 from pytest_torchperf.store.records import timed_sessions
@@ -279,7 +280,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
         "counters": result.counters,
         # The gate this measurement ran under, so `torchperf compare` judges it the same way.
-        "gate": ctx.gate(options, result.device).to_record(),
+        "gate": gate_of(ctx, options, result.device).to_record(),
     }
 
 

@@ -19,18 +19,6 @@ class MeasurementSkipped(Exception):
     """A measurement that cannot be taken here; the test is skipped with this reason."""
 
 
-def check_countable(ctx: Any, options: Any, device: str, label: str, gate: bool = True) -> None:
-    """Instruction counts are CPU-only: a measurement on another device is skipped, saying so
-    (``--torchperf-fallback instructions`` times it, judged on time alone)."""
-    if ctx.kind(options, "cpu", gate) == "instructions" and not device.startswith("cpu"):
-        raise MeasurementSkipped(
-            f"{label}: not measured: --torchperf-instructions counts CPU instructions under "
-            f"Valgrind, and this measurement runs on {device}. Measure it in a run without "
-            f"--torchperf-instructions, or mark it @pytest.mark.torchperf(instructions=False) "
-            f"to time it in this run"
-        )
-
-
 class TorchperfWarning(UserWarning):
     """Inconclusive verdicts, unsaved baselines and other things a user should see but not fail on."""
 
@@ -92,18 +80,11 @@ class Measured:
     gate: bool = True
     kind: str = "torchperf"
     extra: VariantExtra | None = None
-    #: ``time-and-kernels``: the call's GPU kernel time (``KernelTimes.to_record()``), or None
-    #: with ``unprofiled`` saying why.
-    kernels: dict[str, Any] | None = None
-    unprofiled: str | None = None
+    #: What its kind measured beside the timed pass, as the session keys that hold it
+    #: (:attr:`pytest_torchperf.run.kinds.KindRun.beside`: the GPU kernel time).
+    beside: dict[str, Any] = field(default_factory=dict)
     #: ``--torchperf-graph``: the call's per-node figures (``node_figures`` record), or None.
     graph: dict[str, Any] | None = None
-
-    def kernel_fields(self) -> dict[str, Any]:
-        """The session keys of the kernel time (none where it was not asked for)."""
-        if self.kernels is None and self.unprofiled is None:
-            return {}
-        return {"kernels": self.kernels, "unprofiled": self.unprofiled}
 
 
 @dataclass

@@ -39,23 +39,6 @@ def claim_name(state: TestState, nodeid: str, name: str) -> None:
     state.names.add(name)
 
 
-def kernel_times_of(
-    measurer: "Measurer", first: Sample
-) -> tuple[dict[str, Any] | None, str | None]:
-    """``(kernel time record, None)`` of a CUDA target, profiled after its first timed pass
-    (never while timing), or ``(None, why not)``."""
-    from pytest_torchperf.kinds.kernels.measure import KernelTimeUnavailable, kernel_times
-
-    try:
-        with measurer.prepared():
-            times = kernel_times(measurer.call, measurer.device, first.summary.p25)
-    except KernelTimeUnavailable as exc:
-        return None, str(exc)
-    except RuntimeError as exc:  # the profiler itself failed (another profiler active, ...)
-        return None, f"the profiler failed: {exc}"
-    return times.to_record(), None
-
-
 def graph_of(measurer: "Measurer") -> dict[str, Any]:
     """``--torchperf-graph``: the per-node figures of the measured call, after its timed
     passes (never while timing), under the measurement's own preparation."""

@@ -22,6 +22,7 @@ from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.run.kinds import check_measurable, measure_beside
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result, VariantExtra, VariantFacts
 from pytest_torchperf.run.roles import role_of
@@ -30,13 +31,11 @@ from pytest_torchperf.run.state import (
     MeasurementSkipped,
     TestState,
     VariantPlan,
-    check_countable,
 )
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
-    kernel_times_of,
     sampler,
     to_sample,
 )
@@ -98,7 +97,7 @@ def measure_variants(
     for label in plan.labels.values():
         claim_name(state, nodeid, label)
     eager = Measurer(target, inputs, dict(kwargs), options)
-    check_countable(ctx, options, eager.device, name)
+    check_measurable(ctx, options, eager.device, name)
     # Whether this process builds and times the variants (or runs the target once, counts them,
     # reads what the A/B sides measured) is its role's business: run/roles.py.
     role = role_of(ctx)
@@ -331,9 +330,8 @@ def _conclude_each(
             kind="torchperf",
             extra=extra,
         )
-        if ctx.kind(plan.options, measurer.device) == "time-and-kernels":
-            # Each variant's own kernels (amp casts, compiled fusions), after the timed rounds.
-            measured.kernels, measured.unprofiled = kernel_times_of(measurer, first)
+        # Each variant's own (a GPU's kernels: amp casts, compiled fusions), after the timed rounds.
+        measure_beside(ctx, measured)
         results[variant] = conclude(ctx, state, measured)
     return {
         v: results.get(v) or plan.failed[v]

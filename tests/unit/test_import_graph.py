@@ -54,6 +54,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                 targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
+            targets += kind_part_edges(node, modules)
             for target in targets:
                 if target in modules and target != name and not target.startswith(name + "."):
                     graph[name].add(target)
@@ -74,6 +75,21 @@ KIND_MODULE_LAYERS = {
     "plugin": "pytest_plugin",
     "cli": "cli",
 }
+
+
+def kind_part_edges(node: ast.AST, modules: dict[str, Path]) -> list[str]:
+    """A call ``part(spec, "judge")`` (:func:`pytest_torchperf.kinds.part`) loads a kind's module
+    of that layer by name: it counts as importing every kind's ``judge`` module."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "part"
+        and len(node.args) == 2
+        and isinstance(node.args[1], ast.Constant)
+    ):
+        return []
+    suffix = f".{node.args[1].value}"
+    return [m for m in modules if m.startswith("pytest_torchperf.kinds.") and m.endswith(suffix)]
 
 
 def layer(module: str) -> str | None:
@@ -145,6 +161,22 @@ def module_level_imports(path: Path) -> set[str]:
 
 def test_layers_import_only_downwards() -> None:
     assert upward_imports(import_graph(PACKAGE)) == []
+
+
+def test_every_module_of_a_kind_names_its_layer() -> None:
+    """A kind's module whose name starts with no layer would escape the layer check."""
+    unnamed = [
+        name
+        for path in (PACKAGE / "kinds").rglob("*.py")
+        if layer(name := module_name(path, PACKAGE)) is None
+    ]
+    assert unnamed == []
+
+
+def test_a_kinds_part_counts_as_an_import_of_that_layer() -> None:
+    graph = import_graph(PACKAGE)
+    assert "pytest_torchperf.kinds.instructions.judge" in graph["pytest_torchperf.judge.kinds"]
+    assert "pytest_torchperf.kinds.ab.run" in graph["pytest_torchperf.run.kinds"]
 
 
 def test_no_module_imports_itself_through_others() -> None:

@@ -1,0 +1,59 @@
+"""The ``instructions`` kind's run part: chosen in a ``--torchperf-instructions`` run for every
+measurement counted (not opted out with ``instructions=False``); filed under the instruction
+environment, with its count attached to the Result; CPU only. Pytest-free."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_torchperf.kinds.instructions.run_counting import attach_count, instruction_environment
+from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.state import Measured, TestState
+
+
+class CountKeeping(Keeping):
+    """Instruction counts: filed under the instruction environment (Valgrind version and the
+    capability counted under); time is not stored, so its guards refuse nothing."""
+
+    guards_time = False
+
+    def environment(
+        self, ctx: RunContext, env_id: str, environment: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        return instruction_environment(environment, ctx.counted_with)
+
+    def attach(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        m: Measured,
+        result: Result,
+        comparing: bool,
+        saving: bool,
+    ) -> Unsaved | None:
+        return attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
+
+
+def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
+    return ctx.counts_instructions(options, gate) and ctx.settings.instructions
+
+
+def _unmeasurable(device: str, label: str) -> str | None:
+    """Instruction counts are CPU-only: a measurement on another device is skipped, saying so
+    (``--torchperf-fallback instructions`` times it, judged on time alone)."""
+    if device.startswith("cpu"):
+        return None
+    return (
+        f"{label}: not measured: --torchperf-instructions counts CPU instructions under "
+        f"Valgrind, and this measurement runs on {device}. Measure it in a run without "
+        f"--torchperf-instructions, or mark it @pytest.mark.torchperf(instructions=False) "
+        f"to time it in this run"
+    )
+
+
+RUN = KindRun(CountKeeping(), _chosen, unmeasurable=_unmeasurable)

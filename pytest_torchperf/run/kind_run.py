@@ -1,0 +1,68 @@
+"""What a measurement kind's run part gives (``RUN`` in each ``kinds/<kind>/run.py``): a
+:class:`KindRun`, with its :class:`Keeping`. Which kind a measurement is, found through these,
+is :mod:`pytest_torchperf.run.kinds`. Pytest-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_torchperf.judge.samples import Sample
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.state import Measured, TestState
+
+#: Why a measurement is not saved: (short reason for the results, warning or "").
+Unsaved = tuple[str, str]
+
+
+class Keeping:
+    """What a kind keeps by default (time, A/B pairs, the GPU kernel time, which rides in the
+    timing session): filed under the timing environment, its save guarded by the timing guards;
+    nothing is added."""
+
+    #: The save is refused when the pass was disturbed (calibration, neighbours, spread).
+    guards_time = True
+
+    def environment(
+        self, ctx: RunContext, env_id: str, environment: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        return env_id, environment
+
+    def attach(
+        self,
+        ctx: RunContext,
+        state: TestState,
+        m: Measured,
+        result: Result,
+        comparing: bool,
+        saving: bool,
+    ) -> Unsaved | None:
+        """Add what this kind measured besides time to ``result``; returns why it must not be
+        saved, or None."""
+        return None
+
+
+#: Whether a kind is chosen for a measurement: ``(ctx, options, device, gate)``, where ``gate``
+#: says the measurement is judged at all (a fixture's helper call is measured, never gated).
+Chooser = Callable[["RunContext", "MeasureOptions", str, bool], bool]
+#: What a kind measures beside the timed pass, after the first one and never during it, as the
+#: session keys that hold it (the GPU kernel time: ``kernels``, or ``unprofiled`` saying why not).
+Beside = Callable[["Measurer", "Sample"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class KindRun:
+    """A measurement kind's run part."""
+
+    keeping: Keeping
+    chosen: Chooser
+    beside: Beside | None = None
+    #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
+    #: the test is skipped with it.
+    unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -1,0 +1,87 @@
+"""A measurement kind's run part (:class:`KindRun`, what each ``kinds/<kind>/run.py`` gives as
+``RUN``): when the kind is chosen for a measurement, what it measures beside the timed pass,
+where its sessions are filed, whether the time guards refuse its save, and what it adds to the
+Result or why it must not be saved (:class:`Keeping`). Which kind a measurement is, and the gate
+it is judged under, are decided here once (:func:`kind_name`, :func:`gate_of`), by asking the
+kinds in the registry's order (:mod:`pytest_torchperf.kinds`); the pipeline asks the kind's run
+part and never the run mode. Its judging part is :mod:`pytest_torchperf.judge.kinds`.
+Pytest-free.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+from pytest_torchperf.judge.inputs import Gate
+from pytest_torchperf.kinds import part, spec_named, specs
+from pytest_torchperf.run.kind_run import Keeping, KindRun
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.state import Measured
+
+
+@cache
+def run_part(name: str) -> KindRun:
+    """The run part of the kind called ``name``."""
+    module = part(spec_named(name), "run")
+    if module is None:
+        raise ValueError(f"measurement kind {name!r} has no run part: it cannot be measured")
+    run: KindRun = module.RUN
+    return run
+
+
+def kind_name(ctx: RunContext, options: MeasureOptions, device: str, gate: bool = True) -> str:
+    """The kind a measurement is judged as: the first in the registry's order whose run part
+    chooses it, from the run's settings, the measurement's options and its device."""
+    for spec in specs():
+        if run_part(spec.name).chosen(ctx, options, device, gate):
+            return spec.name
+    raise ValueError("no measurement kind chose this measurement (the time kind chooses any)")
+
+
+def keeping_of(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> Keeping:
+    """What a measurement keeps: its kind's."""
+    return run_part(kind_name(ctx, options, device, gate)).keeping
+
+
+def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
+    """The gate a measurement runs under (stored with its session for ``torchperf compare``)."""
+    return Gate(
+        max_slowdown=options.max_slowdown,
+        min_cpu_share=options.min_cpu_share,
+        max_spread=options.max_spread,
+        max_neighbour_load=options.max_neighbour_load,
+        max_machine_slowdown=options.max_machine_slowdown,
+        min_gpu_clock=options.min_gpu_clock,
+        max_widening=options.max_widening,
+        max_kernel_slowdown=options.max_kernel_slowdown,
+        strict=options.strict,
+        ignore_counters=tuple(options.ignore_counters),
+        confirm=ctx.settings.confirm if ctx.fresh_runs else "same",
+        saving=ctx.settings.save,
+        kind=kind_name(ctx, options, device),
+        max_instruction_increase=options.max_instruction_increase,
+        ab=ctx.ab_data.against if ctx.ab_data is not None else "",
+    )
+
+
+def check_measurable(
+    ctx: RunContext, options: MeasureOptions, device: str, label: str, gate: bool = True
+) -> None:
+    """Skip a measurement its kind cannot take on ``device`` (an instruction count on a GPU),
+    saying why (:attr:`KindRun.unmeasurable`)."""
+    from pytest_torchperf.run.state import MeasurementSkipped
+
+    why = run_part(kind_name(ctx, options, "cpu", gate)).unmeasurable(device, label)
+    if why:
+        raise MeasurementSkipped(why)
+
+
+def measure_beside(ctx: RunContext, m: Measured) -> None:
+    """What the measurement's kind measures beside its first timed pass, into ``m.beside``."""
+    beside = run_part(kind_name(ctx, m.options, m.measurer.device, m.gate)).beside
+    if beside is not None:
+        m.beside = beside(m.measurer, m.first)
