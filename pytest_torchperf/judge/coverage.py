@@ -24,7 +24,10 @@ from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import guard_kind
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
-#: The timing gates, by the verdict basis that judged them.
+#: The gates every kind shares; any other a comparison gated is a performance figure: its
+#: verdict's basis (a kind another plugin adds judges on a basis of its own, named as such).
+SHARED_GATES = ("counters", "numerics", "speedup")
+#: The built-in performance figures' names, by the verdict basis that judged them.
 TIMING_BASES = {
     "time": "time",
     "instructions": "instructions",
@@ -126,7 +129,7 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
     if record.get("untimed"):  # a compare that also saved stored it without timing
         _count_untimed(cov, record)
     gated = record.get("gated") or ()
-    basis = next((b for b in gated if b in TIMING_BASES), None)
+    basis = next((b for b in gated if b not in SHARED_GATES), None)
     name = record.get("name")
     if basis:
         cov.timed[basis] += 1
@@ -249,7 +252,7 @@ def named(names: Sequence[str], most: int = 4) -> str:
 def coverage_line(cov: Coverage) -> str:
     """One line: how many measurements each gate judged (or a save stored), and why not more."""
     n = cov.measurements
-    timed = " + ".join(f"{count} on {TIMING_BASES[b]}" for b, count in cov.timed.items())
+    timed = " + ".join(f"{count} on {TIMING_BASES.get(b, b)}" for b, count in cov.timed.items())
     if cov.mode == "compare":
         line = (
             f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "

@@ -6,14 +6,11 @@ given and returns is :mod:`pytest_torchperf.judge.kind_protocol`. Pure.
 
 from __future__ import annotations
 
-from functools import cache
-
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.kind_protocol import Kind
 from pytest_torchperf.kinds import part, spec_named
 
 
-@cache
 def judging(name: str) -> Kind:
     """The ``judge`` part of the kind called ``name``."""
     module = part(spec_named(name), "judge")

@@ -25,7 +25,16 @@ from types import ModuleType
 
 from pytest_torchperf.kinds.spec import KindSpec
 
-__all__ = ["PACKAGES", "KindSpec", "names", "part", "register", "spec_named", "specs"]
+__all__ = [
+    "PACKAGES",
+    "KindSpec",
+    "forget_added",
+    "names",
+    "part",
+    "register",
+    "spec_named",
+    "specs",
+]
 
 #: The built-in kinds' packages, in the order a measurement's kind is chosen: the first whose
 #: ``run`` part says it is chosen (:func:`pytest_torchperf.run.kinds.run_part`) is the kind.
@@ -79,6 +88,12 @@ def register(spec: KindSpec) -> None:
     if spec.name in names():
         raise ValueError(f"measurement kind {spec.name!r} is registered already")
     _added.append(spec)
+
+
+def forget_added() -> None:
+    """Forget the kinds other plugins registered (a new pytest run in the same process, such as
+    an in-process ``pytester`` run, registers its own)."""
+    _added.clear()
 
 
 def part(spec: KindSpec, layer: str) -> ModuleType | None:

@@ -48,6 +48,24 @@ def attach_environment_hook(config: pytest.Config, ctx: RunContext) -> None:
     ctx.extra_fingerprint = extra
 
 
+def register_kinds(config: pytest.Config) -> None:
+    """Register the measurement kinds ``pytest_torchperf_kinds`` implementations add."""
+    from pytest_torchperf.kinds import KindSpec, forget_added, register
+
+    forget_added()
+    for added in config.hook.pytest_torchperf_kinds(config=config):
+        for spec in added or ():
+            if not isinstance(spec, KindSpec):
+                raise pytest.UsageError(
+                    f"torchperf: a pytest_torchperf_kinds hook returned {spec!r}: it must return "
+                    f"pytest_torchperf.kinds.KindSpec objects (or None)"
+                )
+            try:
+                register(spec)
+            except ValueError as exc:
+                raise pytest.UsageError(f"torchperf: pytest_torchperf_kinds: {exc}") from None
+
+
 def report_lines(config: pytest.Config, records: list[dict[str, Any]]) -> list[str]:
     """The lines ``pytest_torchperf_report`` implementations add to the terminal summary."""
     lines: list[str] = []

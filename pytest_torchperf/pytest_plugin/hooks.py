@@ -84,6 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "itself is timed.",
     )
     plugin_options.check_rootdir(config)
+    extensions.register_kinds(config)
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     xdist_runs.configure(config)

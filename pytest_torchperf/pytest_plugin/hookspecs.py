@@ -4,6 +4,7 @@ docs/fixtures-and-api.md, "Hooks for other plugins"."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -39,4 +40,16 @@ def pytest_torchperf_report(
     """Extra report output at the end of the run, from every measurement's record: return lines
     to print at the end of the ``torchperf`` terminal summary (or None), or write files of your
     own. Not called in child processes; under pytest-xdist once, in the controller.
+    """
+
+
+def pytest_torchperf_kinds(config: pytest.Config) -> Sequence[Any] | None:
+    """Measurement kinds this plugin adds: a sequence of
+    :class:`pytest_torchperf.kinds.KindSpec` (or None). Each names the package that holds its
+    parts: ``<package>.judge`` with ``KIND`` (the :class:`pytest_torchperf.judge.kind_protocol.Kind`
+    protocol), ``<package>.run`` with ``RUN`` (a :class:`pytest_torchperf.run.kind_run.KindRun`:
+    when it is chosen, what it keeps) and, if it starts child processes, ``<package>.plugin``
+    with ``SCHEDULES``. A plugin's kinds are asked before the built-in ones whether they take a
+    measurement. Called once, at configure time; a plugin adds its own options itself
+    (``pytest_addoption``).
     """

@@ -39,11 +39,8 @@ def _kinds_schedules() -> tuple[Schedule, ...]:
     return tuple(found)
 
 
-#: The kinds' own schedules first (A/B pairs: the controller times nothing else; counting: its
-#: processes take every core and are done before anything is timed), then the fresh processes
-#: every timed kind uses.
-SCHEDULES: tuple[Schedule, ...] = (
-    *_kinds_schedules(),
+#: The fresh processes every timed kind uses.
+FRESH_PROCESSES: tuple[Schedule, ...] = (
     Schedule(
         "fresh processes of an xdist save",
         used=lambda settings, config: xdist_runs.runs_children(config),
@@ -58,19 +55,27 @@ SCHEDULES: tuple[Schedule, ...] = (
 )
 
 
+def schedules() -> tuple[Schedule, ...]:
+    """Every schedule, in the order a controller runs them: the kinds' own first (A/B pairs:
+    the controller times nothing else; counting: its processes take every core and are done
+    before anything is timed), then the fresh processes. Asked after configure, so kinds other
+    plugins registered are in it."""
+    return (*_kinds_schedules(), *FRESH_PROCESSES)
+
+
 def configure(config: pytest.Config, settings: RunSettings) -> None:
     """A child process: set up for every schedule that started it."""
     if not settings.child:
         return
     child_runs.configure_child(config)
-    for schedule in SCHEDULES:
+    for schedule in schedules():
         if schedule.used(settings, config):
             schedule.configure_child(config)
 
 
 def run_children(session: pytest.Session, settings: RunSettings) -> None:
     """The controller: run each schedule it uses, in the table's order, before the test loop."""
-    for schedule in SCHEDULES:
+    for schedule in schedules():
         if schedule.used(settings, session.config):
             schedule.run(session)
             if schedule.alone:

@@ -10,7 +10,6 @@ Pytest-free.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.judge.inputs import Gate
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from pytest_torchperf.run.state import Measured
 
 
-@cache
 def run_part(name: str) -> KindRun:
     """The run part of the kind called ``name``."""
     module = part(spec_named(name), "run")

@@ -62,3 +62,82 @@ def test_a_hook_that_returns_a_plugin_field_names_the_problem(perf: pytest.Pytes
     result.stdout.fnmatch_lines(
         ["*a pytest_torchperf_environment hook returned the field 'torch': fields must be*"]
     )
+
+
+#: A measurement kind another plugin adds (pytest_torchperf_kinds): an absolute time budget,
+#: judged without a baseline. Its package holds its declaration, judge part and run part.
+BUDGET_KIND = {
+    "budget_kind/__init__.py": """
+from pytest_torchperf.kinds import KindSpec
+
+SPEC = KindSpec(name="budget", package=__name__, summary="p25 within a fixed budget")
+""",
+    "budget_kind/judge.py": """
+import os
+
+from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.kind_protocol import NoExtraChecks
+from pytest_torchperf.judge.verdict import Judgement, Verdict
+
+
+class BudgetKind(NoExtraChecks):
+    name = "budget"
+    save = ""
+    judges_timed_speedups = False
+    needs_baseline = False
+
+    def judge(self, candidate, sessions, gate, remeasure, confirm):
+        budget = float(os.environ["BUDGET_S"])
+        p25 = candidate.first.summary.p25
+        outcome = Outcome.PASS if p25 <= budget else Outcome.FAIL
+        verdict = Verdict(
+            outcome, f"{candidate.label}: p25 {p25:.3g} s against a budget of {budget:g} s",
+            basis="budget",
+        )
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+
+KIND = BudgetKind()
+""",
+    "budget_kind/run.py": """
+from pytest_torchperf.run.kind_run import Keeping, KindRun
+
+RUN = KindRun(Keeping(), lambda ctx, options, device, gate: gate)
+""",
+}
+
+
+def test_a_plugin_adds_a_measurement_kind_of_its_own(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a kind takes its package and a hook: no file of this plugin changes. It is chosen
+    (before the built-in kinds), judges the measurement, and the run, the results file and the
+    exit status follow its verdict."""
+    for path, text in BUDGET_KIND.items():
+        (perf.path / path).parent.mkdir(exist_ok=True)
+        (perf.path / path).write_text(text)
+    perf.syspathinsert()
+    perf.makeconftest(
+        "from budget_kind import SPEC\n\ndef pytest_torchperf_kinds(config):\n    return [SPEC]\n"
+    )
+    perf.makepyfile(TEST)
+    monkeypatch.setenv("BUDGET_S", "10")
+    ok = perf.runpytest("--torchperf-compare", "--torchperf-json=r.json")
+    ok.assert_outcomes(passed=1)
+    ok.stdout.fnmatch_lines(["*timing judged for 1 of 1 (1 on budget)*"])
+    (record,) = json.loads((perf.path / "r.json").read_text())["benchmarks"]
+    torchperf = record["torchperf"]
+    assert torchperf["session"]["gate"]["kind"] == "budget"
+    assert "against a budget of 10 s" in torchperf["verdict"]["message"]
+    monkeypatch.setenv("BUDGET_S", "1e-12")
+    over = perf.runpytest("--torchperf-compare")
+    over.assert_outcomes(failed=1)
+    over.stdout.fnmatch_lines(["*lin: p25 * s against a budget of 1e-12 s*"])
+
+
+def test_a_kind_hook_that_returns_no_spec_names_the_problem(perf: pytest.Pytester) -> None:
+    perf.makeconftest("def pytest_torchperf_kinds(config):\n    return ['budget']\n")
+    perf.makepyfile(TEST)
+    result = perf.runpytest()
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*pytest_torchperf_kinds hook returned 'budget'*KindSpec*"])
