@@ -20,6 +20,7 @@ from pytest_torchperf.judge.samples import (
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
 from pytest_torchperf.kinds import names as kind_names
+from pytest_torchperf.kinds import specs
 from pytest_torchperf.kinds.instructions.judge_counts import DEFAULT_MAX_INCREASE
 from pytest_torchperf.kinds.kernels.judge_times import DEFAULT_KERNEL_LIMIT
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
@@ -144,25 +145,10 @@ class Candidate:
     run_failures: Sequence[str] = ()
     #: Name of the calibration kernel timed alongside (only sessions of the same kernel compare).
     calibration_kernel: str | None = None
-    #: Instruction-count runs: this measurement's count (``InstructionCount.to_record()``), or
-    #: None with ``uncounted`` saying why there is none.
-    instructions: Mapping[str, Any] | None = None
-    uncounted: str | None = None
-    #: What counted ``instructions`` (Valgrind version, the CPU capability torch dispatched to
-    #: under it, the math libraries' kernel caps): a count stored in a timing session is a
-    #: baseline only for a count taken the same way (``time-or-instructions``).
-    counted_with: Mapping[str, Any] | None = None
-    #: A/B runs: each process pair's block times of both sides (``PairResult.to_record()``), and
-    #: ``"A"``/``"B"`` when only that side has this measurement.
-    ab_pairs: Sequence[Mapping[str, Any]] = ()
-    one_sided: str | None = None
-    #: A/B runs, variants: each pair's (side A, side B) median speedup vs eager.
-    ab_speedups: Sequence[tuple[float, float]] = ()
-    #: ``time-and-kernels``: the GPU kernel time of the call
-    #: (:meth:`pytest_torchperf.kinds.kernels.measure.KernelTimes.to_record`), or None with
-    #: ``unprofiled`` saying why there is none.
-    kernels: Mapping[str, Any] | None = None
-    unprofiled: str | None = None
+    #: The measurement kinds' own data, by the record and session keys each kind declares
+    #: (:attr:`pytest_torchperf.kinds.KindSpec.record_keys`, ``session_keys``): an instruction
+    #: count, A/B process pairs, GPU kernel times. Only the kind reads its own.
+    sections: Mapping[str, Any] = field(default_factory=dict)
     #: A variant whose eager fp32 reference is degenerate (all zero, constant, non-finite):
     #: what makes it so. Its numerics then prove nothing and are not counted as gated.
     degenerate_reference: str | None = None
@@ -182,16 +168,17 @@ class Candidate:
         return [gate for gate, on in (("counters", counters), ("numerics", numerics)) if on]
 
     @classmethod
-    def from_record(
-        cls, first: Sample, record: Mapping[str, Any], *, uncounted: str | None = None
-    ) -> Candidate:
+    def from_record(cls, first: Sample, record: Mapping[str, Any]) -> Candidate:
         """The candidate of a measurement record (:class:`~pytest_torchperf.store.records.
         MeasurementRecord` keys): what its ``session`` would store (counters, variant facts,
-        the calibration kernel, what counted it) and what the run found besides (its
-        instruction count, failures, A/B pairs). The one conversion from a record, for a live
+        the calibration kernel) and what the run found besides (failures), and the kinds' own
+        data (:attr:`sections`: an instruction count, A/B pairs). The one conversion from a record, for a live
         measurement (the pipeline assembles the keys it has) and a replayed one alike."""
         session = record.get("session") or {}
-        ab = record.get("ab") or {}
+        sections = {
+            **{k: record[k] for spec in specs() for k in spec.record_keys if k in record},
+            **{k: session[k] for spec in specs() for k in spec.session_keys if k in session},
+        }
         return cls(
             record["name"],
             first,
@@ -205,14 +192,7 @@ class Candidate:
                 list(record.get("run_failures") or ()), record.get("run_failure_kinds")
             ),
             calibration_kernel=session.get("calibration_kernel"),
-            instructions=record.get("instructions"),
-            uncounted=uncounted,
-            counted_with=session.get("counted_with"),
-            ab_pairs=ab.get("pairs") or (),
-            one_sided=ab.get("one_sided"),
-            ab_speedups=[(float(a), float(b)) for a, b in ab.get("speedups") or ()],
-            kernels=session.get("kernels"),
-            unprofiled=session.get("unprofiled"),
+            sections=sections,
             degenerate_reference=degenerate_reference(record.get("accuracy") or {})
             if session.get("variant", "eager") != "eager"
             else None,

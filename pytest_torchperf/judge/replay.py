@@ -69,7 +69,7 @@ def replay(
         # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
         return later.pop(0) if later and later[0].fresh else None
 
-    candidate = Candidate.from_record(samples[0], record, uncounted="no count was recorded for it")
+    candidate = Candidate.from_record(samples[0], record)
     where = Where()
     if store is not None and record.get("environment_id"):
         env_id = record["environment_id"]

@@ -22,6 +22,11 @@ class KindSpec:
     summary: str
     #: The layers it has a part in (a kind without child processes has no ``plugin`` part).
     parts: tuple[str, ...] = ("judge", "run")
+    #: The keys of a measurement's record that hold its own data (``ab``: the process pairs),
+    #: and those of the session a save would store (``kernels``): what the engine's candidate
+    #: carries for it (:attr:`pytest_torchperf.judge.inputs.Candidate.sections`).
+    record_keys: tuple[str, ...] = ()
+    session_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

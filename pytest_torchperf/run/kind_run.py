@@ -63,6 +63,11 @@ class KindRun:
     keeping: Keeping
     chosen: Chooser
     beside: Beside | None = None
+    #: The kind's own data on the measurement's record before it is judged, as the keys
+    #: :attr:`pytest_torchperf.kinds.KindSpec.record_keys` names (under ``session``: those of
+    #: ``session_keys``): the engine's candidate is built from the record, as a replay of the
+    #: results file builds it (:meth:`pytest_torchperf.judge.inputs.Candidate.from_record`).
+    record_fields: Callable[[RunContext, Measured], dict[str, Any]] = lambda ctx, m: {}
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -10,7 +10,7 @@ Pytest-free.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.kinds import part, spec_named, specs
@@ -76,6 +76,14 @@ def check_measurable(
     why = run_part(kind_name(ctx, options, "cpu", gate)).unmeasurable(device, label)
     if why:
         raise MeasurementSkipped(why)
+
+
+def kind_fields(ctx: RunContext, m: Measured) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The measurement kind's own keys of the measurement's record, and of its session."""
+    fields = dict(
+        run_part(kind_name(ctx, m.options, m.measurer.device, m.gate)).record_fields(ctx, m)
+    )
+    return fields, dict(fields.pop("session", None) or {})
 
 
 def measure_beside(ctx: RunContext, m: Measured) -> None:

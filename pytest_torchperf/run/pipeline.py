@@ -25,7 +25,13 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.kinds import check_measurable, gate_of, keeping_of, measure_beside
+from pytest_torchperf.run.kinds import (
+    check_measurable,
+    gate_of,
+    keeping_of,
+    kind_fields,
+    measure_beside,
+)
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.roles import Request, role_of
 from pytest_torchperf.run.saving import (
@@ -235,6 +241,7 @@ def _compare(
     run_failures = list(extra.failures) if extra else []
     # The keys of the measurement's record the engine reads (the session a save would store,
     # the run's own findings), converted as a replay converts them.
+    own, own_session = kind_fields(ctx, m)
     candidate = Candidate.from_record(
         first,
         {
@@ -249,16 +256,14 @@ def _compare(
                 if extra
                 else None,
                 "calibration_kernel": CALIBRATION_KERNEL if first.calibration else None,
-                "counted_with": ctx.counted_with or None,
                 **m.beside,
+                **own_session,
             },
             "accuracy": extra.accuracy if extra else None,
             "run_failures": run_failures,
             "run_failure_kinds": kinds_of(run_failures),
-            "instructions": ctx.instruction_counts.get((m.nodeid, m.name)),
-            **role.record_fields(ctx, m.nodeid, m.name),
+            **own,
         },
-        uncounted=ctx.instruction_problems.get(m.nodeid),
     )
     where = Where(
         env_id,

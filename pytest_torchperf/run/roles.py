@@ -94,12 +94,6 @@ class Role:
         """The sessions a measurement is judged against: the stored ones of its environment."""
         return list(ctx.store.load_sessions(env_id, nodeid, name))
 
-    def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
-        """What this role adds to a measurement's record before it is judged (the engine's
-        candidate is built from the record: :meth:`~pytest_torchperf.judge.inputs.Candidate.
-        from_record`)."""
-        return {}
-
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
@@ -289,15 +283,6 @@ class ABController(Role):
         assert ctx.ab_data is not None
         paired = ctx.ab_data.measured.get((nodeid, name))
         return list(paired.a_sessions) if paired is not None else []
-
-    def record_fields(self, ctx: RunContext, nodeid: str, name: str) -> dict[str, Any]:
-        """The process pairs behind the verdict (the ``ab`` kind judges them), as the results
-        file keeps them."""
-        from pytest_torchperf.kinds.ab.run_data import ab_record
-
-        assert ctx.ab_data is not None
-        ab = ab_record(ctx.ab_data, (nodeid, name))
-        return {} if ab is None else {"ab": ab}
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result

@@ -291,7 +291,7 @@ def _candidate(change: float, counters: dict | None = None, **extra: object) -> 
         "mlp",
         Sample(summarize(times), None, times),
         counters,
-        ab_pairs=pairs,
+        sections={"ab": {"pairs": pairs}},
         **extra,  # type: ignore[arg-type]
     )
 
@@ -323,7 +323,9 @@ def test_engine_checks_counters_and_fingerprints_against_side_a() -> None:
 def test_one_sided_measurement_does_not_fail_in_strict_mode() -> None:
     gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)", strict=True)
     times = A_TIMES
-    candidate = Candidate("x", Sample(summarize(times), None, times), one_sided="B")
+    candidate = Candidate(
+        "x", Sample(summarize(times), None, times), sections={"ab": {"one_sided": "B"}}
+    )
     comparison = compare(candidate, [], gate, remeasure=_never)
     assert comparison.verdict.outcome is Outcome.NEW
     assert comparison.outcome == "new" and not comparison.failures
@@ -380,7 +382,12 @@ def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
         base,
         variant="amp",
         speedup={"median": 0.77, "p25": 0.75, "p75": 0.79, "n": 9},
-        ab_speedups=[(1.25, 0.77), (1.25, 1.24), (1.24, 1.25)],
+        sections={
+            "ab": {
+                **base.sections["ab"],
+                "speedups": [(1.25, 0.77), (1.25, 1.24), (1.24, 1.25)],
+            }
+        },
     )
     comparison = compare(lucky, sessions, gate, remeasure=_never)
     assert not comparison.failures, comparison.failures

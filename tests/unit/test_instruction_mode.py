@@ -62,7 +62,7 @@ def test_the_engine_gates_instructions_and_ignores_a_far_slower_time() -> None:
         "mlp",
         _sample(5.0),
         {"ops": {"aten::addmm": 2}},
-        instructions=_count(2_060_000.0, _PyEval_EvalFrameDefault=110_000.0),
+        sections={"instructions": _count(2_060_000.0, _PyEval_EvalFrameDefault=110_000.0)},
     )
     result = compare(candidate, [_session(_count(2_000_000.0))], GATE, remeasure=_no_remeasure)
     assert result.outcome == "fail" and result.label == "FAIL (instructions)"
@@ -80,19 +80,19 @@ def test_the_engine_gates_instructions_and_ignores_a_far_slower_time() -> None:
 def test_below_the_noise_floor_a_small_target_passes_what_a_large_one_fails() -> None:
     # +1.5 % of 110 k instructions is 1,650 per call: within what processes of the same code
     # differ by; the same share of 2 M is not.
-    small = Candidate("v", _sample(), instructions=_count(111_650.0))
+    small = Candidate("v", _sample(), sections={"instructions": _count(111_650.0)})
     result = compare(small, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure)
     assert result.outcome == "pass"
     assert "limit 1%, at least 4.00 k per call: smaller changes are process-to-process noise" in (
         result.verdict.message
     )
     assert result.verdict.effective_tolerance == pytest.approx(4000 / 110_000)
-    large = Candidate("m", _sample(), instructions=_count(2_030_000.0))
+    large = Candidate("m", _sample(), sections={"instructions": _count(2_030_000.0)})
     assert (
         compare(large, [_session(_count(2_000_000.0))], GATE, remeasure=_no_remeasure).outcome
         == "fail"
     )
-    tiny_jump = Candidate("v", _sample(), instructions=_count(115_000.0))
+    tiny_jump = Candidate("v", _sample(), sections={"instructions": _count(115_000.0)})
     assert (
         compare(tiny_jump, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure).outcome
         == "fail"
@@ -101,14 +101,17 @@ def test_below_the_noise_floor_a_small_target_passes_what_a_large_one_fails() ->
 
 def test_unchanged_counts_pass_on_any_clock_and_counters_still_gate() -> None:
     same = Candidate(
-        "mlp", _sample(0.2), {"ops": {"aten::addmm": 2}}, instructions=_count(200_100.0)
+        "mlp",
+        _sample(0.2),
+        {"ops": {"aten::addmm": 2}},
+        sections={"instructions": _count(200_100.0)},
     )
     assert (
         compare(same, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure).outcome
         == "pass"
     )
     more_ops = Candidate(
-        "mlp", _sample(), {"ops": {"aten::addmm": 3}}, instructions=_count(200_000.0)
+        "mlp", _sample(), {"ops": {"aten::addmm": 3}}, sections={"instructions": _count(200_000.0)}
     )
     result = compare(more_ops, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
     assert result.label == "FAIL (counters)" and result.counter_changes
@@ -116,24 +119,29 @@ def test_unchanged_counts_pass_on_any_clock_and_counters_still_gate() -> None:
 
 def test_the_latest_session_with_a_count_is_the_baseline() -> None:
     sessions = [_session(_count(100_000.0)), _session(_count(200_000.0)), _session(None)]
-    candidate = Candidate("mlp", _sample(), instructions=_count(200_000.0))
+    candidate = Candidate("mlp", _sample(), sections={"instructions": _count(200_000.0)})
     result = compare(candidate, sessions, GATE, remeasure=_no_remeasure)
     assert result.outcome == "pass" and result.verdict.baseline_sessions == 2
 
 
 def test_no_count_fails_with_the_reason_and_no_baseline_is_new() -> None:
-    missing = Candidate("mlp", _sample(), uncounted="the pytest process under Valgrind exited")
+    missing = Candidate(
+        "mlp", _sample(), sections={"uncounted": "the pytest process under Valgrind exited"}
+    )
     result = compare(missing, [_session(_count(1.0))], GATE, remeasure=_no_remeasure)
     assert result.outcome == "fail"
     assert result.verdict.message == (
         "mlp: no instruction count: the pytest process under Valgrind exited"
     )
     new = compare(
-        Candidate("mlp", _sample(), instructions=_count(1e5)), [], GATE, remeasure=_no_remeasure
+        Candidate("mlp", _sample(), sections={"instructions": _count(1e5)}),
+        [],
+        GATE,
+        remeasure=_no_remeasure,
     )
     assert new.outcome == "new"
     strict = compare(
-        Candidate("mlp", _sample(), instructions=_count(1e5)),
+        Candidate("mlp", _sample(), sections={"instructions": _count(1e5)}),
         [],
         Gate(kind="instructions", strict=True),
         remeasure=_no_remeasure,
@@ -142,7 +150,7 @@ def test_no_count_fails_with_the_reason_and_no_baseline_is_new() -> None:
 
 
 def test_windows_that_disagree_are_inconclusive_and_strict_fails_them() -> None:
-    candidate = Candidate("mlp", _sample(), instructions=_count(200_000.0, 201_000.0))
+    candidate = Candidate("mlp", _sample(), sections={"instructions": _count(200_000.0, 201_000.0)})
     loose = compare(candidate, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
     assert loose.outcome == "inconclusive" and loose.warnings[0].startswith("mlp: inconclusive")
     strict = compare(
@@ -161,7 +169,7 @@ def test_a_timed_speedup_is_not_gated_in_an_instruction_run() -> None:
         _sample(),
         variant="compiled",
         speedup={"median": 1.0, "p25": 0.95, "p75": 1.05, "n": 9},
-        instructions=_count(1e5),
+        sections={"instructions": _count(1e5)},
     )
     assert compare(candidate, sessions, GATE, remeasure=_no_remeasure).outcome == "pass"
     timed = compare(candidate, sessions, Gate(), remeasure=lambda: _sample())
@@ -327,7 +335,7 @@ def test_a_missing_count_is_explained_by_other_instruction_environments_only() -
         ".torchperf",
         others=lambda: [timing_env],
     )
-    candidate = Candidate("mlp", _sample(), instructions=_count(2e6))
+    candidate = Candidate("mlp", _sample(), sections={"instructions": _count(2e6)})
     lone = compare(
         candidate, [], Gate(kind="instructions", strict=True), remeasure=_no_remeasure, where=where
     )

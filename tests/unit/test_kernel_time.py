@@ -236,7 +236,7 @@ GPU_SESSIONS = [
 
 def candidate(gemm: float, **extra: float) -> Candidate:
     kernels = summarize_sessions([profile(gemm, **extra)] * 3, calls=4, wall=300 * US)
-    return Candidate("resnet", wall(), kernels=kernels.to_record())
+    return Candidate("resnet", wall(), sections={"kernels": kernels.to_record()})
 
 
 def never() -> Sample:
@@ -272,7 +272,7 @@ def test_unchanged_kernels_pass_and_the_verdict_says_so_and_that_it_is_launch_bo
 
 
 def test_a_measurement_without_kernel_time_says_why() -> None:
-    bare = Candidate("resnet", wall(), unprofiled="the profiler saw no GPU activity")
+    bare = Candidate("resnet", wall(), sections={"unprofiled": "the profiler saw no GPU activity"})
     result = compare(bare, GPU_SESSIONS, GPU, remeasure=never)
     assert "GPU kernel time not measured: the profiler saw no GPU activity" in result.verdict.notes
     assert "kernels" not in result.gated

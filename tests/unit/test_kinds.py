@@ -39,9 +39,11 @@ def _busy_candidate(per_call: float | None, counted_with: dict | None = None) ->
     return Candidate(
         "mlp",
         _sample(1.0, cpu_share=0.3),
-        instructions=None if per_call is None else _count(per_call),
-        uncounted="its counting process was killed",
-        counted_with=WITH if counted_with is None else counted_with,
+        sections={
+            "instructions": None if per_call is None else _count(per_call),
+            "uncounted": "its counting process was killed",
+            "counted_with": WITH if counted_with is None else counted_with,
+        },
     )
 
 
@@ -66,7 +68,9 @@ def test_inconclusive_timing_is_judged_by_the_stored_count_and_says_so() -> None
 
 def test_timing_that_decides_is_the_verdict_whatever_the_count() -> None:
     sessions = [_session(_count(2_000_000.0)) for _ in range(3)]
-    candidate = Candidate("mlp", _sample(), instructions=_count(3_000_000.0), counted_with=WITH)
+    candidate = Candidate(
+        "mlp", _sample(), sections={"instructions": _count(3_000_000.0), "counted_with": WITH}
+    )
     result = compare(candidate, sessions, GATE, remeasure=_sample)
     assert result.outcome == "pass" and result.verdict.basis == "time"
 
@@ -157,7 +161,9 @@ def test_a_slowdown_seen_on_a_trusted_pass_is_never_passed_by_an_unchanged_count
     sessions = [{**_session(_count(2_000_000.0)), "run_id": "r"} for _ in range(3)]
 
     def candidate(per_call: float) -> Candidate:
-        return Candidate("mlp", _sample(1.3), instructions=_count(per_call), counted_with=WITH)
+        return Candidate(
+            "mlp", _sample(1.3), sections={"instructions": _count(per_call), "counted_with": WITH}
+        )
 
     def disturbed() -> Sample:
         return _sample(1.3, cpu_share=0.3)

@@ -51,11 +51,16 @@ def test_the_ab_controller_judges_against_side_a_measured_now() -> None:
     controller = ABController()
     assert controller.baseline(ctx, "t.py::a", "m", "env") == [{"statistic": 1.0}]
     assert controller.baseline(ctx, "t.py::b", "m", "env") == []
-    fields = controller.record_fields(ctx, "t.py::a", "m")
-    assert fields["ab"]["one_sided"] == "B" and fields["ab"]["against"] == "main"
-    assert controller.record_fields(ctx, "t.py::b", "m") == {}
-    # The engine reads the pairs from the record, as a replay of the results file does.
+    # The ab kind's run part puts the pairs on the record (its own section).
     from pytest_torchperf.judge.inputs import Candidate
+    from pytest_torchperf.kinds.ab.judge import PairsData
+    from pytest_torchperf.run.kinds import run_part
 
+    record_fields = run_part("ab").record_fields
+    fields = record_fields(ctx, SimpleNamespace(nodeid="t.py::a", name="m"))  # type: ignore[arg-type]
+    assert fields["ab"]["one_sided"] == "B" and fields["ab"]["against"] == "main"
+    assert record_fields(ctx, SimpleNamespace(nodeid="t.py::b", name="m")) == {}  # type: ignore[arg-type]
+    # The engine reads the pairs from the record, as a replay of the results file does.
     candidate = Candidate.from_record(object(), {"name": "m", **fields})  # type: ignore[arg-type]
-    assert candidate.one_sided == "B" and candidate.ab_speedups == [(1.5, 1.25)]
+    data = PairsData.of(candidate)
+    assert data.one_sided == "B" and data.speedups == [(1.5, 1.25)]

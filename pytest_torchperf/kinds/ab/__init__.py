@@ -18,5 +18,6 @@ SPEC = KindSpec(
     name="ab",
     package=__name__,
     summary="side B's paired interval over process pairs against side A, both measured now",
+    record_keys=("ab",),
     parts=("judge", "run", "plugin"),
 )

@@ -6,6 +6,7 @@ speedups. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
@@ -14,6 +15,26 @@ from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, KindChecks, Remeasure
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.kinds.ab.judge_pairs import PairResult, judge_ab, judge_ab_speedup
+
+
+@dataclass(frozen=True)
+class PairsData:
+    """The A/B data a candidate carries (its ``ab`` section): each process pair's block times
+    of both sides (``PairResult.to_record()``), ``"A"``/``"B"`` when only that side has this
+    measurement, and for a variant each pair's (side A, side B) median speedup vs eager."""
+
+    pairs: Sequence[Mapping[str, Any]] = ()
+    one_sided: str | None = None
+    speedups: Sequence[tuple[float, float]] = ()
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> PairsData:
+        ab = candidate.sections.get("ab") or {}
+        return cls(
+            ab.get("pairs") or (),
+            ab.get("one_sided"),
+            [(float(a), float(b)) for a, b in ab.get("speedups") or ()],
+        )
 
 
 class ABKind:
@@ -33,19 +54,19 @@ class ABKind:
         remeasure: Remeasure,
         confirm: Confirm | None,
     ) -> Judgement:
+        data = PairsData.of(candidate)
         verdict = ab_verdict(
-            candidate.label, candidate.ab_pairs, candidate.one_sided, gate.max_slowdown, gate.ab
+            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, gate.ab
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
     def extra_checks(
         self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
     ) -> KindChecks:
-        if not candidate.ab_speedups:
+        speedups = PairsData.of(candidate).speedups
+        if not speedups:
             return KindChecks()
-        failure, warning = judge_ab_speedup(
-            candidate.label, candidate.ab_speedups, gate.max_slowdown, gate.ab
-        )
+        failure, warning = judge_ab_speedup(candidate.label, speedups, gate.max_slowdown, gate.ab)
         return KindChecks(
             [Failure("speedup", failure)] if failure else [], [warning] if warning else []
         )

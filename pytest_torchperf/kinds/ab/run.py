@@ -3,17 +3,27 @@ sides' data is on the context); kept as time is. Pytest-free."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.run.kind_run import Keeping, KindRun
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.state import Measured
 
 
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
     return ctx.ab_data is not None
 
 
-RUN = KindRun(Keeping(), _chosen)
+def _pairs_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:
+    """The process pairs behind the verdict, as the results file keeps them."""
+    from pytest_torchperf.kinds.ab.run_data import ab_record
+
+    assert ctx.ab_data is not None
+    ab = ab_record(ctx.ab_data, (m.nodeid, m.name))
+    return {} if ab is None else {"ab": ab}
+
+
+RUN = KindRun(Keeping(), _chosen, record_fields=_pairs_fields)

@@ -12,5 +12,7 @@ SPEC = KindSpec(
     name="time-or-instructions",
     package=__name__,
     summary="time; the instruction count stored beside it where time cannot decide",
+    record_keys=("instructions", "uncounted"),
+    session_keys=("counted_with",),
     parts=("judge", "run"),
 )

@@ -12,7 +12,7 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, Remeasure
 from pytest_torchperf.judge.verdict import AB_MODE, Judgement, Verdict
-from pytest_torchperf.kinds.instructions.judge import latest_count_verdict
+from pytest_torchperf.kinds.instructions.judge import CountData, latest_count_verdict
 from pytest_torchperf.kinds.time.judge import TimeKind
 
 
@@ -39,11 +39,12 @@ class TimeOrInstructionsKind(TimeKind):
         timing = judgement.verdict
         if not (timing.outcome is Outcome.INCONCLUSIVE or timing.untimed):
             return judgement
+        data = CountData.of(candidate)
         counts = latest_count_verdict(
             candidate.label,
-            candidate.instructions,
-            candidate.uncounted,
-            candidate.counted_with,
+            data.instructions,
+            data.uncounted,
+            data.counted_with,
             sessions,
             gate.max_instruction_increase,
             self.save,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_torchperf.kinds.instructions.run_counting import attach_count
+from pytest_torchperf.kinds.instructions.run_counting import attach_count, count_fields
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 
 if TYPE_CHECKING:
@@ -40,4 +40,4 @@ def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -
     return ctx.counts_instructions(options, gate) and device.startswith("cpu")
 
 
-RUN = KindRun(CountBesideTiming(), _chosen)
+RUN = KindRun(CountBesideTiming(), _chosen, record_fields=count_fields)

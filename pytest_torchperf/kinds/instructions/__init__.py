@@ -22,5 +22,7 @@ SPEC = KindSpec(
     name="instructions",
     package=__name__,
     summary="instructions per call under Valgrind against the latest stored count",
+    record_keys=("instructions", "uncounted"),
+    session_keys=("counted_with",),
     parts=("judge", "run", "plugin"),
 )

@@ -7,6 +7,7 @@ same way, which the ``time-or-instructions`` kind falls back on. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
@@ -15,6 +16,31 @@ from pytest_torchperf.judge.kind_protocol import Confirm, NoExtraChecks, Remeasu
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+
+#: Why a replayed measurement has no count (``torchperf compare``): its record holds none.
+REPLAYED_UNCOUNTED = "no count was recorded for it"
+
+
+@dataclass(frozen=True)
+class CountData:
+    """The instruction count a candidate carries (its ``instructions``, ``uncounted`` and
+    ``counted_with`` sections): the count (``InstructionCount.to_record()``) or None with why
+    there is none, and what counted it (Valgrind version, the CPU capability torch dispatched
+    to under it, the math libraries' kernel caps: a count stored beside a timing is a baseline
+    only for a count taken the same way)."""
+
+    instructions: Mapping[str, Any] | None = None
+    uncounted: str | None = None
+    counted_with: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> CountData:
+        sections = candidate.sections
+        return cls(
+            sections.get("instructions"),
+            sections.get("uncounted", REPLAYED_UNCOUNTED),
+            sections.get("counted_with"),
+        )
 
 
 class InstructionKind(NoExtraChecks):
@@ -34,10 +60,11 @@ class InstructionKind(NoExtraChecks):
         remeasure: Remeasure,
         confirm: Confirm | None,
     ) -> Judgement:
+        data = CountData.of(candidate)
         verdict = instruction_verdict(
             candidate.label,
-            candidate.instructions,
-            candidate.uncounted,
+            data.instructions,
+            data.uncounted,
             sessions,
             gate.max_instruction_increase,
         )

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.kinds.instructions.run_counting import attach_count, instruction_environment
+from pytest_torchperf.kinds.instructions.run_counting import (
+    attach_count,
+    count_fields,
+    instruction_environment,
+)
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 
 if TYPE_CHECKING:
@@ -56,4 +60,4 @@ def _unmeasurable(device: str, label: str) -> str | None:
     )
 
 
-RUN = KindRun(CountKeeping(), _chosen, unmeasurable=_unmeasurable)
+RUN = KindRun(CountKeeping(), _chosen, record_fields=count_fields, unmeasurable=_unmeasurable)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result, VariantExtra
+    from pytest_torchperf.run.state import Measured
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -141,6 +142,16 @@ def instruction_environment(
     device and threads plus the Valgrind version and the capability torch saw under it."""
     exact = {**environment["exact"], **counted_with}
     return f"{INSTRUCTION_ENV_PREFIX}{environment_id(exact)}", {**environment, "exact": exact}
+
+
+def count_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:
+    """A counted measurement's own record keys before it is judged: its count (or why there is
+    none) and, in the session, what counted it."""
+    return {
+        "instructions": ctx.instruction_counts.get((m.nodeid, m.name)),
+        "uncounted": ctx.instruction_problems.get(m.nodeid),
+        "session": {"counted_with": ctx.counted_with or None},
+    }
 
 
 def attach_count(

@@ -14,5 +14,6 @@ SPEC = KindSpec(
     name="time-and-kernels",
     package=__name__,
     summary="time, and the summed device time of the call's GPU kernels beside it",
+    session_keys=("kernels", "unprofiled"),
     parts=("judge", "run"),
 )

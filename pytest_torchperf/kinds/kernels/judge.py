@@ -31,10 +31,12 @@ class TimeAndKernelsKind(TimeKind):
     def extra_checks(
         self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
     ) -> KindChecks:
-        if candidate.kernels is None:
-            why = candidate.unprofiled or "not profiled"
+        # Its own sections: the kernel time of this call, or why there is none.
+        kernels = candidate.sections.get("kernels")
+        if kernels is None:
+            why = candidate.sections.get("unprofiled") or "not profiled"
             return KindChecks(notes=[f"GPU kernel time not measured: {why}"])
-        current = KernelTimes.from_record(candidate.kernels)
+        current = KernelTimes.from_record(kernels)
         stored = [
             KernelTimes.from_record(s["kernels"])
             for s in timed_sessions(sessions)
