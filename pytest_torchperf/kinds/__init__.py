@@ -32,6 +32,7 @@ __all__ = [
     "names",
     "part",
     "register",
+    "result_keys",
     "spec_named",
     "specs",
 ]
@@ -66,6 +67,11 @@ def specs() -> tuple[KindSpec, ...]:
 def names() -> tuple[str, ...]:
     """The kinds' names, as a gate records them."""
     return tuple(spec.name for spec in specs())
+
+
+def result_keys() -> tuple[str, ...]:
+    """Every kind's :attr:`KindSpec.result_keys`, each once, in the registry's order."""
+    return tuple(dict.fromkeys(k for spec in specs() for k in spec.result_keys))
 
 
 def spec_named(name: str) -> KindSpec:

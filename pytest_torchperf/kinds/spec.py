@@ -27,6 +27,10 @@ class KindSpec:
     #: carries for it (:attr:`pytest_torchperf.judge.inputs.Candidate.sections`).
     record_keys: tuple[str, ...] = ()
     session_keys: tuple[str, ...] = ()
+    #: The keys its data adds to a measurement's record once concluded (``instructions``,
+    #: ``instructions_vs_eager``; ``ab``): every record has them, None where no kind set them
+    #: (:attr:`pytest_torchperf.run.result.Result.sections`).
+    result_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

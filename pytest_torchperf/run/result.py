@@ -17,8 +17,8 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import kinds_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
+from pytest_torchperf.kinds import result_keys
 from pytest_torchperf.store.records import (
-    InstructionRecord,
     MeasurementRecord,
     PassRecord,
     SessionRecord,
@@ -95,15 +95,13 @@ class Result:
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None
     summary: Summary | None = field(default=None, repr=False)
-    #: ``--torchperf-instructions``: instructions per call under Valgrind (``per_call``,
-    #: ``windows``, ``functions``: self instructions per call of the top functions).
-    instructions: dict[str, Any] | None = None
-    #: A variant's instructions per call as a multiple of eager's (None for eager).
-    instructions_vs_eager: float | None = None
-    #: A/B runs: side A (``against``), each process pair's block times of both sides
-    #: (``pairs``), side A's session records (``a_sessions``, what the engine checked counters and
-    #: numerics against), the ``interval`` of the change, ``one_sided``.
-    ab: dict[str, Any] | None = None
+    #: What the measurement kinds added, by the record keys each declares
+    #: (:attr:`pytest_torchperf.kinds.KindSpec.result_keys`): an instruction count
+    #: (``instructions``: ``per_call``, ``windows``, ``functions``) and a variant's count as a
+    #: multiple of eager's (``instructions_vs_eager``); an A/B run's ``ab``: side A
+    #: (``against``), each process pair's block times of both sides (``pairs``), side A's
+    #: sessions (``a_sessions``), the ``interval`` of the change, ``one_sided``.
+    sections: dict[str, Any] = field(default_factory=dict)
     #: Failures other than the timing verdict and counters (accuracy, speedup, compile time,
     #: numerics drift), each a full sentence naming the measurement.
     failures: list[str] = field(default_factory=list)
@@ -326,9 +324,7 @@ class Result:
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),
             "explanation": list(self.explanation),
-            "instructions": cast("InstructionRecord | None", self.instructions),
-            "instructions_vs_eager": self.instructions_vs_eager,
-            "ab": self.ab,
+            **{key: self.sections.get(key) for key in result_keys()},  # type: ignore[typeddict-item]
             "gated": list(self.gated),
             **({"graph": self.graph} if self.graph is not None else {}),
         }

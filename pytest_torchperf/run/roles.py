@@ -290,7 +290,7 @@ class ABController(Role):
         from pytest_torchperf.kinds.ab.run_data import ab_record
 
         assert ctx.ab_data is not None
-        result.ab = ab_record(ctx.ab_data, (m.nodeid, m.name))
+        result.sections["ab"] = ab_record(ctx.ab_data, (m.nodeid, m.name))
 
 
 def role_of(ctx: Any) -> Role:

@@ -19,5 +19,6 @@ SPEC = KindSpec(
     package=__name__,
     summary="side B's paired interval over process pairs against side A, both measured now",
     record_keys=("ab",),
+    result_keys=("ab",),
     parts=("judge", "run", "plugin"),
 )

@@ -383,5 +383,5 @@ def removed_result(data: ABData, key: Key) -> Any:
         verdict=replace(verdict, baseline_statistic=summarize(times).p25 if times else None),
         group=latest.get("group"),
         variant_facts=VariantFacts(str(latest.get("variant") or "eager")),
-        ab=ab_record(data, key),
+        sections={"ab": ab_record(data, key)},
     )

@@ -14,5 +14,6 @@ SPEC = KindSpec(
     summary="time; the instruction count stored beside it where time cannot decide",
     record_keys=("instructions", "uncounted"),
     session_keys=("counted_with",),
+    result_keys=("instructions", "instructions_vs_eager"),
     parts=("judge", "run"),
 )

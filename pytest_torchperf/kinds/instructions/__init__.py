@@ -24,5 +24,6 @@ SPEC = KindSpec(
     summary="instructions per call under Valgrind against the latest stored count",
     record_keys=("instructions", "uncounted"),
     session_keys=("counted_with",),
+    result_keys=("instructions", "instructions_vs_eager"),
     parts=("judge", "run", "plugin"),
 )

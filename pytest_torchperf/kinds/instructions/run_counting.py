@@ -184,10 +184,10 @@ def attach_count(
                 Failure("instructions", f"{name}: no instruction count: {problem}")
             )
         return ("no instruction count", "")
-    result.instructions = dict(count)
+    result.sections["instructions"] = dict(count)
     if extra is not None and extra.variant != "eager":
         eager = ctx.instruction_counts.get((nodeid, name.rsplit("[", 1)[0]))
-        result.instructions_vs_eager = vs_eager(count, eager)
+        result.sections["instructions_vs_eager"] = vs_eager(count, eager)
     counted = InstructionCount.from_record(count)
     trusted = repeats(counted)  # a count whose windows disagree is no baseline
     if result.session is not None:
