@@ -19,11 +19,10 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
+from pytest_torchperf.kinds import gate_keys, specs
 from pytest_torchperf.kinds import names as kind_names
-from pytest_torchperf.kinds import specs
-from pytest_torchperf.kinds.instructions.judge_counts import DEFAULT_MAX_INCREASE
-from pytest_torchperf.kinds.kernels.judge_times import DEFAULT_KERNEL_LIMIT
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
+from pytest_torchperf.options.measure_options import MeasureOptions
 
 
 @dataclass(frozen=True)
@@ -46,8 +45,6 @@ class Gate:
     saving: bool = False
     #: The measurement kind (one of :func:`pytest_torchperf.kinds.names`), chosen once from the run's settings.
     kind: str = "time"
-    #: Instruction-count runs: the largest growth of instructions per call that passes.
-    max_instruction_increase: float = DEFAULT_MAX_INCREASE
     #: An A/B run (``--torchperf-ab``/``--torchperf-ab-python``): what side A is (``origin/main
     #: (abc1234)``); the paired interval against ``max_slowdown`` is the timing verdict and the
     #: sessions are side A's. Empty in every other run.
@@ -55,14 +52,29 @@ class Gate:
     #: A timing pass within a limit the stored sessions' noise widened beyond this many times
     #: ``max_slowdown`` is inconclusive, not a pass (0: no bound).
     max_widening: float = MAX_WIDENING
-    #: ``time-and-kernels``: the largest growth of the GPU kernel time per call that passes.
-    max_kernel_slowdown: float = DEFAULT_KERNEL_LIMIT
+    #: The kinds' own limits, by option name (:attr:`pytest_torchperf.kinds.KindSpec.gate_keys`:
+    #: ``max_instruction_increase``, ``max_kernel_slowdown``), every declared one present
+    #: (those not given at their option's default): read with :meth:`limit`.
+    limits: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in kind_names():
             raise ValueError(
                 f"unknown measurement kind {self.kind!r}: one of {', '.join(kind_names())}"
             )
+        given = dict(self.limits)
+        unknown = sorted(set(given) - set(gate_keys()))
+        if unknown:
+            raise ValueError(f"unknown gate limits {unknown}: the kinds declare {gate_keys()}")
+        defaults = MeasureOptions()
+        # Frozen: the normal form is set once, so equal gates compare equal however built.
+        object.__setattr__(
+            self, "limits", tuple((k, given.get(k, defaults.value(k))) for k in gate_keys())
+        )
+
+    def limit(self, name: str) -> Any:
+        """One of the kinds' own limits (``gate.limit("max_kernel_slowdown")``)."""
+        return dict(self.limits)[name]
 
     @property
     def instructions(self) -> bool:
@@ -84,10 +96,9 @@ class Gate:
             "kind": self.kind,
             # Read by files' consumers written before the kind was recorded.
             "instructions": self.instructions,
-            "max_instruction_increase": self.max_instruction_increase,
             "ab": self.ab,
             "max_widening": self.max_widening,
-            "max_kernel_slowdown": self.max_kernel_slowdown,
+            **dict(self.limits),
         }
 
     @classmethod
@@ -107,14 +118,15 @@ class Gate:
             "confirm": gate.get("confirm", "same"),
             "saving": bool(gate.get("saving", False)),
             "kind": recorded_kind(gate),
-            "max_instruction_increase": gate.get("max_instruction_increase", DEFAULT_MAX_INCREASE),
             "ab": str(gate.get("ab") or ""),
             # Files written before the bound judged at any width.
             "max_widening": gate.get("max_widening", 0.0),
-            "max_kernel_slowdown": gate.get("max_kernel_slowdown", DEFAULT_KERNEL_LIMIT),
         }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        limits = {k: gate[k] for k in gate_keys() if k in gate}
+        for key, value in overrides.items():
+            if value is not None:
+                (limits if key in gate_keys() else values)[key] = value
+        return cls(**values, limits=tuple(limits.items()))
 
 
 def recorded_kind(gate: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "PACKAGES",
     "KindSpec",
     "forget_added",
+    "gate_keys",
     "names",
     "part",
     "register",
@@ -72,6 +73,11 @@ def names() -> tuple[str, ...]:
 def result_keys() -> tuple[str, ...]:
     """Every kind's :attr:`KindSpec.result_keys`, each once, in the registry's order."""
     return tuple(dict.fromkeys(k for spec in specs() for k in spec.result_keys))
+
+
+def gate_keys() -> tuple[str, ...]:
+    """Every kind's :attr:`KindSpec.gate_keys`, each once, sorted."""
+    return tuple(sorted({k for spec in specs() for k in spec.gate_keys}))
 
 
 def spec_named(name: str) -> KindSpec:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: The layers a kind's part may belong to (the module ``<package>.<layer>``).
-PART_LAYERS = ("judge", "run", "plugin")
+PART_LAYERS = ("options", "judge", "run", "plugin")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class KindSpec:
     #: ``instructions_vs_eager``; ``ab``): every record has them, None where no kind set them
     #: (:attr:`pytest_torchperf.run.result.Result.sections`).
     result_keys: tuple[str, ...] = ()
+    #: Its own options a measurement's gate records and the kind judges with
+    #: (``max_instruction_increase``): :meth:`pytest_torchperf.judge.inputs.Gate.limit`.
+    gate_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

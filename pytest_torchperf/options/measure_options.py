@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from pytest_torchperf.core.errors import (
     OptionError,  # defined apart so that variant_options can raise it too
 )
 from pytest_torchperf.core.units import format_time
+from pytest_torchperf.kinds import part, specs
+from pytest_torchperf.options.option_spec import OptionSpec
 from pytest_torchperf.options.values import (
     parse_bool,
     parse_counter_names,
@@ -41,6 +43,24 @@ from pytest_torchperf.options.variant_options import (
 # --------------------------------------------------------------------------------------------------
 # The option table.
 # --------------------------------------------------------------------------------------------------
+
+
+def _kind_option_parts() -> list[Any]:
+    """The measurement kinds' ``options`` parts (their option rows and ``SECTION`` dataclass),
+    each once (the fallback kind shares the instruction count's)."""
+    found: list[Any] = []
+    for kind in specs():
+        module = part(kind, "options")
+        if module is not None and module.SECTION not in [m.SECTION for m in found]:
+            found.append(module)
+    return found
+
+
+_KIND_PARTS = _kind_option_parts()
+#: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
+SECTIONS: tuple[type[Any], ...] = tuple(module.SECTION for module in _KIND_PARTS)
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -77,9 +97,6 @@ class MeasureOptions:
     #: times ``max_slowdown`` is inconclusive, and a save whose sessions imply such a limit
     #: fails: that limit gates nothing. 0 (``off``) disables the bound.
     max_widening: float = 3.0
-    #: CUDA measurements: fail when the summed device time of the call's GPU kernels grew by
-    #: more than this fraction (widened to the stored sessions' noise like ``max_slowdown``).
-    max_kernel_slowdown: float = 0.03
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
     inference: bool = True
     #: Fail when the target's outputs contain NaN or inf.
@@ -106,11 +123,23 @@ class MeasureOptions:
     metric: Callable[..., Any] | None = None
     #: ``(inputs, targets)``: the labelled batch for ``metric``.
     data: tuple[Any, Any] | None = None
-    #: In an instruction-count run (``--torchperf-instructions``), count this measurement's
-    #: instructions; False times it as a run without that option would.
-    instructions: bool = True
-    #: Instruction-count runs: fail when instructions per call grew by more than this fraction.
-    max_instruction_increase: float = 0.01
+    #: The measurement kinds' own options (``kinds/<kind>/options.py``: each kind's ``SECTION``
+    #: dataclass), resolved like the rest; read with :meth:`of`.
+    sections: tuple[Any, ...] = field(default_factory=lambda: tuple(t() for t in SECTIONS))
+
+    def of(self, section: type[S]) -> S:
+        """This measurement's options of one kind (``options.of(CountOptions)``)."""
+        found = next((s for s in self.sections if isinstance(s, section)), None)
+        return found if found is not None else section()
+
+    def value(self, name: str) -> Any:
+        """One option's value by name, whether shared or a kind's own."""
+        if name in _SHARED_FIELDS:
+            return getattr(self, name)
+        for section in self.sections:
+            if name in {f.name for f in fields(section)}:
+                return getattr(section, name)
+        raise KeyError(name)
 
     def variant_names(self) -> tuple[str, ...]:
         """The variant names, in the order given."""
@@ -130,16 +159,6 @@ class MeasureOptions:
 
         overrides = dict(dict(self.accuracy).get(variant, ()))
         return tolerances(variant, overrides, amp_dtype, device=device)
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """How one option is parsed and where it may be set."""
-
-    name: str
-    parse: Callable[[Any], Any]
-    help: str
-    cli: bool = True  #: settable with ``--torchperf-<name>`` and ini ``torchperf_<name>``
 
 
 OPTIONS: dict[str, OptionSpec] = {
@@ -202,12 +221,6 @@ OPTIONS: dict[str, OptionSpec] = {
             "(default; off disables)",
         ),
         OptionSpec(
-            "max_kernel_slowdown",
-            parse_fraction,
-            "CUDA measurements: growth of the summed GPU kernel time per call beyond which a "
-            "test fails, e.g. 3% (default)",
-        ),
-        OptionSpec(
             "max_neighbour_load",
             parse_share,
             "Neighbour guard: CPU measurements while other "
@@ -264,19 +277,7 @@ OPTIONS: dict[str, OptionSpec] = {
             "metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False
         ),
         OptionSpec("data", parse_data, "(inputs, targets) for metric", cli=False),
-        OptionSpec(
-            "instructions",
-            parse_bool,
-            "In a --torchperf-instructions run, count this test's instructions (default "
-            "true; false times it instead)",
-            cli=False,
-        ),
-        OptionSpec(
-            "max_instruction_increase",
-            parse_fraction,
-            "Instruction-count runs: growth of instructions per call beyond which a test "
-            "fails, e.g. 1% (default)",
-        ),
+        *(row for module in _KIND_PARTS for row in module.OPTIONS),
     )
 }
 
@@ -338,13 +339,23 @@ def _parse_or_raise(parse: Callable[[Any], Any], raw: Any, where: str, key: str)
 
 
 def resolve(*layers: Mapping[str, Any]) -> MeasureOptions:
-    """Merge parsed layers, highest precedence first, over the defaults of :class:`MeasureOptions`."""
+    """Merge parsed layers, highest precedence first, over the defaults of :class:`MeasureOptions`
+    (a kind's own options over its section's defaults)."""
     merged: dict[str, Any] = {}
     for layer in reversed(layers):
         merged.update({k: v for k, v in layer.items() if k in OPTIONS and v is not None})
-    return replace(MeasureOptions(), **merged)
+    sections = tuple(
+        replace(t(), **{f.name: merged.pop(f.name) for f in fields(t) if f.name in merged})
+        for t in SECTIONS
+    )
+    return replace(MeasureOptions(), **merged, sections=sections)
 
 
 def option_names() -> tuple[str, ...]:
-    """Names of the :class:`MeasureOptions` fields (for documentation and tests)."""
-    return tuple(f.name for f in fields(MeasureOptions))
+    """Names of every option: the :class:`MeasureOptions` fields and the kinds' own (for
+    documentation and tests)."""
+    return (*_SHARED_FIELDS, *(f.name for t in SECTIONS for f in fields(t)))
+
+
+#: The options every kind shares (the :class:`MeasureOptions` fields but its kinds' sections).
+_SHARED_FIELDS = tuple(f.name for f in fields(MeasureOptions) if f.name != "sections")

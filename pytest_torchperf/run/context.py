@@ -96,7 +96,7 @@ class RunContext:
         """This gated measurement is counted under Valgrind by the run's counting children
         (``--torchperf-instructions`` or ``--torchperf-fallback instructions``, and not opted
         out with ``instructions=False``)."""
-        return gate and self.settings.counts_instructions and options.instructions
+        return gate and self.settings.counts_instructions and bool(options.value("instructions"))
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""

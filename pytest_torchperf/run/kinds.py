@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.inputs import Gate
-from pytest_torchperf.kinds import part, spec_named, specs
+from pytest_torchperf.kinds import gate_keys, part, spec_named, specs
 from pytest_torchperf.run.kind_run import Keeping, KindRun
 
 if TYPE_CHECKING:
@@ -55,13 +55,12 @@ def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
         max_machine_slowdown=options.max_machine_slowdown,
         min_gpu_clock=options.min_gpu_clock,
         max_widening=options.max_widening,
-        max_kernel_slowdown=options.max_kernel_slowdown,
         strict=options.strict,
         ignore_counters=tuple(options.ignore_counters),
         confirm=ctx.settings.confirm if ctx.fresh_runs else "same",
         saving=ctx.settings.save,
         kind=kind_name(ctx, options, device),
-        max_instruction_increase=options.max_instruction_increase,
+        limits=tuple((key, options.value(key)) for key in gate_keys()),
         ab=ctx.ab_data.against if ctx.ab_data is not None else "",
     )
 

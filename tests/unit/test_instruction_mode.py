@@ -177,13 +177,15 @@ def test_a_timed_speedup_is_not_gated_in_an_instruction_run() -> None:
 
 
 def test_the_gate_round_trips_and_old_records_mean_time() -> None:
-    gate = Gate(kind="instructions", max_instruction_increase=0.02)
+    gate = Gate(kind="instructions", limits=(("max_instruction_increase", 0.02),))
     assert Gate.from_record(gate.to_record()) == gate
     assert Gate.from_record({}).instructions is False
-    assert (
-        Gate.from_record(gate.to_record(), max_instruction_increase=0.05).max_instruction_increase
-        == 0.05
-    )
+    again = Gate.from_record(gate.to_record(), max_instruction_increase=0.05)
+    assert again.limit("max_instruction_increase") == 0.05
+    # Every kind's limit is recorded, at its option's default where not given.
+    assert gate.to_record()["max_kernel_slowdown"] == 0.03
+    with pytest.raises(ValueError, match="unknown gate limits"):
+        Gate(limits=(("max_typo_increase", 0.1),))
 
 
 def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None:

@@ -212,7 +212,7 @@ from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
 from pytest_torchperf.run.children import ProcessSample, child_session_records  # noqa: E402
 
-GPU = Gate(kind="time-and-kernels", max_kernel_slowdown=0.03)
+GPU = Gate(kind="time-and-kernels", limits=(("max_kernel_slowdown", 0.03),))
 WALL = (300 * US,) * 8  # launch-bound: 110 us of kernels in 300 us of wall time
 
 

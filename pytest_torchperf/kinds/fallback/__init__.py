@@ -15,5 +15,6 @@ SPEC = KindSpec(
     record_keys=("instructions", "uncounted"),
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
-    parts=("judge", "run"),
+    gate_keys=("max_instruction_increase",),
+    parts=("options", "judge", "run"),
 )

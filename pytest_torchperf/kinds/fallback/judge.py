@@ -46,7 +46,7 @@ class TimeOrInstructionsKind(TimeKind):
             data.uncounted,
             data.counted_with,
             sessions,
-            gate.max_instruction_increase,
+            gate.limit("max_instruction_increase"),
             self.save,
         )
         if (

@@ -8,6 +8,7 @@ stored under the instruction environment.
 - running: :mod:`.run_counting` (counting in a child, reading the counts in the controller),
   :mod:`.run_job_split` (how the perf tests are split over counting processes), :mod:`.run`
   (what it keeps, when it is chosen);
+- options: :mod:`.options` (a measurement's: counted or not, the limit);
 - pytest: :mod:`.plugin_options` (its options), :mod:`.plugin_runs` (the counting children),
   :mod:`.plugin` (their schedule).
 
@@ -25,5 +26,6 @@ SPEC = KindSpec(
     record_keys=("instructions", "uncounted"),
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
-    parts=("judge", "run", "plugin"),
+    gate_keys=("max_instruction_increase",),
+    parts=("options", "judge", "run", "plugin"),
 )

@@ -66,7 +66,7 @@ class InstructionKind(NoExtraChecks):
             data.instructions,
             data.uncounted,
             sessions,
-            gate.max_instruction_increase,
+            gate.limit("max_instruction_increase"),
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.options import DEFAULT_MAX_INCREASE
 
-#: Default limit on the increase of instructions per call (1 %).
-DEFAULT_MAX_INCREASE = 0.01
 #: How far the two counted windows may disagree before a count is not trusted (0.1 %) ...
 WINDOW_AGREEMENT = 0.001
 #: ... unless they differ by at most this many instructions per call, a tenth of the smallest

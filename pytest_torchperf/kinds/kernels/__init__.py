@@ -2,6 +2,7 @@
 it, and beside it the summed device time of the call's GPU kernels, at a limit of its own
 (``--torchperf-max-kernel-slowdown``).
 
+- options: :mod:`.options` (its limit);
 - measuring: :mod:`.measure` (the profiler after the timed pass, kernels summed by name);
 - judging: :mod:`.judge_times` (deciding and wording), :mod:`.judge` (the kind);
 - running: :mod:`.run` (profiling a measurement, when it is chosen)."""
@@ -15,5 +16,6 @@ SPEC = KindSpec(
     package=__name__,
     summary="time, and the summed device time of the call's GPU kernels beside it",
     session_keys=("kernels", "unprofiled"),
-    parts=("judge", "run"),
+    gate_keys=("max_kernel_slowdown",),
+    parts=("options", "judge", "run"),
 )

@@ -43,7 +43,7 @@ class TimeAndKernelsKind(TimeKind):
             if s.get("kernels")
         ]
         verdict = judge_kernels(
-            candidate.label, current, stored, gate.max_kernel_slowdown, gate.max_widening
+            candidate.label, current, stored, gate.limit("max_kernel_slowdown"), gate.max_widening
         )
         # The verdict as a note on the wall time's (a failure or an undecided one is said as
         # such too), and whether the wall time is launch-bound.

@@ -30,9 +30,6 @@ from pytest_torchperf.judge.tolerance import (
 )
 from pytest_torchperf.kinds.kernels.measure import KernelTimes
 
-#: The default ``max_kernel_slowdown``: kernel time repeats far better than wall time (to be
-#: measured on a GPU: benchmarks/gpu_e2e.sh prints its process noise).
-DEFAULT_KERNEL_LIMIT = 0.03
 #: Longest kernel name shown in a message (template-heavy names run to hundreds of characters).
 NAME_WIDTH = 72
 #: Why a kernel-time verdict judged nothing, in a word (run summaries count them).

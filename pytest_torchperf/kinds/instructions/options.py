@@ -1,0 +1,43 @@
+"""The ``instructions`` kind's options of a measurement (shared by ``time-or-instructions``):
+whether it is counted at all, and the limit its count is judged at. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_torchperf.options.option_spec import OptionSpec
+from pytest_torchperf.options.values import parse_bool, parse_fraction
+
+#: The default ``max_instruction_increase``: counts repeat within 0.1 %, so 1 % is far above
+#: their noise (a small target's limit is widened to its absolute noise floor besides).
+DEFAULT_MAX_INCREASE = 0.01
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """A measurement's instruction-count options."""
+
+    #: In an instruction-count run (``--torchperf-instructions``), count this measurement's
+    #: instructions; False times it as a run without that option would.
+    instructions: bool = True
+    #: Instruction-count runs: fail when instructions per call grew by more than this fraction.
+    max_instruction_increase: float = DEFAULT_MAX_INCREASE
+
+
+SECTION = CountOptions
+
+OPTIONS = (
+    OptionSpec(
+        "instructions",
+        parse_bool,
+        "In a --torchperf-instructions run, count this test's instructions (default "
+        "true; false times it instead)",
+        cli=False,
+    ),
+    OptionSpec(
+        "max_instruction_increase",
+        parse_fraction,
+        "Instruction-count runs: growth of instructions per call beyond which a test "
+        "fails, e.g. 1% (default)",
+    ),
+)

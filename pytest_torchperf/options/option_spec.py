@@ -1,0 +1,19 @@
+"""How one option of a measurement is parsed and where it may be set (:class:`OptionSpec`): the
+rows of the option table (:data:`pytest_torchperf.options.measure_options.OPTIONS`), the
+measurement kinds' own rows among them (``kinds/<kind>/options.py``). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """How one option is parsed and where it may be set."""
+
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    cli: bool = True  #: settable with ``--torchperf-<name>`` and ini ``torchperf_<name>``
