@@ -6,12 +6,16 @@ spread, a slower machine. Pure.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.stats import Summary
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE, ClockSummary
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.measure_options import MeasureOptions
 
 #: Below this CPU share (process CPU time / wall time) the process was starved: inconclusive.
 MIN_CPU_SHARE = 0.9
@@ -27,6 +31,9 @@ MAX_NEIGHBOUR_LOAD = 0.5
 #: (``benchmarks/suite_noise.py``). Used against the stored sessions when comparing and against
 #: the stored sessions or the rest of the run when saving (:func:`machine_disturbance`).
 MAX_MACHINE_SLOWDOWN = 0.25
+
+if TYPE_CHECKING:
+    from pytest_torchperf.options.measure_options import MeasureOptions
 
 
 @dataclass(frozen=True)
@@ -302,3 +309,24 @@ class GuardLimits:
             )
             is None
         )
+
+
+def guard_limits(options: MeasureOptions) -> dict[str, float]:
+    """The contention, spread, neighbour and GPU-clock limits of ``options``, as the keywords of
+    :func:`guard_problem` and :func:`loosening_options`."""
+    return {
+        "min_cpu_share": options.min_cpu_share,
+        "max_relative_iqr": options.max_spread,
+        "max_neighbour_load": options.max_neighbour_load,
+        "min_gpu_clock": options.min_gpu_clock,
+    }
+
+
+def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
+    """The contention, spread and neighbour guards of ``options``, as one function."""
+    limits = guard_limits(options)
+
+    def guard(sample: Sample) -> str | None:
+        return guard_problem(sample, **limits)
+
+    return guard

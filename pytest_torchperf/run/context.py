@@ -10,7 +10,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.measure_turns import TurnClient
     from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.run.children import ChildSink, ProcessSample
+
+
+S = TypeVar("S")
 
 
 class RunContext:
@@ -55,14 +58,8 @@ class RunContext:
         self.fresh_runs: FreshRuns | None = None
         #: Calibration kernel p25s of this run's CPU measurements so far (the machine's speed).
         self.calibrations: list[float] = []
-        #: ``--torchperf-instructions``, in the child under Valgrind: where its profiles go.
-        self.counting: Path | None = None
-        #: ``--torchperf-instructions``, in the controller: the children's counts by (nodeid,
-        #: name), what counted them (Valgrind version, CPU capability under it, kernel caps), and
-        #: why a test may have no count, by node id (its counting process's failure and log tail).
-        self.instruction_counts: dict[tuple[str, str], dict[str, Any]] = {}
-        self.counted_with: dict[str, Any] = {}
-        self.instruction_problems: dict[str, str] = {}
+        #: The measurement kinds' own state in this run, by its type (:meth:`state`).
+        self._states: dict[type[Any], Any] = {}
         #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
         #: (:class:`pytest_torchperf.kinds.ab.measure_turns.TurnClient`); in the controller: what the two
         #: sides measured (:class:`pytest_torchperf.kinds.ab.run_data.ABData`).
@@ -79,6 +76,14 @@ class RunContext:
         self.run_warnings: list[str] = []
         self._said: set[str] = set()
         quiet_trace_logger()
+
+    def state(self, kind_state: type[S]) -> S:
+        """A measurement kind's own state in this run (an instruction-count run's counts), of
+        the type the kind defines; created empty on first use."""
+        if kind_state not in self._states:
+            self._states[kind_state] = kind_state()
+        found: S = self._states[kind_state]
+        return found
 
     def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
         """Environment id and fingerprint for a device/thread count (cached)."""

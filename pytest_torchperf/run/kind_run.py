@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.roles import Role
     from pytest_torchperf.run.state import Measured, TestState
 
 #: Why a measurement is not saved: (short reason for the results, warning or "").
@@ -68,6 +69,9 @@ class KindRun:
     #: ``session_keys``): the engine's candidate is built from the record, as a replay of the
     #: results file builds it (:meth:`pytest_torchperf.judge.inputs.Candidate.from_record`).
     record_fields: Callable[[RunContext, Measured], dict[str, Any]] = lambda ctx, m: {}
+    #: The role this process plays for the kind, from how the plugin set up the context (a
+    #: counting child, an A/B side), or None (:func:`pytest_torchperf.run.kinds.role_of`).
+    role: Callable[[RunContext], Role | None] = lambda ctx: None
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -15,11 +15,27 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.kinds import gate_keys, part, spec_named, specs
 from pytest_torchperf.run.kind_run import Keeping, KindRun
+from pytest_torchperf.run.roles import Disabled, FreshProcess, Role, Timing
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.state import Measured
+
+
+def role_of(ctx: RunContext) -> Role:
+    """The role of this process, from how the plugin set up its context: disabled, a role a
+    measurement kind offers (a counting child, an A/B side or controller), a fresh process
+    writing for its controller, or plain timing."""
+    if ctx.settings.disable:
+        return Disabled()
+    for spec in specs():
+        role = run_part(spec.name).role(ctx)
+        if role is not None:
+            return role
+    if ctx.child_sink is not None:
+        return FreshProcess()
+    return Timing()
 
 
 def run_part(name: str) -> KindRun:

@@ -31,9 +31,10 @@ from pytest_torchperf.run.kinds import (
     keeping_of,
     kind_fields,
     measure_beside,
+    role_of,
 )
 from pytest_torchperf.run.result import Result, VariantExtra
-from pytest_torchperf.run.roles import Request, role_of
+from pytest_torchperf.run.roles import Request
 from pytest_torchperf.run.saving import (
     calibration_references,
     queue_save,

@@ -1,16 +1,17 @@
-"""What this process does with a measurement: the role it plays in the run (:func:`role_of`),
+"""What this process does with a measurement: the role it plays in the run,
 decided by how the plugin set up its context before the first measurement (and fixed from
-then on). The pipeline (:mod:`pytest_torchperf.run.pipeline`) asks the role, never the run
+then on: :func:`pytest_torchperf.run.kinds.role_of`). The pipeline (:mod:`pytest_torchperf.run.pipeline`) asks the role, never the run
 mode. Pytest-free.
 
 - :class:`Timing`: times, judges and saves here (a plain run, an xdist worker).
 - :class:`Disabled`: ``--torchperf-disable``: each target runs once, nothing is timed.
 - :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times
   and writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
-- :class:`Counting`: a child under Valgrind: counts each target and writes a ``count`` line.
-- :class:`ABSide`: one side of an A/B pair: times on its turns, writes a ``side`` line.
-- :class:`ABController`: the controller of an A/B run: times nothing, judges what the sides
-  measured.
+
+The measurement kinds add roles of their own (a counting child under Valgrind:
+``kinds/instructions/run_role.py``; an A/B side and the A/B controller:
+``kinds/ab/run_roles.py``), offered by their run parts; which role a process plays is decided
+by :func:`pytest_torchperf.run.kinds.role_of`.
 """
 
 from __future__ import annotations
@@ -120,10 +121,10 @@ class Disabled(Role):
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
     ) -> dict[str, Result | Measured] | None:
-        return _run_once(state, plan, eager)
+        return run_once(state, plan, eager)
 
 
-def _run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, Result | Measured]:
+def run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, Result | Measured]:
     """Eager run once; each variant an untimed result (a disabled run, what opted out of
     counting)."""
     from pytest_torchperf.run.steps import disabled_result
@@ -149,7 +150,7 @@ class FreshProcess(Role):
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.run.saving import guard_of
+        from pytest_torchperf.judge.samples import guard_of
 
         assert ctx.child_sink is not None
         ctx.child_sink.write(
@@ -160,149 +161,3 @@ class FreshProcess(Role):
             m.extra.speedup if m.extra is not None else None,
             m.beside.get("kernels"),
         )
-
-
-class Counting(Role):
-    """A child under Valgrind: counts each measurement that is counted (what opted out runs
-    once); the controlling run does everything else."""
-
-    name = "counting"
-
-    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.kinds.instructions.run_counting import count_target
-        from pytest_torchperf.run.steps import disabled_result
-
-        asked.measurer.check_outputs(asked.name)
-        if ctx.counts_instructions(asked.options, asked.gate):
-            count_target(ctx, asked.nodeid, asked.name, asked.measurer)
-        return disabled_result(
-            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
-        )
-
-    def obtain_variants(
-        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
-    ) -> dict[str, Result | Measured] | None:
-        # What opted out of counting runs once here: the controller times it.
-        return None if ctx.counts_instructions(plan.options) else _run_once(state, plan, eager)
-
-    def measure_built(
-        self, ctx: RunContext, state: TestState, plan: VariantPlan
-    ) -> dict[str, Result] | None:
-        """Count eager (the ratios' reference, listed or not) and each built variant."""
-        from pytest_torchperf.kinds.instructions.run_counting import count_target
-        from pytest_torchperf.run.steps import disabled_result
-
-        for variant, measurer in plan.measurers.items():
-            count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
-        return {
-            v: disabled_result(
-                state,
-                plan.nodeid,
-                plan.labels[v],
-                plan.measurers[v].device,
-                plan.options,
-                "torchperf",
-                v,
-            )
-            for v in plan.variants
-            if v in plan.measurers
-        }
-
-
-class ABSide(Role):
-    """One side of an A/B pair: its blocks alternate with the other side's (the pairing cancels
-    the machine's drift, so no calibration blocks, and no waiting for a quiet machine)."""
-
-    name = "A/B side"
-
-    def judges(self, ctx: RunContext) -> bool:
-        return False
-
-    def turn(self, ctx: RunContext, nodeid: str, name: str) -> Callable[[], None] | None:
-        turns = ctx.turns
-        assert turns is not None
-        return lambda: turns.take(nodeid, name)
-
-    def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
-        """Tell the controller it was skipped here, not lost."""
-        from pytest_torchperf.kinds.ab.run_data import skipped_line
-
-        assert ctx.child_sink is not None
-        ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
-
-    def report(
-        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
-    ) -> None:
-        from pytest_torchperf.kinds.ab.run_data import write_side_line
-
-        write_side_line(ctx, state, m, final, result)
-
-
-class ABController(Role):
-    """The controller of an A/B run: the two sides measured each target in their own processes;
-    it judges side B against side A."""
-
-    name = "A/B controller"
-
-    def judges(self, ctx: RunContext) -> bool:
-        return True
-
-    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.kinds.ab.run_data import ABMissing, ab_measured
-        from pytest_torchperf.run.steps import disabled_result
-
-        if not asked.gate:
-            return None  # an ungated timer measurement is timed here, as in any run
-        assert ctx.ab_data is not None
-        asked.measurer.check_outputs(asked.name)
-        try:
-            measured: Measured = ab_measured(
-                ctx.ab_data, asked.nodeid, asked.name, asked.measurer, asked.kind
-            )
-            return measured
-        except ABMissing as exc:
-            state.failures.append(str(exc))
-            return disabled_result(
-                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
-            )
-
-    def obtain_variants(
-        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
-    ) -> dict[str, Result | Measured] | None:
-        """Each variant as the two sides measured it: nothing is rebuilt here."""
-        from pytest_torchperf.kinds.ab.run_variants import variants_from_sides
-
-        return variants_from_sides(
-            ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
-        )
-
-    def baseline(
-        self, ctx: RunContext, nodeid: str, name: str, env_id: str
-    ) -> list[Mapping[str, Any]]:
-        """Side A's sessions, measured now: the baseline of side B."""
-        assert ctx.ab_data is not None
-        paired = ctx.ab_data.measured.get((nodeid, name))
-        return list(paired.a_sessions) if paired is not None else []
-
-    def report(
-        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
-    ) -> None:
-        from pytest_torchperf.kinds.ab.run_data import ab_record
-
-        assert ctx.ab_data is not None
-        result.sections["ab"] = ab_record(ctx.ab_data, (m.nodeid, m.name))
-
-
-def role_of(ctx: Any) -> Role:
-    """The role of this process, from how the plugin set up its context."""
-    if ctx.settings.disable:
-        return Disabled()
-    if ctx.counting is not None:
-        return Counting()
-    if ctx.ab_data is not None:
-        return ABController()
-    if ctx.turns is not None:
-        return ABSide()
-    if ctx.child_sink is not None:
-        return FreshProcess()
-    return Timing()

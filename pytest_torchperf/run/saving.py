@@ -16,7 +16,8 @@ from pytest_torchperf.judge.samples import (
     IDLE,
     Sample,
     guard_kind,
-    guard_problem,
+    guard_limits,
+    guard_of,
     loosening_option,
     loosening_options,
     machine_disturbance,
@@ -30,28 +31,6 @@ from pytest_torchperf.run.kinds import gate_of
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
 from pytest_torchperf.store.records import timed_sessions
-
-
-def guard_limits(options: MeasureOptions) -> dict[str, float]:
-    """The contention, spread, neighbour and GPU-clock limits of ``options``, as the keywords of
-    :func:`guard_problem` and :func:`loosening_options`."""
-    return {
-        "min_cpu_share": options.min_cpu_share,
-        "max_relative_iqr": options.max_spread,
-        "max_neighbour_load": options.max_neighbour_load,
-        "min_gpu_clock": options.min_gpu_clock,
-    }
-
-
-def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
-    """The contention, spread and neighbour guards of ``options``, as one function."""
-    limits = guard_limits(options)
-
-    def guard(sample: Sample) -> str | None:
-        return guard_problem(sample, **limits)
-
-    return guard
-
 
 #: The reference a save's processes are held against one another by.
 SAVE_PROCESSES = "the fastest of this save's processes"

@@ -22,10 +22,9 @@ from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.kinds import check_measurable, measure_beside
+from pytest_torchperf.run.kinds import check_measurable, measure_beside, role_of
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result, VariantExtra, VariantFacts
-from pytest_torchperf.run.roles import role_of
 from pytest_torchperf.run.state import (
     Measured,
     MeasurementSkipped,

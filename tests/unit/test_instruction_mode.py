@@ -368,10 +368,15 @@ def test_accept_refuses_an_instruction_session_without_a_count() -> None:
 
 class _Ctx:
     def __init__(self, counts: dict) -> None:
-        self.instruction_counts = counts
-        self.instruction_problems = {
-            "t.py::test[amp]": "the pytest process under Valgrind exited with code 7"
-        }
+        from pytest_torchperf.kinds.instructions.run_counting import CountState
+
+        self.counting = CountState(
+            counts=counts,
+            problems={"t.py::test[amp]": "the pytest process under Valgrind exited with code 7"},
+        )
+
+    def state(self, kind_state: type) -> object:
+        return self.counting
 
 
 def _result(name: str) -> object:
@@ -409,7 +414,7 @@ def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> N
         "other: no instruction count: the pytest process under Valgrind exited with code 7"
     ]
     shaky = _result("shaky")
-    ctx.instruction_counts[(key, "shaky")] = _count(2e6, 2.1e6)
+    ctx.counting.counts[(key, "shaky")] = _count(2e6, 2.1e6)
     short, warning = attach_count(ctx, key, "shaky", None, shaky, comparing=False)
     assert short == "counted windows disagree" and warning.startswith(
         "shaky: not saved: the two counted windows disagree by 5.00% (2,000,000 vs 2,100,000"

@@ -1,32 +1,35 @@
-"""A process's role (run/roles.py): decided once from how the plugin set up its context; the
-pipeline asks it whether to judge, whether to retry an unfit pass, and what the baseline is."""
+"""A process's role (run/roles.py, and the roles the kinds offer: kinds/instructions/run_role.py,
+kinds/ab/run_roles.py): decided once from how the plugin set up its context
+(run/kinds.py:role_of); the pipeline asks it whether to judge, whether to retry an unfit pass,
+and what the baseline is."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_torchperf.run.roles import (
-    ABController,
-    ABSide,
-    Counting,
-    Disabled,
-    FreshProcess,
-    Timing,
-    role_of,
-)
+from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
+from pytest_torchperf.kinds.instructions.run_counting import CountState
+from pytest_torchperf.kinds.instructions.run_role import Counting
+from pytest_torchperf.run.kinds import role_of
+from pytest_torchperf.run.roles import Disabled, FreshProcess, Timing
 
 
 def _ctx(**set_up: object) -> SimpleNamespace:
     settings = SimpleNamespace(disable=set_up.pop("disable", False), compare=True)
-    base = {"counting": None, "ab_data": None, "turns": None, "child_sink": None}
-    return SimpleNamespace(settings=settings, **{**base, **set_up})
+    base = {"ab_data": None, "turns": None, "child_sink": None}
+    states: dict[type, object] = {}
+    ctx = SimpleNamespace(settings=settings, **{**base, **set_up})
+    ctx.state = lambda kind_state: states.setdefault(kind_state, kind_state())
+    return ctx
 
 
 def test_each_set_up_gets_its_role_and_the_first_match_wins() -> None:
     assert isinstance(role_of(_ctx()), Timing)
     assert isinstance(role_of(_ctx(disable=True, child_sink=object())), Disabled)
     # A counting child also has a sink: it counts.
-    assert isinstance(role_of(_ctx(counting="dumps", child_sink=object())), Counting)
+    counting = _ctx(child_sink=object())
+    counting.state(CountState).folder = "dumps"
+    assert isinstance(role_of(counting), Counting)
     assert isinstance(role_of(_ctx(ab_data=object())), ABController)
     # An A/B side also has a sink: it takes turns.
     assert isinstance(role_of(_ctx(turns=object(), child_sink=object())), ABSide)

@@ -10,6 +10,7 @@ from pytest_torchperf.run.kind_run import Keeping, KindRun
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.roles import Role
     from pytest_torchperf.run.state import Measured
 
 
@@ -26,4 +27,12 @@ def _pairs_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:
     return {} if ab is None else {"ab": ab}
 
 
-RUN = KindRun(Keeping(), _chosen, record_fields=_pairs_fields)
+def _role(ctx: RunContext) -> Role | None:
+    from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
+
+    if ctx.ab_data is not None:
+        return ABController()
+    return ABSide() if ctx.turns is not None else None
+
+
+RUN = KindRun(Keeping(), _chosen, record_fields=_pairs_fields, role=_role)

@@ -48,14 +48,20 @@ def configure_counting_child(config: pytest.Config) -> None:
 
     dump = counted_process()
     if dump is not None:
-        context_of(config).counting = dump
+        from pytest_torchperf.kinds.instructions.run_counting import CountState
+
+        context_of(config).state(CountState).folder = dump
 
 
 def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
     from pytest_torchperf.kinds.instructions.measure_callgrind import kernel_caps, valgrind_version
-    from pytest_torchperf.kinds.instructions.run_counting import counted_time, read_counts
+    from pytest_torchperf.kinds.instructions.run_counting import (
+        CountState,
+        counted_time,
+        read_counts,
+    )
 
     config = session.config
     perf = child_runs.perf_items(session)
@@ -85,20 +91,21 @@ def run_counting_children(session: pytest.Session) -> None:
         )
         for child in children:  # one limit for them all: they run at the same time
             child.wait(CHILD_TIMEOUT_S)
-        ctx.counted_with = {
+        counting = ctx.state(CountState)
+        counting.counted_with = {
             "valgrind": version,
             "kernel_caps": " ".join(f"{name}={value}" for name, value in sorted(caps.items())),
         }
         counted = 0
         for child in children:
             counts, capability = read_counts(child.out)
-            ctx.instruction_counts.update(counts)
+            counting.counts.update(counts)
             counted += len(counts)
             if capability:
-                ctx.counted_with.setdefault("counted_capability", capability)
+                counting.counted_with.setdefault("counted_capability", capability)
             child.counted = len(counts)
             child.split = counted_time(child.out, child.launched, child.launched + child.took)
-        ctx.counted_with.setdefault("counted_capability", None)
+        counting.counted_with.setdefault("counted_capability", None)
         took = max(child.took for child in children)
         child_runs.say(
             terminal,
@@ -276,5 +283,7 @@ def _report_child(ctx: Any, terminal: Any, child: _Child, alone: bool) -> None:
             f"test failed or was skipped there. The end of that process's output:\n    "
             + "\n    ".join(child.log_tail(12))
         )
+    from pytest_torchperf.kinds.instructions.run_counting import CountState
+
     for nodeid in child.nodeids:
-        ctx.instruction_problems[nodeid] = problem
+        ctx.state(CountState).problems[nodeid] = problem

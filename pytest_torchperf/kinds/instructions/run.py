@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.kinds.instructions.run_counting import (
+    CountState,
     attach_count,
     count_fields,
     instruction_environment,
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.roles import Role
     from pytest_torchperf.run.state import Measured, TestState
 
 
@@ -29,7 +31,7 @@ class CountKeeping(Keeping):
     def environment(
         self, ctx: RunContext, env_id: str, environment: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        return instruction_environment(environment, ctx.counted_with)
+        return instruction_environment(environment, ctx.state(CountState).counted_with)
 
     def attach(
         self,
@@ -60,4 +62,12 @@ def _unmeasurable(device: str, label: str) -> str | None:
     )
 
 
-RUN = KindRun(CountKeeping(), _chosen, record_fields=count_fields, unmeasurable=_unmeasurable)
+def _role(ctx: RunContext) -> Role | None:
+    from pytest_torchperf.kinds.instructions.run_role import Counting
+
+    return Counting() if ctx.state(CountState).folder is not None else None
+
+
+RUN = KindRun(
+    CountKeeping(), _chosen, record_fields=count_fields, role=_role, unmeasurable=_unmeasurable
+)

@@ -2,7 +2,7 @@
 back by the controlling run, filed under their own environment. Pytest-free.
 
 The child (started by :mod:`pytest_torchperf.kinds.instructions.plugin_runs`) runs the perf tests
-with :attr:`RunContext.counting` set: each measurement's target is called through its usual
+with its :class:`CountState` folder set: each measurement's target is called through its usual
 preparation (threads, ``eval()``, ``no_grad()``) and counted by
 :func:`pytest_torchperf.kinds.instructions.measure_callgrind.count_instructions` instead of timed
 (:func:`count_target`), one JSON line per count in the child's file. The controller reads them
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,16 +35,30 @@ if TYPE_CHECKING:
 Key = tuple[str, str]
 
 
+@dataclass
+class CountState:
+    """An instruction-count run's state (``ctx.state(CountState)``): in a child under Valgrind,
+    where its profiles go; in the controller, the children's counts by (nodeid, name), what
+    counted them (Valgrind version, CPU capability under it, kernel caps), and why a test may
+    have no count, by node id (its counting process's failure and log tail)."""
+
+    folder: Path | None = None
+    counts: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    counted_with: dict[str, Any] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+
 def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) -> None:
     """In the child under Valgrind: count ``measurer``'s target and write the line."""
     import torch
 
     from pytest_torchperf.kinds.instructions.measure_callgrind import count_instructions
 
-    assert ctx.counting is not None and ctx.child_sink is not None
+    folder = ctx.state(CountState).folder
+    assert folder is not None and ctx.child_sink is not None
     started = time.time()
     with measurer.prepared():
-        count = count_instructions(measurer.call, ctx.counting)
+        count = count_instructions(measurer.call, folder)
     ctx.child_sink.send(
         "count",
         {
@@ -147,10 +161,11 @@ def instruction_environment(
 def count_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:
     """A counted measurement's own record keys before it is judged: its count (or why there is
     none) and, in the session, what counted it."""
+    counting = ctx.state(CountState)
     return {
-        "instructions": ctx.instruction_counts.get((m.nodeid, m.name)),
-        "uncounted": ctx.instruction_problems.get(m.nodeid),
-        "session": {"counted_with": ctx.counted_with or None},
+        "instructions": counting.counts.get((m.nodeid, m.name)),
+        "uncounted": counting.problems.get(m.nodeid),
+        "session": {"counted_with": counting.counted_with or None},
     }
 
 
@@ -170,9 +185,10 @@ def attach_count(
     that repeats beside the timing, with what counted it, and refuses nothing: time is the gate.
     Returns why the count must not be saved (short, and the warning; "" when the failure says
     it), or None."""
-    count = ctx.instruction_counts.get((nodeid, name))
+    counting = ctx.state(CountState)
+    count = counting.counts.get((nodeid, name))
     if count is None:
-        problem = ctx.instruction_problems.get(nodeid) or "not measured"
+        problem = counting.problems.get(nodeid) or "not measured"
         if beside_timing:
             return (
                 "no instruction count",
@@ -186,7 +202,7 @@ def attach_count(
         return ("no instruction count", "")
     result.sections["instructions"] = dict(count)
     if extra is not None and extra.variant != "eager":
-        eager = ctx.instruction_counts.get((nodeid, name.rsplit("[", 1)[0]))
+        eager = counting.counts.get((nodeid, name.rsplit("[", 1)[0]))
         result.sections["instructions_vs_eager"] = vs_eager(count, eager)
     counted = InstructionCount.from_record(count)
     trusted = repeats(counted)  # a count whose windows disagree is no baseline
@@ -194,7 +210,7 @@ def attach_count(
         if trusted or not beside_timing:
             result.session["instructions"] = dict(count)
         if beside_timing:  # the timing environment does not say how it was counted
-            result.session["counted_with"] = dict(ctx.counted_with)
+            result.session["counted_with"] = dict(counting.counted_with)
     if not trusted:
         first, second = counted.windows
         what = "instruction count not stored beside the timing" if beside_timing else "not saved"

@@ -1,0 +1,101 @@
+"""The roles of an A/B run's processes: a side's child (:class:`ABSide`: times on its turns,
+writes a ``side`` line) and the controller (:class:`ABController`: times nothing, judges what
+the sides measured). Pytest-free."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pytest_torchperf.run.roles import Request, Role
+
+if TYPE_CHECKING:
+    from pytest_torchperf.judge.samples import Sample
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.state import Measured, TestState, VariantPlan
+
+
+class ABSide(Role):
+    """One side of an A/B pair: its blocks alternate with the other side's (the pairing cancels
+    the machine's drift, so no calibration blocks, and no waiting for a quiet machine)."""
+
+    name = "A/B side"
+
+    def judges(self, ctx: RunContext) -> bool:
+        return False
+
+    def turn(self, ctx: RunContext, nodeid: str, name: str) -> Callable[[], None] | None:
+        turns = ctx.turns
+        assert turns is not None
+        return lambda: turns.take(nodeid, name)
+
+    def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
+        """Tell the controller it was skipped here, not lost."""
+        from pytest_torchperf.kinds.ab.run_data import skipped_line
+
+        assert ctx.child_sink is not None
+        ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        from pytest_torchperf.kinds.ab.run_data import write_side_line
+
+        write_side_line(ctx, state, m, final, result)
+
+
+class ABController(Role):
+    """The controller of an A/B run: the two sides measured each target in their own processes;
+    it judges side B against side A."""
+
+    name = "A/B controller"
+
+    def judges(self, ctx: RunContext) -> bool:
+        return True
+
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
+        from pytest_torchperf.kinds.ab.run_data import ABMissing, ab_measured
+        from pytest_torchperf.run.steps import disabled_result
+
+        if not asked.gate:
+            return None  # an ungated timer measurement is timed here, as in any run
+        assert ctx.ab_data is not None
+        asked.measurer.check_outputs(asked.name)
+        try:
+            measured: Measured = ab_measured(
+                ctx.ab_data, asked.nodeid, asked.name, asked.measurer, asked.kind
+            )
+            return measured
+        except ABMissing as exc:
+            state.failures.append(str(exc))
+            return disabled_result(
+                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+            )
+
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        """Each variant as the two sides measured it: nothing is rebuilt here."""
+        from pytest_torchperf.kinds.ab.run_variants import variants_from_sides
+
+        return variants_from_sides(
+            ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
+        )
+
+    def baseline(
+        self, ctx: RunContext, nodeid: str, name: str, env_id: str
+    ) -> list[Mapping[str, Any]]:
+        """Side A's sessions, measured now: the baseline of side B."""
+        assert ctx.ab_data is not None
+        paired = ctx.ab_data.measured.get((nodeid, name))
+        return list(paired.a_sessions) if paired is not None else []
+
+    def report(
+        self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+    ) -> None:
+        from pytest_torchperf.kinds.ab.run_data import ab_record
+
+        assert ctx.ab_data is not None
+        result.sections["ab"] = ab_record(ctx.ab_data, (m.nodeid, m.name))
