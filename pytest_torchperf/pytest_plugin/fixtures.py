@@ -69,6 +69,8 @@ class TorchperfFixture:
 
         nodeid = self._item.nodeid
         skip = None
+        from pytest_torchperf.run.kinds import resolve_options
+
         try:
             gate = True if self.gated_by_default else parse_bool(options.pop("gate", False))
             if "seed" in options:
@@ -82,8 +84,11 @@ class TorchperfFixture:
                     f"{nodeid}: torchperf_timer does not build variants; use the "
                     f"torchperf fixture with variants=[...]"
                 )
-            resolved, explicit = self._ctx.resolve_options(
-                {**self._defaults(), **options, "name": name}, marker_options(self._item), nodeid
+            resolved, explicit = resolve_options(
+                self._ctx,
+                {**self._defaults(), **options, "name": name},
+                marker_options(self._item),
+                nodeid,
             )
             measurement_name = (
                 name or (explicit if not self._state.names else None) or _target_name(target)

@@ -222,8 +222,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         )
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     body = functools.partial(function, **args)
+    from pytest_torchperf.run.kinds import resolve_options
+
     try:
-        options, name = ctx.resolve_options({}, marker_options(pyfuncitem), pyfuncitem.nodeid)
+        options, name = resolve_options(ctx, {}, marker_options(pyfuncitem), pyfuncitem.nodeid)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     from pytest_torchperf.measure.devices import default_device

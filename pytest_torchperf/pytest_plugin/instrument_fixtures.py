@@ -145,8 +145,10 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
                 f"{', '.join(MODES)} (or None for the device's default)",
                 pytrace=False,
             )
+        from pytest_torchperf.run.kinds import resolve_options
+
         try:
-            options, _ = ctx.resolve_options({}, marker_options(item), item.nodeid)
+            options, _ = resolve_options(ctx, {}, marker_options(item), item.nodeid)
         except OptionError as exc:
             pytest.fail(f"torchperf: {exc}", pytrace=False)
         problem = None

@@ -17,8 +17,10 @@ def seed(item: pytest.Item) -> None:
     """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
     if not is_perf(item):
         return
+    from pytest_torchperf.run.kinds import resolve_options
+
     try:
-        options, _ = context_of(item.config).resolve_options({}, marker_options(item), item.nodeid)
+        options, _ = resolve_options(context_of(item.config), {}, marker_options(item), item.nodeid)
     except OptionError:
         return  # reported when the test calls the fixture
     from pytest_torchperf.options.values import SEED_OFF

@@ -16,8 +16,6 @@ from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
 from pytest_torchperf.options.measure_options import (
     MeasureOptions,
-    parse_layer,
-    resolve,
     short_min_time,
 )
 from pytest_torchperf.options.settings import RunSettings
@@ -26,8 +24,6 @@ from pytest_torchperf.run.quiet import QuietWait
 from pytest_torchperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
-    from pytest_torchperf.kinds.ab.measure_turns import TurnClient
-    from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.run.children import ChildSink, ProcessSample
 
 
@@ -60,11 +56,9 @@ class RunContext:
         self.calibrations: list[float] = []
         #: The measurement kinds' own state in this run, by its type (:meth:`state`).
         self._states: dict[type[Any], Any] = {}
-        #: A/B runs (``--torchperf-ab``), in a side's child: its end of the turn protocol
-        #: (:class:`pytest_torchperf.kinds.ab.measure_turns.TurnClient`); in the controller: what the two
-        #: sides measured (:class:`pytest_torchperf.kinds.ab.run_data.ABData`).
-        self.turns: TurnClient | None = None
-        self.ab_data: ABData | None = None
+        #: Its timed blocks wait for turns (an A/B side's): it must not hold the workers' lock
+        #: while it waits, or the other side could never give the turn back.
+        self.waits_for_turns = False
         #: Fields other plugins add to the exact environment fingerprint, by device and threads
         #: (the ``pytest_torchperf_environment`` hook; set by the plugin).
         self.extra_fingerprint: Callable[[str, int], Mapping[str, Any]] | None = None
@@ -115,36 +109,13 @@ class RunContext:
     def timing_lock(self, device: str) -> Iterator[None]:
         """Under pytest-xdist, time a CPU measurement alone: no other worker runs a test (or
         times) meanwhile, since it would share the cores, caches and memory bandwidth."""
-        # A side of an A/B run times only on its turn, the other side waiting: holding the
-        # gate while it waits for the turn would stop the other side from giving it back.
-        if self.worker_gate is None or self.turns is not None or not device.startswith("cpu"):
+        if self.worker_gate is None or self.waits_for_turns or not device.startswith("cpu"):
             yield
             return
         with self.worker_gate.exclusive():
             yield
 
-    def resolve_options(
-        self, call: Mapping[str, Any], marker: Mapping[str, Any], where: str
-    ) -> tuple[MeasureOptions, str | None]:
-        """Resolve a call's options over marker, CLI and ini; return options and the explicit name."""
-        call_layer = parse_layer(call, f"{where}: torchperf(...) call")
-        marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
-        options = resolve(call_layer, marker_layer, self.settings.cli, self.settings.ini)
-        self._check_min_time(
-            options.min_time,
-            (
-                (call_layer, f"min_time= of the torchperf(...) call in {where}"),
-                (marker_layer, f"@pytest.mark.torchperf(min_time=...) of {where}"),
-                (self.settings.cli, "--torchperf-min-time"),
-                (self.settings.ini, "ini torchperf_min_time"),
-            ),
-        )
-        name = call_layer.get("name") or marker_layer.get("name")
-        if self.settings.ab:
-            options = self._ab_options(options, (call_layer, marker_layer))
-        return options, name
-
-    def _check_min_time(
+    def check_min_time(
         self, min_time: float, layers: tuple[tuple[Mapping[str, Any], str], ...]
     ) -> None:
         """Warn once per run about a ``min_time`` shorter than the docs advise, naming the layer
@@ -164,24 +135,3 @@ class RunContext:
         if key not in self._said:
             self._said.add(key)
             self.run_warnings.append(warning)
-
-    def _ab_options(
-        self, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]
-    ) -> MeasureOptions:
-        """An A/B run's defaults: a 5 % limit (both sides ran in the same moments), and in a
-        side's process ``min_time`` shared out over the first pairs, so those pairs together
-        time each side as long as one plain measurement (the spread between processes, not
-        the blocks of one, decides the interval)."""
-        from dataclasses import replace
-
-        from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
-
-        layers = (*layers, self.settings.cli, self.settings.ini)
-        if not any("max_slowdown" in layer for layer in layers):
-            options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
-        if self.settings.child:
-            options = replace(options, min_time=options.min_time / self.settings.ab_pairs)
-            if self.turns is not None and self.turns.pair > 1:
-                # Counters are deterministic: the first pair's are compared; later pairs time.
-                options = replace(options, counters=False)
-        return options

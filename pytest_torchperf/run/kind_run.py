@@ -5,7 +5,7 @@ is :mod:`pytest_torchperf.run.kinds`. Pytest-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,14 @@ class KindRun:
     #: The role this process plays for the kind, from how the plugin set up the context (a
     #: counting child, an A/B side), or None (:func:`pytest_torchperf.run.kinds.role_of`).
     role: Callable[[RunContext], Role | None] = lambda ctx: None
+    #: Adjusts a measurement's resolved options for the run it is in, whatever its kind
+    #: (``(ctx, options, layers)``, the layers the options were resolved from, highest first:
+    #: the call's, the marker's, the command line's, the ini file's): an A/B run's defaults.
+    adjust_options: Callable[
+        [RunContext, MeasureOptions, tuple[Mapping[str, Any], ...]], MeasureOptions
+    ] = lambda ctx, options, layers: options
+    #: The gate fields it sets for any measurement of the run (an A/B run: ``ab``, side A).
+    gate_fields: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -10,6 +10,7 @@ Pytest-free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.inputs import Gate
@@ -36,6 +37,33 @@ def role_of(ctx: RunContext) -> Role:
     if ctx.child_sink is not None:
         return FreshProcess()
     return Timing()
+
+
+def resolve_options(
+    ctx: RunContext, call: Mapping[str, Any], marker: Mapping[str, Any], where: str
+) -> tuple[MeasureOptions, str | None]:
+    """A measurement's options: its call's keywords over its marker's, the command line's and
+    the ini file's (each layer validated), then each kind's adjustment for the run it is in
+    (:attr:`KindRun.adjust_options`: an A/B run's defaults). Returns the options and the
+    measurement's explicit name."""
+    from pytest_torchperf.options.measure_options import parse_layer, resolve
+
+    call_layer = parse_layer(call, f"{where}: torchperf(...) call")
+    marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
+    options = resolve(call_layer, marker_layer, ctx.settings.cli, ctx.settings.ini)
+    ctx.check_min_time(
+        options.min_time,
+        (
+            (call_layer, f"min_time= of the torchperf(...) call in {where}"),
+            (marker_layer, f"@pytest.mark.torchperf(min_time=...) of {where}"),
+            (ctx.settings.cli, "--torchperf-min-time"),
+            (ctx.settings.ini, "ini torchperf_min_time"),
+        ),
+    )
+    layers = (call_layer, marker_layer, ctx.settings.cli, ctx.settings.ini)
+    for spec in specs():
+        options = run_part(spec.name).adjust_options(ctx, options, layers)
+    return options, call_layer.get("name") or marker_layer.get("name")
 
 
 def run_part(name: str) -> KindRun:
@@ -77,7 +105,7 @@ def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
         saving=ctx.settings.save,
         kind=kind_name(ctx, options, device),
         limits=tuple((key, options.value(key)) for key in gate_keys()),
-        ab=ctx.ab_data.against if ctx.ab_data is not None else "",
+        **{k: v for spec in specs() for k, v in run_part(spec.name).gate_fields(ctx).items()},
     )
 
 

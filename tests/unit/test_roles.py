@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from pytest_torchperf.kinds.ab.run_data import ABState
 from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
 from pytest_torchperf.kinds.instructions.run_counting import CountState
 from pytest_torchperf.kinds.instructions.run_role import Counting
@@ -16,9 +17,10 @@ from pytest_torchperf.run.roles import Disabled, FreshProcess, Timing
 
 def _ctx(**set_up: object) -> SimpleNamespace:
     settings = SimpleNamespace(disable=set_up.pop("disable", False), compare=True)
-    base = {"ab_data": None, "turns": None, "child_sink": None}
-    states: dict[type, object] = {}
-    ctx = SimpleNamespace(settings=settings, **{**base, **set_up})
+    states: dict[type, object] = {
+        ABState: ABState(turns=set_up.pop("turns", None), data=set_up.pop("ab_data", None))
+    }
+    ctx = SimpleNamespace(settings=settings, **{"child_sink": None, **set_up})
     ctx.state = lambda kind_state: states.setdefault(kind_state, kind_state())
     return ctx
 

@@ -220,7 +220,9 @@ def _measure(
         terminal,
         f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
     )
-    context_of(config).ab_data = data
+    from pytest_torchperf.kinds.ab.run_data import ABState
+
+    context_of(config).state(ABState).data = data
 
 
 def _pairs(
@@ -327,7 +329,9 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
 
 def summary_lines(ctx: Any) -> list[str]:
     """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
-    data = ctx.ab_data
+    from pytest_torchperf.kinds.ab.run_data import ABState
+
+    data = ctx.state(ABState).data
     if data is None:
         return []
     sides = getattr(data, "sides", {})
@@ -346,9 +350,9 @@ def summary_lines(ctx: Any) -> list[str]:
 def removed_records(ctx: Any) -> list[dict[str, Any]]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
-    from pytest_torchperf.kinds.ab.run_data import removed_result
+    from pytest_torchperf.kinds.ab.run_data import ABState, removed_result
 
-    data = ctx.ab_data
+    data = ctx.state(ABState).data
     if data is None:
         return []
     return [

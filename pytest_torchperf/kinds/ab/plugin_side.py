@@ -41,7 +41,11 @@ def announce_tests(session: pytest.Session) -> None:
         # Collection failed (a test module that does not import on this side): pytest stops
         # right after this hook; the controller sees the exit and names this side.
         return
-    context_of(session.config).turns = client
+    from pytest_torchperf.kinds.ab.run_data import ABState
+
+    ctx = context_of(session.config)
+    ctx.state(ABState).turns = client
+    ctx.waits_for_turns = True
     # Both sides start up and collect (imports, torch) at the same time: nothing is timed yet.
     # From here on this side runs only on its turns.
     client.tests([item.nodeid for item in child_runs.perf_items(session)])

@@ -1,10 +1,16 @@
-"""The ``ab`` kind's run part: chosen for every measurement of an A/B run's controller (the
-sides' data is on the context); kept as time is. Pytest-free."""
+"""The ``ab`` kind's run part: chosen for every measurement of an A/B run's controller (what the
+sides measured is its run state, :class:`~pytest_torchperf.kinds.ab.run_data.ABState`); kept as
+time is; its processes' roles (a side, the controller); an A/B run's option defaults and the
+side A its gates record. Pytest-free."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
+from pytest_torchperf.kinds.ab.run_data import ABState, ab_record
 from pytest_torchperf.run.kind_run import Keeping, KindRun
 
 if TYPE_CHECKING:
@@ -15,24 +21,57 @@ if TYPE_CHECKING:
 
 
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
-    return ctx.ab_data is not None
+    return ctx.state(ABState).data is not None
 
 
 def _pairs_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:
     """The process pairs behind the verdict, as the results file keeps them."""
-    from pytest_torchperf.kinds.ab.run_data import ab_record
-
-    assert ctx.ab_data is not None
-    ab = ab_record(ctx.ab_data, (m.nodeid, m.name))
+    data = ctx.state(ABState).data
+    assert data is not None
+    ab = ab_record(data, (m.nodeid, m.name))
     return {} if ab is None else {"ab": ab}
 
 
 def _role(ctx: RunContext) -> Role | None:
     from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
 
-    if ctx.ab_data is not None:
+    state = ctx.state(ABState)
+    if state.data is not None:
         return ABController()
-    return ABSide() if ctx.turns is not None else None
+    return ABSide() if state.turns is not None else None
 
 
-RUN = KindRun(Keeping(), _chosen, record_fields=_pairs_fields, role=_role)
+def _adjust_options(
+    ctx: RunContext, options: MeasureOptions, layers: tuple[Mapping[str, Any], ...]
+) -> MeasureOptions:
+    """An A/B run's defaults: a 5 % limit (both sides ran in the same moments), and in a
+    side's process ``min_time`` shared out over the first pairs, so those pairs together
+    time each side as long as one plain measurement (the spread between processes, not
+    the blocks of one, decides the interval)."""
+    if not ctx.settings.ab:
+        return options
+    if not any("max_slowdown" in layer for layer in layers):
+        options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
+    if ctx.settings.child:
+        options = replace(options, min_time=options.min_time / ctx.settings.ab_pairs)
+        turns = ctx.state(ABState).turns
+        if turns is not None and turns.pair > 1:
+            # Counters are deterministic: the first pair's are compared; later pairs time.
+            options = replace(options, counters=False)
+    return options
+
+
+def _gate_fields(ctx: RunContext) -> dict[str, Any]:
+    """What side A is (``origin/main (abc1234)``), in every gate of the controller's run."""
+    data = ctx.state(ABState).data
+    return {"ab": data.against if data is not None else ""}
+
+
+RUN = KindRun(
+    Keeping(),
+    _chosen,
+    record_fields=_pairs_fields,
+    role=_role,
+    adjust_options=_adjust_options,
+    gate_fields=_gate_fields,
+)

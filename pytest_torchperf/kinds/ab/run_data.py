@@ -20,17 +20,29 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.failures import kinds_of, restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
+
+if TYPE_CHECKING:
+    from pytest_torchperf.kinds.ab.measure_turns import TurnClient
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
 #: Where a side waits before its first turn (after collecting its tests).
 START: Key = ("", "")
 SIDES = ("A", "B")
+
+
+@dataclass
+class ABState:
+    """An A/B run's state in a process (``ctx.state(ABState)``): in a side's child, its end of
+    the turn protocol; in the controller, what the two sides measured."""
+
+    turns: TurnClient | None = None
+    data: ABData | None = None
 
 
 class TurnScheduler:
@@ -240,7 +252,8 @@ def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> No
     from pytest_torchperf.run import explain
 
     top_ops = None
-    if ctx.turns.side == "A" and ctx.turns.pair == 1 and result.summary is not None:
+    turns = ctx.state(ABState).turns
+    if turns.side == "A" and turns.pair == 1 and result.summary is not None:
         top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
     ctx.child_sink.send("side", side_line(result, m.options.max_slowdown, top_ops))
 

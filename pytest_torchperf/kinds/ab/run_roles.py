@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.kinds.ab.run_data import ABState
 from pytest_torchperf.run.roles import Request, Role
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class ABSide(Role):
         return False
 
     def turn(self, ctx: RunContext, nodeid: str, name: str) -> Callable[[], None] | None:
-        turns = ctx.turns
+        turns = ctx.state(ABState).turns
         assert turns is not None
         return lambda: turns.take(nodeid, name)
 
@@ -61,11 +62,12 @@ class ABController(Role):
 
         if not asked.gate:
             return None  # an ungated timer measurement is timed here, as in any run
-        assert ctx.ab_data is not None
+        data = ctx.state(ABState).data
+        assert data is not None
         asked.measurer.check_outputs(asked.name)
         try:
             measured: Measured = ab_measured(
-                ctx.ab_data, asked.nodeid, asked.name, asked.measurer, asked.kind
+                data, asked.nodeid, asked.name, asked.measurer, asked.kind
             )
             return measured
         except ABMissing as exc:
@@ -88,8 +90,9 @@ class ABController(Role):
         self, ctx: RunContext, nodeid: str, name: str, env_id: str
     ) -> list[Mapping[str, Any]]:
         """Side A's sessions, measured now: the baseline of side B."""
-        assert ctx.ab_data is not None
-        paired = ctx.ab_data.measured.get((nodeid, name))
+        data = ctx.state(ABState).data
+        assert data is not None
+        paired = data.measured.get((nodeid, name))
         return list(paired.a_sessions) if paired is not None else []
 
     def report(
@@ -97,5 +100,6 @@ class ABController(Role):
     ) -> None:
         from pytest_torchperf.kinds.ab.run_data import ab_record
 
-        assert ctx.ab_data is not None
-        result.sections["ab"] = ab_record(ctx.ab_data, (m.nodeid, m.name))
+        data = ctx.state(ABState).data
+        assert data is not None
+        result.sections["ab"] = ab_record(data, (m.nodeid, m.name))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ab_measured
+from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ABState, ab_measured
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.result import Result
@@ -28,12 +28,13 @@ def variants_from_sides(
     """The A/B controller: each variant as the two sides measured it, to be concluded (nothing
     is rebuilt here; ``labels`` maps each variant to its measurement name); a variant missing
     from the sides is a failed, untimed Result."""
-    assert ctx.ab_data is not None, "only the A/B controller builds variants from the sides"
+    data = ctx.state(ABState).data
+    assert data is not None, "only the A/B controller builds variants from the sides"
     eager.check_outputs(name)
     results: dict[str, Result | Measured] = {}
     for variant, label in labels.items():
         try:
-            results[variant] = ab_measured(ctx.ab_data, nodeid, label, eager, "torchperf")
+            results[variant] = ab_measured(data, nodeid, label, eager, "torchperf")
         except ABSkipped as exc:
             # Side B could not take this variant (unavailable there): as a plain run does, the
             # test skips when it is its only variant, else the variant is left out with a note.
