@@ -67,11 +67,20 @@ class Kind(Protocol):
         """Failures, warnings and gates from the kind's own data, beyond the shared checks."""
         ...
 
+    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+        """Why a session this kind recorded must not become a baseline (``torchperf
+        accept``), or None."""
+        ...
 
-class NoExtraChecks:
-    """A kind whose own data adds no failure beyond its verdict."""
+
+class KindDefaults:
+    """What a kind does unless it says otherwise: its own data adds no failure beyond its
+    verdict, and any session it recorded may become a baseline."""
 
     def extra_checks(
         self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
     ) -> KindChecks:
         return KindChecks()
+
+    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+        return None

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
 from pytest_torchperf.judge.inputs import recorded_kind
-from pytest_torchperf.judge.samples import Sample, guard_problem
+from pytest_torchperf.judge.kinds import judging
+from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
 
 if TYPE_CHECKING:
@@ -96,34 +97,7 @@ def replay(
 
 
 def accept_problem(session: Mapping[str, Any]) -> str | None:
-    """Why a recorded session must not become a baseline (``torchperf accept``): what the
-    plugin's save guard would refuse (contention, spread), or a counted run's missing count."""
-
-    gate = session.get("gate") or {}
-    kind = recorded_kind(gate)
-    if kind == "ab":
-        # Side B's blocks of an A/B run: min_time shared out over process pairs, no
-        # calibration, measured beside another side; not a baseline.
-        return (
-            "measured in an A/B run (--torchperf-ab), which keeps no baseline; record one with "
-            "pytest --torchperf-save"
-        )
-    if kind == "instructions":
-        # An instruction-count run stores counts; its time was never guarded.
-        return None if session.get("instructions") else "no instruction count"
-    times = tuple(session.get("times") or ())
-    if not times:
-        return "no timed samples"
-    sample = Sample(
-        summarize(times),
-        session.get("cpu_share"),
-        times,
-        session.get("calibration"),
-        neighbour_load=session.get("neighbour_load"),
-    )
-    return guard_problem(
-        sample,
-        min_cpu_share=gate.get("min_cpu_share", 0.9),
-        max_relative_iqr=gate.get("max_spread", 0.25),
-        max_neighbour_load=gate.get("max_neighbour_load", 1.0),
-    )
+    """Why a recorded session must not become a baseline (``torchperf accept``): its kind's
+    answer (:meth:`pytest_torchperf.judge.kind_protocol.Kind.accept_problem`: what the save
+    guard would refuse, a counted run's missing count, an A/B run's side B)."""
+    return judging(recorded_kind(session.get("gate") or {})).accept_problem(session)

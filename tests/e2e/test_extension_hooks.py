@@ -76,11 +76,11 @@ SPEC = KindSpec(name="budget", package=__name__, summary="p25 within a fixed bud
 import os
 
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.kind_protocol import NoExtraChecks
+from pytest_torchperf.judge.kind_protocol import KindDefaults
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 
 
-class BudgetKind(NoExtraChecks):
+class BudgetKind(KindDefaults):
     name = "budget"
     save = ""
     judges_timed_speedups = False

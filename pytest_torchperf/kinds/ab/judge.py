@@ -60,6 +60,14 @@ class ABKind:
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
+    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+        # Side B's blocks of an A/B run: min_time shared out over process pairs, no
+        # calibration, measured beside another side; not a baseline.
+        return (
+            "measured in an A/B run (--torchperf-ab), which keeps no baseline; record one with "
+            "pytest --torchperf-save"
+        )
+
     def extra_checks(
         self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
     ) -> KindChecks:

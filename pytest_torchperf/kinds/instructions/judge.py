@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, NoExtraChecks, Remeasure
+from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
@@ -43,7 +43,7 @@ class CountData:
         )
 
 
-class InstructionKind(NoExtraChecks):
+class InstructionKind(KindDefaults):
     """Instructions per call under Valgrind against the latest stored count."""
 
     name = "instructions"
@@ -69,6 +69,10 @@ class InstructionKind(NoExtraChecks):
             gate.limit("max_instruction_increase"),
         )
         return Judgement(verdict, candidate.first, [candidate.first])
+
+    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+        # An instruction-count run stores counts; its time was never guarded.
+        return None if session.get("instructions") else "no instruction count"
 
 
 def instruction_verdict(

@@ -10,16 +10,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, NoExtraChecks, Remeasure
-from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
+from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, guard_problem, loosening_option
 from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdict, judge
 from pytest_torchperf.store.records import timed_sessions
 
 
-class TimeKind(NoExtraChecks):
+class TimeKind(KindDefaults):
     """Timed blocks against the stored sessions' timings (:func:`.verdict.judge`)."""
 
     name = "time"
@@ -85,6 +86,26 @@ class TimeKind(NoExtraChecks):
                 " and ".join(candidate.gates_besides_time(sessions)) or "nothing else",
             )
         return judgement
+
+    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+        """What the save guard would refuse of a recorded session (contention, spread)."""
+        gate = session.get("gate") or {}
+        times = tuple(session.get("times") or ())
+        if not times:
+            return "no timed samples"
+        sample = Sample(
+            summarize(times),
+            session.get("cpu_share"),
+            times,
+            session.get("calibration"),
+            neighbour_load=session.get("neighbour_load"),
+        )
+        return guard_problem(
+            sample,
+            min_cpu_share=gate.get("min_cpu_share", 0.9),
+            max_relative_iqr=gate.get("max_spread", 0.25),
+            max_neighbour_load=gate.get("max_neighbour_load", 1.0),
+        )
 
 
 def looser_guards(gate: Gate, timed: Sequence[Mapping[str, Any]]) -> list[str]:
