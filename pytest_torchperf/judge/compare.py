@@ -21,7 +21,7 @@ from typing import Any
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks, speedup_gated
-from pytest_torchperf.judge.failures import Failure, kinds_of
+from pytest_torchperf.judge.failures import Failure, categories_of
 from pytest_torchperf.judge.inputs import Candidate, Gate, Where
 from pytest_torchperf.judge.kinds import kind_of
 from pytest_torchperf.judge.labels import outcome_label
@@ -77,7 +77,7 @@ class Comparison:
                 "verdict": self.verdict.to_dict(),
                 "counter_changes": self.counter_changes,
                 "failures": self.failures,
-                "failure_kinds": kinds_of(self.failures),
+                "failure_kinds": categories_of(self.failures),
             }
         )
 

@@ -21,7 +21,7 @@ from typing import Any
 from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.numerics import degenerate_reference
-from pytest_torchperf.judge.samples import guard_kind
+from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 
 #: The gates every kind shares; any other a comparison gated is a performance figure: its
@@ -198,7 +198,7 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
     elif record.get("untimed"):  # refused by a guard: stored without its timing
-        why = guard_kind(str(record["untimed"]))
+        why = refusing_guard(str(record["untimed"]))
         cov.not_timed[why] += 1
         _name(cov, why, record)
         _count_untimed(cov, record)

@@ -1,23 +1,24 @@
-"""A failure beyond the timing verdict and the counters, with its kind decided where it is found.
-Pure.
+"""A failure beyond the timing verdict and the counters, with its category decided where it is
+found. Pure.
 
 A failure is read as its sentence everywhere (the test's failure message, every report), so
-:class:`Failure` is that sentence (a ``str``) carrying its :attr:`Failure.kind`. Labels
-(:func:`pytest_torchperf.judge.labels.outcome_label`) are made from the kinds, never from the
-words: rewording a sentence cannot change a label. Records store the kinds beside the sentences
-(``failure_kinds``, ``run_failure_kinds``) and :func:`restore` joins them again.
+:class:`Failure` is that sentence (a ``str``) carrying its :attr:`Failure.category`. Labels
+(:func:`pytest_torchperf.judge.labels.outcome_label`) are made from the categories, never from
+the words: rewording a sentence cannot change a label. Records store the categories beside the
+sentences (under the file keys ``failure_kinds`` and ``run_failure_kinds``, named before
+"kind" came to mean only a measurement kind) and :func:`restore` joins them again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-#: The kinds of failure, in the order a label names them when several failed:
+#: The categories of failure, in the order a label names them when several failed:
 #: ``--torchperf-strict``; a variant's outputs vs eager fp32; outputs or the metric vs the
 #: baseline; a speedup vs eager below its baseline or ``min_speedup``; the GPU kernel time
 #: beyond ``max_kernel_slowdown`` (``time-and-kernels``); a build above
 #: ``max_compile_time``; a missing instruction count; a variant that could not be built or run.
-KINDS = (
+CATEGORIES = (
     "strict",
     "accuracy",
     "numerics",
@@ -31,42 +32,46 @@ KINDS = (
 
 
 class Failure(str):
-    """A failure's sentence, with its kind (one of :data:`KINDS`)."""
+    """A failure's sentence, with its category (one of :data:`CATEGORIES`)."""
 
-    kind: str
+    category: str
 
-    def __new__(cls, kind: str, message: str) -> Failure:
-        if kind not in KINDS:
-            raise ValueError(f"unknown failure kind {kind!r}: one of {', '.join(KINDS)}")
+    def __new__(cls, category: str, message: str) -> Failure:
+        if category not in CATEGORIES:
+            raise ValueError(
+                f"unknown failure category {category!r}: one of {', '.join(CATEGORIES)}"
+            )
         failure = super().__new__(cls, message)
-        failure.kind = kind
+        failure.category = category
         return failure
 
-    def __reduce__(self) -> tuple[type[Failure], tuple[str, str]]:  # pickling keeps the kind
-        return (Failure, (self.kind, str(self)))
+    def __reduce__(self) -> tuple[type[Failure], tuple[str, str]]:  # pickling keeps the category
+        return (Failure, (self.category, str(self)))
 
 
-def kinds_of(failures: Iterable[str]) -> list[str | None]:
-    """Each failure's kind, None for a plain sentence (read from a file written before kinds
-    were recorded)."""
-    return [getattr(f, "kind", None) for f in failures]
+def categories_of(failures: Iterable[str]) -> list[str | None]:
+    """Each failure's category, None for a plain sentence (read from a file written before
+    categories were recorded)."""
+    return [getattr(f, "category", None) for f in failures]
 
 
-def restore(messages: Sequence[str], kinds: Sequence[str | None] | None) -> list[str]:
-    """Failures read back from a record: each sentence with its recorded kind (a plain sentence
-    where the record has none, or an unknown one)."""
-    kinds = list(kinds or ())
+def restore(messages: Sequence[str], categories: Sequence[str | None] | None) -> list[str]:
+    """Failures read back from a record: each sentence with its recorded category (a plain
+    sentence where the record has none, or an unknown one)."""
+    categories = list(categories or ())
     restored: list[str] = []
     for index, message in enumerate(messages):
-        kind = kinds[index] if index < len(kinds) else None
+        category = categories[index] if index < len(categories) else None
         restored.append(
-            Failure(kind, message) if kind is not None and kind in KINDS else str(message)
+            Failure(category, message)
+            if category is not None and category in CATEGORIES
+            else str(message)
         )
     return restored
 
 
-def label_kinds(kinds: Iterable[str | None]) -> list[str]:
-    """The kinds a label names: every one of :data:`KINDS` among ``kinds``, once each, in that
-    order (none for sentences without a known kind)."""
-    known = {k for k in kinds if k in KINDS}
-    return [k for k in KINDS if k in known]
+def label_categories(categories: Iterable[str | None]) -> list[str]:
+    """The categories a label names: every one of :data:`CATEGORIES` among ``categories``, once
+    each, in that order (none for sentences without a known category)."""
+    known = {c for c in categories if c in CATEGORIES}
+    return [c for c in CATEGORIES if c in known]

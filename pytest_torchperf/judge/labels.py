@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_torchperf.judge.failures import label_kinds
+from pytest_torchperf.judge.failures import label_categories
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
@@ -18,7 +18,7 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     ``improved``, ``new``, ``pass``, ``pass (re-measured)``, ``measured``, ``disabled``
     (``new (no timing baseline)``: stored sessions without timing): a failure names every kind
     that failed, the timed figure (``time`` or ``instructions``) first, then the counters, then
-    the kinds of :data:`pytest_torchperf.judge.failures.KINDS` in that order; then ``, saved``,
+    the kinds of :data:`pytest_torchperf.judge.failures.CATEGORIES` in that order; then ``, saved``,
     ``, saved without timing: <why>`` (counters and numerics stored), ``, saved but not this
     process's session (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not
     saved: <why>`` in saving runs.
@@ -35,7 +35,7 @@ def outcome_label(record: Mapping[str, Any]) -> str:
         failed.append("counters")
     # The kinds were decided where each failure was found (judge/failures.py), never from its
     # words; a record written before kinds were recorded adds none (the bare label).
-    failed += [k for k in label_kinds(record.get("failure_kinds") or ()) if k not in failed]
+    failed += [k for k in label_categories(record.get("failure_kinds") or ()) if k not in failed]
     if failed and failed != ["time"]:  # a timing failure alone is the bare FAIL
         label = f"FAIL ({', '.join(failed)})"
     # A limit too wide to gate is no passing weather: the label says why nothing was judged.

@@ -17,7 +17,7 @@ from pytest_torchperf.judge.coverage import (
     remedies,
     weak_gate_warning,
 )
-from pytest_torchperf.judge.samples import IDLE, guard_kind, loosening_option
+from pytest_torchperf.judge.samples import IDLE, loosening_option, refusing_guard
 
 
 def run_failure(cov: Coverage, strict: bool) -> str | None:
@@ -67,7 +67,7 @@ def _untimed_failure(cov: Coverage) -> str | None:
         return None
     missing = len(cov.untimed_reasons)
     names = cov.untimed_names or [""] * missing
-    kinds = Counter(guard_kind(why) for why in cov.untimed_reasons)
+    kinds = Counter(refusing_guard(why) for why in cov.untimed_reasons)
     # Each option that stores the timing anyway, with the measurements it is for: all of them
     # are needed where several guards refused.
     by_option: dict[str, list[str]] = {}

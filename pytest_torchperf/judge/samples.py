@@ -238,7 +238,7 @@ IDLE = "idle target"
 GPU_CLOCK = "GPU clock"
 
 
-def guard_kind(problem: str) -> str:
+def refusing_guard(problem: str) -> str:
     """Which guard refused a pass: :data:`BUSY` (another process took this CPU or kept the
     others busy), :data:`IDLE` (the timed code left its CPU idle), :data:`SPREAD` or
     :data:`SLOWER` (the calibration kernel ran slow), from a

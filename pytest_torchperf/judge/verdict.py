@@ -25,8 +25,8 @@ from pytest_torchperf.judge.samples import (
     MIN_CPU_SHARE,
     GuardLimits,
     Sample,
-    guard_kind,
     loosening_option,
+    refusing_guard,
 )
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
@@ -203,7 +203,7 @@ def word(
         limit += f", {format_percent(d.confirm_limit)} for one process"
     # Under --torchperf-strict the engine fails it: the hint that it would is then moot.
     strict = "." if strict_run else "; --torchperf-strict turns this into a failure."
-    idle = d.problem is not None and guard_kind(d.problem) == IDLE
+    idle = d.problem is not None and refusing_guard(d.problem) == IDLE
     quieter = (
         # The timed code itself left its CPU idle: no quieter machine changes that.
         "A quieter machine will not change that: time the work without the waiting"
@@ -276,7 +276,7 @@ def word(
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
     refused = d.outcome is Outcome.INCONCLUSIVE and d.problem
-    guard = guard_kind(d.problem) if refused and d.problem else None
+    guard = refusing_guard(d.problem) if refused and d.problem else None
     if d.reason == "noisy-baseline":
         guard = NOISY_BASELINE
     return Verdict(

@@ -83,9 +83,9 @@ class RunSettings:
         parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
         mode = "+".join(parts) if parts else "measure only (no baseline)"
         if self.ab:
-            kind, _, what = self.ab.partition(":")
+            side_type, _, what = self.ab.partition(":")
             return f"A/B: working tree against {what}" + (
-                " (another Python)" if kind == "python" else ""
+                " (another Python)" if side_type == "python" else ""
             )
         if self.fallback:
             return f"{mode}, time (instruction counts where timing cannot decide)"

@@ -37,8 +37,8 @@ class TorchperfFixture:
     (see the README's option table). Each call in one test needs its own ``name``.
     """
 
-    #: The kind of measurement its records carry (``torchperf`` or ``timer``).
-    kind = "torchperf"
+    #: What measured, as its records say (``torchperf`` or ``timer``).
+    source = "torchperf"
     #: Measurements are compared and saved unless the call says ``gate=False`` (timer only).
     gated_by_default = True
     #: Whether ``variants=`` may be set on a call.
@@ -111,7 +111,7 @@ class TorchperfFixture:
                     call_kwargs,
                     resolved,
                     gate=gate,
-                    kind=self.kind,
+                    source=self.source,
                 )
             if not variants:
                 skip = (
@@ -232,7 +232,7 @@ class TimerFixture(TorchperfFixture):
     ``gate=True``. No counters, NaN checks or eval/inference handling unless asked for.
     """
 
-    kind = "timer"
+    source = "timer"
     gated_by_default = False
     builds_variants = False
 

@@ -60,6 +60,6 @@ class BlockTimer:
             cpu_share=timed.raw.cpu_share,
             summary=summarize(timed.raw.times),
             options=self.options,
-            kind="timer",
+            source="timer",
             clock=timed.clock,
         )

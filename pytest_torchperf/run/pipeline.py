@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
-from pytest_torchperf.judge.failures import kinds_of
+from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.node_changes import growth_line
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
@@ -71,7 +71,7 @@ def measure(
     device: str | None = None,
     *,
     gate: bool = True,
-    kind: str = "torchperf",
+    source: str = "torchperf",
 ) -> Result:
     """Measure ``target`` for test ``nodeid`` under measurement ``name`` (see module docstring).
 
@@ -91,7 +91,7 @@ def measure(
     # What this process does with it (runs it once, counts it, reads what the A/B sides
     # measured, or times it here) is its role's business: run/roles.py.
     role = role_of(ctx)
-    obtained = role.obtain(ctx, state, Request(nodeid, name, measurer, options, kind, gate))
+    obtained = role.obtain(ctx, state, Request(nodeid, name, measurer, options, source, gate))
     if isinstance(obtained, Measured):
         return conclude(ctx, state, obtained)
     if obtained is not None:
@@ -107,7 +107,7 @@ def measure(
     counters, again = counters_of(measurer, options, eager)
     counters = None if counters is None else {**counters, **graph}
     extra = None
-    if kind == "torchperf":
+    if source == "torchperf":
         extra = VariantExtra(
             "eager",
             fingerprint=output_fingerprint(output, again, measurer),
@@ -130,11 +130,11 @@ def measure(
         take_sample,
         clock,
         gate=gate,
-        kind=kind,
+        source=source,
         extra=extra,
     )
     measure_beside(ctx, measured)
-    if ctx.settings.graph and gate and kind == "torchperf" and not ctx.settings.child:
+    if ctx.settings.graph and gate and source == "torchperf" and not ctx.settings.child:
         measured.graph = graph_of(measurer)
     if measurer.clocks_unchecked:
         ctx.warn_once(measurer.clocks_unchecked)  # it holds for every CUDA measurement
@@ -262,7 +262,7 @@ def _compare(
             },
             "accuracy": extra.accuracy if extra else None,
             "run_failures": run_failures,
-            "run_failure_kinds": kinds_of(run_failures),
+            "run_failure_kinds": categories_of(run_failures),
             **own,
         },
     )
@@ -346,7 +346,7 @@ def _result(
         options=m.options,
         counters=m.counters,
         counter_changes=comparison.counter_changes if comparison is not None else [],
-        kind=m.kind,
+        source=m.source,
         clock=m.clock[-1],
         calibration=final.calibration,
         failures=comparison.failures if comparison is not None else run_failures,

@@ -14,7 +14,7 @@ from typing import Any, cast
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.failures import kinds_of
+from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
@@ -72,8 +72,10 @@ class Result:
     counters: dict[str, Any] | None = None
     #: Gated counter changes against the baseline (each a readable sentence); empty = unchanged.
     counter_changes: list[str] = field(default_factory=list)
-    #: ``torchperf`` for fixture calls and whole tests, ``timer`` for ``torchperf_timer``.
-    kind: str = "torchperf"
+    #: What measured it: ``torchperf`` for fixture calls and whole tests, ``timer`` for
+    #: ``torchperf_timer`` (the record's key ``kind``, named before "kind" came to mean only a
+    #: measurement kind).
+    source: str = "torchperf"
     #: How blocks were clocked: ``cpu``, ``cuda-events`` or ``sync``.
     clock: str | None = None
     #: True once the session was written to the baseline file (``--torchperf-save``, test passed).
@@ -238,6 +240,11 @@ class Result:
         return self.verdict.outcome if self.verdict else Outcome.MEASURED
 
     @property
+    def kind(self) -> str:
+        """:attr:`source`, under the name earlier versions gave it (and the record keeps)."""
+        return self.source
+
+    @property
     def counter_message(self) -> str | None:
         """Failure message for changed counters, or None."""
         if not self.counter_changes:
@@ -296,7 +303,7 @@ class Result:
             "verdict": cast("VerdictRecord", self.verdict.to_dict()) if self.verdict else None,
             "counters": self.counters,
             "counter_changes": list(self.counter_changes),
-            "kind": self.kind,
+            "kind": self.source,
             "clock": self.clock,
             "saved": self.saved,
             "not_saved": self.not_saved,
@@ -314,12 +321,12 @@ class Result:
             "notes": list(self.notes),
             "metric": self.metric,
             "failures": list(self.failures),
-            "failure_kinds": kinds_of(self.failures),
+            "failure_kinds": categories_of(self.failures),
             "run_id": self.run_id,
             "session": cast("SessionRecord | None", self.session),
             "environment": self.environment,
             "run_failures": list(self.run_failures),
-            "run_failure_kinds": kinds_of(self.run_failures),
+            "run_failure_kinds": categories_of(self.run_failures),
             "passes": cast("list[PassRecord]", self.passes),
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),

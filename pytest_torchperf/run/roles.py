@@ -38,7 +38,7 @@ class Request:
     measurer: Measurer
     options: MeasureOptions
     #: ``torchperf`` (the fixture or a marked test) or ``timer`` (``torchperf_timer``).
-    kind: str
+    source: str
     #: Gated: compared and saved (an ungated timer measurement is only recorded).
     gate: bool
 
@@ -115,7 +115,7 @@ class Disabled(Role):
 
         asked.measurer.run_once()
         return disabled_result(
-            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
         )
 
     def obtain_variants(

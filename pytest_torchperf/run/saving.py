@@ -15,12 +15,12 @@ from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
     Sample,
-    guard_kind,
     guard_limits,
     guard_of,
     loosening_option,
     loosening_options,
     machine_disturbance,
+    refusing_guard,
 )
 from pytest_torchperf.judge.tolerance import stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -124,7 +124,7 @@ def queue_save(
     if problem:
         # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
         # code; every other guard (a busy neighbour included) blames the machine.
-        if isinstance(problem, str) and guard_kind(problem) == IDLE:
+        if isinstance(problem, str) and refusing_guard(problem) == IDLE:
             why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
             detail = (
                 f"{problem} ({times}). A quieter machine will not change that: time the work "
@@ -176,7 +176,7 @@ def queue_save(
             # A short head with its figure ("CPU share 0.50 < 0.90"), else the guard in a word
             # (the neighbour guard's sentence, repeated per process, buried the list).
             head = refused.split(":")[0]
-            short = head if ":" in refused and len(head) <= 40 else guard_kind(refused)
+            short = head if ":" in refused and len(head) <= 40 else refusing_guard(refused)
             why_refused.setdefault(short, []).append(str(process))
         elif refused:
             ratio, _, what = refused

@@ -78,7 +78,8 @@ class Measured:
     take_sample: Callable[[], Sample]
     clock: list[str]
     gate: bool = True
-    kind: str = "torchperf"
+    #: What measured it: ``torchperf`` (the fixture or a marked test) or ``timer``.
+    source: str = "torchperf"
     extra: VariantExtra | None = None
     #: What its kind measured beside the timed pass, as the session keys that hold it
     #: (:attr:`pytest_torchperf.run.kinds.KindRun.beside`: the GPU kernel time).

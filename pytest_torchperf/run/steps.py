@@ -107,7 +107,7 @@ def disabled_result(
     name: str,
     device: str,
     options: MeasureOptions,
-    kind: str,
+    source: str,
     variant: str = "eager",
 ) -> Result:
     """``--torchperf-disable``: the target ran once, untimed."""
@@ -122,7 +122,7 @@ def disabled_result(
         group=options.group,
         disabled=True,
         options=options,
-        kind=kind,
+        source=source,
         variant_facts=VariantFacts(variant),
     )
     state.results.append(result)

@@ -326,7 +326,7 @@ def _conclude_each(
             sampler(ctx, measurer, clock),
             clock,
             gate=True,
-            kind="torchperf",
+            source="torchperf",
             extra=extra,
         )
         # Each variant's own (a GPU's kernels: amp casts, compiled fusions), after the timed rounds.

@@ -65,24 +65,24 @@ def graph_from_stored(
     structure and a session's per-node figures: what ``torchperf graph`` draws of a baseline."""
     namespaces = structure.get("namespaces") or {}
     nodes = []
-    for node_id, label, kind, module, key, inputs, outputs in structure.get("nodes", ()):
+    for node_id, label, node_type, module, key, inputs, outputs in structure.get("nodes", ()):
         time, flops, size = (list(figures.get(key) or ()) + [0.0, 0, 0])[:3]
         nodes.append(
             {
                 "id": node_id,
                 "label": label,
-                "kind": kind,
+                "kind": node_type,
                 "module": module,
                 "namespace": "inputs"
-                if kind == "input"
-                else (namespaces.get(module, "") if kind == "op" else ""),
+                if node_type == "input"
+                else (namespaces.get(module, "") if node_type == "op" else ""),
                 "inputs": [[src, 0] for src in inputs],
                 "outputs": list(outputs),
                 "key": key,
-                "time": float(time) if kind == "op" else 0.0,
-                "flops": int(flops) if kind == "op" else 0,
-                "bytes": int(size) if kind == "op" else 0,
-                "calls": 1 if kind == "op" else 0,
+                "time": float(time) if node_type == "op" else 0.0,
+                "flops": int(flops) if node_type == "op" else 0,
+                "bytes": int(size) if node_type == "op" else 0,
+                "calls": 1 if node_type == "op" else 0,
             }
         )
     return {

@@ -242,7 +242,7 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
         def test_timer(torchperf_timer):
             x = torch.randn(32, 32)
             r = torchperf_timer(lambda: x @ x, name="matmul")
-            assert r.median > 0 and r.kind == "timer" and r.verdict is None
+            assert r.median > 0 and r.source == "timer" and r.verdict is None
 
         def test_gated(torchperf_timer):
             x = torch.randn(32, 32)

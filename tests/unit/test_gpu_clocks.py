@@ -9,9 +9,9 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.samples import (
     GPU_CLOCK,
     Sample,
-    guard_kind,
     guard_problem,
     loosening_option,
+    refusing_guard,
 )
 from pytest_torchperf.measure.gpu_clocks import (
     ClockReader,
@@ -97,7 +97,7 @@ def test_the_guard_refuses_a_pass_below_the_gpus_clocks() -> None:
         "1980 MHz maximum (limit 75% of it; the driver reported idle): a GPU still ramping up, "
         "hot or held by a power brake runs the same kernels slower"
     )
-    assert guard_kind(problem) == GPU_CLOCK
+    assert refusing_guard(problem) == GPU_CLOCK
     assert loosening_option(problem) == "--torchperf-min-gpu-clock=0"
     assert guard_problem(sample(ramping), min_gpu_clock=0) is None  # 0 disables
 

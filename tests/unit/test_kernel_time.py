@@ -249,7 +249,7 @@ def test_an_added_kernel_fails_where_the_launch_bound_wall_time_cannot_gate() ->
     assert result.verdict.guard == NOISY_BASELINE
     assert result.outcome == "fail"
     (failure,) = result.failures
-    assert failure.kind == "kernel time"  # type: ignore[attr-defined]
+    assert failure.category == "kernel time"  # type: ignore[attr-defined]
     assert "resnet: GPU kernel time +30.0% vs baseline" in failure, failure
     assert "new kernel spin x1: +33 us" in failure
     assert "kernels" in result.gated and "time" not in result.gated
@@ -286,7 +286,7 @@ def test_a_results_record_replays_to_the_same_kernel_verdict() -> None:
         "session": {"times": list(WALL), "gate": GPU.to_record(), "kernels": kernels},
     }
     replayed = replay(record, GPU_SESSIONS)
-    assert [f.kind for f in replayed.failures] == ["kernel time"]  # type: ignore[attr-defined]
+    assert [f.category for f in replayed.failures] == ["kernel time"]  # type: ignore[attr-defined]
     assert "Kernels that changed" in replayed.failures[0]
 
 

@@ -108,16 +108,16 @@ def test_outcome_label(record: dict, label: str) -> None:
 def test_a_failure_keeps_its_kind_through_a_record_and_a_pickle() -> None:
     import pickle
 
-    from pytest_torchperf.judge.failures import Failure, kinds_of, label_kinds, restore
+    from pytest_torchperf.judge.failures import Failure, categories_of, label_categories, restore
 
     failures = [Failure("numerics", "m: numerics changed ..."), "an old plain sentence"]
-    assert kinds_of(failures) == ["numerics", None]
-    restored = restore([str(f) for f in failures], kinds_of(failures))
-    assert kinds_of(restored) == ["numerics", None] and restored == failures
-    assert pickle.loads(pickle.dumps(failures[0])).kind == "numerics"
-    assert label_kinds(["variant", "strict", None, "strict"]) == ["strict", "variant"]
-    assert label_kinds([None]) == []
-    with pytest.raises(ValueError, match="unknown failure kind 'slow'"):
+    assert categories_of(failures) == ["numerics", None]
+    restored = restore([str(f) for f in failures], categories_of(failures))
+    assert categories_of(restored) == ["numerics", None] and restored == failures
+    assert pickle.loads(pickle.dumps(failures[0])).category == "numerics"
+    assert label_categories(["variant", "strict", None, "strict"]) == ["strict", "variant"]
+    assert label_categories([None]) == []
+    with pytest.raises(ValueError, match="unknown failure category 'slow'"):
         Failure("slow", "m: ...")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.coverage import Coverage
 from pytest_torchperf.judge.run_failure import run_failure
-from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, guard_kind
+from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, refusing_guard
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.saving import queue_save, save_guard
 from pytest_torchperf.run.state import TestState
@@ -85,7 +85,7 @@ def test_a_busy_neighbour_is_blamed_not_the_timed_code() -> None:
     assert result.untimed == "other processes kept 99.71% of the other CPUs busy while timing " + (
         "(limit 50%)"
     )
-    assert guard_kind(result.untimed) == BUSY
+    assert refusing_guard(result.untimed) == BUSY
     [warning] = state.warnings
     assert "left the CPU idle" not in warning
     assert "will not change that" not in warning
@@ -100,7 +100,7 @@ def test_a_target_that_left_its_cpu_idle_is_blamed_on_the_timed_code() -> None:
     sample = Sample(SUMMARY, cpu_share=0.05, neighbour_load=0.0, queued_share=0.0)
     result, state = _save(sample)
     assert result.untimed == "CPU share 0.05 < 0.90: the timed code left the CPU idle"
-    assert guard_kind(result.untimed) == IDLE
+    assert refusing_guard(result.untimed) == IDLE
     [warning] = state.warnings
     assert "A quieter machine will not change that: time the work without the waiting" in warning
     failure = run_failure(Coverage("save", 1, untimed_reasons=[result.untimed]), strict=False)
@@ -111,7 +111,7 @@ def test_a_pass_crowded_off_its_cpu_is_blamed_on_other_processes() -> None:
     sample = Sample(SUMMARY, cpu_share=0.5, neighbour_load=0.0, queued_share=0.45)
     result, state = _save(sample)
     assert result.untimed == "CPU share 0.50 < 0.90"
-    assert guard_kind(result.untimed) == BUSY
+    assert refusing_guard(result.untimed) == BUSY
     assert "Save again on a quieter machine" in state.warnings[0]
 
 

@@ -170,13 +170,13 @@ def run_ab(session: pytest.Session) -> None:
         return
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     invocation = Path(config.invocation_params.dir)
-    kind, _, value = settings.ab.partition(":")
+    side_type, _, value = settings.ab.partition(":")
     import torch
 
     python, *flags = python_command()[:-2]  # [python, maybe -P], then -m pytest
     b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
-        if kind == "python":
+        if side_type == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
             _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
         else:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.judge.failures import kinds_of, restore
+from pytest_torchperf.judge.failures import categories_of, restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
 
@@ -275,7 +275,7 @@ def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
     # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
     # controller does not rebuild variants, so B's are carried here.
     session["run_failures"] = list(result.run_failures)
-    session["run_failure_kinds"] = kinds_of(result.run_failures)
+    session["run_failure_kinds"] = categories_of(result.run_failures)
     return {
         "nodeid": result.nodeid,
         "name": result.name,
@@ -297,7 +297,7 @@ class ABSkipped(MeasurementSkipped):
     message): the controller skips it too."""
 
 
-def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, kind: str) -> Any:
+def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, source: str) -> Any:
     """Side B's measurement of ``(nodeid, name)`` as the pipeline's
     :class:`~pytest_torchperf.run.state.Measured`: all of B's blocks as its pass, B's counters,
     fingerprint and speedup; the engine then judges it against side A's sessions."""
@@ -343,7 +343,7 @@ def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, kind: str) 
         lambda: first,
         [str(latest.get("clock") or "cpu")],
         gate=True,
-        kind=kind,
+        source=source,
         extra=extra,
     )
 

@@ -67,13 +67,13 @@ class ABController(Role):
         asked.measurer.check_outputs(asked.name)
         try:
             measured: Measured = ab_measured(
-                data, asked.nodeid, asked.name, asked.measurer, asked.kind
+                data, asked.nodeid, asked.name, asked.measurer, asked.source
             )
             return measured
         except ABMissing as exc:
             state.failures.append(str(exc))
             return disabled_result(
-                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
             )
 
     def obtain_variants(

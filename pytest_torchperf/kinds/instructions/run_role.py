@@ -29,7 +29,7 @@ class Counting(Role):
         if ctx.counts_instructions(asked.options, asked.gate):
             count_target(ctx, asked.nodeid, asked.name, asked.measurer)
         return disabled_result(
-            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.kind
+            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
         )
 
     def obtain_variants(

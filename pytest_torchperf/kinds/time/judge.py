@@ -15,7 +15,13 @@ from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
-from pytest_torchperf.judge.samples import IDLE, Sample, guard_kind, guard_problem, loosening_option
+from pytest_torchperf.judge.samples import (
+    IDLE,
+    Sample,
+    guard_problem,
+    loosening_option,
+    refusing_guard,
+)
 from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdict, judge
 from pytest_torchperf.store.records import timed_sessions
 
@@ -142,7 +148,7 @@ def untimed_verdict(
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
     store = (
         "A quieter machine will not change that: time the work without the waiting"
-        if why and guard_kind(why) == IDLE
+        if why and refusing_guard(why) == IDLE
         else "Store its timing with pytest --torchperf-save on a quiet machine"
     )
     return replace(
