@@ -2,7 +2,8 @@
 taking turns (:mod:`pytest_torchperf.measure.turns`), this process handing the token back and forth
 as :class:`pytest_torchperf.run.ab_data.TurnScheduler` decides. Pytest-free, no torch.
 
-Each side runs ``<its python> <args> --torchperf-child FILE``; its end of the turn protocol is a
+Each side runs ``<its python> -m pytest <args> --torchperf-child=FILE`` (a
+:class:`~pytest_torchperf.run.child_process.ChildCommand`); its end of the turn protocol is a
 pair of pipes whose file descriptors it inherits (:data:`~pytest_torchperf.measure.turns.
 TURN_FDS_ENV`), and what it measured is read back from FILE (:func:`pytest_torchperf.run.ab_data.
 read_side`).
@@ -19,7 +20,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from pytest_torchperf.measure.turns import (
     allowed_cpus,
 )
 from pytest_torchperf.run.ab_data import Key, SideLine, TurnScheduler, read_side
-from pytest_torchperf.run.child_process import ChildProcess
+from pytest_torchperf.run.child_process import ChildCommand, ChildProcess
 from pytest_torchperf.run.children import concurrent_child_args
 from pytest_torchperf.run.sides import Side, SideError
 
@@ -73,25 +74,29 @@ def start_pair(
     cpus: Sequence[int],
     ahead: bool = False,
 ) -> StartedPair:
-    """Start pair ``number``: ``<side python> <side flags> <args>`` for side A and side B. With
+    """Start pair ``number``: ``<side python> <side flags> -m pytest <args>`` (the controller's
+    arguments) for side A and side B. With
     ``ahead``, while the pair before it still measures: the two processes start up and collect
     on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
     pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
     others = allowed_cpus() - set(cpus)
     try:
         for name, side in sides.items():
-            command = [
-                side.python,
-                *side.flags,
-                *side.map_args(args),
-                f"--torchperf-child={pair.folder / f'{name}.jsonl'}",
-                "--junitxml=",
-                # Each side its own temporary folders and cache (they run at the same time), and
-                # both in collection order, for their blocks to alternate.
-                *concurrent_child_args(pair.folder / name, args),
-                # A failing test (-x in the arguments) must not stop the side's other measurements.
-                "--maxfail=1000000000",
-            ]
+            command = ChildCommand(
+                tuple(side.map_args(args)),
+                side.cwd,
+                python=(side.python, *side.flags),
+                child_file=pair.folder / f"{name}.jsonl",
+                overrides=(
+                    # Each side its own temporary folders and cache (they run at the same time),
+                    # and both in collection order, for their blocks to alternate.
+                    *concurrent_child_args(pair.folder / name, args),
+                    # A failing test (-x in the arguments) must not stop the side's other
+                    # measurements.
+                    "--maxfail=1000000000",
+                ),
+                env=side.env,
+            )
             child = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
             pair.procs[name] = child
             if ahead and others:
@@ -202,7 +207,7 @@ def reap(processes: Sequence[ChildProcess], timeout: float = 120.0) -> None:
 
 
 def _start(
-    command: list[str],
+    command: ChildCommand,
     side: Side,
     name: str,
     number: int,
@@ -214,20 +219,19 @@ def _start(
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     pipes[name] = (_Lines(from_child_r), to_child_w)
-    env = {
-        **os.environ,
-        **side.env,
+    turns = {
         TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
         SIDE_ENV: name,
         PAIR_ENV: str(number),
         CPUS_ENV: ",".join(str(c) for c in cpus),
     }
+    command = replace(command, env={**command.env, **turns})
     try:
-        child = ChildProcess(
-            command, side.cwd, env, folder / f"{name}.log", pass_fds=(to_child_r, from_child_w)
-        )
+        child = command.start(folder / f"{name}.log", pass_fds=(to_child_r, from_child_w))
     except OSError as exc:
-        raise SideError(f"side {name} ({side.label}): cannot start {command[0]} ({exc})") from None
+        raise SideError(
+            f"side {name} ({side.label}): cannot start {command.argv()[0]} ({exc})"
+        ) from None
     finally:
         os.close(to_child_r)
         os.close(from_child_w)
