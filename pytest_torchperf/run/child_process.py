@@ -6,8 +6,8 @@ revision of ``torchperf bisect`` (:mod:`pytest_torchperf.run.revision_probe`, in
 Pytest-free.
 
 A child is ``<python> -m pytest <the controller's arguments> <its own> --torchperf-child=FILE``:
-it writes one JSON line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`,
-read back by :func:`pytest_torchperf.run.children.read_lines`) and its output to a log, whose
+it writes one line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`; the
+messages: :mod:`pytest_torchperf.core.child_protocol`) and its output to a log, whose
 tail a problem report quotes. What differs between the modes is the schedule: one after
 another, side by side, in pairs taking turns.
 

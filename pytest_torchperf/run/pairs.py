@@ -12,7 +12,6 @@ read_side`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shlex
@@ -24,6 +23,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.core.child_protocol import (
+    At,
+    Bye,
+    Go,
+    Message,
+    MessageError,
+    Only,
+    PerfTests,
+    Ready,
+    decode,
+    encode,
+)
 from pytest_torchperf.measure.turns import (
     CPUS_ENV,
     PAIR_ENV,
@@ -155,7 +166,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
             # Started ahead off the shared CPUs: what is left of its start-up may use them all
             # now (its first turn pins it to the shared ones).
             _place(child.pid, allowed_cpus())
-        selection = json.dumps({"only": None if only is None else list(only)}) + "\n"
+        selection = encode(Only(None if only is None else tuple(only))) + "\n"
         for _reader, write_fd in pipes.values():
             with contextlib.suppress(OSError):  # it died already: seen below
                 os.write(write_fd, selection.encode())
@@ -252,10 +263,10 @@ def _take_turns(
     # Both start up and collect together (nothing is timed yet); each then says "ready".
     for name in pipes:
         message = pipes[name][0].message()
-        if message is not None and "tests" in message:
-            scheduler.tests[name] = set(message["tests"])
+        if isinstance(message, PerfTests):
+            scheduler.tests[name] = set(message.nodeids)
             message = pipes[name][0].message()
-        if message is None or "ready" not in message:
+        if not isinstance(message, Ready):
             if pipes[name][0].timed_out:
                 drop(name, f"did not get ready within {PAIR_TIMEOUT_S:.0f} s: killed")
             scheduler.exit(name)
@@ -275,22 +286,22 @@ def _take_turns(
                     )
                 holder = scheduler.exit(holder)
                 break
-            if "tests" in message:
-                scheduler.tests[holder] = set(message["tests"])
+            if isinstance(message, PerfTests):
+                scheduler.tests[holder] = set(message.nodeids)
                 continue
-            if "bye" in message:  # measured everything; its teardown runs off the shared CPUs
-                byes[holder] = int(message.get("code") or 0)
+            if isinstance(message, Bye):  # measured everything; teardown off the shared CPUs
+                byes[holder] = message.code
                 holder = scheduler.exit(holder)
                 break
-            if "at" in message:
-                nodeid, name = message["at"]
-                holder = scheduler.arrive(holder, (str(nodeid), str(name)))
+            if isinstance(message, At):
+                holder = scheduler.arrive(holder, (message.nodeid, message.name))
                 break
+            # Anything else (a line that is no message: MessageError) is passed over.
 
 
 class _Lines:
-    """A child's messages, one JSON object per line, read from its pipe without buffering past
-    what ``select`` can see."""
+    """A child's messages (:mod:`pytest_torchperf.core.child_protocol`), one a line, read from
+    its pipe without buffering past what ``select`` can see."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -301,9 +312,10 @@ class _Lines:
         #: loader worker) still holds the pipe open.
         self.proc: Any = None
 
-    def message(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next message; None when the child exited or went silent past the timeout
-        (then :attr:`timed_out`)."""
+    def message(self, timeout: float | None = None) -> Message | MessageError | None:
+        """The next message, or why its line is none (:class:`MessageError`: the caller passes
+        over it, and a side whose first word it is is not ready); None when the child exited or
+        went silent past the timeout (then :attr:`timed_out`)."""
         deadline = time.monotonic() + (PAIR_TIMEOUT_S if timeout is None else timeout)
         while b"\n" not in self.buffer:
             if self.closed:
@@ -323,10 +335,9 @@ class _Lines:
                 return None
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            message = json.loads(line)
-        except ValueError:
-            return {}
-        return message if isinstance(message, dict) else {}
+            return decode(line)
+        except MessageError as exc:
+            return exc
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -335,7 +346,7 @@ class _Lines:
 
 def _go(write_fd: int) -> bool:
     try:
-        os.write(write_fd, b"go\n")
+        os.write(write_fd, (encode(Go()) + "\n").encode())
         return True
     except OSError:  # it died meanwhile
         return False
