@@ -23,10 +23,8 @@ import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
-from pytest_torchperf.run.child_process import ChildProcess, python_command
+from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
-#: Environment variable carrying a child's process number (1..N-1; the controller is N).
-CHILD_PROCESS_ENV = "PYTEST_TORCHPERF_CHILD_PROCESS"
 #: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
 #: one session of the 10 a baseline history keeps.
 MAX_PROCESSES = 10
@@ -249,22 +247,21 @@ def run_fresh_processes(
     timeout = FIRST_CHILD_TIMEOUT_S
     for process in range(1, count):
         out, log = folder / f"child-{process}.jsonl", folder / f"child-{process}.log"
-        args = [
-            *python_command(),
-            *config.invocation_params.args,
-            *extra_args,
-            # Last wins in argparse: an empty path turns the child's JUnit XML off.
-            f"--torchperf-child={out}",  # '=': never read as a test path (check_rootdir)
-            "--junitxml=",
+        command = ChildCommand(
+            tuple(config.invocation_params.args),
+            config.invocation_params.dir,
+            child_file=out,
+            own=tuple(extra_args),
             # Its share of the save's waiting budget (this run keeps its own share).
-            f"--torchperf-save-wait={settings.save_wait:g}",
-        ]
-        env = {**os.environ, **(extra_env or {}), CHILD_PROCESS_ENV: str(process)}
+            overrides=(f"--torchperf-save-wait={settings.save_wait:g}",),
+            env=dict(extra_env or {}),
+            process=process,
+        )
         say(
             terminal,
             f"torchperf: fresh process {process} of {count}: measuring {what} ...",
         )
-        child = ChildProcess(args, config.invocation_params.dir, env, log)
+        child = command.start(log)
         code = child.wait(timeout)
         took = child.took
         if process == 1:
@@ -310,23 +307,22 @@ def confirm_in_fresh_process(config: pytest.Config, nodeid: str) -> dict[Any, An
     folder = Path(tempfile.mkdtemp(prefix="torchperf-confirm-"))
     try:
         out, log = folder / "confirm.jsonl", folder / "confirm.log"
-        no_xdist = ["-n", "0"] if config.pluginmanager.hasplugin("xdist") else []
-        args = [
-            *python_command(),
-            *config.invocation_params.args,
-            *no_xdist,
-            f"--torchperf-child={out}",
-            f"--torchperf-child-only={nodeid}",
-            "--junitxml=",
-            "--torchperf-save-wait=0",  # a confirming pass is judged, never stored
-        ]
-        env = {**os.environ, CHILD_PROCESS_ENV: "0"}
+        no_xdist = ("-n", "0") if config.pluginmanager.hasplugin("xdist") else ()
+        command = ChildCommand(
+            tuple(config.invocation_params.args),
+            config.invocation_params.dir,
+            child_file=out,
+            child_only=nodeid,
+            own=no_xdist,
+            overrides=("--torchperf-save-wait=0",),  # a confirming pass is judged, never stored
+            process=0,
+        )
         gate = context_of(config).worker_gate
         # Under xdist the other workers wait for the child's whole run, its start-up (an import
         # of torch beside a timed section is a busy neighbour) and its timing alike; the child
         # itself takes no lock.
         with gate.exclusive() if gate is not None else contextlib.nullcontext():
-            ChildProcess(args, config.invocation_params.dir, env, log).wait(FIRST_CHILD_TIMEOUT_S)
+            command.start(log).wait(FIRST_CHILD_TIMEOUT_S)
         return read_child_file(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -6,10 +6,13 @@ revision of ``torchperf bisect`` (:mod:`pytest_torchperf.run.revision_probe`, in
 Pytest-free.
 
 A child is ``<python> -m pytest <the controller's arguments> <its own> --torchperf-child=FILE``:
-it writes one JSON line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`,
-read back by :func:`pytest_torchperf.run.children.read_lines`) and its output to a log, whose
+it writes one line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`; the
+messages: :mod:`pytest_torchperf.core.child_protocol`) and its output to a log, whose
 tail a problem report quotes. What differs between the modes is the schedule: one after
 another, side by side, in pairs taking turns.
+
+Every such command line is built here, by :class:`ChildCommand` (``tests/unit/
+test_child_protocol.py`` fails when another module spells ``--torchperf-child`` or ``-m pytest``).
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Environment variable carrying a fresh child's process number (1..N-1 of a save's processes,
+#: 0 for a confirmation or a counting process; the controller is N).
+CHILD_PROCESS_ENV = "PYTEST_TORCHPERF_CHILD_PROCESS"
 
-def python_command() -> list[str]:
-    """How to start pytest so a child imports what this run imports.
+
+def python_interpreter() -> tuple[str, ...]:
+    """The interpreter (and its flags) that starts a child so it imports what this run imports.
 
     ``python -m pytest`` puts the working folder first on ``sys.path``; the ``pytest`` console
     script does not. In a src-layout project that decides whether the source tree or the installed
@@ -33,7 +41,94 @@ def python_command() -> list[str]:
     """
     script = os.path.basename(sys.argv[0]) if sys.argv else ""
     safe_path = script in ("pytest", "py.test") and sys.version_info >= (3, 11)
-    return [sys.executable, *(["-P"] if safe_path else []), "-m", "pytest"]
+    return (sys.executable, *(["-P"] if safe_path else []))
+
+
+@dataclass(frozen=True)
+class ChildCommand:
+    """The command line and environment of one child pytest run; the one place they are built.
+
+    :meth:`argv` is ``[*launcher, *python, -m, pytest, *leading, *args, *own,
+    --torchperf-child=FILE, --torchperf-child-only=NODEID, --torchperf-child-items=FILE,
+    --junitxml=, *overrides]``, each child option only where it is set. The order matters where
+    pytest's "last one wins" decides: ``own`` and ``overrides`` come after the controller's
+    ``args`` so they replace what the user passed (``--junitxml=``, an empty path, turns the
+    child's JUnit XML off; ``--maxfail``, ``--torchperf-save-wait``).
+    """
+
+    #: The controller's arguments, as this child gets them (an A/B side's with paths mapped
+    #: into its checkout).
+    args: tuple[str, ...]
+    #: The folder pytest runs from.
+    cwd: Path
+    #: The interpreter and its flags (another one for side A of ``--torchperf-ab-python``).
+    python: tuple[str, ...] = field(default_factory=python_interpreter)
+    #: Where the child writes its messages (:mod:`pytest_torchperf.core.child_protocol`); None
+    #: for a plain pytest run (a revision of ``torchperf bisect``, which writes a results file).
+    child_file: Path | None = None
+    #: The one test a confirming child runs.
+    child_only: str | None = None
+    #: A JSON list of the tests a counting child runs (its slice).
+    child_items: Path | None = None
+    #: Options before the controller's arguments (``torchperf bisect``: the mode, the results
+    #: file), so a ``--`` among those arguments cannot swallow them.
+    leading: tuple[str, ...] = ()
+    #: The mode's own options, right after the controller's arguments (``-n 0``).
+    own: tuple[str, ...] = ()
+    #: Options after the child's own, overriding the controller's (``--maxfail``, a concurrent
+    #: child's folders: :func:`pytest_torchperf.run.children.concurrent_child_args`).
+    overrides: tuple[str, ...] = ()
+    #: A command the child runs under (``valgrind --tool=callgrind ...``).
+    launcher: tuple[str, ...] = ()
+    #: Variables set on top of this process's environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Variables removed from it (``PYTEST_ADDOPTS``, where the arguments must be only these).
+    unset_env: tuple[str, ...] = ()
+    #: The fresh child's process number, in :data:`CHILD_PROCESS_ENV` (None: not set).
+    process: int | None = None
+
+    def argv(self) -> list[str]:
+        """The command line (see the class docstring for its order)."""
+        child: list[str] = []
+        if self.child_file is not None:
+            # '=': a separate value would be read as a test path by pytest's check_rootdir.
+            child.append(f"--torchperf-child={self.child_file}")
+        if self.child_only is not None:
+            child.append(f"--torchperf-child-only={self.child_only}")
+        if self.child_items is not None:
+            child.append(f"--torchperf-child-items={self.child_items}")
+        if self.child_file is not None:
+            child.append("--junitxml=")  # last wins in argparse: the child writes no JUnit XML
+        return [
+            *self.launcher,
+            *self.python,
+            "-m",
+            "pytest",
+            *self.leading,
+            *self.args,
+            *self.own,
+            *child,
+            *self.overrides,
+        ]
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``base`` (this process's environment) with :attr:`env` and the process number set
+        and :attr:`unset_env` removed."""
+        env = {**(os.environ if base is None else base), **self.env}
+        if self.process is not None:
+            env[CHILD_PROCESS_ENV] = str(self.process)
+        for name in self.unset_env:
+            env.pop(name, None)
+        return env
+
+    def start(
+        self, log: Path, pass_fds: Sequence[int] = (), own_session: bool = False
+    ) -> ChildProcess:
+        """Start it (:class:`ChildProcess`, its output in ``log``); ``OSError`` when it cannot
+        start."""
+        return ChildProcess(
+            self.argv(), self.cwd, self.environment(), log, pass_fds, own_session=own_session
+        )
 
 
 class ChildProcess:

@@ -18,13 +18,17 @@ No pytest, no torch.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.core.child_protocol import (
+    ChildLine,
+    SampleLine,
+    append_message,
+    read_messages,
+)
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
@@ -71,31 +75,38 @@ class ProcessSample:
         """p25 of the per-call times, the statistic every verdict compares."""
         return summarize(self.times).p25
 
-    def to_record(self, nodeid: str, name: str) -> dict[str, Any]:
-        """One line of a child's file."""
-        return {
-            "nodeid": nodeid,
-            "name": name,
-            "process": self.process,
-            "times": list(self.times),
-            "cpu_share": self.cpu_share,
-            "calibration": self.calibration,
-            "problem": self.problem,
-            "neighbour_load": self.neighbour_load,
-            "speedup": dict(self.speedup) if self.speedup else None,
-            "kernels": dict(self.kernels) if self.kernels else None,
-        }
+    def line(self, nodeid: str, name: str) -> SampleLine:
+        """Its line in a child's file."""
+        return SampleLine(
+            nodeid,
+            name,
+            self.process,
+            self.times,
+            self.cpu_share,
+            self.calibration,
+            self.problem,
+            self.neighbour_load,
+            self.speedup,
+            self.kernels,
+        )
 
-
-#: What a line of a child's file is (its ``kind``): a timed pass of a fresh process
-#: (``sample``), an instruction count under Valgrind (``count``), an A/B side's measurement
-#: (``side``), or a measurement an A/B side skipped on purpose (``skipped``). One protocol, one
-#: writer (:meth:`ChildSink.send`), one reader (:func:`read_lines`).
-LINE_KINDS = ("sample", "count", "side", "skipped")
+    @classmethod
+    def of(cls, line: SampleLine) -> ProcessSample:
+        return cls(
+            line.process,
+            line.times,
+            line.cpu_share,
+            line.calibration,
+            line.problem,
+            line.neighbour_load,
+            line.speedup,
+            line.kernels,
+        )
 
 
 class ChildSink:
-    """Where a child process writes its measurements: one JSON line each, appended and flushed.
+    """Where a child process writes its messages (:mod:`pytest_torchperf.core.child_protocol`):
+    one line each, appended and flushed.
 
     Appending line by line means a child that crashes half way still leaves the targets it did
     measure, and a torn last line is skipped by :func:`read_child_file`.
@@ -124,71 +135,21 @@ class ChildSink:
             speedup,
             kernels,
         )
-        self.send("sample", record.to_record(nodeid, name))
+        self.send(record.line(nodeid, name))
 
-    def send(self, kind: str, body: Mapping[str, Any]) -> None:
-        """Append one line of ``kind`` (one of :data:`LINE_KINDS`) and flush it to disk."""
-        if kind not in LINE_KINDS:
-            raise ValueError(f"unknown child line kind {kind!r}: one of {', '.join(LINE_KINDS)}")
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({**body, "kind": kind}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-def json_lines(path: Path) -> list[Any]:
-    """The JSON values of a child's file, one a line; a torn line (the child died while writing
-    it) or a missing file is skipped, not fatal."""
-    values: list[Any] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return values
-    for line in lines:
-        try:
-            values.append(json.loads(line))
-        except ValueError:
-            continue
-    return values
-
-
-def read_lines(
-    path: Path, kinds: Collection[str], unkinded: str | None = None
-) -> list[dict[str, Any]]:
-    """The lines of ``kinds`` a child wrote to ``path``, in order (a torn line, or a missing
-    file, is skipped, not fatal). A line without a kind was written by an older revision of this
-    plugin (side A of an A/B run): it is read as ``unkinded`` when that is given."""
-    found: list[dict[str, Any]] = []
-    for data in json_lines(path):
-        if not isinstance(data, dict):
-            continue
-        kind = data.get("kind", unkinded)
-        if kind in kinds:
-            found.append(data)
-    return found
+    def send(self, message: ChildLine) -> None:
+        """Append ``message``'s line and flush it to disk."""
+        append_message(self.path, message)
 
 
 def read_child_file(path: Path) -> dict[Key, ProcessSample]:
-    """The timed passes one fresh process wrote (a torn or foreign line is skipped)."""
-    found: dict[Key, ProcessSample] = {}
-    for data in read_lines(path, ("sample",)):
-        try:
-            times = tuple(float(t) for t in data["times"])
-            if not times:
-                continue
-            found[(str(data["nodeid"]), str(data["name"]))] = ProcessSample(
-                int(data["process"]),
-                times,
-                data.get("cpu_share"),
-                data.get("calibration"),
-                data.get("problem"),
-                data.get("neighbour_load"),
-                data.get("speedup"),
-                data.get("kernels"),
-            )
-        except (ValueError, KeyError, TypeError):
-            continue
-    return found
+    """The timed passes one fresh process wrote (a torn or foreign line, or one without
+    times, is skipped)."""
+    return {
+        (line.nodeid, line.name): ProcessSample.of(line)
+        for line in read_messages(path, (SampleLine,))
+        if line.times
+    }
 
 
 def merge(per_child: Iterable[Mapping[Key, ProcessSample]]) -> dict[Key, list[ProcessSample]]:

@@ -6,7 +6,6 @@ Pytest-free; the plugin runs in the child process.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -17,7 +16,7 @@ from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.kinds.ab.run_sides import SideError, revision_side
-from pytest_torchperf.run.child_process import ChildProcess
+from pytest_torchperf.run.child_process import ChildCommand
 from pytest_torchperf.store.results import ResultsFileError, read_results
 
 #: How a revision is judged (see :mod:`pytest_torchperf.run.bisect`).
@@ -69,20 +68,16 @@ def run_revision(target: Target, commit: str, out: Path) -> tuple[int, str]:
         "counters": ["--torchperf-min-time=0.01s"],  # the counters are what is compared
     }[target.mode]
     with revision_side(target.invocation_dir, commit, who="bisect") as side:
-        command = [
-            side.python,
-            *side.flags,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            *mode_args,
-            f"--torchperf-json={out}",
-            *side.map_args(target.pytest_args),
-        ]
-        env = {**os.environ, **side.env}
-        env.pop("PYTEST_ADDOPTS", None)
-        child = ChildProcess(command, side.cwd, env, out.with_name("pytest.log"), own_session=True)
+        command = ChildCommand(
+            tuple(side.map_args(target.pytest_args)),
+            side.cwd,
+            python=(side.python, *side.flags),
+            leading=("-p", "no:cacheprovider", *mode_args, f"--torchperf-json={out}"),
+            env=side.env,
+            # Each revision runs these arguments alone, not the shell's PYTEST_ADDOPTS too.
+            unset_env=("PYTEST_ADDOPTS",),
+        )
+        child = command.start(out.with_name("pytest.log"), own_session=True)
         try:
             code = child.wait(target.timeout)
         finally:  # Ctrl-C too: its own session does not get the terminal's SIGINT

@@ -16,8 +16,12 @@ import platform
 import re
 import socket
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: Fields that must match for two measurements to be comparable, in the order hints mention them.
 EXACT_FIELDS: tuple[str, ...] = (
@@ -240,13 +244,45 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def git(*args: str) -> str | None:
-    """Output of ``git ARGS`` in the current folder, or None (no git, not a repository, error)."""
+class GitError(Exception):
+    """git could not run (not on PATH: :attr:`missing`) or did not finish within its limit; the
+    message says which."""
+
+    def __init__(self, message: str, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def run_git(
+    args: Sequence[str], cwd: Path | str | None = None, timeout: float = 5.0
+) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` in ``cwd`` (None: the current folder), output captured, killed after
+    ``timeout`` seconds: the one place this package runs git. A hung git (a lock left by a
+    killed one, a network file system) must not hold a test run forever. Raises
+    :class:`GitError`; git's own failure is its return code."""
     import subprocess
 
     try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise GitError("git is not on PATH", missing=True) from None
+    except subprocess.TimeoutExpired:
+        raise GitError(
+            f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s in "
+            f"{cwd or os.getcwd()}"
+        ) from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"git {' '.join(args[:2])} could not run ({exc})") from None
+
+
+def git(*args: str) -> str | None:
+    """Output of ``git ARGS`` in the current folder, or None (no git, not a repository, error;
+    5 s at most: it only labels the results)."""
+    try:
+        out = run_git(args)
+    except GitError:
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 

@@ -398,9 +398,10 @@ def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path
     # amp of a model with no autocast-eligible op: both sides' tests ran and skipped it. The
     # controller must skip it with the reason, not fail it as "not measured by side B".
     from pytest_torchperf.kinds.ab.run_data import ABSkipped, ab_measured, skipped_line
+    from pytest_torchperf.run.children import ChildSink
 
     path = tmp_path / "b.jsonl"
-    path.write_text(json.dumps(skipped_line("t::amp", "m[amp]", "autocast ran no op")) + "\n")
+    ChildSink(path, 1).send(skipped_line("t::amp", "m[amp]", "autocast ran no op"))
     b = read_side(path)
     assert b[("t::amp", "m[amp]")].skipped == "autocast ran no op"
     data = ABData("HEAD (abc)")

@@ -291,11 +291,13 @@ def test_a_results_record_replays_to_the_same_kernel_verdict() -> None:
 
 
 def test_each_save_process_keeps_its_own_kernel_time() -> None:
+    from pytest_torchperf.core.child_protocol import SampleLine, decode, encode
+
     own = {"per_call": 1e-4, "sessions": [1e-4], "launches": 3, "kernels": []}
     record = {"statistic": 1e-3, "times": [1e-3], "kernels": {"per_call": 2e-4}}
     sample = ProcessSample(2, (1e-3,) * 5, None, None, kernels=own)
-    line = sample.to_record("t.py::t", "m")
-    assert line["kernels"] == own
+    line = decode(encode(sample.line("t.py::t", "m")))  # its line in the child's file
+    assert isinstance(line, SampleLine) and line.kernels == own
     (child,) = child_session_records(record, [sample], "run")
     assert child["kernels"] == own  # never this process's copied N-fold
     (bare,) = child_session_records(record, [ProcessSample(3, (1e-3,) * 5, None, None)], "run")

@@ -75,23 +75,20 @@ def test_child_file_round_trip_survives_a_torn_last_line(tmp_path: Path) -> None
     assert read_child_file(tmp_path / "missing.jsonl") == {}
 
 
-def test_each_line_says_its_kind_and_each_reader_reads_its_own(tmp_path: Path) -> None:
-    from pytest_torchperf.run.children import read_lines
+def test_each_line_says_its_message_type_and_each_reader_reads_its_own(tmp_path: Path) -> None:
+    from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine, read_messages
 
     path = tmp_path / "child.jsonl"
     sink = ChildSink(path, 1)
     sink.write("t.py::test_a", "mlp", sample(5.0), None)
-    sink.send("skipped", {"nodeid": "t.py::test_a", "name": "mlp[amp]", "skipped": "no op"})
-    with open(path, "a") as handle:  # an older revision's side A wrote lines without a kind
+    sink.send(SkippedLine("t.py::test_a", "mlp[amp]", "no op"))
+    with open(path, "a") as handle:  # an older revision's side A wrote lines without a type
         handle.write('{"nodeid": "t.py::test_b", "name": "cnn", "times": [1.0]}\n')
-    assert [line["kind"] for line in read_lines(path, ("sample", "skipped"))] == [
-        "sample",
-        "skipped",
-    ]
-    assert [line["name"] for line in read_lines(path, ("side",), unkinded="side")] == ["cnn"]
+    kinds = [json.loads(line).get("kind") for line in path.read_text().splitlines()]
+    assert kinds == ["sample", "skipped", None]
+    older = read_messages(path, (SideResultLine,), untyped="side")
+    assert [line.name for line in older] == ["cnn"]
     assert set(read_child_file(path)) == {("t.py::test_a", "mlp")}
-    with pytest.raises(ValueError, match="unknown child line kind 'timing'"):
-        sink.send("timing", {})
 
 
 def test_merge_keeps_process_order() -> None:

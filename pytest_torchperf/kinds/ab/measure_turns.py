@@ -9,21 +9,33 @@ is timed yet), then say ``ready`` and wait; from then on a side runs (builds mod
 times) only until its next timed block, where it gives the token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and
 whatever the machine does in those seconds hits both.
 
-The protocol: one JSON object per line on a pipe to the controller (``{"ready": side}``,
-``{"tests": [...]}``, ``{"at": [nodeid, name]}``); back from it, first one line
-``{"only": [nodeid, ...] | null}`` (which collected tests to run: a pair started ahead, while the
-pair before it measures, learns it only once that pair has shown what is still undecided), then
-one line ``go`` each time it is this side's turn. The pipe's file descriptors come in
-:data:`TURN_FDS_ENV`. No torch, no pytest.
+The protocol (its messages: :mod:`pytest_torchperf.core.child_protocol`, one line each): to the
+controller, which tests this side runs (``PerfTests``), that it is ready (``Ready``), where it waits
+(``At``) and that it is done (``Bye``); back from it, first which collected tests to run
+(``Only``: a pair started ahead, while the pair before it measures, learns it only once that pair
+has shown what is still undecided), then ``Go`` each time it is this side's turn. The pipe's file
+descriptors come in :data:`TURN_FDS_ENV`. No torch, no pytest.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import NoReturn
+
+from pytest_torchperf.core.child_protocol import (
+    At,
+    Bye,
+    Go,
+    Message,
+    MessageError,
+    Only,
+    PerfTests,
+    Ready,
+    decode,
+    encode,
+)
 
 #: ``"<read fd>,<write fd>"`` of the child's pipes to the controller.
 TURN_FDS_ENV = "PYTEST_TORCHPERF_AB_FDS"
@@ -35,7 +47,7 @@ CPUS_ENV = "PYTEST_TORCHPERF_AB_CPUS"
 PAIR_ENV = "PYTEST_TORCHPERF_AB_PAIR"
 
 
-def _controller_gone() -> None:
+def _controller_gone() -> NoReturn:
     """The controlling run closed the pipe (interrupted, a cancelled CI job): stop at once.
     Going on would time the remaining tests unsynchronised, beside whatever runs next."""
     os._exit(3)
@@ -64,33 +76,36 @@ class TurnClient:
             int(os.environ.get(PAIR_ENV, "1") or 1),
         )
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: Message) -> None:
         try:
-            self._out.write(json.dumps(message) + "\n")
+            self._out.write(encode(message) + "\n")
         except (BrokenPipeError, OSError):
             _controller_gone()
 
+    def _receive(self) -> Message:
+        """The controller's next message; end of file or a line that is none: it is gone."""
+        try:
+            return decode(self._in.readline())
+        except MessageError:
+            _controller_gone()
+
     def _wait(self) -> None:
-        line = self._in.readline()
-        if line.strip() != "go":
+        if not isinstance(self._receive(), Go):
             _controller_gone()
 
     def selection(self) -> list[str] | None:
         """The collected tests the controller wants run (None: all of them). Read once, after
         collection and before :meth:`ready`; blocks until the controller says."""
-        try:
-            message = json.loads(self._in.readline())
-        except ValueError:  # end of file: the controller is gone
-            _controller_gone()
-        only = message.get("only") if isinstance(message, dict) else None
-        return None if only is None else [str(nodeid) for nodeid in only]
+        message = self._receive()
+        only = message.nodeids if isinstance(message, Only) else None
+        return None if only is None else list(only)
 
     def ready(self) -> None:
         """Say this side has collected its tests, wait for the first turn, and from then on
         run on the CPUs both sides share. (Pinned only now: both start up at the same time,
         on every CPU. Threads torch starts later inherit the pinning; with the default one
         thread per measurement there are none before.)"""
-        self._send({"ready": self.side})
+        self._send(Ready(self.side))
         self._wait()
         pin_to_shared_cpus()
 
@@ -99,15 +114,15 @@ class TurnClient:
         its exit status), and leave the shared CPUs to the other side for the rest of this
         process's life."""
         leave_shared_cpus()
-        self._send({"bye": self.side, "code": exitstatus})
+        self._send(Bye(self.side, exitstatus))
 
     def tests(self, nodeids: Sequence[str]) -> None:
         """Tell the controller which tests this side will run (no turn is given back)."""
-        self._send({"tests": list(nodeids)})
+        self._send(PerfTests(tuple(nodeids)))
 
     def take(self, nodeid: str, name: str) -> None:
         """Give the turn back before a timed block of ``(nodeid, name)``; return on our turn."""
-        self._send({"at": [nodeid, name]})
+        self._send(At(nodeid, name))
         self._wait()
 
 

@@ -26,7 +26,7 @@ import pytest
 
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
-from pytest_torchperf.run.child_process import python_command
+from pytest_torchperf.run.child_process import python_interpreter
 
 if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_data import ABData
@@ -173,7 +173,7 @@ def run_ab(session: pytest.Session) -> None:
     side_type, _, value = settings.ab.partition(":")
     import torch
 
-    python, *flags = python_command()[:-2]  # [python, maybe -P], then -m pytest
+    python, *flags = python_interpreter()  # [python, maybe -P]
     b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
         if side_type == "python":
@@ -240,7 +240,7 @@ def _pairs(
     from pytest_torchperf.kinds.ab.run_pairs import abandon, can_start_ahead, run_pair, start_pair
 
     settings = config.stash[SETTINGS_KEY]
-    args = ["-m", "pytest", *config.invocation_params.args]
+    args = list(config.invocation_params.args)
     sides = {"A": a_side, "B": b_side}
     ahead = can_start_ahead(cpus)
     only: list[str] | None = None

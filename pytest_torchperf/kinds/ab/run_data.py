@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
 from pytest_torchperf.judge.failures import categories_of, restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
@@ -127,22 +128,17 @@ class SideLine:
 
 def read_side(path: Path) -> dict[Key, SideLine]:
     """The measurements one side's child wrote (a torn or foreign line is skipped)."""
-    from pytest_torchperf.run.children import read_lines
+    from pytest_torchperf.core.child_protocol import read_messages
 
     found: dict[Key, SideLine] = {}
-    # Side A may run an older revision of this plugin, whose lines have no kind.
-    for data in read_lines(path, ("side", "skipped"), unkinded="side"):
-        try:
-            limit = data.get("limit")
-            found[(str(data["nodeid"]), str(data["name"]))] = SideLine(
-                tuple(float(t) for t in data["times"]),
-                data.get("session") or {},
-                data.get("problem"),
-                None if limit is None else float(limit),
-                None if data.get("skipped") is None else str(data["skipped"]),
+    # Side A may run an older revision of this plugin, whose lines have no message type.
+    for line in read_messages(path, (SideResultLine, SkippedLine), untyped=SideResultLine.TYPE):
+        if isinstance(line, SkippedLine):
+            found[(line.nodeid, line.name)] = SideLine((), {}, skipped=line.reason)
+        elif isinstance(line, SideResultLine):
+            found[(line.nodeid, line.name)] = SideLine(
+                line.times, line.session, line.problem, line.limit
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
     return found
 
 
@@ -255,17 +251,17 @@ def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> No
     turns = ctx.state(ABState).turns
     if turns.side == "A" and turns.pair == 1 and result.summary is not None:
         top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
-    ctx.child_sink.send("side", side_line(result, m.options.max_slowdown, top_ops))
+    ctx.child_sink.send(side_line(result, m.options.max_slowdown, top_ops))
 
 
-def skipped_line(nodeid: str, name: str, reason: str) -> dict[str, Any]:
+def skipped_line(nodeid: str, name: str, reason: str) -> SkippedLine:
     """What a side's child writes for a measurement its test ran but could not take (a variant
     unavailable there): the controller skips it with the same reason instead of calling it
     missing (which fails the test)."""
-    return {"nodeid": nodeid, "name": name, "times": [], "skipped": reason}
+    return SkippedLine(nodeid, name, reason)
 
 
-def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
+def side_line(result: Any, limit: float, top_ops: Any = None) -> SideResultLine:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,
     fingerprint, speedup for the engine's checks), and the measurement's limit."""
@@ -276,13 +272,7 @@ def side_line(result: Any, limit: float, top_ops: Any = None) -> dict[str, Any]:
     # controller does not rebuild variants, so B's are carried here.
     session["run_failures"] = list(result.run_failures)
     session["run_failure_kinds"] = categories_of(result.run_failures)
-    return {
-        "nodeid": result.nodeid,
-        "name": result.name,
-        "times": list(result.samples),
-        "session": session,
-        "limit": limit,
-    }
+    return SideResultLine(result.nodeid, result.name, tuple(result.samples), session, limit)
 
 
 # -- the controller: a measurement's Result from the sides' data ------------------------------

@@ -2,7 +2,8 @@
 taking turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and forth
 as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
 
-Each side runs ``<its python> <args> --torchperf-child FILE``; its end of the turn protocol is a
+Each side runs ``<its python> -m pytest <args> --torchperf-child=FILE`` (a
+:class:`~pytest_torchperf.run.child_process.ChildCommand`); its end of the turn protocol is a
 pair of pipes whose file descriptors it inherits (:data:`~pytest_torchperf.kinds.ab.measure_turns.
 TURN_FDS_ENV`), and what it measured is read back from FILE (:func:`pytest_torchperf.kinds.ab.run_data.
 read_side`).
@@ -11,7 +12,6 @@ read_side`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shlex
@@ -19,10 +19,22 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.core.child_protocol import (
+    At,
+    Bye,
+    Go,
+    Message,
+    MessageError,
+    Only,
+    PerfTests,
+    Ready,
+    decode,
+    encode,
+)
 from pytest_torchperf.kinds.ab.measure_turns import (
     CPUS_ENV,
     PAIR_ENV,
@@ -32,7 +44,7 @@ from pytest_torchperf.kinds.ab.measure_turns import (
 )
 from pytest_torchperf.kinds.ab.run_data import Key, SideLine, TurnScheduler, read_side
 from pytest_torchperf.kinds.ab.run_sides import Side, SideError
-from pytest_torchperf.run.child_process import ChildProcess
+from pytest_torchperf.run.child_process import ChildCommand, ChildProcess
 from pytest_torchperf.run.children import concurrent_child_args
 
 #: A side that holds the token this long without giving it back (or saying it is ready) is
@@ -73,25 +85,29 @@ def start_pair(
     cpus: Sequence[int],
     ahead: bool = False,
 ) -> StartedPair:
-    """Start pair ``number``: ``<side python> <side flags> <args>`` for side A and side B. With
+    """Start pair ``number``: ``<side python> <side flags> -m pytest <args>`` (the controller's
+    arguments) for side A and side B. With
     ``ahead``, while the pair before it still measures: the two processes start up and collect
     on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
     pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
     others = allowed_cpus() - set(cpus)
     try:
         for name, side in sides.items():
-            command = [
-                side.python,
-                *side.flags,
-                *side.map_args(args),
-                f"--torchperf-child={pair.folder / f'{name}.jsonl'}",
-                "--junitxml=",
-                # Each side its own temporary folders and cache (they run at the same time), and
-                # both in collection order, for their blocks to alternate.
-                *concurrent_child_args(pair.folder / name, args),
-                # A failing test (-x in the arguments) must not stop the side's other measurements.
-                "--maxfail=1000000000",
-            ]
+            command = ChildCommand(
+                tuple(side.map_args(args)),
+                side.cwd,
+                python=(side.python, *side.flags),
+                child_file=pair.folder / f"{name}.jsonl",
+                overrides=(
+                    # Each side its own temporary folders and cache (they run at the same time),
+                    # and both in collection order, for their blocks to alternate.
+                    *concurrent_child_args(pair.folder / name, args),
+                    # A failing test (-x in the arguments) must not stop the side's other
+                    # measurements.
+                    "--maxfail=1000000000",
+                ),
+                env=side.env,
+            )
             child = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
             pair.procs[name] = child
             if ahead and others:
@@ -150,7 +166,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
             # Started ahead off the shared CPUs: what is left of its start-up may use them all
             # now (its first turn pins it to the shared ones).
             _place(child.pid, allowed_cpus())
-        selection = json.dumps({"only": None if only is None else list(only)}) + "\n"
+        selection = encode(Only(None if only is None else tuple(only))) + "\n"
         for _reader, write_fd in pipes.values():
             with contextlib.suppress(OSError):  # it died already: seen below
                 os.write(write_fd, selection.encode())
@@ -202,7 +218,7 @@ def reap(processes: Sequence[ChildProcess], timeout: float = 120.0) -> None:
 
 
 def _start(
-    command: list[str],
+    command: ChildCommand,
     side: Side,
     name: str,
     number: int,
@@ -214,20 +230,19 @@ def _start(
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     pipes[name] = (_Lines(from_child_r), to_child_w)
-    env = {
-        **os.environ,
-        **side.env,
+    turns = {
         TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
         SIDE_ENV: name,
         PAIR_ENV: str(number),
         CPUS_ENV: ",".join(str(c) for c in cpus),
     }
+    command = replace(command, env={**command.env, **turns})
     try:
-        child = ChildProcess(
-            command, side.cwd, env, folder / f"{name}.log", pass_fds=(to_child_r, from_child_w)
-        )
+        child = command.start(folder / f"{name}.log", pass_fds=(to_child_r, from_child_w))
     except OSError as exc:
-        raise SideError(f"side {name} ({side.label}): cannot start {command[0]} ({exc})") from None
+        raise SideError(
+            f"side {name} ({side.label}): cannot start {command.argv()[0]} ({exc})"
+        ) from None
     finally:
         os.close(to_child_r)
         os.close(from_child_w)
@@ -248,10 +263,10 @@ def _take_turns(
     # Both start up and collect together (nothing is timed yet); each then says "ready".
     for name in pipes:
         message = pipes[name][0].message()
-        if message is not None and "tests" in message:
-            scheduler.tests[name] = set(message["tests"])
+        if isinstance(message, PerfTests):
+            scheduler.tests[name] = set(message.nodeids)
             message = pipes[name][0].message()
-        if message is None or "ready" not in message:
+        if not isinstance(message, Ready):
             if pipes[name][0].timed_out:
                 drop(name, f"did not get ready within {PAIR_TIMEOUT_S:.0f} s: killed")
             scheduler.exit(name)
@@ -271,22 +286,22 @@ def _take_turns(
                     )
                 holder = scheduler.exit(holder)
                 break
-            if "tests" in message:
-                scheduler.tests[holder] = set(message["tests"])
+            if isinstance(message, PerfTests):
+                scheduler.tests[holder] = set(message.nodeids)
                 continue
-            if "bye" in message:  # measured everything; its teardown runs off the shared CPUs
-                byes[holder] = int(message.get("code") or 0)
+            if isinstance(message, Bye):  # measured everything; teardown off the shared CPUs
+                byes[holder] = message.code
                 holder = scheduler.exit(holder)
                 break
-            if "at" in message:
-                nodeid, name = message["at"]
-                holder = scheduler.arrive(holder, (str(nodeid), str(name)))
+            if isinstance(message, At):
+                holder = scheduler.arrive(holder, (message.nodeid, message.name))
                 break
+            # Anything else (a line that is no message: MessageError) is passed over.
 
 
 class _Lines:
-    """A child's messages, one JSON object per line, read from its pipe without buffering past
-    what ``select`` can see."""
+    """A child's messages (:mod:`pytest_torchperf.core.child_protocol`), one a line, read from
+    its pipe without buffering past what ``select`` can see."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -297,9 +312,10 @@ class _Lines:
         #: loader worker) still holds the pipe open.
         self.proc: Any = None
 
-    def message(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next message; None when the child exited or went silent past the timeout
-        (then :attr:`timed_out`)."""
+    def message(self, timeout: float | None = None) -> Message | MessageError | None:
+        """The next message, or why its line is none (:class:`MessageError`: the caller passes
+        over it, and a side whose first word it is is not ready); None when the child exited or
+        went silent past the timeout (then :attr:`timed_out`)."""
         deadline = time.monotonic() + (PAIR_TIMEOUT_S if timeout is None else timeout)
         while b"\n" not in self.buffer:
             if self.closed:
@@ -319,10 +335,9 @@ class _Lines:
                 return None
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
-            message = json.loads(line)
-        except ValueError:
-            return {}
-        return message if isinstance(message, dict) else {}
+            return decode(line)
+        except MessageError as exc:
+            return exc
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -331,7 +346,7 @@ class _Lines:
 
 def _go(write_fd: int) -> bool:
     try:
-        os.write(write_fd, b"go\n")
+        os.write(write_fd, (encode(Go()) + "\n").encode())
         return True
     except OSError:  # it died meanwhile
         return False

@@ -37,7 +37,7 @@ class ABSide(Role):
         from pytest_torchperf.kinds.ab.run_data import skipped_line
 
         assert ctx.child_sink is not None
-        ctx.child_sink.send("skipped", skipped_line(nodeid, label, reason))
+        ctx.child_sink.send(skipped_line(nodeid, label, reason))
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result

@@ -24,6 +24,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_torchperf.store.environment import GitError
+from pytest_torchperf.store.environment import run_git as run_any_git
+
 
 class SideError(Exception):
     """Side A (or B) cannot run; the message says why and what to do."""
@@ -64,20 +67,24 @@ class Side:
 def run_git(
     args: Sequence[str], cwd: Path, who: str = "side A"
 ) -> subprocess.CompletedProcess[str]:
-    """``git ARGS`` in ``cwd`` (output captured); a SideError when git is missing or hangs."""
+    """``git ARGS`` in ``cwd`` (output captured, killed after 600 s:
+    :func:`pytest_torchperf.store.environment.run_git`); a SideError that says what to do when
+    git is missing or hangs."""
     try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
-        )
-    except FileNotFoundError:
+        return run_any_git(args, cwd, timeout=600)
+    except GitError as exc:
+        if exc.missing:
+            raise SideError(
+                f"{who}: git is not on PATH: install git"
+                + (
+                    ", or compare environments with --torchperf-ab-python"
+                    if who == "side A"
+                    else ""
+                )
+            ) from None
         raise SideError(
-            f"{who}: git is not on PATH: install git"
-            + (", or compare environments with --torchperf-ab-python" if who == "side A" else "")
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SideError(
-            f"{who}: git {' '.join(args[:2])} did not finish within 600 s in {cwd}; check the "
-            f"repository (a lock file left by a killed git? git worktree prune)"
+            f"{who}: {exc}; check the repository (a lock file left by a killed git? git "
+            f"worktree prune)"
         ) from None
 
 

@@ -33,7 +33,7 @@ from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds.instructions.run_job_split import auto_jobs, split_contiguous
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
-from pytest_torchperf.run.child_process import ChildProcess, python_command
+from pytest_torchperf.run.child_process import ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
     from pytest_torchperf.kinds.instructions.run_counting import CountedTime
@@ -226,24 +226,8 @@ def _start_child(
     (folder / "dumps").mkdir(parents=True)
     out, log, items = folder / "counts.jsonl", folder / "valgrind-child.log", folder / "items.json"
     items.write_text(json.dumps(nodeids), encoding="utf-8")
-    args = valgrind_command(
-        [
-            *python_command(),
-            *config.invocation_params.args,
-            f"--torchperf-child={out}",
-            f"--torchperf-child-items={items}",
-            "--junitxml=",
-            # A test failing under Valgrind must not stop the counting of the others (-x).
-            "--maxfail=1000000000",
-            # Its own temporary folders and cache, its share in collection order.
-            *concurrent_child_args(folder, config.invocation_params.args),
-        ],
-        folder / "dumps",
-    )
     env = {
-        **os.environ,
         DUMP_DIR_ENV: str(folder / "dumps"),
-        child_runs.CHILD_PROCESS_ENV: "0",
         # Kernels cached by a native run were built for the host's ISA (AVX-512, AMX),
         # which Valgrind does not emulate: they gave wrong outputs under it.
         "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
@@ -253,11 +237,28 @@ def _start_child(
         "PYTHONHASHSEED": "0",
         **caps,
     }
-    if platform.machine() in ("x86_64", "AMD64") and "TORCHINDUCTOR_CPP_MARCH" not in env:
+    march = "TORCHINDUCTOR_CPP_MARCH"
+    if platform.machine() in ("x86_64", "AMD64") and march not in env and march not in os.environ:
         # Inductor compiles its kernels natively with -march=native: on an AVX-512 host they
         # died with SIGILL under Valgrind 3.19, which emulates up to AVX2.
-        env["TORCHINDUCTOR_CPP_MARCH"] = "x86-64-v3"
-    return _Child(nodeids, out, ChildProcess(args, config.invocation_params.dir, env, log))
+        env[march] = "x86-64-v3"
+    command = ChildCommand(
+        tuple(config.invocation_params.args),
+        config.invocation_params.dir,
+        child_file=out,
+        child_items=items,
+        overrides=(
+            # A test failing under Valgrind must not stop the counting of the others (-x).
+            "--maxfail=1000000000",
+            # Its own temporary folders and cache, its share in collection order.
+            *concurrent_child_args(folder, config.invocation_params.args),
+        ),
+        # Under callgrind, instrumentation off until a count switches it on.
+        launcher=tuple(valgrind_command([], folder / "dumps")),
+        env=env,
+        process=0,
+    )
+    return _Child(nodeids, out, command.start(log))
 
 
 def _report_child(ctx: Any, terminal: Any, child: _Child, alone: bool) -> None:

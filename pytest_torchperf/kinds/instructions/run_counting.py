@@ -52,6 +52,7 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
     """In the child under Valgrind: count ``measurer``'s target and write the line."""
     import torch
 
+    from pytest_torchperf.core.child_protocol import CountLine
     from pytest_torchperf.kinds.instructions.measure_callgrind import count_instructions
 
     folder = ctx.state(CountState).folder
@@ -60,16 +61,15 @@ def count_target(ctx: RunContext, nodeid: str, name: str, measurer: Measurer) ->
     with measurer.prepared():
         count = count_instructions(measurer.call, folder)
     ctx.child_sink.send(
-        "count",
-        {
-            "nodeid": nodeid,
-            "name": name,
-            "instructions": count.to_record(),
-            "capability": torch.backends.cpu.get_cpu_capability(),
+        CountLine(
+            nodeid,
+            name,
+            count.to_record(),
+            torch.backends.cpu.get_cpu_capability(),
             # Where the child's time went (CountedTime): wall clock, epoch seconds.
-            "started": started,
-            "seconds": time.time() - started,
-        },
+            started=started,
+            seconds=time.time() - started,
+        )
     )
 
 
@@ -107,15 +107,13 @@ def counted_time(path: Path, launched: float, ended: float) -> CountedTime | Non
 
     Epoch seconds (``time.time()``), the one clock the child and this process share; a clock
     step between them is clamped away, so the parts never go below zero."""
-    from pytest_torchperf.run.children import read_lines
+    from pytest_torchperf.core.child_protocol import CountLine, read_messages
 
-    spans = []
-    for data in read_lines(path, ("count",)):
-        try:
-            seconds = max(0.0, float(data["seconds"]))
-            spans.append((float(data["started"]), seconds, str(data["name"])))
-        except (ValueError, KeyError, TypeError):
-            continue
+    spans = [
+        (line.started, max(0.0, line.seconds), line.name)
+        for line in read_messages(path, (CountLine,))
+        if line.started is not None and line.seconds is not None
+    ]
     if not spans:
         return None
     total = max(0.0, ended - launched)
@@ -133,19 +131,18 @@ def counted_time(path: Path, launched: float, ended: float) -> CountedTime | Non
 def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
     """The counts a child wrote, by measurement, and the CPU capability torch used under
     Valgrind (a torn or foreign line is skipped)."""
-    from pytest_torchperf.run.children import read_lines
+    from pytest_torchperf.core.child_protocol import CountLine, read_messages
 
     counts: dict[Key, dict[str, Any]] = {}
     capability = None
-    for data in read_lines(path, ("count",)):
+    for line in read_messages(path, (CountLine,)):
         try:
-            record = data["instructions"]
-            if not float(record["per_call"]) > 0:
+            if not float(line.instructions["per_call"]) > 0:
                 continue
-            counts[(str(data["nodeid"]), str(data["name"]))] = record
-            capability = data.get("capability") or capability
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError):
             continue
+        counts[(line.nodeid, line.name)] = dict(line.instructions)
+        capability = line.capability or capability
     return counts, capability
 
 
