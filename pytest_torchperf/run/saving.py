@@ -27,7 +27,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import child_session_records
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.kinds import gate_of
+from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
 from pytest_torchperf.store.records import timed_sessions
@@ -301,7 +301,7 @@ def note_stored(
     only: an instruction count is one exact figure."""
     result = pendings[0].result
     gate = Gate.from_record(pendings[-1].record.get("gate") or {})
-    if gate.kind not in ("time", "time-or-instructions", "time-and-kernels"):
+    if not run_part(gate.kind).keeping.guards_time:  # its figure is not a stored timing
         return
     stored = [s["statistic"] for s in timed_sessions(ctx.store.load_sessions(*key))]
     this_save = sum(1 for p in pendings if p.record.get("statistic"))
