@@ -99,8 +99,9 @@ class SampleLine:
     neighbour_load: float | None = None
     #: A variant's speedup vs eager in that process.
     speedup: Mapping[str, float] | None = None
-    #: A CUDA measurement's GPU kernel time in that process.
-    kernels: Mapping[str, Any] | None = None
+    #: What its measurement kind measured beside the timed pass in that process, as session
+    #: keys (a CUDA measurement's GPU kernel time: ``kernels``, ``unprofiled``).
+    beside: Mapping[str, Any] | None = None
 
     def body(self) -> dict[str, Any]:
         return {
@@ -113,7 +114,7 @@ class SampleLine:
             "problem": self.problem,
             "neighbour_load": self.neighbour_load,
             "speedup": _plain(self.speedup),
-            "kernels": _plain(self.kernels),
+            "beside": _plain(self.beside),
         }
 
     @classmethod
@@ -128,7 +129,7 @@ class SampleLine:
             _opt_str(data, "problem"),
             _opt_float(data, "neighbour_load"),
             _opt_mapping(data, "speedup"),
-            _opt_mapping(data, "kernels"),
+            _opt_mapping(data, "beside"),
         )
 
 

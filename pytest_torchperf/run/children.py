@@ -67,8 +67,9 @@ class ProcessSample:
     neighbour_load: float | None = None
     #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
     speedup: Mapping[str, float] | None = None
-    #: A CUDA measurement's GPU kernel time in that process (``KernelTimes.to_record()``).
-    kernels: Mapping[str, Any] | None = None
+    #: What its measurement kind measured beside the timed pass in that process, as session
+    #: keys (:attr:`pytest_torchperf.run.kind_run.KindRun.beside`: a GPU's kernel time).
+    beside: Mapping[str, Any] | None = None
 
     @property
     def statistic(self) -> float:
@@ -87,7 +88,7 @@ class ProcessSample:
             self.problem,
             self.neighbour_load,
             self.speedup,
-            self.kernels,
+            self.beside,
         )
 
     @classmethod
@@ -100,7 +101,7 @@ class ProcessSample:
             line.problem,
             line.neighbour_load,
             line.speedup,
-            line.kernels,
+            line.beside,
         )
 
 
@@ -123,7 +124,7 @@ class ChildSink:
         sample: Sample,
         problem: str | None,
         speedup: Mapping[str, float] | None = None,
-        kernels: Mapping[str, Any] | None = None,
+        beside: Mapping[str, Any] | None = None,
     ) -> None:
         record = ProcessSample(
             self.process,
@@ -133,7 +134,7 @@ class ChildSink:
             problem,
             sample.neighbour_load,
             speedup,
-            kernels,
+            beside,
         )
         self.send(record.line(nodeid, name))
 
@@ -230,15 +231,20 @@ def fresh_speedups(
 
 
 def child_session_records(
-    record: Mapping[str, Any], others: Iterable[ProcessSample], run_id: str
+    record: Mapping[str, Any],
+    others: Iterable[ProcessSample],
+    run_id: str,
+    beside_keys: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Session records for the trusted child measurements, derived from this process's record.
 
-    Counters and fingerprints are deterministic, so they are copied; the timing fields and a
-    variant's speedup are the child's own. Each gets its own ``run_id`` suffix so reports can tell
+    Counters and fingerprints are deterministic, so they are copied; the timing fields, a
+    variant's speedup and what the kind measured beside the timed pass (``beside_keys`` in this
+    process's record) are the child's own. Each gets its own ``run_id`` suffix so reports can tell
     the sessions of one multi-process save apart.
     """
     records = []
+    beside_keys = tuple(beside_keys)
     for sample in trusted(others):
         summary = summarize(sample.times)
         child = dict(record)
@@ -268,9 +274,12 @@ def child_session_records(
         # A variant's speedup: the child's own (each process measures its own speedup, as each
         # measures its own time), never this process's copied N-fold. The profile is not repeated.
         child["speedup"] = dict(sample.speedup) if sample.speedup else None
-        # Likewise a GPU measurement's kernel time: each process's own (their spread is the
-        # kernel time's process noise).
-        child["kernels"] = dict(sample.kernels) if sample.kernels else None
+        # Likewise what the measurement's kind measured beside the timed pass (a GPU's kernel
+        # time): each process's own (their spread is its process noise), nothing where that
+        # process measured none.
+        for key in beside_keys:
+            child[key] = None
+        child.update(sample.beside or {})
         child.pop("top_ops", None)
         records.append(child)
     return records

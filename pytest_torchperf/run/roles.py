@@ -159,5 +159,5 @@ class FreshProcess(Role):
             final,
             guard_of(m.options)(final),
             m.extra.speedup if m.extra is not None else None,
-            m.beside.get("kernels"),
+            m.beside,
         )

@@ -120,7 +120,7 @@ def queue_save(
     # Why each other process's session is refused (its own guard, or the machine's speed).
     refusals = {o.process: o.problem or unfit(o) for o in others}
     kept = [o for o in others if not refusals[o.process]]
-    records = child_session_records(record, kept, ctx.run_id)
+    records = child_session_records(record, kept, ctx.run_id, m.beside)
     if problem:
         # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
         # code; every other guard (a busy neighbour included) blames the machine.

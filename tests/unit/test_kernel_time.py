@@ -294,13 +294,15 @@ def test_each_save_process_keeps_its_own_kernel_time() -> None:
     from pytest_torchperf.core.child_protocol import SampleLine, decode, encode
 
     own = {"per_call": 1e-4, "sessions": [1e-4], "launches": 3, "kernels": []}
-    record = {"statistic": 1e-3, "times": [1e-3], "kernels": {"per_call": 2e-4}}
-    sample = ProcessSample(2, (1e-3,) * 5, None, None, kernels=own)
+    beside = {"kernels": {"per_call": 2e-4}, "unprofiled": None}  # this process's
+    record = {"statistic": 1e-3, "times": [1e-3], **beside}
+    sample = ProcessSample(2, (1e-3,) * 5, None, None, beside={"kernels": own, "unprofiled": None})
     line = decode(encode(sample.line("t.py::t", "m")))  # its line in the child's file
-    assert isinstance(line, SampleLine) and line.kernels == own
-    (child,) = child_session_records(record, [sample], "run")
+    assert isinstance(line, SampleLine) and line.beside == {"kernels": own, "unprofiled": None}
+    (child,) = child_session_records(record, [sample], "run", beside)
     assert child["kernels"] == own  # never this process's copied N-fold
-    (bare,) = child_session_records(record, [ProcessSample(3, (1e-3,) * 5, None, None)], "run")
+    bare_sample = ProcessSample(3, (1e-3,) * 5, None, None)
+    (bare,) = child_session_records(record, [bare_sample], "run", beside)
     assert bare["kernels"] is None
 
 

@@ -28,7 +28,7 @@ def _save(
     quiet = SimpleNamespace(last_spent=0.0, budget=12.0, left=wait_left)
     ctx = SimpleNamespace(quiet=quiet, run_id="run")
     state = TestState()
-    m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options)
+    m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options, beside={})
     result = SimpleNamespace(
         session={"statistic": 1e-3, **(session or {})}, untimed=None, not_saved=None
     )
