@@ -51,14 +51,30 @@ def _kind_option_parts() -> list[Any]:
     found: list[Any] = []
     for kind in specs():
         module = part(kind, "options")
-        if module is not None and module.SECTION not in [m.SECTION for m in found]:
+        if module is not None and not any(_same_part(module, other) for other in found):
             found.append(module)
     return found
 
 
+def _same_part(a: Any, b: Any) -> bool:
+    """Two kinds' options parts that are one (the fallback kind re-exports the count's)."""
+    return all(
+        getattr(a, name, None) is getattr(b, name, None)
+        for name in ("OPTIONS", "SECTION", "RUN_SETTINGS")
+    )
+
+
 _KIND_PARTS = _kind_option_parts()
+#: The kinds' run settings types (:attr:`pytest_torchperf.options.settings.RunSettings.sections`).
+RUN_SETTINGS: tuple[type[Any], ...] = tuple(
+    module.RUN_SETTINGS
+    for module in _KIND_PARTS
+    if getattr(module, "RUN_SETTINGS", None) is not None
+)
 #: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
-SECTIONS: tuple[type[Any], ...] = tuple(module.SECTION for module in _KIND_PARTS)
+SECTIONS: tuple[type[Any], ...] = tuple(
+    module.SECTION for module in _KIND_PARTS if getattr(module, "SECTION", None) is not None
+)
 
 S = TypeVar("S")
 

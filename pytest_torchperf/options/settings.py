@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -43,31 +45,34 @@ class RunSettings:
     #: ``--torchperf-confirm``: a suspected slowdown is re-measured in a ``fresh`` process or the
     #: ``same`` one.
     confirm: str = "fresh"
-    #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call counted
-    #: under Valgrind (time is reported, not gated).
-    instructions: bool = False
-    #: ``--torchperf-fallback instructions``: CPU measurements are timed and gated on time as
-    #: usual, and also counted under Valgrind; the count is stored beside the timing and judges
-    #: a measurement whose timing verdict is inconclusive ("" when off).
-    fallback: str = ""
-    #: ``--torchperf-instruction-jobs``: counting processes run side by side under Valgrind
-    #: (0 = auto: one per CPU, at most 4, fewer when memory is short).
-    instruction_jobs: int = 0
-    #: ``--torchperf-ab REV`` / ``--torchperf-ab-python PYTHON``: what side A is (a git revision,
-    #: or ``python:PATH``); empty outside an A/B run. Children of an A/B run have it too.
-    ab: str = ""
-    #: Process pairs an A/B run measures first, and the most it adds while verdicts are undecided.
-    ab_pairs: int = 3
-    ab_max_pairs: int = 8
     #: ``--torchperf-save-wait``: seconds this process of a save may spend waiting for a busy
     #: machine to quiet down and measuring a refused pass again (the run's budget over its
     #: processes).
     save_wait: float = 60.0
+    #: The measurement kinds' own run settings (``RUN_SETTINGS`` of ``kinds/<kind>/options.py``:
+    #: an instruction-count run's, an A/B run's), read with :meth:`of`.
+    sections: tuple[Any, ...] = ()
+
+    def of(self, section: type[S]) -> S:
+        """A kind's run settings (``settings.of(ABSettings)``; its defaults when not set)."""
+        found = next((s for s in self.sections if isinstance(s, section)), None)
+        return found if found is not None else section()
 
     @property
-    def counts_instructions(self) -> bool:
-        """This run counts its CPU perf tests under Valgrind before its own test loop."""
-        return self.instructions or self.fallback == "instructions"
+    def compares(self) -> bool:
+        """This run judges its measurements (``--torchperf-compare``, or a kind's run that
+        always compares, such as an A/B run)."""
+        return self.compare or any(getattr(s, "compares", False) for s in self.sections)
+
+    @property
+    def active(self) -> bool:
+        """This run does more than run the perf tests as tests (a header is worth printing)."""
+        return (
+            self.save
+            or self.compare
+            or self.disable
+            or any(getattr(s, "active", False) for s in self.sections)
+        )
 
     def selected_variants(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """``names`` narrowed by the run's variant filter, order kept."""
@@ -82,11 +87,9 @@ class RunSettings:
             return "disabled (each target run once, no timing)"
         parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
         mode = "+".join(parts) if parts else "measure only (no baseline)"
-        if self.ab:
-            side_type, _, what = self.ab.partition(":")
-            return f"A/B: working tree against {what}" + (
-                " (another Python)" if side_type == "python" else ""
-            )
-        if self.fallback:
-            return f"{mode}, time (instruction counts where timing cannot decide)"
-        return f"{mode}, instruction counts" if self.instructions else mode
+        # A kind's run says what it does instead (the first that does, in the registry's order).
+        for section in self.sections:
+            described = section.describe(mode)
+            if described:
+                return str(described)
+        return mode

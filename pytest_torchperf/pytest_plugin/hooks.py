@@ -107,13 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     """One line naming the mode and storage (torch is not imported for it)."""
     settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is None or not (
-        settings.save
-        or settings.compare
-        or settings.disable
-        or settings.counts_instructions
-        or settings.ab
-    ):
+    if settings is None or not settings.active:
         return None
     return f"torchperf: {settings.mode}, storage={settings.storage}"
 

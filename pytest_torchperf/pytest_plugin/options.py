@@ -15,8 +15,6 @@ import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds import part, specs
-from pytest_torchperf.kinds.ab import plugin_runs as ab_runs
-from pytest_torchperf.kinds.instructions import plugin_options as instruction_options
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin import child_runs
@@ -336,10 +334,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
-    ab, ab_pairs, ab_max_pairs = ab_runs.ab_setting(config)
     processes = child_runs.processes_setting(config)
-    instructions = instruction_options.instructions_setting(config)
-    fallback = instruction_options.fallback_setting(config)
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
@@ -356,18 +351,15 @@ def run_settings(config: pytest.Config) -> RunSettings:
         processes=processes,
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,
-        instructions=instructions,
-        fallback=fallback,
-        # Checked only where it matters: a bad value must not break runs that count nothing.
-        instruction_jobs=instruction_options.jobs_setting(config)
-        if instructions or fallback
-        else 0,
-        ab=ab,
-        ab_pairs=ab_pairs,
-        ab_max_pairs=ab_max_pairs,
         # Each process of a save gets its share (the children are started with theirs); under
         # xdist each worker.
         save_wait=save_wait_setting(config) / processes / _workers(config),
+        # Each kind's own run settings, from its plugin part.
+        sections=tuple(
+            module.settings(config)
+            for spec in specs()
+            if (module := part(spec, "plugin")) is not None and hasattr(module, "settings")
+        ),
     )
     return settings
 

@@ -51,9 +51,9 @@ class SummaryReporter:
         from pytest_torchperf.judge.coverage import coverage
 
         settings = self.config.stash[SETTINGS_KEY]
-        if not (settings.compare or settings.save or settings.ab) or settings.disable:
+        if not (settings.compares or settings.save) or settings.disable:
             return None
-        return coverage(self.records, comparing=bool(settings.compare or settings.ab))
+        return coverage(self.records, comparing=settings.compares)
 
     def coverage_lines(self) -> list[str]:
         """The coverage line, a save's baselines when any is thin or noisy, then the weak-gate
@@ -107,11 +107,9 @@ class SummaryReporter:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         settings = self.config.stash[SETTINGS_KEY]
-        if settings.ab and not hasattr(self.config, "workerinput"):
-            from pytest_torchperf.kinds.ab.plugin_runs import removed_records
-            from pytest_torchperf.pytest_plugin.stash import context_of
-
-            self.records.extend(removed_records(context_of(self.config)))
+        if not hasattr(self.config, "workerinput"):
+            for module in _kinds_plugin_parts("records_of_run"):
+                self.records.extend(module.records_of_run(self.config))
         if hasattr(self.config, "workerinput") or not self.records:
             return  # xdist workers stay quiet: the controller prints the summary
         from pytest_torchperf.report import terminal as _summary
@@ -133,11 +131,8 @@ class SummaryReporter:
             )
             for line in variant_lines:
                 tr.write_line("  " + line)
-        if settings.ab:
-            from pytest_torchperf.kinds.ab.plugin_runs import summary_lines
-            from pytest_torchperf.pytest_plugin.stash import context_of
-
-            for line in summary_lines(context_of(self.config)):
+        for module in _kinds_plugin_parts("summary_lines"):
+            for line in module.summary_lines(self.config):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
         coverage_lines = self.coverage_lines()
@@ -238,3 +233,16 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
         + f"storage={settings.storage}, "
         f"env={','.join(envs) or '-'}"
     )
+
+
+def _kinds_plugin_parts(having: str) -> list[Any]:
+    """The kinds' plugin parts that add ``having`` to the summary (``records_of_run``: records
+    no test of this run measured, such as an A/B run's measurements only side A has;
+    ``summary_lines``: what the kind's run adds to the terminal summary)."""
+    from pytest_torchperf.kinds import part, specs
+
+    return [
+        module
+        for spec in specs()
+        if (module := part(spec, "plugin")) is not None and hasattr(module, having)
+    ]

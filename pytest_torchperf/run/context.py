@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
 from pytest_torchperf.options.measure_options import (
-    MeasureOptions,
     short_min_time,
 )
 from pytest_torchperf.options.settings import RunSettings
@@ -90,12 +89,6 @@ class RunContext:
                 fp["exact"].update(self.extra_fingerprint(device, threads))
             self._fingerprints[key] = (environment_id(fp["exact"]), fp)
         return self._fingerprints[key]
-
-    def counts_instructions(self, options: MeasureOptions, gate: bool = True) -> bool:
-        """This gated measurement is counted under Valgrind by the run's counting children
-        (``--torchperf-instructions`` or ``--torchperf-fallback instructions``, and not opted
-        out with ``instructions=False``)."""
-        return gate and self.settings.counts_instructions and bool(options.value("instructions"))
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""

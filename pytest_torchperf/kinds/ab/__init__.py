@@ -20,5 +20,5 @@ SPEC = KindSpec(
     summary="side B's paired interval over process pairs against side A, both measured now",
     record_keys=("ab",),
     result_keys=("ab",),
-    parts=("judge", "run", "plugin"),
+    parts=("options", "judge", "run", "plugin"),
 )

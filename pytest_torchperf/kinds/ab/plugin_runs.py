@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_torchperf.kinds.ab.options import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, ABSettings
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import python_interpreter
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_sides import Side
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
-DEFAULT_PAIRS = 3
-DEFAULT_MAX_PAIRS = 8
 MAX_PAIRS = 30
 
 
@@ -88,7 +87,7 @@ def _count(config: pytest.Config, name: str, default: int, low: int) -> int:
     return value
 
 
-def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
+def ab_setting(config: pytest.Config) -> ABSettings:
     """What side A is (``rev:REV`` / ``python:PATH``; empty outside an A/B run) and the pair
     counts. Combinations that cannot work are usage errors that say why."""
     revision = config.getoption("torchperf_ab")
@@ -101,7 +100,7 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
                     f"torchperf: {flag} sets the process pairs of an A/B run; add "
                     f"--torchperf-ab REV (or --torchperf-ab-python PYTHON), or drop it"
                 )
-        return "", DEFAULT_PAIRS, DEFAULT_MAX_PAIRS
+        return ABSettings()
     if revision is not None and python is not None:
         raise pytest.UsageError(
             "torchperf: --torchperf-ab and --torchperf-ab-python both name a side A; give one "
@@ -140,7 +139,7 @@ def ab_setting(config: pytest.Config) -> tuple[str, int, int]:
     if revision is not None and not child:
         _check_revision(config, revision)
     side = f"rev:{revision}" if revision is not None else f"python:{python}"
-    return side, pairs, most
+    return ABSettings(side, pairs, most)
 
 
 def _check_revision(config: pytest.Config, revision: str) -> None:
@@ -170,7 +169,7 @@ def run_ab(session: pytest.Session) -> None:
         return
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     invocation = Path(config.invocation_params.dir)
-    side_type, _, value = settings.ab.partition(":")
+    side_type, _, value = settings.of(ABSettings).against.partition(":")
     import torch
 
     python, *flags = python_interpreter()  # [python, maybe -P]
@@ -206,7 +205,7 @@ def _measure(
         terminal,
         f"torchperf: A/B: side A = {a_side.label}, torch {a_side.torch}; side B = "
         f"{b_side.label}, torch {b_side.torch}; {len(perf)} perf test(s), "
-        f"{settings.ab_pairs} process pairs taking turns"
+        f"{settings.of(ABSettings).pairs} process pairs taking turns"
         + (f" on CPU {','.join(map(str, cpus))}" if cpus else "")
         + " ...",
     )
@@ -256,8 +255,8 @@ def _pairs(
             # pair's predecessor left measurements undecided.
             if (
                 ahead
-                and number < settings.ab_max_pairs
-                and (number < settings.ab_pairs or undecided)
+                and number < settings.of(ABSettings).max_pairs
+                and (number < settings.of(ABSettings).pairs or undecided)
             ):
                 upcoming = start_pair(args, sides, number + 1, cpus, ahead=True)
             pair = run_pair(started, only)
@@ -272,16 +271,18 @@ def _pairs(
             for problem in pair.problems:
                 child_runs.say(terminal, problem, yellow=True)
             undecided = (
-                data.undecided(settings.ab_max_pairs) if data.pairs_run >= settings.ab_pairs else []
+                data.undecided(settings.of(ABSettings).max_pairs)
+                if data.pairs_run >= settings.of(ABSettings).pairs
+                else []
             )
             child_runs.say(
                 terminal,
                 f"torchperf: A/B pair {number}: {took_a} measurement(s) in A, {took_b} in B, "
                 f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
             )
-            if data.pairs_run < settings.ab_pairs:
+            if data.pairs_run < settings.of(ABSettings).pairs:
                 continue
-            if not undecided or data.pairs_run >= settings.ab_max_pairs:
+            if not undecided or data.pairs_run >= settings.of(ABSettings).max_pairs:
                 break
             only = data.nodeids(undecided)
     finally:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
+from pytest_torchperf.kinds.ab.options import ABSettings
 from pytest_torchperf.kinds.ab.run_data import ABState, ab_record
 from pytest_torchperf.run.kind_run import Keeping, KindRun
 
@@ -48,12 +49,12 @@ def _adjust_options(
     side's process ``min_time`` shared out over the first pairs, so those pairs together
     time each side as long as one plain measurement (the spread between processes, not
     the blocks of one, decides the interval)."""
-    if not ctx.settings.ab:
+    if not ctx.settings.of(ABSettings).against:
         return options
     if not any("max_slowdown" in layer for layer in layers):
         options = replace(options, max_slowdown=DEFAULT_AB_LIMIT)
     if ctx.settings.child:
-        options = replace(options, min_time=options.min_time / ctx.settings.ab_pairs)
+        options = replace(options, min_time=options.min_time / ctx.settings.of(ABSettings).pairs)
         turns = ctx.state(ABState).turns
         if turns is not None and turns.pair > 1:
             # Counters are deterministic: the first pair's are compared; later pairs time.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_torchperf.kinds.instructions.run_counting import attach_count, count_fields
+from pytest_torchperf.kinds.instructions.run_counting import attach_count, count_fields, counted
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class CountBesideTiming(Keeping):
 
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
     # The instructions kind, earlier in the registry, took --torchperf-instructions runs.
-    return ctx.counts_instructions(options, gate) and device.startswith("cpu")
+    return counted(ctx, options, gate) and device.startswith("cpu")
 
 
 RUN = KindRun(CountBesideTiming(), _chosen, record_fields=count_fields)

@@ -26,6 +26,40 @@ class CountOptions:
 
 SECTION = CountOptions
 
+
+@dataclass(frozen=True)
+class CountSettings:
+    """An instruction-count run's settings (``settings.of(CountSettings)``)."""
+
+    #: ``--torchperf-instructions``: CPU measurements are gated on instructions per call
+    #: counted under Valgrind (time is reported, not gated).
+    instructions: bool = False
+    #: ``--torchperf-fallback instructions``: CPU measurements are timed and gated on time as
+    #: usual, and also counted under Valgrind; the count is stored beside the timing and judges
+    #: a measurement whose timing verdict is inconclusive ("" when off).
+    fallback: str = ""
+    #: ``--torchperf-instruction-jobs``: counting processes run side by side under Valgrind
+    #: (0 = auto: one per CPU, at most 4, fewer when memory is short).
+    jobs: int = 0
+
+    @property
+    def counts(self) -> bool:
+        """This run counts its CPU perf tests under Valgrind before its own test loop."""
+        return self.instructions or self.fallback == "instructions"
+
+    @property
+    def active(self) -> bool:
+        return self.counts
+
+    def describe(self, mode: str) -> str | None:
+        """The run mode for headers."""
+        if self.fallback:
+            return f"{mode}, time (instruction counts where timing cannot decide)"
+        return f"{mode}, instruction counts" if self.instructions else None
+
+
+RUN_SETTINGS = CountSettings
+
 OPTIONS = (
     OptionSpec(
         "instructions",

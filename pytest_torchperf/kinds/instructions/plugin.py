@@ -7,10 +7,24 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.kinds.instructions import plugin_options, plugin_runs
+from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY
 
 add_options = plugin_options.add_options
+
+
+def settings(config: pytest.Config) -> CountSettings:
+    """This run's instruction-count settings from the command line and ini file (usage errors
+    for what cannot work)."""
+    instructions = plugin_options.instructions_setting(config)
+    fallback = plugin_options.fallback_setting(config)
+    return CountSettings(
+        instructions,
+        fallback,
+        # Checked only where it matters: a bad value must not break runs that count nothing.
+        plugin_options.jobs_setting(config) if instructions or fallback else 0,
+    )
 
 
 def _configure_counting_child(config: pytest.Config) -> None:
@@ -21,7 +35,7 @@ def _configure_counting_child(config: pytest.Config) -> None:
 SCHEDULES = (
     Schedule(
         "counting under Valgrind",
-        used=lambda settings, config: settings.counts_instructions,
+        used=lambda settings, config: settings.of(CountSettings).counts,
         run=plugin_runs.run_counting_children,
         configure_child=_configure_counting_child,
     ),

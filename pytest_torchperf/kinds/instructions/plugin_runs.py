@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.kinds.instructions.run_job_split import auto_jobs, split_contiguous
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options
@@ -69,7 +70,7 @@ def run_counting_children(session: pytest.Session) -> None:
     if not perf or config.option.collectonly:
         return
     settings = config.stash[SETTINGS_KEY]
-    jobs = settings.instruction_jobs or auto_jobs()
+    jobs = settings.of(CountSettings).jobs or auto_jobs()
     slices = split_contiguous([item.nodeid for item in perf], jobs, [_weight(i) for i in perf])
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     folder = Path(tempfile.mkdtemp(prefix="torchperf-instructions-"))

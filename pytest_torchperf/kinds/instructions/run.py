@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.kinds.instructions.run_counting import (
     CountState,
     attach_count,
     count_fields,
+    counted,
     instruction_environment,
 )
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
@@ -46,7 +48,7 @@ class CountKeeping(Keeping):
 
 
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
-    return ctx.counts_instructions(options, gate) and ctx.settings.instructions
+    return counted(ctx, options, gate) and ctx.settings.of(CountSettings).instructions
 
 
 def _unmeasurable(device: str, label: str) -> str | None:

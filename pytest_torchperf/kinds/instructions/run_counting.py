@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.kinds.instructions.judge_counts import repeats
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.options import CountOptions, CountSettings
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
 
 if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result, VariantExtra
     from pytest_torchperf.run.state import Measured
@@ -153,6 +155,13 @@ def instruction_environment(
     device and threads plus the Valgrind version and the capability torch saw under it."""
     exact = {**environment["exact"], **counted_with}
     return f"{INSTRUCTION_ENV_PREFIX}{environment_id(exact)}", {**environment, "exact": exact}
+
+
+def counted(ctx: RunContext, options: MeasureOptions, gate: bool = True) -> bool:
+    """This gated measurement is counted under Valgrind by the run's counting children
+    (``--torchperf-instructions`` or ``--torchperf-fallback instructions``, and not opted out
+    with ``instructions=False``)."""
+    return gate and ctx.settings.of(CountSettings).counts and options.of(CountOptions).instructions
 
 
 def count_fields(ctx: RunContext, m: Measured) -> dict[str, Any]:

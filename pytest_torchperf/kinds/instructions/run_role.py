@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_torchperf.kinds.instructions.run_counting import counted
 from pytest_torchperf.run.roles import Request, Role, run_once
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class Counting(Role):
         from pytest_torchperf.run.steps import disabled_result
 
         asked.measurer.check_outputs(asked.name)
-        if ctx.counts_instructions(asked.options, asked.gate):
+        if counted(ctx, asked.options, asked.gate):
             count_target(ctx, asked.nodeid, asked.name, asked.measurer)
         return disabled_result(
             state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
@@ -36,7 +37,7 @@ class Counting(Role):
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
     ) -> dict[str, Result | Measured] | None:
         # What opted out of counting runs once here: the controller times it.
-        return None if ctx.counts_instructions(plan.options) else run_once(state, plan, eager)
+        return None if counted(ctx, plan.options) else run_once(state, plan, eager)
 
     def measure_built(
         self, ctx: RunContext, state: TestState, plan: VariantPlan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class TimeKeeping(Keeping):
         comparing: bool,
         saving: bool,
     ) -> Unsaved | None:
-        if ctx.settings.instructions and m.gate:
+        if ctx.settings.of(CountSettings).instructions and m.gate:
             return (
                 "timed in an instruction-count run",
                 f"{m.name}: not saved: timed in a --torchperf-instructions run (one process); "

@@ -1,0 +1,49 @@
+"""The ``ab`` kind's settings of a run: what side A is and how many process pairs it measures
+in. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_torchperf.options.option_spec import OptionSpec
+
+#: An A/B run's process pairs: measured first, and the most while verdicts are undecided.
+DEFAULT_PAIRS = 3
+DEFAULT_MAX_PAIRS = 8
+
+#: It adds no option of a measurement (its limit is ``max_slowdown``, at a default of its own).
+OPTIONS: tuple[OptionSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ABSettings:
+    """An A/B run's settings (``settings.of(ABSettings)``)."""
+
+    #: ``--torchperf-ab REV`` / ``--torchperf-ab-python PYTHON``: what side A is (``rev:REV``,
+    #: or ``python:PATH``); empty outside an A/B run. Children of an A/B run have it too.
+    against: str = ""
+    #: Process pairs an A/B run measures first, and the most it adds while verdicts are
+    #: undecided.
+    pairs: int = DEFAULT_PAIRS
+    max_pairs: int = DEFAULT_MAX_PAIRS
+
+    @property
+    def active(self) -> bool:
+        return bool(self.against)
+
+    @property
+    def compares(self) -> bool:
+        """An A/B run always compares its two sides."""
+        return bool(self.against)
+
+    def describe(self, mode: str) -> str | None:
+        """The run mode for headers."""
+        if not self.against:
+            return None
+        side_type, _, what = self.against.partition(":")
+        return f"A/B: working tree against {what}" + (
+            " (another Python)" if side_type == "python" else ""
+        )
+
+
+RUN_SETTINGS = ABSettings
