@@ -1,0 +1,315 @@
+"""The message types of the child protocol (:mod:`pytest_torchperf.core.child_protocol`): the
+lines a child process writes to its file (:class:`SampleLine`, :class:`CountLine`,
+:class:`SideResultLine`, :class:`SkippedLine`) and the messages on an A/B side's turn pipes
+(:class:`PerfTests`, :class:`Ready`, :class:`At`, :class:`Bye`, :class:`Only`, :class:`Go`),
+each a frozen dataclass with its ``TYPE``, the JSON ``body`` it writes and the reader of one
+(``from_body``). No pytest, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+class MessageError(ValueError):
+    """A line that is not a message of this protocol; the text says why."""
+
+
+# -- reading fields ---------------------------------------------------------------------------
+
+
+def _str(data: Mapping[str, Any], key: str) -> str:
+    return str(data[key])
+
+
+def _times(data: Mapping[str, Any], key: str) -> tuple[float, ...]:
+    values = data[key]
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{key!r} is not a list")
+    return tuple(float(t) for t in values)
+
+
+def _strings(values: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{key!r} is not a list")
+    return tuple(str(v) for v in values)
+
+
+def _opt_float(data: Mapping[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    return None if value is None else float(value)
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return None if value is None else str(value)
+
+
+def _opt_mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = data.get(key)
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise TypeError(f"{key!r} is not an object")
+
+
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An optional mapping as written: an empty one as null (it carries nothing)."""
+    return dict(value) if value else None
+
+
+# -- the file lines ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampleLine:
+    """A fresh process's timed pass of one measurement (``--torchperf-processes``, a
+    confirmation)."""
+
+    TYPE: ClassVar[str] = "sample"
+    nodeid: str
+    name: str
+    #: The child's process number.
+    process: int
+    times: tuple[float, ...]
+    cpu_share: float | None = None
+    calibration: float | None = None
+    #: Why the guard rejected it (after the child's own re-measure); None when trustworthy.
+    problem: str | None = None
+    neighbour_load: float | None = None
+    #: A variant's speedup vs eager in that process.
+    speedup: Mapping[str, float] | None = None
+    #: What its measurement kind measured beside the timed pass in that process, as session
+    #: keys (a CUDA measurement's GPU kernel time: ``kernels``, ``unprofiled``).
+    beside: Mapping[str, Any] | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "process": self.process,
+            "times": list(self.times),
+            "cpu_share": self.cpu_share,
+            "calibration": self.calibration,
+            "problem": self.problem,
+            "neighbour_load": self.neighbour_load,
+            "speedup": _plain(self.speedup),
+            "beside": _plain(self.beside),
+        }
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> SampleLine:
+        return cls(
+            _str(data, "nodeid"),
+            _str(data, "name"),
+            int(data["process"]),
+            _times(data, "times"),
+            _opt_float(data, "cpu_share"),
+            _opt_float(data, "calibration"),
+            _opt_str(data, "problem"),
+            _opt_float(data, "neighbour_load"),
+            _opt_mapping(data, "speedup"),
+            _opt_mapping(data, "beside"),
+        )
+
+
+@dataclass(frozen=True)
+class CountLine:
+    """An instruction count of one measurement, taken under Valgrind."""
+
+    TYPE: ClassVar[str] = "count"
+    nodeid: str
+    name: str
+    #: ``InstructionCount.to_record()``.
+    instructions: Mapping[str, Any]
+    #: The CPU capability torch dispatched to under Valgrind.
+    capability: str | None = None
+    #: When the count started (epoch seconds) and how long it took: where the child's time
+    #: went (``CountedTime``, where the counting children are read).
+    started: float | None = None
+    seconds: float | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "instructions": dict(self.instructions),
+            "capability": self.capability,
+            "started": self.started,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> CountLine:
+        instructions = _opt_mapping(data, "instructions")
+        if instructions is None:
+            raise KeyError("instructions")
+        return cls(
+            _str(data, "nodeid"),
+            _str(data, "name"),
+            instructions,
+            _opt_str(data, "capability"),
+            _opt_float(data, "started"),
+            _opt_float(data, "seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class SideResultLine:
+    """An A/B side's measurement: every block time at full precision (the rounds are paired by
+    position), the session record a save would store, and the measurement's limit."""
+
+    TYPE: ClassVar[str] = "side"
+    nodeid: str
+    name: str
+    times: tuple[float, ...]
+    session: Mapping[str, Any]
+    #: The measurement's max_slowdown on that side.
+    limit: float | None = None
+    problem: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "times": list(self.times),
+            "session": dict(self.session),
+            "limit": self.limit,
+        }
+        if self.problem is not None:
+            body["problem"] = self.problem
+        return body
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> SideResultLine:
+        return cls(
+            _str(data, "nodeid"),
+            _str(data, "name"),
+            _times(data, "times"),
+            _opt_mapping(data, "session") or {},
+            _opt_float(data, "limit"),
+            _opt_str(data, "problem"),
+        )
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A measurement an A/B side's test ran but could not take (a variant unavailable there),
+    and why: the controller skips it with the same reason instead of calling it missing."""
+
+    TYPE: ClassVar[str] = "skipped"
+    nodeid: str
+    name: str
+    reason: str
+
+    def body(self) -> dict[str, Any]:
+        return {"nodeid": self.nodeid, "name": self.name, "times": [], "skipped": self.reason}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> SkippedLine:
+        return cls(_str(data, "nodeid"), _str(data, "name"), _str(data, "skipped"))
+
+
+# -- the turn pipes of an A/B side ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PerfTests:
+    """Side to controller: the perf tests this side will run (no turn is given back)."""
+
+    TYPE: ClassVar[str] = "tests"
+    nodeids: tuple[str, ...]
+
+    def body(self) -> dict[str, Any]:
+        return {"tests": list(self.nodeids)}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> PerfTests:
+        return cls(_strings(data["tests"], "tests"))
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Side to controller: collected, waiting for its first turn."""
+
+    TYPE: ClassVar[str] = "ready"
+    side: str
+
+    def body(self) -> dict[str, Any]:
+        return {"ready": self.side}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> Ready:
+        return cls(_str(data, "ready"))
+
+
+@dataclass(frozen=True)
+class At:
+    """Side to controller: the turn given back before a timed block of ``(nodeid, name)``."""
+
+    TYPE: ClassVar[str] = "at"
+    nodeid: str
+    name: str
+
+    def body(self) -> dict[str, Any]:
+        return {"at": [self.nodeid, self.name]}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> At:
+        nodeid, name = _strings(data["at"], "at")
+        return cls(nodeid, name)
+
+
+@dataclass(frozen=True)
+class Bye:
+    """Side to controller: measured and reported everything; the turn given back for good,
+    with pytest's exit status."""
+
+    TYPE: ClassVar[str] = "bye"
+    side: str
+    code: int = 0
+
+    def body(self) -> dict[str, Any]:
+        return {"bye": self.side, "code": self.code}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> Bye:
+        return cls(_str(data, "bye"), int(data.get("code") or 0))
+
+
+@dataclass(frozen=True)
+class Only:
+    """Controller to side, once after collection: which collected tests to run (None: all)."""
+
+    TYPE: ClassVar[str] = "only"
+    nodeids: tuple[str, ...] | None
+
+    def body(self) -> dict[str, Any]:
+        return {"only": None if self.nodeids is None else list(self.nodeids)}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> Only:
+        only = data.get("only")
+        return cls(None if only is None else _strings(only, "only"))
+
+
+@dataclass(frozen=True)
+class Go:
+    """Controller to side: its turn. Written as the bare line ``go`` (:data:`GO_LINE`)."""
+
+    TYPE: ClassVar[str] = "go"
+
+    def body(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_body(cls, data: Mapping[str, Any]) -> Go:
+        return cls()
+
+
+#: A line of a child's file.
+ChildLine = SampleLine | CountLine | SideResultLine | SkippedLine
+#: A message on an A/B side's turn pipes.
+TurnMessage = PerfTests | Ready | At | Bye | Only | Go
+Message = ChildLine | TurnMessage
