@@ -2,9 +2,9 @@
 measurement's target computes on (:func:`infer_device`).
 
 ``auto`` picks a real accelerator if one is present, else ``cpu``. It asks
-``torch.accelerator.current_accelerator(check_available=True)``: the plain call names ``cuda`` on a
-CUDA wheel without a GPU (``torch.cuda`` is importable there). Under pytest-xdist each worker ``gwN`` gets GPU
-``N mod device_count`` so workers do not share a GPU.
+``torch.accelerator.current_accelerator(check_available=True)``: the plain call names ``cuda`` on
+a CUDA wheel without a GPU (``torch.cuda`` is importable there). Under pytest-xdist each worker
+``gwN`` gets GPU ``N mod device_count`` so workers do not share a GPU.
 """
 
 from __future__ import annotations

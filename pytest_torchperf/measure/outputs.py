@@ -1,7 +1,8 @@
 """What a target's outputs say beyond time: their fingerprint and the user's metric on them.
 
-Both are stored with baselines and compared across runs (:mod:`pytest_torchperf.judge.drift`): a fingerprint catches
-"numerics changed", the metric a drop in what the user cares about (e.g. accuracy).
+Both are stored with baselines and compared across runs (:mod:`pytest_torchperf.judge.drift`): a
+fingerprint catches "numerics changed", the metric a drop in what the user cares about (e.g.
+accuracy).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 This is the only place that runs user code for timing. It prepares the call (eval mode and
 ``no_grad`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
-``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.measure.sampling.collect` as the block
-runner. Devices are synchronised around every timed block, never per call: a block measures
-finished work, not asynchronous launches.
+``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.measure.sampling.collect` as
+the block runner. Devices are synchronised around every timed block, never per call: a block
+measures finished work, not asynchronous launches.
 """
 
 from __future__ import annotations

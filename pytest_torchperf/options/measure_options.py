@@ -1,10 +1,10 @@
 """Options of a measurement: the option table, validation and precedence (the value parsers are in
 :mod:`.values`).
 
-Pure module (no pytest, no torch). Every user-settable option of a measurement is described once in
-``OPTIONS``; the pytest layer feeds it the values from each layer and gets back one resolved
-:class:`MeasureOptions`. Precedence, highest first: keyword of the ``torchperf(...)`` call, keyword of
-the ``@pytest.mark.torchperf`` marker, command-line option, ini key, built-in default.
+Pure module (no pytest, no torch). Every user-settable option of a measurement is described once
+in ``OPTIONS``; the pytest layer feeds it the values from each layer and gets back one resolved
+:class:`MeasureOptions`. Precedence, highest first: keyword of the ``torchperf(...)`` call,
+keyword of the ``@pytest.mark.torchperf`` marker, command-line option, ini key, built-in default.
 """
 
 from __future__ import annotations

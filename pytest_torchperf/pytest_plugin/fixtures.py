@@ -1,7 +1,9 @@
 """The measuring fixtures: ``torchperf``, ``torchperf_timer`` (and the ``torchperf_variant``
-parameter). Each is a thin layer over the pytest-free pipeline (:mod:`pytest_torchperf.run.pipeline`,
-:class:`~pytest_torchperf.run.block_timer.BlockTimer`). The instruments (device, profiler, NVTX,
-int8 model) are in :mod:`pytest_torchperf.pytest_plugin.instrument_fixtures`."""
+parameter). Each is a thin layer over the pytest-free pipeline
+(:mod:`pytest_torchperf.run.pipeline`, :class:`~pytest_torchperf.run.block_timer.BlockTimer`). The
+instruments (device, profiler, NVTX, int8 model) are in
+:mod:`pytest_torchperf.pytest_plugin.instrument_fixtures`.
+"""
 
 from __future__ import annotations
 

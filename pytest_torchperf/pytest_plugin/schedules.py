@@ -10,8 +10,8 @@ Each schedule runs its children through :class:`pytest_torchperf.run.child_proce
 - Fresh processes of an xdist save (:mod:`.xdist_runs`) or of ``--torchperf-processes``
   (:mod:`.child_runs`): one after another, before the test loop pools them.
 
-Adding a schedule is a row here (or in a kind's plugin part) and its own module; ``hooks.py`` asks this table, never the
-run mode.
+Adding a schedule is a row here (or in a kind's plugin part) and its own module; ``hooks.py``
+asks this table, never the run mode.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The terminal summary table: one row per measurement, failures first.
 
-Pure module working on the JSON records of :meth:`pytest_torchperf.run.result.Result.to_record`, so the
-same rendering serves a plain run and an xdist controller that only sees test reports.
+Pure module working on the JSON records of :meth:`pytest_torchperf.run.result.Result.to_record`,
+so the same rendering serves a plain run and an xdist controller that only sees test reports.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
-"""What this process does with a measurement: the role it plays in the run,
-decided by how the plugin set up its context before the first measurement (and fixed from
-then on: :func:`pytest_torchperf.run.kinds.role_of`). The pipeline (:mod:`pytest_torchperf.run.pipeline`) asks the role, never the run
-mode. Pytest-free.
+"""What this process does with a measurement: the role it plays in the run, decided by how the
+plugin set up its context before the first measurement (and fixed from then on:
+:func:`pytest_torchperf.run.kinds.role_of`). The pipeline (:mod:`pytest_torchperf.run.pipeline`)
+asks the role, never the run mode. Pytest-free.
 
 - :class:`Timing`: times, judges and saves here (a plain run, an xdist worker).
 - :class:`Disabled`: ``--torchperf-disable``: each target runs once, nothing is timed.
-- :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times
-  and writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
+- :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times and
+  writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
 
 The measurement kinds add roles of their own (a counting child under Valgrind:
 ``kinds/instructions/run_role.py``; an A/B side and the A/B controller:
-``kinds/ab/run_roles.py``), offered by their run parts; which role a process plays is decided
-by :func:`pytest_torchperf.run.kinds.role_of`.
+``kinds/ab/run_roles.py``), offered by their run parts; which role a process plays is decided by
+:func:`pytest_torchperf.run.kinds.role_of`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Reading what the plugin wrote back into records and tables: results files (``--torchperf-json``)
 and baseline folders. Shared by the ``torchperf`` command and :func:`load_results` for notebooks.
 
-A *record* is the dict of :meth:`pytest_torchperf.run.result.Result.to_record` (what reports render);
-a results file holds them in pytest-benchmark's layout, each benchmark's ``torchperf`` section
-carrying the measurement's verdict, variant facts and the baseline session it would save.
+A *record* is the dict of :meth:`pytest_torchperf.run.result.Result.to_record` (what reports
+render); a results file holds them in pytest-benchmark's layout, each benchmark's ``torchperf``
+section carrying the measurement's verdict, variant facts and the baseline session it would save.
 """
 
 from __future__ import annotations

@@ -1,1 +1,3 @@
-"""The variants of a target (eager, compiled, fused, amp, int8): one registry, and the builders (torch imported lazily)."""
+"""The variants of a target (eager, compiled, fused, amp, int8): one registry, and the builders
+(torch imported lazily).
+"""

@@ -1,6 +1,6 @@
 """Every external tool this package runs (git, Valgrind's scripts, a Python probe, a child pytest)
 runs under a time limit, so a hung tool cannot hold a test run or a CI job forever. One
-exception: ``callgrind_control`` (see :func:`pytest_torchperf.measure.callgrind._instrumentation`).
+exception: ``callgrind_control`` (see :func:`pytest_torchperf.kinds.instructions.measure_callgrind._instrumentation`).
 """
 
 from __future__ import annotations

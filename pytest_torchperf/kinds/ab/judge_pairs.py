@@ -9,7 +9,7 @@ one process pair gives one figure, the median of its round ratios, and the verdi
 several fresh pairs: the mean of their log ratios with a Student-t interval over pairs. More pairs
 narrow it; the run adds pairs while a verdict is undecided (:func:`undecided`).
 
-Used by the comparison engine (:func:`pytest_torchperf.judge.kind_verdicts.ab_verdict`) in
+Used by the comparison engine (:func:`pytest_torchperf.kinds.ab.judge.ab_verdict`) in
 ``--torchperf-ab`` / ``--torchperf-ab-python`` runs.
 """
 

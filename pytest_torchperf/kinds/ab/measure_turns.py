@@ -1,17 +1,18 @@
 """Taking turns with the other side of an A/B run: the child's end of the protocol.
 
-In an A/B run (``--torchperf-ab``) two child pytest processes, side A and side B, measure the same
-tests, and must never run at the same time: on a 2-core runner they would share a core and the
-caches, and a difference between them would be the machine's, not the code's. The controlling
-run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.kinds.ab.run_data`). A side
-runs only while it holds the token: both start up and collect their tests at the same time (nothing
-is timed yet), then say ``ready`` and wait; from then on a side runs (builds models, warms up,
-times) only until its next timed block, where it gives the token back and waits. So the two sides' blocks of one measurement alternate, A, B, A, B, ..., and
-whatever the machine does in those seconds hits both.
+In an A/B run (``--torchperf-ab``) two child pytest processes, side A and side B, measure the
+same tests, and must never run at the same time: on a 2-core runner they would share a core and
+the caches, and a difference between them would be the machine's, not the code's. The controlling
+run holds a token and hands it to one side at a time (:mod:`pytest_torchperf.kinds.ab.run_data`).
+A side runs only while it holds the token: both start up and collect their tests at the same time
+(nothing is timed yet), then say ``ready`` and wait; from then on a side runs (builds models,
+warms up, times) only until its next timed block, where it gives the token back and waits. So the
+two sides' blocks of one measurement alternate, A, B, A, B, ..., and whatever the machine does in
+those seconds hits both.
 
 The protocol (its messages: :mod:`pytest_torchperf.core.child_protocol`, one line each): to the
-controller, which tests this side runs (``PerfTests``), that it is ready (``Ready``), where it waits
-(``At``) and that it is done (``Bye``); back from it, first which collected tests to run
+controller, which tests this side runs (``PerfTests``), that it is ready (``Ready``), where it
+waits (``At``) and that it is done (``Bye``); back from it, first which collected tests to run
 (``Only``: a pair started ahead, while the pair before it measures, learns it only once that pair
 has shown what is still undecided), then ``Go`` each time it is this side's turn. The pipe's file
 descriptors come in :data:`TURN_FDS_ENV`. No torch, no pytest.

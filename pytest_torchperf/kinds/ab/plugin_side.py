@@ -1,5 +1,5 @@
-"""pytest glue of one side of an A/B run, in its child process: keep its end of the turn
-protocol (:mod:`pytest_torchperf.kinds.ab.measure_turns`), take the controller's selection of tests after
+"""pytest glue of one side of an A/B run, in its child process: keep its end of the turn protocol
+(:mod:`pytest_torchperf.kinds.ab.measure_turns`), take the controller's selection of tests after
 collection, wait for the first turn, and give the turn back for good when done. The controlling
 run's part is :mod:`pytest_torchperf.kinds.ab.plugin_runs`.
 """

@@ -1,10 +1,10 @@
-"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the
-line a side writes of each measurement). Pytest-free, no torch, no processes
-(:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them; :mod:`pytest_torchperf.kinds.ab.run_variants`
-concludes variants from them).
+"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the line
+a side writes of each measurement). Pytest-free, no torch, no processes
+(:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
+:mod:`pytest_torchperf.kinds.ab.run_variants` concludes variants from them).
 
-:class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or by
-exiting), which side runs next: the two sides alternate block by block on the measurement both
+:class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or
+by exiting), which side runs next: the two sides alternate block by block on the measurement both
 wait at; a side that is ahead waits for the other; a test only one side has runs alone; a side
 that exited leaves the other to run alone. It never lets both run.
 

@@ -1,12 +1,12 @@
-"""One process pair of an A/B run: side A's and side B's pytest processes started together,
-taking turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and forth
-as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
+"""One process pair of an A/B run: side A's and side B's pytest processes started together, taking
+turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and
+forth as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
 
 Each side runs ``<its python> -m pytest <args> --torchperf-child=FILE`` (a
 :class:`~pytest_torchperf.run.child_process.ChildCommand`); its end of the turn protocol is a
-pair of pipes whose file descriptors it inherits (:data:`~pytest_torchperf.kinds.ab.measure_turns.
-TURN_FDS_ENV`), and what it measured is read back from FILE (:func:`pytest_torchperf.kinds.ab.run_data.
-read_side`).
+pair of pipes whose file descriptors it inherits
+(:data:`~pytest_torchperf.kinds.ab.measure_turns.TURN_FDS_ENV`), and what it measured is read
+back from FILE (:func:`pytest_torchperf.kinds.ab.run_data.read_side`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The A/B controller's variants: each variant of a test as the two sides measured it
-(:func:`pytest_torchperf.kinds.ab.run_data.ab_measured`), for the variant run to conclude; nothing is
-rebuilt in the controller. Apart from :mod:`pytest_torchperf.kinds.ab.run_data` (which the pipeline
-imports). Pytest-free."""
+(:func:`pytest_torchperf.kinds.ab.run_data.ab_measured`), for the variant run to conclude; nothing
+is rebuilt in the controller. Apart from :mod:`pytest_torchperf.kinds.ab.run_data` (which the
+pipeline imports). Pytest-free.
+"""
 
 from __future__ import annotations
 

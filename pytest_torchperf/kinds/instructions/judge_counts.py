@@ -8,7 +8,8 @@ that determinism is the workload itself (random inputs per call, lazy initialisa
 data-dependent control flow): two counted windows of the same calls must agree, or the verdict is
 inconclusive with both figures.
 
-Used by the comparison engine (:func:`pytest_torchperf.judge.kind_verdicts.instruction_verdict`) in
+Used by the comparison engine
+(:func:`pytest_torchperf.kinds.instructions.judge.instruction_verdict`) in
 ``--torchperf-instructions`` runs.
 """
 

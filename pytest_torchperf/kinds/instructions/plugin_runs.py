@@ -1,18 +1,20 @@
-"""pytest glue of ``--torchperf-instructions`` and ``--torchperf-fallback instructions``: the
-child pytest runs under Valgrind that count every perf test before this run's own test loop (the
-options and their checks: :mod:`.instruction_options`).
+"""pytest glue of ``--torchperf-instructions`` and ``--torchperf-fallback instructions``: the child
+pytest runs under Valgrind that count every perf test before this run's own test loop (the options
+and their checks: :mod:`.instruction_options`).
 
-Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under
-it costs a minute or more, so the counts are taken once per run, in child runs started with the
+Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under it
+costs a minute or more, so the counts are taken once per run, in child runs started with the
 controller's own arguments plus ``--torchperf-child=FILE`` under ``valgrind --tool=callgrind``
-with instrumentation off (:func:`pytest_torchperf.kinds.instructions.measure_callgrind.valgrind_command`). Each
-child counts each of its measurements (:mod:`pytest_torchperf.kinds.instructions.run_counting`) and writes one line
-per count; this run then measures as usual (counters, outputs, variants, a timed pass that is
-reported, not gated) and judges the counts through the comparison engine.
+with instrumentation off
+(:func:`pytest_torchperf.kinds.instructions.measure_callgrind.valgrind_command`). Each child
+counts each of its measurements (:mod:`pytest_torchperf.kinds.instructions.run_counting`) and
+writes one line per count; this run then measures as usual (counters, outputs, variants, a timed
+pass that is reported, not gated) and judges the counts through the comparison engine.
 
 Why several side by side (``--torchperf-instruction-jobs``, auto: one per core): a process under
 Valgrind runs one thread at a time, so one child leaves the other cores idle; each child takes a
-contiguous share of the perf tests (:func:`pytest_torchperf.kinds.instructions.run_job_split.split_contiguous`,
+contiguous share of the perf tests
+(:func:`pytest_torchperf.kinds.instructions.run_job_split.split_contiguous`,
 ``--torchperf-child-items=FILE``) and counts do not depend on what runs beside them.
 """
 
