@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: The layers a kind's part may belong to (the module ``<package>.<layer>``).
-PART_LAYERS = ("judge", "run", "plugin")
+PART_LAYERS = ("judge", "report", "run", "plugin")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The ``time-or-instructions`` measurement kind (``--torchperf-fallback instructions``): time, and
 where the timing verdict is inconclusive (busy machine, spread) or no timing is stored, the
 instruction count stored beside the timing. It counts with the ``instructions`` kind's children
-and times as ``time`` does: :mod:`.judge` (the fallback verdict), :mod:`.run` (the count kept
-beside the timing, when it is chosen)."""
+and times as ``time`` does: :mod:`.judge` (the fallback verdict), :mod:`.report` (the count
+``torchperf show`` names beside the timing), :mod:`.run` (the count kept beside the timing,
+when it is chosen)."""
 
 from __future__ import annotations
 
@@ -12,5 +13,5 @@ SPEC = KindSpec(
     name="time-or-instructions",
     package=__name__,
     summary="time; the instruction count stored beside it where time cannot decide",
-    parts=("judge", "run"),
+    parts=("judge", "report", "run"),
 )

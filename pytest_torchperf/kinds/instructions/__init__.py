@@ -5,6 +5,8 @@ stored under the instruction environment.
 - measuring: :mod:`.measure_callgrind` (running a call under callgrind),
   :mod:`.measure_callgrind_output` (reading its output);
 - judging: :mod:`.judge_counts` (deciding and wording), :mod:`.judge` (the kind);
+- reporting: :mod:`.report` (the count's column in a run's tables, ``torchperf show``'s and
+  ``torchperf history``'s figures of an instruction environment);
 - running: :mod:`.run_counting` (counting in a child, reading the counts in the controller),
   :mod:`.run_job_split` (how the perf tests are split over counting processes), :mod:`.run`
   (what it keeps, when it is chosen);
@@ -22,5 +24,5 @@ SPEC = KindSpec(
     name="instructions",
     package=__name__,
     summary="instructions per call under Valgrind against the latest stored count",
-    parts=("judge", "run", "plugin"),
+    parts=("judge", "report", "run", "plugin"),
 )
