@@ -17,7 +17,6 @@ __all__ = [
     "change_suffix",
     "columns",
     "header",
-    "html_header",
     "renamed_headers",
     "report_part",
     "report_parts",
@@ -79,11 +78,6 @@ def header(records: Iterable[Mapping[str, Any]], column: str, default: str) -> s
     """The terminal and markdown header of ``column`` (``baseline``, ``change``) for a table of
     ``records``: a kind whose figures they carry may name it (A/B: ``side A p25``)."""
     return renamed_headers(records).get(column, default)
-
-
-def html_header(records: Iterable[Mapping[str, Any]], column: str, default: str) -> str:
-    """The HTML header of ``column``, as :func:`header`."""
-    return renamed_headers(records, html=True).get(column, default)
 
 
 def baseline_wording(basis: Any) -> Callable[[float | None], str] | None:
