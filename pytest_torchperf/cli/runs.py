@@ -12,8 +12,8 @@ from pytest_torchperf.cli.common import candidates, fmt_time, results, selected,
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
+from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
-from pytest_torchperf.report.terminal import format_instructions
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.files import atomic_write_text
 
@@ -44,9 +44,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
 
     records, environments = candidates(args.candidate, args.any_commit)
-    # An A/B run's records carry their side A: they need no baseline folder.
+    # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
     if not Path(args.baseline).is_dir() and not all(
-        r.get("ab") for r in records if r.get("session")
+        carried_sessions(r) is not None for r in records if r.get("session")
     ):
         print(
             f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
@@ -57,6 +57,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = BaselineStore(Path(args.baseline))
     rows, details, failed = [], [], 0
     judged: list[dict[str, Any]] = []
+    kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
         if not selected(record["nodeid"], record["name"], args.k) or not record.get(
             "environment_id"
@@ -64,10 +65,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue
         if not record.get("session"):
             continue  # not gated (torchperf_timer without gate=True) or not timed
+        # A record that carries its own baseline (an A/B run's side A) is judged against it;
+        # stored baselines play no part.
+        carried = carried_sessions(record)
         sessions = (
-            # An A/B run's record carries its own side A; stored baselines play no part.
-            list(record["ab"].get("a_sessions") or [])
-            if record.get("ab")
+            carried
+            if carried is not None
             else [
                 s
                 for s in store.load_sessions(
@@ -99,17 +102,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "gated": result.gated,
             }
         )
+        # The kinds' columns of the record's figures (an instruction count).
+        kind_cells = {column.header: column.cell(record) for column in columns([record])}
+        kind_headers += [h for h in kind_cells if h not in kind_headers]
         rows.append(
             {
                 "test": record["nodeid"],
                 "name": record["name"],
                 "outcome": result.outcome,
                 "p25": fmt_time((record.get("stats") or {}).get("p25")),
-                **(
-                    {"instr/call": format_instructions(record)}
-                    if record.get("instructions")
-                    else {}
-                ),
+                **kind_cells,
                 "change": format_change(result.verdict.ratio),
                 "verdict": result.label,
             }
@@ -123,8 +125,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             details += [f for f in result.failures if f not in details]
         details += [w for w in result.warnings if w not in details]
-    if any("instr/call" in row for row in rows):  # an instruction-count run's records
-        rows = [{**row, "instr/call": row.get("instr/call", "-")} for row in rows]
+    # A kind's column some rows have (an instruction-count run's records): "-" in the others.
+    rows = [{**row, **{h: "-" for h in kind_headers if h not in row}} for row in rows]
     print(table(rows, "no measurement to compare"))
     for line in details:
         print(line)

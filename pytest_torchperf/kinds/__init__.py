@@ -6,16 +6,18 @@ A measurement kind is what a measurement's performance figure is and how it is j
 stored beside it where timing cannot decide) and ``time-and-kernels`` (time, and the GPU kernel
 time beside it). Each lives in ``pytest_torchperf/kinds/<package>/``: its ``__init__`` declares
 it (:class:`KindSpec`, pure); its modules are named for the layer they belong to
-(``measure_callgrind``: measuring; ``judge``: judging; ``run``: keeping and when it is chosen;
-``plugin``: its child-process schedule), so the layers' import rules hold inside a kind too
-(``tests/unit/test_import_graph.py``).
+(``measure_callgrind``: measuring; ``judge``: judging; ``report``: what the reports show of its
+figures; ``run``: keeping and when it is chosen; ``plugin``: its child-process schedule), so the
+layers' import rules hold inside a kind too (``tests/unit/test_import_graph.py``).
 
 The rest of the package never imports a kind's modules by name: each layer asks the registry for
-the part of its own layer (:func:`part`: ``judge`` for :func:`pytest_torchperf.judge.kinds.kind_of`,
-``run`` for :func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process
-schedules). Adding a kind is its package and one name in :data:`PACKAGES`; another plugin adds
-one with the ``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module
-imports the kinds' declarations only.
+the part of its own layer (:func:`part`: ``judge`` for
+:func:`pytest_torchperf.judge.kinds.kind_of`, ``report`` for
+:func:`pytest_torchperf.report.kinds.report_parts`, ``run`` for
+:func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process schedules). Adding
+a kind is its package and one name in :data:`PACKAGES`; another plugin adds one with the
+``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module imports the
+kinds' declarations only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: The layers a kind's part may belong to (the module ``<package>.<layer>``).
-PART_LAYERS = ("options", "judge", "run", "plugin")
+PART_LAYERS = ("options", "judge", "report", "run", "plugin")
 
 
 @dataclass(frozen=True)

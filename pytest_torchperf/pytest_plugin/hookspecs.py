@@ -48,8 +48,10 @@ def pytest_torchperf_kinds(config: pytest.Config) -> Sequence[Any] | None:
     :class:`pytest_torchperf.kinds.KindSpec` (or None). Each names the package that holds its
     parts: ``<package>.judge`` with ``KIND`` (the :class:`pytest_torchperf.judge.kind_protocol.Kind`
     protocol), ``<package>.run`` with ``RUN`` (a :class:`pytest_torchperf.run.kind_run.KindRun`:
-    when it is chosen, what it keeps) and, if it starts child processes, ``<package>.plugin``
-    with ``SCHEDULES``. A plugin's kinds are asked before the built-in ones whether they take a
+    when it is chosen, what it keeps), if the reports show anything of its own,
+    ``<package>.report`` with ``REPORT`` (a
+    :class:`pytest_torchperf.report.kind_report.KindReport`: its columns, its figures' words)
+    and, if it starts child processes, ``<package>.plugin`` with ``SCHEDULES``. A plugin's kinds are asked before the built-in ones whether they take a
     measurement. Called once, at configure time; a plugin adds its own options itself
     (``pytest_addoption``).
     """

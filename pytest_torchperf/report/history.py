@@ -32,6 +32,7 @@ from pytest_torchperf.judge.change_points import (
     noise,
 )
 from pytest_torchperf.report import svg
+from pytest_torchperf.report.kinds import report_parts
 from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
 
 
@@ -151,19 +152,19 @@ def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None
     """A record's figure for its series: the unit, the figure, and the figure over the machine's
     speed when the record has it (None: it has not).
 
+    A kind whose figure is not a time gives its own (an instruction count: ``instr``).
+
     Time is the run's p25 per call, or the median of its processes' where it measured in
     several (a save: five). The machine's speed is the calibration kernel each CPU process timed
     beside its blocks: each process's p25 is divided by its own kernel time before the median
     (benchmarks/history_steps.py: on a 2-vCPU VM this finds +10 % steps in 81 % of series
     instead of 63 %, with a sixth of the false steps).
     """
-    counted = (record.get("instructions") or {}).get("per_call")
-    if (
-        counted
-        and counted > 0
-        and str(record.get("environment_id", "")).startswith("instructions-")
-    ):
-        return "instr", float(counted), None
+    for report in report_parts():
+        # A kind's own figure (a count filed under the instruction environment) is not a time.
+        kind_figure = report.series_figure(record)
+        if kind_figure is not None:
+            return kind_figure[0], kind_figure[1], None
     p25 = (record.get("stats") or {}).get("p25")
     if not p25 or p25 <= 0:
         return None

@@ -14,13 +14,13 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.report import svg
+from pytest_torchperf.report import kinds, svg
+from pytest_torchperf.report.kind_report import Column
 from pytest_torchperf.report.terminal import (
     format_accuracy,
     format_baseline,
     format_change_of,
     format_flops,
-    format_instructions,
     format_speedup,
 )
 from pytest_torchperf.store.records import timed_sessions
@@ -69,12 +69,15 @@ STORED_FIGURES = Figures("latest session", "earlier sessions")
 class _Column:
     """A column of the measurements table: its header, whether it is secondary (collapsed on
     narrow screens, see _CSS) and which records have a value there (a column no record has is
-    left out: an instruction column in a timing run, variant columns without variants)."""
+    left out: a kind's column where no record carries its figures, variant columns without
+    variants)."""
 
     key: str
     header: str
     secondary: bool = False
     shown: Callable[[Mapping[str, Any]], bool] = lambda record: True
+    #: A measurement kind's column (its cells come from the kind's report part).
+    kind: Column | None = None
 
 
 #: Attribute of a secondary column's cells (hidden on narrow screens unless asked for).
@@ -86,8 +89,9 @@ def _counter(name: str) -> Callable[[Mapping[str, Any]], bool]:
 
 
 #: The columns in order: what identifies and judges a measurement, the two plots (kept on screen
-#: at 1280 px), then the variant columns, then the secondary figures.
-_COLUMNS = [
+#: at 1280 px), then the variant columns; the kinds' columns follow them (:func:`_columns`),
+#: then the secondary figures.
+_MAIN_COLUMNS = [
     _Column("verdict", "verdict"),
     _Column("test", "test"),
     _Column("name", "measurement"),
@@ -98,12 +102,22 @@ _COLUMNS = [
     _Column("trend", "trend (p25 per session)"),
     _Column("speedup", "speedup vs eager", shown=lambda r: bool(r.get("speedup"))),
     _Column("accuracy", "rel-L2 vs eager", shown=lambda r: bool(r.get("accuracy"))),
-    _Column("instructions", "instructions / call", shown=lambda r: bool(r.get("instructions"))),
+]
+_SECONDARY_COLUMNS = [
     _Column("flops", "FLOPs", secondary=True, shown=_counter("flops")),
     _Column("params", "params", secondary=True, shown=_counter("params")),
     _Column("memory", "peak memory", secondary=True, shown=_counter("peak_memory")),
     _Column("build", "build", secondary=True, shown=lambda r: r.get("build_time") is not None),
 ]
+
+
+def _columns(records: Sequence[Mapping[str, Any]]) -> list[_Column]:
+    """The columns some record has a value in, in order."""
+    kind_columns = [
+        _Column(c.key, c.html_header, shown=c.shown, kind=c) for c in kinds.columns(records)
+    ]
+    every = [*_MAIN_COLUMNS, *kind_columns, *_SECONDARY_COLUMNS]
+    return [c for c in every if any(c.shown(r) for r in records)]
 
 
 #: Where a node id or measurement name may wrap: after a folder's ``/``, before ``::`` and
@@ -195,11 +209,6 @@ def _row(
             verdict.get("ratio") if verdict.get("ratio") is not None else -99,
             True,
         ),
-        "instructions": _cell(
-            format_instructions(record),
-            (record.get("instructions") or {}).get("per_call", -1),
-            True,
-        ),
         "speedup": _cell(
             format_speedup(speedup), speedup["median"] if speedup else -1, True, css="wrap"
         ),
@@ -238,6 +247,11 @@ def _row(
             len(history.statistics),
         ),
     }
+    for column in columns:
+        if column.kind is not None:
+            cells[column.key] = _cell(
+                html.escape(column.kind.cell(record)), column.kind.sort_value(record), True
+            )
     row = "".join(
         cells[c.key].replace("<td", f"<td{SECONDARY}", 1) if c.secondary else cells[c.key]
         for c in columns
@@ -253,17 +267,17 @@ def measurements_table(
 ) -> tuple[str, str]:
     """The table of all measurements (``ordered``: its rows in order) and the switch that shows
     its secondary columns on a narrow screen (empty when it has none)."""
-    columns = [c for c in _COLUMNS if any(c.shown(r) for r in records)]
+    columns = _columns(records)
     rows = "".join(
         _row(r, histories.get((r["nodeid"], r["name"])), i, columns, figures)
         for i, r in enumerate(ordered)
     )
-    renamed = {"distribution": f"{figures.current} vs {figures.earlier}"}
-    if any(r.get("instructions") for r in records):
-        # A verdict judged on the count shows a count there (as the terminal table's header).
-        renamed["baseline"] = "baseline (p25, or instr/call where judged on the count)"
-    if any(r.get("ab") for r in records):  # an A/B run: the baseline is side A, measured now
-        renamed.update({"baseline": "side A p25", "change": "change [95% CI]"})
+    # The kinds whose figures the records carry name the baseline and change (a count where
+    # judged on the count; side A, measured now, in an A/B run).
+    renamed = {
+        "distribution": f"{figures.current} vs {figures.earlier}",
+        **kinds.renamed_headers(records, html=True),
+    }
     headers = "".join(
         f'<th data-col="{i}"{SECONDARY if c.secondary else ""}>{renamed.get(c.key, c.header)}</th>'
         for i, c in enumerate(columns)

@@ -10,13 +10,13 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.report import kinds
 from pytest_torchperf.report.terminal import (
     count_line,
     explained,
     format_accuracy,
     format_baseline,
     format_change_of,
-    format_instructions,
     format_speedup,
     sort_records,
 )
@@ -67,16 +67,18 @@ def markdown_report(
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
     variants = any(r.get("speedup") or r.get("accuracy") for r in records)
-    instructions = any(r.get("instructions") for r in records)
-    header = (
-        "| verdict | test | name | median | p25 | side A p25 | change [95% CI] |"
-        if any(r.get("ab") for r in records)
-        else "| verdict | test | name | median | p25 | baseline p25 | change |"
-    )
-    rule = "|---|---|---|---:|---:|---:|---:|"
-    if instructions:
-        header = "| verdict | test | name | median | p25 | instr/call | baseline | change |"
-        rule += "---:|"
+    # The kinds' columns and headers, as in the terminal table (a count's column; side A as
+    # the baseline of an A/B run).
+    columns = kinds.columns(records)
+    numeric = [
+        "median",
+        "p25",
+        *(column.header for column in columns),
+        kinds.header(records, "baseline", "baseline p25"),
+        kinds.header(records, "change", "change"),
+    ]
+    header = "| verdict | test | name | " + " | ".join(numeric) + " |"
+    rule = "|---|---|---|" + "---:|" * len(numeric)
     if variants:
         header += " speedup vs eager | rel-L2 vs eager |"
         rule += "---:|---:|"
@@ -90,7 +92,7 @@ def markdown_report(
             _md(record["name"]),
             format_time(stats.get("median")),
             format_time(stats.get("p25")),
-            *([format_instructions(record)] if instructions else []),
+            *(column.cell(record) for column in columns),
             format_baseline(verdict, record),
             format_change_of(record),
         ]

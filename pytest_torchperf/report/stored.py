@@ -1,7 +1,8 @@
 """What a baseline folder holds, as table rows for ``torchperf list`` and ``torchperf show``:
 each environment with its mode, and each stored measurement with its baseline and latest figure
-in that mode's unit (a p25 time, or instructions per call for ``--torchperf-instructions``
-baselines: their sessions' time is only the counting run's, never judged). Pure.
+in that mode's unit: a p25 time, or the figure of the kind the environment is filed under, in
+the words of its report part (instructions per call for ``--torchperf-instructions`` baselines:
+their sessions' time is only the counting run's, never judged). Pure.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_torchperf.core.units import format_count, format_percent, format_time
+from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, stored_baseline
+from pytest_torchperf.report.kinds import report_part, report_parts
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.environment import environment_mode
 from pytest_torchperf.store.records import timed_sessions
@@ -76,12 +78,20 @@ def measurement_rows(
     return rows
 
 
+def _own_figures(mode: str) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, str]] | None:
+    """How ``torchperf show`` gives the figures of an environment filed under a kind whose
+    figure is not a time (its sessions' times are never judged: every session counts, no timing
+    limit applies), or None for a timed environment."""
+    report = report_part(mode)
+    return report.stored_figures if report is not None else None
+
+
 def compare_limit(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
     """The timing limit a compare holds this measurement to (its ``max_slowdown`` widened to
     the stored sessions' process noise), ``no gate`` where that is widened beyond the bound, or
     why none is known: what ``torchperf show`` tells of a baseline that cannot gate."""
     timed = timed_sessions(sessions)
-    if mode == "instructions" or not timed:
+    if _own_figures(mode) is not None or not timed:
         return "-"
     gate = timed[-1].get("gate") or {}
     tolerance = float(gate.get("max_slowdown") or 0.10)
@@ -103,7 +113,7 @@ def session_count(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
     """``5``, or ``3 timed (+2 untimed)`` where some sessions hold no timing: what a compare
     counts ('the 3 stored sessions') is the timed ones."""
     untimed = len(sessions) - len(timed_sessions(sessions))
-    if mode == "instructions" or not untimed:
+    if _own_figures(mode) is not None or not untimed:
         return str(len(sessions))
     return f"{len(sessions) - untimed} timed (+{untimed} untimed)"
 
@@ -112,33 +122,20 @@ def figures(sessions: Sequence[Mapping[str, Any]], mode: str) -> dict[str, str]:
     """The baseline (median over the sessions) and the latest session's figure, in the unit of
     the environment's mode."""
     latest = sessions[-1]
-    if mode == "instructions":
-        counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
-        last = (latest.get("instructions") or {}).get("per_call")
-        return {
-            "baseline": f"{format_count(statistics.median(counts))} instr/call"
-            if counts
-            else "no count",
-            "latest": f"{format_count(last)} instr/call" if last else "no count",
-        }
+    own = _own_figures(mode)
+    if own is not None:
+        return own(sessions)
     timed = timed_sessions(sessions)
-    # A --torchperf-fallback save stores the instruction count beside the timing (or instead of
-    # it, when it could not time): what a fallback compare judges by.
-    counted: Mapping[str, Any] = next(
-        (s["instructions"] for s in reversed(sessions) if s.get("instructions")), {}
-    )
-    count = (
-        f" (+ {format_count(counted['per_call'])} instr/call for --torchperf-fallback)"
-        if counted.get("per_call")
-        else ""
-    )
+    # What the kinds stored beside the timing (or instead of it, when it could not time) and a
+    # compare may judge by: a --torchperf-fallback save's instruction count.
+    beside = "".join(report.stored_note(sessions) for report in report_parts())
     return {
         "baseline": (
             f"{format_time(statistics.median(s['statistic'] for s in timed))} p25"
             if timed
             else "no timing"
         )
-        + count,
+        + beside,
         "latest": f"{format_time(latest['statistic'])} p25"
         if latest.get("statistic")
         else f"no timing ({latest.get('untimed') or '?'})",

@@ -10,9 +10,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_torchperf.core.units import format_change, format_count, format_time
+from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import loosening_option
+from pytest_torchperf.report import kinds
+from pytest_torchperf.report.kind_report import Column
 
 #: Row order of outcomes: what needs attention first.
 OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
@@ -45,17 +47,15 @@ def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
     return any(r.get("speedup") or r.get("accuracy") for r in records)
 
 
-def _has_instructions(records: Iterable[Mapping[str, Any]]) -> bool:
-    return any(r.get("instructions") for r in records)
-
-
 def format_baseline(verdict: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> str:
-    """The verdict's baseline: seconds per call, or instructions per call in an instruction run.
-    In a save without a verdict, what the save left stored (``256 us stored``: the median of
-    the stored sessions' p25, which a compare holds a pass against, not this run's p25)."""
+    """The verdict's baseline: seconds per call, or the figure of the kind that judged it in its
+    own words (instructions per call). In a save without a verdict, what the save left stored
+    (``256 us stored``: the median of the stored sessions' p25, which a compare holds a pass
+    against, not this run's p25)."""
     value = verdict.get("baseline_statistic")
-    if verdict.get("basis") == "instructions":
-        return "-" if value is None else format_count(value)
+    wording = kinds.baseline_wording(verdict.get("basis"))
+    if wording is not None:
+        return wording(value)
     stored = (record or {}).get("stored") or {}
     if value is None and stored.get("baseline"):
         return f"{format_time(stored['baseline'])} stored"
@@ -63,17 +63,10 @@ def format_baseline(verdict: Mapping[str, Any], record: Mapping[str, Any] | None
 
 
 def format_change_of(record: Mapping[str, Any]) -> str:
-    """The verdict's change; in an A/B run with its 95 % interval (``+12.4% [+9.8..+15.1%]``)."""
+    """The verdict's change, with what its kind adds (an A/B run's 95 % interval:
+    ``+12.4% [+9.8..+15.1%]``)."""
     verdict = record.get("verdict") or {}
-    text = format_change(verdict.get("ratio"))
-    interval = (record.get("ab") or {}).get("interval")
-    if interval:
-        text += f" [{interval['low'] * 100:+.1f}..{interval['high'] * 100:+.1f}%]"
-    return text
-
-
-def _has_ab(records: Iterable[Mapping[str, Any]]) -> bool:
-    return any(r.get("ab") for r in records)
+    return format_change(verdict.get("ratio")) + kinds.change_suffix(record)
 
 
 def format_flops(counters: Mapping[str, Any]) -> str:
@@ -88,19 +81,8 @@ def format_flops(counters: Mapping[str, Any]) -> str:
     return text
 
 
-def format_instructions(record: Mapping[str, Any]) -> str:
-    """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
-    count = record.get("instructions")
-    if not count:
-        return "-"
-    text = format_count(count["per_call"])
-    if record.get("instructions_vs_eager"):
-        text += f" (x{record['instructions_vs_eager']:.2f} eager)"
-    return text
-
-
 def _row(
-    record: Mapping[str, Any], variants: bool = False, instructions: bool = False
+    record: Mapping[str, Any], variants: bool = False, columns: Sequence[Column] = ()
 ) -> list[str]:
     stats = record.get("stats") or {}
     verdict = record.get("verdict") or {}
@@ -110,8 +92,7 @@ def _row(
         format_time(stats.get("median")),
         format_time(stats.get("p25")),
     ]
-    if instructions:
-        row.append(format_instructions(record))
+    row += [column.cell(record) for column in columns]
     row += [format_baseline(verdict, record), format_change_of(record)]
     if variants:
         row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
@@ -121,23 +102,29 @@ def _row(
 HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
 #: Extra columns when any measurement is a variant.
 VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
-#: Headers of an instruction-count run: the count, and a baseline that is a count where the
-#: verdict compared instructions (a time where a test opted out).
-INSTRUCTION_HEADERS = ["test", "name", "median", "p25", "instr/call", "baseline", "change"]
 
 
-def _headers(variants: bool, instructions: bool = False, ab: bool = False) -> list[str]:
-    first = INSTRUCTION_HEADERS if instructions else HEADERS[:-1]
-    if ab:  # an A/B run: the baseline is side A, measured in the same job
-        first = [*first[:4], "side A p25", "change [95% CI]"]
-    return [*first, *(VARIANT_HEADERS if variants else ()), HEADERS[-1]]
+def _headers(
+    records: Sequence[Mapping[str, Any]], variants: bool, columns: Sequence[Column]
+) -> list[str]:
+    """The columns' headers: the kinds' columns after the timing, and the baseline and change
+    as a kind whose figures the records carry names them (a count where the verdict compared
+    instructions; side A, measured in the same job, in an A/B run)."""
+    return [
+        *HEADERS[:4],
+        *(column.header for column in columns),
+        kinds.header(records, "baseline", HEADERS[4]),
+        kinds.header(records, "change", HEADERS[5]),
+        *(VARIANT_HEADERS if variants else ()),
+        HEADERS[-1],
+    ]
 
 
 def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
-    variants, instructions = _has_variants(records), _has_instructions(records)
-    headers = _headers(variants, instructions, _has_ab(records))
-    rows = [_row(r, variants, instructions) for r in sort_records(records)]
+    variants, columns = _has_variants(records), kinds.columns(records)
+    headers = _headers(records, variants, columns)
+    rows = [_row(r, variants, columns) for r in sort_records(records)]
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
         for i, h in enumerate(headers)
@@ -172,12 +159,12 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     by_test: dict[str, list[Mapping[str, Any]]] = {}
     for record in sort_records(records):
         by_test.setdefault(record["nodeid"], []).append(record)
-    variants, instructions = _has_variants(records), _has_instructions(records)
-    headers = ["test / name", *_headers(variants, instructions, _has_ab(records))[2:]]
+    variants, columns = _has_variants(records), kinds.columns(records)
+    headers = ["test / name", *_headers(records, variants, columns)[2:]]
     rows = [
         ["  " + r[1], *r[2:]]
         for group in by_test.values()
-        for r in (_row(x, variants, instructions) for x in group)
+        for r in (_row(x, variants, columns) for x in group)
     ]
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
@@ -189,7 +176,7 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     ):
         lines.append(nodeid)
         for record in group:
-            row = _row(record, variants, instructions)
+            row = _row(record, variants, columns)
             cells = [("  " + row[1]).ljust(widths[0])]
             cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1], strict=False)]
             cells.append(row[-1])

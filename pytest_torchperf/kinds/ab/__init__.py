@@ -4,6 +4,7 @@ blocks take turns; side B's paired interval against the limit is the verdict.
 
 - measuring: :mod:`.measure_turns` (a side's end of the turn protocol);
 - judging: :mod:`.judge_pairs` (the paired interval, deciding and wording), :mod:`.judge`;
+- reporting: :mod:`.report` (side A as the tables' baseline, the change's interval);
 - running: :mod:`.run_sides` (the sides), :mod:`.run_pairs` (one process pair taking turns),
   :mod:`.run_data` (the turn scheduler, the sides' data), :mod:`.run_variants` (variants from
   the sides' data), :mod:`.run` (what it keeps, when it is chosen);
@@ -20,5 +21,5 @@ SPEC = KindSpec(
     summary="side B's paired interval over process pairs against side A, both measured now",
     record_keys=("ab",),
     result_keys=("ab",),
-    parts=("options", "judge", "run", "plugin"),
+    parts=("options", "judge", "report", "run", "plugin"),
 )

@@ -1,8 +1,9 @@
 """The ``time-or-instructions`` measurement kind (``--torchperf-fallback instructions``): time, and
 where the timing verdict is inconclusive (busy machine, spread) or no timing is stored, the
 instruction count stored beside the timing. It counts with the ``instructions`` kind's children
-and times as ``time`` does: :mod:`.judge` (the fallback verdict), :mod:`.run` (the count kept
-beside the timing, when it is chosen)."""
+and times as ``time`` does: :mod:`.judge` (the fallback verdict), :mod:`.report` (the count
+``torchperf show`` names beside the timing), :mod:`.run` (the count kept beside the timing,
+when it is chosen)."""
 
 from __future__ import annotations
 
@@ -16,5 +17,5 @@ SPEC = KindSpec(
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
     gate_keys=("max_instruction_increase",),
-    parts=("options", "judge", "run"),
+    parts=("options", "judge", "report", "run"),
 )

@@ -5,6 +5,8 @@ stored under the instruction environment.
 - measuring: :mod:`.measure_callgrind` (running a call under callgrind),
   :mod:`.measure_callgrind_output` (reading its output);
 - judging: :mod:`.judge_counts` (deciding and wording), :mod:`.judge` (the kind);
+- reporting: :mod:`.report` (the count's column in a run's tables, ``torchperf show``'s and
+  ``torchperf history``'s figures of an instruction environment);
 - running: :mod:`.run_counting` (counting in a child, reading the counts in the controller),
   :mod:`.run_job_split` (how the perf tests are split over counting processes), :mod:`.run`
   (what it keeps, when it is chosen);
@@ -27,5 +29,5 @@ SPEC = KindSpec(
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
     gate_keys=("max_instruction_increase",),
-    parts=("options", "judge", "run", "plugin"),
+    parts=("options", "judge", "report", "run", "plugin"),
 )

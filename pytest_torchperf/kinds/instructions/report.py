@@ -1,0 +1,86 @@
+"""The ``instructions`` kind's report part: the instruction-count column of a run's tables
+(``instr/call``, and a variant's count as a multiple of eager's), a verdict's baseline as a
+count, ``torchperf show``'s figures of an instruction environment and ``torchperf history``'s
+series of counts. Read from a record's ``instructions`` key, so a ``--torchperf-fallback`` run's
+counts show there too. Pure."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_torchperf.core.units import format_count
+from pytest_torchperf.report.kind_report import Column, KindReport
+from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
+
+
+def _counted(record: Mapping[str, Any]) -> bool:
+    return bool(record.get("instructions"))
+
+
+def format_instructions(record: Mapping[str, Any]) -> str:
+    """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
+    count = record.get("instructions")
+    if not count:
+        return "-"
+    text = format_count(count["per_call"])
+    if record.get("instructions_vs_eager"):
+        text += f" (x{record['instructions_vs_eager']:.2f} eager)"
+    return text
+
+
+def _per_call(record: Mapping[str, Any]) -> Any:
+    return (record.get("instructions") or {}).get("per_call", -1)
+
+
+def _baseline(value: float | None) -> str:
+    """A verdict judged on the count compared it with a stored count."""
+    return "-" if value is None else format_count(value)
+
+
+def stored_figures(sessions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The median stored count and the latest one: an instruction environment's sessions were
+    timed only as the counting run was (under Valgrind), never judged on time."""
+    counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
+    last = (sessions[-1].get("instructions") or {}).get("per_call")
+    return {
+        "baseline": f"{format_count(statistics.median(counts))} instr/call"
+        if counts
+        else "no count",
+        "latest": f"{format_count(last)} instr/call" if last else "no count",
+    }
+
+
+def series_figure(record: Mapping[str, Any]) -> tuple[str, float] | None:
+    """A record filed under the instruction environment is a point of a series of counts; a
+    count beside a timing (``--torchperf-fallback``) leaves the record a time."""
+    counted = (record.get("instructions") or {}).get("per_call")
+    if (
+        counted
+        and counted > 0
+        and str(record.get("environment_id", "")).startswith(INSTRUCTION_ENV_PREFIX)
+    ):
+        return "instr", float(counted)
+    return None
+
+
+REPORT = KindReport(
+    carried=_counted,
+    columns=(
+        Column(
+            key="instructions",
+            header="instr/call",
+            html_header="instructions / call",
+            shown=_counted,
+            cell=format_instructions,
+            sort_value=_per_call,
+        ),
+    ),
+    # A verdict judged on the count shows a count in the baseline column: not a p25 there.
+    headers={"baseline": "baseline"},
+    html_headers={"baseline": "baseline (p25, or instr/call where judged on the count)"},
+    baseline=_baseline,
+    stored_figures=stored_figures,
+    series_figure=series_figure,
+)
