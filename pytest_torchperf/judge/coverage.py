@@ -20,20 +20,17 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
+from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
+from pytest_torchperf.kinds import figure_names
 
 #: The gates every kind shares; any other a comparison gated is a performance figure: its
 #: verdict's basis (a kind another plugin adds judges on a basis of its own, named as such).
 SHARED_GATES = ("counters", "numerics", "speedup")
-#: The built-in performance figures' names, by the verdict basis that judged them.
-TIMING_BASES = {
-    "time": "time",
-    "instructions": "instructions",
-    "ab": "A/B pairs",
-    "kernels": "GPU kernel time",
-}
+# The performance figures' names, by the basis that judged them, are the kinds' own
+# (KindSpec.figures: "1 on A/B pairs").
 
 #: Why a measurement's timing was not judged when the verdict says so in no other way.
 NO_BASELINE = "no baseline"
@@ -184,17 +181,15 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     if baseline is not None:
         cov.stored[name] = baseline
     session = record.get("session") or {}
-    if (
-        record.get("saved")
-        and recorded_kind(session.get("gate") or {}) == "time-or-instructions"
-        and (session.get("instructions") or {}).get("per_call")
+    if record.get("saved") and judging(recorded_kind(session.get("gate") or {})).gates_untimed(
+        session
     ):
         cov.counted.add(name)
     if record.get("saved") and not record.get("untimed"):
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).
         kind = recorded_kind((record.get("session") or {}).get("gate") or {})
-        basis = "instructions" if kind == "instructions" else "time"
+        basis = judging(kind).stored_figure
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
     elif record.get("untimed"):  # refused by a guard: stored without its timing
@@ -225,8 +220,7 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
     its instruction count there (a ``--torchperf-fallback`` compare judges it by that count, so
     the measurement is still gated: docs/instructions.md)."""
     session = record.get("session") or {}
-    kind = recorded_kind(session.get("gate") or {})
-    if kind == "time-or-instructions" and (session.get("instructions") or {}).get("per_call"):
+    if judging(recorded_kind(session.get("gate") or {})).gates_untimed(session):
         cov.counted_instead += 1
     else:
         cov.untimed_reasons.append(str(record["untimed"]))
@@ -252,7 +246,7 @@ def named(names: Sequence[str], most: int = 4) -> str:
 def coverage_line(cov: Coverage) -> str:
     """One line: how many measurements each gate judged (or a save stored), and why not more."""
     n = cov.measurements
-    timed = " + ".join(f"{count} on {TIMING_BASES.get(b, b)}" for b, count in cov.timed.items())
+    timed = " + ".join(f"{count} on {figure_names().get(b, b)}" for b, count in cov.timed.items())
     if cov.mode == "compare":
         line = (
             f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "

@@ -49,6 +49,9 @@ class Kind(Protocol):
     judges_timed_speedups: bool
     #: A measurement without a stored baseline fails under ``--torchperf-strict``.
     needs_baseline: bool
+    #: The figure a save of this kind stores as its baseline (``time``, ``instructions``): what
+    #: the save's summary counts it under.
+    stored_figure: str
 
     def judge(
         self,
@@ -72,6 +75,11 @@ class Kind(Protocol):
         accept``), or None."""
         ...
 
+    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+        """A session this kind saved without its timing (every pass refused by a guard) still
+        holds a figure a compare judges instead (a count stored beside the timing)."""
+        ...
+
 
 class KindDefaults:
     """What a kind does unless it says otherwise: its own data adds no failure beyond its
@@ -82,5 +90,11 @@ class KindDefaults:
     ) -> KindChecks:
         return KindChecks()
 
+    #: What a save stores as the figure.
+    stored_figure = "time"
+
     def accept_problem(self, session: Mapping[str, Any]) -> str | None:
         return None
+
+    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+        return False

@@ -30,6 +30,7 @@ from pytest_torchperf.kinds.spec import KindSpec
 __all__ = [
     "PACKAGES",
     "KindSpec",
+    "figure_names",
     "forget_added",
     "gate_keys",
     "names",
@@ -80,6 +81,11 @@ def result_keys() -> tuple[str, ...]:
 def gate_keys() -> tuple[str, ...]:
     """Every kind's :attr:`KindSpec.gate_keys`, each once, sorted."""
     return tuple(sorted({k for spec in specs() for k in spec.gate_keys}))
+
+
+def figure_names() -> dict[str, str]:
+    """Every kind's :attr:`KindSpec.figures`: a gated figure's name, by its basis."""
+    return {basis: name for spec in specs() for basis, name in spec.figures}
 
 
 def spec_named(name: str) -> KindSpec:

@@ -34,6 +34,9 @@ class KindSpec:
     #: Its own options a measurement's gate records and the kind judges with
     #: (``max_instruction_increase``): :meth:`pytest_torchperf.judge.inputs.Gate.limit`.
     gate_keys: tuple[str, ...] = ()
+    #: How a run's summary names the figures it gates, by the verdict basis (or extra gate)
+    #: that judged them (``{"ab": "A/B pairs"}``): "timing judged for 3 of 4 (3 on A/B pairs)".
+    figures: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

@@ -33,8 +33,6 @@ ALLOWED: dict[str, int] = {
     "pytest_torchperf/cli/suites.py": 1,
     "pytest_torchperf/run/bisect.py": 7,
     "pytest_torchperf/run/revision_probe.py": 11,
-    # What the run gated, worded by the basis of each verdict, and the fallback's count.
-    "pytest_torchperf/judge/coverage.py": 10,
     # A failure's kind list names the instruction-count failure.
     "pytest_torchperf/judge/failures.py": 1,
     # The engine's inputs: the gate's kind read from files written before gates recorded it

@@ -21,5 +21,6 @@ SPEC = KindSpec(
     summary="side B's paired interval over process pairs against side A, both measured now",
     record_keys=("ab",),
     result_keys=("ab",),
+    figures=(("ab", "A/B pairs"),),
     parts=("options", "judge", "report", "run", "plugin"),
 )

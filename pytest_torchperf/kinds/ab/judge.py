@@ -45,6 +45,11 @@ class ABKind:
     # Judged on the pairs (extra_checks), not against stored speedups.
     judges_timed_speedups = False
     needs_baseline = False
+    # It keeps no baseline; were one stored, it would be a timing.
+    stored_figure = "time"
+
+    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+        return False
 
     def judge(
         self,

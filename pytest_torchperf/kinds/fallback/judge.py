@@ -27,6 +27,11 @@ class TimeOrInstructionsKind(TimeKind):
     # This run falls back on the count already: where that cannot decide either, A/B pairs can.
     modes = (AB_MODE,)
 
+    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+        """A save that could not time it stored its count beside the timing: a compare judges
+        that count (docs/instructions.md)."""
+        return bool((session.get("instructions") or {}).get("per_call"))
+
     def judge(
         self,
         candidate: Candidate,

@@ -29,5 +29,6 @@ SPEC = KindSpec(
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
     gate_keys=("max_instruction_increase",),
+    figures=(("instructions", "instructions"),),
     parts=("options", "judge", "report", "run", "plugin"),
 )

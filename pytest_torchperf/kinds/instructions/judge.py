@@ -51,6 +51,7 @@ class InstructionKind(KindDefaults):
     # Timed speedups are reported only in an instruction-count run, like time itself.
     judges_timed_speedups = False
     needs_baseline = True
+    stored_figure = "instructions"
 
     def judge(
         self,

@@ -17,5 +17,6 @@ SPEC = KindSpec(
     summary="time, and the summed device time of the call's GPU kernels beside it",
     session_keys=("kernels", "unprofiled"),
     gate_keys=("max_kernel_slowdown",),
+    figures=(("kernels", "GPU kernel time"),),
     parts=("options", "judge", "run"),
 )

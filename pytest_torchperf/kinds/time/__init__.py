@@ -12,5 +12,6 @@ SPEC = KindSpec(
     name="time",
     package=__name__,
     summary="timed blocks: the p25 of a pass against the median of the stored sessions' p25s",
+    figures=(("time", "time"),),
     parts=("judge", "run"),
 )
