@@ -45,6 +45,13 @@ from pytest_torchperf.options.values import parse_fraction, parse_share
 from pytest_torchperf.store.baselines import BaselineFileError
 
 
+def bisect_modes() -> tuple[str, ...]:
+    """``torchperf bisect --mode``'s choices: the kinds' bisect modes and the counters."""
+    from pytest_torchperf.run.revision_probe import modes
+
+    return tuple(mode.name for mode in modes())
+
+
 def _parser() -> argparse.ArgumentParser:
     def fraction(text: str) -> float:
         try:
@@ -211,7 +218,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", help="the perf tests to run at each revision (pytest -k)")
     p.add_argument(
         "--mode",
-        choices=("instructions", "ab", "counters"),
+        choices=bisect_modes(),
         help="how a revision is judged: instruction counts under Valgrind (the default where "
         "Valgrind is installed), A/B process pairs against GOOD (the default elsewhere), or the "
         "exact counters",

@@ -206,6 +206,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_bisect(args: argparse.Namespace) -> int:
     """The first commit between GOOD and BAD where the selected perf tests got slower."""
     from pytest_torchperf.run.bisect import Target, bisect, default_mode
+    from pytest_torchperf.run.revision_probe import mode_named
 
     pytest_args = [*(["-k", args.k] if args.k else []), *args.pytest_args]
     if not pytest_args:
@@ -216,7 +217,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     mode = args.mode or default_mode()
     target = Target(mode, tuple(pytest_args), Path.cwd(), timeout=args.timeout)
     found = bisect(target, args.good, args.bad)
-    runs = len(found.steps) + (1 if mode == "ab" else 2)
+    # GOOD is a run of its own where the mode measures it apart (not as an A/B run's side A).
+    runs = len(found.steps) + (2 if mode_named(mode).measures_good else 1)
     first = found.first_bad
     if not found.skipped_between:
         print(f"first bad commit: {first.commit} {first.subject}")

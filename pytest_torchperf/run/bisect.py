@@ -24,7 +24,6 @@ This module is the search; how one revision is run and classified is
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,17 +35,27 @@ from pytest_torchperf.kinds.ab.run_sides import (
     resolve_revision,
     run_git,
 )
+from pytest_torchperf.run.bisect_mode import BisectError, Classify
 from pytest_torchperf.run.revision_probe import (
-    MODES,
-    BisectError,
-    Classify,
     Probe,
     Target,
     classifier,
+    default_mode,
+    mode_named,
+    modes,
     probe,
 )
 
-__all__ = ["MODES", "BisectError", "Bisection", "Classify", "Probe", "Target", "bisect"]
+__all__ = [
+    "BisectError",
+    "Bisection",
+    "Classify",
+    "Probe",
+    "Target",
+    "bisect",
+    "default_mode",
+    "modes",
+]
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,8 @@ def bisect(
         f"{bad} ({bad_commit[:10]}), by {target.mode}; about {_expected_steps(len(commits))} "
         f"steps"
     )
-    if target.mode == "ab":
+    mode = mode_named(target.mode)
+    if not mode.measures_good:  # every run measures GOOD beside the revision
         good_probe = Probe(
             good_commit, _subject(root, good_commit), "good", "side A of the A/B runs"
         )
@@ -146,15 +156,11 @@ def bisect(
         target,
         bad_commit,
         _subject(root, bad_commit),
-        None if target.mode != "ab" else _ab_classifier(),
+        None if mode.measures_good else classifier(target.mode, {}, {}),
     )
     if bad_run.verdict == "skip":
         raise BisectError(f"BAD ({bad_commit[:10]}): {bad_run.detail}; {_fix(target, 'BAD')}")
-    classify = (
-        _ab_classifier()
-        if target.mode == "ab"
-        else classifier(target.mode, good_probe.figures, bad_run.figures)
-    )
+    classify = classifier(target.mode, good_probe.figures, bad_run.figures)
     verdict, detail = classify(bad_run.figures)
     bad_probe = Probe(
         bad_commit, bad_run.subject, verdict, detail, bad_run.figures, bad_run.seconds
@@ -163,12 +169,7 @@ def bisect(
     if verdict != "bad":
         raise BisectError(
             f"BAD ({bad_commit[:10]}) is not slower than GOOD here ({detail}): nothing to "
-            f"bisect. Check the revisions and -k"
-            + (
-                ", or retry on a quieter machine (A/B verdicts are statistical)"
-                if target.mode == "ab"
-                else ""
-            )
+            f"bisect. Check the revisions and -k{mode.retry_hint}"
         )
     lo, hi = -1, len(commits) - 1  # commits[lo] good (-1: GOOD), commits[hi] bad
     probes: dict[int, Probe] = {hi: bad_probe}
@@ -226,10 +227,6 @@ def _subject(root: Path, commit: str) -> str:
         return ""
 
 
-def _ab_classifier() -> Classify:
-    return classifier("ab", {}, {})
-
-
 def _resolve(root: Path, revision: str) -> str:
     try:
         return resolve_revision(root, revision, who="bisect")
@@ -254,8 +251,3 @@ def _expected_steps(commits: int) -> int:
         span = (span + 1) // 2
         steps += 1
     return steps
-
-
-def default_mode() -> str:
-    """``instructions`` where Valgrind is on PATH, else ``ab``."""
-    return "instructions" if shutil.which("valgrind") else "ab"

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.run.bisect_mode import BisectMode
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
     from pytest_torchperf.run.roles import Role
@@ -80,6 +81,9 @@ class KindRun:
     ] = lambda ctx, options, layers: options
     #: The gate fields it sets for any measurement of the run (an A/B run: ``ab``, side A).
     gate_fields: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
+    #: How ``torchperf bisect --mode <its name>`` runs and judges a revision by this kind's
+    #: figure (None: the kind gives no bisect mode).
+    bisect: BisectMode | None = None
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -9,25 +9,43 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.kinds import specs
 from pytest_torchperf.kinds.ab.run_sides import SideError, revision_side
+from pytest_torchperf.run.bisect_mode import COUNTERS, BisectError, BisectMode, Classify, Key
 from pytest_torchperf.run.child_process import ChildCommand
+from pytest_torchperf.run.kinds import run_part
 from pytest_torchperf.store.results import ResultsFileError, read_results
 
-#: How a revision is judged (see :mod:`pytest_torchperf.run.bisect`).
-MODES = ("instructions", "ab", "counters")
 
-#: A measurement: test id and measurement name.
-Key = tuple[str, str]
+def modes() -> tuple[BisectMode, ...]:
+    """The ways a revision can be judged: the measurement kinds' (their run parts'
+    :attr:`~pytest_torchperf.run.kind_run.KindRun.bisect`, in the registry's order), then the
+    counters every kind records."""
+    found = [run_part(spec.name).bisect for spec in specs()]
+    return (*(m for m in found if m is not None), COUNTERS)
 
 
-class BisectError(Exception):
-    """The bisection cannot start or go on; the message says why and what to do."""
+def mode_named(name: str) -> BisectMode:
+    """The bisect mode called ``name``."""
+    for mode in modes():
+        if mode.name == name:
+            return mode
+    raise BisectError(f"unknown bisect mode {name!r}: one of {', '.join(m.name for m in modes())}")
+
+
+def default_mode() -> str:
+    """The mode a bisection uses unless told: the available one ranked first (the instruction
+    count where Valgrind is on PATH, else A/B runs)."""
+    ranked = sorted(
+        (m for m in modes() if m.default_rank is not None and m.available()),
+        key=lambda m: m.default_rank or 0,
+    )
+    return ranked[0].name if ranked else COUNTERS.name
 
 
 @dataclass(frozen=True)
@@ -62,11 +80,7 @@ class Target:
 def run_revision(target: Target, commit: str, out: Path) -> tuple[int, str]:
     """Run the selected tests at ``commit``; their results file is ``out``. Returns pytest's exit
     code and the end of its output."""
-    mode_args = {
-        "instructions": ["--torchperf-instructions"],
-        "ab": ["--torchperf-ab", target.good_commit],
-        "counters": ["--torchperf-min-time=0.01s"],  # the counters are what is compared
-    }[target.mode]
+    mode_args = mode_named(target.mode).args(target.good_commit)
     with revision_side(target.invocation_dir, commit, who="bisect") as side:
         command = ChildCommand(
             tuple(side.map_args(target.pytest_args)),
@@ -93,85 +107,18 @@ def figures_of(mode: str, out: Path) -> dict[Key, Any]:
         records, _ = read_results(out)
     except ResultsFileError:
         return {}
+    figure = mode_named(mode).figure
     found: dict[Key, Any] = {}
     for record in records:
-        key = (str(record["nodeid"]), str(record["name"]))
-        if mode == "instructions":
-            counted = (record.get("instructions") or {}).get("per_call")
-            if counted:
-                found[key] = float(counted)
-        elif mode == "ab":
-            if (record.get("ab") or {}) and record.get("outcome"):
-                ratio = (record.get("verdict") or {}).get("ratio")
-                change = f" ({(ratio - 1) * 100:+.1f}% vs GOOD)" if ratio else ""
-                found[key] = (str(record["outcome"]), change)
-        elif record.get("counters"):
-            found[key] = record["counters"]
+        value = figure(record)
+        if value is not None:
+            found[(str(record["nodeid"]), str(record["name"]))] = value
     return found
-
-
-Classify = Callable[[Mapping[Key, Any]], tuple[str, str]]
 
 
 def classifier(mode: str, good: Mapping[Key, Any], bad: Mapping[Key, Any]) -> Classify:
     """How a revision's figures are judged, given GOOD's and BAD's."""
-    if mode == "ab":
-
-        def ab(figures: Mapping[Key, Any]) -> tuple[str, str]:
-            said = ", ".join(
-                f"{k[1]}: {outcome}{change}" for k, (outcome, change) in figures.items()
-            )
-            outcomes = {outcome for outcome, _ in figures.values()}
-            if "fail" in outcomes:
-                return "bad", said
-            if "inconclusive" in outcomes:
-                return "skip", f"{said}: the A/B verdict could not decide (a busy machine?)"
-            return "good", said
-
-        return ab
-    if mode == "counters":
-        changed = [k for k in good if k in bad and diff_counters(good[k], bad[k], ())]
-        if not changed:
-            raise BisectError(
-                "BAD's counters (FLOPs, ops, parameters, memory) are the same as GOOD's for "
-                "every selected measurement: nothing to bisect by counters. Use --mode "
-                "instructions or --mode ab for a slowdown the counters do not see"
-            )
-
-        def counters(figures: Mapping[Key, Any]) -> tuple[str, str]:
-            for key in changed:
-                if key in figures:
-                    diff = diff_counters(good[key], figures[key], ())
-                    if diff:
-                        return "bad", f"{key[1]}: {'; '.join(diff)} vs GOOD"
-            return "good", "counters as GOOD's"
-
-        return counters
-    # instructions: halfway from GOOD's count to BAD's decides, for the measurements that BAD
-    # made slower (one that got faster is not what is looked for: its commit would pass for
-    # the first bad one).
-    moved = {k: (good[k], bad[k]) for k in good if k in bad and bad[k] >= good[k] * 1.002}
-    if not moved:
-        raise BisectError(
-            "BAD does not count 0.2 % or more instructions per call than GOOD for any selected "
-            "measurement: nothing to bisect. Check -k and the order of the revisions, or "
-            "bisect a timing change with --mode ab"
-        )
-
-    def instructions(figures: Mapping[Key, Any]) -> tuple[str, str]:
-        details, verdict = [], "good"
-        for key, (g, b) in moved.items():
-            if key not in figures:
-                continue
-            x = figures[key]
-            details.append(f"{key[1]}: {x:,.0f} instr/call, {(x / g - 1) * 100:+.2f}% vs GOOD")
-            if (x - g) / (b - g) > 0.5:
-                verdict = "bad"
-        if not details:
-            return "skip", "no instruction count of the measurements that changed"
-        return verdict, "; ".join(details)
-
-    return instructions
+    return mode_named(mode).classifier(good, bad)
 
 
 def _said(tail: str) -> str:
@@ -195,11 +142,7 @@ def probe(target: Target, commit: str, subject: str, classify: Classify | None) 
         shutil.rmtree(folder, ignore_errors=True)
     seconds = time.perf_counter() - started
     if not figures and code in (0, 1):
-        what = {
-            "instructions": "an instruction count (a GPU measurement? those need --mode ab)",
-            "ab": "an A/B verdict",
-            "counters": "counters",
-        }[target.mode]
+        what = mode_named(target.mode).what
         return Probe(
             commit,
             subject,

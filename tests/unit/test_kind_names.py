@@ -27,12 +27,6 @@ KIND_NAMES = frozenset(
 
 #: File (relative to the repository) -> kind-name literals it may still hold, and why.
 ALLOWED: dict[str, int] = {
-    # `torchperf bisect --mode instructions|ab|counters`: bisect's modes are named as the kinds
-    # whose runs classify a revision; the parser and the probe's command lines still spell them.
-    "pytest_torchperf/cli/__init__.py": 2,
-    "pytest_torchperf/cli/suites.py": 1,
-    "pytest_torchperf/run/bisect.py": 7,
-    "pytest_torchperf/run/revision_probe.py": 11,
     # A failure's kind list names the instruction-count failure.
     "pytest_torchperf/judge/failures.py": 1,
     # The engine's inputs: the gate's kind read from files written before gates recorded it

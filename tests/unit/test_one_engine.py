@@ -33,7 +33,7 @@ ALLOWED = {
         "judge/compare.py",
         "judge/counter_diff.py",
         "run/explain.py",
-        "run/revision_probe.py",
+        "run/bisect_mode.py",
     },
 }
 

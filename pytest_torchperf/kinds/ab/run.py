@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
 from pytest_torchperf.kinds.ab.options import ABSettings
+from pytest_torchperf.kinds.ab.run_bisect import BISECT
 from pytest_torchperf.kinds.ab.run_data import ABState, ab_record
 from pytest_torchperf.run.kind_run import Keeping, KindRun
 
@@ -75,4 +76,5 @@ RUN = KindRun(
     role=_role,
     adjust_options=_adjust_options,
     gate_fields=_gate_fields,
+    bisect=BISECT,
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.kinds.instructions.options import CountSettings
+from pytest_torchperf.kinds.instructions.run_bisect import BISECT
 from pytest_torchperf.kinds.instructions.run_counting import (
     CountState,
     attach_count,
@@ -71,5 +72,10 @@ def _role(ctx: RunContext) -> Role | None:
 
 
 RUN = KindRun(
-    CountKeeping(), _chosen, record_fields=count_fields, role=_role, unmeasurable=_unmeasurable
+    CountKeeping(),
+    _chosen,
+    record_fields=count_fields,
+    role=_role,
+    unmeasurable=_unmeasurable,
+    bisect=BISECT,
 )
