@@ -45,6 +45,11 @@ class Failure(str):
         failure.category = category
         return failure
 
+    @property
+    def kind(self) -> str:
+        """:attr:`category`, under the name earlier versions gave it."""
+        return self.category
+
     def __reduce__(self) -> tuple[type[Failure], tuple[str, str]]:  # pickling keeps the category
         return (Failure, (self.category, str(self)))
 

@@ -82,7 +82,7 @@ class Gate:
         return self.kind == "instructions"
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record = {
             "max_slowdown": self.max_slowdown,
             "min_cpu_share": self.min_cpu_share,
             "max_spread": self.max_spread,
@@ -100,6 +100,9 @@ class Gate:
             "max_widening": self.max_widening,
             **dict(self.limits),
         }
+        # The file format's order (a baseline file's gate reads the same after a save); limits
+        # a plugin's kind added come last.
+        return {k: record[k] for k in sorted(record, key=_record_position)}
 
     @classmethod
     def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
@@ -127,6 +130,31 @@ class Gate:
             if value is not None:
                 (limits if key in gate_keys() else values)[key] = value
         return cls(**values, limits=tuple(limits.items()))
+
+
+#: The order of a gate's keys in the files.
+_RECORD_ORDER = (
+    "max_slowdown",
+    "min_cpu_share",
+    "max_spread",
+    "max_neighbour_load",
+    "max_machine_slowdown",
+    "min_gpu_clock",
+    "strict",
+    "ignore_counters",
+    "confirm",
+    "saving",
+    "kind",
+    "instructions",
+    "max_instruction_increase",
+    "ab",
+    "max_widening",
+    "max_kernel_slowdown",
+)
+
+
+def _record_position(key: str) -> int:
+    return _RECORD_ORDER.index(key) if key in _RECORD_ORDER else len(_RECORD_ORDER)
 
 
 def recorded_kind(gate: Mapping[str, Any]) -> str:

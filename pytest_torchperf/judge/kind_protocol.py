@@ -39,7 +39,7 @@ class KindChecks:
 class Kind(Protocol):
     """One measurement kind, as the comparison engine uses it."""
 
-    #: The name recorded in the gate (:data:`pytest_torchperf.judge.inputs.KINDS`).
+    #: The name recorded in the gate (:func:`pytest_torchperf.kinds.names`).
     name: str
     #: The command that records a baseline of this kind ("" when none is kept: an A/B run
     #: compares two sides measured now).

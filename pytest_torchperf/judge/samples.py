@@ -32,9 +32,6 @@ MAX_NEIGHBOUR_LOAD = 0.5
 #: the stored sessions or the rest of the run when saving (:func:`machine_disturbance`).
 MAX_MACHINE_SLOWDOWN = 0.25
 
-if TYPE_CHECKING:
-    from pytest_torchperf.options.measure_options import MeasureOptions
-
 
 @dataclass(frozen=True)
 class Sample:

@@ -107,6 +107,13 @@ def register(spec: KindSpec) -> None:
         return
     if spec.name in names():
         raise ValueError(f"measurement kind {spec.name!r} is registered already")
+    if "options" in spec.parts or spec.gate_keys:
+        # The option table and the gates' limits are built when pytest-torchperf loads, before
+        # any plugin registers a kind.
+        raise ValueError(
+            f"measurement kind {spec.name!r} declares an options part or gate keys, which only "
+            f"the built-in kinds can: add its options with the plugin's own pytest_addoption"
+        )
     _added.append(spec)
 
 

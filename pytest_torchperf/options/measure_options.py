@@ -58,19 +58,10 @@ def _kind_option_parts() -> list[Any]:
 
 def _same_part(a: Any, b: Any) -> bool:
     """Two kinds' options parts that are one (the fallback kind re-exports the count's)."""
-    return all(
-        getattr(a, name, None) is getattr(b, name, None)
-        for name in ("OPTIONS", "SECTION", "RUN_SETTINGS")
-    )
+    return all(getattr(a, name, None) is getattr(b, name, None) for name in ("OPTIONS", "SECTION"))
 
 
 _KIND_PARTS = _kind_option_parts()
-#: The kinds' run settings types (:attr:`pytest_torchperf.options.settings.RunSettings.sections`).
-RUN_SETTINGS: tuple[type[Any], ...] = tuple(
-    module.RUN_SETTINGS
-    for module in _KIND_PARTS
-    if getattr(module, "RUN_SETTINGS", None) is not None
-)
 #: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
 SECTIONS: tuple[type[Any], ...] = tuple(
     module.SECTION for module in _KIND_PARTS if getattr(module, "SECTION", None) is not None
@@ -147,6 +138,18 @@ class MeasureOptions:
         """This measurement's options of one kind (``options.of(CountOptions)``)."""
         found = next((s for s in self.sections if isinstance(s, section)), None)
         return found if found is not None else section()
+
+    def __getattr__(self, name: str) -> Any:
+        # A kind's own option read as an attribute (``options.max_kernel_slowdown``), as before
+        # the kinds owned them; only reached for names that are not fields.
+        if name.startswith("__") or name == "sections":
+            raise AttributeError(name)
+        try:
+            return self.value(name)
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+            ) from None
 
     def value(self, name: str) -> Any:
         """One option's value by name, whether shared or a kind's own."""

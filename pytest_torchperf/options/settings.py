@@ -49,8 +49,9 @@ class RunSettings:
     #: machine to quiet down and measuring a refused pass again (the run's budget over its
     #: processes).
     save_wait: float = 60.0
-    #: The measurement kinds' own run settings (``RUN_SETTINGS`` of ``kinds/<kind>/options.py``:
-    #: an instruction-count run's, an A/B run's), read with :meth:`of`.
+    #: The measurement kinds' own run settings (declared in their options parts, parsed by their
+    #: plugin parts' ``settings(config)``: an instruction-count run's, an A/B run's), read with
+    #: :meth:`of`.
     sections: tuple[Any, ...] = ()
 
     def of(self, section: type[S]) -> S:
@@ -89,7 +90,8 @@ class RunSettings:
         mode = "+".join(parts) if parts else "measure only (no baseline)"
         # A kind's run says what it does instead (the first that does, in the registry's order).
         for section in self.sections:
-            described = section.describe(mode)
+            describe = getattr(section, "describe", None)
+            described = describe(mode) if describe is not None else None
             if described:
                 return str(described)
         return mode

@@ -186,6 +186,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A side of an A/B run has measured and reported everything: it hands the turn back for
     good (what is left is pytest's and the interpreter's teardown)."""
+    from pytest_torchperf.kinds import forget_added
+
+    forget_added()  # another plugin's kinds belong to this run (an in-process pytester run too)
     if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
         ab_side.leave(config)
     xdist_runs.unconfigure(config)

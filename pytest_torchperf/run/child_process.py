@@ -1,9 +1,9 @@
 """One child pytest run, started the same way by every mode that needs fresh processes: the
-processes of a save and the confirmations of a compare (:mod:`pytest_torchperf.pytest_plugin.
-child_runs`), the counting processes under Valgrind (:mod:`pytest_torchperf.pytest_plugin.
-instruction_runs`), the two sides of an A/B pair (:mod:`pytest_torchperf.kinds.ab.run_pairs`) and a
-revision of ``torchperf bisect`` (:mod:`pytest_torchperf.run.revision_probe`, in its own session).
-Pytest-free.
+processes of a save and the confirmations of a compare
+(:mod:`pytest_torchperf.pytest_plugin.child_runs`), the counting processes under Valgrind
+(:mod:`pytest_torchperf.kinds.instructions.plugin_runs`), the two sides of an A/B pair
+(:mod:`pytest_torchperf.kinds.ab.run_pairs`) and a revision of ``torchperf bisect``
+(:mod:`pytest_torchperf.run.revision_probe`, in its own session). Pytest-free.
 
 A child is ``<python> -m pytest <the controller's arguments> <its own> --torchperf-child=FILE``:
 it writes one line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`; the

@@ -44,7 +44,7 @@ EXACT_FIELDS: tuple[str, ...] = (
 #: Added to the exact fields of an instruction-count environment (``--torchperf-instructions``):
 #: the Valgrind version and the CPU capability torch dispatched to under it (Valgrind does not
 #: emulate AVX-512 or AMX, so AVX2 on such hosts) and the ISA caps oneDNN and MKL ran with there
-#: (``measure.callgrind.KERNEL_CAPS``). Kept out of EXACT_FIELDS, whose hash names the timing
+#: (``kinds.instructions.measure_callgrind.KERNEL_CAPS``). Kept out of EXACT_FIELDS, whose hash names the timing
 #: environments already stored.
 INSTRUCTION_FIELDS: tuple[str, ...] = ("valgrind", "counted_capability", "kernel_caps")
 #: Prefix of an instruction-count environment's id (its folder under the storage).

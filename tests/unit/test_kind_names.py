@@ -30,9 +30,9 @@ ALLOWED: dict[str, int] = {
     # A failure's kind list names the instruction-count failure.
     "pytest_torchperf/judge/failures.py": 1,
     # The engine's inputs: the gate's kind read from files written before gates recorded it
-    # (their `instructions` and `ab` keys), and the legacy `instructions` key a gate still
-    # writes for older readers (file format).
-    "pytest_torchperf/judge/inputs.py": 9,
+    # (their `instructions` and `ab` keys), the legacy `instructions` key a gate still writes
+    # for older readers, and the order of a gate's keys in the files (file format).
+    "pytest_torchperf/judge/inputs.py": 11,
     # A verdict's label names an instruction-count verdict.
     "pytest_torchperf/judge/labels.py": 2,
     # A counting child's line carries its count (the child protocol's `count` message).

@@ -209,3 +209,41 @@ def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None
 
 def never() -> Sample:
     raise AssertionError("no pass may be taken")
+
+
+def test_records_keep_the_file_formats_key_order() -> None:
+    """A kind's keys are written where the files had them before the kinds owned them: a
+    baseline saved again reads the same (no reordering diff in a committed file)."""
+    from pytest_torchperf.run.result import Result
+
+    assert list(Gate().to_record())[-6:] == [
+        "kind",
+        "instructions",
+        "max_instruction_increase",
+        "ab",
+        "max_widening",
+        "max_kernel_slowdown",
+    ]
+    record = Result("m", "t.py::t", [1e-3], 1, "cpu", 1, 1.0).to_record()
+    keys = list(record)
+    assert keys.index("instructions") < keys.index("instructions_vs_eager") < keys.index("ab")
+    assert keys.index("ab") < keys.index("gated")
+
+
+def test_the_registry_takes_a_plugins_kind_first_and_refuses_what_it_cannot_serve() -> None:
+    from pytest_torchperf.kinds import KindSpec, forget_added, names, register
+
+    spec = KindSpec("budget", "budget_kind", "p25 within a budget")
+    try:
+        register(spec)
+        register(spec)  # the same spec twice: once
+        assert names()[0] == "budget" and names().count("budget") == 1
+        with pytest.raises(ValueError, match="registered already"):
+            register(KindSpec("budget", "other", "another"))
+        with pytest.raises(ValueError, match="pytest_addoption"):
+            register(KindSpec("limited", "x", "y", gate_keys=("max_budget",)))
+        with pytest.raises(ValueError, match="pytest_addoption"):
+            register(KindSpec("optioned", "x", "y", parts=("options", "judge", "run")))
+    finally:
+        forget_added()
+    assert "budget" not in names()

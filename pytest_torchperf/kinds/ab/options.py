@@ -44,6 +44,3 @@ class ABSettings:
         return f"A/B: working tree against {what}" + (
             " (another Python)" if side_type == "python" else ""
         )
-
-
-RUN_SETTINGS = ABSettings

@@ -3,6 +3,6 @@ counts with the same children and judges the count at the same limit). Pure."""
 
 from __future__ import annotations
 
-from pytest_torchperf.kinds.instructions.options import OPTIONS, RUN_SETTINGS, SECTION
+from pytest_torchperf.kinds.instructions.options import OPTIONS, SECTION
 
-__all__ = ["OPTIONS", "RUN_SETTINGS", "SECTION"]
+__all__ = ["OPTIONS", "SECTION"]

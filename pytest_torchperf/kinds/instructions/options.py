@@ -58,8 +58,6 @@ class CountSettings:
         return f"{mode}, instruction counts" if self.instructions else None
 
 
-RUN_SETTINGS = CountSettings
-
 OPTIONS = (
     OptionSpec(
         "instructions",

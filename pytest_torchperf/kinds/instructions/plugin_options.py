@@ -1,6 +1,6 @@
 """The options of ``--torchperf-instructions`` and ``--torchperf-fallback instructions`` and their
 checks: bad values and combinations are usage errors that say why (the counting processes
-themselves: :mod:`.instruction_runs`)."""
+themselves: :mod:`.plugin_runs`)."""
 
 from __future__ import annotations
 

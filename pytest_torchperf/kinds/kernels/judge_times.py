@@ -10,7 +10,7 @@ says whether the wall time is launch-bound.
 
 Pure (no torch): :mod:`pytest_torchperf.kinds.kernels.measure` takes the profiles and holds
 their figures (:class:`~pytest_torchperf.kinds.kernels.measure.KernelTimes`);
-:class:`pytest_torchperf.judge.kinds.TimeAndKernelsKind` judges with :func:`judge_kernels`.
+:class:`pytest_torchperf.kinds.kernels.judge.TimeAndKernelsKind` judges with :func:`judge_kernels`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class KernelVerdict:
     ratio: float | None = None
     baseline: float | None = None
     limit: float = 0.0
-    #: Why nothing was judged (:data:`UNSTEADY`, :data:`~.tolerance.NOISY_BASELINE`), else None.
+    #: Why nothing was judged (:data:`UNSTEADY`, :data:`~pytest_torchperf.judge.tolerance.NOISY_BASELINE`), else None.
     guard: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pytest_torchperf.store.records import timed_sessions
 
 
 class TimeKind(KindDefaults):
-    """Timed blocks against the stored sessions' timings (:func:`.verdict.judge`)."""
+    """Timed blocks against the stored sessions' timings (:func:`pytest_torchperf.judge.verdict.judge`)."""
 
     name = "time"
     save = "pytest --torchperf-save"
