@@ -24,10 +24,12 @@ from pytest_torchperf.store.results import ResultsFileError, read_results
 
 def modes() -> tuple[BisectMode, ...]:
     """The ways a revision can be judged: the measurement kinds' (their run parts'
-    :attr:`~pytest_torchperf.run.kind_run.KindRun.bisect`, in the registry's order), then the
+    :attr:`~pytest_torchperf.run.kind_run.KindRun.bisect`, the default's first), then the
     counters every kind records."""
-    found = [run_part(spec.name).bisect for spec in specs()]
-    return (*(m for m in found if m is not None), COUNTERS)
+    found = [m for spec in specs() if (m := run_part(spec.name).bisect) is not None]
+    # The ones a bisection would choose by default first, as --mode lists them.
+    found.sort(key=lambda m: (m.default_rank is None, m.default_rank or 0))
+    return (*found, COUNTERS)
 
 
 def mode_named(name: str) -> BisectMode:

@@ -80,15 +80,15 @@ KIND_MODULE_LAYERS = {
 def kind_part_edges(node: ast.AST, modules: dict[str, Path]) -> list[str]:
     """A call ``part(spec, "judge")`` (:func:`pytest_torchperf.kinds.part`) loads a kind's module
     of that layer by name: it counts as importing every kind's ``judge`` module."""
-    if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "part"
-        and len(node.args) == 2
-        and isinstance(node.args[1], ast.Constant)
-    ):
+    if not isinstance(node, ast.Call):
         return []
-    suffix = f".{node.args[1].value}"
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    layer_arg = node.args[1] if len(node.args) == 2 else None
+    layer_arg = next((k.value for k in node.keywords if k.arg == "layer"), layer_arg)
+    if name != "part" or not isinstance(layer_arg, ast.Constant):
+        return []
+    suffix = f".{layer_arg.value}"
     return [m for m in modules if m.startswith("pytest_torchperf.kinds.") and m.endswith(suffix)]
 
 
@@ -212,3 +212,10 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
         "pytest_torchperf.judge.a -> pytest_torchperf.report.b",
     ]
     assert cycles(graph) == [["pytest_torchperf.judge.a", "pytest_torchperf.report.b"]]
+
+
+def test_a_part_called_through_the_module_or_by_keyword_counts_too() -> None:
+    modules = {"pytest_torchperf.kinds.ab.judge": Path("x")}
+    for call in ('kinds.part(spec, "judge")', 'part(spec, layer="judge")'):
+        node = ast.parse(call).body[0].value  # type: ignore[attr-defined]
+        assert kind_part_edges(node, modules) == ["pytest_torchperf.kinds.ab.judge"]
