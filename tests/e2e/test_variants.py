@@ -225,11 +225,13 @@ def test_a_variant_matching_a_degenerate_reference_is_not_counted_as_gated(
 ) -> None:
     # Outputs that are all zero: amp matches them exactly, which proves nothing about amp. The
     # variant passes (nothing is wrong with it) but the run says its numerics were not judged,
-    # and neither the save nor the compare counts them as gated.
+    # and neither the save nor the compare counts them as gated. The limit is wide so that
+    # timing (a speedup of x0.63 read as x0.52 on a busy CI run) cannot fail it: numerics are
+    # what this test is about.
     perf.makepyfile(
         MLP
         + """
-@pytest.mark.torchperf(variants=["eager", "amp"])
+@pytest.mark.torchperf(variants=["eager", "amp"], max_slowdown="900%")
 def test_zeros(torchperf):
     net = mlp()
     with torch.no_grad():
