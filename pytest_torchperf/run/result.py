@@ -24,6 +24,7 @@ from pytest_torchperf.store.records import (
     SessionRecord,
     StatsRecord,
     VerdictRecord,
+    in_record_order,
 )
 
 
@@ -332,7 +333,7 @@ class Result:
             "confirm_speedups": list(self.confirm_speedups),
             "explanation": list(self.explanation),
             # In the file format's order (MeasurementRecord), a plugin's kinds' keys last.
-            **{key: self.sections.get(key) for key in _in_record_order(result_keys())},  # type: ignore[typeddict-item]
+            **{key: self.sections.get(key) for key in in_record_order(result_keys())},  # type: ignore[typeddict-item]
             "gated": list(self.gated),
             **({"graph": self.graph} if self.graph is not None else {}),
         }
@@ -392,10 +393,3 @@ class VariantExtra:
             "fingerprint": self.fingerprint,
             "metric": self.metric,
         }
-
-
-def _in_record_order(keys: tuple[str, ...]) -> list[str]:
-    """``keys`` in the order :class:`~pytest_torchperf.store.records.MeasurementRecord` lists them
-    (a results file reads the same whichever kind added a key), unknown ones last."""
-    order = list(MeasurementRecord.__annotations__)
-    return sorted(keys, key=lambda k: order.index(k) if k in order else len(order))

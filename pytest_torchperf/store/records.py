@@ -251,3 +251,10 @@ def record_from_benchmark(
     if "run_id" not in record:  # written before records carried it
         record["run_id"] = (record.get("session") or {}).get("run_id")
     return record
+
+
+def in_record_order(keys: Iterable[str]) -> list[str]:
+    """``keys`` in the order :class:`MeasurementRecord` lists them (a results file reads the same
+    whichever measurement kind added a key), unknown ones last."""
+    order = list(MeasurementRecord.__annotations__)
+    return sorted(keys, key=lambda k: order.index(k) if k in order else len(order))
