@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from pytest_torchperf.judge.failures import restore
@@ -66,10 +67,9 @@ class Gate:
         unknown = sorted(set(given) - set(gate_keys()))
         if unknown:
             raise ValueError(f"unknown gate limits {unknown}: the kinds declare {gate_keys()}")
-        defaults = MeasureOptions()
         # Frozen: the normal form is set once, so equal gates compare equal however built.
         object.__setattr__(
-            self, "limits", tuple((k, given.get(k, defaults.value(k))) for k in gate_keys())
+            self, "limits", tuple((k, given.get(k, _limit_default(k))) for k in gate_keys())
         )
 
     def limit(self, name: str) -> Any:
@@ -130,6 +130,13 @@ class Gate:
             if value is not None:
                 (limits if key in gate_keys() else values)[key] = value
         return cls(**values, limits=tuple(limits.items()))
+
+
+@cache
+def _limit_default(key: str) -> Any:
+    """A kind's limit where a gate was not given it: its option's default (only the built-in
+    kinds declare limits, and they do so when the package loads)."""
+    return MeasureOptions().value(key)
 
 
 #: The order of a gate's keys in the files.
