@@ -84,6 +84,10 @@ class KindRun:
     #: How ``torchperf bisect --mode <its name>`` runs and judges a revision by this kind's
     #: figure (None: the kind gives no bisect mode).
     bisect: BisectMode | None = None
+    #: Why its run must not save a measurement of another kind (``(ctx, m, kind)``; None: it
+    #: may): asked of every kind for every measurement, as :attr:`adjust_options` is (an
+    #: instruction-count run refuses what it timed beside its Valgrind children).
+    refuses_save: Callable[[RunContext, Measured, str], Unsaved | None] = lambda ctx, m, kind: None
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.kinds import gate_keys, part, spec_named, specs
-from pytest_torchperf.run.kind_run import Keeping, KindRun
+from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 from pytest_torchperf.run.roles import Disabled, FreshProcess, Role, Timing
 
 if TYPE_CHECKING:
@@ -87,6 +87,17 @@ def kind_name(ctx: RunContext, options: MeasureOptions, device: str, gate: bool 
 def keeping_of(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> Keeping:
     """What a measurement keeps: its kind's."""
     return run_part(kind_name(ctx, options, device, gate)).keeping
+
+
+def run_refusal(ctx: RunContext, m: Measured) -> Unsaved | None:
+    """Why the run a measurement was taken in must not save it, whatever its kind (the kinds'
+    :attr:`KindRun.refuses_save`), or None."""
+    kind = kind_name(ctx, m.options, m.measurer.device, m.gate)
+    for spec in specs():
+        refused = run_part(spec.name).refuses_save(ctx, m, kind)
+        if refused is not None:
+            return refused
+    return None
 
 
 def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:

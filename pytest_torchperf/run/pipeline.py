@@ -32,6 +32,7 @@ from pytest_torchperf.run.kinds import (
     kind_fields,
     measure_beside,
     role_of,
+    run_refusal,
 )
 from pytest_torchperf.run.result import Result, VariantExtra
 from pytest_torchperf.run.roles import Request
@@ -197,7 +198,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
     result = _result(ctx, m, final, comparison, passes, others, env_id, environment)
     if m.gate:  # to whoever needs it: a controller's file, the A/B pairs behind the verdict
         role.report(ctx, state, m, final, result)
-    unsaved = keeping.attach(ctx, state, m, result, comparing, saving)
+    unsaved = keeping.attach(ctx, state, m, result, comparing, saving) or run_refusal(ctx, m)
     state.results.append(result)
     if saving and unsaved:
         result.not_saved = unsaved[0]

@@ -247,3 +247,39 @@ def test_the_registry_takes_a_plugins_kind_first_and_refuses_what_it_cannot_serv
     finally:
         forget_added()
     assert "budget" not in names()
+
+
+def test_an_instruction_count_run_refuses_to_save_what_it_only_timed_whatever_its_kind() -> None:
+    """A measurement opted out of counting (``instructions=False``) is timed in one process beside
+    the Valgrind children: not saved, be it a CPU one (``time``) or a CUDA one
+    (``time-and-kernels``); a counted one is saved with its count."""
+    from dataclasses import replace
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from pytest_torchperf.kinds.instructions.options import CountOptions, CountSettings
+    from pytest_torchperf.options.measure_options import MeasureOptions
+    from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.run.kinds import kind_name, run_refusal
+
+    states: dict[type, object] = {}
+    ctx = SimpleNamespace(
+        settings=RunSettings(Path("s"), sections=(CountSettings(instructions=True),)),
+        state=lambda cls: states.setdefault(cls, cls()),
+    )
+    counted = MeasureOptions()
+    opted_out = replace(counted, sections=(CountOptions(instructions=False),))
+
+    def measured(options: MeasureOptions, device: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            name="m", options=options, gate=True, measurer=SimpleNamespace(device=device)
+        )
+
+    for device, kind in (("cpu", "time"), ("cuda:0", "time-and-kernels")):
+        m = measured(opted_out, device)
+        assert kind_name(ctx, opted_out, device) == kind  # type: ignore[arg-type]
+        refused = run_refusal(ctx, m)  # type: ignore[arg-type]
+        assert refused is not None and refused[0] == "timed in an instruction-count run"
+    assert run_refusal(ctx, measured(counted, "cpu")) is None  # type: ignore[arg-type]
+    plain = SimpleNamespace(settings=RunSettings(Path("s")), state=ctx.state)
+    assert run_refusal(plain, measured(opted_out, "cuda:0")) is None  # type: ignore[arg-type]

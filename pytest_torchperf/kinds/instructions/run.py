@@ -48,6 +48,18 @@ class CountKeeping(Keeping):
         return attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
 
 
+def _refuses_save(ctx: RunContext, m: Measured, kind: str) -> Unsaved | None:
+    """A measurement opted out of counting in an instruction-count run (``instructions=False``,
+    or a kind of its own) was timed in one process beside the Valgrind children: not saved."""
+    if kind == "instructions" or not (ctx.settings.of(CountSettings).instructions and m.gate):
+        return None
+    return (
+        "timed in an instruction-count run",
+        f"{m.name}: not saved: timed in a --torchperf-instructions run (one process); "
+        f"save its timing baseline in a run without that option",
+    )
+
+
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
     return counted(ctx, options, gate) and ctx.settings.of(CountSettings).instructions
 
@@ -77,5 +89,6 @@ RUN = KindRun(
     record_fields=count_fields,
     role=_role,
     unmeasurable=_unmeasurable,
+    refuses_save=_refuses_save,
     bisect=BISECT,
 )

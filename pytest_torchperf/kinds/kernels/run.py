@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.kinds.time.run import TimeKeeping
-from pytest_torchperf.run.kind_run import KindRun
+from pytest_torchperf.run.kind_run import Keeping, KindRun
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
@@ -36,6 +35,4 @@ def kernel_times_of(measurer: Measurer, first: Sample) -> dict[str, Any]:
     return {"kernels": times.to_record(), "unprofiled": None}
 
 
-# Kept as time is: a CUDA measurement opted out of counting in an instruction-count run was
-# timed in one process beside the Valgrind children, so it is not saved either.
-RUN = KindRun(TimeKeeping(), _chosen, beside=kernel_times_of)
+RUN = KindRun(Keeping(), _chosen, beside=kernel_times_of)
