@@ -35,6 +35,7 @@ __all__ = [
     "gate_keys",
     "names",
     "part",
+    "parts",
     "register",
     "result_keys",
     "spec_named",
@@ -121,6 +122,18 @@ def forget_added() -> None:
     """Forget the kinds other plugins registered (a new pytest run in the same process, such as
     an in-process ``pytester`` run, registers its own)."""
     _added.clear()
+
+
+def parts(layer: str, having: str | None = None) -> list[ModuleType]:
+    """Every kind's module of ``layer``, in the registry's order: those that have one (and that
+    define ``having``, when given: the plugin parts with run settings, say). Called only by the
+    layer itself, as :func:`part` is."""
+    found = []
+    for spec in specs():
+        module = part(spec, layer)
+        if module is not None and (having is None or hasattr(module, having)):
+            found.append(module)
+    return found
 
 
 def part(spec: KindSpec, layer: str) -> ModuleType | None:

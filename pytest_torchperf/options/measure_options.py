@@ -18,7 +18,7 @@ from pytest_torchperf.core.errors import (
     OptionError,  # defined apart so that variant_options can raise it too
 )
 from pytest_torchperf.core.units import format_time
-from pytest_torchperf.kinds import part, specs
+from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.option_spec import OptionSpec
 from pytest_torchperf.options.values import (
     parse_bool,
@@ -49,9 +49,8 @@ def _kind_option_parts() -> list[Any]:
     """The measurement kinds' ``options`` parts (their option rows and ``SECTION`` dataclass),
     each once (the fallback kind shares the instruction count's)."""
     found: list[Any] = []
-    for kind in specs():
-        module = part(kind, "options")
-        if module is not None and not any(_same_part(module, other) for other in found):
+    for module in parts("options"):
+        if not any(_same_part(module, other) for other in found):
             found.append(module)
     return found
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.kinds import part, specs
+from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin import child_runs
@@ -274,10 +274,8 @@ def add_options(parser: pytest.Parser) -> None:
         "once; ini torchperf_save_wait)",
     )
     child_runs.add_options(group, parser)
-    for spec in specs():  # each kind's own options, from its plugin part
-        module = part(spec, "plugin")
-        if module is not None and hasattr(module, "add_options"):
-            module.add_options(group, parser)
+    for module in parts("plugin", having="add_options"):  # each kind's own options
+        module.add_options(group, parser)
     parser.addini(
         "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
     )
@@ -355,11 +353,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # xdist each worker.
         save_wait=save_wait_setting(config) / processes / _workers(config),
         # Each kind's own run settings, from its plugin part.
-        sections=tuple(
-            module.settings(config)
-            for spec in specs()
-            if (module := part(spec, "plugin")) is not None and hasattr(module, "settings")
-        ),
+        sections=tuple(module.settings(config) for module in parts("plugin", having="settings")),
     )
     return settings
 

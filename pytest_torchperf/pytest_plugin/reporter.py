@@ -239,10 +239,6 @@ def _kinds_plugin_parts(having: str) -> list[Any]:
     """The kinds' plugin parts that add ``having`` to the summary (``records_of_run``: records
     no test of this run measured, such as an A/B run's measurements only side A has;
     ``summary_lines``: what the kind's run adds to the terminal summary)."""
-    from pytest_torchperf.kinds import part, specs
+    from pytest_torchperf.kinds import parts
 
-    return [
-        module
-        for spec in specs()
-        if (module := part(spec, "plugin")) is not None and hasattr(module, having)
-    ]
+    return parts("plugin", having=having)

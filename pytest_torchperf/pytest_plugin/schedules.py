@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.kinds import part, specs
+from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.pytest_plugin import child_runs, xdist_runs
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
@@ -31,11 +31,7 @@ def _settings(session: pytest.Session) -> RunSettings:
 
 def _kinds_schedules() -> tuple[Schedule, ...]:
     """The schedules the kinds' plugin parts give, in the registry's order."""
-    found: list[Schedule] = []
-    for spec in specs():
-        module = part(spec, "plugin")
-        if module is not None:
-            found.extend(module.SCHEDULES)
+    found: list[Schedule] = [s for module in parts("plugin") for s in module.SCHEDULES]
     return tuple(found)
 
 

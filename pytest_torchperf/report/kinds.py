@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pytest_torchperf.kinds import part, specs
+from pytest_torchperf.kinds import part, parts, specs
 from pytest_torchperf.report.kind_report import Column, KindReport
 
 __all__ = [
@@ -25,12 +25,7 @@ __all__ = [
 
 def report_parts() -> tuple[KindReport, ...]:
     """Every kind's report part, in the registry's order (kinds without one are left out)."""
-    found = []
-    for spec in specs():
-        module = part(spec, "report")
-        if module is not None:
-            report: KindReport = module.REPORT
-            found.append(report)
+    found: list[KindReport] = [module.REPORT for module in parts("report")]
     return tuple(found)
 
 

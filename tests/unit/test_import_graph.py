@@ -78,15 +78,20 @@ KIND_MODULE_LAYERS = {
 
 
 def kind_part_edges(node: ast.AST, modules: dict[str, Path]) -> list[str]:
-    """A call ``part(spec, "judge")`` (:func:`pytest_torchperf.kinds.part`) loads a kind's module
-    of that layer by name: it counts as importing every kind's ``judge`` module."""
+    """A call ``part(spec, "judge")`` or ``parts("judge")`` (:mod:`pytest_torchperf.kinds`) loads
+    a kind's module of that layer by name: it counts as importing every kind's ``judge``
+    module."""
     if not isinstance(node, ast.Call):
         return []
     func = node.func
     name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-    layer_arg = node.args[1] if len(node.args) == 2 else None
+    # part(spec, layer) and parts(layer, having=...): where the layer is the argument.
+    position = {"part": 1, "parts": 0}.get(str(name))
+    if position is None:
+        return []
+    layer_arg = node.args[position] if len(node.args) > position else None
     layer_arg = next((k.value for k in node.keywords if k.arg == "layer"), layer_arg)
-    if name != "part" or not isinstance(layer_arg, ast.Constant):
+    if not isinstance(layer_arg, ast.Constant):
         return []
     suffix = f".{layer_arg.value}"
     return [m for m in modules if m.startswith("pytest_torchperf.kinds.") and m.endswith(suffix)]
@@ -216,6 +221,6 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
 
 def test_a_part_called_through_the_module_or_by_keyword_counts_too() -> None:
     modules = {"pytest_torchperf.kinds.ab.judge": Path("x")}
-    for call in ('kinds.part(spec, "judge")', 'part(spec, layer="judge")'):
+    for call in ('kinds.part(spec, "judge")', 'part(spec, layer="judge")', 'parts("judge")'):
         node = ast.parse(call).body[0].value  # type: ignore[attr-defined]
         assert kind_part_edges(node, modules) == ["pytest_torchperf.kinds.ab.judge"]
