@@ -45,22 +45,9 @@ from pytest_torchperf.options.variant_options import (
 # --------------------------------------------------------------------------------------------------
 
 
-def _kind_option_parts() -> list[Any]:
-    """The measurement kinds' ``options`` parts (their option rows and ``SECTION`` dataclass),
-    each once (the fallback kind shares the instruction count's)."""
-    found: list[Any] = []
-    for module in parts("options"):
-        if not any(_same_part(module, other) for other in found):
-            found.append(module)
-    return found
-
-
-def _same_part(a: Any, b: Any) -> bool:
-    """Two kinds' options parts that are one (the fallback kind re-exports the count's)."""
-    return all(getattr(a, name, None) is getattr(b, name, None) for name in ("OPTIONS", "SECTION"))
-
-
-_KIND_PARTS = _kind_option_parts()
+#: The measurement kinds' ``options`` parts: their option rows and ``SECTION`` dataclass (the
+#: fallback kind has none of its own: it counts with the instruction count's options).
+_KIND_PARTS = parts("options")
 #: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
 SECTIONS: tuple[type[Any], ...] = tuple(
     module.SECTION for module in _KIND_PARTS if getattr(module, "SECTION", None) is not None

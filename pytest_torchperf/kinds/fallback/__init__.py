@@ -17,5 +17,5 @@ SPEC = KindSpec(
     session_keys=("counted_with",),
     result_keys=("instructions", "instructions_vs_eager"),
     gate_keys=("max_instruction_increase",),
-    parts=("options", "judge", "report", "run"),
+    parts=("judge", "report", "run"),
 )
