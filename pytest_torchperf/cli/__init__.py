@@ -304,12 +304,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``torchperf`` console script."""
     from pytest_torchperf.run.bisect import BisectError
     from pytest_torchperf.store.results import ResultsFileError
+    from pytest_torchperf.store.sessions import SessionError
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.run(args))
     except (BaselineFileError, ResultsFileError, BisectError) as exc:
         print(f"torchperf: {exc}", file=sys.stderr)
+        return 2
+    except SessionError as exc:  # a results file's record carries a malformed session
+        print(f"torchperf: a measurement's session in the results file: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:
         print(f"torchperf: {exc}; install pandas (pip install pandas)", file=sys.stderr)

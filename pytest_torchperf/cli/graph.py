@@ -12,8 +12,9 @@ import json
 import re
 import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from pytest_torchperf.cli.common import results, selected, table
@@ -102,10 +103,14 @@ def stored_graphs(storage: Path) -> list[dict[str, Any]]:
     records = []
     for env_id, nodeid, name, sessions in BaselineStore(storage).measurements():
         record: dict[str, Any] = {"nodeid": nodeid, "name": name, "environment_id": env_id}
-        saved = next((s for s in reversed(sessions) if s.get("graph")), None)
+        saved = next((s for s in reversed(sessions) if s.extra.get("graph")), None)
         if saved is not None:
-            record["graph"] = graph_from_stored(saved["graph"], saved.get("nodes") or {})
-            record["timestamp"] = saved.get("timestamp")
+            # --torchperf-graph's keys, kept as read (the schema checked their shape).
+            record["graph"] = graph_from_stored(
+                cast("Mapping[str, object]", saved.extra["graph"]),
+                cast("Mapping[str, Sequence[float]]", saved.extra.get("nodes") or {}),
+            )
+            record["timestamp"] = saved.timestamp
         records.append(record)
     return records
 

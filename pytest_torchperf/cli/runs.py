@@ -16,6 +16,7 @@ from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.files import atomic_write_text
+from pytest_torchperf.store.sessions import session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -76,7 +77,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 for s in store.load_sessions(
                     record["environment_id"], record["nodeid"], record["name"]
                 )
-                if not same_run(s.get("run_id"), record.get("run_id"))
+                if not same_run(s.run_id, record.get("run_id"))
             ]
         )
         result = replay(
@@ -179,16 +180,17 @@ def cmd_accept(args: argparse.Namespace) -> int:
     for record in records:
         if not selected(record["nodeid"], record["name"], args.k):
             continue
-        session, env_id = record.get("session"), record.get("environment_id")
+        env_id = record.get("environment_id")
         environment = (environments.get(env_id) if env_id else None) or store.environment(
             env_id or ""
         )
-        if not session or not env_id or not environment:
+        if not record.get("session") or not env_id or not environment:
             print(
                 f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
                 f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
             )
             continue
+        session = session_of(record)
         problem = accept_problem(session)
         if problem and not args.force:
             print(
@@ -203,7 +205,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         accepted += 1
         print(
             f"torchperf: accepted {record['nodeid']} {record['name']} "
-            f"(p25 {fmt_time(session['statistic'])}) into {store.root / env_id}"
+            f"(p25 {fmt_time(session.statistic)}) into {store.root / env_id}"
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"

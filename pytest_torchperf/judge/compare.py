@@ -28,6 +28,7 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.environment import describe_difference, environment_mode
+from pytest_torchperf.store.sessions import Session
 from pytest_torchperf.variants.registry import tolerances
 
 __all__ = ["JUDGED", "STRICT", "Candidate", "Comparison", "Gate", "Where", "compare"]
@@ -84,7 +85,7 @@ class Comparison:
 
 def compare(
     candidate: Candidate,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     gate: Gate,
     *,
     remeasure: Callable[[], Sample],
@@ -113,7 +114,7 @@ def compare(
     save = kind.save
     if others:
         verdict = explain_new(verdict, label, where, others, save)
-    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
     changes = (
         diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
         if candidate.counters is not None and stored_counters is not None

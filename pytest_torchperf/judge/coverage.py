@@ -25,6 +25,7 @@ from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
+from pytest_torchperf.store.sessions import session_of
 
 #: The gates every kind shares; any other a comparison gated is a performance figure: its
 #: verdict's basis (a kind another plugin adds judges on a basis of its own, named as such).
@@ -180,15 +181,13 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     name = str(record.get("name") or f"measurement {cov.measurements}")
     if baseline is not None:
         cov.stored[name] = baseline
-    session = record.get("session") or {}
-    if record.get("saved") and judging(recorded_kind(session.get("gate") or {})).gates_untimed(
-        session
-    ):
+    session = session_of(record)
+    if record.get("saved") and judging(recorded_kind(session.gate or {})).gates_untimed(session):
         cov.counted.add(name)
     if record.get("saved") and not record.get("untimed"):
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).
-        kind = recorded_kind((record.get("session") or {}).get("gate") or {})
+        kind = recorded_kind(session.gate or {})
         basis = judging(kind).stored_figure
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
@@ -205,10 +204,9 @@ def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
     cov.counters += stored and record.get("counters") is not None
     if stored and record.get("counters") is None and record.get("name"):
         cov.no_counters.append(f"{record['name']} ({_why_no_counters(record)})")
-    session = record.get("session") or {}
     degenerate = degenerate_reference(record.get("accuracy") or {})
     cov.numerics += stored and bool(
-        (not degenerate and (session.get("fingerprint") or record.get("accuracy")))
+        (not degenerate and (session.fingerprint or record.get("accuracy")))
         or record.get("metric") is not None
     )
     if stored and degenerate and record.get("metric") is None and record.get("name"):
@@ -219,8 +217,8 @@ def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
     """A session stored without its timing: a failure of the save, unless a fallback save stored
     its instruction count there (a ``--torchperf-fallback`` compare judges it by that count, so
     the measurement is still gated: docs/instructions.md)."""
-    session = record.get("session") or {}
-    if judging(recorded_kind(session.get("gate") or {})).gates_untimed(session):
+    session = session_of(record)
+    if judging(recorded_kind(session.gate or {})).gates_untimed(session):
         cov.counted_instead += 1
     else:
         cov.untimed_reasons.append(str(record["untimed"]))
@@ -365,4 +363,4 @@ def remedies(cov: Coverage) -> str:
 
 def strict_run(records: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the run's measurements were judged under ``--torchperf-strict``."""
-    return any(((r.get("session") or {}).get("gate") or {}).get("strict") for r in records)
+    return any((session_of(r).gate or {}).get("strict") for r in records)

@@ -17,6 +17,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_torchperf.store.sessions import Session
+
 #: Normalised slowdowns beyond this are reported (as a warning, never a failure).
 CROSS_MACHINE_TOLERANCE = 0.5
 
@@ -87,16 +89,12 @@ def normalised_check(
     label: str,
     statistic: float,
     calibration: float | None,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     env_id: str,
     tolerance: float = CROSS_MACHINE_TOLERANCE,
 ) -> str:
     """A sentence comparing this run with another machine's sessions, normalised by calibration."""
-    calibrated = [
-        (s["statistic"], s["calibration"])
-        for s in sessions
-        if s.get("calibration") and s.get("statistic")
-    ]
+    calibrated = [(s.statistic, s.calibration) for s in sessions if s.calibration and s.statistic]
     if not calibration or not calibrated:
         return (
             f"{label}: cross-machine: no calibration kernel on one side (GPU measurement or an "

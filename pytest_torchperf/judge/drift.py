@@ -19,6 +19,7 @@ from pytest_torchperf.judge.tolerance import (
     widening_bound,
 )
 from pytest_torchperf.measure.accuracy import fingerprint_drift
+from pytest_torchperf.store.sessions import Session
 
 REMEDY = (
     "If intended (a model edit, a torch upgrade), record new baselines with "
@@ -103,14 +104,14 @@ def speedup_check(
 
 
 def speedup_gated(
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     speedup: Mapping[str, float] | None,
     max_slowdown: float,
     max_widening: float = MAX_WIDENING,
 ) -> bool:
     """Whether :func:`speedup_check` judges this variant's speedup: there is one now and
     stored, and the stored ones do not widen the limit beyond the bound (then it is no gate)."""
-    stored = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
+    stored = [s.speedup["median"] for s in sessions if s.speedup]
     if not speedup or not stored:
         return False
     limit_pct, _ = effective_tolerance(max_slowdown, [1.0 / s for s in stored if s > 0])
@@ -119,7 +120,7 @@ def speedup_gated(
 
 def drift_checks(
     label: str,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     *,
     speedup: Mapping[str, float] | None,
     fingerprint: Mapping[str, Any] | None,
@@ -138,14 +139,14 @@ def drift_checks(
     """
     failures: list[str] = []
     warnings: list[str] = []
-    stored_speedups = [s["speedup"]["median"] for s in sessions if s.get("speedup")]
+    stored_speedups = [s.speedup["median"] for s in sessions if s.speedup]
     if speedup and stored_speedups:
         failure, warning = speedup_check(
             label, stored_speedups, speedup, max_slowdown, confirm_speedups, max_widening
         )
         failures += [Failure("speedup", failure)] if failure else []
         warnings += [warning] if warning else []
-    stored_fp = next((s["fingerprint"] for s in reversed(sessions) if s.get("fingerprint")), None)
+    stored_fp = next((s.fingerprint for s in reversed(sessions) if s.fingerprint), None)
     if fingerprint is not None and stored_fp is not None and "rel_l2" in limits:
         drift, problem = fingerprint_drift(stored_fp, fingerprint)
         if problem:
@@ -165,9 +166,7 @@ def drift_checks(
                     f"fixtures (torchperf seeds them with seed=0) or seeded by you",
                 )
             )
-    stored_metric = next(
-        (s["metric"] for s in reversed(sessions) if s.get("metric") is not None), None
-    )
+    stored_metric = next((s.metric for s in reversed(sessions) if s.metric is not None), None)
     if metric is not None and stored_metric is not None and "metric" in limits:
         if abs(metric - stored_metric) > limits["metric"]:
             failures.append(

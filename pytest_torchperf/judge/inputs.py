@@ -24,6 +24,7 @@ from pytest_torchperf.kinds import gate_keys, specs
 from pytest_torchperf.kinds import names as kind_names
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.store.sessions import Session, session_of
 
 
 @dataclass(frozen=True)
@@ -200,17 +201,17 @@ class Candidate:
     #: what makes it so. Its numerics then prove nothing and are not counted as gated.
     degenerate_reference: str | None = None
 
-    def gates_besides_time(self, sessions: Sequence[Mapping[str, Any]]) -> list[str]:
+    def gates_besides_time(self, sessions: Sequence[Session]) -> list[str]:
         """``counters`` and ``numerics`` where this measurement has them and ``sessions`` hold
         a counterpart to check against (a variant's numerics: eager fp32 within the run). What
         the engine gates and what a message may say was gated, decided once."""
-        counters = self.counters is not None and any(s.get("counters") for s in sessions)
+        counters = self.counters is not None and any(s.counters for s in sessions)
         outputs = self.degenerate_reference is None and (
-            (self.fingerprint is not None and any(s.get("fingerprint") for s in sessions))
+            (self.fingerprint is not None and any(s.fingerprint for s in sessions))
             or self.variant != "eager"
         )
         numerics = outputs or (
-            self.metric is not None and any(s.get("metric") is not None for s in sessions)
+            self.metric is not None and any(s.metric is not None for s in sessions)
         )
         return [gate for gate, on in (("counters", counters), ("numerics", numerics)) if on]
 
@@ -221,27 +222,27 @@ class Candidate:
         the calibration kernel) and what the run found besides (failures), and the kinds' own
         data (:attr:`sections`: an instruction count, A/B pairs). The one conversion from a record, for a live
         measurement (the pipeline assembles the keys it has) and a replayed one alike."""
-        session = record.get("session") or {}
+        session = session_of(record)
         sections = {
             **{k: record[k] for spec in specs() for k in spec.record_keys if k in record},
-            **{k: session[k] for spec in specs() for k in spec.session_keys if k in session},
+            **{k: session.raw(k) for spec in specs() for k in spec.session_keys if session.has(k)},
         }
         return cls(
             record["name"],
             first,
-            session.get("counters", record.get("counters")),
-            variant=session.get("variant", "eager"),
-            speedup=session.get("speedup"),
-            fingerprint=session.get("fingerprint"),
-            metric=session.get("metric"),
-            accuracy_limits=session.get("accuracy_limits"),
+            session.counters if session.has("counters") else record.get("counters"),
+            variant=session.variant,
+            speedup=session.speedup,
+            fingerprint=session.fingerprint,
+            metric=session.metric,
+            accuracy_limits=session.accuracy_limits,
             run_failures=restore(
                 list(record.get("run_failures") or ()), record.get("run_failure_kinds")
             ),
-            calibration_kernel=session.get("calibration_kernel"),
+            calibration_kernel=session.calibration_kernel,
             sections=sections,
             degenerate_reference=degenerate_reference(record.get("accuracy") or {})
-            if session.get("variant", "eager") != "eager"
+            if session.variant != "eager"
             else None,
         )
 

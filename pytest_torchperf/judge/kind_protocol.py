@@ -12,13 +12,14 @@ fingerprints, metrics, failures found within the run, strict mode) is the same f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.verdict import Judgement
+from pytest_torchperf.store.sessions import Session
 
 Remeasure = Callable[[], Sample]
 
@@ -56,7 +57,7 @@ class Kind(Protocol):
     def judge(
         self,
         candidate: Candidate,
-        sessions: Sequence[Mapping[str, Any]],
+        sessions: Sequence[Session],
         gate: Gate,
         remeasure: Remeasure,
         confirm: Confirm | None,
@@ -65,17 +66,17 @@ class Kind(Protocol):
         ...
 
     def extra_checks(
-        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
     ) -> KindChecks:
         """Failures, warnings and gates from the kind's own data, beyond the shared checks."""
         ...
 
-    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+    def accept_problem(self, session: Session) -> str | None:
         """Why a session this kind recorded must not become a baseline (``torchperf
         accept``), or None."""
         ...
 
-    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+    def gates_untimed(self, session: Session) -> bool:
         """A session this kind saved without its timing (every pass refused by a guard) still
         holds a figure a compare judges instead (a count stored beside the timing)."""
         ...
@@ -86,15 +87,15 @@ class KindDefaults:
     verdict, and any session it recorded may become a baseline."""
 
     def extra_checks(
-        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
     ) -> KindChecks:
         return KindChecks()
 
     #: What a save stores as the figure.
     stored_figure = "time"
 
-    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+    def accept_problem(self, session: Session) -> str | None:
         return None
 
-    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+    def gates_untimed(self, session: Session) -> bool:
         return False

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.stats import summarize
@@ -13,6 +13,7 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
+from pytest_torchperf.store.sessions import Session, session_of
 
 if TYPE_CHECKING:
     from pytest_torchperf.store.baselines import BaselineStore
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 def replay(
     record: Mapping[str, Any],
-    sessions: list[dict[str, Any]],
+    sessions: Sequence[Session],
     *,
     store: BaselineStore | None = None,
     environment: Mapping[str, Any] | None = None,
@@ -34,13 +35,13 @@ def replay(
     confirmations, whose speedups are kept too. On the same data and options the outcome, figure,
     label and message are the plugin's. ``store`` words a missing baseline as the plugin does.
     """
-    session = record.get("session") or {}
-    gate = Gate.from_record(session.get("gate") or {}, **overrides)
+    session = session_of(record)
+    gate = Gate.from_record(session.gate or {}, **overrides)
     passes = record.get("passes") or [
         {
-            "times": session.get("times") or record.get("samples"),
-            "cpu_share": session.get("cpu_share"),
-            "calibration": session.get("calibration"),
+            "times": list(session.times) or record.get("samples"),
+            "cpu_share": session.cpu_share,
+            "calibration": session.calibration,
         }
     ]
     samples = [
@@ -96,8 +97,8 @@ def replay(
     )
 
 
-def accept_problem(session: Mapping[str, Any]) -> str | None:
+def accept_problem(session: Session) -> str | None:
     """Why a recorded session must not become a baseline (``torchperf accept``): its kind's
     answer (:meth:`pytest_torchperf.judge.kind_protocol.Kind.accept_problem`: what the save
     guard would refuse, a counted run's missing count, an A/B run's side B)."""
-    return judging(recorded_kind(session.get("gate") or {})).accept_problem(session)
+    return judging(recorded_kind(session.gate or {})).accept_problem(session)

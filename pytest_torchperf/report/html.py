@@ -237,7 +237,7 @@ def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple
             sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
         except (BaselineFileError, OSError):
             continue  # the test itself already reported the bad file
-        sessions = [s for s in sessions if not same_run(s.get("run_id"), record.get("run_id"))]
+        sessions = [s for s in sessions if not same_run(s.run_id, record.get("run_id"))]
         histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
     return histories
 

@@ -23,7 +23,7 @@ from pytest_torchperf.report.terminal import (
     format_flops,
     format_speedup,
 )
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
 @dataclass
@@ -36,18 +36,18 @@ class History:
     latest_times: list[float] = field(default_factory=list)
 
 
-def history_from_sessions(sessions: Sequence[Mapping[str, Any]]) -> History:
+def history_from_sessions(sessions: Sequence[Session]) -> History:
     """A :class:`History` from stored baseline sessions (as in the baseline files); sessions
     saved without timing have no point on a time trend."""
-    sessions = timed_sessions(sessions)
+    timed = [(s, s.statistic) for s in timed_sessions(sessions) if s.statistic]
     return History(
-        statistics=[float(s["statistic"]) for s in sessions],
+        statistics=[float(statistic) for _, statistic in timed],
         labels=[
-            f"{s.get('timestamp', '?')} {str(s.get('git_sha') or '')[:8]} p25 "
-            f"{format_time(s['statistic'])}".strip()
-            for s in sessions
+            f"{s.timestamp if s.has('timestamp') else '?'} {str(s.git_sha or '')[:8]} p25 "
+            f"{format_time(statistic)}".strip()
+            for s, statistic in timed
         ],
-        latest_times=list(sessions[-1].get("times") or []) if sessions else [],
+        latest_times=list(timed[-1][0].times) if timed else [],
     )
 
 

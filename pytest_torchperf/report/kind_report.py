@@ -5,7 +5,8 @@ part is, so a kind's part can import it without importing the lookup that loads 
 import cycle). Pure.
 
 A kind's report part works on records (:class:`pytest_torchperf.store.records.MeasurementRecord`,
-as a results file holds them) and stored sessions: whether a record carries the kind's figures
+as a results file holds them) and stored sessions (:class:`pytest_torchperf.store.sessions.
+Session`): whether a record carries the kind's figures
 is read from the record itself, never from the run's options, so that ``torchperf report`` of a
 results file renders what the run's own summary did.
 """
@@ -16,7 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A measurement's record, or a stored session, as the reports read them.
+from pytest_torchperf.store.sessions import Session
+
+#: A measurement's record, as the reports read it.
 Record = Mapping[str, Any]
 
 
@@ -28,7 +31,7 @@ def _nothing(record: Record) -> str:
     return ""
 
 
-def _no_sessions(record: Record) -> list[dict[str, Any]] | None:
+def _no_sessions(record: Record) -> list[Session] | None:
     return None
 
 
@@ -36,7 +39,7 @@ def _no_figure(record: Record) -> tuple[str, float] | None:
     return None
 
 
-def _no_note(sessions: Sequence[Record]) -> str:
+def _no_note(sessions: Sequence[Session]) -> str:
     return ""
 
 
@@ -82,14 +85,14 @@ class KindReport:
     change: Callable[[Record], str] = _nothing
     #: The sessions a record carries as its own baseline (measured in the same run), which
     #: ``torchperf compare`` replays it against instead of a baseline folder's; None: none.
-    carried_sessions: Callable[[Record], list[dict[str, Any]] | None] = _no_sessions
+    carried_sessions: Callable[[Record], list[Session] | None] = _no_sessions
     #: ``torchperf show``'s baseline and latest figures of an environment filed under this
     #: kind's name (:func:`pytest_torchperf.store.environment.environment_mode`), where they are
     #: not times: every session counts and no timing limit applies. None: timed environment.
-    stored_figures: Callable[[Sequence[Record]], dict[str, str]] | None = None
+    stored_figures: Callable[[Sequence[Session]], dict[str, str]] | None = None
     #: What ``torchperf show`` adds to a timed environment's baseline from this kind's figures
     #: stored beside the timing, or "".
-    stored_note: Callable[[Sequence[Record]], str] = _no_note
+    stored_note: Callable[[Sequence[Session]], str] = _no_note
     #: A record's figure in a series of runs (``torchperf history``) when it is this kind's rather
     #: than a time: the unit and the figure, or None.
     series_figure: Callable[[Record], tuple[str, float] | None] = _no_figure

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_torchperf.kinds import part, parts, specs
 from pytest_torchperf.report.kind_report import Column, KindReport
+from pytest_torchperf.store.sessions import Session
 
 __all__ = [
     "baseline_wording",
@@ -88,7 +89,7 @@ def change_suffix(record: Mapping[str, Any]) -> str:
     return "".join(report.change(record) for report in report_parts())
 
 
-def carried_sessions(record: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def carried_sessions(record: Mapping[str, Any]) -> list[Session] | None:
     """The sessions a record carries as its own baseline (an A/B run's side A), or None."""
     for report in report_parts():
         sessions = report.carried_sessions(record)

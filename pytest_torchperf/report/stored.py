@@ -8,7 +8,7 @@ their sessions' time is only the counting run's, never judged). Pure.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
@@ -16,7 +16,7 @@ from pytest_torchperf.judge.tolerance import MAX_WIDENING, stored_baseline
 from pytest_torchperf.report.kinds import report_part, report_parts
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.environment import environment_mode
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
 def environment_rows(store: BaselineStore) -> list[dict[str, Any]]:
@@ -41,7 +41,7 @@ def environment_rows(store: BaselineStore) -> list[dict[str, Any]]:
         row["tests"].add(nodeid)
         row["measurements"] += 1
         row["sessions"] += len(sessions)
-        row["last saved"] = max([row["last saved"], *(s.get("timestamp") or "" for s in sessions)])
+        row["last saved"] = max([row["last saved"], *(s.timestamp or "" for s in sessions)])
     return [{**r, "tests": len(r["tests"])} for r in summary.values()]
 
 
@@ -55,7 +55,7 @@ def measurement_rows(
         if not sessions or not selected(nodeid, name) or (env and env != env_id):
             continue
         latest = sessions[-1]
-        speedup = latest.get("speedup") or {}
+        speedup = latest.speedup or {}
         mode = environment_mode(env_id)
         rows.append(
             {
@@ -63,22 +63,22 @@ def measurement_rows(
                 "mode": mode,
                 "test": nodeid,
                 "name": name,
-                "variant": latest.get("variant", "eager"),
+                "variant": latest.variant,
                 "sessions": session_count(sessions, mode),
                 **figures(sessions, mode),
                 "compare judges at": compare_limit(sessions, mode),
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
-                "rel-L2": f"{latest['accuracy']['rel_l2']:.1e}"
-                if (latest.get("accuracy") or {}).get("rel_l2") is not None
+                "rel-L2": f"{latest.accuracy['rel_l2']:.1e}"
+                if latest.accuracy and latest.accuracy.get("rel_l2") is not None
                 else "-",
-                "saved": latest.get("timestamp", "?"),
-                "commit": str(latest.get("git_sha") or "-")[:8],
+                "saved": latest.timestamp if latest.has("timestamp") else "?",
+                "commit": str(latest.git_sha or "-")[:8],
             }
         )
     return rows
 
 
-def _own_figures(mode: str) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, str]] | None:
+def _own_figures(mode: str) -> Callable[[Sequence[Session]], dict[str, str]] | None:
     """How ``torchperf show`` gives the figures of an environment filed under a kind whose
     figure is not a time (its sessions' times are never judged: every session counts, no timing
     limit applies), or None for a timed environment."""
@@ -86,17 +86,17 @@ def _own_figures(mode: str) -> Callable[[Sequence[Mapping[str, Any]]], dict[str,
     return report.stored_figures if report is not None else None
 
 
-def compare_limit(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
+def compare_limit(sessions: Sequence[Session], mode: str) -> str:
     """The timing limit a compare holds this measurement to (its ``max_slowdown`` widened to
     the stored sessions' process noise), ``no gate`` where that is widened beyond the bound, or
     why none is known: what ``torchperf show`` tells of a baseline that cannot gate."""
     timed = timed_sessions(sessions)
     if _own_figures(mode) is not None or not timed:
         return "-"
-    gate = timed[-1].get("gate") or {}
+    gate = timed[-1].gate or {}
     tolerance = float(gate.get("max_slowdown") or 0.10)
     stored = stored_baseline(
-        [float(s["statistic"]) for s in timed],
+        [float(s.statistic) for s in timed if s.statistic],
         len(timed),
         len(timed),
         tolerance,
@@ -109,7 +109,7 @@ def compare_limit(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
     return format_percent(stored.limit)
 
 
-def session_count(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
+def session_count(sessions: Sequence[Session], mode: str) -> str:
     """``5``, or ``3 timed (+2 untimed)`` where some sessions hold no timing: what a compare
     counts ('the 3 stored sessions') is the timed ones."""
     untimed = len(sessions) - len(timed_sessions(sessions))
@@ -118,7 +118,7 @@ def session_count(sessions: Sequence[Mapping[str, Any]], mode: str) -> str:
     return f"{len(sessions) - untimed} timed (+{untimed} untimed)"
 
 
-def figures(sessions: Sequence[Mapping[str, Any]], mode: str) -> dict[str, str]:
+def figures(sessions: Sequence[Session], mode: str) -> dict[str, str]:
     """The baseline (median over the sessions) and the latest session's figure, in the unit of
     the environment's mode."""
     latest = sessions[-1]
@@ -131,12 +131,12 @@ def figures(sessions: Sequence[Mapping[str, Any]], mode: str) -> dict[str, str]:
     beside = "".join(report.stored_note(sessions) for report in report_parts())
     return {
         "baseline": (
-            f"{format_time(statistics.median(s['statistic'] for s in timed))} p25"
+            f"{format_time(statistics.median(s.statistic for s in timed if s.statistic))} p25"
             if timed
             else "no timing"
         )
         + beside,
-        "latest": f"{format_time(latest['statistic'])} p25"
-        if latest.get("statistic")
-        else f"no timing ({latest.get('untimed') or '?'})",
+        "latest": f"{format_time(latest.statistic)} p25"
+        if latest.statistic
+        else f"no timing ({latest.untimed or '?'})",
     }

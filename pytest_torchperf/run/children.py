@@ -33,6 +33,7 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.store.baselines import same_run
+from pytest_torchperf.store.sessions import Session
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -231,12 +232,12 @@ def fresh_speedups(
 
 
 def child_session_records(
-    record: Mapping[str, Any],
+    record: Session,
     others: Iterable[ProcessSample],
     run_id: str,
     beside_keys: Iterable[str] = (),
-) -> list[dict[str, Any]]:
-    """Session records for the trusted child measurements, derived from this process's record.
+) -> list[Session]:
+    """Sessions for the trusted child measurements, derived from this process's session.
 
     Counters and fingerprints are deterministic, so they are copied; the timing fields, a
     variant's speedup and what the kind measured beside the timed pass (``beside_keys`` in this
@@ -247,8 +248,7 @@ def child_session_records(
     beside_keys = tuple(beside_keys)
     for sample in trusted(others):
         summary = summarize(sample.times)
-        child = dict(record)
-        child.update(
+        child = record.updated(
             {
                 "run_id": f"{run_id}-p{sample.process}",
                 "statistic": summary.p25,
@@ -268,19 +268,19 @@ def child_session_records(
         )
         # What only this process measured is not the child's: its GPU clocks while timing, and
         # the per-node figures of --torchperf-graph (stored once, with this process's session).
-        child.pop("gpu_clock", None)
-        child.pop("nodes", None)
-        child.pop("graph", None)
+        child = child.without("gpu_clock", "nodes", "graph")
         # A variant's speedup: the child's own (each process measures its own speedup, as each
         # measures its own time), never this process's copied N-fold. The profile is not repeated.
-        child["speedup"] = dict(sample.speedup) if sample.speedup else None
         # Likewise what the measurement's kind measured beside the timed pass (a GPU's kernel
         # time): each process's own (their spread is its process noise), nothing where that
         # process measured none.
-        for key in beside_keys:
-            child[key] = None
-        child.update(sample.beside or {})
-        child.pop("top_ops", None)
+        child = child.updated(
+            {
+                "speedup": dict(sample.speedup) if sample.speedup else None,
+                **{key: None for key in beside_keys},
+            }
+        )
+        child = child.updated(sample.beside or {}).without("top_ops")
         records.append(child)
     return records
 

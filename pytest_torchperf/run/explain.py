@@ -16,7 +16,7 @@ from pytest_torchperf.judge.counter_diff import diff_counters
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.options.values import COUNTER_NAMES
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.state import TestState
@@ -50,7 +50,7 @@ def baseline_top_ops(
 def explain_slowdown(
     report_dir: Path,
     measurer: Any,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     nodeid: str,
     name: str,
     sample: Sample,
@@ -63,9 +63,9 @@ def explain_slowdown(
         rows, _ = measurer.profile(profile_iterations(sample), path)
     except Exception as exc:  # noqa: BLE001 - the verdict stands even if profiling breaks
         return [f"  (could not profile the slowdown: {type(exc).__name__}: {exc})"]
-    stored = median_top_ops([s["top_ops"] for s in sessions if s.get("top_ops")])
+    stored = median_top_ops([list(s.top_ops) for s in sessions if s.top_ops])
     if stored:
-        before = [s["statistic"] for s in timed_sessions(sessions)]
+        before = [s.statistic for s in timed_sessions(sessions) if s.statistic]
         slowdown = sample.statistic - statistics.median(before) if before else None
         diffs = diff_top_ops(stored, rows, slowdown)
         why = (
@@ -121,7 +121,7 @@ def cross_machine(
     stored_exact = stored_env.get("exact")
     if not isinstance(stored_exact, Mapping):
         stored_exact = {}
-    stored_counters = next((s["counters"] for s in reversed(sessions) if s.get("counters")), None)
+    stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
     if (
         counters is None
         or stored_counters is None

@@ -383,15 +383,16 @@ def _result(
     if m.gate and result.summary is not None:
         # What --torchperf-save would store: shipped in reports so `torchperf accept` can
         # promote this very measurement to a baseline later.
-        result.session = session_record(ctx, result, m.options)
-        result.session.update(m.beside)
+        session = session_record(ctx, result, m.options).updated(m.beside)
         if final.gpu_clock is not None:  # the GPU's clocks while it was timed, for the reader
-            result.session["gpu_clock"] = final.gpu_clock.to_record()
+            session = session.updated({"gpu_clock": final.gpu_clock.to_record()})
         if m.extra is not None:
-            result.session.update(m.extra.record())
+            session = session.updated(m.extra.record())
         if m.graph is not None and m.graph.get("exported"):
-            result.session["nodes"] = stored_nodes(m.graph)
-            result.session["graph"] = stored_structure(m.graph)
+            session = session.updated(
+                {"nodes": stored_nodes(m.graph), "graph": stored_structure(m.graph)}
+            )
+        result.session = session
         result.environment = environment
     result.graph = m.graph
     return result

@@ -26,6 +26,7 @@ from pytest_torchperf.store.records import (
     VerdictRecord,
     in_record_order,
 )
+from pytest_torchperf.store.sessions import Session
 
 
 @dataclass
@@ -131,7 +132,7 @@ class Result:
     #: baseline's beside them in a compare (:mod:`pytest_torchperf.measure.node_figures`).
     graph: dict[str, Any] | None = field(default=None, repr=False)
     #: The baseline session this measurement is (as ``--torchperf-save`` writes it).
-    session: dict[str, Any] | None = field(default=None, repr=False)
+    session: Session | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
     environment: dict[str, Any] | None = field(default=None, repr=False)
     #: What the variant adds (eager's: its fingerprint and metric); read through the properties
@@ -324,7 +325,10 @@ class Result:
             "failures": list(self.failures),
             "failure_kinds": categories_of(self.failures),
             "run_id": self.run_id,
-            "session": cast("SessionRecord | None", self.session),
+            # The one conversion of a live session to JSON (a save writes it through the store).
+            "session": cast("SessionRecord", self.session.to_json())
+            if self.session is not None
+            else None,
             "environment": self.environment,
             "run_failures": list(self.run_failures),
             "run_failure_kinds": categories_of(self.run_failures),

@@ -16,9 +16,9 @@ The measurement kinds add roles of their own (a counting child under Valgrind:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
     from pytest_torchperf.run.state import Measured, TestState, VariantPlan
+    from pytest_torchperf.store.sessions import Session
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,7 @@ class Role:
     def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
         """A variant cannot exist here (left out with ``reason``)."""
 
-    def baseline(
-        self, ctx: RunContext, nodeid: str, name: str, env_id: str
-    ) -> list[Mapping[str, Any]]:
+    def baseline(self, ctx: RunContext, nodeid: str, name: str, env_id: str) -> list[Session]:
         """The sessions a measurement is judged against: the stored ones of its environment."""
         return list(ctx.store.load_sessions(env_id, nodeid, name))
 

@@ -6,8 +6,8 @@ and writing the queued sessions once the test passed. Pytest-free.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from pytest_torchperf import __version__
 from pytest_torchperf.core.units import format_change, format_percent, format_time
@@ -30,7 +30,8 @@ from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.records import GateRecord, StatsRecord
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 #: The reference a save's processes are held against one another by.
 SAVE_PROCESSES = "the fastest of this save's processes"
@@ -76,9 +77,9 @@ def calibration_references(
     if not ctx.settings.reset:
         try:
             stored = [
-                s["calibration"]
+                s.calibration
                 for s in ctx.store.load_sessions(env_id, nodeid, name)
-                if s.get("calibration") and s.get("calibration_kernel") == CALIBRATION_KERNEL
+                if s.calibration and s.calibration_kernel == CALIBRATION_KERNEL
             ]
         except BaselineFileError:
             stored = []  # the save itself reports the bad file
@@ -114,9 +115,11 @@ def queue_save(
             f"; no time left to wait for the machine to quiet down: this process's share of "
             f"--torchperf-save-wait ({ctx.quiet.budget:.0f} s) was spent"
         )
-    record = dict(result.session or {})
+    record = result.session or Session()
     if not problem:
-        record["top_ops"] = explain.baseline_top_ops(m.measurer, final, state, m.name)
+        record = record.updated(
+            {"top_ops": explain.baseline_top_ops(m.measurer, final, state, m.name)}
+        )
     # Why each other process's session is refused (its own guard, or the machine's speed).
     refusals = {o.process: o.problem or unfit(o) for o in others}
     kept = [o for o in others if not refusals[o.process]]
@@ -225,42 +228,65 @@ TIMING_KEYS = (
 )
 
 
-def untimed_record(record: dict[str, Any], why: str) -> dict[str, Any]:
-    """A session record without its timing: ``statistic`` null and ``untimed`` saying why."""
-    untimed = {k: v for k, v in record.items() if k not in TIMING_KEYS}
-    untimed.update(statistic=None, times=[], untimed=why)
-    return untimed
+def untimed_record(record: Session, why: str) -> Session:
+    """A session without its timing: ``statistic`` null and ``untimed`` saying why."""
+    return record.without(*TIMING_KEYS).updated({"statistic": None, "times": [], "untimed": why})
 
 
-def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> dict[str, Any]:
-    """The JSON record of one saved session."""
+#: The keys of the session a timed measurement stores, in the file's order (the measurement
+#: kinds, a variant and --torchperf-graph add theirs after them).
+SESSION_KEYS = (
+    "timestamp",
+    "run_id",
+    "git_sha",
+    "pytest_torchperf",
+    "statistic",
+    "stats",
+    "times",
+    "number_per_block",
+    "cpu_share",
+    "neighbour_load",
+    "threads",
+    "device",
+    "min_time",
+    "group",
+    "clock",
+    "calibration",
+    "calibration_kernel",
+    "counters",
+    "gate",
+)
+
+
+def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> Session:
+    """The session one save stores of a timed measurement."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
 
     assert result.summary is not None
-    return {
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "run_id": ctx.run_id,
-        "git_sha": ctx.git_sha(),
-        "pytest_torchperf": __version__,
-        "statistic": result.summary.p25,
-        "stats": {
-            k: v if k == "n" else float(f"{v:.6g}") for k, v in result.summary.to_dict().items()
-        },
-        "times": [float(f"{t:.6g}") for t in result.samples],
-        "number_per_block": result.number_per_block,
-        "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
-        "neighbour_load": result.neighbour_load,
-        "threads": result.threads,
-        "device": result.device,
-        "min_time": options.min_time,
-        "group": result.group,
-        "clock": result.clock,
-        "calibration": None if result.calibration is None else float(f"{result.calibration:.6g}"),
-        "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
-        "counters": result.counters,
+    stats = {k: v if k == "n" else float(f"{v:.6g}") for k, v in result.summary.to_dict().items()}
+    return Session(
+        timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        run_id=ctx.run_id,
+        git_sha=ctx.git_sha(),
+        pytest_torchperf=__version__,
+        statistic=result.summary.p25,
+        stats=cast("StatsRecord", stats),
+        times=tuple(float(f"{t:.6g}") for t in result.samples),
+        number_per_block=result.number_per_block,
+        cpu_share=None if result.cpu_share is None else round(result.cpu_share, 4),
+        neighbour_load=result.neighbour_load,
+        threads=result.threads,
+        device=result.device,
+        min_time=options.min_time,
+        group=result.group,
+        clock=result.clock,
+        calibration=None if result.calibration is None else float(f"{result.calibration:.6g}"),
+        calibration_kernel=CALIBRATION_KERNEL if result.calibration else None,
+        counters=result.counters,
         # The gate this measurement ran under, so `torchperf compare` judges it the same way.
-        "gate": gate_of(ctx, options, result.device).to_record(),
-    }
+        gate=cast("GateRecord", gate_of(ctx, options, result.device).to_record()),
+        keys=SESSION_KEYS,
+    )
 
 
 def flush(ctx: RunContext, state: TestState) -> list[Any]:
@@ -300,28 +326,26 @@ def note_stored(
     compare will apply (:class:`pytest_torchperf.judge.tolerance.StoredBaseline`). Timing kinds
     only: an instruction count is one exact figure."""
     result = pendings[0].result
-    gate = Gate.from_record(pendings[-1].record.get("gate") or {})
+    gate = Gate.from_record(pendings[-1].record.gate or {})
     if not run_part(gate.kind).keeping.guards_time:  # its figure is not a stored timing
         return
-    stored = [s["statistic"] for s in timed_sessions(ctx.store.load_sessions(*key))]
-    this_save = sum(1 for p in pendings if p.record.get("statistic"))
+    stored = [s.statistic for s in timed_sessions(ctx.store.load_sessions(*key)) if s.statistic]
+    this_save = sum(1 for p in pendings if p.record.statistic)
     asked = max(ctx.settings.processes, len(result.processes), 1)
     result.stored = stored_baseline(
         stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
     ).to_dict()
 
 
-def _kept_too(session: Mapping[str, Any]) -> str:
+def _kept_too(session: Session) -> str:
     """What an untimed session still stores, as a clause: only what this measurement has (an
     amp variant records no counters, a test without outputs no numerics)."""
-    counted = bool((session.get("instructions") or {}).get("per_call"))
-    numerics = bool(session.get("fingerprint") or session.get("accuracy")) or (
-        session.get("metric") is not None
-    )
+    counted = bool(session.per_call_instructions)
+    numerics = bool(session.fingerprint or session.accuracy) or session.metric is not None
     kept = [
         what
         for what, has in (
-            ("counters", session.get("counters") is not None),
+            ("counters", session.counters is not None),
             ("numerics", numerics),
             ("instruction count", counted),
         )

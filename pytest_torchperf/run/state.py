@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
@@ -25,13 +26,13 @@ class TorchperfWarning(UserWarning):
 
 @dataclass
 class PendingSave:
-    """A session record to write once the test has passed."""
+    """A session to write once the test has passed."""
 
     env_id: str
     environment: dict[str, Any]
     nodeid: str
     name: str
-    record: dict[str, Any]
+    record: Session
     result: Result
 
 

@@ -5,7 +5,7 @@ the untimed result of ``--torchperf-disable``. Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
@@ -15,6 +15,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.result import Result, VariantFacts
 from pytest_torchperf.run.state import TestState
+from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
@@ -50,7 +51,7 @@ def graph_of(measurer: "Measurer") -> dict[str, Any]:
 
 
 def graph_beside_baseline(
-    ctx: RunContext, graph: dict[str, Any], name: str, sessions: Sequence[Mapping[str, Any]]
+    ctx: RunContext, graph: dict[str, Any], name: str, sessions: Sequence[Session]
 ) -> dict[str, Any]:
     """A compare's ``--torchperf-graph`` record with the stored node figures beside its own
     (:func:`pytest_torchperf.judge.node_changes.with_baseline`), or saying why there are none:

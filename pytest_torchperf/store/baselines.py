@@ -30,6 +30,10 @@ from pytest_torchperf.store.schema import (
     validate_document,
     validate_session,
 )
+from pytest_torchperf.store.sessions import Session, SessionError
+
+#: A file's sessions by ``(nodeid, measurement name)``, oldest first.
+_Sessions = dict[tuple[str, str], tuple[Session, ...]]
 
 DEFAULT_MAX_HISTORY = 10
 ENVIRONMENT_FILE = "environment.json"
@@ -62,7 +66,8 @@ class BaselineStore:
     def __init__(self, root: Path | str, max_history: int = DEFAULT_MAX_HISTORY) -> None:
         self.root = Path(root)
         self.max_history = max_history
-        self._cache: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        #: Per file: its stamp, its JSON (what a save rewrites) and its sessions, read once.
+        self._cache: dict[Path, tuple[tuple[int, int, int], dict[str, Any], _Sessions]] = {}
 
     def module_file(self, env_id: str, nodeid: str) -> Path:
         """Path of the file holding ``nodeid``'s baselines in environment ``env_id``."""
@@ -70,6 +75,17 @@ class BaselineStore:
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         """Parse and validate ``path``; None when it does not exist."""
+        read = self._read_sessions(path)
+        return read[0] if read else None
+
+    def _sessions(self, path: Path) -> _Sessions:
+        """The sessions of ``path`` by ``(nodeid, name)``; empty when it does not exist."""
+        read = self._read_sessions(path)
+        return read[1] if read else {}
+
+    def _read_sessions(self, path: Path) -> tuple[dict[str, Any], _Sessions] | None:
+        """Parse and validate ``path`` and read its sessions (the one conversion from the file);
+        None when it does not exist."""
         try:
             info = path.stat()
         except FileNotFoundError:
@@ -85,7 +101,7 @@ class BaselineStore:
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
         cached = self._cache.get(path)
         if cached and cached[0] == stamp:
-            return cached[1]
+            return cached[1], cached[2]
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -104,16 +120,20 @@ class BaselineStore:
             )
             raise BaselineFileError(path, what) from None
         validate_document(doc, path)
-        self._cache[path] = (stamp, doc)
-        return doc
+        sessions = {
+            (nodeid, name): tuple(
+                _session(s, path, f"tests[{nodeid!r}][{name!r}].sessions[{i}]")
+                for i, s in enumerate(entry["sessions"])
+            )
+            for nodeid, entries in doc["tests"].items()
+            for name, entry in entries.items()
+        }
+        self._cache[path] = (stamp, doc, sessions)
+        return doc, sessions
 
-    def load_sessions(self, env_id: str, nodeid: str, name: str) -> list[dict[str, Any]]:
+    def load_sessions(self, env_id: str, nodeid: str, name: str) -> list[Session]:
         """Stored sessions (oldest first) of one measurement; empty when none are stored."""
-        doc = self._read(self.module_file(env_id, nodeid))
-        if doc is None:
-            return []
-        entry = doc["tests"].get(nodeid, {}).get(name)
-        return list(entry["sessions"]) if entry else []
+        return list(self._sessions(self.module_file(env_id, nodeid)).get((nodeid, name), ()))
 
     def record(
         self,
@@ -121,7 +141,7 @@ class BaselineStore:
         environment: Mapping[str, Any],
         nodeid: str,
         name: str,
-        session: Mapping[str, Any],
+        session: Session,
         *,
         reset: bool = False,
     ) -> Path:
@@ -131,7 +151,8 @@ class BaselineStore:
         fails validation is left untouched and :class:`BaselineFileError` is raised.
         """
         path = self.module_file(env_id, nodeid)
-        validate_session(dict(session), path, "new session")
+        new = session.to_json()  # the one conversion to the file
+        validate_session(new, path, "new session")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with file_lock(path.parent):
@@ -146,9 +167,9 @@ class BaselineStore:
                 }
                 entry = doc["tests"].setdefault(nodeid, {}).setdefault(name, {"sessions": []})
                 sessions = [] if reset else list(entry["sessions"])
-                if "graph" in session:  # the graph's structure: only the latest keeps it
+                if session.has("graph"):  # the graph's structure: only the latest keeps it
                     sessions = [{k: v for k, v in s.items() if k != "graph"} for s in sessions]
-                sessions.append(dict(session))
+                sessions.append(new)
                 entry["sessions"] = sessions[-self.max_history :]
                 text = dumps(doc) + "\n"  # serialise before touching the file: bad values fail here
                 atomic_write_text(path, text)
@@ -190,7 +211,7 @@ class BaselineStore:
             return {}
         return env if isinstance(env, dict) else {}
 
-    def measurements(self) -> Iterator[tuple[str, str, str, list[dict[str, Any]]]]:
+    def measurements(self) -> Iterator[tuple[str, str, str, list[Session]]]:
         """Every stored measurement: ``(env_id, nodeid, name, sessions)``.
 
         A file that fails validation raises :class:`BaselineFileError` naming it.
@@ -201,10 +222,9 @@ class BaselineStore:
             for path in sorted(env_dir.glob("*.json")):
                 if path.name == ENVIRONMENT_FILE:
                     continue
-                doc = self._read(path) or {"tests": {}}
-                for nodeid, entries in sorted(doc["tests"].items()):
-                    for name, entry in sorted(entries.items()):
-                        yield env_dir.name, nodeid, name, list(entry["sessions"])
+                sessions = self._sessions(path)
+                for nodeid, name in sorted(sessions):
+                    yield env_dir.name, nodeid, name, list(sessions[nodeid, name])
 
     def environments_with(self, nodeid: str, name: str) -> list[tuple[str, dict[str, Any]]]:
         """Other environments holding a baseline for this measurement, with their fingerprints.
@@ -230,6 +250,14 @@ class BaselineStore:
                     env = {}
                 found.append((env_dir.name, env if isinstance(env, dict) else {}))
         return found
+
+
+def _session(data: object, path: Path, where: str) -> Session:
+    """A validated session of ``path`` (``where``: its key) as a :class:`Session`."""
+    try:
+        return Session.from_json(data)
+    except SessionError as exc:
+        raise BaselineFileError(path, f"key {where}.{exc.problem}") from None
 
 
 def same_run(session_run_id: str | None, run_id: str | None) -> bool:

@@ -10,7 +10,9 @@ older ones), so ``torchperf graph`` can draw a baseline without a results file.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
+
+from pytest_torchperf.store.sessions import Session
 
 
 def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
@@ -23,12 +25,13 @@ def stored_nodes(graph: Mapping[str, Any]) -> dict[str, list[float]]:
     }
 
 
-def latest_stored(sessions: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
-    """The per-node figures of the latest stored session that has them, or None."""
+def latest_stored(sessions: Sequence[Session]) -> dict[str, list[float]] | None:
+    """The per-node figures of the latest stored session that has them, or None (``nodes``:
+    kept as read; the schema checked their shape)."""
     for session in reversed(sessions):
-        nodes = session.get("nodes")
-        if nodes:
-            return dict(nodes)
+        nodes = session.extra.get("nodes")
+        if isinstance(nodes, Mapping) and nodes:
+            return dict(cast("Mapping[str, list[float]]", nodes))
     return None
 
 

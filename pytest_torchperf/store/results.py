@@ -16,6 +16,7 @@ from typing import Any, cast
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
+from pytest_torchperf.store.sessions import timed_sessions
 
 RESULTS_FORMAT = "pytest-torchperf-results"
 
@@ -78,37 +79,35 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
         # A save that could not time it stores a session without timing: the figures shown are
         # the latest timed session's, and the baseline the median of the timed ones (what a
         # compare holds a pass against), as `torchperf show` gives them.
-        timed = [s for s in sessions if s.get("statistic")]
-        shown = timed[-1] if timed else latest
+        timed = [s.statistic for s in timed_sessions(sessions) if s.statistic]
+        shown = next((s for s in reversed(sessions) if s.statistic), latest)
         records.append(
             {
                 "nodeid": nodeid,
                 "name": name,
-                "group": latest.get("group"),
-                "device": latest.get("device"),
-                "threads": latest.get("threads"),
+                "group": latest.group,
+                "device": latest.device,
+                "threads": latest.threads,
                 "environment_id": env_id,
                 "outcome": "measured",
-                "stats": summarize(shown["times"]).to_dict() if shown.get("times") else None,
-                "samples": list(shown.get("times") or []),
-                "stored": {"baseline": statistics.median(s["statistic"] for s in timed)}
-                if timed
-                else None,
+                "stats": summarize(shown.times).to_dict() if shown.times else None,
+                "samples": list(shown.times),
+                "stored": {"baseline": statistics.median(timed)} if timed else None,
                 "verdict": None,
-                "counters": latest.get("counters"),
+                "counters": latest.counters,
                 "counter_changes": [],
-                "variant": latest.get("variant", "eager"),
-                "speedup": latest.get("speedup"),
-                "accuracy": latest.get("accuracy"),
-                "build_time": latest.get("build_time"),
-                "metric": latest.get("metric"),
+                "variant": latest.variant,
+                "speedup": latest.speedup,
+                "accuracy": latest.accuracy,
+                "build_time": latest.build_time,
+                "metric": latest.metric,
                 "failures": [],
                 "failure_kinds": [],
-                "session": latest,
-                "run_id": latest.get("run_id"),
+                "session": latest.to_json(),
+                "run_id": latest.run_id,
                 "sessions": len(sessions),
-                "timestamp": latest.get("timestamp"),
-                "git_sha": latest.get("git_sha"),
+                "timestamp": latest.timestamp,
+                "git_sha": latest.git_sha,
             }
         )
     return records
@@ -179,15 +178,15 @@ def load_results(path: Path | str) -> Any:
                     "name": name,
                     "environment_id": env_id,
                     "outcome": "stored",
-                    "session": session,
-                    "stats": session.get("stats"),
-                    "variant": session.get("variant", "eager"),
-                    "speedup": session.get("speedup"),
-                    "accuracy": session.get("accuracy"),
-                    "counters": session.get("counters"),
-                    "metric": session.get("metric"),
-                    "build_time": session.get("build_time"),
-                    "instructions": session.get("instructions"),
+                    "session": session.to_json(),
+                    "stats": session.stats,
+                    "variant": session.variant,
+                    "speedup": session.speedup,
+                    "accuracy": session.accuracy,
+                    "counters": session.counters,
+                    "metric": session.metric,
+                    "build_time": session.build_time,
+                    "instructions": session.instructions,
                 }
                 row = _rows([record])[0]
                 row["session"] = index

@@ -74,10 +74,13 @@ SPEC = KindSpec(name="budget", package=__name__, summary="p25 within a fixed bud
 """,
     "budget_kind/judge.py": """
 import os
+from collections.abc import Sequence
 
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.kind_protocol import KindDefaults
+from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
 from pytest_torchperf.judge.verdict import Judgement, Verdict
+from pytest_torchperf.store.sessions import Session
 
 
 class BudgetKind(KindDefaults):
@@ -86,7 +89,15 @@ class BudgetKind(KindDefaults):
     judges_timed_speedups = False
     needs_baseline = False
 
-    def judge(self, candidate, sessions, gate, remeasure, confirm):
+    def judge(
+        self,
+        candidate: Candidate,
+        sessions: Sequence[Session],  # the stored sessions, typed (none: judged without them)
+        gate: Gate,
+        remeasure: Remeasure,
+        confirm: Confirm | None,
+    ) -> Judgement:
+        assert all(isinstance(s, Session) for s in sessions)
         budget = float(os.environ["BUDGET_S"])
         p25 = candidate.first.summary.p25
         outcome = Outcome.PASS if p25 <= budget else Outcome.FAIL

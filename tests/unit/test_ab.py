@@ -25,6 +25,7 @@ from pytest_torchperf.kinds.ab.judge_pairs import (
     undecided,
 )
 from pytest_torchperf.kinds.ab.run_data import START, ABData, SideLine, TurnScheduler, read_side
+from pytest_torchperf.store.sessions import Session
 
 A_TIMES = (1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3)
 
@@ -107,13 +108,17 @@ def test_pairs_that_disagree_are_inconclusive_and_ask_for_more_pairs() -> None:
 def test_a_test_that_failed_on_side_a_is_inconclusive_not_new() -> None:
     data = ABData("main (abc)")
     key = ("t::broken_on_main", "m")
-    data.add_pair({}, {key: SideLine(A_TIMES, {})}, {"A": {"t::broken_on_main"}, "B": {key[0]}})
+    data.add_pair(
+        {}, {key: SideLine(A_TIMES, Session())}, {"A": {"t::broken_on_main"}, "B": {key[0]}}
+    )
     assert data.measured[key].one_sided == "A-failed"
     verdict = judge_ab("m", [], 0.05, "main (abc)", one_sided="A-failed")
     assert verdict.outcome is Outcome.INCONCLUSIVE
     assert "side A (main (abc)) ran this test but did not measure it" in verdict.message
     # A test side A does not have at all is new in B.
-    data.add_pair({}, {("t::added", "m"): SideLine(A_TIMES, {})}, {"A": set(), "B": {"t::added"}})
+    data.add_pair(
+        {}, {("t::added", "m"): SideLine(A_TIMES, Session())}, {"A": set(), "B": {"t::added"}}
+    )
     assert data.measured[("t::added", "m")].one_sided == "B"
 
 
@@ -246,10 +251,17 @@ def test_ab_data_pairs_sides_and_keeps_one_sided_keys() -> None:
     data = ABData("HEAD (abc)")
     both, renamed_a, renamed_b = ("t::a", "m"), ("t::old", "m"), ("t::new", "m")
     for change in (0.0, 0.002, -0.003):
-        a = {both: SideLine(A_TIMES, {"side": "A"}, limit=0.05), renamed_a: SideLine(A_TIMES, {})}
+        a = {
+            both: SideLine(A_TIMES, Session.from_json({"side": "A"}), limit=0.05),
+            renamed_a: SideLine(A_TIMES, Session()),
+        }
         b = {
-            both: SideLine(tuple(t * (1 + change) for t in A_TIMES), {"side": "B"}, limit=0.05),
-            renamed_b: SideLine(A_TIMES, {}),
+            both: SideLine(
+                tuple(t * (1 + change) for t in A_TIMES),
+                Session.from_json({"side": "B"}),
+                limit=0.05,
+            ),
+            renamed_b: SideLine(A_TIMES, Session()),
         }
         data.add_pair(a, b)
     assert data.pairs_run == 3
@@ -259,8 +271,8 @@ def test_ab_data_pairs_sides_and_keeps_one_sided_keys() -> None:
     assert data.undecided() == []
     for _ in range(2):
         data.add_pair(
-            {both: SideLine(A_TIMES, {}, limit=0.05)},
-            {both: SideLine(tuple(t * 1.3 for t in A_TIMES), {}, limit=0.05)},
+            {both: SideLine(A_TIMES, Session(), limit=0.05)},
+            {both: SideLine(tuple(t * 1.3 for t in A_TIMES), Session(), limit=0.05)},
         )
     assert data.undecided() == [both]
 
@@ -302,7 +314,8 @@ def _never() -> Sample:
 
 def test_engine_judges_the_pairs_not_stored_statistics() -> None:
     gate = Gate(max_slowdown=0.05, kind="ab", ab="main (abc)")
-    sessions = [{"statistic": 1.0, "counters": {"flops": 10}}]  # a stored 1 s would be -99.9%
+    # A stored 1 s would be -99.9%.
+    sessions = [Session.from_json({"statistic": 1.0, "counters": {"flops": 10}})]
     fail = compare(_candidate(0.5, {"flops": 10}), sessions, gate, remeasure=_never)
     assert fail.verdict.outcome is Outcome.FAIL
     assert fail.verdict.basis == "ab"
@@ -314,7 +327,7 @@ def test_engine_judges_the_pairs_not_stored_statistics() -> None:
 
 def test_engine_checks_counters_and_fingerprints_against_side_a() -> None:
     gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)")
-    sessions = [{"statistic": 1e-3, "counters": {"flops": 10}}]
+    sessions = [Session.from_json({"statistic": 1e-3, "counters": {"flops": 10}})]
     changed = compare(_candidate(0.0, {"flops": 20}), sessions, gate, remeasure=_never)
     assert changed.verdict.outcome is Outcome.PASS
     assert changed.counter_changes and changed.outcome == "fail"
@@ -376,7 +389,8 @@ def test_unchanged_speedups_pass_and_one_pair_only_warns() -> None:
 def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
     gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)")
     # Side A's sessions say x1.25 each; B's first pair x0.77: the stored-session check would fail.
-    sessions = [{"statistic": 1e-3, "speedup": {"median": 1.25, "p25": 1.2, "p75": 1.3}}] * 3
+    speedup = {"median": 1.25, "p25": 1.2, "p75": 1.3}
+    sessions = [Session.from_json({"statistic": 1e-3, "speedup": speedup})] * 3
     base = _candidate(0.0, {"flops": 10})
     lucky = replace(
         base,
@@ -405,7 +419,7 @@ def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path
     b = read_side(path)
     assert b[("t::amp", "m[amp]")].skipped == "autocast ran no op"
     data = ABData("HEAD (abc)")
-    a = {("t::amp", "m[amp]"): SideLine((), {}, skipped="autocast ran no op")}
+    a = {("t::amp", "m[amp]"): SideLine((), Session(), skipped="autocast ran no op")}
     data.add_pair(a, b, {"A": {"t::amp"}, "B": {"t::amp"}})
     entry = data.measured[("t::amp", "m[amp]")]
     assert entry.missing_in_a == 0 and not entry.pairs and entry.skipped["B"]
@@ -417,8 +431,8 @@ def test_a_measurement_only_side_a_skipped_is_new_in_b_not_failed_in_a() -> None
     key = ("t::amp", "m[amp]")
     data = ABData("HEAD (abc)")
     data.add_pair(
-        {key: SideLine((), {}, skipped="no eligible op")},
-        {key: SideLine(A_TIMES, {})},
+        {key: SideLine((), Session(), skipped="no eligible op")},
+        {key: SideLine(A_TIMES, Session())},
         {"A": {"t::amp"}, "B": {"t::amp"}},
     )
     assert data.measured[key].one_sided == "B"
@@ -430,8 +444,8 @@ def test_a_measurement_both_sides_skip_asks_for_no_more_pairs() -> None:
     data = ABData("HEAD (abc)")
     for _ in range(3):
         data.add_pair(
-            {key: SideLine((), {}, skipped="no eligible op")},
-            {key: SideLine((), {}, skipped="no eligible op")},
+            {key: SideLine((), Session(), skipped="no eligible op")},
+            {key: SideLine((), Session(), skipped="no eligible op")},
             {"A": {"t::amp"}, "B": {"t::amp"}},
         )
     assert data.undecided(8) == []

@@ -23,6 +23,7 @@ from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
+from pytest_torchperf.store.sessions import Session
 
 COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
 TIMES = (1e-3,) * 8
@@ -36,8 +37,13 @@ def never() -> Sample:
     raise AssertionError("no pass may be taken without a timing baseline")
 
 
-def untimed_session(**extra: Any) -> dict[str, Any]:
+def untimed_raw(**extra: Any) -> dict[str, Any]:
+    """A session saved without timing, as its file holds it."""
     return {"statistic": None, "times": [], "untimed": "CPU share 0.64 < 0.90", **extra}
+
+
+def untimed_session(**extra: Any) -> Session:
+    return Session.from_json(untimed_raw(**extra))
 
 
 # -- the engine against sessions without timing -------------------------------------------------
@@ -66,7 +72,7 @@ def test_strict_fails_a_measurement_without_timing_baseline() -> None:
 
 
 def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
-    timed = {"statistic": 1e-3, "times": list(TIMES), "counters": COUNTERS}
+    timed = Session.from_json({"statistic": 1e-3, "times": list(TIMES), "counters": COUNTERS})
     sessions = [timed, untimed_session(counters=COUNTERS)]
     result = compare(Candidate("m", first(), COUNTERS), sessions, Gate(), remeasure=never)
     assert result.verdict.outcome is Outcome.PASS
@@ -85,7 +91,7 @@ def test_a_label_says_when_there_is_no_timing_baseline() -> None:
 
 
 def test_an_untimed_session_is_valid_only_with_its_reason() -> None:
-    validate_session(untimed_session(), Path("f.json"), "s")
+    validate_session(untimed_raw(), Path("f.json"), "s")
     with pytest.raises(BaselineFileError, match="statistic is None.*untimed"):
         validate_session({"statistic": None, "times": []}, Path("f.json"), "s")
 
@@ -420,10 +426,10 @@ def test_speedup_gated_needs_a_stored_speedup_and_a_limit_that_gates() -> None:
     from pytest_torchperf.judge.drift import speedup_gated
 
     now = {"median": 1.6, "p25": 1.5, "p75": 1.7, "n": 10}
-    steady = [{"speedup": {"median": m}} for m in (1.68, 1.70, 1.66)]
+    steady = [Session(speedup={"median": m}) for m in (1.68, 1.70, 1.66)]
     assert speedup_gated(steady, now, 0.10)
-    assert not speedup_gated([{}], now, 0.10) and not speedup_gated(steady, None, 0.10)
-    scattered = [{"speedup": {"median": m}} for m in (0.6, 1.7, 3.0)]
+    assert not speedup_gated([Session()], now, 0.10) and not speedup_gated(steady, None, 0.10)
+    scattered = [Session(speedup={"median": m}) for m in (0.6, 1.7, 3.0)]
     assert not speedup_gated(scattered, now, 0.10)
 
 

@@ -7,6 +7,7 @@ from pytest_torchperf.judge.cross_machine import (
     pick_environment,
     same_torch_build,
 )
+from pytest_torchperf.store.sessions import Session
 
 HERE = {"device": "cpu", "torch": "2.14.1", "torch_git": "abc", "threads": 1, "cpu_model": "A"}
 
@@ -26,7 +27,7 @@ def test_pick_environment_prefers_same_device_then_same_torch() -> None:
 def test_normalised_check_factors_out_machine_speed() -> None:
     # The other machine: 1 ms per call with a 5 us kernel. Here the kernel takes 10 us (a machine
     # half as fast) and the call 2 ms: the same code, normalised -> +0 %, no warning.
-    sessions = [{"statistic": 1e-3, "calibration": 5e-6}] * 3
+    sessions = [Session.from_json({"statistic": 1e-3, "calibration": 5e-6})] * 3
     same = normalised_check("m", 2e-3, 10e-6, sessions, "other")
     assert "m: cross-machine: +0% vs the baseline of other" in same
     assert "x0.50 as fast as other" in same

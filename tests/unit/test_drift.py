@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.judge.drift import drift_checks, speedup_check
+from pytest_torchperf.store.sessions import Session
 
 
 def _speedup(median: float, spread: float = 0.02) -> dict[str, float]:
@@ -72,12 +73,14 @@ def test_a_fall_must_be_confirmed_by_the_fresh_processes() -> None:
 
 def test_drift_checks_gate_fingerprint_and_metric() -> None:
     stored = [
-        {
-            "fingerprint": {
-                "leaves": [{"path": "out", "shape": [2], "l2": 1.0, "probe": [1.0, 0.0]}]
-            },
-            "metric": 0.9,
-        }
+        Session.from_json(
+            {
+                "fingerprint": {
+                    "leaves": [{"path": "out", "shape": [2], "l2": 1.0, "probe": [1.0, 0.0]}]
+                },
+                "metric": 0.9,
+            }
+        )
     ]
     moved = {"leaves": [{"path": "out", "shape": [2], "l2": 1.1, "probe": [1.1, 0.0]}]}
     failures, warnings = drift_checks(
@@ -98,7 +101,7 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
         "m",
         stored,
         speedup=None,
-        fingerprint=stored[0]["fingerprint"],
+        fingerprint=stored[0].fingerprint,
         metric=0.9,
         limits={"rel_l2": 1e-5, "metric": 0.02},
         max_slowdown=0.1,
@@ -121,7 +124,7 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
 def test_no_stored_speedup_means_no_speedup_check(stored: list) -> None:
     assert drift_checks(
         "m",
-        stored,
+        [Session.from_json(s) for s in stored],
         speedup=_speedup(0.1),
         fingerprint=None,
         metric=None,

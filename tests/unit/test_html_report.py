@@ -6,6 +6,7 @@ import re
 
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.html import History, history_from_sessions, html_report
+from pytest_torchperf.store.sessions import Session
 
 
 def _record(name: str, outcome: str, **extra: object) -> dict:
@@ -69,7 +70,7 @@ def test_history_from_sessions_and_charts() -> None:
         {"statistic": 1e-3, "timestamp": "2026-01-01", "git_sha": "abc", "times": [1e-3, 2e-3]},
         {"statistic": 2e-3, "timestamp": "2026-01-02", "times": [2e-3, 3e-3]},
     ]
-    history = history_from_sessions(sessions)
+    history = history_from_sessions([Session.from_json(s) for s in sessions])
     assert history.statistics == [1e-3, 2e-3] and history.latest_times == [2e-3, 3e-3]
     assert history.labels[0].startswith("2026-01-01 abc p25 1 ms")
     chart = svg.trend(history.statistics, 2.5e-3, failed=True, labels=[*history.labels, "this run"])

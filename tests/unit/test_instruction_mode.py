@@ -23,6 +23,7 @@ from pytest_torchperf.report.markdown import markdown_report
 from pytest_torchperf.report.terminal import render_table
 from pytest_torchperf.store.environment import describe_difference
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
+from pytest_torchperf.store.sessions import Session
 
 TIMES = (1e-3, 1.1e-3, 0.9e-3, 1e-3)
 GATE = Gate(kind="instructions")
@@ -41,7 +42,8 @@ def _sample(scale: float = 1.0) -> Sample:
     return Sample(summarize(times), 1.0, times)
 
 
-def _session(count: dict | None, statistic: float = 1e-3, **extra: object) -> dict:
+def _raw(count: dict | None, statistic: float = 1e-3, **extra: object) -> dict:
+    """A counted session as its file holds it."""
     session = {
         "statistic": statistic,
         "times": list(TIMES),
@@ -50,6 +52,10 @@ def _session(count: dict | None, statistic: float = 1e-3, **extra: object) -> di
     if count is not None:
         session["instructions"] = count
     return {**session, **extra}
+
+
+def _session(count: dict | None, statistic: float = 1e-3, **extra: object) -> Session:
+    return Session.from_json(_raw(count, statistic, **extra))
 
 
 def _no_remeasure() -> Sample:
@@ -206,10 +212,10 @@ def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None
 
 
 def test_the_baseline_schema_checks_instruction_records(tmp_path: Path) -> None:
-    validate_session(_session(_count(2e5)), tmp_path / "b.json", "s")
+    validate_session(_raw(_count(2e5)), tmp_path / "b.json", "s")
     for bad in ({"per_call": -1, "windows": [1, 1]}, {"per_call": 5, "windows": [5]}, "many"):
         with pytest.raises(BaselineFileError, match="instructions must hold a positive per_call"):
-            validate_session(_session(bad), tmp_path / "b.json", "s")  # type: ignore[arg-type]
+            validate_session(_raw(bad), tmp_path / "b.json", "s")  # type: ignore[arg-type]
 
 
 def test_labels_name_instructions() -> None:
@@ -362,8 +368,10 @@ def test_accept_refuses_an_instruction_session_without_a_count() -> None:
     from pytest_torchperf.judge.replay import accept_problem
 
     gate = Gate(kind="instructions").to_record()
-    assert accept_problem({"gate": gate, "instructions": _count(2e6), "times": [1.0]}) is None
-    assert accept_problem({"gate": gate, "times": [1.0]}) == "no instruction count"
+    counted = {"gate": gate, "instructions": _count(2e6), "times": [1.0]}
+    assert accept_problem(Session.from_json(counted)) is None
+    uncounted = {"gate": gate, "times": [1.0]}
+    assert accept_problem(Session.from_json(uncounted)) == "no instruction count"
 
 
 class _Ctx:
@@ -400,11 +408,11 @@ def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> N
     key = "t.py::test[amp]"
     ctx = _Ctx({(key, "mlp[amp]"): _count(3e6), (key, "mlp"): _count(1e6)})
     result = _result("mlp[amp]")
-    result.session = {"statistic": 1e-3}
+    result.session = Session(statistic=1e-3)
     assert attach_count(ctx, key, "mlp[amp]", VariantExtra("amp"), result, comparing=False) is None
     assert result.sections["instructions"]["per_call"] == 3e6
     assert result.sections["instructions_vs_eager"] == 3.0
-    assert result.session["instructions"]["per_call"] == 3e6
+    assert result.session.instructions["per_call"] == 3e6
     missing = _result("other")
     assert attach_count(ctx, key, "other", None, missing, comparing=False) == (
         "no instruction count",

@@ -211,6 +211,7 @@ from pytest_torchperf.judge.labels import outcome_label  # noqa: E402
 from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
 from pytest_torchperf.run.children import ProcessSample, child_session_records  # noqa: E402
+from pytest_torchperf.store.sessions import Session  # noqa: E402
 
 GPU = Gate(kind="time-and-kernels", limits=(("max_kernel_slowdown", 0.03),))
 WALL = (300 * US,) * 8  # launch-bound: 110 us of kernels in 300 us of wall time
@@ -229,7 +230,7 @@ def gpu_session(gemm: float, scale: float = 1.0) -> dict:
 
 #: Five save processes: kernel time 0.4 % apart, wall time 40 % apart (launch-bound).
 GPU_SESSIONS = [
-    gpu_session(g * US, s)
+    Session.from_json(gpu_session(g * US, s))
     for g, s in zip((50, 50.1, 49.9, 50.05, 50), (1, 1.4, 1.1, 1.2, 1.05), strict=True)
 ]
 
@@ -295,15 +296,15 @@ def test_each_save_process_keeps_its_own_kernel_time() -> None:
 
     own = {"per_call": 1e-4, "sessions": [1e-4], "launches": 3, "kernels": []}
     beside = {"kernels": {"per_call": 2e-4}, "unprofiled": None}  # this process's
-    record = {"statistic": 1e-3, "times": [1e-3], **beside}
+    record = Session.from_json({"statistic": 1e-3, "times": [1e-3], **beside})
     sample = ProcessSample(2, (1e-3,) * 5, None, None, beside={"kernels": own, "unprofiled": None})
     line = decode(encode(sample.line("t.py::t", "m")))  # its line in the child's file
     assert isinstance(line, SampleLine) and line.beside == {"kernels": own, "unprofiled": None}
     (child,) = child_session_records(record, [sample], "run", beside)
-    assert child["kernels"] == own  # never this process's copied N-fold
+    assert child.extra["kernels"] == own  # never this process's copied N-fold
     bare_sample = ProcessSample(3, (1e-3,) * 5, None, None)
     (bare,) = child_session_records(record, [bare_sample], "run", beside)
-    assert bare["kernels"] is None
+    assert bare.has("kernels") and bare.extra["kernels"] is None
 
 
 def test_the_label_names_a_kernel_time_failure() -> None:

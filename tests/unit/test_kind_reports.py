@@ -16,6 +16,7 @@ from pytest_torchperf.kinds.instructions.report import REPORT as INSTRUCTIONS
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import KindReport
 from pytest_torchperf.report.terminal import format_baseline, format_change_of, render_table
+from pytest_torchperf.store.sessions import Session
 
 COUNT = {"per_call": 197_000.0, "windows": [197_000.0, 197_000.0], "functions": {}}
 
@@ -70,7 +71,7 @@ def test_an_ab_record_names_side_a_and_gives_the_changes_interval() -> None:
     assert kinds.header([paired], "change", "change") == "change [95% CI]"
     assert format_change_of(paired) == "+5.0% [+9.8..+15.1%]"
     assert format_change_of(_record()) == "+5.0%"
-    assert kinds.carried_sessions(paired) == [{"x": 1}]
+    assert kinds.carried_sessions(paired) == [Session.from_json({"x": 1})]
     assert kinds.carried_sessions(_record()) is None
 
 
@@ -88,22 +89,23 @@ def test_the_first_kind_in_the_registrys_order_names_a_shared_column() -> None:
 
 def test_an_instruction_environment_shows_counts_in_torchperf_show() -> None:
     assert INSTRUCTIONS.stored_figures is not None
-    sessions = [{"instructions": {"per_call": 2e5}}, {"instructions": COUNT}]
+    sessions = [Session(instructions={"per_call": 2e5}), Session(instructions=COUNT)]
     assert INSTRUCTIONS.stored_figures(sessions) == {
         "baseline": "198 k instr/call",
         "latest": "197 k instr/call",
     }
-    assert INSTRUCTIONS.stored_figures([{"statistic": 1e-3}]) == {
+    assert INSTRUCTIONS.stored_figures([Session(statistic=1e-3)]) == {
         "baseline": "no count",
         "latest": "no count",
     }
 
 
 def test_a_fallback_save_names_the_count_stored_beside_the_timing() -> None:
-    assert FALLBACK.stored_note([{"instructions": {"per_call": 5.53e6}}, {"statistic": 1e-3}]) == (
+    counted, timed = Session(instructions={"per_call": 5.53e6}), Session(statistic=1e-3)
+    assert FALLBACK.stored_note([counted, timed]) == (
         " (+ 5.53 M instr/call for --torchperf-fallback)"
     )
-    assert FALLBACK.stored_note([{"statistic": 1e-3}]) == ""
+    assert FALLBACK.stored_note([timed]) == ""
     assert FALLBACK.stored_figures is None  # its environments are timed
 
 

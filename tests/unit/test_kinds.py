@@ -11,6 +11,7 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.kinds import kind_of
 from pytest_torchperf.judge.replay import replay
 from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.store.sessions import Session
 
 TIMES = (1e-3, 1.01e-3, 0.99e-3, 1e-3)
 WITH = {"valgrind": "valgrind-3.19.0", "counted_capability": "AVX2", "kernel_caps": ""}
@@ -26,12 +27,14 @@ def _sample(scale: float = 1.0, cpu_share: float = 1.0) -> Sample:
     return Sample(summarize(times), cpu_share, times)
 
 
-def _session(count: dict | None = None, counted_with: dict | None = None) -> dict:
+def _session(
+    count: dict | None = None, counted_with: dict | None = None, **extra: object
+) -> Session:
     session: dict = {"statistic": 1e-3, "times": list(TIMES)}
     if count is not None:
         session["instructions"] = count
         session["counted_with"] = dict(counted_with if counted_with is not None else WITH)
-    return session
+    return Session.from_json({**session, **extra})
 
 
 def _busy_candidate(per_call: float | None, counted_with: dict | None = None) -> Candidate:
@@ -111,7 +114,7 @@ def test_a_fallback_run_left_inconclusive_names_only_ab_pairs() -> None:
 
 
 def test_sessions_stored_without_timing_fall_back_to_their_count() -> None:
-    untimed = {**_session(_count(2_000_000.0)), "untimed": "busy machine", "statistic": None}
+    untimed = _session(_count(2_000_000.0), untimed="busy machine", statistic=None)
     result = compare(_busy_candidate(2_100_000.0), [untimed], GATE, remeasure=_busy)
     assert result.label == "FAIL (instructions)"
     assert "timing could not decide (no timing baseline)" in result.verdict.message
@@ -145,8 +148,8 @@ def test_a_results_file_replays_the_fallback_verdict() -> None:
 def test_only_the_latest_saves_count_is_a_baseline() -> None:
     """A plain save after a fallback save stores no count: the older count describes code saved
     over since, so it is not used."""
-    old = [{**_session(_count(2_000_000.0)), "run_id": "old"} for _ in range(3)]
-    plain = [{**_session(), "run_id": "new"}]
+    old = [_session(_count(2_000_000.0), run_id="old") for _ in range(3)]
+    plain = [_session(run_id="new")]
     result = compare(_busy_candidate(2_100_000.0), [*old, *plain], GATE, remeasure=_busy)
     assert result.outcome == "inconclusive" and result.verdict.basis == "time"
     assert result.verdict.notes[-1].startswith(
@@ -158,7 +161,7 @@ def test_a_slowdown_seen_on_a_trusted_pass_is_never_passed_by_an_unchanged_count
     """The first pass was trusted and +30 %; its confirmations were disturbed. An unchanged
     count does not explain it (memory, threads, code Valgrind does not run): inconclusive, with
     the count beside it; a count that grew too fails."""
-    sessions = [{**_session(_count(2_000_000.0)), "run_id": "r"} for _ in range(3)]
+    sessions = [_session(_count(2_000_000.0), run_id="r") for _ in range(3)]
 
     def candidate(per_call: float) -> Candidate:
         return Candidate(
@@ -183,7 +186,7 @@ def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None
     (--torchperf-max-neighbour-load=100%); the compare beside the same load said only 'Re-run
     on a quieter machine'."""
     busy = Sample(summarize(TIMES), 1.0, TIMES, neighbour_load=0.99)
-    saved = {**_session(), "gate": {"max_neighbour_load": 1.0, "min_cpu_share": 0.9}}
+    saved = _session(gate={"max_neighbour_load": 1.0, "min_cpu_share": 0.9})
     result = compare(
         Candidate("mlp", busy), [saved], Gate(max_neighbour_load=0.5), remeasure=lambda: busy
     )

@@ -13,6 +13,7 @@ from pytest_torchperf.report.benchmark_json import benchmark_json
 from pytest_torchperf.report.merge import merge_results, missing_measurements
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.results import ResultsFileError, read_results
+from pytest_torchperf.store.sessions import Session
 from tests.unit.test_report_writers import record
 
 COMMIT = {"id": "a" * 40, "dirty": False}
@@ -155,7 +156,7 @@ def test_files_of_one_name_in_several_folders_are_named_by_path(tmp_path: Path) 
 
 def test_measurements_with_a_baseline_that_no_shard_ran_are_missing(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path / ".torchperf")
-    session = {"statistic": 1e-3, "times": [1e-3] * 5}
+    session = Session.from_json({"statistic": 1e-3, "times": [1e-3] * 5})
     for env_id, name in [("cpu-x-t1-0", "fast"), ("cpu-x-t1-0", "lost"), ("cpu-z-t1-2", "other")]:
         store.record(env_id, {"exact": {"device": "cpu"}}, f"t.py::test_{name}", name, session)
     merged = merge_results([_write(tmp_path / "a.json", [record("fast", "pass")])])

@@ -7,6 +7,7 @@ from typing import Any
 
 from pytest_torchperf.judge.node_changes import growth, growth_line, with_baseline
 from pytest_torchperf.store.graphs import latest_stored, stored_nodes
+from pytest_torchperf.store.sessions import Session
 
 
 def _op(module: str, label: str, nth: int, time: float) -> dict[str, Any]:
@@ -53,8 +54,9 @@ def test_a_save_stores_each_op_nodes_figures_by_key_only() -> None:
     stored = stored_nodes(BASE)
     assert stored["layer2.1.conv:aten.conv2d:0"] == [200e-6, 10, 4]
     assert set(stored) == {n["key"] for n in BASE["nodes"] if n["kind"] == "op"}
-    assert latest_stored([{"nodes": {"a": [1.0, 0, 0]}}, {"statistic": 1.0}]) == {"a": [1.0, 0, 0]}
-    assert latest_stored([{"statistic": 1.0}]) is None
+    with_nodes = Session.from_json({"nodes": {"a": [1.0, 0, 0]}})
+    assert latest_stored([with_nodes, Session(statistic=1.0)]) == {"a": [1.0, 0, 0]}
+    assert latest_stored([Session(statistic=1.0)]) is None
 
 
 def test_a_block_that_gained_ops_is_named_with_its_new_nodes() -> None:

@@ -22,6 +22,7 @@ from pytest_torchperf.run.children import (
     read_child_file,
     same_run,
 )
+from pytest_torchperf.store.sessions import Session
 
 
 def sample(p25_ms: float, calibration: float | None = None, cpu_share: float = 1.0) -> Sample:
@@ -98,42 +99,46 @@ def test_merge_keeps_process_order() -> None:
 
 
 def test_child_session_records_take_timing_from_the_child_and_the_rest_from_this_run() -> None:
-    record = {
-        "run_id": "abc",
-        "statistic": 0.010,
-        "times": [0.010],
-        "counters": {"flops": 5},
-        "speedup": {"median": 1.5},
-        "top_ops": [{"op": "aten::addmm"}],
-        "variant": "eager",
-        "cpu_share": 0.99,
-        "calibration": 1e-5,
-    }
+    record = Session.from_json(
+        {
+            "run_id": "abc",
+            "statistic": 0.010,
+            "times": [0.010],
+            "counters": {"flops": 5},
+            "speedup": {"median": 1.5},
+            "top_ops": [{"op": "aten::addmm"}],
+            "variant": "eager",
+            "cpu_share": 0.99,
+            "calibration": 1e-5,
+        }
+    )
     records = child_session_records(
         record, [child(1, 12.0, calibration=2e-5), child(2, 99.0, problem="busy")], "abc"
     )
     assert len(records) == 1  # the contaminated child is not stored
     stored = records[0]
-    assert stored["run_id"] == "abc-p1" and stored["process"] == 1
-    assert stored["statistic"] == pytest.approx(0.012)
-    assert stored["calibration"] == 2e-5 and stored["counters"] == {"flops": 5}
-    assert stored["speedup"] is None and "top_ops" not in stored  # not measured by the child
-    assert record["run_id"] == "abc"  # the controller's own record is untouched
-    json.dumps(stored)
+    assert stored.run_id == "abc-p1" and stored.process == 1
+    assert stored.statistic == pytest.approx(0.012)
+    assert stored.calibration == 2e-5 and stored.counters == {"flops": 5}
+    assert stored.speedup is None and not stored.has("top_ops")  # not measured by the child
+    assert record.run_id == "abc"  # the controller's own record is untouched
+    json.dumps(stored.to_json())
     # A variant's child reports its own speedup: stored as its own, never the controller's.
     measured = replace(child(1, 12.0), speedup={"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10})
     (stored,) = child_session_records(record, [measured], "abc")
-    assert stored["speedup"] == {"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10}
+    assert stored.speedup == {"median": 1.8, "p25": 1.7, "p75": 1.9, "n": 10}
     # A newcomer's stored child session read neighbour_load 1.0 (the controller's) beside its own
     # cpu_share 0.9994: what the child measured of its machine is its own, or nothing.
-    controller = {**record, "neighbour_load": 1.0, "gpu_clock": {"share": 0.9}, "nodes": {"k": [1]}}
+    controller = record.updated(
+        {"neighbour_load": 1.0, "gpu_clock": {"share": 0.9}, "nodes": {"k": [1]}}
+    )
     (stored,) = child_session_records(
         controller, [replace(child(1, 12.0), neighbour_load=0.25)], "abc"
     )
-    assert stored["neighbour_load"] == 0.25
-    assert "gpu_clock" not in stored and "nodes" not in stored
+    assert stored.neighbour_load == 0.25
+    assert not stored.has("gpu_clock") and not stored.has("nodes")
     (stored,) = child_session_records(controller, [child(1, 12.0)], "abc")
-    assert stored["neighbour_load"] is None
+    assert stored.neighbour_load is None
 
 
 def test_a_runs_own_child_sessions_are_recognised() -> None:

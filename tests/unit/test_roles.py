@@ -13,6 +13,7 @@ from pytest_torchperf.kinds.instructions.run_counting import CountState
 from pytest_torchperf.kinds.instructions.run_role import Counting
 from pytest_torchperf.run.kinds import role_of
 from pytest_torchperf.run.roles import Disabled, FreshProcess, Timing
+from pytest_torchperf.store.sessions import Session
 
 
 def _ctx(**set_up: object) -> SimpleNamespace:
@@ -50,11 +51,11 @@ def test_only_the_controllers_judge_and_only_a_fresh_process_retries_for_someone
 
 def test_the_ab_controller_judges_against_side_a_measured_now() -> None:
     paired = SimpleNamespace(
-        a_sessions=[{"statistic": 1.0}], pairs=[], one_sided="B", speedups=[(1.5, 1.25)]
+        a_sessions=[Session(statistic=1.0)], pairs=[], one_sided="B", speedups=[(1.5, 1.25)]
     )
     ctx = _ctx(ab_data=SimpleNamespace(measured={("t.py::a", "m"): paired}, against="main"))
     controller = ABController()
-    assert controller.baseline(ctx, "t.py::a", "m", "env") == [{"statistic": 1.0}]
+    assert controller.baseline(ctx, "t.py::a", "m", "env") == [Session(statistic=1.0)]
     assert controller.baseline(ctx, "t.py::b", "m", "env") == []
     # The ab kind's run part puts the pairs on the record (its own section).
     from pytest_torchperf.judge.inputs import Candidate

@@ -13,6 +13,7 @@ from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, refusing_guard
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.saving import queue_save, save_guard
 from pytest_torchperf.run.state import TestState
+from pytest_torchperf.store.sessions import Session
 
 SUMMARY = summarize([1e-3, 1.01e-3, 1.02e-3, 1.03e-3])
 
@@ -30,7 +31,9 @@ def _save(
     state = TestState()
     m = SimpleNamespace(name="mlp", nodeid="t.py::t", options=options, beside={})
     result = SimpleNamespace(
-        session={"statistic": 1e-3, **(session or {})}, untimed=None, not_saved=None
+        session=Session.from_json({"statistic": 1e-3, **(session or {})}),
+        untimed=None,
+        not_saved=None,
     )
     queue_save(
         ctx,  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from pytest_torchperf.store.schema import (
     SCHEMA_VERSION,
     validate_document,
 )
+from pytest_torchperf.store.sessions import Session
 
 ENV = "cpu-xeon-torch2.14.1-t1-deadbeef"
 ENVIRONMENT = {"exact": {"device": "cpu", "threads": 1}, "soft": {"hostname": "box"}}
@@ -36,8 +37,14 @@ NODE = "tests/test_model.py::test_forward"
 NAME = "forward"
 
 
-def session(stat: float = 1e-3, **extra) -> dict:
+def raw(stat: float = 1e-3, **extra) -> dict:
+    """A session as a baseline file holds it."""
     return {"statistic": stat, "times": [stat, stat * 1.1, stat * 0.9], **extra}
+
+
+def session(stat: float = 1e-3, **extra) -> Session:
+    """A session as the package holds it (read from :func:`raw`)."""
+    return Session.from_json(raw(stat, **extra))
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -53,7 +60,7 @@ def valid_doc(**tests) -> dict:
         "schema_version": SCHEMA_VERSION,
         "environment_id": ENV,
         "module": "tests/test_model.py",
-        "tests": tests or {NODE: {NAME: {"sessions": [session()]}}},
+        "tests": tests or {NODE: {NAME: {"sessions": [raw()]}}},
     }
 
 
@@ -141,7 +148,7 @@ def test_record_appends_oldest_first(tmp_path):
     store = BaselineStore(tmp_path)
     for i in range(1, 4):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(i * 1e-3))
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3, 2e-3, 3e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3, 2e-3, 3e-3]
 
 
 def test_record_keeps_other_tests_and_names(tmp_path):
@@ -150,9 +157,9 @@ def test_record_keeps_other_tests_and_names(tmp_path):
     store.record(ENV, ENVIRONMENT, NODE, NAME, session(1e-3))
     store.record(ENV, ENVIRONMENT, NODE, "second", session(2e-3))
     store.record(ENV, ENVIRONMENT, other_node, NAME, session(3e-3))
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3]
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, "second")] == [2e-3]
-    assert [s["statistic"] for s in store.load_sessions(ENV, other_node, NAME)] == [3e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, "second")] == [2e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, other_node, NAME)] == [3e-3]
     assert store.module_file(ENV, other_node) == store.module_file(ENV, NODE)  # same module file
 
 
@@ -160,7 +167,7 @@ def test_history_capped_at_max_history(tmp_path):
     store = BaselineStore(tmp_path, max_history=3)
     for i in range(1, 6):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(i * 1e-3))
-    stats = [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)]
+    stats = [s.statistic for s in store.load_sessions(ENV, NODE, NAME)]
     assert stats == [3e-3, 4e-3, 5e-3]  # the newest three
 
 
@@ -168,7 +175,7 @@ def test_default_history_cap(tmp_path, no_fsync):
     store = BaselineStore(tmp_path)
     for i in range(1, DEFAULT_MAX_HISTORY + 3):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(i * 1e-3))
-    stats = [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)]
+    stats = [s.statistic for s in store.load_sessions(ENV, NODE, NAME)]
     assert len(stats) == DEFAULT_MAX_HISTORY
     assert stats[-1] == pytest.approx((DEFAULT_MAX_HISTORY + 2) * 1e-3)
 
@@ -179,14 +186,14 @@ def test_reset_replaces_history(tmp_path):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(i * 1e-3))
     store.record(ENV, ENVIRONMENT, NODE, "untouched", session(9e-3))
     store.record(ENV, ENVIRONMENT, NODE, NAME, session(7e-3), reset=True)
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)] == [7e-3]
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, "untouched")] == [9e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, NAME)] == [7e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, "untouched")] == [9e-3]
 
 
 def test_reset_on_empty_history(tmp_path):
     store = BaselineStore(tmp_path)
     store.record(ENV, ENVIRONMENT, NODE, NAME, session(4e-3), reset=True)
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)] == [4e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, NAME)] == [4e-3]
 
 
 @pytest.mark.parametrize(
@@ -208,17 +215,20 @@ def test_reset_on_empty_history(tmp_path):
 )
 def test_record_rejects_invalid_session_without_writing(tmp_path, bad, match):
     store = BaselineStore(tmp_path)
+    # Built past Session.from_json's type checks (as the package builds one): the store checks
+    # what it writes as it checks what it reads.
     with pytest.raises(BaselineFileError, match=match):
-        store.record(ENV, ENVIRONMENT, NODE, NAME, bad)
+        store.record(ENV, ENVIRONMENT, NODE, NAME, Session(**bad, keys=tuple(bad)))
     assert snapshot(tmp_path) == {}
 
 
 def test_record_copies_session(tmp_path):
     store = BaselineStore(tmp_path)
-    s = session()
+    s = session(counters={"flops": 1})
     store.record(ENV, ENVIRONMENT, NODE, NAME, s)
-    s["statistic"] = 99.0  # mutating the caller's dict afterwards does not change what was stored
-    assert BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)[0]["statistic"] == 1e-3
+    s.counters["flops"] = 99  # mutating the caller's mapping afterwards does not change the store
+    assert store.load_sessions(ENV, NODE, NAME)[0].counters == {"flops": 1}
+    assert BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)[0].counters == {"flops": 1}
 
 
 def test_load_sees_changes_made_by_another_store(tmp_path):
@@ -291,14 +301,14 @@ CORRUPT = {
         [f"key tests[{NODE!r}][{NAME!r}].sessions[0] is not an object"],
     ),
     "missing_statistic": (
-        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(), {"times": [1e-3]}]}}})),
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [raw(), {"times": [1e-3]}]}}})),
         [
             f"key tests[{NODE!r}][{NAME!r}].sessions[1].statistic is None",
             "expected a positive number",
         ],
     ),
     "negative_statistic": (
-        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [session(-1e-3)]}}})),
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [raw(-1e-3)]}}})),
         [f"key tests[{NODE!r}][{NAME!r}].sessions[0].statistic is -0.001"],
     ),
     "string_statistic": (
@@ -493,9 +503,7 @@ def test_record_write_failure_keeps_old_baseline(tmp_path, monkeypatch):
     assert "cannot be written (No space left on device)" in msg
     assert f"Check free space and permissions of {tmp_path}" in msg
     assert snapshot(tmp_path) == before  # old content, no stray temp files
-    assert [s["statistic"] for s in BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)] == [
-        1e-3
-    ]
+    assert [s.statistic for s in BaselineStore(tmp_path).load_sessions(ENV, NODE, NAME)] == [1e-3]
 
 
 def test_failed_record_does_not_leak_into_same_store(tmp_path, monkeypatch):
@@ -512,7 +520,7 @@ def test_failed_record_does_not_leak_into_same_store(tmp_path, monkeypatch):
     with pytest.raises(BaselineFileError):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(2e-3))
     monkeypatch.undo()
-    assert [s["statistic"] for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3]
+    assert [s.statistic for s in store.load_sessions(ENV, NODE, NAME)] == [1e-3]
 
 
 def test_record_serialisation_failure_keeps_old_baseline(tmp_path, monkeypatch):
@@ -704,7 +712,7 @@ def test_dumps_rejects_nan():
 
 def test_recorded_file_is_reviewable(tmp_path):
     store = BaselineStore(tmp_path)
-    path = store.record(ENV, ENVIRONMENT, NODE, NAME, {"statistic": 1e-3, "times": [1e-3, 2e-3]})
+    path = store.record(ENV, ENVIRONMENT, NODE, NAME, Session(statistic=1e-3, times=(1e-3, 2e-3)))
     text = path.read_text(encoding="utf-8")
     assert '"times": [0.001, 0.002]' in text
     assert text.count("\n") > 5  # indented, not one long line
@@ -783,7 +791,7 @@ def test_concurrent_threads_never_lose_records(tmp_path, no_fsync):
             assert len(store.load_sessions(ENV, f"tests/test_model.py::test_{tag}_{i}", NAME)) == 1
     shared = store.load_sessions(ENV, NODE, NAME)
     assert len(shared) == 30
-    assert sorted(s["writer"] for s in shared) == ["a"] * 15 + ["b"] * 15
+    assert sorted(s.extra["writer"] for s in shared) == ["a"] * 15 + ["b"] * 15
     assert [p.name for p in (tmp_path / ENV).iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -824,7 +832,7 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
     shared = store.load_sessions(ENV, NODE, NAME)
     assert len(shared) == 40  # 2 x 20 appends to the same history, none lost
     for tag in ("p1", "p2"):  # each writer's sessions in its own order
-        assert [s["statistic"] for s in shared if s["writer"] == tag] == [
+        assert [s.statistic for s in shared if s.extra["writer"] == tag] == [
             (i + 1) * 1e-3 for i in range(20)
         ]
     assert [p.name for p in (tmp_path / ENV).iterdir()] and not [
@@ -855,7 +863,7 @@ def test_a_baseline_folders_records_show_the_latest_timed_session(tmp_path: Path
     store = BaselineStore(tmp_path)
     for stat in (1e-3, 1.2e-3, 1.1e-3):
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(stat))
-    untimed = {**session(), "statistic": None, "times": [], "untimed": "CPU share 0.4 < 0.90"}
+    untimed = session().updated({"statistic": None, "times": [], "untimed": "CPU share 0.4 < 0.90"})
     store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
     (record,) = stored_records(tmp_path)
     assert record["stats"]["median"] == pytest.approx(1.1e-3)  # the latest timed session's
@@ -868,7 +876,7 @@ def test_torchperf_show_counts_the_timed_sessions_apart() -> None:
     sessions': the untimed ones hold no timing."""
     from pytest_torchperf.report.stored import session_count
 
-    timed, untimed = session(), {**session(), "statistic": None, "untimed": "busy"}
+    timed, untimed = session(), session().updated({"statistic": None, "untimed": "busy"})
     assert session_count([timed, timed, timed, untimed, untimed], "time") == "3 timed (+2 untimed)"
     assert session_count([timed, timed], "time") == "2"
 
@@ -878,12 +886,9 @@ def test_torchperf_show_names_the_count_a_fallback_save_stored() -> None:
     measurement whose instruction count a fallback compare judges it by."""
     from pytest_torchperf.report.stored import figures
 
-    untimed = {
-        **session(),
-        "statistic": None,
-        "untimed": "busy",
-        "instructions": {"per_call": 5.53e6},
-    }
+    untimed = session().updated(
+        {"statistic": None, "untimed": "busy", "instructions": {"per_call": 5.53e6}}
+    )
     assert figures([untimed], "time")["baseline"] == (
         "no timing (+ 5.53 M instr/call for --torchperf-fallback)"
     )
@@ -903,4 +908,5 @@ def test_torchperf_show_says_what_limit_a_compare_holds_each_baseline_to() -> No
         jumpy, "time"
     )
     assert compare_limit(steady[:1], "time") == "10% (1 session: noise unknown)"
-    assert compare_limit([{**session(), "statistic": None, "untimed": "busy"}], "time") == "-"
+    untimed = session().updated({"statistic": None, "untimed": "busy"})
+    assert compare_limit([untimed], "time") == "-"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.graphs import graph_from_stored, stored_nodes, stored_structure
+from pytest_torchperf.store.sessions import Session
 
 GRAPH = {
     "exported": True,
@@ -45,10 +46,11 @@ def test_a_stored_graph_is_drawn_again_with_its_figures() -> None:
 
 def test_only_the_latest_session_keeps_the_structure(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    session = {"statistic": 1e-3, "times": [1e-3], "nodes": stored_nodes(GRAPH)}
+    session = Session.from_json({"statistic": 1e-3, "times": [1e-3], "nodes": stored_nodes(GRAPH)})
+    graphed = session.updated({"graph": stored_structure(GRAPH)})
     for _ in range(3):
-        store.record("env", {}, "t.py::t", "net", {**session, "graph": stored_structure(GRAPH)})
+        store.record("env", {}, "t.py::t", "net", graphed)
     store.record("env", {}, "t.py::t", "net", session)  # a save without --torchperf-graph
     sessions = store.load_sessions("env", "t.py::t", "net")
-    assert ["graph" in s for s in sessions] == [False, False, True, False]
-    assert all(s["nodes"] for s in sessions)
+    assert [s.has("graph") for s in sessions] == [False, False, True, False]
+    assert all(s.extra["nodes"] for s in sessions)

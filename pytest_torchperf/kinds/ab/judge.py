@@ -15,6 +15,7 @@ from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, KindChecks, Remeasure
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.kinds.ab.judge_pairs import PairResult, judge_ab, judge_ab_speedup
+from pytest_torchperf.store.sessions import Session
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,13 @@ class ABKind:
     # It keeps no baseline; were one stored, it would be a timing.
     stored_figure = "time"
 
-    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+    def gates_untimed(self, session: Session) -> bool:
         return False
 
     def judge(
         self,
         candidate: Candidate,
-        sessions: Sequence[Mapping[str, Any]],
+        sessions: Sequence[Session],
         gate: Gate,
         remeasure: Remeasure,
         confirm: Confirm | None,
@@ -65,7 +66,7 @@ class ABKind:
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
-    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+    def accept_problem(self, session: Session) -> str | None:
         # Side B's blocks of an A/B run: min_time shared out over process pairs, no
         # calibration, measured beside another side; not a baseline.
         return (
@@ -74,7 +75,7 @@ class ABKind:
         )
 
     def extra_checks(
-        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
     ) -> KindChecks:
         speedups = PairsData.of(candidate).speedups
         if not speedups:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_torchperf.report.kind_report import KindReport
+from pytest_torchperf.store.sessions import Session
 
 
 def _carried(record: Mapping[str, Any]) -> bool:
@@ -23,12 +24,12 @@ def _interval(record: Mapping[str, Any]) -> str:
     return f" [{interval['low'] * 100:+.1f}..{interval['high'] * 100:+.1f}%]"
 
 
-def _side_a(record: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def _side_a(record: Mapping[str, Any]) -> list[Session] | None:
     """Side A's sessions: what the engine judged side B against, stored with the record."""
     ab = record.get("ab")
     if not ab:
         return None
-    return list(ab.get("a_sessions") or [])
+    return [Session.from_json(s) for s in ab.get("a_sessions") or []]
 
 
 _HEADERS = {"baseline": "side A p25", "change": "change [95% CI]"}

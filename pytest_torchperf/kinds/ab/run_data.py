@@ -20,12 +20,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
 from pytest_torchperf.judge.failures import categories_of, restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
+from pytest_torchperf.store.sessions import Session
+
+_V = TypeVar("_V")
 
 if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.measure_turns import TurnClient
@@ -117,7 +120,7 @@ class SideLine:
     """One measurement one side took in one pair: its block times and session record."""
 
     times: tuple[float, ...]
-    session: Mapping[str, Any]
+    session: Session
     problem: str | None = None
     #: The measurement's max_slowdown on that side (the A/B limit).
     limit: float | None = None
@@ -134,10 +137,10 @@ def read_side(path: Path) -> dict[Key, SideLine]:
     # Side A may run an older revision of this plugin, whose lines have no message type.
     for line in read_messages(path, (SideResultLine, SkippedLine), untyped=SideResultLine.TYPE):
         if isinstance(line, SkippedLine):
-            found[(line.nodeid, line.name)] = SideLine((), {}, skipped=line.reason)
+            found[(line.nodeid, line.name)] = SideLine((), Session(), skipped=line.reason)
         elif isinstance(line, SideResultLine):
             found[(line.nodeid, line.name)] = SideLine(
-                line.times, line.session, line.problem, line.limit
+                line.times, Session.from_json(line.session), line.problem, line.limit
             )
     return found
 
@@ -147,8 +150,8 @@ class Paired:
     """Everything the A/B run learnt of one measurement over its pairs."""
 
     pairs: list[PairResult] = field(default_factory=list)
-    a_sessions: list[Mapping[str, Any]] = field(default_factory=list)
-    b_sessions: list[Mapping[str, Any]] = field(default_factory=list)
+    a_sessions: list[Session] = field(default_factory=list)
+    b_sessions: list[Session] = field(default_factory=list)
     #: Its max_slowdown (side B's, else side A's).
     limit: float | None = None
     #: Pairs in which side A ran the test but did not measure this (the test failed, errored or
@@ -218,7 +221,7 @@ class ABData:
                 entry.limit = right.limit if right.limit is not None else entry.limit
             if left is not None and right is not None:
                 entry.pairs.append(PairResult(left.times, right.times))
-                a_speedup, b_speedup = left.session.get("speedup"), right.session.get("speedup")
+                a_speedup, b_speedup = left.session.speedup, right.session.speedup
                 if a_speedup and b_speedup:
                     entry.speedups.append((a_speedup["median"], b_speedup["median"]))
 
@@ -265,14 +268,20 @@ def side_line(result: Any, limit: float, top_ops: Any = None) -> SideResultLine:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,
     fingerprint, speedup for the engine's checks), and the measurement's limit."""
-    session = dict(result.session or {})
+    session: Session = result.session or Session()
     if top_ops:
-        session["top_ops"] = top_ops
+        session = session.updated({"top_ops": top_ops})
     # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
     # controller does not rebuild variants, so B's are carried here.
-    session["run_failures"] = list(result.run_failures)
-    session["run_failure_kinds"] = categories_of(result.run_failures)
-    return SideResultLine(result.nodeid, result.name, tuple(result.samples), session, limit)
+    session = session.updated(
+        {
+            "run_failures": list(result.run_failures),
+            "run_failure_kinds": categories_of(result.run_failures),
+        }
+    )
+    return SideResultLine(
+        result.nodeid, result.name, tuple(result.samples), session.to_json(), limit
+    )
 
 
 # -- the controller: a measurement's Result from the sides' data ------------------------------
@@ -306,35 +315,49 @@ def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, source: str
             f"processes, e.g. from a random value)"
         )
     times = tuple(t for p in entry.pairs for t in p.b) or tuple(
-        float(t) for t in entry.b_sessions[-1].get("times") or ()
+        float(t) for t in entry.b_sessions[-1].times
     )
     first = Sample(summarize(times), None, times)
     # The first pair's session: later pairs skip the (deterministic) counters.
     latest = entry.b_sessions[0]
-    measurer.number_per_block = latest.get("number_per_block") or 0
+    measurer.number_per_block = latest.number_per_block or 0
     extra = VariantExtra(
-        latest.get("variant") or "eager",
-        speedup=latest.get("speedup"),
-        accuracy=latest.get("accuracy"),
-        limits=latest.get("accuracy_limits"),
-        fingerprint=latest.get("fingerprint"),
-        metric=latest.get("metric"),
-        build_time=latest.get("build_time"),
-        method=latest.get("method"),
-        failures=restore(list(latest.get("run_failures") or ()), latest.get("run_failure_kinds")),
+        latest.variant or "eager",
+        speedup=_copy(latest.speedup),
+        accuracy=_copy(latest.accuracy),
+        limits=_copy(latest.accuracy_limits),
+        fingerprint=_copy(latest.fingerprint),
+        metric=latest.metric,
+        build_time=latest.build_time,
+        method=latest.method,
+        failures=carried_failures(latest),
     )
     return ToJudge(
         nodeid,
         name,
         measurer,
         measurer.options,
-        latest.get("counters"),
+        _copy(latest.counters),
         first,
         lambda: first,
-        [str(latest.get("clock") or "cpu")],
+        [str(latest.clock or "cpu")],
         gate=True,
         source=source,
         extra=extra,
+    )
+
+
+def _copy(values: Mapping[str, _V] | None) -> dict[str, _V] | None:
+    return None if values is None else dict(values)
+
+
+def carried_failures(session: Session) -> list[str]:
+    """The failures a side found within its run (:func:`side_line` carries them in its
+    session's ``run_failures`` and ``run_failure_kinds``), restored."""
+    failures, kinds = session.extra.get("run_failures"), session.extra.get("run_failure_kinds")
+    return restore(
+        [str(f) for f in failures] if isinstance(failures, list) else [],
+        [None if k is None else str(k) for k in kinds] if isinstance(kinds, list) else None,
     )
 
 
@@ -351,9 +374,7 @@ def ab_record(data: ABData, key: Key) -> dict[str, Any] | None:
     return {
         "against": data.against,
         "pairs": [p.to_record() for p in entry.pairs],
-        "a_sessions": [
-            {k: v for k, v in s.items() if k not in ("times", "top_ops")} for s in entry.a_sessions
-        ],
+        "a_sessions": [s.without("times", "top_ops").to_json() for s in entry.a_sessions],
         "interval": None
         if iv is None
         else {"change": iv.change, "low": iv.low, "high": iv.high, "pairs": iv.pairs},
@@ -372,19 +393,19 @@ def removed_result(data: ABData, key: Key) -> Any:
 
     entry = data.measured[key]
     latest = entry.a_sessions[-1]
-    times = [float(t) for t in latest.get("times") or ()]
+    times = [float(t) for t in latest.times]
     verdict = ab_verdict(key[1], [], "A", entry.limit or 0.0, data.against)
     return Result(
         name=key[1],
         nodeid=key[0],
         # B has no times of it: the row shows side A's p25 as its baseline, nothing as its own.
         samples=[],
-        number_per_block=int(latest.get("number_per_block") or 0),
-        device=str(latest.get("device") or "cpu"),
-        threads=int(latest.get("threads") or 1),
+        number_per_block=int(latest.number_per_block or 0),
+        device=str(latest.device or "cpu"),
+        threads=int(latest.threads or 1),
         cpu_share=None,
         verdict=replace(verdict, baseline_statistic=summarize(times).p25 if times else None),
-        group=latest.get("group"),
-        variant_facts=VariantFacts(str(latest.get("variant") or "eager")),
+        group=latest.group,
+        variant_facts=VariantFacts(str(latest.variant or "eager")),
         sections={"ab": ab_record(data, key)},
     )

@@ -4,11 +4,12 @@ the sides measured). Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pytest_torchperf.kinds.ab.run_data import ABState
 from pytest_torchperf.run.roles import Request, Role
+from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
@@ -86,9 +87,7 @@ class ABController(Role):
             ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
         )
 
-    def baseline(
-        self, ctx: RunContext, nodeid: str, name: str, env_id: str
-    ) -> list[Mapping[str, Any]]:
+    def baseline(self, ctx: RunContext, nodeid: str, name: str, env_id: str) -> list[Session]:
         """Side A's sessions, measured now: the baseline of side B."""
         data = ctx.state(ABState).data
         assert data is not None

@@ -4,9 +4,8 @@ where the timing verdict cannot decide, the instruction count stored beside the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
@@ -14,6 +13,7 @@ from pytest_torchperf.judge.kind_protocol import Confirm, Remeasure
 from pytest_torchperf.judge.verdict import AB_MODE, Judgement, Verdict
 from pytest_torchperf.kinds.instructions.judge import CountData, latest_count_verdict
 from pytest_torchperf.kinds.time.judge import TimeKind
+from pytest_torchperf.store.sessions import Session
 
 
 class TimeOrInstructionsKind(TimeKind):
@@ -27,15 +27,15 @@ class TimeOrInstructionsKind(TimeKind):
     # This run falls back on the count already: where that cannot decide either, A/B pairs can.
     modes = (AB_MODE,)
 
-    def gates_untimed(self, session: Mapping[str, Any]) -> bool:
+    def gates_untimed(self, session: Session) -> bool:
         """A save that could not time it stored its count beside the timing: a compare judges
         that count (docs/instructions.md)."""
-        return bool((session.get("instructions") or {}).get("per_call"))
+        return bool(session.per_call_instructions)
 
     def judge(
         self,
         candidate: Candidate,
-        sessions: Sequence[Mapping[str, Any]],
+        sessions: Sequence[Session],
         gate: Gate,
         remeasure: Remeasure,
         confirm: Confirm | None,

@@ -6,21 +6,20 @@ same). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.report.kind_report import KindReport
+from pytest_torchperf.store.sessions import Session
 
 
-def stored_note(sessions: Sequence[Mapping[str, Any]]) -> str:
+def stored_note(sessions: Sequence[Session]) -> str:
     """`` (+ 5.53 M instr/call for --torchperf-fallback)``: the latest stored count, or ""."""
-    counted: Mapping[str, Any] = next(
-        (s["instructions"] for s in reversed(sessions) if s.get("instructions")), {}
-    )
-    if not counted.get("per_call"):
+    counted = next((s for s in reversed(sessions) if s.instructions), Session())
+    per_call = counted.per_call_instructions
+    if not per_call:
         return ""
-    return f" (+ {format_count(counted['per_call'])} instr/call for --torchperf-fallback)"
+    return f" (+ {format_count(per_call)} instr/call for --torchperf-fallback)"
 
 
 REPORT = KindReport(stored_note=stored_note)

@@ -16,6 +16,7 @@ from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasur
 from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+from pytest_torchperf.store.sessions import Session
 
 #: Why a replayed measurement has no count (``torchperf compare``): its record holds none.
 REPLAYED_UNCOUNTED = "no count was recorded for it"
@@ -56,7 +57,7 @@ class InstructionKind(KindDefaults):
     def judge(
         self,
         candidate: Candidate,
-        sessions: Sequence[Mapping[str, Any]],
+        sessions: Sequence[Session],
         gate: Gate,
         remeasure: Remeasure,
         confirm: Confirm | None,
@@ -71,16 +72,16 @@ class InstructionKind(KindDefaults):
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
-    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+    def accept_problem(self, session: Session) -> str | None:
         # An instruction-count run stores counts; its time was never guarded.
-        return None if session.get("instructions") else "no instruction count"
+        return None if session.instructions else "no instruction count"
 
 
 def instruction_verdict(
     label: str,
     instructions: Mapping[str, Any] | None,
     uncounted: str | None,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     max_increase: float,
 ) -> Verdict:
     """The verdict of an instruction-count run: this count (``instructions``, or None with
@@ -93,8 +94,8 @@ def instruction_verdict(
             basis="instructions",
         )
     current = InstructionCount.from_record(instructions)
-    stored = [s for s in sessions if s.get("instructions")]
-    baseline = InstructionCount.from_record(stored[-1]["instructions"]) if stored else None
+    stored = [s.instructions for s in sessions if s.instructions]
+    baseline = InstructionCount.from_record(stored[-1]) if stored else None
     judged = judge_instructions(label, current, baseline, max_increase)
     ratio = None if judged.change is None else 1.0 + judged.change
     return Verdict(
@@ -119,7 +120,7 @@ def latest_count_verdict(
     instructions: Mapping[str, Any] | None,
     uncounted: str | None,
     counted_with: Mapping[str, Any] | None,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     max_increase: float,
     save: str,
 ) -> Verdict | str:
@@ -127,21 +128,21 @@ def latest_count_verdict(
     (``counted_with``), or why there is none to judge."""
     # Only the latest save's count: an older one may describe code saved over since (a plain
     # --torchperf-save stores no count, and the history keeps 10 sessions).
-    latest_run = sessions[-1].get("run_id") if sessions else None
-    latest = [s for s in sessions if s.get("run_id") == latest_run] if latest_run else sessions[-1:]
-    counted = [s for s in latest if s.get("instructions")]
-    same = [s for s in counted if dict(s.get("counted_with") or {}) == dict(counted_with or {})]
+    latest_run = sessions[-1].run_id if sessions else None
+    latest = [s for s in sessions if s.run_id == latest_run] if latest_run else sessions[-1:]
+    counted = [s for s in latest if s.instructions]
+    same = [s for s in counted if dict(stored_counted_with(s)) == dict(counted_with or {})]
     if instructions is None:
         return f"no instruction count to fall back on: {uncounted or 'not counted'}"
     if not counted:
-        older = any(s.get("instructions") for s in sessions)
+        older = any(s.instructions for s in sessions)
         return (
             "the latest save stored no instruction count beside its timing"
             if older
             else "no instruction count stored beside the timing"
         ) + f" to fall back on; record one with {save}"
     if not same:
-        stored_with = dict(counted[-1].get("counted_with") or {})
+        stored_with = dict(stored_counted_with(counted[-1]))
         differs = sorted(
             k
             for k in {*stored_with, *(counted_with or {})}
@@ -152,6 +153,13 @@ def latest_count_verdict(
             f"differ), so it is no baseline for this one; record a new one with {save}"
         )
     return instruction_verdict(label, instructions, uncounted, same, max_increase)
+
+
+def stored_counted_with(session: Session) -> Mapping[str, object]:
+    """What counted the instruction count a timing session stores (its ``counted_with``: this
+    kind's own key, kept as read), or nothing."""
+    counted_with = session.extra.get("counted_with")
+    return counted_with if isinstance(counted_with, Mapping) else {}
 
 
 KIND = InstructionKind()

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
+from pytest_torchperf.store.sessions import Session
 
 
 def _counted(record: Mapping[str, Any]) -> bool:
@@ -39,11 +40,11 @@ def _baseline(value: float | None) -> str:
     return "-" if value is None else format_count(value)
 
 
-def stored_figures(sessions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def stored_figures(sessions: Sequence[Session]) -> dict[str, str]:
     """The median stored count and the latest one: an instruction environment's sessions were
     timed only as the counting run was (under Valgrind), never judged on time."""
-    counts = [s["instructions"]["per_call"] for s in sessions if s.get("instructions")]
-    last = (sessions[-1].get("instructions") or {}).get("per_call")
+    counts = [s.instructions["per_call"] for s in sessions if s.instructions]
+    last = sessions[-1].per_call_instructions
     return {
         "baseline": f"{format_count(statistics.median(counts))} instr/call"
         if counts

@@ -214,9 +214,9 @@ def attach_count(
     trusted = repeats(counted)  # a count whose windows disagree is no baseline
     if result.session is not None:
         if trusted or not beside_timing:
-            result.session["instructions"] = dict(count)
+            result.session = result.session.updated({"instructions": dict(count)})
         if beside_timing:  # the timing environment does not say how it was counted
-            result.session["counted_with"] = dict(counting.counted_with)
+            result.session = result.session.updated({"counted_with": dict(counting.counted_with)})
     if not trusted:
         first, second = counted.windows
         what = "instruction count not stored beside the timing" if beside_timing else "not saved"

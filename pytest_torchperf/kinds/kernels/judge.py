@@ -7,7 +7,6 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
@@ -16,7 +15,7 @@ from pytest_torchperf.judge.kind_protocol import KindChecks
 from pytest_torchperf.kinds.kernels.judge_times import judge_kernels, launch_note
 from pytest_torchperf.kinds.kernels.measure import KernelTimes
 from pytest_torchperf.kinds.time.judge import TimeKind
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
 class TimeAndKernelsKind(TimeKind):
@@ -29,7 +28,7 @@ class TimeAndKernelsKind(TimeKind):
     name = "time-and-kernels"
 
     def extra_checks(
-        self, candidate: Candidate, sessions: Sequence[Mapping[str, Any]], gate: Gate
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
     ) -> KindChecks:
         # Its own sections: the kernel time of this call, or why there is none.
         kernels = candidate.sections.get("kernels")
@@ -37,11 +36,7 @@ class TimeAndKernelsKind(TimeKind):
             why = candidate.sections.get("unprofiled") or "not profiled"
             return KindChecks(notes=[f"GPU kernel time not measured: {why}"])
         current = KernelTimes.from_record(kernels)
-        stored = [
-            KernelTimes.from_record(s["kernels"])
-            for s in timed_sessions(sessions)
-            if s.get("kernels")
-        ]
+        stored = [KernelTimes.from_record(k) for k in map(_kernels, timed_sessions(sessions)) if k]
         verdict = judge_kernels(
             candidate.label, current, stored, gate.limit("max_kernel_slowdown"), gate.max_widening
         )
@@ -64,3 +59,9 @@ _JUDGED = (Outcome.PASS, Outcome.FAIL, Outcome.IMPROVED)
 
 
 KIND = TimeAndKernelsKind()
+
+
+def _kernels(session: Session) -> Mapping[str, object] | None:
+    """The kernel times a timing session stores (this kind's own key, kept as read), or None."""
+    kernels = session.extra.get("kernels")
+    return kernels if isinstance(kernels, Mapping) else None

@@ -23,7 +23,7 @@ from pytest_torchperf.judge.samples import (
     refusing_guard,
 )
 from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdict, judge
-from pytest_torchperf.store.records import timed_sessions
+from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
 class TimeKind(KindDefaults):
@@ -39,7 +39,7 @@ class TimeKind(KindDefaults):
     def judge(
         self,
         candidate: Candidate,
-        sessions: Sequence[Mapping[str, Any]],
+        sessions: Sequence[Session],
         gate: Gate,
         remeasure: Remeasure,
         confirm: Confirm | None,
@@ -48,7 +48,7 @@ class TimeKind(KindDefaults):
         judgement = judge(
             candidate.label,
             candidate.first,
-            [s["statistic"] for s in timed],
+            [s.statistic for s in timed if s.statistic],
             gate.max_slowdown,
             remeasure,
             min_cpu_share=gate.min_cpu_share,
@@ -61,11 +61,12 @@ class TimeKind(KindDefaults):
             modes=self.modes,
             strict=gate.strict,
             baseline_calibrated=[
-                (s["statistic"], s["calibration"])
+                (s.statistic, s.calibration)
                 for s in timed
-                if s.get("calibration")
+                if s.statistic
+                and s.calibration
                 and candidate.calibration_kernel
-                and s.get("calibration_kernel") == candidate.calibration_kernel
+                and s.calibration_kernel == candidate.calibration_kernel
             ],
         )
         # Only the option that loosens the guard that refused this pass can judge it as the
@@ -93,18 +94,18 @@ class TimeKind(KindDefaults):
             )
         return judgement
 
-    def accept_problem(self, session: Mapping[str, Any]) -> str | None:
+    def accept_problem(self, session: Session) -> str | None:
         """What the save guard would refuse of a recorded session (contention, spread)."""
-        gate = session.get("gate") or {}
-        times = tuple(session.get("times") or ())
+        gate = session.gate or {}
+        times = session.times
         if not times:
             return "no timed samples"
         sample = Sample(
             summarize(times),
-            session.get("cpu_share"),
+            session.cpu_share,
             times,
-            session.get("calibration"),
-            neighbour_load=session.get("neighbour_load"),
+            session.calibration,
+            neighbour_load=session.neighbour_load,
         )
         return guard_problem(
             sample,
@@ -114,12 +115,12 @@ class TimeKind(KindDefaults):
         )
 
 
-def looser_guards(gate: Gate, timed: Sequence[Mapping[str, Any]]) -> list[str]:
+def looser_guards(gate: Gate, timed: Sequence[Session]) -> list[str]:
     """The guard options the latest timed session was saved with that are looser than this
     compare's (a save on a busy machine told to store anyway with them), as options."""
     if not timed:
         return []
-    saved = timed[-1].get("gate") or {}
+    saved: Mapping[str, Any] = timed[-1].gate or {}
     found = []
     if saved.get("min_cpu_share", gate.min_cpu_share) < gate.min_cpu_share:
         found.append(f"--torchperf-min-cpu-share={saved['min_cpu_share']:g}")
@@ -136,13 +137,13 @@ def looser_guards(gate: Gate, timed: Sequence[Mapping[str, Any]]) -> list[str]:
 def untimed_verdict(
     verdict: Verdict,
     label: str,
-    sessions: Sequence[Mapping[str, Any]],
+    sessions: Sequence[Session],
     gated: str = "counters and numerics",
 ) -> Verdict:
     """The timing verdict against sessions that hold counters and numerics but no timing (every
     pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
     like ``new``); what is still gated against those sessions (``gated``) is said."""
-    why = next((str(s["untimed"]) for s in reversed(sessions) if s.get("untimed")), "")
+    why = next((s.untimed for s in reversed(sessions) if s.untimed), "")
     reason = f"the save could not time it ({why})" if why else "the save could not time it"
     anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
