@@ -21,6 +21,24 @@ def baseline_files(storage: Path) -> list[Path]:
     return sorted(p for p in storage.glob("*/*.json") if p.name != "environment.json")
 
 
+def assert_sessions_round_trip(storage: Path) -> int:
+    """Every stored session under ``storage`` read as the package reads it and written back:
+    the same keys, values and key order (the file boundary: Session.from_json / to_json).
+    Returns how many sessions it checked."""
+    from pytest_torchperf.store.sessions import Session
+
+    checked = 0
+    for path in baseline_files(storage):
+        doc = json.loads(path.read_text())
+        for measurements in doc["tests"].values():
+            for entry in measurements.values():
+                for data in entry["sessions"]:
+                    back = Session.from_json(data).to_json()
+                    assert json.dumps(back) == json.dumps(data), (path, data)
+                    checked += 1
+    return checked
+
+
 def edit_baselines(storage: Path, edit: Callable[[str, str, dict[str, Any]], None]) -> None:
     """Apply ``edit(nodeid, name, session)`` to every stored session, in place."""
     for path in baseline_files(storage):

@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf.measure.machine_load import run_queue_seconds
-from tests.e2e.helpers import baseline_files, edit_baselines, scale_baselines
+from tests.e2e.helpers import (
+    assert_sessions_round_trip,
+    baseline_files,
+    edit_baselines,
+    scale_baselines,
+)
 
 RAISES = """
 import torch
@@ -198,6 +203,8 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
     assert session["statistic"] is None and session["times"] == []
     assert session["untimed"].startswith("CPU share 0.")
     assert session["counters"] is not None and session["fingerprint"] is not None
+    # An untimed session (its timing keys left out, untimed last) comes back unchanged.
+    assert assert_sessions_round_trip(perf.path / ".torchperf") == 1
     # The remedy the message names works: the timing is stored and the run is green.
     again = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0")
     again.assert_outcomes(passed=1)

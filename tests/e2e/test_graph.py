@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.e2e.helpers import edit_baselines, scale_baselines
+from tests.e2e.helpers import assert_sessions_round_trip, edit_baselines, scale_baselines
 
 NET = """
 import os
@@ -82,6 +82,8 @@ def test_graph_figures_are_saved_and_a_compare_names_the_block_that_grew(
     # What the baseline keeps: per op node [seconds, FLOPs, bytes], nothing of the structure.
     stored: dict[str, dict] = {}
     edit_baselines(perf.path / ".torchperf", lambda _n, name, s: stored.setdefault(name, s))
+    # Sessions holding the graph's keys (nodes, graph) are read and written back unchanged.
+    assert assert_sessions_round_trip(perf.path / ".torchperf") >= 2
     assert set(stored["net"]["nodes"]) == keys
     assert stored["net"]["nodes"]["layer2.1.conv:aten.conv2d:0"][1] == 2 * 8 * 8 * 9 * 32 * 32
     # A model torch.export cannot follow keeps its verdicts and shows op-level figures.
