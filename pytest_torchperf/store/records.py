@@ -1,7 +1,8 @@
 """The shapes of what torchperf writes and reads, as typed dicts: a measurement's record (what
 :meth:`pytest_torchperf.run.result.Result.to_record` produces and every report, the JSON results
-file and ``torchperf`` read), a verdict, a sampling pass and a stored baseline session. Documented
-field by field in docs/file-formats.md. Pure: typing only.
+file and ``torchperf`` read), a verdict, a sampling pass and a stored baseline session (its file
+shape; inside the package a session is a :class:`pytest_torchperf.store.sessions.Session`).
+Documented field by field in docs/file-formats.md. Pure: typing only.
 """
 
 from __future__ import annotations
@@ -183,12 +184,6 @@ class MeasurementRecord(TypedDict, total=False):
     gated: list[str]  #: what the comparison gated: time/instructions/ab, counters, numerics
     #: ``--torchperf-graph``: the call's per-node figures on its exported graph (docs/graph.md)
     graph: dict[str, Any] | None
-
-
-def timed_sessions(sessions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The sessions that stored a timing (``statistic``): the timing baseline. A session saved
-    while no pass could be trusted (``untimed``) still holds counters and numerics."""
-    return [s for s in sessions if s.get("statistic")]
 
 
 # -- a record in a results file and back (one conversion each way) ----------------------------

@@ -16,7 +16,7 @@ from typing import Any, cast
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
-from pytest_torchperf.store.sessions import timed_sessions
+from pytest_torchperf.store.sessions import session_of, timed_sessions
 
 RESULTS_FORMAT = "pytest-torchperf-results"
 
@@ -121,6 +121,7 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         speedup = r.get("speedup") or {}
         accuracy = r.get("accuracy") or {}
         counters = r.get("counters") or {}
+        session = session_of(r)
         counted = verdict.get("basis") == "instructions"
         rows.append(
             {
@@ -152,8 +153,8 @@ def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "flops_partial": ", ".join(counters.get("flops_partial") or ()),
                 "params": counters.get("params"),
                 "peak_memory_bytes": counters.get("peak_memory"),
-                "timestamp": (r.get("session") or {}).get("timestamp"),
-                "git_sha": (r.get("session") or {}).get("git_sha"),
+                "timestamp": session.timestamp,
+                "git_sha": session.git_sha,
             }
         )
     return rows
