@@ -88,6 +88,12 @@ class Session:
                 and not (k == "variant" and self.variant == "eager")
             ]
             object.__setattr__(self, "keys", (*own, *self.extra))
+        # Every key it holds has a value, and every value a place: to_json writes them all.
+        held = set(self.held)
+        astray = [k for k in self.held if k not in _FIELDS and k not in self.extra]
+        astray += [k for k in self.extra if k not in held or k in _FIELDS]
+        if astray or len(held) != len(self.held):
+            raise ValueError(f"session keys {self.held} do not match its values (extra: {astray})")
 
     # -- the file boundary ----------------------------------------------------------------------
 

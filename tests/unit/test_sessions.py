@@ -161,6 +161,10 @@ def test_a_session_built_in_the_package_holds_the_keys_it_was_given() -> None:
     assert ordered.raw("times") == [1e-3]
     with pytest.raises(KeyError):
         ordered.raw("counters")
+    with pytest.raises(ValueError, match="do not match"):
+        Session(statistic=1e-3, keys=("statistic", "kernels"))  # no value for kernels
+    with pytest.raises(ValueError, match="do not match"):
+        Session(extra={"kernels": 1}, keys=())  # a value with no place
 
 
 @pytest.mark.parametrize(
