@@ -33,6 +33,7 @@ __all__ = [
     "figure_names",
     "forget_added",
     "gate_keys",
+    "label_of",
     "names",
     "part",
     "parts",
@@ -87,6 +88,16 @@ def gate_keys() -> tuple[str, ...]:
 def figure_names() -> dict[str, str]:
     """Every kind's :attr:`KindSpec.figures`: a gated figure's name, by its basis."""
     return {basis: name for spec in specs() for basis, name in spec.figures}
+
+
+def label_of(basis: object) -> str:
+    """What the one label calls the figure of a verdict judged on ``basis`` (a kind's name):
+    that kind's :attr:`KindSpec.label`; ``time`` for a basis no kind here has (a record written
+    before verdicts recorded their basis, or by a plugin's kind that is not installed)."""
+    for spec in specs():
+        if spec.name == basis:
+            return spec.label
+    return "time"
 
 
 def spec_named(name: str) -> KindSpec:

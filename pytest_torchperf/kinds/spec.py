@@ -37,6 +37,10 @@ class KindSpec:
     #: How a run's summary names the figures it gates, by the verdict basis (or extra gate)
     #: that judged them (``{"ab": "A/B pairs"}``): "timing judged for 3 of 4 (3 on A/B pairs)".
     figures: tuple[tuple[str, str], ...] = ()
+    #: What the one label of a measurement's outcome calls the figure of a verdict whose basis
+    #: is this kind's name (``FAIL (instructions)``, ``FAIL (time, counters)``, ``instructions
+    #: inconclusive``): ``time`` for every kind whose verdict times.
+    label: str = "time"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))
