@@ -173,7 +173,9 @@ def _mapped_pythonpath(root: Path, checkout: Path) -> str:
     """``PYTHONPATH`` for side A: every import root inside the repository, mapped into the
     worktree (so ``src/`` layouts and editable installs import REV's code), then the rest."""
     root = root.resolve()
-    plugin_home = Path(__file__).resolve().parents[2]
+    # The folder pytest_torchperf is imported from: up one level per dot in this module's name
+    # (a fixed depth broke when this module moved one package deeper).
+    plugin_home = Path(__file__).resolve().parents[__name__.count(".")]
     mapped: list[str] = []
     for path in _import_roots():
         try:
