@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pytest_torchperf
-from pytest_torchperf.kinds.ab.run_sides import _mapped_pythonpath
+from pytest_torchperf.run.worktree import _mapped_pythonpath
 
 
 def test_a_checkout_imports_the_users_code_from_itself_but_never_the_plugin(
