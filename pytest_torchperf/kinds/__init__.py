@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from importlib import import_module
 from types import ModuleType
+from typing import Any
 
 from pytest_torchperf.kinds.spec import KindSpec
 
@@ -31,6 +32,7 @@ __all__ = [
     "PACKAGES",
     "KindSpec",
     "figure_names",
+    "gate_facts",
     "forget_added",
     "gate_keys",
     "label_of",
@@ -83,6 +85,11 @@ def result_keys() -> tuple[str, ...]:
 def gate_keys() -> tuple[str, ...]:
     """Every kind's :attr:`KindSpec.gate_keys`, each once, sorted."""
     return tuple(sorted({k for spec in specs() for k in spec.gate_keys}))
+
+
+def gate_facts() -> dict[str, Any]:
+    """Every kind's :attr:`KindSpec.gate_facts`: a gate's key, its value where a gate has none."""
+    return {key: default for spec in specs() for key, default in spec.gate_facts}
 
 
 def figure_names() -> dict[str, str]:

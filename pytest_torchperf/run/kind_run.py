@@ -79,7 +79,8 @@ class KindRun:
     adjust_options: Callable[
         [RunContext, MeasureOptions, tuple[Mapping[str, Any], ...]], MeasureOptions
     ] = lambda ctx, options, layers: options
-    #: The gate fields it sets for any measurement of the run (an A/B run: ``ab``, side A).
+    #: The gate facts (:attr:`pytest_torchperf.kinds.KindSpec.gate_facts`) it sets for any
+    #: measurement of the run (an A/B run: ``ab``, side A).
     gate_fields: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
     #: How ``torchperf bisect --mode <its name>`` runs and judges a revision by this kind's
     #: figure (None: the kind gives no bisect mode).

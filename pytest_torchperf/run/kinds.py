@@ -116,7 +116,9 @@ def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
         saving=ctx.settings.save,
         kind=kind_name(ctx, options, device),
         limits=tuple((key, options.value(key)) for key in gate_keys()),
-        **{k: v for spec in specs() for k, v in run_part(spec.name).gate_fields(ctx).items()},
+        facts=tuple(
+            (k, v) for spec in specs() for k, v in run_part(spec.name).gate_fields(ctx).items()
+        ),
     )
 
 

@@ -32,7 +32,7 @@ ALLOWED: dict[str, int] = {
     # The engine's inputs: the gate's kind read from files written before gates recorded it
     # (their `instructions` and `ab` keys), the legacy `instructions` key a gate still writes
     # for older readers, and the order of a gate's keys in the files (file format).
-    "pytest_torchperf/judge/inputs.py": 11,
+    "pytest_torchperf/judge/inputs.py": 8,
     # A counting child's line carries its count (the child protocol's `count` message).
     "pytest_torchperf/core/child_messages.py": 3,
     # A confirmed slowdown is explained by a profile for time and A/B verdicts only.

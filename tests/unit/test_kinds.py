@@ -123,7 +123,7 @@ def test_the_kind_is_recorded_and_read_back_from_older_gates() -> None:
     assert Gate.from_record({"ab": "main (abc)"}).kind == "ab"
     assert Gate.from_record({}).kind == "time"
     assert GATE.to_record()["instructions"] is False  # older readers: not an instruction run
-    assert kind_of(Gate(kind="ab", ab="x")).save == ""
+    assert kind_of(Gate(kind="ab", facts=(("ab", "x"),))).save == ""
     with pytest.raises(ValueError, match="unknown measurement kind 'walltime'"):
         Gate(kind="walltime")
 
