@@ -92,3 +92,7 @@ class KindRun:
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None
+    #: Whether a failing verdict judged on this kind's figure (its basis: the kind's name) is
+    #: explained by profiling the variant's call in this process (``(variant)``): a time is,
+    #: a count is not.
+    explains_slowdown: Callable[[str], bool] = lambda variant: False

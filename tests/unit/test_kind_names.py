@@ -35,8 +35,6 @@ ALLOWED: dict[str, int] = {
     "pytest_torchperf/judge/inputs.py": 8,
     # A counting child's line carries its count (the child protocol's `count` message).
     "pytest_torchperf/core/child_messages.py": 3,
-    # A confirmed slowdown is explained by a profile for time and A/B verdicts only.
-    "pytest_torchperf/run/pipeline.py": 1,
     # A counter change in an A/B run is worded against side A.
     "pytest_torchperf/run/result.py": 1,
     # What an untimed session still stores names its instruction count.
