@@ -14,10 +14,10 @@ The rest of the package never imports a kind's modules by name: each layer asks 
 the part of its own layer (:func:`part`: ``judge`` for
 :func:`pytest_torchperf.judge.kinds.kind_of`, ``report`` for
 :func:`pytest_torchperf.report.kinds.report_parts`, ``run`` for
-:func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process schedules). Adding
-a kind is its package and one name in :data:`PACKAGES`; another plugin adds one with the
-``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module imports the
-kinds' declarations only.
+:func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process schedules, and
+as a pytest plugin of the run for its own hooks). Adding a kind is its package and one name in
+:data:`PACKAGES`; another plugin adds one with the ``pytest_torchperf_kinds`` hook
+(:func:`register`). Pure: importing this module imports the kinds' declarations only.
 """
 
 from __future__ import annotations
