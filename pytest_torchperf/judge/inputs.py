@@ -20,7 +20,7 @@ from pytest_torchperf.judge.samples import (
     Sample,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
-from pytest_torchperf.kinds import gate_keys, specs
+from pytest_torchperf.kinds import gate_facts, gate_keys, specs
 from pytest_torchperf.kinds import names as kind_names
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -47,10 +47,10 @@ class Gate:
     saving: bool = False
     #: The measurement kind (one of :func:`pytest_torchperf.kinds.names`), chosen once from the run's settings.
     kind: str = "time"
-    #: An A/B run (``--torchperf-ab``/``--torchperf-ab-python``): what side A is (``origin/main
-    #: (abc1234)``); the paired interval against ``max_slowdown`` is the timing verdict and the
-    #: sessions are side A's. Empty in every other run.
-    ab: str = ""
+    #: What the kinds record besides their limits, by key (:attr:`KindSpec.gate_facts
+    #: <pytest_torchperf.kinds.KindSpec.gate_facts>`: ``ab``, what side A of an A/B run is),
+    #: every declared one present: read with :meth:`fact`.
+    facts: tuple[tuple[str, Any], ...] = ()
     #: A timing pass within a limit the stored sessions' noise widened beyond this many times
     #: ``max_slowdown`` is inconclusive, not a pass (0: no bound).
     max_widening: float = MAX_WIDENING
@@ -72,10 +72,20 @@ class Gate:
         object.__setattr__(
             self, "limits", tuple((k, given.get(k, _limit_default(k))) for k in gate_keys())
         )
+        facts, declared = dict(self.facts), gate_facts()
+        if set(facts) - set(declared):
+            raise ValueError(f"unknown gate facts {sorted(set(facts) - set(declared))}")
+        object.__setattr__(
+            self, "facts", tuple((k, facts.get(k, value)) for k, value in declared.items())
+        )
 
     def limit(self, name: str) -> Any:
         """One of the kinds' own limits (``gate.limit("max_kernel_slowdown")``)."""
         return dict(self.limits)[name]
+
+    def fact(self, name: str) -> Any:
+        """What a kind recorded in the gate (``gate.fact("ab")``: side A)."""
+        return dict(self.facts)[name]
 
     @property
     def instructions(self) -> bool:
@@ -97,9 +107,9 @@ class Gate:
             "kind": self.kind,
             # Read by files' consumers written before the kind was recorded.
             "instructions": self.instructions,
-            "ab": self.ab,
             "max_widening": self.max_widening,
             **dict(self.limits),
+            **dict(self.facts),
         }
         # The file format's order (a baseline file's gate reads the same after a save); limits
         # a plugin's kind added come last.
@@ -122,15 +132,15 @@ class Gate:
             "confirm": gate.get("confirm", "same"),
             "saving": bool(gate.get("saving", False)),
             "kind": recorded_kind(gate),
-            "ab": str(gate.get("ab") or ""),
             # Files written before the bound judged at any width.
             "max_widening": gate.get("max_widening", 0.0),
         }
         limits = {k: gate[k] for k in gate_keys() if k in gate}
+        facts = tuple((k, gate[k]) for k in gate_facts() if gate.get(k) is not None)
         for key, value in overrides.items():
             if value is not None:
                 (limits if key in gate_keys() else values)[key] = value
-        return cls(**values, limits=tuple(limits.items()))
+        return cls(**values, limits=tuple(limits.items()), facts=facts)
 
 
 @cache

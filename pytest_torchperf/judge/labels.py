@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_torchperf.judge.failures import label_categories
+from pytest_torchperf.kinds import label_of
 
 
 def outcome_label(record: Mapping[str, Any]) -> str:
@@ -27,8 +28,9 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     outcome = str(record["outcome"])
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
     timing = verdict.get("outcome")
-    # An instruction-count run's verdict compares instructions, not time.
-    basis = "instructions" if verdict.get("basis") == "instructions" else "time"
+    # The kind the verdict was judged on names its figure: an instruction-count verdict
+    # compares instructions, not time.
+    basis = label_of(verdict.get("basis"))
     failed = [basis] if timing == "fail" else []
     if record.get("counter_changes"):
         # A counter change can fail a test whose timing passed or was inconclusive.

@@ -14,16 +14,17 @@ The rest of the package never imports a kind's modules by name: each layer asks 
 the part of its own layer (:func:`part`: ``judge`` for
 :func:`pytest_torchperf.judge.kinds.kind_of`, ``report`` for
 :func:`pytest_torchperf.report.kinds.report_parts`, ``run`` for
-:func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process schedules). Adding
-a kind is its package and one name in :data:`PACKAGES`; another plugin adds one with the
-``pytest_torchperf_kinds`` hook (:func:`register`). Pure: importing this module imports the
-kinds' declarations only.
+:func:`pytest_torchperf.run.kinds.run_part`, ``plugin`` for the child-process schedules, and
+as a pytest plugin of the run for its own hooks). Adding a kind is its package and one name in
+:data:`PACKAGES`; another plugin adds one with the ``pytest_torchperf_kinds`` hook
+(:func:`register`). Pure: importing this module imports the kinds' declarations only.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 from types import ModuleType
+from typing import Any
 
 from pytest_torchperf.kinds.spec import KindSpec
 
@@ -31,8 +32,10 @@ __all__ = [
     "PACKAGES",
     "KindSpec",
     "figure_names",
+    "gate_facts",
     "forget_added",
     "gate_keys",
+    "label_of",
     "names",
     "part",
     "parts",
@@ -84,9 +87,24 @@ def gate_keys() -> tuple[str, ...]:
     return tuple(sorted({k for spec in specs() for k in spec.gate_keys}))
 
 
+def gate_facts() -> dict[str, Any]:
+    """Every kind's :attr:`KindSpec.gate_facts`: a gate's key, its value where a gate has none."""
+    return {key: default for spec in specs() for key, default in spec.gate_facts}
+
+
 def figure_names() -> dict[str, str]:
     """Every kind's :attr:`KindSpec.figures`: a gated figure's name, by its basis."""
     return {basis: name for spec in specs() for basis, name in spec.figures}
+
+
+def label_of(basis: object) -> str:
+    """What the one label calls the figure of a verdict judged on ``basis`` (a kind's name):
+    that kind's :attr:`KindSpec.label`; ``time`` for a basis no kind here has (a record written
+    before verdicts recorded their basis, or by a plugin's kind that is not installed)."""
+    for spec in specs():
+        if spec.name == basis:
+            return spec.label
+    return "time"
 
 
 def spec_named(name: str) -> KindSpec:

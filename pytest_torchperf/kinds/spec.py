@@ -5,6 +5,7 @@ holds, and what another plugin registers. Pure; imports nothing of the package.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 #: The layers a kind's part may belong to (the module ``<package>.<layer>``).
 PART_LAYERS = ("options", "judge", "report", "run", "plugin")
@@ -34,9 +35,17 @@ class KindSpec:
     #: Its own options a measurement's gate records and the kind judges with
     #: (``max_instruction_increase``): :meth:`pytest_torchperf.judge.inputs.Gate.limit`.
     gate_keys: tuple[str, ...] = ()
+    #: What it records in a measurement's gate besides its limits, each with its value where a
+    #: gate has none (``("ab", "")``: side A of an A/B run, empty in any other run):
+    #: :meth:`pytest_torchperf.judge.inputs.Gate.fact`.
+    gate_facts: tuple[tuple[str, Any], ...] = ()
     #: How a run's summary names the figures it gates, by the verdict basis (or extra gate)
     #: that judged them (``{"ab": "A/B pairs"}``): "timing judged for 3 of 4 (3 on A/B pairs)".
     figures: tuple[tuple[str, str], ...] = ()
+    #: What the one label of a measurement's outcome calls the figure of a verdict whose basis
+    #: is this kind's name (``FAIL (instructions)``, ``FAIL (time, counters)``, ``instructions
+    #: inconclusive``): ``time`` for every kind whose verdict times.
+    label: str = "time"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

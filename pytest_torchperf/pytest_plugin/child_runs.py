@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
@@ -73,7 +72,7 @@ def add_options(group: Any, parser: pytest.Parser) -> None:
 SAVE_PROCESSES = 5
 
 
-def processes_setting(config: pytest.Config) -> int:
+def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> int:
     """The validated process count (1 = the normal single-process run).
 
     A run that times nothing (``--torchperf-skip``, or ``--torchperf-disable`` with the count from
@@ -81,7 +80,8 @@ def processes_setting(config: pytest.Config) -> int:
     ``pytest -n 2 --torchperf-skip``. A saving run with no count given measures in
     :data:`SAVE_PROCESSES` fresh processes (under pytest-xdist the controller runs the fresh ones
     before the workers run any test, and each worker measures once:
-    :mod:`pytest_torchperf.pytest_plugin.xdist_runs`).
+    :mod:`pytest_torchperf.pytest_plugin.xdist_runs`), unless the run's figure
+    ``repeats_exactly`` between processes (the kinds say: their plugin parts' ``repeats_exactly``).
     """
     on_cli = config.getoption("torchperf_processes")
     raw = on_cli or config.getini("torchperf_processes")
@@ -95,8 +95,8 @@ def processes_setting(config: pytest.Config) -> int:
             # Under xdist the controller runs the fresh processes before any worker runs a
             # test (xdist_runs.run_children); a worker measures once and pools theirs.
             and not hasattr(config, "workerinput")
-            # Instruction counts repeat exactly between processes (the mode checks the rest).
-            and not _counts_instructions(config)
+            # An instruction count repeats exactly between processes (the kind checks the rest).
+            and not repeats_exactly
         )
         return SAVE_PROCESSES if implicit else 1
     try:
@@ -121,18 +121,6 @@ def processes_setting(config: pytest.Config) -> int:
         if hasattr(config, "workerinput"):
             return 1  # the controller ran the fresh processes; this worker pools theirs
     return count
-
-
-def _counts_instructions(config: pytest.Config) -> bool:
-    from pytest_torchperf.options.values import parse_bool
-
-    raw = config.getoption("torchperf_instructions", None)
-    if raw is None:
-        try:
-            raw = parse_bool(config.getini("torchperf_instructions") or False)
-        except OptionError:
-            raw = False  # the mode's own check reports the bad value
-    return bool(raw)
 
 
 def is_xdist(config: pytest.Config) -> bool:

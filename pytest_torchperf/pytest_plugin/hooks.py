@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.kinds.ab import plugin_side as ab_side
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.pytest_plugin import (
     child_runs,
@@ -85,6 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     plugin_options.check_rootdir(config)
     extensions.register_kinds(config)
+    _register_kinds_plugins(config)
     settings = plugin_options.run_settings(config)
     config.stash[SETTINGS_KEY] = settings  # the run's context is created on first use
     xdist_runs.configure(config)
@@ -102,6 +102,26 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_torchperf.pytest_plugin.reporter import SummaryReporter
 
     config.pluginmanager.register(SummaryReporter(config), "torchperf-summary")
+
+
+#: The kinds' plugin parts this run registered as pytest plugins (unregistered at its end).
+_KINDS_PLUGINS_KEY = pytest.StashKey[list[object]]()
+
+
+def _register_kinds_plugins(config: pytest.Config) -> None:
+    """Each kind's plugin part is a pytest plugin for the run: its own hooks (a side's child of
+    an A/B run keeps its end of the turn protocol) need no call from here. Registered at
+    configure, after other plugins added their kinds; in every process (xdist workers and
+    child runs configure too)."""
+    from pytest_torchperf.kinds import parts
+
+    registered: list[object] = []
+    for module in parts("plugin"):
+        # A plugin whose kind's plugin part is already one of pytest's plugins keeps it so.
+        if not config.pluginmanager.is_registered(module):
+            config.pluginmanager.register(module, f"torchperf-kind-{module.__name__}")
+            registered.append(module)
+    config.stash[_KINDS_PLUGINS_KEY] = registered
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -152,7 +172,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
-        ab_side.keep_only(config, items)
     elif not skip_perf:
         xdist_runs.attach_gate(config, items)
 
@@ -169,28 +188,22 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     settings = session.config.stash[SETTINGS_KEY]
     if settings.child:
         child_runs.start_child_sink(session.config)
-        ab_side.announce_tests(session)
         return
     if session.testsfailed:  # collection errors: nothing is worth measuring
         return
     schedules.run_children(session, settings)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Keep the exit status for a side of an A/B run (it says it when it leaves)."""
-    if session.config.stash[SETTINGS_KEY].child:
-        ab_side.finished(session.config, int(exitstatus))
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """A side of an A/B run has measured and reported everything: it hands the turn back for
-    good (what is left is pytest's and the interpreter's teardown)."""
+    """The run's kinds and their plugin parts leave with it. A part's own ``trylast``
+    ``pytest_unconfigure`` (registered later) runs after this one all the same: pluggy calls
+    the implementations a hook had when the call began (pluggy >= 1.1; pytest 8 needs 1.3)."""
     from pytest_torchperf.kinds import forget_added
 
     forget_added()  # another plugin's kinds belong to this run (an in-process pytester run too)
-    if SETTINGS_KEY in config.stash and config.stash[SETTINGS_KEY].child:
-        ab_side.leave(config)
+    for module in config.stash.get(_KINDS_PLUGINS_KEY, []):
+        config.pluginmanager.unregister(module)
     xdist_runs.unconfigure(config)
 
 

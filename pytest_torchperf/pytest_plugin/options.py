@@ -332,7 +332,11 @@ def run_settings(config: pytest.Config) -> RunSettings:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
         raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
-    processes = child_runs.processes_setting(config)
+    processes = child_runs.processes_setting(
+        config,
+        # Asked of each kind before its settings exist: their checks come after the count's.
+        any(module.repeats_exactly(config) for module in parts("plugin", having="repeats_exactly")),
+    )
     settings = RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),

@@ -1,9 +1,9 @@
 """``torchperf bisect GOOD BAD -k TEST``: the first commit between two revisions where the selected
 perf tests got slower, found by running them at revisions chosen by bisection.
 
-Each revision is checked out in a temporary git worktree (as an A/B run's side A is, imports
-mapped into it, removed afterwards) and its selected tests run in a pytest process of this
-interpreter, in one of three ways (:data:`MODES`):
+Each revision is checked out in a temporary git worktree (:mod:`pytest_torchperf.run.worktree`,
+as an A/B run's side A is: imports mapped into it, removed afterwards) and its selected tests
+run in a pytest process of this interpreter, in one of three ways (:data:`MODES`):
 
 * ``instructions``: instructions per call under Valgrind. Deterministic, so a +3 % pure-Python
   slowdown is found exactly. GOOD and BAD are counted first; a revision is bad where a
@@ -29,12 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_torchperf.kinds.ab.run_sides import (
-    SideError,
-    repository_root,
-    resolve_revision,
-    run_git,
-)
 from pytest_torchperf.run.bisect_mode import BisectError, Classify
 from pytest_torchperf.run.revision_probe import (
     Probe,
@@ -44,6 +38,12 @@ from pytest_torchperf.run.revision_probe import (
     mode_named,
     modes,
     probe,
+)
+from pytest_torchperf.run.worktree import (
+    WorktreeError,
+    repository_root,
+    resolve_revision,
+    run_git,
 )
 
 __all__ = [
@@ -81,18 +81,18 @@ def commits_between(root: Path, good: str, bad: str) -> list[tuple[str, str]]:
     a merged branch is one step)."""
     try:
         return _commits_between(root, good, bad)
-    except SideError as exc:
+    except WorktreeError as exc:
         raise BisectError(str(exc)) from None
 
 
 def _commits_between(root: Path, good: str, bad: str) -> list[tuple[str, str]]:
-    ancestor = run_git(["merge-base", "--is-ancestor", good, bad], root, who="bisect")
+    ancestor = run_git(["merge-base", "--is-ancestor", good, bad], root, "bisect")
     if ancestor.returncode != 0:
         raise BisectError(
             f"GOOD ({good[:12]}) is not an ancestor of BAD ({bad[:12]}): bisect needs BAD to "
             f"descend from GOOD. Give the older revision first (torchperf bisect GOOD BAD)"
         )
-    chain = run_git(["rev-list", "--first-parent", bad], root, who="bisect").stdout.split()
+    chain = run_git(["rev-list", "--first-parent", bad], root, "bisect").stdout.split()
     if good not in chain:
         raise BisectError(
             f"GOOD ({good[:12]}) is not on BAD's first-parent line (it was merged in from a "
@@ -102,7 +102,7 @@ def _commits_between(root: Path, good: str, bad: str) -> list[tuple[str, str]]:
     listed = run_git(
         ["log", "--first-parent", "--reverse", "--format=%H %s", f"{good}..{bad}"],
         root,
-        who="bisect",
+        "bisect",
     )
     commits = [
         (line.split(" ", 1)[0], line.split(" ", 1)[1] if " " in line else "")
@@ -124,8 +124,8 @@ def bisect(
     """Find the first bad commit after GOOD up to BAD (``run``: how a revision is probed)."""
     started = time.perf_counter()
     try:
-        root = repository_root(target.invocation_dir)
-    except SideError:
+        root = repository_root(target.invocation_dir, "bisect")
+    except WorktreeError:
         raise BisectError(
             f"torchperf bisect checks out revisions of a git repository, and "
             f"{target.invocation_dir} is not in one: run it from your repository's checkout"
@@ -222,15 +222,15 @@ def _short_subject(subject: str, width: int = 50) -> str:
 
 def _subject(root: Path, commit: str) -> str:
     try:
-        return run_git(["log", "-1", "--format=%s", commit], root, who="bisect").stdout.strip()
-    except SideError:
+        return run_git(["log", "-1", "--format=%s", commit], root, "bisect").stdout.strip()
+    except WorktreeError:
         return ""
 
 
 def _resolve(root: Path, revision: str) -> str:
     try:
-        return resolve_revision(root, revision, who="bisect")
-    except SideError as exc:
+        return resolve_revision(root, revision, "bisect")
+    except WorktreeError as exc:
         raise BisectError(str(exc)) from None
 
 

@@ -79,7 +79,8 @@ class KindRun:
     adjust_options: Callable[
         [RunContext, MeasureOptions, tuple[Mapping[str, Any], ...]], MeasureOptions
     ] = lambda ctx, options, layers: options
-    #: The gate fields it sets for any measurement of the run (an A/B run: ``ab``, side A).
+    #: The gate facts (:attr:`pytest_torchperf.kinds.KindSpec.gate_facts`) it sets for any
+    #: measurement of the run (an A/B run: ``ab``, side A).
     gate_fields: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
     #: How ``torchperf bisect --mode <its name>`` runs and judges a revision by this kind's
     #: figure (None: the kind gives no bisect mode).
@@ -91,3 +92,7 @@ class KindRun:
     #: Why a measurement of this kind cannot be taken on a device (``(device, label)``), or None:
     #: the test is skipped with it.
     unmeasurable: Callable[[str, str], str | None] = lambda device, label: None
+    #: Whether a failing verdict judged on this kind's figure (its basis: the kind's name) is
+    #: explained by profiling the variant's call in this process (``(variant)``): a time is,
+    #: a count is not.
+    explains_slowdown: Callable[[str], bool] = lambda variant: False

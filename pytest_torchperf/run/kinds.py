@@ -75,6 +75,13 @@ def run_part(name: str) -> KindRun:
     return run
 
 
+def explains_slowdown(basis: str, variant: str) -> bool:
+    """Whether a failing verdict judged on ``basis`` (the name of the kind whose figure decided
+    it) is explained by a profile of ``variant``'s call: that kind's run part says; a basis no
+    kind here has is not."""
+    return any(run_part(s.name).explains_slowdown(variant) for s in specs() if s.name == basis)
+
+
 def kind_name(ctx: RunContext, options: MeasureOptions, device: str, gate: bool = True) -> str:
     """The kind a measurement is judged as: the first in the registry's order whose run part
     chooses it, from the run's settings, the measurement's options and its device."""
@@ -116,7 +123,9 @@ def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
         saving=ctx.settings.save,
         kind=kind_name(ctx, options, device),
         limits=tuple((key, options.value(key)) for key in gate_keys()),
-        **{k: v for spec in specs() for k, v in run_part(spec.name).gate_fields(ctx).items()},
+        facts=tuple(
+            (k, v) for spec in specs() for k, v in run_part(spec.name).gate_fields(ctx).items()
+        ),
     )
 
 

@@ -27,6 +27,7 @@ from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import (
     check_measurable,
+    explains_slowdown,
     gate_of,
     keeping_of,
     kind_fields,
@@ -288,10 +289,8 @@ def _compare(
         extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)
     verdict = comparison.verdict
-    # A/B runs do not rebuild variants in this process: only eager's profile explains.
-    explainable = verdict.basis == "time" or (
-        verdict.basis == "ab" and (extra is None or extra.variant == "eager")
-    )
+    # The kind whose figure decided says whether a profile of this call explains it.
+    explainable = explains_slowdown(verdict.basis, extra.variant if extra else "eager")
     if verdict.outcome is Outcome.FAIL and explainable:
         comparison.explanation = explain.explain_slowdown(
             ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample

@@ -7,6 +7,7 @@ Pytest-free; the plugin runs in the child process.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -15,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.kinds import specs
-from pytest_torchperf.kinds.ab.run_sides import SideError, revision_side
 from pytest_torchperf.run.bisect_mode import COUNTERS, BisectError, BisectMode, Classify, Key
 from pytest_torchperf.run.child_process import ChildCommand
 from pytest_torchperf.run.kinds import run_part
+from pytest_torchperf.run.worktree import WorktreeError, checkout, repository_root
 from pytest_torchperf.store.results import ResultsFileError, read_results
 
 
@@ -83,13 +84,14 @@ def run_revision(target: Target, commit: str, out: Path) -> tuple[int, str]:
     """Run the selected tests at ``commit``; their results file is ``out``. Returns pytest's exit
     code and the end of its output."""
     mode_args = mode_named(target.mode).args(target.good_commit)
-    with revision_side(target.invocation_dir, commit, who="bisect") as side:
+    root = repository_root(target.invocation_dir, "bisect")
+    with checkout(root, target.invocation_dir, commit, "bisect") as tree:
         command = ChildCommand(
-            tuple(side.map_args(target.pytest_args)),
-            side.cwd,
-            python=(side.python, *side.flags),
+            tuple(tree.map_args(target.pytest_args)),
+            tree.cwd,
+            python=(sys.executable,),
             leading=("-p", "no:cacheprovider", *mode_args, f"--torchperf-json={out}"),
-            env=side.env,
+            env=tree.env,
             # Each revision runs these arguments alone, not the shell's PYTEST_ADDOPTS too.
             unset_env=("PYTEST_ADDOPTS",),
         )
@@ -138,7 +140,7 @@ def probe(target: Target, commit: str, subject: str, classify: Classify | None) 
     try:
         code, tail = run_revision(target, commit, folder / "results.json")
         figures = figures_of(target.mode, folder / "results.json")
-    except SideError as exc:  # no worktree for it, or pytest's folder missing there
+    except WorktreeError as exc:  # no worktree for it, or pytest's folder missing there
         return Probe(commit, subject, "skip", str(exc), {}, time.perf_counter() - started)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -70,7 +70,13 @@ BUDGET_KIND = {
     "budget_kind/__init__.py": """
 from pytest_torchperf.kinds import KindSpec
 
-SPEC = KindSpec(name="budget", package=__name__, summary="p25 within a fixed budget")
+SPEC = KindSpec(
+    name="budget",
+    package=__name__,
+    summary="p25 within a fixed budget",
+    parts=("judge", "run", "plugin"),
+    label="budget",
+)
 """,
     "budget_kind/judge.py": """
 import os
@@ -115,6 +121,15 @@ from pytest_torchperf.run.kind_run import Keeping, KindRun
 
 RUN = KindRun(Keeping(), lambda ctx, options, device, gate: gate)
 """,
+    # Its plugin part is a pytest plugin of the run: its hooks are called without a word in
+    # pytest-torchperf's own hooks.
+    "budget_kind/plugin.py": """
+SCHEDULES = ()
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line("budget kind: its plugin part's hook ran")
+""",
 }
 
 
@@ -136,6 +151,7 @@ def test_a_plugin_adds_a_measurement_kind_of_its_own(
     ok = perf.runpytest("--torchperf-compare", "--torchperf-json=r.json")
     ok.assert_outcomes(passed=1)
     ok.stdout.fnmatch_lines(["*timing judged for 1 of 1 (1 on budget)*"])
+    ok.stdout.fnmatch_lines(["budget kind: its plugin part's hook ran"])
     (record,) = json.loads((perf.path / "r.json").read_text())["benchmarks"]
     torchperf = record["torchperf"]
     assert torchperf["session"]["gate"]["kind"] == "budget"
@@ -144,6 +160,8 @@ def test_a_plugin_adds_a_measurement_kind_of_its_own(
     over = perf.runpytest("--torchperf-compare")
     over.assert_outcomes(failed=1)
     over.stdout.fnmatch_lines(["*lin: p25 * s against a budget of 1e-12 s*"])
+    # The label names the kind's figure as its spec says (KindSpec.label).
+    over.stdout.fnmatch_lines(["*FAIL (budget)*"])
 
 
 def test_a_kind_hook_that_returns_no_spec_names_the_problem(perf: pytest.Pytester) -> None:

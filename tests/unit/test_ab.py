@@ -313,7 +313,7 @@ def _never() -> Sample:
 
 
 def test_engine_judges_the_pairs_not_stored_statistics() -> None:
-    gate = Gate(max_slowdown=0.05, kind="ab", ab="main (abc)")
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "main (abc)"),))
     # A stored 1 s would be -99.9%.
     sessions = [Session.from_json({"statistic": 1.0, "counters": {"flops": 10}})]
     fail = compare(_candidate(0.5, {"flops": 10}), sessions, gate, remeasure=_never)
@@ -326,7 +326,7 @@ def test_engine_judges_the_pairs_not_stored_statistics() -> None:
 
 
 def test_engine_checks_counters_and_fingerprints_against_side_a() -> None:
-    gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)")
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "HEAD (abc)"),))
     sessions = [Session.from_json({"statistic": 1e-3, "counters": {"flops": 10}})]
     changed = compare(_candidate(0.0, {"flops": 20}), sessions, gate, remeasure=_never)
     assert changed.verdict.outcome is Outcome.PASS
@@ -334,7 +334,7 @@ def test_engine_checks_counters_and_fingerprints_against_side_a() -> None:
 
 
 def test_one_sided_measurement_does_not_fail_in_strict_mode() -> None:
-    gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)", strict=True)
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "HEAD (abc)"),), strict=True)
     times = A_TIMES
     candidate = Candidate(
         "x", Sample(summarize(times), None, times), sections={"ab": {"one_sided": "B"}}
@@ -345,9 +345,15 @@ def test_one_sided_measurement_does_not_fail_in_strict_mode() -> None:
 
 
 def test_gate_records_side_a() -> None:
-    gate = Gate(kind="ab", ab="origin/main (abc)")
+    """Side A is the ab kind's fact in the gate (KindSpec.gate_facts), under the file's key."""
+    gate = Gate(kind="ab", facts=(("ab", "origin/main (abc)"),))
+    assert gate.fact("ab") == gate.to_record()["ab"] == "origin/main (abc)"
     assert Gate.from_record(gate.to_record()) == gate
-    assert Gate.from_record({}).ab == ""
+    # Files without it, or with null there: no side A.
+    assert Gate.from_record({}).fact("ab") == Gate.from_record({"ab": None}).fact("ab") == ""
+    assert Gate().to_record()["ab"] == ""
+    with pytest.raises(ValueError, match="unknown gate facts"):
+        Gate(facts=(("side_c", "x"),))
     assert START == ("", "")
 
 
@@ -387,7 +393,7 @@ def test_unchanged_speedups_pass_and_one_pair_only_warns() -> None:
 
 
 def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
-    gate = Gate(max_slowdown=0.05, kind="ab", ab="HEAD (abc)")
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "HEAD (abc)"),))
     # Side A's sessions say x1.25 each; B's first pair x0.77: the stored-session check would fail.
     speedup = {"median": 1.25, "p25": 1.2, "p75": 1.3}
     sessions = [Session.from_json({"statistic": 1e-3, "speedup": speedup})] * 3

@@ -184,6 +184,47 @@ def test_a_kinds_part_counts_as_an_import_of_that_layer() -> None:
     assert "pytest_torchperf.kinds.ab.run" in graph["pytest_torchperf.run.kinds"]
 
 
+def imports_of_kinds_modules(root: Path) -> list[str]:
+    """``a -> b`` where ``a`` is outside ``kinds/`` and imports ``b``, a module of a kind's
+    package (``pytest_torchperf.kinds.ab.plugin_side``), by name: the registry's part calls
+    (:func:`kind_part_edges`) are the way in."""
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
+    found = []
+    for name, path in modules.items():
+        if name.startswith("pytest_torchperf.kinds"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            found += [
+                f"{name} -> {t}"
+                for t in targets
+                if t in modules and t.startswith("pytest_torchperf.kinds.") and t.count(".") > 2
+            ]
+    return sorted(found)
+
+
+def test_no_module_outside_the_kinds_imports_a_kinds_module_by_name(tmp_path: Path) -> None:
+    """The rest of the package asks the registry for a kind's part (docs/architecture.md,
+    Measurement kinds); the registry and the declarations (``kinds.ab``) are fine."""
+    assert imports_of_kinds_modules(PACKAGE) == []
+    package = tmp_path / "pytest_torchperf"
+    (package / "kinds" / "ab").mkdir(parents=True)
+    (package / "run").mkdir()
+    for module in ("__init__", "kinds/__init__", "kinds/ab/__init__", "kinds/ab/run_sides"):
+        (package / f"{module}.py").write_text("")
+    (package / "run" / "bisect.py").write_text(
+        "from pytest_torchperf.kinds import parts\nfrom pytest_torchperf.kinds.ab import SPEC\n"
+        "def f():\n    from pytest_torchperf.kinds.ab.run_sides import x\n"
+    )
+    assert imports_of_kinds_modules(package) == [
+        "pytest_torchperf.run.bisect -> pytest_torchperf.kinds.ab.run_sides"
+    ]
+
+
 def test_no_module_imports_itself_through_others() -> None:
     assert cycles(import_graph(PACKAGE)) == []
 

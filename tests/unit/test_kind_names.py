@@ -32,13 +32,9 @@ ALLOWED: dict[str, int] = {
     # The engine's inputs: the gate's kind read from files written before gates recorded it
     # (their `instructions` and `ab` keys), the legacy `instructions` key a gate still writes
     # for older readers, and the order of a gate's keys in the files (file format).
-    "pytest_torchperf/judge/inputs.py": 11,
-    # A verdict's label names an instruction-count verdict.
-    "pytest_torchperf/judge/labels.py": 2,
+    "pytest_torchperf/judge/inputs.py": 8,
     # A counting child's line carries its count (the child protocol's `count` message).
     "pytest_torchperf/core/child_messages.py": 3,
-    # A confirmed slowdown is explained by a profile for time and A/B verdicts only.
-    "pytest_torchperf/run/pipeline.py": 1,
     # A counter change in an A/B run is worded against side A.
     "pytest_torchperf/run/result.py": 1,
     # An environment's mode: the instruction environment is filed under the kind's name.

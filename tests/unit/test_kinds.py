@@ -126,7 +126,7 @@ def test_the_kind_is_recorded_and_read_back_from_older_gates() -> None:
     assert Gate.from_record({"ab": "main (abc)"}).kind == "ab"
     assert Gate.from_record({}).kind == "time"
     assert GATE.to_record()["instructions"] is False  # older readers: not an instruction run
-    assert kind_of(Gate(kind="ab", ab="x")).save == ""
+    assert kind_of(Gate(kind="ab", facts=(("ab", "x"),))).save == ""
     with pytest.raises(ValueError, match="unknown measurement kind 'walltime'"):
         Gate(kind="walltime")
 
@@ -286,3 +286,15 @@ def test_an_instruction_count_run_refuses_to_save_what_it_only_timed_whatever_it
     assert run_refusal(ctx, measured(counted, "cpu")) is None  # type: ignore[arg-type]
     plain = SimpleNamespace(settings=RunSettings(Path("s")), state=ctx.state)
     assert run_refusal(plain, measured(opted_out, "cuda:0")) is None  # type: ignore[arg-type]
+
+
+def test_the_kind_that_decided_says_whether_a_profile_explains_the_slowdown() -> None:
+    """A timed verdict is explained by profiling the call; an A/B run's only for eager (it
+    rebuilds no variant in the controller); a count, or a basis no kind has, never."""
+    from pytest_torchperf.run.kinds import explains_slowdown
+
+    assert explains_slowdown("time", "eager") and explains_slowdown("time", "compiled")
+    assert explains_slowdown("ab", "eager") and not explains_slowdown("ab", "compiled")
+    assert not explains_slowdown("instructions", "eager")
+    assert not explains_slowdown("time-and-kernels", "eager")  # its verdicts' basis is time
+    assert not explains_slowdown("budget", "eager")

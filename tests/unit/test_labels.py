@@ -131,3 +131,24 @@ def test_a_verdict_against_a_noisy_baseline_says_so_in_its_label() -> None:
     assert outcome_label(strict) == "FAIL (strict), time inconclusive (noisy baseline)"
     busy = {"outcome": "inconclusive", "verdict": {"outcome": "inconclusive", "guard": "spread"}}
     assert outcome_label(busy) == "INCONCLUSIVE"
+
+
+def test_the_label_names_the_figure_the_verdicts_kind_names() -> None:
+    """The word for a verdict's figure comes from the kind its basis names (``KindSpec.label``):
+    a built-in count, an A/B or timed verdict, and a kind another plugin added."""
+    from pytest_torchperf.kinds import KindSpec, forget_added, register
+
+    def label(basis: str | None, outcome: str = "fail") -> str:
+        verdict = {"outcome": outcome, **({"basis": basis} if basis else {})}
+        return outcome_label({"outcome": "fail", "verdict": verdict, "counter_changes": ["x"]})
+
+    assert label("instructions") == "FAIL (instructions, counters)"
+    assert label("instructions", "inconclusive") == "FAIL (counters), instructions inconclusive"
+    assert label("ab") == label("time") == label(None) == "FAIL (time, counters)"
+    assert label("energy") == "FAIL (time, counters)"  # a kind not installed here
+    register(KindSpec("energy", "other_kind", "joules", label="energy"))
+    try:
+        assert label("energy") == "FAIL (energy, counters)"
+        assert label("energy", "inconclusive") == "FAIL (counters), energy inconclusive"
+    finally:
+        forget_added()

@@ -187,3 +187,40 @@ def test_one_slow_process_does_not_fail_a_pooled_verdict() -> None:
     first = pooled(sample(10.2), others)
     judgement = judge("mlp", first, [0.010], 0.10, lambda: pooled(sample(10.2), others))
     assert judgement.verdict.outcome is Outcome.PASS
+
+
+class OptionsOnly:
+    """A pytest config as far as the process count reads it: options and ini values."""
+
+    def __init__(self, options: dict[str, object], ini: dict[str, str] | None = None) -> None:
+        self.options = options
+        self.ini = ini or {}
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self.options.get(name, default)
+
+    def getini(self, name: str) -> str:
+        return self.ini.get(name, "")
+
+
+def test_a_save_measures_in_fresh_processes_unless_a_kind_repeats_exactly() -> None:
+    """The process count asks the kinds (their plugin parts' ``repeats_exactly``), read before
+    the run's settings exist: an instruction count repeats exactly, so its save needs one."""
+    from pytest_torchperf.kinds import parts
+    from pytest_torchperf.pytest_plugin.child_runs import SAVE_PROCESSES, processes_setting
+
+    def exact(config: OptionsOnly) -> bool:
+        modules = parts("plugin", having="repeats_exactly")
+        return any(m.repeats_exactly(config) for m in modules)
+
+    save = {"torchperf_save": True}
+    assert processes_setting(OptionsOnly(save), exact(OptionsOnly(save))) == SAVE_PROCESSES  # type: ignore[arg-type]
+    for counting in (
+        OptionsOnly({**save, "torchperf_instructions": True}),
+        OptionsOnly(save, {"torchperf_instructions": "true"}),
+    ):
+        assert exact(counting)
+        assert processes_setting(counting, exact(counting)) == 1  # type: ignore[arg-type]
+    # A bad ini value is the kind's own error, reported once the settings are read.
+    assert not exact(OptionsOnly(save, {"torchperf_instructions": "maybe"}))
+    assert not exact(OptionsOnly({**save, "torchperf_fallback": "instructions"}))

@@ -21,6 +21,7 @@ SPEC = KindSpec(
     summary="side B's paired interval over process pairs against side A, both measured now",
     record_keys=("ab",),
     result_keys=("ab",),
+    gate_facts=(("ab", ""),),
     figures=(("ab", "A/B pairs"),),
     parts=("options", "judge", "report", "run", "plugin"),
 )

@@ -39,7 +39,8 @@ class PairsData:
 
 
 class ABKind:
-    """Side B's paired interval against side A, both measured now (``gate.ab`` names side A)."""
+    """Side B's paired interval against side A, both measured now (``gate.fact("ab")`` names
+    side A)."""
 
     name = "ab"
     save = ""
@@ -62,7 +63,7 @@ class ABKind:
     ) -> Judgement:
         data = PairsData.of(candidate)
         verdict = ab_verdict(
-            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, gate.ab
+            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, gate.fact("ab")
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
@@ -80,7 +81,9 @@ class ABKind:
         speedups = PairsData.of(candidate).speedups
         if not speedups:
             return KindChecks()
-        failure, warning = judge_ab_speedup(candidate.label, speedups, gate.max_slowdown, gate.ab)
+        failure, warning = judge_ab_speedup(
+            candidate.label, speedups, gate.max_slowdown, gate.fact("ab")
+        )
         return KindChecks(
             [Failure("speedup", failure)] if failure else [], [warning] if warning else []
         )

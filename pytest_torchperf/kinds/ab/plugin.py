@@ -1,5 +1,6 @@
 """The ``ab`` kind's plugin part: its child-process schedule (the A/B controller runs the process
-pairs instead of timing anything itself) and its options."""
+pairs instead of timing anything itself), its options, and the pytest hooks of a side's child
+(this module is registered as a pytest plugin for the run: ``pytest_plugin/hooks.py``)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,32 @@ SCHEDULES = (
         alone=True,
     ),
 )
+
+
+# -- a side's child: pytest hooks (each does nothing outside a side's child) --------------------
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests the controller selected for this pair; after the plugin's own
+    deselection (a child runs only perf tests), as it was when this was called from there."""
+    plugin_side.keep_only(config, items)
+
+
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Tell the controller this side's tests and wait for the first turn: after the plugin's
+    own ``tryfirst`` hook (the child's output file) and, registered later than pytest's main
+    plugin, before pytest's test loop."""
+    plugin_side.announce_tests(session)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Keep the exit status (the side says it when it leaves)."""
+    plugin_side.finished(session.config, int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The side has measured and reported everything: it hands the turn back for good (what is
+    left is pytest's and the interpreter's teardown)."""
+    plugin_side.leave(config)

@@ -76,5 +76,7 @@ RUN = KindRun(
     role=_role,
     adjust_options=_adjust_options,
     gate_fields=_gate_fields,
+    # A/B runs do not rebuild variants in this process: only eager's profile explains.
+    explains_slowdown=lambda variant: variant == "eager",
     bisect=BISECT,
 )

@@ -1,12 +1,11 @@
 """The two sides of an A/B run, prepared: where side A's code comes from and how its pytest
 processes start. Pytest-free, no torch.
 
-``--torchperf-ab REV``: side A is REV checked out in a temporary ``git worktree`` (detached,
-outside the repository, removed afterwards); its processes start in the same sub-folder of that
-checkout as this run, and import the user's code from it, including a ``src/`` layout or an
-editable install that points at the main checkout (those paths are mapped into the worktree and put
-first on ``PYTHONPATH``). ``--torchperf-ab-python PY``: side A runs the working tree with another
-interpreter. Side B is always this interpreter on the working tree.
+``--torchperf-ab REV``: side A is REV checked out in a temporary ``git worktree``
+(:mod:`pytest_torchperf.run.worktree`: its processes start in the same sub-folder of that
+checkout as this run and import the user's code from it). ``--torchperf-ab-python PY``: side A
+runs the working tree with another interpreter. Side B is always this interpreter on the working
+tree.
 
 Every problem is a :class:`SideError` whose message names the side and the fix.
 """
@@ -15,21 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_torchperf.store.environment import GitError
-from pytest_torchperf.store.environment import run_git as run_any_git
+from pytest_torchperf.run import worktree
+from pytest_torchperf.run.worktree import Checkout, WorktreeError
 
+#: Every problem of a side is the worktree's error (side A of a revision is a checkout,
+#: :mod:`pytest_torchperf.run.worktree`): one exception for the callers to catch.
+SideError = WorktreeError
 
-class SideError(Exception):
-    """Side A (or B) cannot run; the message says why and what to do."""
+#: What side A can do where git is missing.
+_WITHOUT_GIT = ", or compare environments with --torchperf-ab-python"
 
 
 @dataclass
@@ -47,49 +46,20 @@ class Side:
     #: Interpreter flags before ``-m pytest`` (``-P`` where the run started from the console
     #: script, so the working folder is not put first on ``sys.path``).
     flags: tuple[str, ...] = ()
-    #: Side A of a revision: (repository root, its checkout); paths under the root in the
-    #: arguments point into the checkout.
-    moved: tuple[str, str] | None = None
+    #: Side A of a revision: its checkout; paths into the repository in the arguments point
+    #: into it.
+    checkout: Checkout | None = None
 
     def map_args(self, args: Sequence[str]) -> list[str]:
         """This run's arguments for this side: absolute paths into the repository point at the
         side's own checkout (``pytest /repo/tests --torchperf-ab main`` collects main's tests)."""
-        if self.moved is None:
+        if self.checkout is None:
             return list(args)
-        root, checkout = self.moved
-        return [
-            arg.replace(root + os.sep, checkout + os.sep) if root + os.sep in arg else
-            (checkout if arg == root else arg)
-            for arg in args
-        ]  # fmt: skip
-
-
-def run_git(
-    args: Sequence[str], cwd: Path, who: str = "side A"
-) -> subprocess.CompletedProcess[str]:
-    """``git ARGS`` in ``cwd`` (output captured, killed after 600 s:
-    :func:`pytest_torchperf.store.environment.run_git`); a SideError that says what to do when
-    git is missing or hangs."""
-    try:
-        return run_any_git(args, cwd, timeout=600)
-    except GitError as exc:
-        if exc.missing:
-            raise SideError(
-                f"{who}: git is not on PATH: install git"
-                + (
-                    ", or compare environments with --torchperf-ab-python"
-                    if who == "side A"
-                    else ""
-                )
-            ) from None
-        raise SideError(
-            f"{who}: {exc}; check the repository (a lock file left by a killed git? git "
-            f"worktree prune)"
-        ) from None
+        return self.checkout.map_args(args)
 
 
 def repository_root(cwd: Path) -> Path:
-    result = run_git(["rev-parse", "--show-toplevel"], cwd)
+    result = worktree.run_git(["rev-parse", "--show-toplevel"], cwd, "side A", _WITHOUT_GIT)
     if result.returncode != 0:
         raise SideError(
             f"--torchperf-ab checks out a git revision as side A, and {cwd} is not in a git "
@@ -100,94 +70,20 @@ def repository_root(cwd: Path) -> Path:
     return Path(result.stdout.strip())
 
 
-def resolve_revision(root: Path, revision: str, who: str = "side A") -> str:
-    """The full commit id of ``revision``, or a SideError that says how to get it (``who``:
-    what the revision is for, in the message)."""
-    result = run_git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], root, who)
-    if result.returncode != 0 or not result.stdout.strip():
-        raise SideError(
-            f"{who}: unknown git revision {revision!r} in {root}. Check the name (git log "
-            f"--oneline, git branch -a); a remote branch must be fetched first (git fetch origin; "
-            f"in GitHub Actions give actions/checkout fetch-depth: 0)"
-        )
-    return result.stdout.strip()
+def resolve_revision(root: Path, revision: str) -> str:
+    """The full commit id of ``revision``, or a SideError that says how to get it."""
+    return worktree.resolve_revision(root, revision, "side A", _WITHOUT_GIT)
 
 
 @contextlib.contextmanager
 def revision_side(
-    invocation_dir: Path, revision: str, flags: tuple[str, ...] = (), who: str = "side A"
+    invocation_dir: Path, revision: str, flags: tuple[str, ...] = ()
 ) -> Iterator[Side]:
-    """Side A for ``--torchperf-ab REV`` (or any run of REV's tests, ``who`` naming it in
-    messages): REV in a temporary worktree, removed on the way out (an exception or Ctrl-C
-    included)."""
+    """Side A for ``--torchperf-ab REV``: REV in a temporary worktree, removed on the way out
+    (an exception or Ctrl-C included)."""
     root = repository_root(invocation_dir)
-    commit = resolve_revision(root, revision, who)
-    folder = Path(tempfile.mkdtemp(prefix="torchperf-ab-"))
-    checkout = folder / "a"
-    try:
-        added = run_git(
-            ["worktree", "add", "--detach", "--force", str(checkout), commit], root, who
-        )
-        if added.returncode != 0:
-            raise SideError(
-                f"{who}: git could not check out {revision} ({commit[:12]}) into a temporary "
-                f"worktree: {added.stderr.strip()}. Run `git worktree prune` and try again"
-            )
-        relative = invocation_dir.resolve().relative_to(root.resolve())
-        cwd = checkout / relative
-        if not cwd.is_dir():
-            raise SideError(
-                f"{who}: {revision} ({commit[:12]}) has no folder {relative} (pytest runs from "
-                f"there); run pytest from a folder that exists in both revisions"
-            )
-        env = {"PYTHONPATH": _mapped_pythonpath(root, checkout)}
-        yield Side(
-            "A",
-            f"{revision} ({commit[:12]})",
-            sys.executable,
-            cwd,
-            env,
-            flags=flags,
-            moved=(str(root.resolve()), str(checkout)),
-        )
-    finally:
-        run_git(["worktree", "remove", "--force", str(checkout)], root, who)
-        shutil.rmtree(folder, ignore_errors=True)
-        run_git(["worktree", "prune"], root, who)
-
-
-def _import_roots() -> Iterator[Path]:
-    """Where this interpreter imports code from: ``sys.path`` and the package folders of
-    editable installs that use an import hook (setuptools' ``__editable__`` finders)."""
-    for entry in sys.path:
-        if entry:
-            yield Path(entry)
-    for finder in sys.meta_path:
-        mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", None)
-        if isinstance(mapping, dict):
-            for location in mapping.values():
-                yield Path(location).parent
-
-
-def _mapped_pythonpath(root: Path, checkout: Path) -> str:
-    """``PYTHONPATH`` for side A: every import root inside the repository, mapped into the
-    worktree (so ``src/`` layouts and editable installs import REV's code), then the rest."""
-    root = root.resolve()
-    plugin_home = Path(__file__).resolve().parents[2]
-    mapped: list[str] = []
-    for path in _import_roots():
-        try:
-            resolved = path.resolve()
-            relative = resolved.relative_to(root)
-        except (OSError, ValueError):
-            continue
-        if resolved == plugin_home:
-            continue  # the plugin itself must be the same on both sides
-        target = checkout / relative
-        if target.is_dir() and str(target) not in mapped:
-            mapped.append(str(target))
-    existing = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join([*mapped, *([existing] if existing else [])])
+    with worktree.checkout(root, invocation_dir, revision, "side A", _WITHOUT_GIT) as tree:
+        yield Side("A", tree.label, sys.executable, tree.cwd, tree.env, flags=flags, checkout=tree)
 
 
 #: What side A's interpreter must be able to import, checked before any test runs.

@@ -30,5 +30,6 @@ SPEC = KindSpec(
     result_keys=("instructions", "instructions_vs_eager"),
     gate_keys=("max_instruction_increase",),
     figures=(("instructions", "instructions"),),
+    label="instructions",
     parts=("options", "judge", "report", "run", "plugin"),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds.instructions import plugin_options, plugin_runs
 from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
@@ -25,6 +26,21 @@ def settings(config: pytest.Config) -> CountSettings:
         # Checked only where it matters: a bad value must not break runs that count nothing.
         plugin_options.jobs_setting(config) if instructions or fallback else 0,
     )
+
+
+def repeats_exactly(config: pytest.Config) -> bool:
+    """The run gates on the instruction count, which repeats exactly between processes: a save
+    needs no fresh processes. Read raw, before the run's settings exist (a bad ini value is
+    :func:`settings`' error, reported after the process count's)."""
+    from pytest_torchperf.options.values import parse_bool
+
+    raw = config.getoption("torchperf_instructions", None)
+    if raw is None:
+        try:
+            raw = parse_bool(config.getini("torchperf_instructions") or False)
+        except OptionError:
+            raw = False  # the kind's own check reports the bad value
+    return bool(raw)
 
 
 def _configure_counting_child(config: pytest.Config) -> None:
