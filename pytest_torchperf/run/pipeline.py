@@ -103,7 +103,7 @@ def measure(
     eager = compiled_original(target) if options.counters else None
     # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
     count_graphs = eager is not None and "graphs" not in options.ignore_counters
-    graph = measurer.graph_counters(eager) if count_graphs else {}
+    graph = measurer.graph_counters(eager) if count_graphs and eager is not None else {}
     output = measurer.check_outputs(name)
     counters, again = counters_of(measurer, options, eager)
     counters = None if counters is None else {**counters, **graph}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
@@ -17,6 +18,7 @@ from pytest_torchperf.run.result import Result, VariantFacts
 from pytest_torchperf.run.state import TestState
 
 if TYPE_CHECKING:
+    from pytest_torchperf.measure.sampling import RawSamples
     from pytest_torchperf.measure.timing import Measurer
 
 
@@ -73,7 +75,7 @@ def graph_beside_baseline(
     return {**graph, "no_baseline": why}
 
 
-def to_sample(raw: Any, on_cpu: bool) -> Sample:
+def to_sample(raw: RawSamples, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)
     calibration = summarize(raw.calibration).p25 if raw.calibration else None
@@ -130,12 +132,11 @@ def disabled_result(
 
 
 def counters_of(
-    measurer: "Measurer", options: MeasureOptions, eager: Any = None
-) -> tuple[dict[str, Any] | None, Any]:
+    measurer: "Measurer", options: MeasureOptions, eager: Target | None = None
+) -> tuple[dict[str, Any] | None, UserValue]:
     """Counters of one call (None when off) and that call's output (for a determinism check)."""
     from pytest_torchperf.measure.outputs import NO_OUTPUT
 
     if not options.counters:
         return None, NO_OUTPUT
-    counted: tuple[dict[str, Any] | None, Any] = measurer.counters(eager, capture=True)
-    return counted
+    return measurer.counters(eager, capture=True)
