@@ -86,7 +86,7 @@ def count_non_finite(output: UserValue) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def prepared(target: Target, options: MeasureOptions, module: UserValue = None) -> Iterator[None]:
+def prepared(target: object, options: MeasureOptions, module: UserValue = None) -> Iterator[None]:
     """Run user code as it will be timed, and restore global state afterwards.
 
     Always: the timing's thread count. For ``nn.Module`` targets with ``options.inference``:
