@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
@@ -65,9 +66,9 @@ def measure(
     state: TestState,
     nodeid: str,
     name: str,
-    target: Callable[..., Any],
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
     options: MeasureOptions,
     device: str | None = None,
     *,
