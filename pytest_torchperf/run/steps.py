@@ -18,6 +18,7 @@ from pytest_torchperf.run.result import Result, VariantFacts
 from pytest_torchperf.run.state import TestState
 
 if TYPE_CHECKING:
+    from pytest_torchperf.core.graph_types import GraphRecord
     from pytest_torchperf.measure.sampling import RawSamples
     from pytest_torchperf.measure.timing import Measurer
 
@@ -41,7 +42,7 @@ def claim_name(state: TestState, nodeid: str, name: str) -> None:
     state.names.add(name)
 
 
-def graph_of(measurer: "Measurer") -> dict[str, Any]:
+def graph_of(measurer: "Measurer") -> GraphRecord:
     """``--torchperf-graph``: the per-node figures of the measured call, after its timed
     passes (never while timing), under the measurement's own preparation."""
     from pytest_torchperf.measure.node_figures import node_figures
