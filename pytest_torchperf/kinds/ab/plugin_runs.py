@@ -33,12 +33,13 @@ from pytest_torchperf.run.child_process import python_interpreter
 if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.kinds.ab.run_sides import Side
+    from pytest_torchperf.run.context import RunContext
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 MAX_PAIRS = 30
 
 
-def add_options(group: Any, parser: pytest.Parser) -> None:
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-ab",
         metavar="REV",
@@ -194,7 +195,7 @@ def _measure(
     a_side: Side,
     b_side: Side,
     data: ABData,
-    terminal: Any,
+    terminal: pytest.TerminalReporter | None,
 ) -> None:
     from pytest_torchperf.kinds.ab.run_pairs import reap
 
@@ -232,7 +233,7 @@ def _pairs(
     b_side: Side,
     cpus: list[int],
     lingering: list[Any],
-    terminal: Any,
+    terminal: pytest.TerminalReporter | None,
 ) -> None:
     """Pairs until every measurement is decided, cannot be, or the cap is reached. While one
     pair measures on the shared CPUs, the next one (where it is likely to run) starts up and
@@ -329,7 +330,7 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
     return allowed[-threads:] if threads <= len(allowed) else allowed
 
 
-def summary_lines(ctx: Any) -> list[str]:
+def summary_lines(ctx: RunContext) -> list[str]:
     """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
     from pytest_torchperf.kinds.ab.run_data import ABState
 
@@ -349,7 +350,7 @@ def summary_lines(ctx: Any) -> list[str]:
     return lines
 
 
-def removed_records(ctx: Any) -> list[dict[str, Any]]:
+def removed_records(ctx: RunContext) -> list[dict[str, Any]]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
     from pytest_torchperf.kinds.ab.run_data import ABState, removed_result
