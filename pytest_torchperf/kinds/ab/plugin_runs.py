@@ -31,8 +31,10 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import python_interpreter
 
 if TYPE_CHECKING:
-    from pytest_torchperf.kinds.ab.run_data import ABData
+    from pytest_torchperf.kinds.ab.run_data import ABData, Key
+    from pytest_torchperf.kinds.ab.run_pairs import PairOutcome
     from pytest_torchperf.kinds.ab.run_sides import Side
+    from pytest_torchperf.run.child_process import ChildProcess
     from pytest_torchperf.run.context import RunContext
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
@@ -212,7 +214,7 @@ def _measure(
         + " ...",
     )
     start = time.perf_counter()
-    lingering: list[Any] = []
+    lingering: list[ChildProcess] = []
     try:
         _pairs(config, data, a_side, b_side, cpus, lingering, terminal)
     finally:
@@ -232,7 +234,7 @@ def _pairs(
     a_side: Side,
     b_side: Side,
     cpus: list[int],
-    lingering: list[Any],
+    lingering: list[ChildProcess],
     terminal: pytest.TerminalReporter | None,
 ) -> None:
     """Pairs until every measurement is decided, cannot be, or the cap is reached. While one
@@ -245,7 +247,7 @@ def _pairs(
     sides = {"A": a_side, "B": b_side}
     ahead = can_start_ahead(cpus)
     only: list[str] | None = None
-    undecided: list[Any] = []
+    undecided: list[Key] = []
     upcoming = None
     try:
         while True:
@@ -292,7 +294,7 @@ def _pairs(
             abandon(upcoming)
 
 
-def _check_first_pair(pair: Any, data: ABData) -> None:
+def _check_first_pair(pair: PairOutcome, data: ABData) -> None:
     """A side that could not start or collect at all is an error naming it; a side that simply
     has no perf tests (the first one is being added) is not."""
     from pytest_torchperf.kinds.ab.run_sides import SideError
