@@ -14,10 +14,12 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 from urllib.parse import quote
 
 from pytest_torchperf.cli.common import results, selected, table
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.report.explorer import GraphView, NoGraph, graph_view, op_rows, url_data
 from pytest_torchperf.store.files import atomic_write_text
 
@@ -68,7 +70,7 @@ def pick(records: list[dict[str, Any]], pattern: str | None, path: str) -> dict[
     )
 
 
-def write_view(view: GraphView, out: Path) -> tuple[Path, list[Path], dict[str, Any]]:
+def write_view(view: GraphView, out: Path) -> tuple[Path, list[Path], JSONObject]:
     """Write the graph and its overlays under ``out``: (graph file, overlay files, URL data)."""
     graph_path = out / "graph.json"
     atomic_write_text(graph_path, json.dumps(view.graph, indent=1) + "\n")
@@ -162,8 +164,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _config(
-    model_explorer: Any, graph_path: Path, overlays: list[Path], data: dict[str, Any]
-) -> Any:
+    model_explorer: ModuleType, graph_path: Path, overlays: list[Path], data: JSONObject
+) -> object:
     """Model Explorer's config for the files, whose URL also opens the view on the node that
     matters (``uiState``: the marked module expanded, its node selected), which its own
     ``to_url_param_value`` cannot say."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from pytest_torchperf.core.types import JSON, JSONObject
 
 
 class MessageError(ValueError):
@@ -18,43 +20,67 @@ class MessageError(ValueError):
 
 
 # -- reading fields ---------------------------------------------------------------------------
+# A body is a JSON object (``json.loads`` of the line); a field of the wrong type raises
+# TypeError or ValueError and the line is no message (child_protocol.decode says which field).
+
+#: A message's body: the JSON object of its line.
+Body = Mapping[str, JSON]
 
 
-def _str(data: Mapping[str, Any], key: str) -> str:
+def _str(data: Body, key: str) -> str:
     return str(data[key])
 
 
-def _times(data: Mapping[str, Any], key: str) -> tuple[float, ...]:
+def _number(value: JSON, key: str) -> float:
+    if isinstance(value, (int, float, str)):  # a bool is an int, as float() took it
+        return float(value)
+    raise TypeError(f"{key!r} is not a number")
+
+
+def _int(data: Body, key: str) -> int:
+    value = data[key]
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"{key!r} is not a number")
+
+
+def _times(data: Body, key: str) -> tuple[float, ...]:
     values = data[key]
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{key!r} is not a list")
-    return tuple(float(t) for t in values)
+    return tuple(_number(t, key) for t in values)
 
 
-def _strings(values: Any, key: str) -> tuple[str, ...]:
+def _strings(values: JSON, key: str) -> tuple[str, ...]:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{key!r} is not a list")
     return tuple(str(v) for v in values)
 
 
-def _opt_float(data: Mapping[str, Any], key: str) -> float | None:
+def _opt_float(data: Body, key: str) -> float | None:
     value = data.get(key)
-    return None if value is None else float(value)
+    return None if value is None else _number(value, key)
 
 
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+def _opt_str(data: Body, key: str) -> str | None:
     value = data.get(key)
     return None if value is None else str(value)
 
 
-def _opt_mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+def _opt_mapping(data: Body, key: str) -> Mapping[str, JSON] | None:
     value = data.get(key)
     if value is None or isinstance(value, Mapping):
         return value
     raise TypeError(f"{key!r} is not an object")
 
 
-def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _opt_numbers(data: Body, key: str) -> Mapping[str, float] | None:
+    """An optional object of numbers (a variant's speedups), each value a float."""
+    value = _opt_mapping(data, key)
+    return None if value is None else {k: _number(v, key) for k, v in value.items()}
+
+
+def _plain(value: Mapping[str, JSON] | None) -> JSONObject | None:
     """An optional mapping as written: an empty one as null (it carries nothing)."""
     return dict(value) if value else None
 
@@ -82,9 +108,9 @@ class SampleLine:
     speedup: Mapping[str, float] | None = None
     #: What its measurement kind measured beside the timed pass in that process, as session
     #: keys (a CUDA measurement's GPU kernel time: ``kernels``, ``unprofiled``).
-    beside: Mapping[str, Any] | None = None
+    beside: Mapping[str, JSON] | None = None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {
             "nodeid": self.nodeid,
             "name": self.name,
@@ -99,17 +125,17 @@ class SampleLine:
         }
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> SampleLine:
+    def from_body(cls, data: Body) -> SampleLine:
         return cls(
             _str(data, "nodeid"),
             _str(data, "name"),
-            int(data["process"]),
+            _int(data, "process"),
             _times(data, "times"),
             _opt_float(data, "cpu_share"),
             _opt_float(data, "calibration"),
             _opt_str(data, "problem"),
             _opt_float(data, "neighbour_load"),
-            _opt_mapping(data, "speedup"),
+            _opt_numbers(data, "speedup"),
             _opt_mapping(data, "beside"),
         )
 
@@ -122,7 +148,7 @@ class CountLine:
     nodeid: str
     name: str
     #: ``InstructionCount.to_record()``.
-    instructions: Mapping[str, Any]
+    instructions: Mapping[str, JSON]
     #: The CPU capability torch dispatched to under Valgrind.
     capability: str | None = None
     #: When the count started (epoch seconds) and how long it took: where the child's time
@@ -130,7 +156,7 @@ class CountLine:
     started: float | None = None
     seconds: float | None = None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {
             "nodeid": self.nodeid,
             "name": self.name,
@@ -141,7 +167,7 @@ class CountLine:
         }
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> CountLine:
+    def from_body(cls, data: Body) -> CountLine:
         instructions = _opt_mapping(data, "instructions")
         if instructions is None:
             raise KeyError("instructions")
@@ -164,13 +190,13 @@ class SideResultLine:
     nodeid: str
     name: str
     times: tuple[float, ...]
-    session: Mapping[str, Any]
+    session: Mapping[str, JSON]
     #: The measurement's max_slowdown on that side.
     limit: float | None = None
     problem: str | None = None
 
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def body(self) -> JSONObject:
+        body: JSONObject = {
             "nodeid": self.nodeid,
             "name": self.name,
             "times": list(self.times),
@@ -182,7 +208,7 @@ class SideResultLine:
         return body
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> SideResultLine:
+    def from_body(cls, data: Body) -> SideResultLine:
         return cls(
             _str(data, "nodeid"),
             _str(data, "name"),
@@ -203,11 +229,11 @@ class SkippedLine:
     name: str
     reason: str
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"nodeid": self.nodeid, "name": self.name, "times": [], "skipped": self.reason}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> SkippedLine:
+    def from_body(cls, data: Body) -> SkippedLine:
         return cls(_str(data, "nodeid"), _str(data, "name"), _str(data, "skipped"))
 
 
@@ -221,11 +247,11 @@ class PerfTests:
     TYPE: ClassVar[str] = "tests"
     nodeids: tuple[str, ...]
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"tests": list(self.nodeids)}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> PerfTests:
+    def from_body(cls, data: Body) -> PerfTests:
         return cls(_strings(data["tests"], "tests"))
 
 
@@ -236,11 +262,11 @@ class Ready:
     TYPE: ClassVar[str] = "ready"
     side: str
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"ready": self.side}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> Ready:
+    def from_body(cls, data: Body) -> Ready:
         return cls(_str(data, "ready"))
 
 
@@ -252,11 +278,11 @@ class At:
     nodeid: str
     name: str
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"at": [self.nodeid, self.name]}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> At:
+    def from_body(cls, data: Body) -> At:
         nodeid, name = _strings(data["at"], "at")
         return cls(nodeid, name)
 
@@ -270,12 +296,13 @@ class Bye:
     side: str
     code: int = 0
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"bye": self.side, "code": self.code}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> Bye:
-        return cls(_str(data, "bye"), int(data.get("code") or 0))
+    def from_body(cls, data: Body) -> Bye:
+        code = data.get("code")
+        return cls(_str(data, "bye"), 0 if not code else _int(data, "code"))
 
 
 @dataclass(frozen=True)
@@ -285,11 +312,11 @@ class Only:
     TYPE: ClassVar[str] = "only"
     nodeids: tuple[str, ...] | None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"only": None if self.nodeids is None else list(self.nodeids)}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> Only:
+    def from_body(cls, data: Body) -> Only:
         only = data.get("only")
         return cls(None if only is None else _strings(only, "only"))
 
@@ -300,11 +327,11 @@ class Go:
 
     TYPE: ClassVar[str] = "go"
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {}
 
     @classmethod
-    def from_body(cls, data: Mapping[str, Any]) -> Go:
+    def from_body(cls, data: Body) -> Go:
         return cls()
 
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from pytest_torchperf.core.child_messages import (
     At,
+    Body,
     Bye,
     ChildLine,
     CountLine,
@@ -62,9 +63,7 @@ _TYPES: tuple[type[Message], ...] = (
 )
 #: Each message type's class, by its name (the value of :data:`TYPE_KEY`).
 MESSAGE_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in _TYPES}
-_READERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
-    cls.TYPE: cls.from_body for cls in _TYPES
-}
+_READERS: dict[str, Callable[[Body], Message]] = {cls.TYPE: cls.from_body for cls in _TYPES}
 #: The pipe messages older revisions sent without a type, each known by its one key.
 _KEYED = ("ready", "tests", "at", "bye", "only")
 
@@ -128,7 +127,7 @@ def decode(line: str | bytes, untyped: str | None = None) -> Message:
         ) from None
 
 
-def _older_type(data: Mapping[str, Any], untyped: str | None) -> str | None:
+def _older_type(data: Body, untyped: str | None) -> str | None:
     """The type of a line an older revision wrote without one (see :func:`decode`)."""
     for key in _KEYED:
         if key in data:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 
 def leaf_difference(
-    first: list[tuple[str, Any]], second: list[tuple[str, Any]], first_name: str, second_name: str
+    first: Sequence[tuple[str, Iterable[int]]],
+    second: Sequence[tuple[str, Iterable[int]]],
+    first_name: str,
+    second_name: str,
 ) -> str | None:
     """The first difference between two outputs' ``(path, shape)`` leaves, named, or None.
 

@@ -20,9 +20,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.leaves import leaf_difference
+from pytest_torchperf.core.types import JSON, JSONObject, UserValue
+
+if TYPE_CHECKING:  # torch is imported lazily, when outputs are compared
+    import torch
 
 #: Values kept per output leaf in a fingerprint.
 PROBE_SIZE = 16
@@ -32,7 +36,7 @@ class OutputMismatchError(ValueError):
     """A variant's outputs do not have the reference's structure (leaves, shapes)."""
 
 
-def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
+def leaves(output: UserValue, path: str = "out") -> list[tuple[str, torch.Tensor]]:
     """``(path, tensor)`` pairs of every tensor (and float) in a nested output, in a stable order."""
     import torch
 
@@ -60,7 +64,9 @@ def leaves(output: Any, path: str = "out") -> list[tuple[str, Any]]:
     return []
 
 
-def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
+def _float_pairs(
+    reference: UserValue, candidate: UserValue
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     ref, cand = leaves(reference), leaves(candidate)
     problem = leaf_difference(
         [(p, tuple(t.shape)) for p, t in ref],
@@ -77,7 +83,7 @@ def _float_pairs(reference: Any, candidate: Any) -> list[tuple[str, Any, Any]]:
     return [(path, r, c) for (path, r), (_, c) in zip(ref, cand, strict=True)]
 
 
-def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
+def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, float]:
     """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
 
     Returns ``rel_l2`` (||c - r|| / ||r||), ``cosine``, ``max_abs``, ``n`` (values compared), the
@@ -131,7 +137,7 @@ def compare_outputs(reference: Any, candidate: Any) -> dict[str, float]:
     return metrics
 
 
-def fingerprint(output: Any) -> dict[str, Any]:
+def fingerprint(output: UserValue) -> JSONObject:
     """Summary statistics of an output, small enough to store with every baseline session.
 
     Per floating leaf: path, shape, dtype, mean, std, L2 norm, max abs value and ``PROBE_SIZE``
@@ -140,10 +146,10 @@ def fingerprint(output: Any) -> dict[str, Any]:
     """
     import torch
 
-    out = []
+    out: list[JSON] = []
     for path, tensor in leaves(output):
         t = tensor.detach().to("cpu")
-        entry: dict[str, Any] = {
+        entry: JSONObject = {
             "path": path,
             "shape": list(t.shape),
             "dtype": str(t.dtype).replace("torch.", ""),
@@ -170,7 +176,7 @@ def fingerprint(output: Any) -> dict[str, Any]:
     return {"leaves": out}
 
 
-def _sig(value: Any) -> float:
+def _sig(value: float | torch.Tensor) -> float:
     number = float(value)
     return float(f"{number:.9g}") if math.isfinite(number) else 0.0
 

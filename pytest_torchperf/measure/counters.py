@@ -12,11 +12,45 @@ from __future__ import annotations
 import collections
 import gc
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_torchperf.core.types import Target, UserValue
+
+if TYPE_CHECKING:  # torch is imported lazily, when counters are collected
+    from torch._ops import OpOverload
 
 
-def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -> dict[str, Any]:
+class _Mode(Protocol):
+    """A dispatch mode entered around the counted call (a ``TorchDispatchMode``)."""
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> object: ...
+
+
+class _OpCounts(_Mode, Protocol):
+    """What :func:`collect_counters` reads of the op counter (defined with torch, lazily)."""
+
+    counts: collections.Counter[str]
+    dtypes: set[str]
+
+
+class _PeakMemory(_Mode, Protocol):
+    """What :func:`collect_counters` reads of the CPU peak-memory tracker."""
+
+    peak: int
+
+
+def collect_counters(
+    call: Callable[[], UserValue], device: str, module: UserValue = None
+) -> dict[str, Any]:
     """Run ``call`` once and count FLOPs, ATen ops and peak tensor memory; count ``module``'s params.
 
     CPU peak memory is the high-water mark of tensor storages created during the call (a
@@ -84,7 +118,7 @@ def collect_counters(call: Callable[[], Any], device: str, module: Any = None) -
     }
 
 
-def compiled_original(target: Any) -> Any:
+def compiled_original(target: object) -> Target | None:
     """The eager callable behind a ``torch.compile``d module or function, else None."""
     original = getattr(target, "_orig_mod", None)
     if original is None:
@@ -93,7 +127,7 @@ def compiled_original(target: Any) -> Any:
 
 
 def graph_counters(
-    original: Callable[..., Any], inputs: Any, kwargs: Mapping[str, Any]
+    original: Target, inputs: Sequence[UserValue], kwargs: Mapping[str, UserValue]
 ) -> dict[str, Any]:
     """Graph count and graph breaks of what ``torch.compile`` captures from ``original``.
 
@@ -119,7 +153,7 @@ def dynamo_graph_total() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _op_counter() -> Any:
+def _op_counter() -> _OpCounts:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -134,8 +168,12 @@ def _op_counter() -> Any:
             self.dtypes: set[str] = set()
 
         def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
+            self,
+            func: OpOverload,
+            types: Sequence[type],
+            args: Sequence[object] = (),
+            kwargs: Mapping[str, object] | None = None,
+        ) -> object:
             self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
             out = func(*args, **(kwargs or {}))
             for tensor in tree_leaves(out):
@@ -146,7 +184,7 @@ def _op_counter() -> Any:
     return OpCounter()
 
 
-def _peak_tracker() -> Any:
+def _peak_tracker() -> _PeakMemory:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -164,8 +202,12 @@ def _peak_tracker() -> Any:
             self.current -= self.live.pop(ptr, 0)
 
         def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
+            self,
+            func: OpOverload,
+            types: Sequence[type],
+            args: Sequence[object] = (),
+            kwargs: Mapping[str, object] | None = None,
+        ) -> object:
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
             existing = {

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from pytest_torchperf.core.types import UserValue
+
+if TYPE_CHECKING:  # torch is imported lazily, when a device is chosen
+    import torch
 
 
 class DeviceUnavailable(Exception):
@@ -25,7 +30,7 @@ def xdist_worker_index() -> int | None:
     return int(match.group(1)) if match else None
 
 
-def select_device(requested: str = "auto") -> Any:
+def select_device(requested: str = "auto") -> torch.device:
     """Return the ``torch.device`` for ``requested`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``...).
 
     Raises :class:`DeviceUnavailable` when the device is absent, and ``ValueError`` for a name
@@ -81,7 +86,7 @@ def select_device(requested: str = "auto") -> Any:
     return device
 
 
-def synchronize(device: Any) -> None:
+def synchronize(device: torch.device | str) -> None:
     """Wait for queued work on ``device``; a no-op on CPU and where no accelerator is present."""
     import torch
 
@@ -94,7 +99,9 @@ def synchronize(device: Any) -> None:
         torch.accelerator.synchronize()
 
 
-def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> str:
+def infer_device(
+    target: object, inputs: Sequence[UserValue], kwargs: Mapping[str, UserValue] | None = None
+) -> str:
     """Where the target computes: its parameters' device, else the first input tensor's, else
     for a closure the device of the first module or tensor it captured (``lambda: model(x)``,
     ``functools.partial``, a bound method, a module or tensor it names as a global), else
@@ -115,7 +122,7 @@ def infer_device(target: Any, inputs: Sequence[Any], kwargs: dict[str, Any] | No
     return found or default_device()
 
 
-def _device_of(value: Any) -> str | None:
+def _device_of(value: object) -> str | None:
     """The device of a module's first parameter or buffer, or of the first tensor in a pytree."""
     import torch
     from torch.utils._pytree import tree_leaves
@@ -136,7 +143,7 @@ def _device_of(value: Any) -> str | None:
     return None
 
 
-def _captured(target: Any) -> list[Any]:
+def _captured(target: object) -> list[object]:
     """What a callable closes over: closure cells, default arguments, a bound method's object,
     a ``functools.partial``'s arguments, then the tensors and modules its code names as globals
     (``x = torch.randn(...)`` at module level, then ``lambda: x @ x``). One level: enough for
@@ -147,7 +154,7 @@ def _captured(target: Any) -> list[Any]:
 
     if isinstance(target, functools.partial):
         return [*target.args, *target.keywords.values(), *_captured(target.func)]
-    values: list[Any] = []
+    values: list[object] = []
     owner = getattr(target, "__self__", None)
     if owner is not None:
         values.append(owner)

@@ -25,10 +25,10 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 
-def _fcntl() -> Any:
+def _fcntl() -> ModuleType | None:
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows

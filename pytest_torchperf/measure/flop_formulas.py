@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported lazily, when counters are collected
+    from torch._ops import OpOverloadPacket
 
 #: Words in an op's name that mean matrix products or convolutions: an op with one of them and
 #: no formula leaves the FLOP figure partial.
@@ -59,7 +62,7 @@ def _numel(shape: Shape) -> int:
     return math.prod(int(d) for d in shape)
 
 
-def _shape(value: Any) -> Shape | None:
+def _shape(value: object) -> Shape | None:
     shape = getattr(value, "shape", value)
     if isinstance(shape, (tuple, list)) and all(isinstance(d, int) for d in shape):
         return tuple(shape)
@@ -67,7 +70,12 @@ def _shape(value: Any) -> Shape | None:
 
 
 def encoder_layer_flops(
-    src: Any, embed_dim: int, num_heads: int, qkv_weight: Any, *args: Any, **kwargs: Any
+    src: object,
+    embed_dim: int,
+    num_heads: int,
+    qkv_weight: object,
+    *args: object,
+    **kwargs: object,
 ) -> int:
     """``aten::_transformer_encoder_layer_fwd``: QKV projection, scores, weighted values, output
     projection and the two feed-forward products, for ``src`` of shape (batch, length, embed)."""
@@ -84,7 +92,7 @@ def encoder_layer_flops(
 
 
 def multi_head_attention_flops(
-    query: Any, key: Any, value: Any, embed_dim: int, *args: Any, **kwargs: Any
+    query: object, key: object, value: object, embed_dim: int, *args: object, **kwargs: object
 ) -> int:
     """``aten::_native_multi_head_attention``: Q, K, V and output projections, scores and
     weighted values, for (batch, length, embed) inputs."""
@@ -98,7 +106,7 @@ def multi_head_attention_flops(
     return 2 * (projections + attention)
 
 
-def sdpa_flops(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+def sdpa_flops(query: object, key: object, value: object, *args: object, **kwargs: object) -> int:
     """``aten::_scaled_dot_product_flash_attention_for_cpu``: scores and weighted values for
     (batch, heads, length, head_dim) inputs (a causal mask is not discounted, as in torch's own
     attention formulas)."""
@@ -109,7 +117,9 @@ def sdpa_flops(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> i
     return 2 * rows * k[-2] * (q[-1] + v[-1])
 
 
-def rnn_layer_flops(input: Any, weight0: Any, weight1: Any, *args: Any, **kwargs: Any) -> int:
+def rnn_layer_flops(
+    input: object, weight0: object, weight1: object, *args: object, **kwargs: object
+) -> int:
     """``aten::mkldnn_rnn_layer`` (one layer, one direction of an LSTM/GRU/RNN on CPU): the
     input and recurrent products of every gate at every step."""
     x, w_ih, w_hh = _shape(input), _shape(weight0), _shape(weight1)
@@ -119,7 +129,7 @@ def rnn_layer_flops(input: Any, weight0: Any, weight1: Any, *args: Any, **kwargs
     return 2 * steps * w_ih[0] * (w_ih[1] + w_hh[1])
 
 
-def int_mm_flops(a: Any, b: Any, *args: Any, **kwargs: Any) -> int:
+def int_mm_flops(a: object, b: object, *args: object, **kwargs: object) -> int:
     """``aten::_int_mm``: an int8 matrix product, counted like ``aten::mm``."""
     left, right = _shape(a), _shape(b)
     if left is None or right is None or len(left) != 2 or len(right) != 2:
@@ -127,9 +137,12 @@ def int_mm_flops(a: Any, b: Any, *args: Any, **kwargs: Any) -> int:
     return 2 * left[0] * left[1] * right[1]
 
 
-def quantized_linear_flops(x: Any, packed: Any, *args: Any, **kwargs: Any) -> int:
+def quantized_linear_flops(x: object, packed: Any, *args: object, **kwargs: object) -> int:
     """``quantized::linear_dynamic`` / ``quantized::linear``: the product with the unpacked
-    weight (raw arguments: the packed weight has no shape until unpacked)."""
+    weight (raw arguments: the packed weight has no shape until unpacked).
+
+    ``packed`` is ``Any``: a packed-params ``torch.ScriptObject``, whose methods torch does not
+    declare (any other packing fails the call and counts nothing)."""
     try:
         weight = packed.unpack()[0]
     except Exception:  # noqa: BLE001 - any other packing: no shape to count, no FLOPs
@@ -141,7 +154,7 @@ def quantized_linear_flops(x: Any, packed: Any, *args: Any, **kwargs: Any) -> in
 
 
 @functools.cache
-def extra_formulas() -> dict[Any, Callable[..., int]]:
+def extra_formulas() -> dict[OpOverloadPacket, Callable[..., int]]:
     """The formulas above by op, for ``FlopCounterMode(custom_mapping=...)`` (ops this torch
     build does not have are left out). Built once per process: every measurement's counters
     use it; callers must not change it."""
@@ -156,7 +169,7 @@ def extra_formulas() -> dict[Any, Callable[..., int]]:
         ("quantized", "linear_dynamic", quantized_linear_flops, True),
         ("quantized", "linear", quantized_linear_flops, True),
     ]
-    formulas: dict[Any, Callable[..., int]] = {}
+    formulas: dict[OpOverloadPacket, Callable[..., int]] = {}
     for namespace, name, formula, raw in wanted:
         try:
             op = getattr(getattr(torch.ops, namespace), name)
@@ -170,7 +183,7 @@ def extra_formulas() -> dict[Any, Callable[..., int]]:
 
 
 def _raw(formula: Callable[..., int]) -> Callable[..., int]:
-    def raw(*args: Any, **kwargs: Any) -> int:
+    def raw(*args: object, **kwargs: object) -> int:
         kwargs.pop("out_val", None)
         kwargs.pop("out_shape", None)
         return formula(*args, **kwargs)
@@ -179,7 +192,7 @@ def _raw(formula: Callable[..., int]) -> Callable[..., int]:
     return raw
 
 
-def without_formula(ops: Sequence[str], formulas: Any) -> list[str]:
+def without_formula(ops: Sequence[str], formulas: Iterable[object]) -> list[str]:
     """The heavy ops among ``ops`` (``aten::name`` strings) that no formula counts: the FLOP
     figure leaves their work out."""
     known = {str(op).replace(".", "::", 1) for op in formulas}

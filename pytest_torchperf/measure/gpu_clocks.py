@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_torchperf.core.types import JSON
+
 #: NVML's clock event reasons (``nvmlClocksEventReason*``; formerly ``...ThrottleReason*``).
 REASONS = {
     0x1: "idle",
@@ -170,14 +172,14 @@ def _nvml_index(device: str) -> int:
         return index
 
 
-def device_state(device: str, nvml: Any = None) -> dict[str, Any]:
+def device_state(device: str, nvml: Any = None) -> dict[str, JSON]:
     """What a GPU's own settings were (soft fingerprint fields, for the reader of a baseline):
     driver, maximum SM clock, power limit and persistence mode; empty without NVML."""
     reader = clock_reader(device, nvml)
     if isinstance(reader, str):
         return {}
     nvml, handle = reader.nvml, reader.handle
-    state: dict[str, Any] = {"gpu_max_sm_mhz": reader.max_sm_mhz}
+    state: dict[str, JSON] = {"gpu_max_sm_mhz": reader.max_sm_mhz}
     for key, read in (
         ("gpu_driver", lambda: nvml.nvmlSystemGetDriverVersion()),
         ("gpu_power_limit_w", lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000),

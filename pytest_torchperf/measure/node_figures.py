@@ -23,7 +23,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, cast
+
+from pytest_torchperf.core.graph_types import GraphNode, GraphRecord, OpFigure
+from pytest_torchperf.core.types import Target, UserValue
+
+if TYPE_CHECKING:  # torch is imported lazily, when a graph is recorded
+    import torch
+    import torch.fx
+    from torch.export import ExportedProgram
 
 #: Seconds the node-by-node runs may take (after one warm-up run); at least MIN_RUNS are made:
 #: a node's quickest of 3 runs beside a busy neighbour still read 1.2-2x its quiet time.
@@ -36,14 +45,14 @@ class _Wrapped:
     """A callable target as an ``nn.Module`` (``torch.export`` exports modules only)."""
 
     @staticmethod
-    def of(target: Callable[..., Any]) -> Any:
+    def of(target: Target) -> torch.nn.Module:
         import torch
 
         if isinstance(target, torch.nn.Module):
             return target
 
         class Call(torch.nn.Module):
-            def forward(self, *args: Any, **kwargs: Any) -> Any:
+            def forward(self, *args: UserValue, **kwargs: UserValue) -> UserValue:
                 return target(*args, **kwargs)
 
         # The graph's top namespace names the function, not this wrapper.
@@ -53,13 +62,13 @@ class _Wrapped:
 
 
 def node_figures(
-    target: Callable[..., Any],
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
     device: str,
-    prepared: Callable[[], Any],
+    prepared: Callable[[], AbstractContextManager[None]],
     budget_s: float = BUDGET_S,
-) -> dict[str, Any]:
+) -> GraphRecord:
     """The ``graph`` record of one measured call (see docs/graph.md for its keys).
 
     ``prepared`` is the measurement's own context (threads, eval, no_grad), so the figures are
@@ -118,7 +127,7 @@ def _clock_name(device: str) -> str:
     return "cuda events" if device.startswith("cuda") else "wall"
 
 
-def _call_time(call: Callable[[], Any], device: str, budget_s: float) -> float:
+def _call_time(call: Callable[[], UserValue], device: str, budget_s: float) -> float:
     """Seconds of the quickest of several plain calls (after one warm-up call)."""
     import torch
 
@@ -140,7 +149,9 @@ def _call_time(call: Callable[[], Any], device: str, budget_s: float) -> float:
     return min(times)
 
 
-def _flat_inputs(exported: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+def _flat_inputs(
+    exported: ExportedProgram, inputs: Sequence[UserValue], kwargs: Mapping[str, UserValue]
+) -> list[object]:
     """The graph module's own inputs: lifted parameters, buffers and constants around the
     user's flattened inputs, in the order of its placeholders."""
     flatten = getattr(exported, "_graph_module_flat_inputs", None)
@@ -158,7 +169,7 @@ def _flat_inputs(exported: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any]
 class _NodeTimer:
     """Runs an exported graph node by node, timing each ``call_function`` node's own work."""
 
-    def __init__(self, graph_module: Any, device: str) -> None:
+    def __init__(self, graph_module: torch.fx.GraphModule, device: str) -> None:
         import torch.fx
 
         self.graph_module = graph_module
@@ -169,17 +180,20 @@ class _NodeTimer:
         timer = self
 
         class Interpreter(torch.fx.Interpreter):
-            def run_node(self, n: Any) -> Any:
+            def run_node(self, n: torch.fx.Node) -> object:
                 if n.op != "call_function" or not timer._timing:
                     return super().run_node(n)
                 # Only the op itself is on the clock, not the interpreter fetching its inputs.
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
-                return timer._timed(n, lambda: n.target(*args, **kwargs))
+                # A call_function node's target is the function; torch's Node.target type also
+                # allows the method name a call_method node has.
+                function = cast("Callable[..., object]", n.target)
+                return timer._timed(n, lambda: function(*args, **kwargs))
 
         self._interpreter = Interpreter(graph_module)
-        self._pending: list[tuple[str, Any, Any]] = []
+        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
 
-    def _timed(self, node: Any, run: Callable[[], Any]) -> Any:
+    def _timed(self, node: torch.fx.Node, run: Callable[[], object]) -> object:
         import torch
 
         if self.cuda:
@@ -194,7 +208,7 @@ class _NodeTimer:
         self.times.setdefault(node.name, []).append(time.perf_counter() - begin)
         return out
 
-    def run(self, *flat: Any) -> Any:
+    def run(self, *flat: object) -> object:
         import torch
 
         self._timing = True
@@ -209,7 +223,7 @@ class _NodeTimer:
             self._pending.clear()
         return out
 
-    def count_flops(self, flat: Sequence[Any]) -> dict[str, int]:
+    def count_flops(self, flat: Sequence[object]) -> dict[str, int]:
         """Node name -> FLOPs of one run (each node under its own counter)."""
         import torch.fx
         from torch.utils.flop_counter import FlopCounterMode
@@ -217,7 +231,7 @@ class _NodeTimer:
         counted: dict[str, int] = {}
 
         class Counting(torch.fx.Interpreter):
-            def run_node(self, n: Any) -> Any:
+            def run_node(self, n: torch.fx.Node) -> object:
                 if n.op != "call_function":
                     return super().run_node(n)
                 with FlopCounterMode(display=False) as counter:
@@ -229,10 +243,12 @@ class _NodeTimer:
         return counted
 
 
-def _nodes(exported: Any, timer: _NodeTimer, flops: Mapping[str, int]) -> list[dict[str, Any]]:
+def _nodes(
+    exported: ExportedProgram, timer: _NodeTimer, flops: Mapping[str, int]
+) -> list[GraphNode]:
     """The record's nodes, in graph order: inputs, ops (with their figures) and the output."""
     nth: dict[tuple[str, str], int] = {}
-    nodes = []
+    nodes: list[GraphNode] = []
     for node in exported.graph.nodes:
         kind = {"placeholder": "input", "output": "output"}.get(node.op, "op")
         module, namespace = (
@@ -263,7 +279,7 @@ def _nodes(exported: Any, timer: _NodeTimer, flops: Mapping[str, int]) -> list[d
     return nodes
 
 
-def _label(node: Any) -> str:
+def _label(node: torch.fx.Node) -> str:
     if node.op == "placeholder":
         return "input"
     if node.op == "output":
@@ -274,7 +290,7 @@ def _label(node: Any) -> str:
     return getattr(target, "__name__", str(target))
 
 
-def _where(node: Any) -> tuple[str, str]:
+def _where(node: torch.fx.Node) -> tuple[str, str]:
     """The node's module path (``layer3.1.conv2``) and Model Explorer's namespace for it (each
     enclosing module's class with the last part of its path: ``...BasicBlock_1/...Conv2d_conv2``)."""
     stack = node.meta.get("nn_module_stack") or {}
@@ -295,7 +311,7 @@ def _module_path(name: str) -> str:
     return name.strip("._")
 
 
-def _shapes(value: Any) -> list[str]:
+def _shapes(value: object) -> list[str]:
     values = value if isinstance(value, (tuple, list)) else [value]
     shapes = []
     for v in values:
@@ -306,7 +322,7 @@ def _shapes(value: Any) -> list[str]:
     return shapes
 
 
-def _bytes(value: Any) -> int:
+def _bytes(value: object) -> int:
     values = value if isinstance(value, (tuple, list)) else [value]
     total = 0
     for v in values:
@@ -318,7 +334,7 @@ def _bytes(value: Any) -> int:
     return total
 
 
-def _op_figures(call: Callable[[], Any], device: str) -> list[dict[str, Any]]:
+def _op_figures(call: Callable[[], UserValue], device: str) -> list[OpFigure]:
     """Op-level figures of a profiled call: what a graph that could not be exported shows."""
     from pytest_torchperf.measure.profiling import profile_call
 

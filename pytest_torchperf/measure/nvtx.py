@@ -9,7 +9,11 @@ everywhere. Put ranges around compiled calls, never inside them (dynamo ignores 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported lazily, when a range is entered
+    from torch.profiler import record_function
 
 
 class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like contextlib helpers
@@ -20,7 +24,7 @@ class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like context
             raise ValueError(f"nvtx_range needs a non-empty name, got {name!r}")
         self.name = name
         self._want_nvtx = nvtx
-        self._stack: list[tuple[Any, bool]] = []
+        self._stack: list[tuple[record_function, bool]] = []
 
     def __enter__(self) -> "nvtx_range":
         import torch
@@ -37,7 +41,12 @@ class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like context
         self._stack.append((record, use_nvtx))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         import torch
 
         record, use_nvtx = self._stack.pop()
@@ -45,4 +54,4 @@ class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like context
             if use_nvtx:
                 torch.cuda.nvtx.range_pop()
         finally:
-            record.__exit__(*exc)
+            record.__exit__(kind, error, traceback)

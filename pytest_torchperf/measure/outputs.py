@@ -8,10 +8,14 @@ accuracy).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.types import JSONObject, UserValue
 from pytest_torchperf.options.measure_options import MeasureOptions
+
+if TYPE_CHECKING:  # torch (which timing imports) is imported lazily
+    from pytest_torchperf.measure.timing import Measurer
 
 #: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
 #: fingerprint is not stored, so random outputs never raise "numerics changed".
@@ -21,7 +25,9 @@ DETERMINISM_TOLERANCE = 1e-6
 NO_OUTPUT = object()
 
 
-def output_fingerprint(output: Any, again: Any, measurer: Any) -> dict[str, Any] | None:
+def output_fingerprint(
+    output: UserValue, again: UserValue, measurer: Measurer
+) -> JSONObject | None:
     """Output fingerprint, or None when two calls disagree (random outputs cannot be gated).
 
     ``again`` is a second call's output, or :data:`NO_OUTPUT` to make one with ``measurer``.
@@ -36,7 +42,7 @@ def output_fingerprint(output: Any, again: Any, measurer: Any) -> dict[str, Any]
     return first if problem is None and drift <= DETERMINISM_TOLERANCE else None
 
 
-def user_metric(measurer: Any, options: MeasureOptions, label: str) -> float | None:
+def user_metric(measurer: Measurer, options: MeasureOptions, label: str) -> float | None:
     """The user metric ``metric(outputs, targets)`` on ``data`` for this target (or None)."""
     __tracebackhide__ = True
     if options.metric is None:

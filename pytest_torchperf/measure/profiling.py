@@ -11,9 +11,15 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
+from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.core.units import format_time
+
+if TYPE_CHECKING:  # torch is imported lazily, when something is profiled
+    from torch.autograd.profiler_util import EventList, FunctionEventAvg
+    from torch.profiler import ProfilerActivity, profile
 
 #: Rows kept in a stored top-ops table.
 TOP_OPS_LIMIT = 15
@@ -30,7 +36,7 @@ def quiet_kineto() -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
-def activities_for(device: str) -> list[Any]:
+def activities_for(device: str) -> list[ProfilerActivity]:
     """Profiler activities for a device: CPU always, plus CUDA when a GPU is really present."""
     import torch
     from torch.profiler import ProfilerActivity
@@ -42,21 +48,22 @@ def activities_for(device: str) -> list[Any]:
 
 
 def top_ops(
-    events: Iterable[Any], iterations: int = 1, limit: int = TOP_OPS_LIMIT
+    events: Iterable[FunctionEventAvg], iterations: int = 1, limit: int = TOP_OPS_LIMIT
 ) -> list[dict[str, Any]]:
     """Compact table of the most expensive ops: per-iteration calls and self times in seconds."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for event in events:
-        if event.key != CALL_RANGE and (
-            event.key.startswith(RANGE_PREFIX) or event.key.startswith("ProfilerStep")
-        ):
+        key = event.key
+        if key is None:  # torch types it optional; an average by key always has one
             continue
-        if event.key == CALL_RANGE and "CPU" not in str(getattr(event, "device_type", "CPU")):
+        if key != CALL_RANGE and (key.startswith(RANGE_PREFIX) or key.startswith("ProfilerStep")):
+            continue
+        if key == CALL_RANGE and "CPU" not in str(getattr(event, "device_type", "CPU")):
             continue  # the GPU-side annotation of our range spans the whole call: not "outside ops"
         device_us = float(getattr(event, "self_device_time_total", 0) or 0)
         rows.append(
             {
-                "op": OUTSIDE_OPS if event.key == CALL_RANGE else event.key,
+                "op": OUTSIDE_OPS if key == CALL_RANGE else key,
                 "calls": round(event.count / iterations, 3),
                 "self_cpu": float(event.self_cpu_time_total) / iterations * 1e-6,
                 "self_device": device_us / iterations * 1e-6,
@@ -265,7 +272,7 @@ class Profiler:
         self._profile_kwargs = profile_kwargs
         self._on_enter = on_enter
         self._on_exit = on_exit
-        self._prof: Any = None
+        self._prof: profile | None = None
 
     def __enter__(self) -> "Profiler":
         from torch.profiler import profile
@@ -277,26 +284,32 @@ class Profiler:
         self._prof.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         try:
-            self._prof.__exit__(*exc)
-            if self.trace is not None and exc[0] is None:
+            self.profile.__exit__(kind, error, traceback)
+            if self.trace is not None and kind is None:
                 self.trace.parent.mkdir(parents=True, exist_ok=True)
-                self._prof.export_chrome_trace(str(self.trace))
+                self.profile.export_chrome_trace(str(self.trace))
         finally:
             if self._on_exit:
                 self._on_exit(self)
 
     @property
-    def profile(self) -> Any:
+    def profile(self) -> profile:
         """The underlying ``torch.profiler.profile`` object."""
         if self._prof is None:
             raise RuntimeError("the profiler has not run yet; use it as a context manager first")
         return self._prof
 
-    def key_averages(self, **kwargs: Any) -> Any:
+    def key_averages(self, **kwargs: Any) -> EventList:
         """``torch.profiler`` key averages of everything that ran inside the block."""
-        return self.profile.key_averages(**kwargs)
+        # torch's profile.key_averages declares no return type: it is an EventList.
+        return cast("EventList", self.profile.key_averages(**kwargs))
 
     def top_ops(self, limit: int = TOP_OPS_LIMIT) -> list[dict[str, Any]]:
         """Most expensive ops, self times per iteration in seconds."""
@@ -338,7 +351,7 @@ def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
 
 
 def profile_call(
-    call: Callable[[], Any], device: str, iterations: int, trace: Path | None = None
+    call: Callable[[], UserValue], device: str, iterations: int, trace: Path | None = None
 ) -> tuple[list[dict[str, Any]], Path | None]:
     """Profile ``iterations`` calls (after one untimed call) and return the top-ops table and trace.
 

@@ -23,7 +23,10 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # NVML is read lazily, on a GPU
+    from pytest_torchperf.measure.gpu_clocks import ClockSummary
 
 #: Untimed calls made before timing, whatever ``warmup`` says.
 MIN_WARMUP_CALLS = 3
@@ -89,7 +92,7 @@ class RawSamples:
     settle_blocks: int = 0
     settled: bool | None = None
     #: The GPU's clocks over the timed blocks (a ``gpu_clocks.ClockSummary``; None: not read).
-    gpu_clock: Any = None
+    gpu_clock: ClockSummary | None = None
 
     @property
     def cpu_share(self) -> float:

@@ -14,11 +14,18 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.measure.devices import infer_device
 from pytest_torchperf.measure.sampling import GPU_SETTLE, Neighbours, RawSamples, collect
 from pytest_torchperf.options.measure_options import MeasureOptions
+
+if TYPE_CHECKING:  # torch is imported lazily, on the first measurement
+    import torch
+
+    from pytest_torchperf.measure.gpu_clocks import ClockReader, ClockReading
 
 
 class NonFiniteOutputError(AssertionError):
@@ -62,7 +69,7 @@ def make_clock(device: str) -> Callable[[], float]:
     return accelerator_clock
 
 
-def count_non_finite(output: Any) -> tuple[int, int]:
+def count_non_finite(output: UserValue) -> tuple[int, int]:
     """(non-finite values, total values) over all floating tensors in a nested output."""
     import torch
     from torch.utils._pytree import tree_leaves
@@ -79,7 +86,7 @@ def count_non_finite(output: Any) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def prepared(target: Any, options: MeasureOptions, module: Any = None) -> Iterator[None]:
+def prepared(target: object, options: MeasureOptions, module: UserValue = None) -> Iterator[None]:
     """Run user code as it will be timed, and restore global state afterwards.
 
     Always: the timing's thread count. For ``nn.Module`` targets with ``options.inference``:
@@ -96,13 +103,13 @@ def prepared(target: Any, options: MeasureOptions, module: Any = None) -> Iterat
     subject = target if module is None else module
     threads = torch.get_num_threads()
     torch.set_num_threads(options.threads)
-    is_module = isinstance(subject, torch.nn.Module)
-    modes: list[tuple[Any, bool]] = []
-    if options.inference and is_module:
-        modes = [(m, m.training) for m in subject.modules()]
-        subject.eval()
+    inferred = subject if options.inference and isinstance(subject, torch.nn.Module) else None
+    modes: list[tuple[torch.nn.Module, bool]] = []
+    if inferred is not None:
+        modes = [(m, m.training) for m in inferred.modules()]
+        inferred.eval()
     try:
-        with torch.no_grad() if (options.inference and is_module) else contextlib.nullcontext():
+        with torch.no_grad() if inferred is not None else contextlib.nullcontext():
             yield
     finally:
         for module, training in modes:
@@ -162,13 +169,13 @@ class Measurer:
 
     def __init__(
         self,
-        target: Callable[..., Any],
-        inputs: Sequence[Any],
-        kwargs: dict[str, Any],
+        target: Target,
+        inputs: Sequence[UserValue],
+        kwargs: dict[str, UserValue],
         options: MeasureOptions,
         device: str | None = None,
         calibrate: bool = True,
-        module: Any = None,
+        module: UserValue = None,
     ) -> None:
         if not callable(target):
             raise TargetError(
@@ -194,24 +201,24 @@ class Measurer:
         #: A/B runs: called before each timed block, returns on this side's turn.
         self.turn: Callable[[], None] | None = None
         #: CUDA: the NVML clock reader, or why the GPU's clocks are not checked.
-        self._clock_reader: Any = None
+        self._clock_reader: ClockReader | None = None
         self.clocks_unchecked: str | None = None
 
-    def prepared(self) -> Any:
+    def prepared(self) -> contextlib.AbstractContextManager[None]:
         """:func:`prepared` for this target (and its eager module)."""
         return prepared(self.target, self.options, self.module)
 
-    def _call(self) -> Any:
+    def _call(self) -> UserValue:
         __tracebackhide__ = True  # the user's traceback starts at their target
         return self.target(*self.inputs, **self.kwargs)
 
-    def call(self) -> Any:
+    def call(self) -> UserValue:
         """One call of the target (the caller enters :meth:`prepared`), e.g. to count its
         instructions."""
         __tracebackhide__ = True
         return self.target(*self.inputs, **self.kwargs)
 
-    def check_outputs(self, label: str) -> Any:
+    def check_outputs(self, label: str) -> UserValue:
         """Call the target once, fail clearly on NaN/inf outputs (when ``check_finite``), and
         return the outputs (the reference for a variant's accuracy)."""
         __tracebackhide__ = True
@@ -289,7 +296,7 @@ class Measurer:
         run_block, clock_name = self.block_runner()
         calibrate = calibration_kernel() if clock_name == "cpu" and self.calibrate else None
         gpu = clock_name == "cuda-events"
-        readings: list[Any] = []
+        readings: list[ClockReading] = []
         reader = self.clock_reader() if gpu else None
         with self.prepared():
             raw = collect(
@@ -312,7 +319,7 @@ class Measurer:
         self.number_per_block = raw.number_per_block
         return TimedPass(raw=raw, device=self.device, clock=clock_name)
 
-    def clock_reader(self) -> Any:
+    def clock_reader(self) -> ClockReader | None:
         """The NVML reader of this CUDA device's clocks (once per target), or None with
         :attr:`clocks_unchecked` saying why."""
         if self._clock_reader is None and self.clocks_unchecked is None:
@@ -325,7 +332,17 @@ class Measurer:
                 self._clock_reader = found
         return self._clock_reader
 
-    def counters(self, eager: Any = None, capture: bool = False) -> Any:
+    @overload
+    def counters(
+        self, eager: Target | None = None, capture: Literal[False] = False
+    ) -> dict[str, Any]: ...
+    @overload
+    def counters(
+        self, eager: Target | None, capture: Literal[True]
+    ) -> tuple[dict[str, Any], UserValue]: ...
+    def counters(
+        self, eager: Target | None = None, capture: bool = False
+    ) -> dict[str, Any] | tuple[dict[str, Any], UserValue]:
         """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).
 
         ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
@@ -336,9 +353,9 @@ class Measurer:
         from pytest_torchperf.measure.counters import collect_counters
 
         fn = eager or self.target
-        outputs: list[Any] = []
+        outputs: list[UserValue] = []
 
-        def call() -> Any:
+        def call() -> UserValue:
             out = fn(*self.inputs, **self.kwargs)
             outputs.append(out)
             return out
@@ -347,21 +364,23 @@ class Measurer:
             counted = collect_counters(call, self.device, module=fn)
         return (counted, outputs[0]) if capture else counted
 
-    def graph_counters(self, eager: Any) -> dict[str, Any]:
+    def graph_counters(self, eager: Target) -> dict[str, Any]:
         """Graphs and graph breaks ``torch.compile`` captures from ``eager`` (before the first call)."""
         from pytest_torchperf.measure.counters import graph_counters
 
         with self.prepared():
             return graph_counters(eager, self.inputs, self.kwargs)
 
-    def profile(self, iterations: int, trace: Any = None) -> tuple[list[dict[str, Any]], Any]:
+    def profile(
+        self, iterations: int, trace: Path | None = None
+    ) -> tuple[list[dict[str, Any]], Path | None]:
         """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""
         from pytest_torchperf.measure.profiling import profile_call
 
         with self.prepared():
             return profile_call(self._call, self.device, iterations, trace)
 
-    def run_once(self) -> Any:
+    def run_once(self) -> UserValue:
         """Call the target once under the same preparation (``--torchperf-disable``)."""
         __tracebackhide__ = True
         with self.prepared():

@@ -11,7 +11,11 @@ entries pile up per code object (8 at most, then dynamo falls back to eager sile
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported lazily, by the first perf test
+    import torch
 
 #: What a process's first perf test imports (about 2.5 s here, mostly the compiler configs).
 PRELOAD = (
@@ -20,6 +24,8 @@ PRELOAD = (
     "torch.utils.flop_counter",
     "torch.profiler",
 )
+#: The compiler configs saved and restored, where loaded.
+CONFIGS = ("torch._inductor.config", "torch._dynamo.config")
 
 
 def preload() -> None:
@@ -31,46 +37,77 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def snapshot() -> dict[str, Any]:
+@dataclass(frozen=True)
+class TorchState:
+    """What :func:`snapshot` saw of torch's process-global state (in memory only)."""
+
+    threads: int
+    grad: bool
+    dtype: torch.dtype
+    #: ``use_deterministic_algorithms``: (enabled, warn_only).
+    deterministic: tuple[bool, bool]
+    #: cuDNN's benchmark, deterministic, enabled and allow_tf32, and CUDA matmul's allow_tf32.
+    cudnn: tuple[bool, bool, bool, bool, bool]
+    matmul: str
+    qengine: str
+    #: A copy of inductor's and dynamo's config, by module name (those loaded).
+    configs: dict[str, dict[str, object]]
+
+
+@dataclass(frozen=True)
+class RandomStates:
+    """The random generators' states :func:`seed_everything` replaced (in memory only)."""
+
+    torch_rng: torch.Tensor
+    #: ``random.getstate()``.
+    random_rng: tuple[object, ...]
+    #: ``numpy.random.get_state()`` where numpy was imported (numpy is not typed here).
+    numpy_rng: object = None
+    #: Every CUDA device's generator state, where CUDA is available.
+    cuda_rng: list[torch.Tensor] | None = None
+
+
+def snapshot() -> TorchState:
     """The current global state (imports torch and its compiler configs: a perf test will)."""
     import importlib
 
     import torch
 
-    for name in ("torch._inductor.config", "torch._dynamo.config"):
+    for name in CONFIGS:
         # Imported here so a config first loaded (and changed) inside the test is restored too.
         importlib.import_module(name)
-    state: dict[str, Any] = {
-        "threads": torch.get_num_threads(),
-        "grad": torch.is_grad_enabled(),
-        "dtype": torch.get_default_dtype(),
-        "deterministic": (
+    configs: dict[str, dict[str, object]] = {}
+    for name in CONFIGS:
+        module = sys.modules.get(name)
+        if module is not None:
+            configs[name] = module.get_config_copy()
+    return TorchState(
+        threads=torch.get_num_threads(),
+        grad=torch.is_grad_enabled(),
+        dtype=torch.get_default_dtype(),
+        deterministic=(
             torch.are_deterministic_algorithms_enabled(),
             torch.is_deterministic_algorithms_warn_only_enabled(),
         ),
-        "cudnn": (
+        cudnn=(
             torch.backends.cudnn.benchmark,
             torch.backends.cudnn.deterministic,
             torch.backends.cudnn.enabled,
             torch.backends.cudnn.allow_tf32,
             torch.backends.cuda.matmul.allow_tf32,
         ),
-        "matmul": torch.get_float32_matmul_precision(),
-        "qengine": torch.backends.quantized.engine,
-    }
-    for name in ("torch._inductor.config", "torch._dynamo.config"):
-        module = sys.modules.get(name)
-        if module is not None:
-            state[name] = module.get_config_copy()
-    return state
+        matmul=torch.get_float32_matmul_precision(),
+        qengine=torch.backends.quantized.engine,
+        configs=configs,
+    )
 
 
-def restore(state: dict[str, Any] | None, *, reset_dynamo: bool = False) -> None:
+def restore(state: TorchState | None, *, reset_dynamo: bool = False) -> None:
     """Put back what :func:`snapshot` saw; optionally reset dynamo caches and counters."""
     import torch
 
     if state is not None:
-        _restore_values(torch, state)
+        _restore_values(state)
     if reset_dynamo and "torch._dynamo" in sys.modules:
         from torch._dynamo.utils import counters
 
@@ -78,12 +115,14 @@ def restore(state: dict[str, Any] | None, *, reset_dynamo: bool = False) -> None
         counters.clear()
 
 
-def _restore_values(torch: Any, state: dict[str, Any]) -> None:
-    if torch.get_num_threads() != state["threads"]:
-        torch.set_num_threads(state["threads"])
-    torch.set_grad_enabled(state["grad"])
-    torch.set_default_dtype(state["dtype"])
-    enabled, warn_only = state["deterministic"]
+def _restore_values(state: TorchState) -> None:
+    import torch
+
+    if torch.get_num_threads() != state.threads:
+        torch.set_num_threads(state.threads)
+    torch.set_grad_enabled(state.grad)
+    torch.set_default_dtype(state.dtype)
+    enabled, warn_only = state.deterministic
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
     (
         torch.backends.cudnn.benchmark,
@@ -91,51 +130,51 @@ def _restore_values(torch: Any, state: dict[str, Any]) -> None:
         torch.backends.cudnn.enabled,
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.allow_tf32,
-    ) = state["cudnn"]
-    if torch.get_float32_matmul_precision() != state["matmul"]:
-        torch.set_float32_matmul_precision(state["matmul"])
-    if torch.backends.quantized.engine != state["qengine"]:
-        torch.backends.quantized.engine = state["qengine"]
-    for name in ("torch._inductor.config", "torch._dynamo.config"):
+    ) = state.cudnn
+    if torch.get_float32_matmul_precision() != state.matmul:
+        torch.set_float32_matmul_precision(state.matmul)
+    if torch.backends.quantized.engine != state.qengine:
+        torch.backends.quantized.engine = state.qengine
+    for name in CONFIGS:
         module = sys.modules.get(name)
-        if module is not None and name in state:
+        if module is not None and name in state.configs:
             # Only keys that changed: writing every key would trip deprecation warnings.
             current = module.get_config_copy()
-            for key, value in state[name].items():
+            for key, value in state.configs[name].items():
                 if current.get(key, value) is not value and current.get(key) != value:
                     setattr(module, key, value)
 
 
-def seed_everything(seed: int) -> dict[str, Any]:
+def seed_everything(seed: int) -> RandomStates:
     """Seed torch (all devices), ``random`` and numpy (if imported); return the states replaced."""
     import random
 
     import torch
 
-    saved: dict[str, Any] = {"torch": torch.get_rng_state(), "random": random.getstate()}
+    saved = RandomStates(torch.get_rng_state(), random.getstate())
     numpy = sys.modules.get("numpy")
     if numpy is not None:
-        saved["numpy"] = numpy.random.get_state()
+        saved = replace(saved, numpy_rng=numpy.random.get_state())
         numpy.random.seed(seed)
     if torch.cuda.is_available():
-        saved["cuda"] = torch.cuda.get_rng_state_all()
+        saved = replace(saved, cuda_rng=torch.cuda.get_rng_state_all())
     random.seed(seed)
     torch.manual_seed(seed)  # seeds CUDA/MPS generators too
     return saved
 
 
-def restore_random(saved: dict[str, Any]) -> None:
+def restore_random(saved: RandomStates) -> None:
     """Undo :func:`seed_everything`."""
     import random
 
     import torch
 
-    torch.set_rng_state(saved["torch"])
-    random.setstate(saved["random"])
-    if "numpy" in saved and "numpy" in sys.modules:
-        sys.modules["numpy"].random.set_state(saved["numpy"])
-    if "cuda" in saved:
-        torch.cuda.set_rng_state_all(saved["cuda"])
+    torch.set_rng_state(saved.torch_rng)
+    random.setstate(saved.random_rng)
+    if saved.numpy_rng is not None and "numpy" in sys.modules:
+        sys.modules["numpy"].random.set_state(saved.numpy_rng)
+    if saved.cuda_rng is not None:
+        torch.cuda.set_rng_state_all(saved.cuda_rng)
 
 
 def quiet_trace_logger() -> None:

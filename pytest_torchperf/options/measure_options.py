@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_torchperf.core.errors import (
     OptionError,  # defined apart so that variant_options can raise it too
 )
+from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.option_spec import OptionSpec
@@ -40,6 +41,9 @@ from pytest_torchperf.options.variant_options import (
     parse_variants,
 )
 
+if TYPE_CHECKING:  # typeshed's name for "an instance of some dataclass" (no runtime module)
+    from _typeshed import DataclassInstance
+
 # --------------------------------------------------------------------------------------------------
 # The option table.
 # --------------------------------------------------------------------------------------------------
@@ -49,7 +53,7 @@ from pytest_torchperf.options.variant_options import (
 #: fallback kind has none of its own: it counts with the instruction count's options).
 _KIND_PARTS = parts("options")
 #: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
-SECTIONS: tuple[type[Any], ...] = tuple(
+SECTIONS: tuple[type[DataclassInstance], ...] = tuple(
     module.SECTION for module in _KIND_PARTS if getattr(module, "SECTION", None) is not None
 )
 
@@ -115,10 +119,12 @@ class MeasureOptions:
     #: ``fn(outputs, targets) -> float`` computed per variant on ``data`` and gated across runs.
     metric: Callable[..., Any] | None = None
     #: ``(inputs, targets)``: the labelled batch for ``metric``.
-    data: tuple[Any, Any] | None = None
+    data: tuple[UserValue, UserValue] | None = None
     #: The measurement kinds' own options (``kinds/<kind>/options.py``: each kind's ``SECTION``
     #: dataclass), resolved like the rest; read with :meth:`of`.
-    sections: tuple[Any, ...] = field(default_factory=lambda: tuple(t() for t in SECTIONS))
+    sections: tuple[DataclassInstance, ...] = field(
+        default_factory=lambda: tuple(t() for t in SECTIONS)
+    )
 
     def of(self, section: type[S]) -> S:
         """This measurement's options of one kind (``options.of(CountOptions)``)."""
@@ -150,7 +156,7 @@ class MeasureOptions:
         """The variant names, in the order given."""
         return tuple(name for name, _ in self.variants)
 
-    def variant_settings(self, name: str) -> dict[str, Any]:
+    def variant_settings(self, name: str) -> dict[str, object]:
         """Settings of one variant (empty when none were given)."""
         return dict(next((settings for n, settings in self.variants if n == name), ()))
 
@@ -310,7 +316,7 @@ def short_min_time(min_time: float, source: str) -> str | None:
 VALID_KEYWORDS: tuple[str, ...] = tuple(sorted([*OPTIONS, "name"]))
 
 
-def check_keywords(keywords: Mapping[str, Any], where: str) -> None:
+def check_keywords(keywords: Mapping[str, object], where: str) -> None:
     """Raise :class:`OptionError` for an unknown keyword, naming ``where`` and the valid keywords."""
     for key in keywords:
         if key not in VALID_KEYWORDS:
@@ -322,7 +328,7 @@ def check_keywords(keywords: Mapping[str, Any], where: str) -> None:
             )
 
 
-def parse_layer(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+def parse_layer(values: Mapping[str, object], where: str) -> dict[str, Any]:
     """Validate and parse one layer of option values (marker, call, CLI or ini)."""
     check_keywords(values, where)
     parsed: dict[str, Any] = {}
@@ -336,7 +342,7 @@ def parse_layer(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     return parsed
 
 
-def _parse_or_raise(parse: Callable[[Any], Any], raw: Any, where: str, key: str) -> Any:
+def _parse_or_raise(parse: Callable[[object], Any], raw: object, where: str, key: str) -> Any:
     try:
         return parse(raw)
     except OptionError as exc:

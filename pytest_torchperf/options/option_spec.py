@@ -14,6 +14,8 @@ class OptionSpec:
     """How one option is parsed and where it may be set."""
 
     name: str
-    parse: Callable[[Any], Any]
+    #: The raw value as the user wrote it (a call's keyword, a marker's, a command line's or an
+    #: ini file's text) -> the option's value (each parser returns its own type).
+    parse: Callable[[object], Any]
     help: str
     cli: bool = True  #: settable with ``--torchperf-<name>`` and ini ``torchperf_<name>``

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
 
 
-def parse_fraction(value: Any) -> float:
+def parse_fraction(value: object) -> float:
     """Parse a relative threshold: ``"10%"``, ``"0.1"``, ``0.1`` -> 0.1.
 
     Bare numbers must be fractions below 1 so that ``10`` (meaning 10 %? 1000 %?) is never guessed;
@@ -45,7 +44,7 @@ def parse_fraction(value: Any) -> float:
     return result
 
 
-def parse_factor(value: Any) -> float:
+def parse_factor(value: object) -> float:
     """Parse a multiple of at least 1: ``"3x"``, ``"3"``, ``3`` -> 3.0; ``off`` (or 0) -> 0.0,
     which disables the bound it feeds."""
     text = str(value).strip().lower()
@@ -66,7 +65,7 @@ _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us
 _DURATION_SCALE = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
-def parse_duration(value: Any) -> float:
+def parse_duration(value: object) -> float:
     """Parse a duration: ``"1s"``, ``"500ms"``, ``"0.5"`` or ``0.5`` (seconds) -> seconds (> 0)."""
     if isinstance(value, bool):
         raise OptionError(f"{value!r} is not a duration (examples: '1s', '500ms', 0.5)")
@@ -82,7 +81,7 @@ def parse_duration(value: Any) -> float:
     return seconds
 
 
-def parse_positive_int(value: Any) -> int:
+def parse_positive_int(value: object) -> int:
     """Parse a positive integer such as a thread count (``"1"``, ``4``)."""
     if isinstance(value, bool):
         raise OptionError(f"{value!r} is not a positive integer")
@@ -99,7 +98,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def parse_bool(value: Any) -> bool:
+def parse_bool(value: object) -> bool:
     """Parse a boolean from a Python bool or an ini word (``true``/``false``/``1``/``0``/``yes``/``no``)."""
     if isinstance(value, bool):
         return value
@@ -111,7 +110,7 @@ def parse_bool(value: Any) -> bool:
     raise OptionError(f"{value!r} is not a boolean (use true or false)")
 
 
-def parse_share(value: Any) -> float:
+def parse_share(value: object) -> float:
     """Parse a share between 0 and 1 (``0.9``, ``"90%"``); 0 disables the check it feeds."""
     text = str(value).strip()
     try:
@@ -127,7 +126,7 @@ def parse_share(value: Any) -> float:
     return share
 
 
-def parse_counter_names(value: Any) -> tuple[str, ...]:
+def parse_counter_names(value: object) -> tuple[str, ...]:
     """Parse counter names to ignore: a list/tuple or a comma-separated string (``"memory,ops"``)."""
     if isinstance(value, str):
         names = [v.strip() for v in value.split(",") if v.strip()]
@@ -154,7 +153,7 @@ COUNTER_NAMES = ("flops", "ops", "params", "memory", "graphs")
 SEED_OFF = -1
 
 
-def parse_seed(value: Any) -> int:
+def parse_seed(value: object) -> int:
     """Parse the per-test RNG seed: a non-negative integer, or ``off`` (:data:`SEED_OFF`)."""
     if value is False or str(value).strip().lower() in ("off", "none", "false"):
         return SEED_OFF
@@ -169,7 +168,7 @@ def parse_seed(value: Any) -> int:
     return seed
 
 
-def parse_label(value: Any) -> str:
+def parse_label(value: object) -> str:
     """Parse a measurement name or group: a non-empty string without path separators or newlines."""
     if not isinstance(value, str) or not value.strip():
         raise OptionError(f"{value!r} is not a non-empty string")

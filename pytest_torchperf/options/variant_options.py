@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.variants.registry import (
     ACCURACY_KEYS,
     VARIANT_NAMES,
@@ -18,10 +19,10 @@ from pytest_torchperf.variants.registry import (
 )
 
 #: One variant and its settings, as stored in :class:`MeasureOptions` (hashable pairs).
-VariantSpec = tuple[str, tuple[tuple[str, Any], ...]]
+VariantSpec = tuple[str, tuple[tuple[str, object], ...]]
 
 
-def _variant_name(name: Any, allow: tuple[str, ...] = VARIANT_NAMES) -> str:
+def _variant_name(name: object, allow: tuple[str, ...] = VARIANT_NAMES) -> str:
     text = str(name).strip()
     if text not in allow:
         close = difflib.get_close_matches(text, allow, n=1)
@@ -30,14 +31,14 @@ def _variant_name(name: Any, allow: tuple[str, ...] = VARIANT_NAMES) -> str:
     return text
 
 
-def parse_variants(value: Any) -> tuple[VariantSpec, ...]:
+def parse_variants(value: object) -> tuple[VariantSpec, ...]:
     """Parse ``variants=``: a list of names, a comma-separated string, or a dict name -> settings.
 
     ``["eager", "compiled"]``, ``"eager,compiled"`` and ``{"compiled": {"mode": "max-autotune"},
     "int8": None}`` are accepted; order is kept, duplicates are an error.
     """
     if isinstance(value, str):
-        items: list[tuple[Any, Any]] = [(v, None) for v in value.split(",") if v.strip()]
+        items: list[tuple[object, object]] = [(v, None) for v in value.split(",") if v.strip()]
     elif isinstance(value, Mapping):
         items = list(value.items())
     elif isinstance(value, (list, tuple)):
@@ -67,14 +68,14 @@ def parse_variants(value: Any) -> tuple[VariantSpec, ...]:
     return tuple(specs)
 
 
-def _check_variant_values(name: str, settings: Mapping[str, Any]) -> None:
+def _check_variant_values(name: str, settings: Mapping[str, object]) -> None:
     """Reject setting values torch would only reject later, deep inside a compile."""
     check = VARIANTS[name].check
     if check is not None:
         check(name, settings)
 
 
-def parse_variant_filter(value: Any) -> tuple[str, ...]:
+def parse_variant_filter(value: object) -> tuple[str, ...]:
     """Parse ``--torchperf-variants``: variant names, comma-separated (settings are not allowed)."""
     if isinstance(value, (list, tuple)):
         value = ",".join(str(v) for v in value)
@@ -84,13 +85,13 @@ def parse_variant_filter(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _per_variant(value: Any, what: str, example: str) -> Mapping[Any, Any]:
+def _per_variant(value: object, what: str, example: str) -> Mapping[object, object]:
     if not isinstance(value, Mapping):
         raise OptionError(f"{value!r} is not a dict of variant -> {what} (example: {example})")
     return value
 
 
-def parse_min_speedup(value: Any) -> tuple[tuple[str, float], ...]:
+def parse_min_speedup(value: object) -> tuple[tuple[str, float], ...]:
     """Parse ``min_speedup={"compiled": 1.2}`` (also ``"1.2x"``): required speedup vs eager."""
     pairs = []
     for name, raw in _per_variant(value, "speedup", "{'compiled': 1.2}").items():
@@ -110,7 +111,7 @@ def parse_min_speedup(value: Any) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
-def parse_accuracy(value: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+def parse_accuracy(value: object) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
     """Parse ``accuracy={"int8": {"rel_l2": 0.1, "cosine": 0.99}}`` (tolerance overrides)."""
     parsed = []
     example = "{'int8': {'rel_l2': 0.1}}"
@@ -144,8 +145,11 @@ def parse_accuracy(value: Any) -> tuple[tuple[str, tuple[tuple[str, float], ...]
     return tuple(parsed)
 
 
-def parse_metric(value: Any) -> Callable[..., Any]:
-    """Parse ``metric=fn``: a callable ``fn(outputs, targets) -> float`` (e.g. top-1 accuracy)."""
+def parse_metric(value: object) -> Callable[..., Any]:
+    """Parse ``metric=fn``: a callable ``fn(outputs, targets) -> float`` (e.g. top-1 accuracy).
+
+    Its result is ``Any``: whatever the user's function returns, tried with ``float()`` where it
+    is used (a float, a 0-d tensor, a numpy scalar), which says so when it cannot."""
     if not callable(value):
         raise OptionError(
             f"{value!r} is not callable; pass a function fn(outputs, targets) -> float"
@@ -153,7 +157,7 @@ def parse_metric(value: Any) -> Callable[..., Any]:
     return cast("Callable[..., Any]", value)
 
 
-def parse_data(value: Any) -> tuple[Any, Any]:
+def parse_data(value: object) -> tuple[UserValue, UserValue]:
     """Parse ``data=(inputs, targets)``: the labelled batch the ``metric`` is computed on."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise OptionError(

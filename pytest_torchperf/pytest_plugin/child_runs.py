@@ -18,12 +18,15 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.context import RunContext
 
 #: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
 #: one session of the 10 a baseline history keeps.
@@ -34,7 +37,7 @@ CONFIRM_MODES = ("fresh", "same")
 FIRST_CHILD_TIMEOUT_S = 3600.0
 
 
-def add_options(group: Any, parser: pytest.Parser) -> None:
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     """``--torchperf-processes`` (and ini) plus the internal ``--torchperf-child``."""
     group.addoption(
         "--torchperf-processes",
@@ -273,7 +276,7 @@ def run_fresh_processes(
     return problems
 
 
-def attach_fresh_confirm(config: pytest.Config, perf_session: Any) -> None:
+def attach_fresh_confirm(config: pytest.Config, perf_session: RunContext) -> None:
     """Give a comparing run's session the means to confirm a slowdown in a fresh process."""
     settings = config.stash[SETTINGS_KEY]
     # With --torchperf-processes too: re-measuring in this process and pooling again with the
@@ -336,6 +339,6 @@ def _child_problem(process: int, child: ChildProcess, measured: bool) -> str:
     )
 
 
-def say(terminal: Any, line: str, yellow: bool = False) -> None:
+def say(terminal: pytest.TerminalReporter | None, line: str, yellow: bool = False) -> None:
     if terminal is not None:
         terminal.write_line(line, yellow=yellow)

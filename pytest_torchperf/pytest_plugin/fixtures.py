@@ -8,20 +8,22 @@ instruments (device, profiler, NVTX, int8 model) are in
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin.stash import context_of, marker_options, state_of
 
 if TYPE_CHECKING:
+    from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.result import Result
 
 
-def _target_name(target: Any) -> str:
+def _target_name(target: object) -> str:
     """Default measurement name: the module's class name or the callable's ``__name__``."""
     inner = target.func if isinstance(target, functools.partial) else target
     name = getattr(inner, "__name__", None)
@@ -51,17 +53,19 @@ class TorchperfFixture:
         self._ctx = context_of(item.config)
         self._state = state_of(item)
 
-    def _defaults(self) -> dict[str, Any]:
+    def _defaults(self) -> dict[str, object]:
         return {}
 
     def __call__(
         self,
-        target: Callable[..., Any],
-        *inputs: Any,
+        target: Target,
+        *inputs: UserValue,
         name: str | None = None,
-        kwargs: dict[str, Any] | None = None,
-        **options: Any,
+        kwargs: dict[str, UserValue] | None = None,
+        **options: object,
     ) -> Any:
+        # Any on purpose: a Result, or VariantResults (variant name -> Result) with variants=;
+        # a union would make every type-checked test narrow what it got before using it.
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import TargetError
         from pytest_torchperf.run.pipeline import measure
@@ -159,7 +163,7 @@ class TorchperfFixture:
         # Failing outside the except block keeps our internals out of the report (no chained trace).
         pytest.fail(message, pytrace=False)
 
-    def _variants(self, resolved: Any, on_call: bool) -> tuple[str, ...] | None:
+    def _variants(self, resolved: MeasureOptions, on_call: bool) -> tuple[str, ...] | None:
         """Variants this call measures (filtered by the run), or None for the plain eager path."""
         item_variant = _item_variant(self._item)
         if item_variant is not None:
@@ -207,7 +211,7 @@ def _out_of_memory_message(exc: BaseException, label: str) -> str:
     )
 
 
-class VariantResults(dict[str, Any]):
+class VariantResults(dict[str, "Result"]):
     """What ``torchperf(model, x, variants=[...])`` returns: variant name -> ``Result``.
 
     ``skipped`` maps the variants that could not be measured here to the reason.
@@ -238,7 +242,7 @@ class TimerFixture(TorchperfFixture):
     gated_by_default = False
     builds_variants = False
 
-    def _defaults(self) -> dict[str, Any]:
+    def _defaults(self) -> dict[str, object]:
         return {"counters": False, "check_finite": False, "inference": False}
 
 

@@ -8,17 +8,26 @@ pytest (:func:`~pytest_torchperf.measure.devices.select_device`,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options, state_of
+
+if TYPE_CHECKING:  # torch and the measuring machinery are imported lazily, when a fixture runs
+    import torch
+
+    from pytest_torchperf.measure.nvtx import nvtx_range
+    from pytest_torchperf.measure.profiling import Profiler
+    from pytest_torchperf.run.context import RunContext
 
 
 @pytest.fixture
-def torchperf_device(request: pytest.FixtureRequest) -> Any:
+def torchperf_device(request: pytest.FixtureRequest) -> torch.device:
     """The ``torch.device`` to run on: ``--torchperf-device`` (ini ``torchperf_device``), ``auto`` by default.
 
     ``auto`` is a real accelerator if present, else cpu. An absent device skips the test with the
@@ -46,19 +55,30 @@ class ProfilerFixture:
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
         self._ctx = context_of(item.config)
-        self.profiles: list[Any] = []
-        self._bare: list[Any] = []
+        self.profiles: list[Profiler] = []
+        self._bare: list[Profiler] = []
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Profiler:
         """``with torchperf_profiler as prof:``: a profiler with the defaults."""
         profiler = self()
         self._bare.append(profiler)
         return profiler.__enter__()
 
-    def __exit__(self, *exc_info: Any) -> Any:
-        return self._bare.pop().__exit__(*exc_info)
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._bare.pop().__exit__(kind, error, traceback)
 
-    def __call__(self, device: Any = None, name: str | None = None, **profile_kwargs: Any) -> Any:
+    def __call__(
+        self,
+        device: torch.device | str | None = None,
+        name: str | None = None,
+        # Forwarded to torch.profiler.profile, which checks them.
+        **profile_kwargs: Any,
+    ) -> Profiler:
         from pytest_torchperf.measure.profiling import Profiler, trace_path
 
         index = len(self.profiles)
@@ -74,7 +94,7 @@ class ProfilerFixture:
     def _enter(self) -> None:
         self._ctx.profiling_depth += 1
 
-    def _exit(self, profiler: Any) -> None:
+    def _exit(self, profiler: Profiler) -> None:
         self._ctx.profiling_depth -= 1
         try:
             table = profiler.table()
@@ -85,7 +105,7 @@ class ProfilerFixture:
         )
 
 
-def _default_device(ctx: Any) -> str:
+def _default_device(ctx: RunContext) -> str:
     from pytest_torchperf.measure.devices import DeviceUnavailable, select_device
 
     try:
@@ -101,7 +121,7 @@ def torchperf_profiler(request: pytest.FixtureRequest) -> ProfilerFixture:
 
 
 @pytest.fixture
-def torchperf_nvtx() -> Iterator[Callable[..., Any]]:
+def torchperf_nvtx() -> Iterator[type[nvtx_range]]:
     """NVTX ranges: ``with torchperf_nvtx("forward"): ...`` or ``@torchperf_nvtx("step")``.
 
     An NVTX range for Nsight Systems on CUDA plus a ``record_function`` range for torch.profiler;
@@ -113,7 +133,7 @@ def torchperf_nvtx() -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
-def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., Target]:
     """Build an int8 model: ``q = torchperf_quantized_model(model, example_inputs, mode=None,
     calibration=None)``.
 
@@ -128,8 +148,11 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., A
     ctx = context_of(item.config)
 
     def build(
-        model: Any, example_inputs: Any, mode: str | None = None, calibration: Any = None
-    ) -> Any:
+        model: object,
+        example_inputs: UserValue,
+        mode: str | None = None,
+        calibration: Iterable[UserValue] | None = None,
+    ) -> Target:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import prepared
         from pytest_torchperf.variants.quantization import (

@@ -3,14 +3,17 @@ back after it (see :mod:`pytest_torchperf.measure.torch_state`). The plugin's ho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, context_of, marker_options
 
-SEED_KEY = pytest.StashKey[Any]()
+if TYPE_CHECKING:  # the measuring machinery is imported lazily, by the first perf test
+    from pytest_torchperf.measure.torch_state import RandomStates, TorchState
+
+SEED_KEY: pytest.StashKey[RandomStates] = pytest.StashKey()
 
 
 def seed(item: pytest.Item) -> None:
@@ -48,7 +51,7 @@ def is_perf(item: pytest.Item) -> bool:
     return item.stash.get(IS_PERF_KEY, False)
 
 
-def torch_snapshot(item: pytest.Item) -> Any:
+def torch_snapshot(item: pytest.Item) -> TorchState | None:
     if not is_perf(item):
         return None
     from pytest_torchperf.measure.torch_state import snapshot
@@ -56,7 +59,7 @@ def torch_snapshot(item: pytest.Item) -> Any:
     return snapshot()
 
 
-def restore_torch(item: pytest.Item, saved: Any) -> None:
+def restore_torch(item: pytest.Item, saved: TorchState | None) -> None:
     state = item.stash.get(STATE_KEY, None)
     if saved is None and not (state and state.built_variants):
         return

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Generator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
 
 if TYPE_CHECKING:
+    from pytest_torchperf.judge.coverage import Coverage
     from pytest_torchperf.options.settings import RunSettings
 
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
@@ -45,7 +47,7 @@ class SummaryReporter:
             if key == RECORDS_PROPERTY and isinstance(value, str):
                 self.records.extend(json.loads(value))
 
-    def coverage(self) -> Any:
+    def coverage(self) -> Coverage | None:
         """What this run gated or stored (:class:`pytest_torchperf.judge.coverage.Coverage`),
         None when it neither compared nor saved."""
         from pytest_torchperf.judge.coverage import coverage
@@ -105,7 +107,7 @@ class SummaryReporter:
                 terminal.write_line(thin, yellow=True, bold=True)
         return result
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         settings = self.config.stash[SETTINGS_KEY]
         if not hasattr(self.config, "workerinput"):
             for module in _kinds_plugin_parts("records_of_run"):
@@ -235,7 +237,7 @@ def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) ->
     )
 
 
-def _kinds_plugin_parts(having: str) -> list[Any]:
+def _kinds_plugin_parts(having: str) -> list[ModuleType]:
     """The kinds' plugin parts that add ``having`` to the summary (``records_of_run``: records
     no test of this run measured, such as an A/B run's measurements only side A has;
     ``summary_lines``: what the kind's run adds to the terminal summary)."""

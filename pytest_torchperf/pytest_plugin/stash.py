@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
 
 if TYPE_CHECKING:  # the measuring machinery is imported lazily, on the first measurement
+    from pytest_torchperf.measure.exclusive import WorkerGate  # noqa: F401 (named in a key's type)
     from pytest_torchperf.options.settings import RunSettings  # noqa: F401 (named in a key's type)
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.state import TestState
@@ -28,18 +29,18 @@ PERF_KEY = pytest.StashKey[bool]()
 #: Set during collection on every perf test (marked, or using a perf fixture): seeded and isolated.
 IS_PERF_KEY = pytest.StashKey[bool]()
 #: An xdist worker's :class:`~pytest_torchperf.measure.exclusive.WorkerGate` (runs that time).
-GATE_KEY = pytest.StashKey[Any]()
+GATE_KEY = pytest.StashKey["WorkerGate"]()
 #: The same lock, held while an xdist worker collects.
-COLLECTING_GATE_KEY = pytest.StashKey[Any]()
+COLLECTING_GATE_KEY = pytest.StashKey["WorkerGate"]()
 #: The xdist controller of a save in several processes: where its fresh processes write.
-XDIST_CHILDREN_KEY = pytest.StashKey[Any]()
+XDIST_CHILDREN_KEY = pytest.StashKey[Path]()
 #: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
 PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
 
 
-def marker_options(item: pytest.Item) -> dict[str, Any]:
+def marker_options(item: pytest.Item) -> dict[str, object]:
     """Merged keyword arguments of the torchperf markers on ``item`` (closest marker wins)."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for mark in reversed(list(item.iter_markers(MARKER))):
         if mark.args:
             raise OptionError(

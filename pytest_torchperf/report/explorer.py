@@ -15,10 +15,12 @@ imported (the ``torchperf graph`` command opens the files; docs/graph.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from pytest_torchperf.core.graph_types import GraphNode, GraphRecord
+from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.core.units import format_bytes, format_percent, format_time
 
 #: The first module the compare names as where the time grew: its nodes' background in the
@@ -46,11 +48,11 @@ CHANGE_THRESHOLDS: tuple[tuple[float, str, str], ...] = (
 GROUP_SUFFIX = "___group___"
 
 #: Low to high, for the figures that are only ever >= 0.
-HEAT = (
+HEAT: tuple[JSON, ...] = (
     {"stop": 0, "bgColor": "#fffbeb"},
     {"stop": 1, "bgColor": "#ea580c", "textColor": "#ffffff"},
 )
-COOL = (
+COOL: tuple[JSON, ...] = (
     {"stop": 0, "bgColor": "#eff6ff"},
     {"stop": 1, "bgColor": "#1d4ed8", "textColor": "#ffffff"},
 )
@@ -67,7 +69,7 @@ class NodeData:
 
     file: str
     title: str
-    document: dict[str, Any]
+    document: JSONObject
 
 
 @dataclass(frozen=True)
@@ -76,15 +78,15 @@ class GraphView:
     overlay first when there is a baseline)."""
 
     graph_id: str
-    graph: dict[str, Any]
+    graph: JSONObject
     node_data: tuple[NodeData, ...]
     summary: str
     marked: tuple[str, ...] = field(default=())
     #: The record's nodes, as the contract has them (what :func:`focus` picks from).
-    nodes: tuple[Mapping[str, Any], ...] = field(default=())
+    nodes: tuple[GraphNode, ...] = field(default=())
 
 
-def graph_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
+def graph_of(record: Mapping[str, Any]) -> GraphRecord:
     """The record's ``graph`` (``NoGraph`` when it has none or it was not exported)."""
     graph = record.get("graph")
     if not isinstance(graph, Mapping):
@@ -94,10 +96,12 @@ def graph_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
         )
     if not graph.get("exported"):
         raise NoGraph(graph.get("why_not") or "torch.export failed (no reason recorded)")
-    return graph
+    # The record as a writer made it (measure.node_figures, store.graphs); what an older
+    # version's record may lack is read with .get() below.
+    return cast("GraphRecord", graph)
 
 
-def summary_line(graph: Mapping[str, Any]) -> str:
+def summary_line(graph: GraphRecord) -> str:
     """What share of the call's time the nodes explain, and by which clock."""
     call, nodes, explained = graph.get("call_time"), graph.get("node_time"), graph.get("explained")
     if explained is None and call and nodes is not None:
@@ -115,12 +119,12 @@ def summary_line(graph: Mapping[str, Any]) -> str:
 def graph_view(record: Mapping[str, Any]) -> GraphView:
     """The graph file and the overlays of a record (``NoGraph`` when it has no exported graph)."""
     graph = graph_of(record)
-    nodes: Sequence[Mapping[str, Any]] = graph.get("nodes") or []
+    nodes: Sequence[GraphNode] = graph.get("nodes") or []
     graph_id = str(record.get("name") or "graph")
     marked = tuple(str(m) for m in graph.get("marked") or [])
     call_time = graph.get("call_time")
     summary = summary_line(graph)
-    me_graph: dict[str, Any] = {
+    me_graph: JSONObject = {
         "id": graph_id,
         "nodes": [_node(n, call_time) for n in nodes],
     }
@@ -128,7 +132,7 @@ def graph_view(record: Mapping[str, Any]) -> GraphView:
     if groups:
         me_graph["groupNodeConfigs"] = groups
     label = f"{record.get('nodeid', '')} {graph_id}: {summary}".strip()
-    collection = {"label": label, "graphs": [me_graph]}
+    collection: JSONObject = {"label": label, "graphs": [me_graph]}
     return GraphView(
         graph_id=graph_id,
         graph=collection,
@@ -139,20 +143,20 @@ def graph_view(record: Mapping[str, Any]) -> GraphView:
     )
 
 
-def _is_op(node: Mapping[str, Any]) -> bool:
+def _is_op(node: GraphNode) -> bool:
     return (node.get("kind") or "op") == "op"
 
 
-def _share(node: Mapping[str, Any], call_time: float | None) -> float | None:
+def _share(node: GraphNode, call_time: float | None) -> float | None:
     time = node.get("time")
     if time is None or not call_time:
         return None
     return float(time) / float(call_time)
 
 
-def _node(node: Mapping[str, Any], call_time: float | None) -> dict[str, Any]:
+def _node(node: GraphNode, call_time: float | None) -> JSONObject:
     """One node in Model Explorer's format, its figures as attributes."""
-    attrs: list[dict[str, Any]] = []
+    attrs: list[JSON] = []
 
     def attr(key: str, value: object) -> None:
         attrs.append({"key": key, "value": str(value)})
@@ -162,11 +166,12 @@ def _node(node: Mapping[str, Any], call_time: float | None) -> dict[str, Any]:
         share = _share(node, call_time)
         if share is not None:
             attr("share of call", format_percent(share))
-        if node.get("baseline_time") is not None:
-            attr("baseline time", format_time(node["baseline_time"]))
-        if node.get("change") is not None:
-            attr("change", f"{float(node['change']) * 100:+.1f}%")
-        elif "baseline_time" in node and node.get("baseline_time") is None:
+        baseline_time, change = node.get("baseline_time"), node.get("change")
+        if baseline_time is not None:
+            attr("baseline time", format_time(baseline_time))
+        if change is not None:
+            attr("change", f"{float(change) * 100:+.1f}%")
+        elif "baseline_time" in node and baseline_time is None:
             attr("change", "new: not in the baseline")
         if node.get("flops") is not None:
             attr("FLOPs", f"{int(node['flops']):,}")
@@ -197,12 +202,12 @@ def _node(node: Mapping[str, Any], call_time: float | None) -> dict[str, Any]:
     }
 
 
-def _in_module(node: Mapping[str, Any], module: str) -> bool:
+def _in_module(node: GraphNode, module: str) -> bool:
     own = str(node.get("module") or "")
     return own == module or own.startswith(module + ".")
 
 
-def _marked_namespace(nodes: Sequence[Mapping[str, Any]], module: str) -> str | None:
+def _marked_namespace(nodes: Sequence[GraphNode], module: str) -> str | None:
     """The group (namespace) that is ``module``: the namespace its own nodes share."""
     for node in nodes:
         if _is_op(node) and str(node.get("module") or "") == module and node.get("namespace"):
@@ -217,7 +222,7 @@ def _marked_namespace(nodes: Sequence[Mapping[str, Any]], module: str) -> str | 
     return None
 
 
-def _group_configs(nodes: Sequence[Mapping[str, Any]], marked: Sequence[str]) -> list[Any]:
+def _group_configs(nodes: Sequence[GraphNode], marked: Sequence[str]) -> list[JSON]:
     """The first marked module's group filled and bordered, the groups above it bordered."""
     if not marked:
         return []
@@ -225,7 +230,7 @@ def _group_configs(nodes: Sequence[Mapping[str, Any]], marked: Sequence[str]) ->
     if not namespace:
         return []
     parts = namespace.split("/")
-    configs: list[dict[str, Any]] = [
+    configs: list[JSON] = [
         {
             "namespaceRegex": f"^{re.escape(namespace)}$",
             "backgroundColor": MARKED_GROUP_BG,
@@ -243,13 +248,18 @@ def _group_configs(nodes: Sequence[Mapping[str, Any]], marked: Sequence[str]) ->
 
 
 def _document(
-    graph_id: str, title: str, results: dict[str, dict[str, Any]], **scale: Any
-) -> dict[str, Any]:
-    return {graph_id: {"name": title, "results": results, **scale}}
+    graph_id: str, title: str, results: Mapping[str, JSONObject], **scale: JSON
+) -> JSONObject:
+    by_node: dict[str, JSON] = dict(results)
+    return {graph_id: {"name": title, "results": by_node, **scale}}
 
 
-def _values(nodes: Sequence[Mapping[str, Any]], value: Any) -> dict[str, dict[str, Any]]:
-    results = {}
+#: A figure of an op node for an overlay (None: the node has none).
+Figure = Callable[[GraphNode], JSON]
+
+
+def _values(nodes: Sequence[GraphNode], value: Figure) -> dict[str, JSONObject]:
+    results: dict[str, JSONObject] = {}
     for node in nodes:
         if not _is_op(node):
             continue
@@ -261,14 +271,14 @@ def _values(nodes: Sequence[Mapping[str, Any]], value: Any) -> dict[str, dict[st
 
 def _node_data(
     graph_id: str,
-    nodes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[GraphNode],
     call_time: float | None,
     marked: Sequence[str],
 ) -> tuple[NodeData, ...]:
     """The overlays, the one that colours the graph at first last (Model Explorer selects the
     last one it is given): the change when there is a baseline, else the own time."""
     overlays: list[NodeData] = []
-    figures: tuple[tuple[str, str, Any, tuple[dict[str, Any], ...]], ...] = (
+    figures: tuple[tuple[str, str, Figure, tuple[JSON, ...]], ...] = (
         (
             "share-of-call-pct.json",
             "share of the call's time (%)",
@@ -300,7 +310,7 @@ def _node_data(
         for node in nodes:
             if first is not None and str(node["id"]) in change and _in_module(node, first):
                 change[str(node["id"])].update(bgColor=MARKED_BG, textColor=MARKED_TEXT)
-        thresholds = [
+        thresholds: list[JSON] = [
             {"value": value, "bgColor": bg, "textColor": text}
             for value, bg, text in CHANGE_THRESHOLDS
         ]
@@ -320,11 +330,12 @@ def _node_data(
 NEW_NODE_PCT = 1000.0
 
 
-def _change_pct(node: Mapping[str, Any]) -> float | None:
+def _change_pct(node: GraphNode) -> float | None:
     """A node's change vs the baseline in percent, capped at :data:`NEW_NODE_PCT`; a new node
     (in a compare, the baseline lacks it) reads the cap; None where there is no baseline."""
-    if node.get("change") is not None:
-        return min(round(float(node["change"]) * 100, 2), NEW_NODE_PCT)
+    change = node.get("change")
+    if change is not None:
+        return min(round(float(change) * 100, 2), NEW_NODE_PCT)
     if "baseline_time" in node and node.get("baseline_time") is None and node.get("time"):
         return NEW_NODE_PCT
     return None
@@ -338,7 +349,7 @@ def focus(view: GraphView) -> tuple[str | None, str | None]:
         inside = [n for n in ops if _in_module(n, view.marked[0])]
         ops = inside or ops
 
-    def weight(node: Mapping[str, Any]) -> float:
+    def weight(node: GraphNode) -> float:
         time = float(node.get("time") or 0.0)
         base = node.get("baseline_time")
         return time - float(base) if view.marked and base is not None else time
@@ -354,10 +365,10 @@ def url_data(
     view: GraphView,
     graph_path: str,
     node_data_paths: Sequence[str],
-) -> dict[str, Any]:
+) -> JSONObject:
     """The ``data`` parameter of Model Explorer's URL: the graph file, its overlays, and the
     view opened on :func:`focus` (its ``uiState``; ``model-explorer``'s own URL has none)."""
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "models": [{"url": graph_path}],
         "nodeData": list(node_data_paths),
         "nodeDataTargets": ["" for _ in node_data_paths],
@@ -378,11 +389,11 @@ def url_data(
     return data
 
 
-def op_rows(graph: Mapping[str, Any]) -> list[dict[str, Any]]:
+def op_rows(graph: GraphRecord) -> list[dict[str, object]]:
     """The op-level figures (``ops``), most time first: what a graph that could not be exported
     still tells."""
     call = graph.get("call_time")
-    rows = []
+    rows: list[dict[str, object]] = []
     for op in sorted(graph.get("ops") or [], key=lambda o: -(o.get("time") or 0.0)):
         time = op.get("time")
         rows.append(

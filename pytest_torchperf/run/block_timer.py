@@ -9,11 +9,10 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.options.measure_options import MeasureOptions, parse_layer
 from pytest_torchperf.run.result import Result
 
@@ -25,7 +24,7 @@ class BlockTimer:
     ``warmup``, ``threads``, ``inference``, ...). CUDA targets are clocked with CUDA events.
     """
 
-    def __init__(self, device: str | None = None, **options: Any) -> None:
+    def __init__(self, device: str | None = None, **options: object) -> None:
         self.device = device
         # Same parsing and errors as marker keywords: min_time="0.5s" works, typos are named.
         parsed = parse_layer(options, "BlockTimer")
@@ -36,10 +35,10 @@ class BlockTimer:
 
     def measure(
         self,
-        fn: Callable[..., Any],
-        *args: Any,
+        fn: Target,
+        *args: UserValue,
         name: str | None = None,
-        kwargs: dict[str, Any] | None = None,
+        kwargs: dict[str, UserValue] | None = None,
     ) -> Result:
         """Time ``fn(*args, **kwargs)`` and return a :class:`~pytest_torchperf.run.result.Result`."""
         __tracebackhide__ = True

@@ -19,6 +19,7 @@ from pytest_torchperf.options.values import COUNTER_NAMES
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 if TYPE_CHECKING:
+    from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.run.state import TestState
     from pytest_torchperf.store.baselines import BaselineStore
 
@@ -29,7 +30,7 @@ def profile_iterations(sample: Sample) -> int:
 
 
 def baseline_top_ops(
-    measurer: Any, sample: Sample, state: "TestState", name: str
+    measurer: Measurer, sample: Sample, state: "TestState", name: str
 ) -> list[dict[str, Any]] | None:
     """Op table stored with a saved session, to explain later slowdowns (None if profiling fails)."""
     try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
@@ -66,9 +67,9 @@ def measure(
     state: TestState,
     nodeid: str,
     name: str,
-    target: Callable[..., Any],
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
     options: MeasureOptions,
     device: str | None = None,
     *,
@@ -104,7 +105,7 @@ def measure(
     eager = compiled_original(target) if options.counters else None
     # explain() resets dynamo's caches process-wide; skipped when graph counters are opted out.
     count_graphs = eager is not None and "graphs" not in options.ignore_counters
-    graph = measurer.graph_counters(eager) if count_graphs else {}
+    graph = measurer.graph_counters(eager) if count_graphs and eager is not None else {}
     output = measurer.check_outputs(name)
     counters, again = counters_of(measurer, options, eager)
     counters = None if counters is None else {**counters, **graph}
@@ -137,7 +138,8 @@ def measure(
     )
     measure_beside(ctx, measured)
     if ctx.settings.graph and gate and source == "torchperf" and not ctx.settings.child:
-        measured.graph = graph_of(measurer)
+        # Kept as the plain dict its file has: a compare adds to it (judge.node_changes).
+        measured.graph = dict(graph_of(measurer))
     if measurer.clocks_unchecked:
         ctx.warn_once(measurer.clocks_unchecked)  # it holds for every CUDA measurement
     return conclude(ctx, state, measured)

@@ -98,7 +98,7 @@ class VariantPlan:
     options: MeasureOptions
     variants: Sequence[str]
     labels: dict[str, str]
-    measurers: dict[str, Any] = field(default_factory=dict)
+    measurers: dict[str, Measurer] = field(default_factory=dict)
     extras: dict[str, VariantExtra] = field(default_factory=dict)
     failed: dict[str, Result] = field(default_factory=dict)
     graph: dict[str, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
@@ -18,6 +19,8 @@ from pytest_torchperf.run.state import TestState
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
+    from pytest_torchperf.core.graph_types import GraphRecord
+    from pytest_torchperf.measure.sampling import RawSamples
     from pytest_torchperf.measure.timing import Measurer
 
 
@@ -40,7 +43,7 @@ def claim_name(state: TestState, nodeid: str, name: str) -> None:
     state.names.add(name)
 
 
-def graph_of(measurer: "Measurer") -> dict[str, Any]:
+def graph_of(measurer: "Measurer") -> GraphRecord:
     """``--torchperf-graph``: the per-node figures of the measured call, after its timed
     passes (never while timing), under the measurement's own preparation."""
     from pytest_torchperf.measure.node_figures import node_figures
@@ -74,7 +77,7 @@ def graph_beside_baseline(
     return {**graph, "no_baseline": why}
 
 
-def to_sample(raw: Any, on_cpu: bool) -> Sample:
+def to_sample(raw: RawSamples, on_cpu: bool) -> Sample:
     """A verdict :class:`Sample` from one sampling pass's raw samples."""
     times = tuple(raw.times)
     calibration = summarize(raw.calibration).p25 if raw.calibration else None
@@ -131,12 +134,11 @@ def disabled_result(
 
 
 def counters_of(
-    measurer: "Measurer", options: MeasureOptions, eager: Any = None
-) -> tuple[dict[str, Any] | None, Any]:
+    measurer: "Measurer", options: MeasureOptions, eager: Target | None = None
+) -> tuple[dict[str, Any] | None, UserValue]:
     """Counters of one call (None when off) and that call's output (for a determinism check)."""
     from pytest_torchperf.measure.outputs import NO_OUTPUT
 
     if not options.counters:
         return None, NO_OUTPUT
-    counted: tuple[dict[str, Any] | None, Any] = measurer.counters(eager, capture=True)
-    return counted
+    return measurer.counters(eager, capture=True)

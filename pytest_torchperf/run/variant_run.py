@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
@@ -39,6 +40,10 @@ from pytest_torchperf.run.steps import (
     to_sample,
 )
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS
+
+if TYPE_CHECKING:  # torch (which timing imports) is imported lazily
+    from pytest_torchperf.measure.sampling import RawSamples
+    from pytest_torchperf.measure.timing import Measurer
 
 
 class VariantSkipped(MeasurementSkipped):
@@ -69,9 +74,9 @@ def measure_variants(
     state: TestState,
     nodeid: str,
     name: str,
-    target: Callable[..., Any],
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
     options: MeasureOptions,
     variants: Sequence[str],
 ) -> dict[str, Result]:
@@ -116,7 +121,7 @@ def measure_variants(
     return _conclude_each(ctx, state, plan, raws)
 
 
-def _reference(plan: VariantPlan, eager: Any, target: Any) -> Any:
+def _reference(plan: VariantPlan, eager: Measurer, target: Target) -> UserValue:
     """Eager's graph counters, checked outputs, counters, fingerprint and metric."""
     options = plan.options
     plan.count_graphs = (
@@ -147,11 +152,11 @@ def _build(
     ctx: RunContext,
     state: TestState,
     plan: VariantPlan,
-    eager: Any,
-    target: Any,
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    reference: Any,
+    eager: Measurer,
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
+    reference: UserValue,
 ) -> None:
     """Build every other variant, check its outputs against eager's, keep its facts."""
     import torch
@@ -245,8 +250,8 @@ def _build(
 
 
 def _time(
-    ctx: RunContext, plan: VariantPlan, eager: Any, turn: Callable[[], None] | None
-) -> dict[str, Any]:
+    ctx: RunContext, plan: VariantPlan, eager: Measurer, turn: Callable[[], None] | None
+) -> dict[str, RawSamples]:
     """Time eager and every built variant round-robin (one block of each per round); ``turn``
     (the role's) is awaited before each round, and where there is one no calibration blocks are
     timed."""
@@ -308,7 +313,7 @@ def _time(
 
 
 def _conclude_each(
-    ctx: RunContext, state: TestState, plan: VariantPlan, raws: dict[str, Any]
+    ctx: RunContext, state: TestState, plan: VariantPlan, raws: dict[str, RawSamples]
 ) -> dict[str, Result]:
     """Each listed variant judged and saved like a plain measurement."""
     results: dict[str, Result] = {}

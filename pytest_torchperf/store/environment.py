@@ -18,10 +18,18 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_torchperf.core.types import JSON
 
 if TYPE_CHECKING:
     import subprocess
+
+    import torch
+
+#: An environment's fingerprint: ``{"exact": {...}, "soft": {...}}``, each a JSON object of
+#: fields (see :data:`EXACT_FIELDS`, :data:`SOFT_FIELDS`).
+Fingerprint = dict[str, dict[str, JSON]]
 
 #: Fields that must match for two measurements to be comparable, in the order hints mention them.
 EXACT_FIELDS: tuple[str, ...] = (
@@ -103,7 +111,7 @@ def _build_line(config_text: str, pattern: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def machine_fields() -> dict[str, Any]:
+def machine_fields() -> dict[str, JSON]:
     """Device-independent exact fields: CPU and torch build (cached for the process)."""
     import torch
 
@@ -125,12 +133,12 @@ def machine_fields() -> dict[str, Any]:
     }
 
 
-def device_fields(device: Any) -> dict[str, Any]:
+def device_fields(device: torch.device | str) -> dict[str, JSON]:
     """Exact fields of the device a measurement ran on (GPU name, memory, CUDA and cuDNN)."""
     import torch
 
     dev = torch.device(device)
-    fields: dict[str, Any] = {
+    fields: dict[str, JSON] = {
         "device": dev.type,
         "device_name": None,
         "device_memory_gib": None,
@@ -164,13 +172,13 @@ SOFT_FIELDS = (
 )
 
 
-def fingerprint(device: Any, threads: int) -> dict[str, Any]:
+def fingerprint(device: torch.device | str, threads: int) -> Fingerprint:
     """Full fingerprint of a measurement: ``{"exact": {...}, "soft": {...}}``."""
     from pytest_torchperf import __version__
 
-    exact = {**machine_fields(), **device_fields(device), "threads": threads}
-    exact = {key: exact.get(key) for key in EXACT_FIELDS}
-    soft = {
+    found: dict[str, JSON] = {**machine_fields(), **device_fields(device), "threads": threads}
+    exact = {key: found.get(key) for key in EXACT_FIELDS}
+    soft: dict[str, JSON] = {
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
@@ -183,7 +191,7 @@ def fingerprint(device: Any, threads: int) -> dict[str, Any]:
     return {"exact": exact, "soft": soft}
 
 
-def environment_id(exact: Mapping[str, Any]) -> str:
+def environment_id(exact: Mapping[str, object]) -> str:
     """Stable, readable folder name for an exact fingerprint (``cpu-intel-xeon-torch2.14.1-t1-1a2b3c4d``)."""
     digest = hashlib.sha256(
         json.dumps(dict(exact), sort_keys=True, default=str).encode()
@@ -197,7 +205,7 @@ def environment_id(exact: Mapping[str, Any]) -> str:
     )
 
 
-def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
+def describe_difference(here: Mapping[str, object], stored: Mapping[str, object]) -> str:
     """Name the exact fields that differ: ``torch 2.14.1 here vs 2.13.0 stored; threads 1 here vs 4 stored``
     (the plugin's fields first, then those other plugins added: ``pytest_torchperf_environment``)."""
     known = (*EXACT_FIELDS, *INSTRUCTION_FIELDS)
@@ -214,10 +222,10 @@ def describe_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> s
     )
 
 
-def machine_info() -> dict[str, Any]:
+def machine_info() -> dict[str, JSON]:
     """pytest-benchmark-style ``machine_info`` plus the torch build fields."""
     uname = platform.uname()
-    info: dict[str, Any] = {
+    info: dict[str, JSON] = {
         "node": uname.node,
         "processor": uname.processor,
         "machine": uname.machine,
@@ -231,9 +239,11 @@ def machine_info() -> dict[str, Any]:
     }
     try:
         fields = machine_fields()
+        isa = fields["cpu_isa"]  # always a text (_cpu_info)
+        flags: list[JSON] = list(isa.split(",")) if isinstance(isa, str) else []
         info["cpu"] = {
             "brand_raw": fields["cpu_model"],
-            "flags": fields["cpu_isa"].split(","),
+            "flags": flags,
             "count": fields["cpu_count"],
         }
         info["torch"] = {
@@ -287,7 +297,7 @@ def git(*args: str) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def commit_info() -> dict[str, Any]:
+def commit_info() -> dict[str, JSON]:
     """pytest-benchmark-style ``commit_info`` of the working tree (empty fields outside git)."""
     sha = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from pytest_torchperf.core.graph_types import GraphNode, GraphRecord
+from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.store.sessions import Session
 
 
@@ -35,11 +37,11 @@ def latest_stored(sessions: Sequence[Session]) -> dict[str, list[float]] | None:
     return None
 
 
-def stored_structure(graph: Mapping[str, Any]) -> dict[str, Any]:
+def stored_structure(graph: Mapping[str, Any]) -> JSONObject:
     """The graph's structure, compactly: each node as ``[id, label, kind, module, key, inputs,
     outputs]`` (inputs: source node ids) and each module's Model Explorer namespace once."""
-    namespaces: dict[str, str] = {}
-    nodes = []
+    namespaces: dict[str, JSON] = {}
+    nodes: list[JSON] = []
     for n in graph.get("nodes", ()):
         if n.get("kind") == "op":
             namespaces.setdefault(n.get("module", ""), n.get("namespace", ""))
@@ -63,11 +65,11 @@ def stored_structure(graph: Mapping[str, Any]) -> dict[str, Any]:
 
 def graph_from_stored(
     structure: Mapping[str, Any], figures: Mapping[str, Sequence[float]]
-) -> dict[str, Any]:
+) -> GraphRecord:
     """A ``graph`` record (as ``--torchperf-graph`` writes it in a results file) from a stored
     structure and a session's per-node figures: what ``torchperf graph`` draws of a baseline."""
     namespaces = structure.get("namespaces") or {}
-    nodes = []
+    nodes: list[GraphNode] = []
     for node_id, label, node_type, module, key, inputs, outputs in structure.get("nodes", ()):
         time, flops, size = (list(figures.get(key) or ()) + [0.0, 0, 0])[:3]
         nodes.append(
@@ -91,7 +93,11 @@ def graph_from_stored(
     return {
         "exported": True,
         "why_not": None,
-        **{k: structure.get(k) for k in ("device", "clock", "call_time", "node_time", "explained")},
+        "device": structure.get("device"),
+        "clock": structure.get("clock"),
+        "call_time": structure.get("call_time"),
+        "node_time": structure.get("node_time"),
+        "explained": structure.get("explained"),
         "nodes": nodes,
         "ops": [],
         "marked": [],

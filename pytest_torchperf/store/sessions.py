@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import cast
 
+from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.store.records import GateRecord, InstructionRecord, StatsRecord
 
 __all__ = ["Session", "SessionError", "session_of", "timed_sessions"]
@@ -105,9 +106,10 @@ class Session:
             raise SessionError("session", data, "an object")
         return _read(cast("Mapping[str, object]", data))
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JSONObject:
         """The session as its file holds it: the keys it was read with, in their order."""
-        return {key: copy.deepcopy(self.raw(key)) for key in self.held}
+        # Every value was read from JSON, or checked as from_json checks it (updated()).
+        return {key: cast("JSON", copy.deepcopy(self.raw(key))) for key in self.held}
 
     # -- building one -----------------------------------------------------------------------------
 

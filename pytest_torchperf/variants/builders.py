@@ -28,10 +28,14 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from pytest_torchperf.core.types import JSON, Target, UserValue
 from pytest_torchperf.variants.compilers import _first_line, backend_problem, inductor_problem
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS, VARIANTS  # noqa: F401
+
+if TYPE_CHECKING:  # torch is imported lazily, when a variant is built
+    from torch._ops import OpOverload
 
 
 class VariantUnavailable(RuntimeError):
@@ -47,13 +51,13 @@ class BuiltVariant:
     """A ready-to-time variant of a target."""
 
     name: str
-    target: Callable[..., Any]
+    target: Target
     #: Seconds to build the variant including its first call (compilation, quantization).
     build_time: float
     #: How it was built, for reports, e.g. ``torch.compile(backend='inductor')``.
     method: str
     #: Evidence that the variant is what it claims (freezing counters, low-precision ops, ...).
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, JSON] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: ``bfloat16``/``float16`` for amp (its accuracy defaults depend on it), else None.
     amp_dtype: str | None = None
@@ -62,15 +66,33 @@ class BuiltVariant:
     accuracy_caveat: str | None = None
 
 
-Prepare = Callable[[], ContextManager[Any]]
+#: Enters the global state the variant will be timed in (threads, eval, no_grad).
+Prepare = Callable[[], ContextManager[None]]
+#: A variant's settings as the user wrote them (``compiled={"mode": "max-autotune"}``): option
+#: values, checked by the registry's checks and by torch itself.
+Settings = dict[str, object]
+
+
+class Builder(Protocol):
+    """A ``build_<variant>`` function: builds the variant and makes its first call."""
+
+    def __call__(
+        self,
+        settings: Settings,
+        target: Target,
+        inputs: tuple[UserValue, ...],
+        kwargs: dict[str, UserValue],
+        device_type: str,
+        prepare: Prepare,
+    ) -> BuiltVariant: ...
 
 
 def build_variant(
     name: str,
-    settings: Mapping[str, Any],
-    target: Callable[..., Any],
-    inputs: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    settings: Mapping[str, object],
+    target: Target,
+    inputs: Sequence[UserValue],
+    kwargs: Mapping[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
@@ -79,7 +101,7 @@ def build_variant(
     ``prepare`` enters the same global state timing will use (threads, eval, no_grad): dynamo
     guards on it, so compiling under another state would recompile during timing.
     """
-    builder = globals()[VARIANTS[name].builder]  # the registry names each variant's builder
+    builder: Builder = globals()[VARIANTS[name].builder]  # the registry names each builder
     start = time.perf_counter()
     built: BuiltVariant = builder(
         dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare
@@ -89,13 +111,13 @@ def build_variant(
 
 
 def _first_call(
-    fn: Callable[..., Any],
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    fn: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     prepare: Prepare,
     step: str,
-    extra: ContextManager[Any] | None = None,
-) -> Any:
+    extra: ContextManager[object] | None = None,
+) -> UserValue:
     try:
         with prepare(), extra or contextlib.nullcontext():
             return fn(*inputs, **kwargs)
@@ -106,14 +128,19 @@ def _first_call(
 
 
 def build_eager(
-    settings: dict[str, Any],
-    target: Any,
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    settings: Settings,
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
     return BuiltVariant("eager", target, 0.0, "eager fp32 (reference)")
+
+
+def _text(setting: object) -> str | None:
+    """A setting the registry checked against names (``mode``), as the name (None: unset)."""
+    return None if setting is None else str(setting)
 
 
 def _inductor_counters() -> dict[str, int]:
@@ -123,10 +150,10 @@ def _inductor_counters() -> dict[str, int]:
 
 
 def build_compiled(
-    settings: dict[str, Any],
-    target: Any,
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    settings: Settings,
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
@@ -140,7 +167,13 @@ def build_compiled(
     if settings.get("mode") == "reduce-overhead" and device_type != "cuda":
         notes.append("mode='reduce-overhead' uses CUDA graphs, which do nothing on " + device_type)
     try:
-        compiled = torch.compile(target, backend=backend, **settings)
+        # The registry checked each setting's type (registry._check_compiled: a backend name or
+        # function, a mode name, bools, an options dict); torch rejects the rest, caught below.
+        compiled = torch.compile(
+            target,
+            backend=cast("str | Callable[..., Any]", backend),
+            **cast("dict[str, Any]", settings),
+        )
     except Exception as exc:  # noqa: BLE001 - settings torch rejects (an unknown option key, ...)
         raise VariantBuildError(
             f"torch.compile rejected the settings {settings!r}: {_first_line(exc)}"
@@ -151,10 +184,10 @@ def build_compiled(
 
 
 def build_fused(
-    settings: dict[str, Any],
-    target: Any,
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    settings: Settings,
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
@@ -164,7 +197,7 @@ def build_fused(
     if problem:
         return _fx_fused(target, inputs, kwargs, prepare, problem)
     before = _inductor_counters()
-    mode = settings.get("mode")
+    mode = _text(settings.get("mode"))
     # options={"freezing": True} is ignored by inductor but makes this a distinct backend, so
     # dynamo does not hand back the "compiled" variant's graph from its cache for the same model.
     # torch.compile takes mode or options, not both: a mode is spelled out as its options.
@@ -182,7 +215,7 @@ def build_fused(
     delta = {
         k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
     }
-    evidence = {
+    evidence: dict[str, JSON] = {
         k: v
         for k, v in delta.items()
         if k == "fxgraph_cache_bypass" or "weight_pack" in k or "folding" in k
@@ -206,7 +239,11 @@ def build_fused(
 
 
 def _fx_fused(
-    target: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any], prepare: Prepare, why: str
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
+    prepare: Prepare,
+    why: str,
 ) -> BuiltVariant:
     import torch
     import torch.fx.experimental.optimization as fx_optimization
@@ -250,10 +287,10 @@ _DTYPES = {
 
 
 def build_amp(
-    settings: dict[str, Any],
-    target: Any,
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    settings: Settings,
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
@@ -281,7 +318,7 @@ def build_amp(
             "without FP16 units)"
         )
 
-    def amp_call(*args: Any, **kw: Any) -> Any:
+    def amp_call(*args: UserValue, **kw: UserValue) -> UserValue:
         with torch.autocast(device_type, dtype=dtype):
             return target(*args, **kw)
 
@@ -290,7 +327,13 @@ def build_amp(
             super().__init__()  # type: ignore[no-untyped-call]
             self.low = self.total = 0
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kw: Any = None) -> Any:
+        def __torch_dispatch__(
+            self,
+            func: OpOverload,
+            types: Sequence[type],
+            args: Sequence[object] = (),
+            kw: Mapping[str, object] | None = None,
+        ) -> object:
             out = func(*args, **(kw or {}))
             if isinstance(out, torch.Tensor) and out.is_floating_point():
                 self.total += 1
@@ -328,10 +371,10 @@ def build_amp(
 
 
 def build_int8(
-    settings: dict[str, Any],
-    target: Any,
-    inputs: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    settings: Settings,
+    target: Target,
+    inputs: tuple[UserValue, ...],
+    kwargs: dict[str, UserValue],
     device_type: str,
     prepare: Prepare,
 ) -> BuiltVariant:
@@ -350,7 +393,7 @@ def build_int8(
         with prepare(), warnings.catch_warnings():
             # torchao's Int8Tensor tells every compile that it lacks a cache hash: noise for users.
             warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
-            quantized = quantize_model(target, inputs, mode=settings.get("mode"))
+            quantized = quantize_model(target, inputs, mode=_text(settings.get("mode")))
     except QuantizationUnavailable as exc:
         raise VariantUnavailable(str(exc)) from None
     except QuantizationError as exc:

@@ -23,11 +23,16 @@ import inspect
 import platform
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.variants.compilers import _first_line, inductor_problem
+
+if TYPE_CHECKING:  # torch is imported lazily, when a model is quantized
+    import torch
+    from torch.export.dynamic_shapes import Dim
 
 MODES = ("dynamic", "static", "weight_only")
 
@@ -44,7 +49,7 @@ class QuantizationError(RuntimeError):
 class QuantizedModel:
     """An int8 model ready to call (compiled where the mode needs it) and how it was built."""
 
-    model: Callable[..., Any]
+    model: Target
     mode: str
     #: Human-readable recipe, e.g. ``torchao Int8DynamicActivationInt8WeightConfig + torch.compile``.
     method: str
@@ -57,7 +62,7 @@ class QuantizedModel:
     #: with an accuracy failure; None where nothing is known against them.
     accuracy_caveat: str | None = None
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: UserValue, **kwargs: UserValue) -> UserValue:
         return self.model(*args, **kwargs)
 
 
@@ -65,7 +70,7 @@ def _is_x86() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "x86", "i686")
 
 
-def default_mode(model: Any, device_type: str) -> str:
+def default_mode(model: torch.nn.Module, device_type: str) -> str:
     """``static`` for conv nets on x86 CPUs (PT2E), otherwise ``dynamic``."""
     import torch
 
@@ -73,21 +78,21 @@ def default_mode(model: Any, device_type: str) -> str:
     return "static" if device_type == "cpu" and _is_x86() and has_conv else "dynamic"
 
 
-def _device_type(model: Any) -> str:
+def _device_type(model: torch.nn.Module) -> str:
     for tensor in (*model.parameters(), *model.buffers()):
         return str(tensor.device.type)
     return "cpu"
 
 
-def _as_args(inputs: Any) -> tuple[Any, ...]:
+def _as_args(inputs: UserValue) -> tuple[UserValue, ...]:
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
 def quantize_model(
-    model: Any,
-    example_inputs: Any,
+    model: object,
+    example_inputs: UserValue,
     mode: str | None = None,
-    calibration: Iterable[Any] | None = None,
+    calibration: Iterable[UserValue] | None = None,
     *,
     compile: bool = True,
 ) -> QuantizedModel:
@@ -148,7 +153,7 @@ def quantize_model(
 
 
 def _torchao(
-    model: Any, args: tuple[Any, ...], mode: str, device_type: str, compile: bool
+    model: torch.nn.Module, args: tuple[UserValue, ...], mode: str, device_type: str, compile: bool
 ) -> QuantizedModel:
     import torch
     from torchao.quantization import (
@@ -203,7 +208,7 @@ def _torchao(
             f"kept in fp32 (CUDA int8 matmul needs dims that are multiples of 8): "
             f"{', '.join(skipped)}"
         )
-    callable_model: Callable[..., Any] = quantized
+    callable_model: Target = quantized
     problem = inductor_problem(device_type) if compile else "compile=False"
     if problem is None:
         callable_model = torch.compile(quantized)
@@ -222,19 +227,22 @@ def _torchao(
     return QuantizedModel(callable_model, mode, method, count, notes=notes)
 
 
-def _int8_shape_ok(layer: Any, device_type: str) -> bool:
+def _int8_shape_ok(layer: torch.nn.Module, device_type: str) -> bool:
     """Whether torchao's int8 kernels take this Linear here.
 
     On CUDA ``torch._int_mm`` needs both matrix dims to be multiples of 8: a 10-class head failed
     to compile on an H200 ("mat2.size(1) needs to be ... a multiple of 8, but got 10"), so such
     layers stay fp32 and the note says which.
     """
-    if device_type != "cuda":
+    import torch
+
+    # Only Linear layers reach here (torchao's default filter picks them): others pass as is.
+    if device_type != "cuda" or not isinstance(layer, torch.nn.Linear):
         return True
     return bool(layer.in_features % 8 == 0 and layer.out_features % 8 == 0)
 
 
-def _batch_dynamic_shapes(args: Sequence[Any]) -> tuple[Any, ...]:
+def _batch_dynamic_shapes(args: Sequence[UserValue]) -> tuple[dict[int, Dim] | None, ...]:
     """Batch dimension ``Dim.AUTO`` (dynamic when export can keep it so) for tensor inputs.
 
     A batch of 1 is exported static: export specialises size-1 dims anyway (and logs a warning).
@@ -250,7 +258,10 @@ def _batch_dynamic_shapes(args: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _static(
-    model: Any, args: tuple[Any, ...], calibration: Iterable[Any] | None, device_type: str
+    model: torch.nn.Module,
+    args: tuple[UserValue, ...],
+    calibration: Iterable[UserValue] | None,
+    device_type: str,
 ) -> QuantizedModel:
     import torch
 
@@ -296,7 +307,7 @@ def _static(
             "static int8: the quantizer found no conv/linear pattern to "
             "quantize, so an int8 variant would equal eager"
         )
-    compiled: Callable[..., Any] = torch.compile(converted)
+    compiled: Target = torch.compile(converted)
     try:
         # Freezing must be on at the first call: passed as a compile option it is silently ignored,
         # and without it the quantized ops do not lower.

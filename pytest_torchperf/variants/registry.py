@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_torchperf.core.errors import OptionError
 
@@ -31,7 +30,7 @@ CUDA_COMPILED_TOLERANCES = {"rel_l2": 1e-4}
 #: AMP in float16 is far closer to fp32 than bfloat16 (10 vs 7 mantissa bits).
 AMP_FP16_TOLERANCES = {"rel_l2": 5e-3, "cosine": 0.9999, "metric": 0.03}
 
-Check = Callable[[str, Mapping[str, Any]], None]
+Check = Callable[[str, Mapping[str, object]], None]
 
 
 @dataclass(frozen=True)
@@ -56,10 +55,10 @@ class Variant:
 
 def _one_of(
     name: str,
-    settings: Mapping[str, Any],
+    settings: Mapping[str, object],
     key: str,
     allowed: tuple[str, ...],
-    transform: Callable[[Any], str] = str,
+    transform: Callable[[object], str] = str,
 ) -> None:
     if key in settings and transform(settings[key]) not in allowed:
         raise OptionError(
@@ -67,7 +66,7 @@ def _one_of(
         )
 
 
-def _check_compiled(name: str, settings: Mapping[str, Any]) -> None:
+def _check_compiled(name: str, settings: Mapping[str, object]) -> None:
     _one_of(name, settings, "mode", COMPILE_MODES)
     if "mode" in settings and "options" in settings:
         raise OptionError(
@@ -97,15 +96,15 @@ def _check_compiled(name: str, settings: Mapping[str, Any]) -> None:
         )
 
 
-def _check_fused(name: str, settings: Mapping[str, Any]) -> None:
+def _check_fused(name: str, settings: Mapping[str, object]) -> None:
     _one_of(name, settings, "mode", COMPILE_MODES)
 
 
-def _check_amp(name: str, settings: Mapping[str, Any]) -> None:
+def _check_amp(name: str, settings: Mapping[str, object]) -> None:
     _one_of(name, settings, "dtype", AMP_DTYPES, lambda v: str(v).replace("torch.", "").lower())
 
 
-def _check_int8(name: str, settings: Mapping[str, Any]) -> None:
+def _check_int8(name: str, settings: Mapping[str, object]) -> None:
     _one_of(name, settings, "mode", INT8_MODES)
 
 

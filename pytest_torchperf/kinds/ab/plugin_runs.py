@@ -31,14 +31,17 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 from pytest_torchperf.run.child_process import python_interpreter
 
 if TYPE_CHECKING:
-    from pytest_torchperf.kinds.ab.run_data import ABData
+    from pytest_torchperf.kinds.ab.run_data import ABData, Key
+    from pytest_torchperf.kinds.ab.run_pairs import PairOutcome
     from pytest_torchperf.kinds.ab.run_sides import Side
+    from pytest_torchperf.run.child_process import ChildProcess
+    from pytest_torchperf.run.context import RunContext
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 MAX_PAIRS = 30
 
 
-def add_options(group: Any, parser: pytest.Parser) -> None:
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-ab",
         metavar="REV",
@@ -194,7 +197,7 @@ def _measure(
     a_side: Side,
     b_side: Side,
     data: ABData,
-    terminal: Any,
+    terminal: pytest.TerminalReporter | None,
 ) -> None:
     from pytest_torchperf.kinds.ab.run_pairs import reap
 
@@ -211,7 +214,7 @@ def _measure(
         + " ...",
     )
     start = time.perf_counter()
-    lingering: list[Any] = []
+    lingering: list[ChildProcess] = []
     try:
         _pairs(config, data, a_side, b_side, cpus, lingering, terminal)
     finally:
@@ -231,8 +234,8 @@ def _pairs(
     a_side: Side,
     b_side: Side,
     cpus: list[int],
-    lingering: list[Any],
-    terminal: Any,
+    lingering: list[ChildProcess],
+    terminal: pytest.TerminalReporter | None,
 ) -> None:
     """Pairs until every measurement is decided, cannot be, or the cap is reached. While one
     pair measures on the shared CPUs, the next one (where it is likely to run) starts up and
@@ -244,7 +247,7 @@ def _pairs(
     sides = {"A": a_side, "B": b_side}
     ahead = can_start_ahead(cpus)
     only: list[str] | None = None
-    undecided: list[Any] = []
+    undecided: list[Key] = []
     upcoming = None
     try:
         while True:
@@ -291,7 +294,7 @@ def _pairs(
             abandon(upcoming)
 
 
-def _check_first_pair(pair: Any, data: ABData) -> None:
+def _check_first_pair(pair: PairOutcome, data: ABData) -> None:
     """A side that could not start or collect at all is an error naming it; a side that simply
     has no perf tests (the first one is being added) is not."""
     from pytest_torchperf.kinds.ab.run_sides import SideError
@@ -329,7 +332,7 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
     return allowed[-threads:] if threads <= len(allowed) else allowed
 
 
-def summary_lines(ctx: Any) -> list[str]:
+def summary_lines(ctx: RunContext) -> list[str]:
     """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
     from pytest_torchperf.kinds.ab.run_data import ABState
 
@@ -349,7 +352,7 @@ def summary_lines(ctx: Any) -> list[str]:
     return lines
 
 
-def removed_records(ctx: Any) -> list[dict[str, Any]]:
+def removed_records(ctx: RunContext) -> list[dict[str, Any]]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
     from pytest_torchperf.kinds.ab.run_data import ABState, removed_result

@@ -31,7 +31,12 @@ from pytest_torchperf.store.sessions import Session
 _V = TypeVar("_V")
 
 if TYPE_CHECKING:
+    from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.kinds.ab.measure_turns import TurnClient
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.state import Measured, TestState
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -245,16 +250,20 @@ class ABData:
 # -- a side's child: one line per measurement -------------------------------------------------
 
 
-def write_side_line(ctx: Any, state: Any, m: Any, final: Any, result: Any) -> None:
+def write_side_line(
+    ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
+) -> None:
     """A side's child: write the line of one concluded measurement (side A's first pair adds
     an op table: it explains a failing B's profile in the controller)."""
     from pytest_torchperf.run import explain
 
     top_ops = None
-    turns = ctx.state(ABState).turns
+    turns, sink = ctx.state(ABState).turns, ctx.child_sink
+    # Only a side's child writes these lines: its turns and its sink are set before its tests.
+    assert turns is not None and sink is not None
     if turns.side == "A" and turns.pair == 1 and result.summary is not None:
         top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
-    ctx.child_sink.send(side_line(result, m.options.max_slowdown, top_ops))
+    sink.send(side_line(result, m.options.max_slowdown, top_ops))
 
 
 def skipped_line(nodeid: str, name: str, reason: str) -> SkippedLine:
@@ -264,7 +273,9 @@ def skipped_line(nodeid: str, name: str, reason: str) -> SkippedLine:
     return SkippedLine(nodeid, name, reason)
 
 
-def side_line(result: Any, limit: float, top_ops: Any = None) -> SideResultLine:
+def side_line(
+    result: Result, limit: float, top_ops: list[dict[str, Any]] | None = None
+) -> SideResultLine:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,
     fingerprint, speedup for the engine's checks), and the measurement's limit."""
@@ -296,7 +307,7 @@ class ABSkipped(MeasurementSkipped):
     message): the controller skips it too."""
 
 
-def ab_measured(data: ABData, nodeid: str, name: str, measurer: Any, source: str) -> Any:
+def ab_measured(data: ABData, nodeid: str, name: str, measurer: Measurer, source: str) -> Measured:
     """Side B's measurement of ``(nodeid, name)`` as the pipeline's
     :class:`~pytest_torchperf.run.state.Measured`: all of B's blocks as its pass, B's counters,
     fingerprint and speedup; the engine then judges it against side A's sessions."""

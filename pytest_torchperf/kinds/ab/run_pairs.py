@@ -63,7 +63,7 @@ class PairOutcome:
     problems: list[str] = field(default_factory=list)
     #: Processes that said goodbye and are still tearing down (off the shared CPUs): the
     #: caller reaps them (:func:`reap`), so the next pair can start meanwhile.
-    lingering: list[Any] = field(default_factory=list)
+    lingering: list[ChildProcess] = field(default_factory=list)
 
 
 @dataclass

@@ -5,7 +5,6 @@ themselves: :mod:`.plugin_runs`)."""
 from __future__ import annotations
 
 import shutil
-from typing import Any
 
 import pytest
 
@@ -17,7 +16,7 @@ from pytest_torchperf.pytest_plugin import child_runs
 MAX_JOBS = 64
 
 
-def add_options(group: Any, parser: pytest.Parser) -> None:
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     group.addoption(
         "--torchperf-instructions",
         action="store_true",

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -40,6 +40,7 @@ from pytest_torchperf.run.child_process import ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
     from pytest_torchperf.kinds.instructions.run_counting import CountedTime
+    from pytest_torchperf.run.context import RunContext
 
 #: The children are killed after this long (a stuck child would otherwise hold CI forever).
 CHILD_TIMEOUT_S = 3 * 3600.0
@@ -264,7 +265,9 @@ def _start_child(
     return _Child(nodeids, out, command.start(log))
 
 
-def _report_child(ctx: Any, terminal: Any, child: _Child, alone: bool) -> None:
+def _report_child(
+    ctx: RunContext, terminal: pytest.TerminalReporter | None, child: _Child, alone: bool
+) -> None:
     """Say what went wrong in one counting process, once, and tell each of its tests' missing
     counts where to look. A process that exited normally without a count is only reported when
     no process counted anything (``alone``): its tests may all have been opted out or off-CPU."""

@@ -138,10 +138,11 @@ def read_counts(path: Path) -> tuple[dict[Key, dict[str, Any]], str | None]:
     counts: dict[Key, dict[str, Any]] = {}
     capability = None
     for line in read_messages(path, (CountLine,)):
+        per_call = line.instructions.get("per_call")
         try:
-            if not float(line.instructions["per_call"]) > 0:
+            if not isinstance(per_call, (int, float, str)) or not float(per_call) > 0:
                 continue
-        except (ValueError, KeyError, TypeError):
+        except ValueError:  # a text that is no number
             continue
         counts[(line.nodeid, line.name)] = dict(line.instructions)
         capability = line.capability or capability

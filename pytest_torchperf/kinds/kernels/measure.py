@@ -18,9 +18,13 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.measure.profiling import RANGE_PREFIX
+
+if TYPE_CHECKING:  # torch is imported lazily, when kernels are profiled
+    from torch.autograd.profiler_util import FunctionEvent
 
 #: Profiler sessions per measurement.
 SESSIONS = 3
@@ -141,7 +145,7 @@ class KernelTimeUnavailable(RuntimeError):
     """The profiler saw no device activity (no CUPTI, or the call ran nothing on the GPU)."""
 
 
-def device_activities(events: Iterable[Any]) -> dict[str, tuple[float, float]]:
+def device_activities(events: Iterable[FunctionEvent]) -> dict[str, tuple[float, float]]:
     """``{name: (count, device seconds)}`` of a profile's device activities."""
     found: dict[str, tuple[float, float]] = {}
     for event in events:
@@ -171,7 +175,7 @@ def calls_per_session(wall_per_call: float | None) -> int:
 
 
 def kernel_times(
-    call: Callable[[], Any],
+    call: Callable[[], UserValue],
     device: str,
     wall_per_call: float | None,
     sessions: int = SESSIONS,
