@@ -33,6 +33,7 @@ from pytest_torchperf.judge.change_points import (
 )
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.kinds import report_parts
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
 
 
@@ -45,12 +46,12 @@ class Run:
     time: str | None
     files: tuple[str, ...]
     #: Every file's records (a measurement twice where two files of the commit measured it).
-    records: list[dict[str, Any]]
+    records: list[Record]
 
     @property
     def repeated(self) -> int:
         """How many measurements more than one of the run's files measured."""
-        keys = [(r.get("environment_id"), r["nodeid"], r["name"]) for r in self.records]
+        keys = [(r.environment_id, r.nodeid, r.name) for r in self.records]
         return len(keys) - len(set(keys))
 
     @property
@@ -207,13 +208,13 @@ def series_of(
     for index, run in enumerate(runs):
         figures: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
         for record in run.records:
-            if pattern and pattern not in record["nodeid"] and pattern not in record["name"]:
+            if pattern and pattern not in record.nodeid and pattern not in record.name:
                 continue
             figure = _figure(record)
             if figure is None:
                 continue
             unit, value, per_speed = figure
-            key = (str(record.get("environment_id") or "-"), record["nodeid"], record["name"], unit)
+            key = (record.environment_id or "-", record.nodeid, record.name, unit)
             figures.setdefault(key, []).append((value, per_speed))
         for key, measured in figures.items():
             # Measured twice in one commit's run (a job retried): the median of the two, so

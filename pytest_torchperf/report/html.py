@@ -30,6 +30,7 @@ from pytest_torchperf.report.terminal import (
     explained,
     sort_records,
 )
+from pytest_torchperf.store.record import Record
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
@@ -223,22 +224,22 @@ def html_report(
     )
 
 
-def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], Any]:
     """Stored sessions of each measured record, without the sessions this run itself saved."""
     from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
 
     store = BaselineStore(storage)
     histories = {}
     for record in records:
-        env_id = record.get("environment_id")
+        env_id = record.environment_id
         if not env_id:
             continue
         try:
-            sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
+            sessions = store.load_sessions(env_id, record.nodeid, record.name)
         except (BaselineFileError, OSError):
             continue  # the test itself already reported the bad file
-        sessions = [s for s in sessions if not same_run(s.get("run_id"), record.get("run_id"))]
-        histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
+        sessions = [s for s in sessions if not same_run(s.get("run_id"), record.run_id)]
+        histories[(record.nodeid, record.name)] = history_from_sessions(sessions)
     return histories
 
 

@@ -156,6 +156,22 @@ def _json_of(value: Mapping[str, object] | None) -> dict[str, object] | None:
     return None if value is None else dict(value)
 
 
+def json_object(value: JSON) -> Mapping[str, JSON]:
+    """A raw JSON value read as an object: its keys and values; empty for anything else (null,
+    absent, another type). For the values the record keeps raw (:meth:`Record.extra`)."""
+    return _object(value) or {}
+
+
+def json_number(value: JSON) -> float | None:
+    """A raw JSON value read as a number (an int stays an int); None for anything else."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def json_texts(value: JSON) -> list[str]:
+    """A raw JSON list read as texts (each item as ``str`` gives it); empty for anything else."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 @dataclass(frozen=True)
 class _JsonObject:
     """What a typed object read from JSON keeps to be written back as it came."""
