@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import html
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,7 +149,7 @@ def _instant(text: Any) -> datetime.datetime:
     return moment.astimezone(datetime.timezone.utc)
 
 
-def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None:
+def _figure(record: Record) -> tuple[str, float, float | None] | None:
     """A record's figure for its series: the unit, the figure, and the figure over the machine's
     speed when the record has it (None: it has not).
 
@@ -166,17 +166,14 @@ def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None
         kind_figure = report.series_figure(record)
         if kind_figure is not None:
             return kind_figure[0], kind_figure[1], None
-    p25 = (record.get("stats") or {}).get("p25")
+    p25 = record.stats.p25 if record.stats else None
     if not p25 or p25 <= 0:
         return None
-    own = [(float(p25), record.get("calibration"))]
-    others: list[tuple[float, Any]] = []
-    for sampled in record.get("passes") or ():
-        statistics_, calibrations = (
-            sampled.get("process_statistics") or [],
-            sampled.get("process_calibrations") or [],
-        )
-        if not sampled.get("fresh") and statistics_:
+    own: list[tuple[float, float | None]] = [(float(p25), record.calibration)]
+    others: list[tuple[float, float | None]] = []
+    for sampled in record.passes:
+        statistics_, calibrations = sampled.process_statistics, sampled.process_calibrations
+        if not sampled.fresh and statistics_:
             others = list(zip(statistics_, calibrations, strict=False))
             if len(calibrations) != len(statistics_):
                 others = [(s, None) for s in statistics_]

@@ -4,8 +4,9 @@ the kinds' parts through :mod:`pytest_torchperf.report.kinds`; this module only 
 part is, so a kind's part can import it without importing the lookup that loads the parts (an
 import cycle). Pure.
 
-A kind's report part works on records (:class:`pytest_torchperf.store.records.MeasurementRecord`,
-as a results file holds them) and stored sessions: whether a record carries the kind's figures
+A kind's report part works on records (:class:`pytest_torchperf.store.record.Record`, its own
+figures raw JSON under its keys: :meth:`~pytest_torchperf.store.record.Record.extra`) and stored
+sessions: whether a record carries the kind's figures
 is read from the record itself, never from the run's options, so that ``torchperf report`` of a
 results file renders what the run's own summary did.
 """
@@ -16,8 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A measurement's record, or a stored session, as the reports read them.
-Record = Mapping[str, Any]
+from pytest_torchperf.store.record import Record
+
+#: A stored session, as the reports read it.
+Session = Mapping[str, Any]
 
 
 def _never(record: Record) -> bool:
@@ -36,7 +39,7 @@ def _no_figure(record: Record) -> tuple[str, float] | None:
     return None
 
 
-def _no_note(sessions: Sequence[Record]) -> str:
+def _no_note(sessions: Sequence[Session]) -> str:
     return ""
 
 
@@ -56,7 +59,7 @@ class Column:
     #: The cell's text for a record (``-`` where it has none).
     cell: Callable[[Record], str]
     #: The HTML cell's sort value (a number, so the column sorts by magnitude, not text).
-    sort_value: Callable[[Record], Any]
+    sort_value: Callable[[Record], object]
 
 
 @dataclass(frozen=True)
@@ -86,10 +89,10 @@ class KindReport:
     #: ``torchperf show``'s baseline and latest figures of an environment filed under this
     #: kind's name (:func:`pytest_torchperf.store.environment.environment_mode`), where they are
     #: not times: every session counts and no timing limit applies. None: timed environment.
-    stored_figures: Callable[[Sequence[Record]], dict[str, str]] | None = None
+    stored_figures: Callable[[Sequence[Session]], dict[str, str]] | None = None
     #: What ``torchperf show`` adds to a timed environment's baseline from this kind's figures
     #: stored beside the timing, or "".
-    stored_note: Callable[[Sequence[Record]], str] = _no_note
+    stored_note: Callable[[Sequence[Session]], str] = _no_note
     #: A record's figure in a series of runs (``torchperf history``) when it is this kind's rather
     #: than a time: the unit and the figure, or None.
     series_figure: Callable[[Record], tuple[str, float] | None] = _no_figure

@@ -22,6 +22,7 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
+from pytest_torchperf.store.record import Record, RecordedVerdict
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 
 COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
@@ -76,9 +77,12 @@ def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
 
 def test_a_label_says_when_there_is_no_timing_baseline() -> None:
     record = {"outcome": "new", "verdict": {"outcome": "new", "untimed": True}}
-    assert outcome_label(record) == "new (no timing baseline)"
+    assert outcome_label(Record.from_json(record)) == "new (no timing baseline)"
     saved = {"outcome": "measured", "saved": True, "untimed": "CPU share 0.64 < 0.90"}
-    assert outcome_label(saved) == "measured, saved without timing: CPU share 0.64 < 0.90"
+    assert (
+        outcome_label(Record.from_json(saved))
+        == "measured, saved without timing: CPU share 0.64 < 0.90"
+    )
 
 
 # -- the schema ---------------------------------------------------------------------------------
@@ -326,10 +330,12 @@ def test_a_saves_table_shows_what_it_left_stored_not_this_runs_p25() -> None:
     """Issue 36: a save's table showed 156 us (this run) while 256 us was stored."""
     from pytest_torchperf.report.terminal import format_baseline
 
-    record = saved_with("mlp", JUMPY, 5, 5)
-    assert format_baseline({}, record) == "256 us stored"
-    assert format_baseline({"baseline_statistic": 1e-4}, record) == "100 us"  # a compare's
-    assert format_baseline({}, {}) == "-"
+    record = Record.from_json(saved_with("mlp", JUMPY, 5, 5))
+    assert format_baseline(None, record) == "256 us stored"
+    assert (
+        format_baseline(RecordedVerdict(baseline_statistic=1e-4), record) == "100 us"
+    )  # a compare's
+    assert format_baseline(None, Record()) == "-"
 
 
 def untimed_saved(name: str, why: str, earlier: list[float]) -> dict[str, Any]:

@@ -211,6 +211,7 @@ from pytest_torchperf.judge.labels import outcome_label  # noqa: E402
 from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
 from pytest_torchperf.run.children import ProcessSample, child_session_records  # noqa: E402
+from pytest_torchperf.store.record import Record  # noqa: E402
 
 GPU = Gate(kind="time-and-kernels", limits=(("max_kernel_slowdown", 0.03),))
 WALL = (300 * US,) * 8  # launch-bound: 110 us of kernels in 300 us of wall time
@@ -313,7 +314,7 @@ def test_the_label_names_a_kernel_time_failure() -> None:
         "failures": ["resnet: GPU kernel time +30%"],
         "failure_kinds": ["kernel time"],
     }
-    assert outcome_label(record) == "FAIL (kernel time)"
+    assert outcome_label(Record.from_json(record)) == "FAIL (kernel time)"
 
 
 def test_a_stored_kernel_time_is_validated_naming_the_key_and_the_fix(tmp_path) -> None:
