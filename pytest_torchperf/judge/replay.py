@@ -13,13 +13,20 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
+from pytest_torchperf.store.record import (
+    Record,
+    RecordedPass,
+    json_number,
+    json_numbers,
+    json_object,
+)
 
 if TYPE_CHECKING:
     from pytest_torchperf.store.baselines import BaselineStore
 
 
 def replay(
-    record: Mapping[str, Any],
+    record: Record,
     sessions: list[dict[str, Any]],
     *,
     store: BaselineStore | None = None,
@@ -34,31 +41,33 @@ def replay(
     confirmations, whose speedups are kept too. On the same data and options the outcome, figure,
     label and message are the plugin's. ``store`` words a missing baseline as the plugin does.
     """
-    session = record.get("session") or {}
-    gate = Gate.from_record(session.get("gate") or {}, **overrides)
-    passes = record.get("passes") or [
-        {
-            "times": session.get("times") or record.get("samples"),
-            "cpu_share": session.get("cpu_share"),
-            "calibration": session.get("calibration"),
-        }
-    ]
+    session = record.session or {}
+    gate = Gate.from_record(json_object(session.get("gate")), **overrides)
+    passes = record.passes or (
+        RecordedPass(
+            times=tuple(json_numbers(session.get("times"))) or record.samples,
+            cpu_share=json_number(session.get("cpu_share")),
+            calibration=json_number(session.get("calibration")),
+        ),
+    )
     samples = [
         Sample(
-            summarize(p["times"]),
-            p.get("cpu_share"),
-            tuple(p["times"]),
-            p.get("calibration"),
+            summarize(p.times),
+            p.cpu_share,
+            p.times,
+            p.calibration,
             # A fresh confirming pass is one process; files written before 0.1.0 recorded the
             # pooled children beside it too, which would pool it again on replay.
-            () if p.get("fresh") else tuple(p.get("process_statistics") or ()),
-            () if p.get("fresh") else tuple(p.get("process_calibrations") or ()),
-            p.get("neighbour_load"),
-            bool(p.get("fresh")),
-            gpu_clock=ClockSummary.from_record(p["gpu_clock"]) if p.get("gpu_clock") else None,
+            () if p.fresh else p.process_statistics,
+            () if p.fresh else p.process_calibrations,
+            p.neighbour_load,
+            p.fresh,
+            gpu_clock=ClockSummary.from_record(json_object(p.extra("gpu_clock")))
+            if p.extra("gpu_clock")
+            else None,
         )
         for p in passes
-        if p.get("times")
+        if p.times
     ]
     later = samples[1:]
 
@@ -70,18 +79,19 @@ def replay(
         # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
         return later.pop(0) if later and later[0].fresh else None
 
+    # The candidate reads the record's session and its kinds' keys from the record's JSON form.
     candidate = Candidate.from_record(samples[0], record)
     where = Where()
-    if store is not None and record.get("environment_id"):
-        env_id = record["environment_id"]
-        exact = (environment or record.get("environment") or {}).get("exact") or {}
+    env_id = record.environment_id
+    if store is not None and env_id:
+        exact = json_object((environment or record.environment or {}).get("exact"))
         where = Where(
             env_id,
             exact,
-            str(store.module_file(env_id, record["nodeid"])),
+            str(store.module_file(env_id, record.nodeid)),
             str(store.root),
             storage_missing=not store.root.exists(),
-            others=lambda: store.environments_with(record["nodeid"], record["name"]),
+            others=lambda: store.environments_with(record.nodeid, record.name),
         )
     return compare(
         candidate,
@@ -89,7 +99,7 @@ def replay(
         gate,
         remeasure=remeasure,
         confirm=confirm,
-        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
+        confirm_speedups=(lambda: [None if s is None else dict(s) for s in record.confirm_speedups])
         if gate.confirm == "fresh"
         else None,
         where=where,

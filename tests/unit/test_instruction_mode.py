@@ -205,12 +205,17 @@ def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None
         "session": {"gate": Gate(kind="instructions").to_record(), "times": list(TIMES)},
         "passes": [{"times": list(TIMES), "cpu_share": 1.0}],
     }
-    result = replay(record, [_session(_count(200_000.0))])
+    result = replay(Record.from_json(record), [_session(_count(200_000.0))])
     assert result.label == "FAIL (instructions)"
-    looser = replay(record, [_session(_count(200_000.0))], max_instruction_increase=0.05)
+    looser = replay(
+        Record.from_json(record), [_session(_count(200_000.0))], max_instruction_increase=0.05
+    )
     assert looser.outcome == "pass"
     record.pop("instructions")
-    assert "no instruction count" in replay(record, [_session(_count(2e5))]).verdict.message
+    assert (
+        "no instruction count"
+        in replay(Record.from_json(record), [_session(_count(2e5))]).verdict.message
+    )
 
 
 def test_the_baseline_schema_checks_instruction_records(tmp_path: Path) -> None:

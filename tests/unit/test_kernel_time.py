@@ -258,7 +258,7 @@ def test_an_added_kernel_fails_where_the_launch_bound_wall_time_cannot_gate() ->
     # The run's coverage counts it as judged on its kernel time.
     record = {"name": "resnet", "outcome": result.outcome, "verdict": result.verdict.to_dict()}
     record["gated"] = result.gated
-    cov = coverage([record], comparing=True)
+    cov = coverage([Record.from_json(record)], comparing=True)
     assert cov is not None
     assert "timing judged for 1 of 1 (1 on GPU kernel time)" in coverage_line(cov)
 
@@ -286,7 +286,7 @@ def test_a_results_record_replays_to_the_same_kernel_verdict() -> None:
         "samples": list(WALL),
         "session": {"times": list(WALL), "gate": GPU.to_record(), "kernels": kernels},
     }
-    replayed = replay(record, GPU_SESSIONS)
+    replayed = replay(Record.from_json(record), GPU_SESSIONS)
     assert [f.category for f in replayed.failures] == ["kernel time"]  # type: ignore[attr-defined]
     assert "Kernels that changed" in replayed.failures[0]
 
