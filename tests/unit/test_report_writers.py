@@ -131,12 +131,14 @@ def test_a_record_round_trips_through_the_results_file(tmp_path) -> None:
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
     (record,), _ = read_results(path)
+    data = record.to_json()
     for key, value in values.items():
         if key == "options":
-            assert record[key]["min_time"] == 0.2
+            assert record.options is not None and record.options["min_time"] == 0.2
         else:
-            assert record[key] == value, key
-    assert record["stats"]["n"] == 3
+            assert data[key] == value, key
+    assert record.stats is not None and record.stats.n == 3
+    assert record.extra("extension_field") == {"from": "another plugin"}
 
 
 def test_markdown_and_html_keep_a_verdicts_notes() -> None:
