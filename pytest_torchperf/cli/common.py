@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.record import Record
 
 
 def table(rows: list[dict[str, Any]], empty: str) -> str:
@@ -38,9 +39,7 @@ def selected(nodeid: str, name: str, pattern: str | None) -> bool:
     return pattern is None or pattern in nodeid or pattern in name
 
 
-def results(
-    paths: Sequence[str], any_commit: bool = False
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def results(paths: Sequence[str], any_commit: bool = False) -> tuple[list[Record], dict[str, Any]]:
     """Records and environments of one results file, or of several merged (shards of a run)."""
     from pytest_torchperf.store.results import read_results
 
@@ -56,14 +55,16 @@ def results(
 
 def candidates(
     paths: Sequence[str], any_commit: bool = False
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[Record], dict[str, Any]]:
     from pytest_torchperf.store.results import stored_records
 
     if len(paths) == 1 and Path(paths[0]).is_dir():
         records = stored_records(paths[0])
         store = BaselineStore(Path(paths[0]))
         return records, {
-            r["environment_id"]: store.environment(r["environment_id"]) for r in records
+            r.environment_id: store.environment(r.environment_id)
+            for r in records
+            if r.environment_id is not None
         }
     folders = [p for p in paths if Path(p).is_dir()]
     if folders:

@@ -19,9 +19,11 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from pytest_torchperf.cli.common import results, selected, table
+from pytest_torchperf.core.graph_types import GraphRecord
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.report.explorer import GraphView, NoGraph, graph_view, op_rows, url_data
 from pytest_torchperf.store.files import atomic_write_text
+from pytest_torchperf.store.record import Record
 
 EXTRA = 'pip install "pytest-torchperf[explorer]"'
 OPTION = "--torchperf-graph"
@@ -36,20 +38,20 @@ OVERLAY_FILES = (
 )
 
 
-def folder_name(record: dict[str, Any]) -> str:
+def folder_name(record: Record) -> str:
     """``.torchperf-graph/<this>/``: the test and the measurement, safe as a folder name."""
-    test = str(record.get("nodeid", "")).split("::")[-1] or "test"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{test}-{record.get('name', '')}").strip("_.")
+    test = record.nodeid.split("::")[-1] or "test"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{test}-{record.name}").strip("_.")
 
 
-def _label(record: dict[str, Any]) -> str:
-    return f"{record.get('nodeid', '?')} {record.get('name', '?')}"
+def _label(record: Record) -> str:
+    return f"{record.nodeid if record.has('nodeid') else '?'} {record.name if record.has('name') else '?'}"
 
 
-def pick(records: list[dict[str, Any]], pattern: str | None, path: str) -> dict[str, Any] | str:
+def pick(records: list[Record], pattern: str | None, path: str) -> Record | str:
     """The one selected measurement that has a graph, or the error that says why there is none."""
-    chosen = [r for r in records if selected(r.get("nodeid", ""), r.get("name", ""), pattern)]
-    graphs = [r for r in chosen if isinstance(r.get("graph"), dict)]
+    chosen = [r for r in records if selected(r.nodeid, r.name, pattern)]
+    graphs = [r for r in chosen if r.graph is not None]
     which = f" matching -k {pattern!r}" if pattern else ""
     if len(graphs) == 1:
         return graphs[0]
@@ -95,7 +97,7 @@ def open_command(graph_path: Path, overlays: list[Path]) -> str:
     return shlex.join(words)
 
 
-def stored_graphs(storage: Path) -> list[dict[str, Any]]:
+def stored_graphs(storage: Path) -> list[Record]:
     """A baseline folder's measurements as records with the ``graph`` of the latest session
     that stored one (its figures and structure; no change: a baseline has nothing to compare
     with), or without ``graph`` where none was saved with ``--torchperf-graph``."""
@@ -113,7 +115,7 @@ def stored_graphs(storage: Path) -> list[dict[str, Any]]:
                 cast("Mapping[str, Sequence[float]]", saved.extra.get("nodes") or {}),
             )
             record["timestamp"] = saved.timestamp
-        records.append(record)
+        records.append(Record.from_json(record))
     return records
 
 
@@ -127,9 +129,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(f"torchperf graph: {found}", file=sys.stderr)
         return 2
     record = found
-    graph = record["graph"]
+    # The record's graph as its writer made it (measure/node_figures.py, store/graphs.py).
+    graph = cast("GraphRecord", record.graph or {})
     try:
-        view = graph_view(record)
+        view = graph_view(record.to_json())  # the graph code reads the record's raw JSON
     except NoGraph as exc:
         print(f"torchperf graph: {_label(record)}: no graph to draw: {exc}")
         print("op-level figures of the call:")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_torchperf.cli.common import candidates, fmt_time, results, selected, table
 from pytest_torchperf.core.units import format_change
@@ -16,6 +15,7 @@ from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.files import atomic_write_text
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import session_of
 
 
@@ -47,7 +47,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
     if not Path(args.baseline).is_dir() and not all(
-        carried_sessions(r) is not None for r in records if r.get("session")
+        carried_sessions(r) is not None for r in records if r.session
     ):
         print(
             f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
@@ -57,14 +57,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     store = BaselineStore(Path(args.baseline))
     rows, details, failed = [], [], 0
-    judged: list[dict[str, Any]] = []
+    judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
-        if not selected(record["nodeid"], record["name"], args.k) or not record.get(
-            "environment_id"
-        ):
+        env_id = record.environment_id
+        if not selected(record.nodeid, record.name, args.k) or not env_id:
             continue
-        if not record.get("session"):
+        if not record.session:
             continue  # not gated (torchperf_timer without gate=True) or not timed
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
@@ -74,17 +73,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if carried is not None
             else [
                 s
-                for s in store.load_sessions(
-                    record["environment_id"], record["nodeid"], record["name"]
-                )
-                if not same_run(s.run_id, record.get("run_id"))
+                for s in store.load_sessions(env_id, record.nodeid, record.name)
+                if not same_run(s.run_id, record.run_id)
             ]
         )
         result = replay(
             record,
             sessions,
             store=store,
-            environment=environments.get(record["environment_id"]),
+            environment=environments.get(env_id),
             max_slowdown=args.max_slowdown,
             min_cpu_share=args.min_cpu_share,
             max_spread=args.max_spread,
@@ -93,25 +90,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         failed += result.outcome == "fail"
         judged.append(  # what the coverage line reads, as a live run's record has it
-            {
-                "name": record["name"],
-                "variant": record.get("variant", "eager"),
-                "counters": record.get("counters"),
-                "accuracy": record.get("accuracy"),
-                "outcome": result.outcome,
-                "verdict": result.verdict.to_dict(),
-                "gated": result.gated,
-            }
+            Record.from_json(
+                {
+                    "name": record.name,
+                    "variant": record.variant,
+                    "counters": record.counters,
+                    "accuracy": record.accuracy,
+                    "outcome": result.outcome,
+                    "verdict": result.verdict.to_dict(),
+                    "gated": result.gated,
+                }
+            )
         )
         # The kinds' columns of the record's figures (an instruction count).
         kind_cells = {column.header: column.cell(record) for column in columns([record])}
         kind_headers += [h for h in kind_cells if h not in kind_headers]
         rows.append(
             {
-                "test": record["nodeid"],
-                "name": record["name"],
+                "test": record.nodeid,
+                "name": record.name,
                 "outcome": result.outcome,
-                "p25": fmt_time((record.get("stats") or {}).get("p25")),
+                "p25": fmt_time(record.stats.p25 if record.stats else None),
                 **kind_cells,
                 "change": format_change(result.verdict.ratio),
                 "verdict": result.label,
@@ -121,7 +120,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             details.append(result.verdict.message)
             if result.counter_changes:
                 details.append(
-                    f"{record['name']}: counters changed vs baseline: "
+                    f"{record.name}: counters changed vs baseline: "
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
@@ -178,15 +177,15 @@ def cmd_accept(args: argparse.Namespace) -> int:
     store = BaselineStore(Path(args.storage))
     accepted, refused = 0, 0
     for record in records:
-        if not selected(record["nodeid"], record["name"], args.k):
+        if not selected(record.nodeid, record.name, args.k):
             continue
-        env_id = record.get("environment_id")
+        env_id = record.environment_id
         environment = (environments.get(env_id) if env_id else None) or store.environment(
             env_id or ""
         )
-        if not record.get("session") or not env_id or not environment:
+        if not record.session or not env_id or not environment:
             print(
-                f"torchperf: {record['nodeid']} {record['name']}: nothing to accept (not timed, "
+                f"torchperf: {record.nodeid} {record.name}: nothing to accept (not timed, "
                 f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
             )
             continue
@@ -194,17 +193,15 @@ def cmd_accept(args: argparse.Namespace) -> int:
         problem = accept_problem(session)
         if problem and not args.force:
             print(
-                f"torchperf: {record['nodeid']} {record['name']}: not accepted: {problem}; the "
+                f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}; the "
                 f"plugin would not save it either (--force accepts it anyway)"
             )
             refused += 1
             continue
-        store.record(
-            env_id, environment, record["nodeid"], record["name"], session, reset=args.reset
-        )
+        store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
         accepted += 1
         print(
-            f"torchperf: accepted {record['nodeid']} {record['name']} "
+            f"torchperf: accepted {record.nodeid} {record.name} "
             f"(p25 {fmt_time(session.statistic)}) into {store.root / env_id}"
         )
     print(

@@ -32,7 +32,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         f"{len(records)} measurements"
     )
     for env_id, files in merged.environments.items():
-        group = [r for r in records if r.get("environment_id") == env_id]
+        group = [r for r in records if r.environment_id == env_id]
         if len(merged.environments) > 1:
             print(f"environment {env_id} ({len(group)} measurements, from {', '.join(files)}):")
         for line in terminal.render(group):
@@ -111,7 +111,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         path = Path(args.markdown).resolve()
         atomic_write_text(path, markdown_report(records, title, coverage_lines))
         print(f"torchperf: markdown summary written to {path}")
-    failed = any(r["outcome"] == "fail" for r in records)
+    failed = any(r.outcome == "fail" for r in records)
     return 1 if failed or failure or (missing and not args.allow_missing) else 0
 
 

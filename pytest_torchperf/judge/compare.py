@@ -28,6 +28,7 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.environment import describe_difference, environment_mode
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 from pytest_torchperf.variants.registry import tolerances
 
@@ -73,13 +74,15 @@ class Comparison:
     def label(self) -> str:
         """The label every report shows (``FAIL (counters)``, ``pass (re-measured)``, ...)."""
         return outcome_label(
-            {
-                "outcome": self.outcome,
-                "verdict": self.verdict.to_dict(),
-                "counter_changes": self.counter_changes,
-                "failures": self.failures,
-                "failure_kinds": categories_of(self.failures),
-            }
+            Record.from_json(
+                {
+                    "outcome": self.outcome,
+                    "verdict": self.verdict.to_dict(),
+                    "counter_changes": self.counter_changes,
+                    "failures": self.failures,
+                    "failure_kinds": categories_of(self.failures),
+                }
+            )
         )
 
 

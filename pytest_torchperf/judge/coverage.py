@@ -25,6 +25,7 @@ from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
+from pytest_torchperf.store.record import Record, RecordedVerdict
 from pytest_torchperf.store.sessions import session_of
 
 #: The gates every kind shares; any other a comparison gated is a performance figure: its
@@ -104,31 +105,31 @@ class Coverage:
         }
 
 
-def coverage(records: Iterable[Mapping[str, Any]], comparing: bool) -> Coverage | None:
+def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
     """The run's coverage (None when it neither compared nor saved anything)."""
     cov = Coverage("compare" if comparing else "save")
     for record in records:
-        if record.get("disabled") or record.get("kind") == "timer":
+        if record.disabled or record.source == "timer":
             continue
-        verdict = record.get("verdict") or {}
+        verdict = record.verdict
         if comparing:
-            if not verdict:
+            if verdict is None or not verdict.order:
                 continue  # measured without a gate (a test that failed before its verdict)
             _count_compare(cov, record, verdict)
         else:
-            if not (record.get("saved") or record.get("not_saved")):
+            if not (record.saved or record.not_saved):
                 continue  # a failing test stores nothing, and says so itself
             _count_save(cov, record)
     return cov if cov.measurements else None
 
 
-def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[str, Any]) -> None:
+def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> None:
     cov.measurements += 1
-    if record.get("untimed"):  # a compare that also saved stored it without timing
+    if record.untimed:  # a compare that also saved stored it without timing
         _count_untimed(cov, record)
-    gated = record.get("gated") or ()
+    gated = record.gated
     basis = next((b for b in gated if b not in SHARED_GATES), None)
-    name = record.get("name")
+    name = record.name
     if basis:
         cov.timed[basis] += 1
     else:
@@ -141,7 +142,7 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
     if "counters" not in gated and name:
         cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
     if "numerics" not in gated and name:
-        degenerate = degenerate_reference(record.get("accuracy") or {})
+        degenerate = degenerate_reference(record.accuracy or {})
         why = (
             f"{_DEGENERATE}: {degenerate}"
             if degenerate
@@ -154,76 +155,78 @@ def _count_compare(cov: Coverage, record: Mapping[str, Any], verdict: Mapping[st
 _DEGENERATE = "its eager fp32 reference is degenerate"
 
 
-def _name(cov: Coverage, why: str, record: Mapping[str, Any]) -> None:
+def _name(cov: Coverage, why: str, record: Record) -> None:
     """Name ``record``'s measurement under reason ``why`` (records without a name are counted
     only)."""
-    if record.get("name"):
-        cov.names.setdefault(why, []).append(str(record["name"]))
+    if record.name:
+        cov.names.setdefault(why, []).append(record.name)
 
 
-def _why_no_counters(record: Mapping[str, Any]) -> str:
-    if record.get("counters") is not None:
+def _why_no_counters(record: Record) -> str:
+    if record.counters is not None:
         return "no counters stored"
-    if record.get("variant", "eager") not in ("eager", "compiled"):
+    if record.variant not in ("eager", "compiled"):
         return "only eager and compiled variants record counters"
     return "counters off"
 
 
-def _why_not_judged(verdict: Mapping[str, Any]) -> str:
-    if verdict.get("outcome") == "new":
-        return NO_TIMING_BASELINE if verdict.get("untimed") else NO_BASELINE
-    return str(verdict.get("guard") or verdict.get("outcome") or "not judged")
+def _why_not_judged(verdict: RecordedVerdict) -> str:
+    if verdict.outcome == "new":
+        return NO_TIMING_BASELINE if verdict.untimed else NO_BASELINE
+    return str(verdict.guard or verdict.outcome or "not judged")
 
 
-def _count_save(cov: Coverage, record: Mapping[str, Any]) -> None:
+def _gate_kind(record: Record) -> str:
+    """The kind the gate recorded with the record's session names."""
+    return recorded_kind(session_of(record).gate or {})
+
+
+def _count_save(cov: Coverage, record: Record) -> None:
     cov.measurements += 1
-    baseline = StoredBaseline.from_dict(record["stored"]) if record.get("stored") else None
-    name = str(record.get("name") or f"measurement {cov.measurements}")
+    baseline = StoredBaseline.from_dict(record.stored) if record.stored else None
+    name = record.name or f"measurement {cov.measurements}"
     if baseline is not None:
         cov.stored[name] = baseline
     session = session_of(record)
-    if record.get("saved") and judging(recorded_kind(session.gate or {})).gates_untimed(session):
+    if record.saved and judging(_gate_kind(record)).gates_untimed(session):
         cov.counted.add(name)
-    if record.get("saved") and not record.get("untimed"):
+    if record.saved and not record.untimed:
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).
-        kind = recorded_kind(session.gate or {})
-        basis = judging(kind).stored_figure
+        basis = judging(_gate_kind(record)).stored_figure
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
-    elif record.get("untimed"):  # refused by a guard: stored without its timing
-        why = refusing_guard(str(record["untimed"]))
+    elif record.untimed:  # refused by a guard: stored without its timing
+        why = refusing_guard(record.untimed)
         cov.not_timed[why] += 1
         _name(cov, why, record)
         _count_untimed(cov, record)
     else:  # not stored by design (a test timed in an instruction-count run) or for its count
-        why = str(record.get("not_saved") or "not stored")
+        why = record.not_saved or "not stored"
         cov.not_timed[why] += 1
         _name(cov, why, record)
-    stored = bool(record.get("saved"))
-    cov.counters += stored and record.get("counters") is not None
-    if stored and record.get("counters") is None and record.get("name"):
-        cov.no_counters.append(f"{record['name']} ({_why_no_counters(record)})")
-    degenerate = degenerate_reference(record.get("accuracy") or {})
+    stored = record.saved
+    cov.counters += stored and record.counters is not None
+    if stored and record.counters is None and record.name:
+        cov.no_counters.append(f"{record.name} ({_why_no_counters(record)})")
+    degenerate = degenerate_reference(record.accuracy or {})
     cov.numerics += stored and bool(
-        (not degenerate and (session.fingerprint or record.get("accuracy")))
-        or record.get("metric") is not None
+        (not degenerate and (session.fingerprint or record.accuracy)) or record.metric is not None
     )
-    if stored and degenerate and record.get("metric") is None and record.get("name"):
-        cov.no_numerics.append(f"{record['name']} ({_DEGENERATE}: {degenerate})")
+    if stored and degenerate and record.metric is None and record.name:
+        cov.no_numerics.append(f"{record.name} ({_DEGENERATE}: {degenerate})")
 
 
-def _count_untimed(cov: Coverage, record: Mapping[str, Any]) -> None:
+def _count_untimed(cov: Coverage, record: Record) -> None:
     """A session stored without its timing: a failure of the save, unless a fallback save stored
     its instruction count there (a ``--torchperf-fallback`` compare judges it by that count, so
     the measurement is still gated: docs/instructions.md)."""
-    session = session_of(record)
-    if judging(recorded_kind(session.gate or {})).gates_untimed(session):
+    if judging(_gate_kind(record)).gates_untimed(session_of(record)):
         cov.counted_instead += 1
     else:
-        cov.untimed_reasons.append(str(record["untimed"]))
-        cov.untimed_names.append(str(record.get("name") or ""))
-        cov.untimed_options.append(list(record.get("untimed_options") or ()))
+        cov.untimed_reasons.append(str(record.untimed))
+        cov.untimed_names.append(record.name)
+        cov.untimed_options.append(list(record.untimed_options))
 
 
 def reasons(counter: Counter[str], names: Mapping[str, list[str]] | None = None) -> str:
@@ -361,6 +364,6 @@ def remedies(cov: Coverage) -> str:
     return ". ".join(said)  # sentences: each starts with a capital
 
 
-def strict_run(records: Sequence[Mapping[str, Any]]) -> bool:
+def strict_run(records: Sequence[Record]) -> bool:
     """Whether the run's measurements were judged under ``--torchperf-strict``."""
     return any((session_of(r).gate or {}).get("strict") for r in records)

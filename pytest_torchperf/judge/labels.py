@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pytest_torchperf.judge.failures import label_categories
 from pytest_torchperf.kinds import label_of
+from pytest_torchperf.store.record import Record, RecordedVerdict
 
 
-def outcome_label(record: Mapping[str, Any]) -> str:
+def outcome_label(record: Record) -> str:
     """The one label of a measurement's outcome, the same in every report and in the CLI.
 
     ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time, counters)``, ``FAIL (accuracy)``,
@@ -24,38 +22,38 @@ def outcome_label(record: Mapping[str, Any]) -> str:
     process's session (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not
     saved: <why>`` in saving runs.
     """
-    verdict = record.get("verdict") or {}
-    outcome = str(record["outcome"])
+    verdict = record.verdict or RecordedVerdict()
+    outcome = record.outcome
     label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
-    timing = verdict.get("outcome")
+    timing = verdict.outcome
     # The kind the verdict was judged on names its figure: an instruction-count verdict
     # compares instructions, not time.
-    basis = label_of(verdict.get("basis"))
+    basis = label_of(verdict.basis)
     failed = [basis] if timing == "fail" else []
-    if record.get("counter_changes"):
+    if record.counter_changes:
         # A counter change can fail a test whose timing passed or was inconclusive.
         failed.append("counters")
     # The kinds were decided where each failure was found (judge/failures.py), never from its
     # words; a record written before kinds were recorded adds none (the bare label).
-    failed += [k for k in label_categories(record.get("failure_kinds") or ()) if k not in failed]
+    failed += [k for k in label_categories(record.failure_kinds) if k not in failed]
     if failed and failed != ["time"]:  # a timing failure alone is the bare FAIL
         label = f"FAIL ({', '.join(failed)})"
     # A limit too wide to gate is no passing weather: the label says why nothing was judged.
-    noisy = " (noisy baseline)" if verdict.get("guard") == "noisy baseline" else ""
+    noisy = " (noisy baseline)" if verdict.guard == "noisy baseline" else ""
     if label.startswith("FAIL") and timing == "inconclusive":
         label += f", {basis} inconclusive{noisy}"
     elif label == "INCONCLUSIVE":
         label += noisy
-    if verdict.get("untimed"):
+    if verdict.untimed:
         label += " (no timing baseline)"
-    if verdict.get("suspicious"):
+    if verdict.suspicious:
         label += " (re-measured)"
-    if record.get("saved") and record.get("untimed"):
-        label += f", saved without timing: {record['untimed']}"
-    elif record.get("saved"):
+    if record.saved and record.untimed:
+        label += f", saved without timing: {record.untimed}"
+    elif record.saved:
         label += ", saved"
-        if record.get("not_saved"):  # some processes' sessions were kept, not this one
-            label += f" but not {record['not_saved']}"
-    elif record.get("not_saved"):
-        label += f", not saved: {record['not_saved']}"
+        if record.not_saved:  # some processes' sessions were kept, not this one
+            label += f" but not {record.not_saved}"
+    elif record.not_saved:
+        label += f", not saved: {record.not_saved}"
     return label

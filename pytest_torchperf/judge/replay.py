@@ -13,6 +13,7 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
+from pytest_torchperf.store.record import Record, RecordedPass, json_object
 from pytest_torchperf.store.sessions import Session, session_of
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def replay(
-    record: Mapping[str, Any],
+    record: Record,
     sessions: Sequence[Session],
     *,
     store: BaselineStore | None = None,
@@ -37,29 +38,31 @@ def replay(
     """
     session = session_of(record)
     gate = Gate.from_record(session.gate or {}, **overrides)
-    passes = record.get("passes") or [
-        {
-            "times": list(session.times) or record.get("samples"),
-            "cpu_share": session.cpu_share,
-            "calibration": session.calibration,
-        }
-    ]
+    passes = record.passes or (
+        RecordedPass(
+            times=session.times or record.samples,
+            cpu_share=session.cpu_share,
+            calibration=session.calibration,
+        ),
+    )
     samples = [
         Sample(
-            summarize(p["times"]),
-            p.get("cpu_share"),
-            tuple(p["times"]),
-            p.get("calibration"),
+            summarize(p.times),
+            p.cpu_share,
+            p.times,
+            p.calibration,
             # A fresh confirming pass is one process; files written before 0.1.0 recorded the
             # pooled children beside it too, which would pool it again on replay.
-            () if p.get("fresh") else tuple(p.get("process_statistics") or ()),
-            () if p.get("fresh") else tuple(p.get("process_calibrations") or ()),
-            p.get("neighbour_load"),
-            bool(p.get("fresh")),
-            gpu_clock=ClockSummary.from_record(p["gpu_clock"]) if p.get("gpu_clock") else None,
+            () if p.fresh else p.process_statistics,
+            () if p.fresh else p.process_calibrations,
+            p.neighbour_load,
+            p.fresh,
+            gpu_clock=ClockSummary.from_record(json_object(p.extra("gpu_clock")))
+            if p.extra("gpu_clock")
+            else None,
         )
         for p in passes
-        if p.get("times")
+        if p.times
     ]
     later = samples[1:]
 
@@ -71,18 +74,19 @@ def replay(
         # A pass the plugin took in a fresh process confirms here too (same wording, same figure).
         return later.pop(0) if later and later[0].fresh else None
 
+    # The candidate reads the record's session and its kinds' keys from the record's JSON form.
     candidate = Candidate.from_record(samples[0], record)
     where = Where()
-    if store is not None and record.get("environment_id"):
-        env_id = record["environment_id"]
-        exact = (environment or record.get("environment") or {}).get("exact") or {}
+    env_id = record.environment_id
+    if store is not None and env_id:
+        exact = json_object((environment or record.environment or {}).get("exact"))
         where = Where(
             env_id,
             exact,
-            str(store.module_file(env_id, record["nodeid"])),
+            str(store.module_file(env_id, record.nodeid)),
             str(store.root),
             storage_missing=not store.root.exists(),
-            others=lambda: store.environments_with(record["nodeid"], record["name"]),
+            others=lambda: store.environments_with(record.nodeid, record.name),
         )
     return compare(
         candidate,
@@ -90,7 +94,7 @@ def replay(
         gate,
         remeasure=remeasure,
         confirm=confirm,
-        confirm_speedups=(lambda: list(record.get("confirm_speedups") or []))
+        confirm_speedups=(lambda: [None if s is None else dict(s) for s in record.confirm_speedups])
         if gate.confirm == "fresh"
         else None,
         where=where,

@@ -3,12 +3,13 @@ checking what they return, so a bad extension fails with a message that names it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from pytest_torchperf.run.context import RunContext
+from pytest_torchperf.store.record import Record
 
 #: JSON scalars: what a fingerprint field may hold.
 _SCALARS = (str, int, float, bool, type(None))
@@ -66,9 +67,11 @@ def register_kinds(config: pytest.Config) -> None:
                 raise pytest.UsageError(f"torchperf: pytest_torchperf_kinds: {exc}") from None
 
 
-def report_lines(config: pytest.Config, records: list[dict[str, Any]]) -> list[str]:
-    """The lines ``pytest_torchperf_report`` implementations add to the terminal summary."""
+def report_lines(config: pytest.Config, records: Sequence[Record]) -> list[str]:
+    """The lines ``pytest_torchperf_report`` implementations add to the terminal summary: they
+    get the records' JSON form (a hook's payload stays plain dicts)."""
     lines: list[str] = []
-    for added in config.hook.pytest_torchperf_report(config=config, records=records):
+    payload = [record.to_json() for record in records]
+    for added in config.hook.pytest_torchperf_report(config=config, records=payload):
         lines += [str(line) for line in added or ()]
     return lines

@@ -9,7 +9,7 @@ import time
 from collections.abc import Generator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +18,7 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
 if TYPE_CHECKING:
     from pytest_torchperf.judge.coverage import Coverage
     from pytest_torchperf.options.settings import RunSettings
+    from pytest_torchperf.store.record import Record
 
 #: Name of the user property carrying a test's measurement records (JSON) in reports and JUnit XML.
 RECORDS_PROPERTY = "torchperf"
@@ -33,7 +34,8 @@ class SummaryReporter:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.records: list[dict[str, Any]] = []
+        #: The run's measurements, read once from the reports' JSON (store/record.py).
+        self.records: list[Record] = []
         #: Start of the run: traces written after it belong to this run.
         self.started = time.time()
         #: Why the run fails although its tests passed (a save that stored no timing for some
@@ -45,7 +47,9 @@ class SummaryReporter:
             return
         for key, value in report.user_properties:
             if key == RECORDS_PROPERTY and isinstance(value, str):
-                self.records.extend(json.loads(value))
+                from pytest_torchperf.store.record import Record
+
+                self.records.extend(Record.from_json(data) for data in json.loads(value))
 
     def coverage(self) -> Coverage | None:
         """What this run gated or stored (:class:`pytest_torchperf.judge.coverage.Coverage`),
@@ -110,8 +114,10 @@ class SummaryReporter:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         settings = self.config.stash[SETTINGS_KEY]
         if not hasattr(self.config, "workerinput"):
+            from pytest_torchperf.store.record import Record
+
             for module in _kinds_plugin_parts("records_of_run"):
-                self.records.extend(module.records_of_run(self.config))
+                self.records.extend(Record.from_json(d) for d in module.records_of_run(self.config))
         if hasattr(self.config, "workerinput") or not self.records:
             return  # xdist workers stay quiet: the controller prints the summary
         from pytest_torchperf.report import terminal as _summary
@@ -210,10 +216,10 @@ class SummaryReporter:
         return written
 
 
-def _environment_line(settings: "RunSettings", records: list[dict[str, Any]]) -> str:
-    devices = sorted({r["device"] for r in records})
-    threads = sorted({str(r["threads"]) for r in records})
-    envs = sorted({r["environment_id"] for r in records if r.get("environment_id")})
+def _environment_line(settings: "RunSettings", records: list[Record]) -> str:
+    devices = sorted({r.device for r in records})
+    threads = sorted({str(r.threads) for r in records})
+    envs = sorted({r.environment_id for r in records if r.environment_id})
     try:
         import torch  # already imported when measurements ran
 

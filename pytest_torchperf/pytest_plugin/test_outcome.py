@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_torchperf.pytest_plugin.reporter import RECORDS_PROPERTY
 from pytest_torchperf.pytest_plugin.stash import CONTEXT_KEY, STATE_KEY, context_of
+
+if TYPE_CHECKING:
+    from pytest_torchperf.store.record import Record
 
 
 def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
@@ -53,19 +55,18 @@ def baseline_error() -> type[Exception]:
     return BaselineFileError
 
 
-def _junit_figures(record: Mapping[str, Any]) -> dict[str, Any]:
+def _junit_figures(record: Record) -> dict[str, object]:
     """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
-    stats = record.get("stats") or {}
-    verdict = record.get("verdict") or {}
+    stats, verdict = record.stats, record.verdict
     figures = {
-        "outcome": record["outcome"],
-        "variant": record.get("variant", "eager"),
-        "median_s": stats.get("median"),
-        "p25_s": stats.get("p25"),
-        "baseline_p25_s": verdict.get("baseline_statistic"),
-        "change": verdict.get("ratio"),
-        "speedup": (record.get("speedup") or {}).get("median"),
-        "rel_l2": (record.get("accuracy") or {}).get("rel_l2"),
+        "outcome": record.outcome,
+        "variant": record.variant,
+        "median_s": stats.median if stats else None,
+        "p25_s": stats.p25 if stats else None,
+        "baseline_p25_s": verdict.baseline_statistic if verdict else None,
+        "change": verdict.ratio if verdict else None,
+        "speedup": (record.speedup or {}).get("median"),
+        "rel_l2": (record.accuracy or {}).get("rel_l2"),
     }
     return {
         k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in figures.items() if v is not None
@@ -96,12 +97,17 @@ def finish(item: pytest.Item, passed: bool) -> str | None:
         except baseline_error() as exc:
             message = f"torchperf: {exc}"
     if state.results:
-        records = [r.to_record() for r in state.results]
-        for record in records:
-            item.config.hook.pytest_torchperf_record(config=item.config, item=item, record=record)
-        item.user_properties.append((RECORDS_PROPERTY, json.dumps(records)))
+        from pytest_torchperf.store.record import Record
+
+        # The hook gets each record's JSON form (plugins add keys in place); what it left is read
+        # once, and written once to the report (pytest-xdist and JUnit XML carry it).
+        hooked = [dict(r.to_record()) for r in state.results]
+        for data in hooked:
+            item.config.hook.pytest_torchperf_record(config=item.config, item=item, record=data)
+        records = [Record.from_json(data) for data in hooked]
+        item.user_properties.append((RECORDS_PROPERTY, json.dumps([r.to_json() for r in records])))
         # Flat figures too, for CI dashboards that read JUnit properties one value at a time.
         for record in records:
             for key, value in _junit_figures(record).items():
-                item.user_properties.append((f"torchperf.{record['name']}.{key}", value))
+                item.user_properties.append((f"torchperf.{record.name}.{key}", value))
     return message

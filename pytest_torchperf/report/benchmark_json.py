@@ -13,21 +13,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.store.record import Record, Stats
 from pytest_torchperf.store.records import results_section
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
 
 
-def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
+def _benchmark_stats(record: Record) -> dict[str, Any]:
     """pytest-benchmark's ``stats`` block from a record's per-call samples (seconds)."""
-    samples = sorted(record.get("samples") or [])
-    stats = record.get("stats") or {}
+    samples = sorted(record.samples)
+    stats = record.stats or Stats()
     if not samples:
         return {}
     mean = statistics.fmean(samples)
     stddev = statistics.stdev(samples) if len(samples) > 1 else 0.0
-    q1, q3 = stats.get("p25", samples[0]), stats.get("p75", samples[-1])
+    q1 = stats.p25 if stats.p25 is not None else samples[0]
+    q3 = stats.p75 if stats.p75 is not None else samples[-1]
     iqr = q3 - q1
     low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
     inside = [s for s in samples if low <= s <= high]
@@ -39,7 +41,7 @@ def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
         "mean": mean,
         "stddev": stddev,
         "rounds": len(samples),
-        "median": stats.get("median", statistics.median(samples)),
+        "median": stats.median if stats.median is not None else statistics.median(samples),
         "iqr": iqr,
         "q1": q1,
         "q3": q3,
@@ -49,14 +51,14 @@ def _benchmark_stats(record: Mapping[str, Any]) -> dict[str, Any]:
         "ld15iqr": inside[0] if inside else samples[0],
         "hd15iqr": inside[-1] if inside else samples[-1],
         "ops": 1.0 / mean if mean > 0 else 0.0,
-        "total": sum(samples) * (record.get("number_per_block") or 1),
-        "iterations": record.get("number_per_block") or 1,
+        "total": sum(samples) * (record.number_per_block or 1),
+        "iterations": record.number_per_block or 1,
         "data": samples,
     }
 
 
 def benchmark_json(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     machine_info: Mapping[str, Any],
     commit_info: Mapping[str, Any],
     coverage: Mapping[str, Any] | None = None,
@@ -68,16 +70,18 @@ def benchmark_json(
         stats = _benchmark_stats(record)
         if not stats:
             continue  # --torchperf-disable: nothing was timed
-        test = record["nodeid"].split("::")[-1]
-        options = record.get("options") or {}
+        # The record leaves here: the file holds its JSON form, keys and values as they came.
+        data = record.to_json()
+        test = record.nodeid.split("::")[-1]
+        options = record.options or {}
         benchmarks.append(
             {
-                "group": record.get("group"),
-                "name": f"{test}[{record['name']}]",
-                "fullname": f"{record['nodeid']}[{record['name']}]",
+                "group": data.get("group"),
+                "name": f"{test}[{record.name}]",
+                "fullname": f"{record.nodeid}[{record.name}]",
                 "params": None,
                 "param": None,
-                "extra_info": {"device": record.get("device"), "threads": record.get("threads")},
+                "extra_info": {"device": data.get("device"), "threads": data.get("threads")},
                 "options": {
                     "disable_gc": False,
                     "timer": "perf_counter",
@@ -88,15 +92,13 @@ def benchmark_json(
                 },
                 "stats": stats,
                 "torchperf": {
-                    **results_section(record),
-                    "label": record.get("label") or outcome_label(record),
+                    **results_section(data),
+                    "label": record.label or outcome_label(record),
                 },
             }
         )
     environments = {
-        r["environment_id"]: r["environment"]
-        for r in records
-        if r.get("environment_id") and r.get("environment")
+        r.environment_id: r.environment for r in records if r.environment_id and r.environment
     }
     return {
         "machine_info": dict(machine_info),

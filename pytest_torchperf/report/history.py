@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import html
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from pytest_torchperf.judge.change_points import (
 )
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.kinds import report_parts
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
 
 
@@ -45,12 +46,12 @@ class Run:
     time: str | None
     files: tuple[str, ...]
     #: Every file's records (a measurement twice where two files of the commit measured it).
-    records: list[dict[str, Any]]
+    records: list[Record]
 
     @property
     def repeated(self) -> int:
         """How many measurements more than one of the run's files measured."""
-        keys = [(r.get("environment_id"), r["nodeid"], r["name"]) for r in self.records]
+        keys = [(r.environment_id, r.nodeid, r.name) for r in self.records]
         return len(keys) - len(set(keys))
 
     @property
@@ -148,7 +149,7 @@ def _instant(text: Any) -> datetime.datetime:
     return moment.astimezone(datetime.timezone.utc)
 
 
-def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None:
+def _figure(record: Record) -> tuple[str, float, float | None] | None:
     """A record's figure for its series: the unit, the figure, and the figure over the machine's
     speed when the record has it (None: it has not).
 
@@ -165,17 +166,14 @@ def _figure(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None
         kind_figure = report.series_figure(record)
         if kind_figure is not None:
             return kind_figure[0], kind_figure[1], None
-    p25 = (record.get("stats") or {}).get("p25")
+    p25 = record.stats.p25 if record.stats else None
     if not p25 or p25 <= 0:
         return None
-    own = [(float(p25), record.get("calibration"))]
-    others: list[tuple[float, Any]] = []
-    for sampled in record.get("passes") or ():
-        statistics_, calibrations = (
-            sampled.get("process_statistics") or [],
-            sampled.get("process_calibrations") or [],
-        )
-        if not sampled.get("fresh") and statistics_:
+    own: list[tuple[float, float | None]] = [(float(p25), record.calibration)]
+    others: list[tuple[float, float | None]] = []
+    for sampled in record.passes:
+        statistics_, calibrations = sampled.process_statistics, sampled.process_calibrations
+        if not sampled.fresh and statistics_:
             others = list(zip(statistics_, calibrations, strict=False))
             if len(calibrations) != len(statistics_):
                 others = [(s, None) for s in statistics_]
@@ -207,13 +205,13 @@ def series_of(
     for index, run in enumerate(runs):
         figures: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
         for record in run.records:
-            if pattern and pattern not in record["nodeid"] and pattern not in record["name"]:
+            if pattern and pattern not in record.nodeid and pattern not in record.name:
                 continue
             figure = _figure(record)
             if figure is None:
                 continue
             unit, value, per_speed = figure
-            key = (str(record.get("environment_id") or "-"), record["nodeid"], record["name"], unit)
+            key = (record.environment_id or "-", record.nodeid, record.name, unit)
             figures.setdefault(key, []).append((value, per_speed))
         for key, measured in figures.items():
             # Measured twice in one commit's run (a job retried): the median of the two, so

@@ -30,6 +30,7 @@ from pytest_torchperf.report.terminal import (
     explained,
     sort_records,
 )
+from pytest_torchperf.store.record import Record, RecordedVerdict
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
@@ -82,35 +83,33 @@ def prose_html(text: str) -> str:
     return _OPTION.sub(lambda m: f'<span class="opt">{m.group(0)}</span>', html.escape(text))
 
 
-def _attention(records: Sequence[Mapping[str, Any]]) -> str:
+def _attention(records: Sequence[Record]) -> str:
     parts = []
     for record in records:
-        if record["outcome"] not in ("fail", "inconclusive"):
+        if record.outcome not in ("fail", "inconclusive"):
             continue
-        verdict = record.get("verdict") or {}
-        messages = [
-            f"{record['name']}: counters changed: {c}" for c in record.get("counter_changes") or []
-        ]
-        messages += list(record.get("failures") or [])
-        if verdict.get("message") and verdict.get("outcome") in ("fail", "inconclusive"):
-            messages.insert(0, "\n".join([verdict["message"], *explained(record)]))
-        body = "\n".join(messages) or record["outcome"]
+        verdict = record.verdict or RecordedVerdict()
+        messages = [f"{record.name}: counters changed: {c}" for c in record.counter_changes]
+        messages += list(record.failures)
+        if verdict.message and verdict.outcome in ("fail", "inconclusive"):
+            messages.insert(0, "\n".join([verdict.message, *explained(record)]))
+        body = "\n".join(messages) or record.outcome
         parts.append(
-            f'<h3><span class="verdict {record["outcome"]}">'
+            f'<h3><span class="verdict {record.outcome}">'
             f"{html.escape(outcome_label(record))}</span> "
-            f"{id_html(record['nodeid'])} — {id_html(record['name'])}</h3>"
+            f"{id_html(record.nodeid)} — {id_html(record.name)}</h3>"
             f"<pre>{prose_html(body)}</pre>"
         )
     return "".join(parts)
 
 
-def _environments(records: Sequence[Mapping[str, Any]]) -> str:
+def _environments(records: Sequence[Record]) -> str:
     """Collapsible fingerprint of each environment measured (the fields baselines are keyed on)."""
-    seen: dict[str, Mapping[str, Any]] = {}
+    seen: dict[str, Mapping[str, object]] = {}
     for record in records:
-        env = record.get("environment")
-        if record.get("environment_id") and isinstance(env, Mapping):
-            seen.setdefault(record["environment_id"], env)
+        env = record.environment
+        if record.environment_id and env is not None:
+            seen.setdefault(record.environment_id, env)
     parts = []
     for env_id, env in sorted(seen.items()):
         exact = env.get("exact")
@@ -127,15 +126,15 @@ def _environments(records: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
+def _speedups(records: Sequence[Record]) -> str:
     by_test: dict[str, list[tuple[str, float, float, float]]] = {}
     for record in records:
-        speedup = record.get("speedup")
+        speedup = record.speedup
         if speedup:
             # Group by test function and measurement; label bars by variant ("m[int8]" -> "int8").
-            name = record["name"]
+            name = record.name
             base, _, variant = name.rpartition("[")
-            group = f"{record['nodeid'].split('[', 1)[0]} — {base or name}"
+            group = f"{record.nodeid.split('[', 1)[0]} — {base or name}"
             by_test.setdefault(group, []).append(
                 (
                     variant.rstrip("]") if base else name,
@@ -153,7 +152,7 @@ def _speedups(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def html_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     environment_line: str,
     histories: Mapping[tuple[str, str], History] | None = None,
     traces: Sequence[tuple[str, str]] = (),
@@ -223,22 +222,22 @@ def html_report(
     )
 
 
-def stored_histories(storage: Path, records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], Any]:
     """Stored sessions of each measured record, without the sessions this run itself saved."""
     from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
 
     store = BaselineStore(storage)
     histories = {}
     for record in records:
-        env_id = record.get("environment_id")
+        env_id = record.environment_id
         if not env_id:
             continue
         try:
-            sessions = store.load_sessions(env_id, record["nodeid"], record["name"])
+            sessions = store.load_sessions(env_id, record.nodeid, record.name)
         except (BaselineFileError, OSError):
             continue  # the test itself already reported the bad file
-        sessions = [s for s in sessions if not same_run(s.run_id, record.get("run_id"))]
-        histories[(record["nodeid"], record["name"])] = history_from_sessions(sessions)
+        sessions = [s for s in sessions if not same_run(s.run_id, record.run_id)]
+        histories[(record.nodeid, record.name)] = history_from_sessions(sessions)
     return histories
 
 

@@ -10,7 +10,6 @@ import html
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
@@ -23,6 +22,7 @@ from pytest_torchperf.report.terminal import (
     format_flops,
     format_speedup,
 )
+from pytest_torchperf.store.record import JSON, Record, RecordedVerdict, Stats, json_number
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
@@ -75,7 +75,7 @@ class _Column:
     key: str
     header: str
     secondary: bool = False
-    shown: Callable[[Mapping[str, Any]], bool] = lambda record: True
+    shown: Callable[[Record], bool] = lambda record: True
     #: A measurement kind's column (its cells come from the kind's report part).
     kind: Column | None = None
 
@@ -84,8 +84,8 @@ class _Column:
 SECONDARY = ' data-sec="1"'
 
 
-def _counter(name: str) -> Callable[[Mapping[str, Any]], bool]:
-    return lambda record: name in (record.get("counters") or {})
+def _counter(name: str) -> Callable[[Record], bool]:
+    return lambda record: name in (record.counters or {})
 
 
 #: The columns in order: what identifies and judges a measurement, the two plots (kept on screen
@@ -100,18 +100,18 @@ _MAIN_COLUMNS = [
     _Column("change", "change"),
     _Column("distribution", "this run vs baseline"),
     _Column("trend", "trend (p25 per session)"),
-    _Column("speedup", "speedup vs eager", shown=lambda r: bool(r.get("speedup"))),
-    _Column("accuracy", "rel-L2 vs eager", shown=lambda r: bool(r.get("accuracy"))),
+    _Column("speedup", "speedup vs eager", shown=lambda r: bool(r.speedup)),
+    _Column("accuracy", "rel-L2 vs eager", shown=lambda r: bool(r.accuracy)),
 ]
 _SECONDARY_COLUMNS = [
     _Column("flops", "FLOPs", secondary=True, shown=_counter("flops")),
     _Column("params", "params", secondary=True, shown=_counter("params")),
     _Column("memory", "peak memory", secondary=True, shown=_counter("peak_memory")),
-    _Column("build", "build", secondary=True, shown=lambda r: r.get("build_time") is not None),
+    _Column("build", "build", secondary=True, shown=lambda r: r.build_time is not None),
 ]
 
 
-def _columns(records: Sequence[Mapping[str, Any]]) -> list[_Column]:
+def _columns(records: Sequence[Record]) -> list[_Column]:
     """The columns some record has a value in, in order."""
     kind_columns = [
         _Column(c.key, c.html_header, shown=c.shown, kind=c) for c in kinds.columns(records)
@@ -143,14 +143,14 @@ def id_html(text: str) -> str:
     )
 
 
-def _cell(text: str, value: Any = None, numeric: bool = False, css: str = "") -> str:
+def _cell(text: str, value: object = None, numeric: bool = False, css: str = "") -> str:
     sort_value = html.escape(str(text if value is None else value), quote=True)
     classes = " ".join(c for c in ("num" if numeric else "", css) if c)
     attribute = f' class="{classes}"' if classes else ""
     return f'<td{attribute} data-v="{sort_value}">{text}</td>'
 
 
-def _flops_cell(counters: Mapping[str, Any]) -> str:
+def _flops_cell(counters: Mapping[str, JSON]) -> str:
     """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
     tooltip (the whole list would widen the table)."""
     if not counters.get("flops_partial"):
@@ -162,20 +162,20 @@ def _flops_cell(counters: Mapping[str, Any]) -> str:
 
 
 def _row(
-    record: Mapping[str, Any],
+    record: Record,
     history: History | None,
     rank: int,
     columns: Sequence[_Column],
     figures: Figures,
 ) -> str:
-    stats = record.get("stats") or {}
-    verdict = record.get("verdict") or {}
-    counters = record.get("counters") or {}
-    speedup = record.get("speedup") or None
-    accuracy = record.get("accuracy") or None
-    outcome = record["outcome"]
+    stats = record.stats or Stats()
+    verdict = record.verdict or RecordedVerdict()
+    counters = record.counters or {}
+    speedup = record.speedup or None
+    accuracy = record.accuracy or None
+    outcome = record.outcome
     failed = outcome == "fail"
-    median, iqr = stats.get("median"), stats.get("iqr")
+    median, iqr = stats.median, stats.iqr
     history = history or History()
     cells = {
         "verdict": _cell(
@@ -183,15 +183,13 @@ def _row(
             f"</span>",
             rank,
         ),
-        "test": _cell(id_html(record["nodeid"]), record["nodeid"], css="id"),
+        "test": _cell(id_html(record.nodeid), record.nodeid, css="id"),
         "name": _cell(
-            id_html(record["name"])
+            id_html(record.name)
             + (
-                f' <span class="muted">[{html.escape(record["group"])}]</span>'
-                if record.get("group")
-                else ""
+                f' <span class="muted">[{html.escape(record.group)}]</span>' if record.group else ""
             ),
-            record["name"],
+            record.name,
             css="id",
         ),
         "median": _cell(
@@ -200,13 +198,13 @@ def _row(
             True,
         ),
         "baseline": _cell(
-            format_baseline(verdict, record),
-            verdict.get("baseline_statistic") or (record.get("stored") or {}).get("baseline") or -1,
+            format_baseline(record.verdict, record),
+            verdict.baseline_statistic or (record.stored or {}).get("baseline") or -1,
             True,
         ),
         "change": _cell(
             format_change_of(record),
-            verdict.get("ratio") if verdict.get("ratio") is not None else -99,
+            verdict.ratio if verdict.ratio is not None else -99,
             True,
         ),
         "speedup": _cell(
@@ -225,25 +223,25 @@ def _row(
             True,
         ),
         "memory": _cell(
-            format_bytes(counters.get("peak_memory")) if "peak_memory" in counters else "-",
+            format_bytes(json_number(counters.get("peak_memory")))
+            if "peak_memory" in counters
+            else "-",
             counters.get("peak_memory", -1),
             True,
         ),
         "build": _cell(
-            f"{record['build_time']:.1f} s" if record.get("build_time") is not None else "-",
-            record.get("build_time") if record.get("build_time") is not None else -1,
+            f"{record.build_time:.1f} s" if record.build_time is not None else "-",
+            record.build_time if record.build_time is not None else -1,
             True,
         ),
         "distribution": _cell(
             svg.distribution(
-                record.get("samples") or [], history.latest_times, figures.current, figures.earlier
+                record.samples, history.latest_times, figures.current, figures.earlier
             ),
             median or -1,
         ),
         "trend": _cell(
-            svg.trend(
-                history.statistics, stats.get("p25"), failed, [*history.labels, figures.current]
-            ),
+            svg.trend(history.statistics, stats.p25, failed, [*history.labels, figures.current]),
             len(history.statistics),
         ),
     }
@@ -260,8 +258,8 @@ def _row(
 
 
 def measurements_table(
-    records: Sequence[Mapping[str, Any]],
-    ordered: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
+    ordered: Sequence[Record],
     histories: Mapping[tuple[str, str], History],
     figures: Figures = RUN_FIGURES,
 ) -> tuple[str, str]:
@@ -269,7 +267,7 @@ def measurements_table(
     its secondary columns on a narrow screen (empty when it has none)."""
     columns = _columns(records)
     rows = "".join(
-        _row(r, histories.get((r["nodeid"], r["name"])), i, columns, figures)
+        _row(r, histories.get((r.nodeid, r.name)), i, columns, figures)
         for i, r in enumerate(ordered)
     )
     # The kinds whose figures the records carry name the baseline and change (a count where

@@ -4,9 +4,10 @@ the kinds' parts through :mod:`pytest_torchperf.report.kinds`; this module only 
 part is, so a kind's part can import it without importing the lookup that loads the parts (an
 import cycle). Pure.
 
-A kind's report part works on records (:class:`pytest_torchperf.store.records.MeasurementRecord`,
-as a results file holds them) and stored sessions (:class:`pytest_torchperf.store.sessions.
-Session`): whether a record carries the kind's figures
+A kind's report part works on records (:class:`pytest_torchperf.store.record.Record`, its own
+figures raw JSON under its keys: :meth:`~pytest_torchperf.store.record.Record.extra`) and stored
+sessions (:class:`pytest_torchperf.store.sessions.Session`): whether a record carries the kind's
+figures
 is read from the record itself, never from the run's options, so that ``torchperf report`` of a
 results file renders what the run's own summary did.
 """
@@ -15,12 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
-
-#: A measurement's record, as the reports read it.
-Record = Mapping[str, Any]
 
 
 def _never(record: Record) -> bool:
@@ -59,7 +57,7 @@ class Column:
     #: The cell's text for a record (``-`` where it has none).
     cell: Callable[[Record], str]
     #: The HTML cell's sort value (a number, so the column sorts by magnitude, not text).
-    sort_value: Callable[[Record], Any]
+    sort_value: Callable[[Record], object]
 
 
 @dataclass(frozen=True)

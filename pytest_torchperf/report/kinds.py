@@ -5,11 +5,11 @@ figures add to a table, never the kind's name. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from pytest_torchperf.kinds import part, parts, specs
 from pytest_torchperf.report.kind_report import Column, KindReport
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
 __all__ = [
@@ -44,7 +44,7 @@ def report_part(name: str) -> KindReport | None:
     return None
 
 
-def columns(records: Iterable[Mapping[str, Any]]) -> list[Column]:
+def columns(records: Iterable[Record]) -> list[Column]:
     """The kinds' columns some record has a value in, in the registry's order."""
     records = list(records)
     return [
@@ -55,7 +55,7 @@ def columns(records: Iterable[Mapping[str, Any]]) -> list[Column]:
     ]
 
 
-def renamed_headers(records: Iterable[Mapping[str, Any]], html: bool = False) -> dict[str, str]:
+def renamed_headers(records: Iterable[Record], html: bool = False) -> dict[str, str]:
     """The headers the kinds whose figures ``records`` carry give the tables' columns, by the
     column they rename (``baseline``, ``change``): the terminal and markdown tables', or with
     ``html`` the HTML table's."""
@@ -70,26 +70,26 @@ def renamed_headers(records: Iterable[Mapping[str, Any]], html: bool = False) ->
     return renamed
 
 
-def header(records: Iterable[Mapping[str, Any]], column: str, default: str) -> str:
+def header(records: Iterable[Record], column: str, default: str) -> str:
     """The terminal and markdown header of ``column`` (``baseline``, ``change``) for a table of
     ``records``: a kind whose figures they carry may name it (A/B: ``side A p25``)."""
     return renamed_headers(records).get(column, default)
 
 
-def baseline_wording(basis: Any) -> Callable[[float | None], str] | None:
+def baseline_wording(basis: str | None) -> Callable[[float | None], str] | None:
     """How the baseline figure of a verdict judged on ``basis`` (the name of the kind whose
     figure judged it) reads, or None where it is a time (a verdict from a file without a
     basis, too)."""
-    report = report_part(basis) if isinstance(basis, str) else None
+    report = report_part(basis) if basis is not None else None
     return report.baseline if report is not None else None
 
 
-def change_suffix(record: Mapping[str, Any]) -> str:
+def change_suffix(record: Record) -> str:
     """What the kinds add after a record's change (an A/B run's interval), or ""."""
     return "".join(report.change(record) for report in report_parts())
 
 
-def carried_sessions(record: Mapping[str, Any]) -> list[Session] | None:
+def carried_sessions(record: Record) -> list[Session] | None:
     """The sessions a record carries as its own baseline (an A/B run's side A), or None."""
     for report in report_parts():
         sessions = report.carried_sessions(record)

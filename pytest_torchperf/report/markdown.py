@@ -5,8 +5,7 @@ so it can render any stored run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
@@ -20,6 +19,7 @@ from pytest_torchperf.report.terminal import (
     format_speedup,
     sort_records,
 )
+from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 
 
 def _md(text: str) -> str:
@@ -27,16 +27,16 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _verdict_label(record: Mapping[str, Any]) -> str:
+def _verdict_label(record: Record) -> str:
     """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
     icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
-        record["outcome"], ""
+        record.outcome, ""
     )
     return f"{icon} {outcome_label(record)}".strip()
 
 
 def markdown_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     environment_line: str,
     coverage_lines: Sequence[str] = (),
 ) -> str:
@@ -52,21 +52,19 @@ def markdown_report(
         lines += [f"**{_md(coverage_lines[0])}**", ""]
         lines += [f"> ⚠️ {_md(line)}" for line in coverage_lines[1:]]
         lines += [""] if coverage_lines[1:] else []
-    attention = [r for r in sort_records(records) if r["outcome"] in ("fail", "inconclusive")]
+    attention = [r for r in sort_records(records) if r.outcome in ("fail", "inconclusive")]
     if attention:
         lines += ["### Needs attention", ""]
         for record in attention:
-            verdict = record.get("verdict") or {}
-            messages = list(record.get("counter_changes") or []) + list(
-                record.get("failures") or []
-            )
-            if verdict.get("message") and (verdict.get("outcome") in ("fail", "inconclusive")):
-                messages.insert(0, "\n".join([verdict["message"], *explained(record)]))
-            lines.append(f"- **`{record['nodeid']}`** `{record['name']}` ({record['outcome']})")
+            verdict = record.verdict or RecordedVerdict()
+            messages = [*record.counter_changes, *record.failures]
+            if verdict.message and (verdict.outcome in ("fail", "inconclusive")):
+                messages.insert(0, "\n".join([verdict.message, *explained(record)]))
+            lines.append(f"- **`{record.nodeid}`** `{record.name}` ({record.outcome})")
             for message in messages:
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
-    variants = any(r.get("speedup") or r.get("accuracy") for r in records)
+    variants = any(r.speedup or r.accuracy for r in records)
     # The kinds' columns and headers, as in the terminal table (a count's column; side A as
     # the baseline of an A/B run).
     columns = kinds.columns(records)
@@ -84,22 +82,18 @@ def markdown_report(
         rule += "---:|---:|"
     lines += [header, rule]
     for record in sort_records(records):
-        stats = record.get("stats") or {}
-        verdict = record.get("verdict") or {}
+        stats = record.stats or Stats()
         cells = [
             _verdict_label(record),
-            f"`{_md(record['nodeid'])}`",
-            _md(record["name"]),
-            format_time(stats.get("median")),
-            format_time(stats.get("p25")),
+            f"`{_md(record.nodeid)}`",
+            _md(record.name),
+            format_time(stats.median),
+            format_time(stats.p25),
             *(column.cell(record) for column in columns),
-            format_baseline(verdict, record),
+            format_baseline(record.verdict, record),
             format_change_of(record),
         ]
         if variants:
-            cells += [
-                format_speedup(record.get("speedup")),
-                format_accuracy(record.get("accuracy")),
-            ]
+            cells += [format_speedup(record.speedup), format_accuracy(record.accuracy)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

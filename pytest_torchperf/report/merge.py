@@ -29,6 +29,7 @@ from typing import Any
 from pytest_torchperf.judge.coverage import Coverage, coverage
 from pytest_torchperf.report.terminal import OUTCOME_ORDER
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import (
     RESULTS_FORMAT,
     ResultsFileError,
@@ -70,7 +71,7 @@ class MergedResults:
     #: The merged results file (pytest-benchmark's layout, like each shard).
     document: dict[str, Any]
     #: Its measurements' records, each as its shard wrote it.
-    records: list[dict[str, Any]]
+    records: list[Record]
     #: (file, measurements it held) per shard, in the order given.
     shards: tuple[tuple[str, int], ...]
     duplicates: tuple[Duplicate, ...]
@@ -88,8 +89,8 @@ def _severity(outcome: str) -> int:
     return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)
 
 
-def _key(record: Mapping[str, Any]) -> Key:
-    return (str(record.get("environment_id") or ""), str(record["nodeid"]), str(record["name"]))
+def _key(record: Record) -> Key:
+    return (record.environment_id or "", record.nodeid, record.name)
 
 
 def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> MergedResults:
@@ -127,7 +128,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
                 )
             environments.setdefault(env_id, fingerprint)
 
-    kept: dict[Key, tuple[int, str, dict[str, Any], dict[str, Any]]] = {}
+    kept: dict[Key, tuple[int, str, dict[str, Any], Record]] = {}
     seen: dict[Key, list[tuple[str, str]]] = {}
     order: list[Key | int] = []  # measurement keys, and indexes of benchmarks not ours
     others: list[dict[str, Any]] = []
@@ -146,12 +147,12 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             key = _key(record)
             if key[0] not in shard_envs:
                 shard_envs.append(key[0])
-            seen.setdefault(key, []).append((name, str(record["outcome"])))
+            seen.setdefault(key, []).append((name, record.outcome))
             if key not in kept:
                 order.append(key)
-                kept[key] = (_severity(str(record["outcome"])), name, bench, record)
-            elif _severity(str(record["outcome"])) < kept[key][0]:
-                kept[key] = (_severity(str(record["outcome"])), name, bench, record)
+                kept[key] = (_severity(record.outcome), name, bench, record)
+            elif _severity(record.outcome) < kept[key][0]:
+                kept[key] = (_severity(record.outcome), name, bench, record)
         shards.append((name, count))
         shard_notes.append(
             {
@@ -212,14 +213,14 @@ def _check_one_commit(names: Sequence[str], documents: Sequence[Mapping[str, Any
         )
 
 
-def missing_measurements(records: Iterable[Mapping[str, Any]], store: BaselineStore) -> list[Key]:
+def missing_measurements(records: Iterable[Record], store: BaselineStore) -> list[Key]:
     """Measurements stored under one of the records' environments that no record of that
     environment measured (their ``(environment, test, measurement)``, sorted)."""
     records = list(records)
-    environments = {str(r.get("environment_id")) for r in records if r.get("environment_id")}
+    environments = {r.environment_id for r in records if r.environment_id}
     # Per environment: a test measured on one runner class does not stand in for its result on
     # another class whose shards ran too.
-    measured = {(str(r.get("environment_id")), str(r["nodeid"]), str(r["name"])) for r in records}
+    measured = {(str(r.environment_id), r.nodeid, r.name) for r in records}
     missing = {
         (env_id, nodeid, name)
         for env_id, nodeid, name, sessions in store.measurements()

@@ -1,29 +1,30 @@
 """The terminal summary table: one row per measurement, failures first.
 
-Pure module working on the JSON records of :meth:`pytest_torchperf.run.result.Result.to_record`,
-so the same rendering serves a plain run and an xdist controller that only sees test reports.
+Pure module working on the run's records (:class:`pytest_torchperf.store.record.Record`, read from
+the JSON of :meth:`pytest_torchperf.run.result.Result.to_record`), so the same rendering serves a
+plain run and an xdist controller that only sees test reports.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import loosening_option
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
+from pytest_torchperf.store.record import JSON, Record, RecordedVerdict, json_number, json_texts
 
 #: Row order of outcomes: what needs attention first.
 OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
 
 
-def sort_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def sort_records(records: Iterable[Record]) -> list[Record]:
     """Records ordered by outcome severity, then test id and name."""
     rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
-    return sorted(records, key=lambda r: (rank.get(r["outcome"], 99), r["nodeid"], r["name"]))
+    return sorted(records, key=lambda r: (rank.get(r.outcome, 99), r.nodeid, r.name))
 
 
 def format_speedup(speedup: Mapping[str, float] | None) -> str:
@@ -43,59 +44,57 @@ def format_accuracy(accuracy: Mapping[str, float] | None) -> str:
     return text
 
 
-def _has_variants(records: Iterable[Mapping[str, Any]]) -> bool:
-    return any(r.get("speedup") or r.get("accuracy") for r in records)
+def _has_variants(records: Iterable[Record]) -> bool:
+    return any(r.speedup or r.accuracy for r in records)
 
 
-def format_baseline(verdict: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> str:
+def format_baseline(verdict: RecordedVerdict | None, record: Record | None = None) -> str:
     """The verdict's baseline: seconds per call, or the figure of the kind that judged it in its
     own words (instructions per call). In a save without a verdict, what the save left stored
     (``256 us stored``: the median of the stored sessions' p25, which a compare holds a pass
     against, not this run's p25)."""
-    value = verdict.get("baseline_statistic")
-    wording = kinds.baseline_wording(verdict.get("basis"))
+    verdict = verdict or RecordedVerdict()
+    value = verdict.baseline_statistic
+    wording = kinds.baseline_wording(verdict.basis)
     if wording is not None:
         return wording(value)
-    stored = (record or {}).get("stored") or {}
+    stored = (record.stored if record is not None else None) or {}
     if value is None and stored.get("baseline"):
-        return f"{format_time(stored['baseline'])} stored"
+        return f"{format_time(json_number(stored['baseline']))} stored"
     return format_time(value)
 
 
-def format_change_of(record: Mapping[str, Any]) -> str:
+def format_change_of(record: Record) -> str:
     """The verdict's change, with what its kind adds (an A/B run's 95 % interval:
     ``+12.4% [+9.8..+15.1%]``)."""
-    verdict = record.get("verdict") or {}
-    return format_change(verdict.get("ratio")) + kinds.change_suffix(record)
+    ratio = record.verdict.ratio if record.verdict else None
+    return format_change(ratio) + kinds.change_suffix(record)
 
 
-def format_flops(counters: Mapping[str, Any]) -> str:
+def format_flops(counters: Mapping[str, JSON]) -> str:
     """``2,228,224``; a figure that leaves heavy ops out (no FLOP formula for them) reads
     ``>= 4,096 (partial: no FLOP formula for aten::x)``."""
     if "flops" not in counters:
         return "-"
     text = f"{counters['flops']:,}"
-    partial = counters.get("flops_partial")
+    partial = json_texts(counters.get("flops_partial"))
     if partial:
         text = f">= {text} (partial: no FLOP formula for {', '.join(partial)})"
     return text
 
 
-def _row(
-    record: Mapping[str, Any], variants: bool = False, columns: Sequence[Column] = ()
-) -> list[str]:
-    stats = record.get("stats") or {}
-    verdict = record.get("verdict") or {}
+def _row(record: Record, variants: bool = False, columns: Sequence[Column] = ()) -> list[str]:
+    stats = record.stats
     row = [
-        record["nodeid"],
-        record["name"] + (f" [{record['group']}]" if record.get("group") else ""),
-        format_time(stats.get("median")),
-        format_time(stats.get("p25")),
+        record.nodeid,
+        record.name + (f" [{record.group}]" if record.group else ""),
+        format_time(stats.median if stats else None),
+        format_time(stats.p25 if stats else None),
     ]
     row += [column.cell(record) for column in columns]
-    row += [format_baseline(verdict, record), format_change_of(record)]
+    row += [format_baseline(record.verdict, record), format_change_of(record)]
     if variants:
-        row += [format_speedup(record.get("speedup")), format_accuracy(record.get("accuracy"))]
+        row += [format_speedup(record.speedup), format_accuracy(record.accuracy)]
     return [*row, outcome_label(record)]
 
 
@@ -104,9 +103,7 @@ HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
 VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
 
 
-def _headers(
-    records: Sequence[Mapping[str, Any]], variants: bool, columns: Sequence[Column]
-) -> list[str]:
+def _headers(records: Sequence[Record], variants: bool, columns: Sequence[Column]) -> list[str]:
     """The columns' headers: the kinds' columns after the timing, and the baseline and change
     as a kind whose figures the records carry names them (a count where the verdict compared
     instructions; side A, measured in the same job, in an A/B run)."""
@@ -120,7 +117,7 @@ def _headers(
     ]
 
 
-def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
     variants, columns = _has_variants(records), kinds.columns(records)
     headers = _headers(records, variants, columns)
@@ -149,16 +146,16 @@ def render_table(records: Sequence[Mapping[str, Any]], width: int = 120) -> list
     return lines
 
 
-def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def render_grouped(records: Sequence[Record]) -> list[str]:
     """Table with each test id on its own line and its measurements indented below it.
 
     Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
     severe outcome, so failures still come first.
     """
     rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
-    by_test: dict[str, list[Mapping[str, Any]]] = {}
+    by_test: dict[str, list[Record]] = {}
     for record in sort_records(records):
-        by_test.setdefault(record["nodeid"], []).append(record)
+        by_test.setdefault(record.nodeid, []).append(record)
     variants, columns = _has_variants(records), kinds.columns(records)
     headers = ["test / name", *_headers(records, variants, columns)[2:]]
     rows = [
@@ -172,7 +169,7 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
     for nodeid, group in sorted(
-        by_test.items(), key=lambda kv: (min(rank.get(r["outcome"], 99) for r in kv[1]), kv[0])
+        by_test.items(), key=lambda kv: (min(rank.get(r.outcome, 99) for r in kv[1]), kv[0])
     ):
         lines.append(nodeid)
         for record in group:
@@ -184,19 +181,19 @@ def render_grouped(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def render(records: Sequence[Mapping[str, Any]], width: int = 120) -> list[str]:
+def render(records: Sequence[Record], width: int = 120) -> list[str]:
     """The flat table when every test id fits in ``width``, else the grouped one (nothing cut)."""
     flat = render_table(records, width)
-    widest = max((len(str(r["nodeid"])) for r in records), default=0)
+    widest = max((len(r.nodeid) for r in records), default=0)
     test_column = flat[0].index("name") - 2  # render_table shortens ids wider than this column
     if widest > test_column or any(len(line) > width for line in flat):
         return render_grouped(records)
     return flat
 
 
-def count_line(records: Iterable[Mapping[str, Any]]) -> str:
+def count_line(records: Iterable[Record]) -> str:
     """``1 fail, 3 pass, 1 new`` in severity order."""
-    counts = Counter(r["outcome"] for r in records)
+    counts = Counter(r.outcome for r in records)
     return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts[o])
 
 
@@ -204,15 +201,15 @@ def count_line(records: Iterable[Mapping[str, Any]]) -> str:
 NEW_GROUP_NAMES = 3
 
 
-def explained(record: Mapping[str, Any]) -> list[str]:
+def explained(record: Record) -> list[str]:
     """The lines under a verdict's message in a report: what a live run added (the profiled op
     diff, the graph) and the verdict's notes (why a fallback could not judge, a looser guard
     the baseline was saved with...)."""
-    notes = (record.get("verdict") or {}).get("notes") or ()
-    return [*(record.get("explanation") or ()), *(f"note: {note}" for note in notes)]
+    notes = record.verdict.notes if record.verdict else ()
+    return [*record.explanation, *(f"note: {note}" for note in notes)]
 
 
-def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+def detail_lines(records: Iterable[Record]) -> list[str]:
     """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured).
 
     Measurements that are new for the same reason (this environment differs from a stored one in
@@ -220,20 +217,20 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """
     lines = []
     ordered = sort_records(records)
-    by_reason: dict[str, list[Mapping[str, Any]]] = {}
+    by_reason: dict[str, list[Record]] = {}
     for record in ordered:
-        reason = (record.get("verdict") or {}).get("new_reason")
-        if reason and record["outcome"] == "new":
+        reason = record.verdict.new_reason if record.verdict else None
+        if reason and record.outcome == "new":
             by_reason.setdefault(reason, []).append(record)
     grouped = {id(r) for group in by_reason.values() if len(group) > 1 for r in group}
     for reason, group in by_reason.items():
         if len(group) > 1:
-            names = [f"{r['nodeid'].rsplit('/', 1)[-1]} {r['name']}" for r in group]
+            names = [f"{r.nodeid.rsplit('/', 1)[-1]} {r.name}" for r in group]
             shown = ", ".join(names[:NEW_GROUP_NAMES])
             more = (
                 f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
             )
-            if (group[0].get("verdict") or {}).get("untimed"):
+            if group[0].verdict and group[0].verdict.untimed:
                 why = reason.partition("(")[2].rpartition(")")[0]
                 anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
                 lines.append(
@@ -249,47 +246,45 @@ def detail_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
                 f"--torchperf-save"
             )
     for record in ordered:
-        verdict = record.get("verdict") or {}
-        changes = record.get("counter_changes") or []
+        verdict = record.verdict
+        changes = record.counter_changes
         if changes:
-            lines.append(
-                f"{record['nodeid']}: {record['name']}: counters changed: {'; '.join(changes)}"
-            )
-        timing_failed = verdict.get("outcome") == "fail"
-        failures = [str(f) for f in record.get("failures") or ()]
+            lines.append(f"{record.nodeid}: {record.name}: counters changed: {'; '.join(changes)}")
+        timing_failed = verdict is not None and verdict.outcome == "fail"
+        failures = list(record.failures)
         # A strict failure repeats the verdict's message: say it once.
-        message = verdict.get("message", "")
+        message = (verdict.message if verdict else None) or ""
         repeated = bool(message) and any(f.startswith(message) for f in failures)
         if (
             id(record) not in grouped
-            and verdict
+            and verdict is not None
+            and bool(verdict.order)  # an empty verdict, as a falsy {} before
             and not repeated
             and (not changes or timing_failed)
             and (
-                record["outcome"] in ("fail", "inconclusive", "improved", "new")
-                or verdict.get("suspicious")
+                record.outcome in ("fail", "inconclusive", "improved", "new") or verdict.suspicious
             )
         ):
-            lines.append(f"{record['nodeid']}: {verdict.get('message', '')}")
-            lines += list(record.get("explanation") or ())
-        for note in verdict.get("notes", ()):
-            lines.append(f"{record['nodeid']}: note: {note}")
-        for failure in record.get("failures") or ():
-            lines.append(f"{record['nodeid']}: {failure}")
+            lines.append(f"{record.nodeid}: {message}")
+            lines += list(record.explanation)
+        for note in verdict.notes if verdict else ():
+            lines.append(f"{record.nodeid}: note: {note}")
+        for failure in record.failures:
+            lines.append(f"{record.nodeid}: {failure}")
     return lines
 
 
-def variant_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
+def variant_lines(records: Iterable[Record]) -> list[str]:
     """One line per variant measurement: how it was built, build time and notes."""
     lines = []
     for record in sort_records(records):
-        if record.get("variant", "eager") == "eager" or not record.get("method"):
+        if record.variant == "eager" or not record.method:
             continue
-        build = record.get("build_time")
-        text = f"{record['name']}: {record['method']}"
+        build = record.build_time
+        text = f"{record.name}: {record.method}"
         if build is not None:
             text += f", built in {build:.1f} s"
-        accuracy = record.get("accuracy") or {}
+        accuracy = record.accuracy or {}
         if accuracy:
             parts = [
                 f"rel-L2 {accuracy.get('rel_l2', float('nan')):.1e}",
@@ -299,8 +294,8 @@ def variant_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
             if accuracy.get("top1") is not None:
                 parts.append(f"top-1 agreement {accuracy['top1']:.0%}")
             text += "; " + ", ".join(parts)
-        if record.get("metric") is not None:
-            text += f"; metric {record['metric']:.4g}"
+        if record.metric is not None:
+            text += f"; metric {record.metric:.4g}"
         lines.append(text)
-        lines += [f"    note: {note}" for note in record.get("notes") or ()]
+        lines += [f"    note: {note}" for note in record.notes]
     return lines

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.store.record import Record
 
 #: A measurement: test id and measurement name.
 Key = tuple[str, str]
@@ -33,7 +34,7 @@ class BisectMode:
     #: The pytest arguments of each revision's run, given GOOD's commit.
     args: Callable[[str], tuple[str, ...]]
     #: A record's figure in a revision's results file, or None when it has none.
-    figure: Callable[[Mapping[str, Any]], Any]
+    figure: Callable[[Record], Any]
     #: What a revision that measured none of them lacks (``an instruction count``).
     what: str
     #: How a revision's figures are judged, given GOOD's and BAD's (a BisectError where BAD
@@ -76,7 +77,7 @@ COUNTERS = BisectMode(
     "counters",
     # The counters are what is compared: time as little as possible.
     args=lambda good: ("--torchperf-min-time=0.01s",),
-    figure=lambda record: record.get("counters") or None,
+    figure=lambda record: record.counters or None,
     what="counters",
     classifier=_counters_classifier,
 )

@@ -18,6 +18,7 @@ from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.records import (
     MeasurementRecord,
     PassRecord,
@@ -341,8 +342,11 @@ class Result:
             "gated": list(self.gated),
             **({"graph": self.graph} if self.graph is not None else {}),
         }
-        # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare).
-        record["label"] = outcome_label(dict(record)) if not self.disabled else "disabled"
+        # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare),
+        # worded from the record being built (read as the reports read it).
+        record["label"] = (
+            outcome_label(Record.from_json(record)) if not self.disabled else "disabled"
+        )
         return record
 
 

@@ -116,7 +116,7 @@ def figures_of(mode: str, out: Path) -> dict[Key, Any]:
     for record in records:
         value = figure(record)
         if value is not None:
-            found[(str(record["nodeid"]), str(record["name"]))] = value
+            found[(record.nodeid, record.name)] = value
     return found
 
 

@@ -1,8 +1,10 @@
-"""The shapes of what torchperf writes and reads, as typed dicts: a measurement's record (what
-:meth:`pytest_torchperf.run.result.Result.to_record` produces and every report, the JSON results
-file and ``torchperf`` read), a verdict, a sampling pass and a stored baseline session (its file
-shape; inside the package a session is a :class:`pytest_torchperf.store.sessions.Session`).
-Documented field by field in docs/file-formats.md. Pure: typing only.
+"""The shapes of what torchperf writes and reads, as typed dicts: a measurement's record's JSON
+form (what :meth:`pytest_torchperf.run.result.Result.to_record` produces, the hooks get and the
+results file holds; inside the package it is read into
+:class:`pytest_torchperf.store.record.Record`), a verdict, a sampling pass and a stored baseline
+session (its file shape; inside the package a session is a
+:class:`pytest_torchperf.store.sessions.Session`). Documented field by field in
+docs/file-formats.md. Pure: typing only.
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ class SessionRecord(TypedDict, total=False):
 
 
 class MeasurementRecord(TypedDict, total=False):
-    """One measurement of a run, as every report, the results file and the CLI see it."""
+    """One measurement of a run, as the results file, the test report and the hooks hold it (its
+    key order is the file's: :func:`in_record_order`); the package reads it as a Record."""
 
     nodeid: str
     name: str
@@ -145,7 +148,7 @@ class MeasurementRecord(TypedDict, total=False):
     samples: list[float]
     options: dict[str, float] | None
     verdict: VerdictRecord | None
-    counters: dict[str, Any] | None
+    counters: dict[str, object] | None
     counter_changes: list[str]
     kind: str  #: torchperf or timer
     clock: str | None
@@ -154,7 +157,7 @@ class MeasurementRecord(TypedDict, total=False):
     untimed: str | None  #: why a saving run stored its counters and numerics but not its timing
     untimed_options: list[str]  #: the option of every guard that refused it
     #: A save: its timing baseline now (sessions, median, noise, the limit a compare applies).
-    stored: dict[str, Any] | None
+    stored: dict[str, object] | None
     calibration: float | None
     outcome: str  #: fail when anything failed, else the verdict's outcome; measured, disabled
     label: str  #: the label every report shows, e.g. ``FAIL (counters)``
@@ -171,7 +174,7 @@ class MeasurementRecord(TypedDict, total=False):
     failure_kinds: list[str | None]
     run_id: str | None
     session: SessionRecord | None  #: what --torchperf-save stores (torchperf accept uses it)
-    environment: dict[str, Any] | None
+    environment: dict[str, object] | None
     run_failures: list[str]
     run_failure_kinds: list[str | None]
     passes: list[PassRecord]
@@ -180,10 +183,10 @@ class MeasurementRecord(TypedDict, total=False):
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown
     instructions: InstructionRecord | None  #: --torchperf-instructions runs
     instructions_vs_eager: float | None  #: a variant's instructions per call / eager's
-    ab: dict[str, Any] | None  #: A/B runs: side A, the pairs' block times, the interval
+    ab: dict[str, object] | None  #: A/B runs: side A, the pairs' block times, the interval
     gated: list[str]  #: what the comparison gated: time/instructions/ab, counters, numerics
     #: ``--torchperf-graph``: the call's per-node figures on its exported graph (docs/graph.md)
-    graph: dict[str, Any] | None
+    graph: dict[str, object] | None
 
 
 # -- a record in a results file and back (one conversion each way) ----------------------------

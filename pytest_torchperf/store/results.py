@@ -1,9 +1,10 @@
 """Reading what the plugin wrote back into records and tables: results files (``--torchperf-json``)
 and baseline folders. Shared by the ``torchperf`` command and :func:`load_results` for notebooks.
 
-A *record* is the dict of :meth:`pytest_torchperf.run.result.Result.to_record` (what reports
-render); a results file holds them in pytest-benchmark's layout, each benchmark's ``torchperf``
-section carrying the measurement's verdict, variant facts and the baseline session it would save.
+A *record* (:class:`pytest_torchperf.store.record.Record`, read here from its JSON form: what
+:meth:`pytest_torchperf.run.result.Result.to_record` gives) is what reports render; a results file
+holds them in pytest-benchmark's layout, each benchmark's ``torchperf`` section carrying the
+measurement's verdict, variant facts and the baseline session it would save.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, cast
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.record import Record, RecordedVerdict, Stats, json_object, json_texts
 from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
 from pytest_torchperf.store.sessions import session_of, timed_sessions
 
@@ -25,7 +27,7 @@ class ResultsFileError(ValueError):
     """A results file is missing, unreadable or not written by pytest-torchperf."""
 
 
-def read_results(path: Path | str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def read_results(path: Path | str) -> tuple[list[Record], dict[str, Any]]:
     """Records and environment fingerprints (id -> fingerprint) of a ``--torchperf-json`` file."""
     doc = read_results_document(path)
     return records_of(doc), dict(doc["torchperf"].get("environments") or {})
@@ -51,7 +53,7 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
     return cast("dict[str, Any]", doc)
 
 
-def records_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def records_of(doc: dict[str, Any]) -> list[Record]:
     """The records of a results document's benchmarks (others' benchmarks and untimed ones are
     left out)."""
     records = []
@@ -62,14 +64,16 @@ def records_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def record_of(bench: dict[str, Any]) -> dict[str, Any] | None:
-    """The record of one benchmark of a results document (None: not one of ours)."""
+def record_of(bench: dict[str, Any]) -> Record | None:
+    """The record of one benchmark of a results document (None: not one of ours): where a
+    record comes in from a file."""
     data = list((bench.get("stats") or {}).get("data") or [])
     stats = cast("StatsRecord", summarize(data).to_dict()) if data else None
-    return record_from_benchmark(bench, stats)
+    record = record_from_benchmark(bench, stats)
+    return None if record is None else Record.from_json(record)
 
 
-def stored_records(storage: Path | str) -> list[dict[str, Any]]:
+def stored_records(storage: Path | str) -> list[Record]:
     """The latest stored session of every measurement in a baseline folder, as records."""
     records = []
     for env_id, nodeid, name, sessions in BaselineStore(Path(storage)).measurements():
@@ -82,75 +86,78 @@ def stored_records(storage: Path | str) -> list[dict[str, Any]]:
         timed = [s.statistic for s in timed_sessions(sessions) if s.statistic]
         shown = next((s for s in reversed(sessions) if s.statistic), latest)
         records.append(
-            {
-                "nodeid": nodeid,
-                "name": name,
-                "group": latest.group,
-                "device": latest.device,
-                "threads": latest.threads,
-                "environment_id": env_id,
-                "outcome": "measured",
-                "stats": summarize(shown.times).to_dict() if shown.times else None,
-                "samples": list(shown.times),
-                "stored": {"baseline": statistics.median(timed)} if timed else None,
-                "verdict": None,
-                "counters": latest.counters,
-                "counter_changes": [],
-                "variant": latest.variant,
-                "speedup": latest.speedup,
-                "accuracy": latest.accuracy,
-                "build_time": latest.build_time,
-                "metric": latest.metric,
-                "failures": [],
-                "failure_kinds": [],
-                "session": latest.to_json(),
-                "run_id": latest.run_id,
-                "sessions": len(sessions),
-                "timestamp": latest.timestamp,
-                "git_sha": latest.git_sha,
-            }
+            Record.from_json(
+                {
+                    "nodeid": nodeid,
+                    "name": name,
+                    "group": latest.group,
+                    "device": latest.device,
+                    "threads": latest.threads,
+                    "environment_id": env_id,
+                    "outcome": "measured",
+                    "stats": summarize(shown.times).to_dict() if shown.times else None,
+                    "samples": list(shown.times),
+                    "stored": {"baseline": statistics.median(timed)} if timed else None,
+                    "verdict": None,
+                    "counters": latest.counters,
+                    "counter_changes": [],
+                    "variant": latest.variant,
+                    "speedup": latest.speedup,
+                    "accuracy": latest.accuracy,
+                    "build_time": latest.build_time,
+                    "metric": latest.metric,
+                    "failures": [],
+                    "failure_kinds": [],
+                    "session": latest.to_json(),
+                    "run_id": latest.run_id,
+                    "sessions": len(sessions),
+                    "timestamp": latest.timestamp,
+                    "git_sha": latest.git_sha,
+                }
+            )
         )
     return records
 
 
-def _rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows = []
+def _rows(records: list[Record]) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     for r in records:
-        stats = r.get("stats") or {}
-        verdict = r.get("verdict") or {}
-        speedup = r.get("speedup") or {}
-        accuracy = r.get("accuracy") or {}
-        counters = r.get("counters") or {}
+        stats = r.stats or Stats()
+        verdict = r.verdict or RecordedVerdict()
+        speedup = r.speedup or {}
+        accuracy = r.accuracy or {}
+        counters = r.counters or {}
         session = session_of(r)
-        counted = verdict.get("basis") == "instructions"
+        counted = verdict.basis == "instructions"
+        ab = json_object(r.extra("ab"))
         rows.append(
             {
-                "environment": r.get("environment_id"),
-                "test": r["nodeid"],
-                "name": r["name"],
-                "variant": r.get("variant", "eager"),
-                "outcome": r.get("outcome"),
-                "median_s": stats.get("median"),
-                "p25_s": stats.get("p25"),
-                "iqr_s": stats.get("iqr"),
-                "baseline_p25_s": None if counted else verdict.get("baseline_statistic"),
-                "ratio": verdict.get("ratio"),
+                "environment": r.environment_id,
+                "test": r.nodeid,
+                "name": r.name,
+                "variant": r.variant,
+                "outcome": r.outcome if r.has("outcome") else None,
+                "median_s": stats.median,
+                "p25_s": stats.p25,
+                "iqr_s": stats.iqr,
+                "baseline_p25_s": None if counted else verdict.baseline_statistic,
+                "ratio": verdict.ratio,
                 # --torchperf-instructions: instructions per call under Valgrind (ratio is then
                 # instructions vs their baseline).
-                "instructions": (r.get("instructions") or {}).get("per_call"),
-                "baseline_instructions": verdict.get("baseline_statistic") if counted else None,
+                "instructions": json_object(r.extra("instructions")).get("per_call"),
+                "baseline_instructions": verdict.baseline_statistic if counted else None,
                 # A/B runs: the 95 % interval of the change (baseline_p25_s is side A's p25).
-                "ab_against": (r.get("ab") or {}).get("against"),
-                "ab_low": ((r.get("ab") or {}).get("interval") or {}).get("low"),
-                "ab_high": ((r.get("ab") or {}).get("interval") or {}).get("high"),
+                "ab_against": ab.get("against"),
+                "ab_low": json_object(ab.get("interval")).get("low"),
+                "ab_high": json_object(ab.get("interval")).get("high"),
                 "speedup": speedup.get("median"),
                 "rel_l2": accuracy.get("rel_l2"),
                 "cosine": accuracy.get("cosine"),
-                "metric": r.get("metric"),
-                "build_time_s": r.get("build_time"),
+                "metric": r.metric,
+                "build_time_s": r.build_time,
                 "flops": counters.get("flops"),
                 # Heavy ops the FLOP figure leaves out (no formula); empty when it is whole.
-                "flops_partial": ", ".join(counters.get("flops_partial") or ()),
+                "flops_partial": ", ".join(json_texts(counters.get("flops_partial"))),
                 "params": counters.get("params"),
                 "peak_memory_bytes": counters.get("peak_memory"),
                 "timestamp": session.timestamp,
@@ -174,21 +181,23 @@ def load_results(path: Path | str) -> Any:
         rows = []
         for env_id, nodeid, name, sessions in BaselineStore(path).measurements():
             for index, session in enumerate(sessions):
-                record = {
-                    "nodeid": nodeid,
-                    "name": name,
-                    "environment_id": env_id,
-                    "outcome": "stored",
-                    "session": session.to_json(),
-                    "stats": session.stats,
-                    "variant": session.variant,
-                    "speedup": session.speedup,
-                    "accuracy": session.accuracy,
-                    "counters": session.counters,
-                    "metric": session.metric,
-                    "build_time": session.build_time,
-                    "instructions": session.instructions,
-                }
+                record = Record.from_json(
+                    {
+                        "nodeid": nodeid,
+                        "name": name,
+                        "environment_id": env_id,
+                        "outcome": "stored",
+                        "session": session.to_json(),
+                        "stats": session.stats,
+                        "variant": session.variant,
+                        "speedup": session.speedup,
+                        "accuracy": session.accuracy,
+                        "counters": session.counters,
+                        "metric": session.metric,
+                        "build_time": session.build_time,
+                        "instructions": session.instructions,
+                    }
+                )
                 row = _rows([record])[0]
                 row["session"] = index
                 rows.append(row)

@@ -25,6 +25,7 @@ from pytest_torchperf.kinds.ab.judge_pairs import (
     undecided,
 )
 from pytest_torchperf.kinds.ab.run_data import START, ABData, SideLine, TurnScheduler, read_side
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
 A_TIMES = (1.00e-3, 1.01e-3, 0.99e-3, 1.00e-3, 1.02e-3)
@@ -320,7 +321,12 @@ def test_engine_judges_the_pairs_not_stored_statistics() -> None:
     assert fail.verdict.outcome is Outcome.FAIL
     assert fail.verdict.basis == "ab"
     assert fail.verdict.ratio == pytest.approx(1.5, rel=1e-3)
-    assert outcome_label({"outcome": fail.outcome, "verdict": fail.verdict.to_dict()}) == "FAIL"
+    assert (
+        outcome_label(
+            Record.from_json({"outcome": fail.outcome, "verdict": fail.verdict.to_dict()})
+        )
+        == "FAIL"
+    )
     same = compare(_candidate(0.0, {"flops": 10}), sessions, gate, remeasure=_never)
     assert same.outcome == "pass"
 

@@ -3,6 +3,7 @@ timing (judge/compare.py), and the baseline schema's untimed sessions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,15 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline
+from pytest_torchperf.store.record import Record, RecordedVerdict
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 from pytest_torchperf.store.sessions import Session
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the run's summary gets them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
+
 
 COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
 TIMES = (1e-3,) * 8
@@ -82,9 +90,12 @@ def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
 
 def test_a_label_says_when_there_is_no_timing_baseline() -> None:
     record = {"outcome": "new", "verdict": {"outcome": "new", "untimed": True}}
-    assert outcome_label(record) == "new (no timing baseline)"
+    assert outcome_label(Record.from_json(record)) == "new (no timing baseline)"
     saved = {"outcome": "measured", "saved": True, "untimed": "CPU share 0.64 < 0.90"}
-    assert outcome_label(saved) == "measured, saved without timing: CPU share 0.64 < 0.90"
+    assert (
+        outcome_label(Record.from_json(saved))
+        == "measured, saved without timing: CPU share 0.64 < 0.90"
+    )
 
 
 # -- the schema ---------------------------------------------------------------------------------
@@ -112,7 +123,7 @@ def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
         compared(None, "new", untimed=True),
         {"outcome": "disabled", "disabled": True},
     ]
-    cov = coverage(records, comparing=True)
+    cov = coverage(_read(records), comparing=True)
     assert cov is not None
     assert coverage_line(cov) == (
         "gated 4 measurements: timing judged for 1 of 4, counters 4 of 4, numerics 4 of 4; "
@@ -128,14 +139,14 @@ def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
 
 def test_half_judged_on_time_is_no_warning() -> None:
     records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
-    cov = coverage(records, comparing=True)
+    cov = coverage(_read(records), comparing=True)
     assert cov is not None and weak_gate_warning(cov) is None
     assert run_failure(cov, strict=True) is None
 
 
 def test_instruction_and_ab_verdicts_count_as_judged_timing() -> None:
     records = [compared("instructions", "pass"), compared("ab", "fail")]
-    cov = coverage(records, comparing=True)
+    cov = coverage(_read(records), comparing=True)
     assert cov is not None and cov.timed_total == 2
     assert "(1 on instructions + 1 on A/B pairs)" in coverage_line(cov)
 
@@ -152,7 +163,7 @@ def test_a_save_that_could_not_store_a_timing_fails_the_run_naming_the_remedy() 
             "session": session,
         },
     ]
-    cov = coverage(records, comparing=False)
+    cov = coverage(_read(records), comparing=False)
     assert cov is not None
     assert coverage_line(cov) == (
         "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; timing "
@@ -163,19 +174,19 @@ def test_a_save_that_could_not_store_a_timing_fails_the_run_naming_the_remedy() 
     assert "no timing for 1 of 2 measurements" in failure
     assert "--torchperf-save-wait=SECONDS" in failure
     assert "--torchperf-max-neighbour-load=100%" in failure
-    assert run_failure(coverage(records[:1], comparing=False) or cov, strict=True) is None
+    assert run_failure(coverage(_read(records[:1]), comparing=False) or cov, strict=True) is None
 
 
 def test_a_run_that_gated_nothing_has_no_coverage_and_strict_is_read_from_the_gate() -> None:
-    assert coverage([{"outcome": "measured"}], comparing=True) is None
-    assert strict_run([{"session": {"gate": {"strict": True}}}])
-    assert not strict_run([{"session": {"gate": {"strict": False}}}, {}])
+    assert coverage(_read([{"outcome": "measured"}]), comparing=True) is None
+    assert strict_run(_read([{"session": {"gate": {"strict": True}}}]))
+    assert not strict_run(_read([{"session": {"gate": {"strict": False}}}, {}]))
 
 
 def test_a_compare_that_also_saved_fails_for_a_timing_it_stored_without() -> None:
     record = compared("time", "pass")
     record["untimed"] = "CPU share 0.5 < 0.90"
-    cov = coverage([record], comparing=True)
+    cov = coverage(_read([record]), comparing=True)
     assert cov is not None
     assert "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
 
@@ -189,9 +200,9 @@ def test_a_fallback_save_stored_timing_with_the_count_beside_it() -> None:
         session = {"gate": {"kind": kind}, "counters": COUNTERS}
         return {"outcome": "measured", "saved": True, "instructions": count, "session": session}
 
-    fallback = coverage([saved("time-or-instructions")], comparing=False)
+    fallback = coverage(_read([saved("time-or-instructions")]), comparing=False)
     assert fallback is not None and dict(fallback.timed) == {"time": 1}
-    counted = coverage([saved("instructions")], comparing=False)
+    counted = coverage(_read([saved("instructions")]), comparing=False)
     assert counted is not None and dict(counted.timed) == {"instructions": 1}
 
 
@@ -213,7 +224,7 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
             "session": session,
         }
 
-    cov = coverage([untimed("time-or-instructions", True)], comparing=False)
+    cov = coverage(_read([untimed("time-or-instructions", True)]), comparing=False)
     assert cov is not None and run_failure(cov, strict=False) is None
     assert coverage_line(cov) == (
         "stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 0 of 1; timing not "
@@ -223,13 +234,13 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
     # A compare that also saved says it too.
     compared = {**untimed("time-or-instructions", True), "verdict": {"outcome": "pass"}}
     compared["gated"] = ["instructions", "counters"]
-    line = coverage_line(coverage([compared], comparing=True) or cov)
+    line = coverage_line(coverage(_read([compared]), comparing=True) or cov)
     assert line.endswith(
         "1 session stored without timing but with the instruction count, "
         "which a --torchperf-fallback compare judges instead"
     ), line
     for kind, with_count in (("time-or-instructions", False), ("time", True)):
-        cov = coverage([untimed(kind, with_count)], comparing=False)
+        cov = coverage(_read([untimed(kind, with_count)]), comparing=False)
         assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
 
 
@@ -255,7 +266,7 @@ STEADY = [160e-6, 161e-6, 159e-6, 162e-6, 160e-6]
 
 
 def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> None:
-    cov = coverage([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)], False)
+    cov = coverage(_read([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)]), False)
     assert cov is not None
     assert coverage_line(cov) == (
         "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; the "
@@ -277,14 +288,15 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     ), lines[1]
     assert lines[2].startswith("  gru: timing of 5 of 5 processes stored, baseline p25 160 us")
     # Steady sessions alone: the save passes and lists nothing.
-    steady = coverage([saved_with("gru", STEADY, 5, 5)], False)
+    steady = coverage(_read([saved_with("gru", STEADY, 5, 5)]), False)
     assert steady is not None and run_failure(steady, strict=False) is None
     assert stored_lines(steady) == []
 
 
 def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement() -> None:
     cov = coverage(
-        [saved_with("mlp", STEADY, 5, 5), saved_with("gru", STEADY[:2], 2, 5)], comparing=False
+        _read([saved_with("mlp", STEADY, 5, 5), saved_with("gru", STEADY[:2], 2, 5)]),
+        comparing=False,
     )
     assert cov is not None and run_failure(cov, strict=False) is None
     assert stored_lines(cov)[1:] == [
@@ -293,7 +305,7 @@ def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement
         "  gru: timing of 2 of 5 processes stored, baseline p25 160 us, process noise 0.55%; a compare "
         "judges at 10%",
     ], stored_lines(cov)
-    one = coverage([saved_with("amp", STEADY[:1], 1, 5)], comparing=False)
+    one = coverage(_read([saved_with("amp", STEADY[:1], 1, 5)]), comparing=False)
     assert one is not None
     assert stored_lines(one)[1] == (
         "  amp: timing of 1 of 5 processes stored, baseline p25 160 us, one session: its noise is "
@@ -306,7 +318,7 @@ def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement
         '1 of 2 measurements (gru): see "what the save stored" above; a save on a quieter machine '
         "stores them all"
     )
-    full = coverage([saved_with("mlp", STEADY, 5, 5)], comparing=False)
+    full = coverage(_read([saved_with("mlp", STEADY, 5, 5)]), comparing=False)
     assert full is not None and thin_save_line(full) is None
 
 
@@ -317,7 +329,7 @@ def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
     amp = compared("time", "pass")
     amp.update(name="mobilenet[amp]", variant="amp", counters=None, gated=["time", "numerics"])
     gru = {**noisy, "name": "gru"}
-    cov = coverage([noisy, amp, gru], comparing=True)
+    cov = coverage(_read([noisy, amp, gru]), comparing=True)
     assert cov is not None
     line = coverage_line(cov)
     assert "timing not judged: 2 noisy baseline (mlp, gru)" in line, line
@@ -332,10 +344,12 @@ def test_a_saves_table_shows_what_it_left_stored_not_this_runs_p25() -> None:
     """Issue 36: a save's table showed 156 us (this run) while 256 us was stored."""
     from pytest_torchperf.report.terminal import format_baseline
 
-    record = saved_with("mlp", JUMPY, 5, 5)
-    assert format_baseline({}, record) == "256 us stored"
-    assert format_baseline({"baseline_statistic": 1e-4}, record) == "100 us"  # a compare's
-    assert format_baseline({}, {}) == "-"
+    record = Record.from_json(saved_with("mlp", JUMPY, 5, 5))
+    assert format_baseline(None, record) == "256 us stored"
+    assert (
+        format_baseline(RecordedVerdict(baseline_statistic=1e-4), record) == "100 us"
+    )  # a compare's
+    assert format_baseline(None, Record()) == "-"
 
 
 def untimed_saved(name: str, why: str, earlier: list[float]) -> dict[str, Any]:
@@ -360,7 +374,7 @@ def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
     """A newcomer's save beside load said 'their timing does not [gate]' while the sessions
     of the save before still gated every one of them."""
     records = [untimed_saved("mlp", BUSY, STEADY), untimed_saved("gru", BUSY, [])]
-    cov = coverage(records, comparing=False)
+    cov = coverage(_read(records), comparing=False)
     assert cov is not None
     failure = run_failure(cov, strict=False) or ""
     assert (
@@ -379,7 +393,7 @@ def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
         untimed_saved("gru", STARVED, []),
         untimed_saved("resnet", STARVED, []),
     ]
-    cov = coverage(records, comparing=False)
+    cov = coverage(_read(records), comparing=False)
     assert cov is not None
     failure = run_failure(cov, strict=False) or ""
     assert failure.endswith(
@@ -411,7 +425,9 @@ def test_a_variants_speedup_judged_is_counted_as_a_speed_gate() -> None:
     ended 'this run did not gate speed'."""
     variant = compared(None, "inconclusive", guard="busy machine")
     variant["gated"].append("speedup")
-    cov = coverage([variant, compared(None, "inconclusive", guard="busy machine")], comparing=True)
+    cov = coverage(
+        _read([variant, compared(None, "inconclusive", guard="busy machine")]), comparing=True
+    )
     assert cov is not None
     assert coverage_line(cov).startswith(
         "gated 2 measurements: timing judged for 0 of 2, counters 2 of 2, numerics 2 of 2, "
@@ -442,10 +458,10 @@ def test_a_fallback_save_with_the_count_stored_does_not_fail_for_noisy_earlier_t
         "gate": {"kind": "time-or-instructions"},
         "instructions": {"per_call": 5.53e6},
     }
-    cov = coverage([counted], comparing=False)
+    cov = coverage(_read([counted]), comparing=False)
     assert cov is not None and cov.no_gate == {}
     assert run_failure(cov, strict=False) is None, run_failure(cov, strict=False)
-    timing_only = coverage([saved_with("mlp", JUMPY, 5, 5)], comparing=False)
+    timing_only = coverage(_read([saved_with("mlp", JUMPY, 5, 5)]), comparing=False)
     assert timing_only is not None and "disagree too much" in (
         run_failure(timing_only, strict=False) or ""
     )

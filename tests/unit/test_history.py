@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ from pytest_torchperf.report.history import (
     step_line,
     still_slower,
 )
+from pytest_torchperf.store.record import Record
 from tests.unit.test_report_writers import record
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
 
 
 def _run_file(
@@ -37,7 +44,7 @@ def _run_file(
                 "calibration": calibration,
             }
         )
-    doc = benchmark_json(records, {"node": "n"}, {"id": commit, "time": time}, None)
+    doc = benchmark_json(_read(records), {"node": "n"}, {"id": commit, "time": time}, None)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.html import History, history_from_sessions, html_report
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
 
 
 def _record(name: str, outcome: str, **extra: object) -> dict:
@@ -47,7 +54,10 @@ def test_report_is_self_contained_sorted_and_explains_failures() -> None:
         ("tests/test_m.py::test_m", "fast"): History([1e-3, 1.02e-3], ["a", "b"], [1e-3] * 5)
     }
     page = html_report(
-        records, "torchperf: compare; device=cpu", histories, traces=[("t.json", "traces/t.json")]
+        _read(records),
+        "torchperf: compare; device=cpu",
+        histories,
+        traces=[("t.json", "traces/t.json")],
     )
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert not re.search(r"""(src|href)=["']https?://""", page)  # nothing from the network
@@ -88,12 +98,12 @@ def test_two_hundred_measurements_stay_small() -> None:
         )
         for i in range(200)
     }
-    page = html_report(records, "env", histories)
+    page = html_report(_read(records), "env", histories)
     assert len(page.encode()) < 2_000_000
 
 
 def test_empty_columns_are_left_out_and_secondary_ones_marked() -> None:
-    page = html_report([_record("fast", "pass"), _record("slow", "pass")], "env")
+    page = html_report(_read([_record("fast", "pass"), _record("slow", "pass")]), "env")
     headers = re.findall(r'<th data-col="\d+"( data-sec="1")?>([^<]+)</th>', page)
     names = [name for _, name in headers]
     # A timing run without variants: no instruction or variant columns of dashes.
@@ -111,7 +121,7 @@ def test_empty_columns_are_left_out_and_secondary_ones_marked() -> None:
 
 def test_a_partial_flop_figure_is_marked_with_the_ops_in_its_tooltip() -> None:
     record = _record("enc", "pass", counters={"flops": 4096, "flops_partial": ["aten::x_mm"]})
-    page = html_report([record], "env")
+    page = html_report(_read([record]), "env")
     assert '<span title="&gt;= 4,096 (partial: no FLOP formula for aten::x_mm)">' in page
     assert "&ge; 4,096 (partial)</span>" in page
 
@@ -136,7 +146,9 @@ def test_ids_wrap_between_their_parts_and_option_names_stay_whole() -> None:
     )
     record = _record("gru", "fail", nodeid=nodeid)
     record["verdict"]["message"] = message
-    page = html_report([record], "env", coverage_lines=["stored 1", f"run failed: {message}"])
+    page = html_report(
+        _read([record]), "env", coverage_lines=["stored 1", f"run failed: {message}"]
+    )
     assert "overflow-wrap:anywhere;font-size" not in page  # no longer on the whole id cell
     assert (
         'data-v="tests/perf/test_recurrent_models.py::test_lstm_language_model_step[compiled]">'
@@ -146,7 +158,7 @@ def test_ids_wrap_between_their_parts_and_option_names_stay_whole() -> None:
     assert "tests/<wbr>perf/<wbr>test_recurrent_models.py<wbr>::test_<wbr>lstm" in page  # h3
     long = "t.py::test_x[" + "a" * 40 + "]"
     assert f'<wbr><span class="long">[{"a" * 40}]</span>' in html_report(
-        [_record("m", "pass", nodeid=long)], "env"
+        _read([_record("m", "pass", nodeid=long)]), "env"
     )
     assert "td.id .long{overflow-wrap:anywhere} .opt{white-space:nowrap}" in page
     kept = (
@@ -166,9 +178,9 @@ def test_a_count_in_the_baseline_column_is_said_in_its_header() -> None:
         "instructions": {"per_call": 5_530_000.0},
         "verdict": {"outcome": "pass", "basis": "instructions", "baseline_statistic": 5.53e6},
     }
-    page = html_report([counted, _record("mlp", "pass")], "env")
+    page = html_report(_read([counted, _record("mlp", "pass")]), "env")
     headers = re.findall(r'<th data-col="\d+"(?: data-sec="1")?>([^<]+)</th>', page)
     assert "baseline (p25, or instr/call where judged on the count)" in headers, headers
     assert "baseline p25" not in headers
-    timed_only = html_report([_record("mlp", "pass")], "env")
+    timed_only = html_report(_read([_record("mlp", "pass")]), "env")
     assert ">baseline p25</th>" in timed_only

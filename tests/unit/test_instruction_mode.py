@@ -4,6 +4,7 @@ and the reports: pure, no Valgrind and no torch."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,15 @@ from pytest_torchperf.kinds.instructions.run_counting import (
 from pytest_torchperf.report.markdown import markdown_report
 from pytest_torchperf.report.terminal import render_table
 from pytest_torchperf.store.environment import describe_difference
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.schema import BaselineFileError, validate_session
 from pytest_torchperf.store.sessions import Session
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
+
 
 TIMES = (1e-3, 1.1e-3, 0.9e-3, 1e-3)
 GATE = Gate(kind="instructions")
@@ -203,12 +211,17 @@ def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None
         "session": {"gate": Gate(kind="instructions").to_record(), "times": list(TIMES)},
         "passes": [{"times": list(TIMES), "cpu_share": 1.0}],
     }
-    result = replay(record, [_session(_count(200_000.0))])
+    result = replay(Record.from_json(record), [_session(_count(200_000.0))])
     assert result.label == "FAIL (instructions)"
-    looser = replay(record, [_session(_count(200_000.0))], max_instruction_increase=0.05)
+    looser = replay(
+        Record.from_json(record), [_session(_count(200_000.0))], max_instruction_increase=0.05
+    )
     assert looser.outcome == "pass"
     record.pop("instructions")
-    assert "no instruction count" in replay(record, [_session(_count(2e5))]).verdict.message
+    assert (
+        "no instruction count"
+        in replay(Record.from_json(record), [_session(_count(2e5))]).verdict.message
+    )
 
 
 def test_the_baseline_schema_checks_instruction_records(tmp_path: Path) -> None:
@@ -220,10 +233,13 @@ def test_the_baseline_schema_checks_instruction_records(tmp_path: Path) -> None:
 
 def test_labels_name_instructions() -> None:
     failed = {"outcome": "fail", "verdict": {"outcome": "fail", "basis": "instructions"}}
-    assert outcome_label(failed) == "FAIL (instructions)"
+    assert outcome_label(Record.from_json(failed)) == "FAIL (instructions)"
     both = {**failed, "counter_changes": ["ops changed"]}
-    assert outcome_label(both) == "FAIL (instructions, counters)"
-    assert outcome_label({"outcome": "fail", "verdict": {"outcome": "fail"}}) == "FAIL"
+    assert outcome_label(Record.from_json(both)) == "FAIL (instructions, counters)"
+    assert (
+        outcome_label(Record.from_json({"outcome": "fail", "verdict": {"outcome": "fail"}}))
+        == "FAIL"
+    )
 
 
 def _record(name: str, **extra: object) -> dict:
@@ -251,13 +267,13 @@ def test_reports_show_counts_and_baselines_in_their_units() -> None:
         _record("mlp[amp]", instructions=_count(412_000.0), instructions_vs_eager=2.0),
         _record("timed", verdict={"outcome": "pass", "baseline_statistic": 2e-3, "ratio": 0.5}),
     ]
-    table = "\n".join(render_table(records, width=200))
+    table = "\n".join(render_table(_read(records), width=200))
     assert "instr/call" in table.splitlines()[0]
     rows = {line.split()[1]: line for line in table.splitlines()[1:]}
     assert "206 k" in rows["mlp"] and "200 k" in rows["mlp"] and "+3.0%" in rows["mlp"]
     assert "412 k (x2.00 eager)" in rows["mlp[amp]"]
     assert "2 ms" in rows["timed"]
-    markdown = markdown_report(records, "env")
+    markdown = markdown_report(_read(records), "env")
     assert "| instr/call | baseline |" in markdown and "| 206 k | 200 k | +3.0% |" in markdown
 
 

@@ -211,6 +211,7 @@ from pytest_torchperf.judge.labels import outcome_label  # noqa: E402
 from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
 from pytest_torchperf.run.children import ProcessSample, child_session_records  # noqa: E402
+from pytest_torchperf.store.record import Record  # noqa: E402
 from pytest_torchperf.store.sessions import Session  # noqa: E402
 
 GPU = Gate(kind="time-and-kernels", limits=(("max_kernel_slowdown", 0.03),))
@@ -258,7 +259,7 @@ def test_an_added_kernel_fails_where_the_launch_bound_wall_time_cannot_gate() ->
     # The run's coverage counts it as judged on its kernel time.
     record = {"name": "resnet", "outcome": result.outcome, "verdict": result.verdict.to_dict()}
     record["gated"] = result.gated
-    cov = coverage([record], comparing=True)
+    cov = coverage([Record.from_json(record)], comparing=True)
     assert cov is not None
     assert "timing judged for 1 of 1 (1 on GPU kernel time)" in coverage_line(cov)
 
@@ -286,7 +287,7 @@ def test_a_results_record_replays_to_the_same_kernel_verdict() -> None:
         "samples": list(WALL),
         "session": {"times": list(WALL), "gate": GPU.to_record(), "kernels": kernels},
     }
-    replayed = replay(record, GPU_SESSIONS)
+    replayed = replay(Record.from_json(record), GPU_SESSIONS)
     assert [f.category for f in replayed.failures] == ["kernel time"]  # type: ignore[attr-defined]
     assert "Kernels that changed" in replayed.failures[0]
 
@@ -314,7 +315,7 @@ def test_the_label_names_a_kernel_time_failure() -> None:
         "failures": ["resnet: GPU kernel time +30%"],
         "failure_kinds": ["kernel time"],
     }
-    assert outcome_label(record) == "FAIL (kernel time)"
+    assert outcome_label(Record.from_json(record)) == "FAIL (kernel time)"
 
 
 def test_a_stored_kernel_time_is_validated_naming_the_key_and_the_fix(tmp_path) -> None:

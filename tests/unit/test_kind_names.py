@@ -43,7 +43,7 @@ ALLOWED: dict[str, int] = {
     # as a file format is) and a baseline session's keys. Store sits below report, so it
     # cannot ask the kinds' report parts; a store part per kind would give the columns in the
     # registry's order (ab before instructions) and so reorder the DataFrame's.
-    "pytest_torchperf/store/results.py": 7,
+    "pytest_torchperf/store/results.py": 5,
     # A stored session types its instruction count (a key the file format documents), read
     # once where the file is read.
     "pytest_torchperf/store/sessions.py": 1,

@@ -16,20 +16,23 @@ from pytest_torchperf.kinds.instructions.report import REPORT as INSTRUCTIONS
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import KindReport
 from pytest_torchperf.report.terminal import format_baseline, format_change_of, render_table
+from pytest_torchperf.store.record import Record, RecordedVerdict
 from pytest_torchperf.store.sessions import Session
 
 COUNT = {"per_call": 197_000.0, "windows": [197_000.0, 197_000.0], "functions": {}}
 
 
-def _record(**extra: object) -> dict:
-    return {
-        "nodeid": "tests/test_a.py::test_x",
-        "name": "bs1",
-        "outcome": "pass",
-        "stats": {"median": 1.2e-4, "p25": 1.1e-4},
-        "verdict": {"outcome": "pass", "ratio": 1.05, "baseline_statistic": 1e-4},
-        **extra,
-    }
+def _record(**extra: object) -> Record:
+    return Record.from_json(
+        {
+            "nodeid": "tests/test_a.py::test_x",
+            "name": "bs1",
+            "outcome": "pass",
+            "stats": {"median": 1.2e-4, "p25": 1.1e-4},
+            "verdict": {"outcome": "pass", "ratio": 1.05, "baseline_statistic": 1e-4},
+            **extra,
+        }
+    )
 
 
 def test_the_kinds_with_report_behaviour_have_a_part_in_the_registrys_order() -> None:
@@ -58,10 +61,10 @@ def test_records_without_a_count_get_no_kind_column() -> None:
 
 def test_a_verdict_judged_on_the_count_words_its_baseline_as_a_count() -> None:
     verdict = {"basis": "instructions", "baseline_statistic": 195_000.0}
-    assert format_baseline(verdict) == "195 k"
-    assert format_baseline({**verdict, "baseline_statistic": None}) == "-"
+    assert format_baseline(RecordedVerdict.from_json(verdict)) == "195 k"
+    assert format_baseline(RecordedVerdict(basis="instructions")) == "-"
     # Another basis (time, A/B's side A, none in an older file) is a time.
-    assert format_baseline({"basis": "ab", "baseline_statistic": 1e-4}) == "100 us"
+    assert format_baseline(RecordedVerdict(basis="ab", baseline_statistic=1e-4)) == "100 us"
     assert kinds.baseline_wording(None) is None
 
 
@@ -113,7 +116,7 @@ def test_a_count_is_a_series_figure_only_under_the_instruction_environment() -> 
     counted = _record(instructions=COUNT, environment_id="instructions-abc")
     assert INSTRUCTIONS.series_figure(counted) == ("instr", 197_000.0)
     # A fallback run's count beside its timing leaves the record a time.
-    assert INSTRUCTIONS.series_figure({**counted, "environment_id": "abc"}) is None
+    assert INSTRUCTIONS.series_figure(counted.with_json(environment_id="abc")) is None
     assert INSTRUCTIONS.series_figure(_record(environment_id="instructions-abc")) is None
 
 

@@ -11,6 +11,7 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.kinds import kind_of
 from pytest_torchperf.judge.replay import replay
 from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
 TIMES = (1e-3, 1.01e-3, 0.99e-3, 1e-3)
@@ -140,7 +141,7 @@ def test_a_results_file_replays_the_fallback_verdict() -> None:
         "passes": [{"times": list(busy.times), "cpu_share": busy.cpu_share}] * 4,
         "session": {"gate": GATE.to_record(), "counted_with": WITH},
     }
-    replayed = replay(record, sessions)
+    replayed = replay(Record.from_json(record), sessions)
     assert replayed.label == "FAIL (instructions)"
     assert replayed.verdict.message.startswith("mlp: timing could not decide (busy machine)")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.store.record import Record
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ from pytest_torchperf.judge.labels import outcome_label
     ],
 )
 def test_outcome_label(record: dict, label: str) -> None:
-    assert outcome_label(record) == label
+    assert outcome_label(Record.from_json(record)) == label
 
 
 def test_a_failure_keeps_its_kind_through_a_record_and_a_pickle() -> None:
@@ -126,11 +127,14 @@ def test_a_verdict_against_a_noisy_baseline_says_so_in_its_label() -> None:
         "outcome": "inconclusive",
         "verdict": {"outcome": "inconclusive", "guard": "noisy baseline"},
     }
-    assert outcome_label(noisy) == "INCONCLUSIVE (noisy baseline)"
+    assert outcome_label(Record.from_json(noisy)) == "INCONCLUSIVE (noisy baseline)"
     strict = {**noisy, "outcome": "fail", "failures": ["m: ..."], "failure_kinds": ["strict"]}
-    assert outcome_label(strict) == "FAIL (strict), time inconclusive (noisy baseline)"
+    assert (
+        outcome_label(Record.from_json(strict))
+        == "FAIL (strict), time inconclusive (noisy baseline)"
+    )
     busy = {"outcome": "inconclusive", "verdict": {"outcome": "inconclusive", "guard": "spread"}}
-    assert outcome_label(busy) == "INCONCLUSIVE"
+    assert outcome_label(Record.from_json(busy)) == "INCONCLUSIVE"
 
 
 def test_the_label_names_the_figure_the_verdicts_kind_names() -> None:
@@ -140,7 +144,8 @@ def test_the_label_names_the_figure_the_verdicts_kind_names() -> None:
 
     def label(basis: str | None, outcome: str = "fail") -> str:
         verdict = {"outcome": outcome, **({"basis": basis} if basis else {})}
-        return outcome_label({"outcome": "fail", "verdict": verdict, "counter_changes": ["x"]})
+        record = {"outcome": "fail", "verdict": verdict, "counter_changes": ["x"]}
+        return outcome_label(Record.from_json(record))
 
     assert label("instructions") == "FAIL (instructions, counters)"
     assert label("instructions", "inconclusive") == "FAIL (counters), instructions inconclusive"

@@ -4,6 +4,7 @@ records written by the real results-file writer."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,16 @@ import pytest
 from pytest_torchperf.report.benchmark_json import benchmark_json
 from pytest_torchperf.report.merge import merge_results, missing_measurements
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import ResultsFileError, read_results
 from pytest_torchperf.store.sessions import Session
 from tests.unit.test_report_writers import record
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
+
 
 COMMIT = {"id": "a" * 40, "dirty": False}
 
@@ -27,7 +35,7 @@ def _write(
         for r in records
     ]
     doc = benchmark_json(
-        records, {"node": node}, commit, {"mode": "compare", "measurements": len(records)}
+        _read(records), {"node": node}, commit, {"mode": "compare", "measurements": len(records)}
     )
     path.write_text(json.dumps(doc))
     return path

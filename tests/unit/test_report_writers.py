@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 
 from pytest_torchperf.report.benchmark_json import PYTEST_BENCHMARK_FORMAT, benchmark_json
 from pytest_torchperf.report.markdown import markdown_report
+from pytest_torchperf.store.record import Record
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
 
 
 def record(
@@ -60,7 +67,7 @@ RECORDS = [
 
 
 def test_markdown_lists_failures_first_with_the_terminal_labels() -> None:
-    text = markdown_report(RECORDS, "env line")
+    text = markdown_report(_read(RECORDS), "env line")
     assert text.startswith("## torchperf: 2 fail, 1 pass\n\n`env line`\n")
     assert "### Needs attention" in text
     assert "slow: 50.0% slower than baseline (...)" in text and "FLOPs +1.0% (1 -> 2)" in text
@@ -72,7 +79,7 @@ def test_markdown_lists_failures_first_with_the_terminal_labels() -> None:
 
 
 def test_benchmark_json_follows_pytest_benchmarks_layout_with_our_section() -> None:
-    data = benchmark_json(RECORDS, {"node": "vm"}, {"id": "abc"})
+    data = benchmark_json(_read(RECORDS), {"node": "vm"}, {"id": "abc"})
     json.dumps(data)
     assert data["version"] == PYTEST_BENCHMARK_FORMAT and data["machine_info"] == {"node": "vm"}
     assert data["torchperf"]["environments"] == {"cpu-x-t1-0": {"exact": {"device": "cpu"}}}
@@ -83,7 +90,7 @@ def test_benchmark_json_follows_pytest_benchmarks_layout_with_our_section() -> N
     assert slow["torchperf"]["outcome"] == "fail" and slow["torchperf"]["label"] == "FAIL"
     untimed = {**record("off", "disabled"), "samples": [], "stats": None}
     assert all(
-        b["name"] != "test_off[off]" for b in benchmark_json([untimed], {}, {})["benchmarks"]
+        b["name"] != "test_off[off]" for b in benchmark_json(_read([untimed]), {}, {})["benchmarks"]
     )
 
 
@@ -120,16 +127,18 @@ def test_a_record_round_trips_through_the_results_file(tmp_path) -> None:
             else f"{key}-value"
         )
     values["extension_field"] = {"from": "another plugin"}
-    doc = benchmark_json([values], {}, {})
+    doc = benchmark_json(_read([values]), {}, {})
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
     (record,), _ = read_results(path)
+    data = record.to_json()
     for key, value in values.items():
         if key == "options":
-            assert record[key]["min_time"] == 0.2
+            assert record.options is not None and record.options["min_time"] == 0.2
         else:
-            assert record[key] == value, key
-    assert record["stats"]["n"] == 3
+            assert data[key] == value, key
+    assert record.stats is not None and record.stats.n == 3
+    assert record.extra("extension_field") == {"from": "another plugin"}
 
 
 def test_markdown_and_html_keep_a_verdicts_notes() -> None:
@@ -145,5 +154,5 @@ def test_markdown_and_html_keep_a_verdicts_notes() -> None:
     }
     noted["outcome"] = "inconclusive"
     note = "note: no instruction count to fall back on: the pytest process under Valgrind exited"
-    assert note in markdown_report([noted], "env")
-    assert note in html_report([noted], "env")
+    assert note in markdown_report(_read([noted]), "env")
+    assert note in html_report(_read([noted]), "env")

@@ -12,6 +12,7 @@ from pytest_torchperf.report.terminal import (
     render_table,
     sort_records,
 )
+from pytest_torchperf.store.record import Record
 
 
 def rec(
@@ -28,8 +29,8 @@ def rec(
     notes: tuple[str, ...] = (),
     group: str | None = None,
     verdict: bool = True,
-) -> dict:
-    """A record shaped like Result.to_record()."""
+) -> Record:
+    """A record shaped like Result.to_record(), read as the reports read it."""
     stats = (
         None
         if median is None
@@ -54,14 +55,16 @@ def rec(
             "suspicious": suspicious,
             "notes": list(notes),
         }
-    return {
-        "nodeid": nodeid,
-        "name": name,
-        "group": group,
-        "outcome": outcome,
-        "stats": stats,
-        "verdict": v,
-    }
+    return Record.from_json(
+        {
+            "nodeid": nodeid,
+            "name": name,
+            "group": group,
+            "outcome": outcome,
+            "stats": stats,
+            "verdict": v,
+        }
+    )
 
 
 MIXED = [
@@ -282,7 +285,7 @@ def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
     failure'."""
     message = "f: inconclusive, +3.0% ... Re-run on a quieter machine."  # worded for strict
     r = rec("t.py::f", "fail", message=message)
-    r["failures"] = [f"{message} (failing: --torchperf-strict)"]
+    r = r.with_json(failures=[f"{message} (failing: --torchperf-strict)"])
     assert detail_lines([r]) == [
         "t.py::f: f: inconclusive, +3.0% ... Re-run on a quieter machine. (failing: "
         "--torchperf-strict)"
@@ -294,7 +297,8 @@ def test_measurements_without_a_timing_baseline_share_one_line_with_every_remedy
     group = []
     for name in ("a", "b"):
         r = rec(f"t.py::{name}", "new", message=f"{name}: no timing baseline")
-        r["verdict"].update(new_reason=reason, untimed=True)
+        assert r.verdict is not None
+        r = r.with_json(verdict={**r.verdict.to_json(), "new_reason": reason, "untimed": True})
         group.append(r)
     (line,) = detail_lines(group)
     assert line.startswith(

@@ -5,6 +5,8 @@ tests/measure/test_accuracy.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import pytest
 
 from pytest_torchperf.judge.numerics import check_limits
@@ -19,7 +21,13 @@ from pytest_torchperf.options.variant_options import (
     parse_variants,
 )
 from pytest_torchperf.report.terminal import render_table, variant_lines
+from pytest_torchperf.store.record import Record
 from pytest_torchperf.variants.registry import tolerances
+
+
+def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
+    """The records as the reports get them: read once from their JSON form."""
+    return [Record.from_json(r) for r in records]
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -191,7 +199,7 @@ def _record(name: str, variant: str = "eager", **extra: object) -> dict:
 
 
 def test_summary_shows_variant_columns_only_when_variants_were_measured() -> None:
-    plain = render_table([_record("m")])
+    plain = render_table(_read([_record("m")]))
     assert "speedup" not in plain[0]
     records = [
         _record("m"),
@@ -205,11 +213,11 @@ def test_summary_shows_variant_columns_only_when_variants_were_measured() -> Non
             notes=["evidence: quantized=2"],
         ),
     ]
-    lines = render_table(records)
+    lines = render_table(_read(records))
     assert "speedup vs eager" in lines[0] and "rel-L2 vs eager" in lines[0]
     row = next(line for line in lines if "m[int8]" in line)
     assert "x3.20 (3.10-3.30)" in row and "2.1e-02 top1 95%" in row
-    detail = variant_lines(records)
+    detail = variant_lines(_read(records))
     assert detail[0].startswith("m[int8]: dynamic: torchao, built in 4.2 s; rel-L2 2.1e-02")
     assert detail[1] == "    note: evidence: quantized=2"
 
@@ -222,7 +230,7 @@ def test_summary_names_the_kind_of_variant_failure() -> None:
         failures=["m[amp]: outputs drifted from eager fp32: rel_l2 ..."],
         failure_kinds=["accuracy"],
     )
-    row = next(line for line in render_table([record]) if "m[amp]" in line)
+    row = next(line for line in render_table(_read([record])) if "m[amp]" in line)
     assert row.endswith("FAIL (accuracy)")
 
 

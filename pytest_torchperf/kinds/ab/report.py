@@ -5,31 +5,31 @@ a record's ``ab`` key. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pytest_torchperf.report.kind_report import KindReport
+from pytest_torchperf.store.record import Record, json_number, json_object
 from pytest_torchperf.store.sessions import Session
 
 
-def _carried(record: Mapping[str, Any]) -> bool:
-    return bool(record.get("ab"))
+def _carried(record: Record) -> bool:
+    return bool(record.extra("ab"))
 
 
-def _interval(record: Mapping[str, Any]) -> str:
+def _interval(record: Record) -> str:
     """`` [+9.8..+15.1%]``: the paired interval of the change, where the pairs gave one."""
-    interval = (record.get("ab") or {}).get("interval")
-    if not interval:
+    interval = json_object(json_object(record.extra("ab")).get("interval"))
+    low, high = json_number(interval.get("low")), json_number(interval.get("high"))
+    if not interval or low is None or high is None:
         return ""
-    return f" [{interval['low'] * 100:+.1f}..{interval['high'] * 100:+.1f}%]"
+    return f" [{low * 100:+.1f}..{high * 100:+.1f}%]"
 
 
-def _side_a(record: Mapping[str, Any]) -> list[Session] | None:
+def _side_a(record: Record) -> list[Session] | None:
     """Side A's sessions: what the engine judged side B against, stored with the record."""
-    ab = record.get("ab")
+    ab = record.extra("ab")
     if not ab:
         return None
-    return [Session.from_json(s) for s in ab.get("a_sessions") or []]
+    sessions = json_object(ab).get("a_sessions")
+    return [Session.from_json(s) for s in sessions] if isinstance(sessions, list) else []
 
 
 _HEADERS = {"baseline": "side A p25", "change": "change [95% CI]"}

@@ -10,14 +10,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_torchperf.run.bisect_mode import BisectMode, Classify, Key
+from pytest_torchperf.store.record import Record
 
 
-def _verdict(record: Mapping[str, Any]) -> tuple[str, str] | None:
-    if not ((record.get("ab") or {}) and record.get("outcome")):
+def _verdict(record: Record) -> tuple[str, str] | None:
+    if not (record.extra("ab") and record.outcome):
         return None
-    ratio = (record.get("verdict") or {}).get("ratio")
+    ratio = record.verdict.ratio if record.verdict else None
     change = f" ({(ratio - 1) * 100:+.1f}% vs GOOD)" if ratio else ""
-    return str(record["outcome"]), change
+    return record.outcome, change
 
 
 def _classifier(good: Mapping[Key, Any], bad: Mapping[Key, Any]) -> Classify:

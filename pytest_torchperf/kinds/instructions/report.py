@@ -7,32 +7,34 @@ counts show there too. Pure."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
+from pytest_torchperf.store.record import Record, json_number, json_object
 from pytest_torchperf.store.sessions import Session
 
 
-def _counted(record: Mapping[str, Any]) -> bool:
-    return bool(record.get("instructions"))
+def _counted(record: Record) -> bool:
+    return bool(record.extra("instructions"))
 
 
-def format_instructions(record: Mapping[str, Any]) -> str:
+def format_instructions(record: Record) -> str:
     """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
-    count = record.get("instructions")
-    if not count:
+    count = json_object(record.extra("instructions"))
+    per_call = json_number(count.get("per_call"))
+    if not count or per_call is None:
         return "-"
-    text = format_count(count["per_call"])
-    if record.get("instructions_vs_eager"):
-        text += f" (x{record['instructions_vs_eager']:.2f} eager)"
+    text = format_count(per_call)
+    vs_eager = json_number(record.extra("instructions_vs_eager"))
+    if vs_eager:
+        text += f" (x{vs_eager:.2f} eager)"
     return text
 
 
-def _per_call(record: Mapping[str, Any]) -> Any:
-    return (record.get("instructions") or {}).get("per_call", -1)
+def _per_call(record: Record) -> object:
+    return json_object(record.extra("instructions")).get("per_call", -1)
 
 
 def _baseline(value: float | None) -> str:
@@ -53,15 +55,11 @@ def stored_figures(sessions: Sequence[Session]) -> dict[str, str]:
     }
 
 
-def series_figure(record: Mapping[str, Any]) -> tuple[str, float] | None:
+def series_figure(record: Record) -> tuple[str, float] | None:
     """A record filed under the instruction environment is a point of a series of counts; a
     count beside a timing (``--torchperf-fallback``) leaves the record a time."""
-    counted = (record.get("instructions") or {}).get("per_call")
-    if (
-        counted
-        and counted > 0
-        and str(record.get("environment_id", "")).startswith(INSTRUCTION_ENV_PREFIX)
-    ):
+    counted = json_number(json_object(record.extra("instructions")).get("per_call"))
+    if counted and counted > 0 and str(record.environment_id).startswith(INSTRUCTION_ENV_PREFIX):
         return "instr", float(counted)
     return None
 

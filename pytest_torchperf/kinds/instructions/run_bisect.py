@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_torchperf.run.bisect_mode import BisectError, BisectMode, Classify, Key
+from pytest_torchperf.store.record import Record, json_number, json_object
 
 
-def _count(record: Mapping[str, Any]) -> float | None:
-    counted = (record.get("instructions") or {}).get("per_call")
+def _count(record: Record) -> float | None:
+    counted = json_number(json_object(record.extra("instructions")).get("per_call"))
     return float(counted) if counted else None
 
 
