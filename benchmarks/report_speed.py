@@ -29,6 +29,8 @@ def main() -> None:
     from pytest_torchperf.report.html import html_report, stored_histories
     from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.record import Record
+    from pytest_torchperf.store.sessions import Session
 
     rng = random.Random(0)
     storage = Path(tempfile.mkdtemp(prefix="torchperf-report-bench-"))
@@ -47,14 +49,16 @@ def main() -> None:
                 environment,
                 nodeid,
                 "m",
-                {
-                    "statistic": summary.p25,
-                    "times": times,
-                    "timestamp": f"2026-11-{s + 1:02d}T00:00:00",
-                    "git_sha": f"{s:040x}",
-                    "run_id": f"r{s}",
-                    "counters": {"flops": 1000 + i},
-                },
+                Session.from_json(
+                    {
+                        "statistic": summary.p25,
+                        "times": times,
+                        "timestamp": f"2026-11-{s + 1:02d}T00:00:00",
+                        "git_sha": f"{s:040x}",
+                        "run_id": f"r{s}",
+                        "counters": {"flops": 1000 + i},
+                    }
+                ),
             )
         samples = [
             base * rng.uniform(0.97, 1.05) * (1.3 if i % 50 == 0 else 1.0) for _ in range(100)
@@ -95,6 +99,7 @@ def main() -> None:
 
     timings = {}
     start = time.perf_counter()
+    records = [Record.from_json(r) for r in records]
     histories = stored_histories(storage, records)
     timings["read histories"] = time.perf_counter() - start
     start = time.perf_counter()

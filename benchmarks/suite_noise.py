@@ -250,6 +250,7 @@ def simulate(
     data holds one pass per process, so these are as independent as fresh processes).
     """
     from pytest_torchperf.judge.compare import Candidate, Gate, compare
+    from pytest_torchperf.store.sessions import Session
 
     rng = random.Random(seed)
     names = sorted(runs[0]["measurements"])
@@ -259,7 +260,7 @@ def simulate(
         base, (cand, f1, f2, a1, a2) = chosen[:save_processes], chosen[save_processes:]
         red = False
         for name in names:
-            sessions = saved_sessions(runs, base, name)
+            sessions = [Session.from_json(s) for s in saved_sessions(runs, base, name)]
             if not sessions:
                 outcomes["new"] = outcomes.get("new", 0) + 1
                 continue

@@ -21,6 +21,7 @@ import pytest
 from pytest_torchperf import cli
 from pytest_torchperf.report.benchmark_json import benchmark_json
 from pytest_torchperf.report.explorer import MARKED_ANCESTOR_BORDER, MARKED_BG
+from pytest_torchperf.store.record import Record
 from tests import browser
 from tests.unit.test_report_writers import record
 
@@ -36,7 +37,10 @@ OVERLAYS = [
 
 def _results(path: Path, records: list[dict[str, Any]]) -> Path:
     doc = benchmark_json(
-        records, {"node": "n"}, {"id": "a" * 40, "dirty": False}, {"mode": "compare"}
+        [Record.from_json(r) for r in records],
+        {"node": "n"},
+        {"id": "a" * 40, "dirty": False},
+        {"mode": "compare"},
     )
     path.write_text(json.dumps(doc))
     return path

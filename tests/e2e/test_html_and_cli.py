@@ -295,6 +295,7 @@ def test_html_report_wraps_ids_between_words_and_keeps_option_names_whole(
     import html as html_lib
 
     from pytest_torchperf.report.html import html_report
+    from pytest_torchperf.store.record import Record
 
     samples = [1e-3 * (1 + i / 100) for i in range(20)]
     message = (
@@ -330,7 +331,9 @@ def test_html_report_wraps_ids_between_words_and_keeps_option_names_whole(
     )
     page = tmp_path / "report.html"
     report = html_report(
-        records, "torchperf: save; device=cpu", coverage_lines=["stored 3", failure]
+        [Record.from_json(r) for r in records],
+        "torchperf: save; device=cpu",
+        coverage_lines=["stored 3", failure],
     )
     page.write_text(report.replace("</body>", _SPLIT_WORDS))
     dom, console = browser.render(page, tmp_path / "report.png", width=width, height=1100)
