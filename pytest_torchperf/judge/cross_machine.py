@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_torchperf.store.sessions import Session
 
@@ -24,11 +23,11 @@ CROSS_MACHINE_TOLERANCE = 0.5
 
 
 def pick_environment(
-    here: Mapping[str, Any], others: Sequence[tuple[str, Mapping[str, Any]]]
-) -> tuple[str, Mapping[str, Any]] | None:
+    here: Mapping[str, object], others: Sequence[tuple[str, Mapping[str, object]]]
+) -> tuple[str, Mapping[str, object]] | None:
     """The stored environment most like this one: same device type and torch build first."""
 
-    def score(entry: tuple[str, Mapping[str, Any]]) -> tuple[int, int, int]:
+    def score(entry: tuple[str, Mapping[str, object]]) -> tuple[int, int, int]:
         exact = entry[1].get("exact")
         if not isinstance(exact, Mapping):
             exact = {}
@@ -44,7 +43,7 @@ def pick_environment(
     return max(others, key=score) if others else None
 
 
-def same_torch_build(here: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
+def same_torch_build(here: Mapping[str, object], stored: Mapping[str, object]) -> bool:
     """Counters are comparable: the same torch version and git revision."""
     return here.get("torch") == stored.get("torch") and here.get("torch_git") == stored.get(
         "torch_git"
@@ -56,7 +55,7 @@ def same_torch_build(here: Mapping[str, Any], stored: Mapping[str, Any]) -> bool
 CPU_CLASS_FIELDS = ("cpu_isa", "cpu_capability")
 
 
-def cpu_class_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> str | None:
+def cpu_class_difference(here: Mapping[str, object], stored: Mapping[str, object]) -> str | None:
     """How two environments' CPU classes differ (``cpu_isa avx2,avx512f here vs avx2 stored``),
     or None when they are the same class."""
     diffs = [
@@ -68,7 +67,7 @@ def cpu_class_difference(here: Mapping[str, Any], stored: Mapping[str, Any]) -> 
 
 
 def gated_across(
-    counters: Mapping[str, Any] | None, class_difference: str | None
+    counters: Mapping[str, object] | None, class_difference: str | None
 ) -> tuple[str, ...]:
     """The counter names (``ignore_counters`` names) *not* gated against another environment.
 

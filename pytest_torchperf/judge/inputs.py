@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.numerics import degenerate_reference
 from pytest_torchperf.judge.samples import (
@@ -50,14 +51,14 @@ class Gate:
     #: What the kinds record besides their limits, by key (:attr:`KindSpec.gate_facts
     #: <pytest_torchperf.kinds.KindSpec.gate_facts>`: ``ab``, what side A of an A/B run is),
     #: every declared one present: read with :meth:`fact`.
-    facts: tuple[tuple[str, Any], ...] = ()
+    facts: tuple[tuple[str, JSON], ...] = ()
     #: A timing pass within a limit the stored sessions' noise widened beyond this many times
     #: ``max_slowdown`` is inconclusive, not a pass (0: no bound).
     max_widening: float = MAX_WIDENING
     #: The kinds' own limits, by option name (:attr:`pytest_torchperf.kinds.KindSpec.gate_keys`:
     #: ``max_instruction_increase``, ``max_kernel_slowdown``), every declared one present
     #: (those not given at their option's default): read with :meth:`limit`.
-    limits: tuple[tuple[str, Any], ...] = ()
+    limits: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in kind_names():
@@ -79,11 +80,11 @@ class Gate:
             self, "facts", tuple((k, facts.get(k, value)) for k, value in declared.items())
         )
 
-    def limit(self, name: str) -> Any:
+    def limit(self, name: str) -> float:
         """One of the kinds' own limits (``gate.limit("max_kernel_slowdown")``)."""
         return dict(self.limits)[name]
 
-    def fact(self, name: str) -> Any:
+    def fact(self, name: str) -> JSON:
         """What a kind recorded in the gate (``gate.fact("ab")``: side A)."""
         return dict(self.facts)[name]
 
@@ -92,8 +93,8 @@ class Gate:
         """Instructions per call gate (time and the timed speedups are reported only)."""
         return self.kind == "instructions"
 
-    def to_record(self) -> dict[str, Any]:
-        record = {
+    def to_record(self) -> JSONObject:
+        record: JSONObject = {
             "max_slowdown": self.max_slowdown,
             "min_cpu_share": self.min_cpu_share,
             "max_spread": self.max_spread,
@@ -144,10 +145,11 @@ class Gate:
 
 
 @cache
-def _limit_default(key: str) -> Any:
+def _limit_default(key: str) -> float:
     """A kind's limit where a gate was not given it: its option's default (only the built-in
     kinds declare limits, and they do so when the package loads)."""
-    return MeasureOptions().value(key)
+    limit: float = MeasureOptions().value(key)
+    return limit
 
 
 #: The order of a gate's keys in the files.
@@ -175,7 +177,7 @@ def _record_position(key: str) -> int:
     return _RECORD_ORDER.index(key) if key in _RECORD_ORDER else len(_RECORD_ORDER)
 
 
-def recorded_kind(gate: Mapping[str, Any]) -> str:
+def recorded_kind(gate: Mapping[str, object]) -> str:
     """The kind a recorded gate names; files written before it was recorded say it with their
     ``instructions`` and ``ab`` keys."""
     kind = gate.get("kind")
@@ -192,10 +194,10 @@ class Candidate:
 
     label: str
     first: Sample
-    counters: Mapping[str, Any] | None = None
+    counters: Mapping[str, object] | None = None
     variant: str = "eager"
     speedup: Mapping[str, float] | None = None
-    fingerprint: Mapping[str, Any] | None = None
+    fingerprint: Mapping[str, object] | None = None
     metric: float | None = None
     #: Accuracy limits the variant ran under (None: the variant's defaults).
     accuracy_limits: Mapping[str, float] | None = None
@@ -263,7 +265,7 @@ class Where:
 
     #: The environment this measurement was taken in: its id and exact fingerprint.
     environment_id: str = ""
-    exact: Mapping[str, Any] = field(default_factory=dict)
+    exact: Mapping[str, JSON] = field(default_factory=dict)
     #: The file that would hold its sessions, and the storage folder.
     baseline_file: str = ""
     storage: str = ""
@@ -271,4 +273,4 @@ class Where:
     storage_missing: bool = False
     #: Finds the other stored environments that hold this measurement, ``(env_id, fingerprint)``
     #: (called only when there is no baseline here: it reads every environment's file).
-    others: Callable[[], Sequence[tuple[str, Mapping[str, Any]]]] = lambda: ()
+    others: Callable[[], Sequence[tuple[str, Mapping[str, JSON]]]] = lambda: ()

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_torchperf.core.stats import robust_cv
+from pytest_torchperf.core.types import JSONObject
 
 #: Stored sessions from which their robust CV counts too (fewer: the range alone).
 NOISE_AWARE_MIN_SESSIONS = 5
@@ -117,7 +118,7 @@ class StoredBaseline:
         """Fewer of this save's processes were stored than measured it."""
         return self.this_save < self.asked
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         record = asdict(self)
         record["left_out"] = list(self.left_out)
         return record

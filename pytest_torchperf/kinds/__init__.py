@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from importlib import import_module
 from types import ModuleType
-from typing import Any
 
+from pytest_torchperf.core.types import JSON
 from pytest_torchperf.kinds.spec import KindSpec
 
 __all__ = [
@@ -87,7 +87,7 @@ def gate_keys() -> tuple[str, ...]:
     return tuple(sorted({k for spec in specs() for k in spec.gate_keys}))
 
 
-def gate_facts() -> dict[str, Any]:
+def gate_facts() -> dict[str, JSON]:
     """Every kind's :attr:`KindSpec.gate_facts`: a gate's key, its value where a gate has none."""
     return {key: default for spec in specs() for key, default in spec.gate_facts}
 

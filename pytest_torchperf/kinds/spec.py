@@ -5,7 +5,8 @@ holds, and what another plugin registers. Pure; imports nothing of the package.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from pytest_torchperf.core.types import JSON
 
 #: The layers a kind's part may belong to (the module ``<package>.<layer>``).
 PART_LAYERS = ("options", "judge", "report", "run", "plugin")
@@ -38,7 +39,7 @@ class KindSpec:
     #: What it records in a measurement's gate besides its limits, each with its value where a
     #: gate has none (``("ab", "")``: side A of an A/B run, empty in any other run):
     #: :meth:`pytest_torchperf.judge.inputs.Gate.fact`.
-    gate_facts: tuple[tuple[str, Any], ...] = ()
+    gate_facts: tuple[tuple[str, JSON], ...] = ()
     #: How a run's summary names the figures it gates, by the verdict basis (or extra gate)
     #: that judged them (``{"ab": "A/B pairs"}``): "timing judged for 3 of 4 (3 on A/B pairs)".
     figures: tuple[tuple[str, str], ...] = ()

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_torchperf.core.types import JSON
+from pytest_torchperf.core.types import JSON, JSONObject
 
 #: NVML's clock event reasons (``nvmlClocksEventReason*``; formerly ``...ThrottleReason*``).
 REASONS = {
@@ -72,7 +72,7 @@ class ClockSummary:
         """The reasons seen that refuse a pass (:data:`DISTURBING`)."""
         return tuple(r for r in self.reasons if r in DISTURBING)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "lowest_mhz": self.lowest_mhz,
             "highest_mhz": self.highest_mhz,
@@ -115,7 +115,10 @@ def summarize_readings(readings: Iterable[ClockReading]) -> ClockSummary | None:
 
 
 class ClockReader:
-    """Reads one GPU's clocks through an initialised ``pynvml`` module."""
+    """Reads one GPU's clocks through an initialised ``pynvml`` module.
+
+    ``nvml`` and its device handle are ``Any``: pynvml ships no types, its names differ between
+    versions (read with ``getattr``), and tests hand in a fake module."""
 
     def __init__(self, nvml: Any, handle: Any) -> None:
         self.nvml, self.handle = nvml, handle

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.core.units import format_time
@@ -29,6 +29,16 @@ RANGE_PREFIX = "torchperf::"
 CALL_RANGE = f"{RANGE_PREFIX}call"
 #: How that self time appears in op tables: Python code, framework glue, anything not an op.
 OUTSIDE_OPS = "(outside torch ops: Python, glue, profiler overhead)"
+
+
+class OpRow(TypedDict):
+    """One row of a top-ops table (a session stores it as ``top_ops``): the op, its calls and
+    its self CPU and device time per call, in seconds."""
+
+    op: str
+    calls: float
+    self_cpu: float
+    self_device: float
 
 
 def quiet_kineto() -> None:
@@ -49,9 +59,9 @@ def activities_for(device: str) -> list[ProfilerActivity]:
 
 def top_ops(
     events: Iterable[FunctionEventAvg], iterations: int = 1, limit: int = TOP_OPS_LIMIT
-) -> list[dict[str, Any]]:
+) -> list[OpRow]:
     """Compact table of the most expensive ops: per-iteration calls and self times in seconds."""
-    rows: list[dict[str, Any]] = []
+    rows: list[OpRow] = []
     for event in events:
         key = event.key
         if key is None:  # torch types it optional; an average by key always has one
@@ -311,7 +321,7 @@ class Profiler:
         # torch's profile.key_averages declares no return type: it is an EventList.
         return cast("EventList", self.profile.key_averages(**kwargs))
 
-    def top_ops(self, limit: int = TOP_OPS_LIMIT) -> list[dict[str, Any]]:
+    def top_ops(self, limit: int = TOP_OPS_LIMIT) -> list[OpRow]:
         """Most expensive ops, self times per iteration in seconds."""
         return top_ops(self.key_averages(), self.iterations, limit)
 
@@ -324,7 +334,7 @@ class Profiler:
 PROFILE_CHUNKS = 3
 
 
-def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[OpRow]:
     """One op table from the tables of consecutive profiled chunks: per op, its smallest self
     times per call (and its median calls).
 
@@ -337,7 +347,7 @@ def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
     import statistics
 
     merged = _columns(tables)
-    rows: list[dict[str, Any]] = [
+    rows: list[OpRow] = [
         {
             "op": op,
             "calls": statistics.median(entry["calls"]),
@@ -352,7 +362,7 @@ def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
 
 def profile_call(
     call: Callable[[], UserValue], device: str, iterations: int, trace: Path | None = None
-) -> tuple[list[dict[str, Any]], Path | None]:
+) -> tuple[list[OpRow], Path | None]:
     """Profile ``iterations`` calls (after one untimed call) and return the top-ops table and trace.
 
     The calls run in :data:`PROFILE_CHUNKS` profiler sessions whose tables are combined by

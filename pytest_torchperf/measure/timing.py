@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # torch is imported lazily, on the first measurement
     import torch
 
     from pytest_torchperf.measure.gpu_clocks import ClockReader, ClockReading
+    from pytest_torchperf.measure.profiling import OpRow
 
 
 class NonFiniteOutputError(AssertionError):
@@ -373,7 +374,7 @@ class Measurer:
 
     def profile(
         self, iterations: int, trace: Path | None = None
-    ) -> tuple[list[dict[str, Any]], Path | None]:
+    ) -> tuple[list[OpRow], Path | None]:
         """Top-ops table (and optional Chrome trace) of ``iterations`` profiled calls."""
         from pytest_torchperf.measure.profiling import profile_call
 

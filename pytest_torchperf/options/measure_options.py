@@ -329,7 +329,10 @@ def check_keywords(keywords: Mapping[str, object], where: str) -> None:
 
 
 def parse_layer(values: Mapping[str, object], where: str) -> dict[str, Any]:
-    """Validate and parse one layer of option values (marker, call, CLI or ini)."""
+    """Validate and parse one layer of option values (marker, call, CLI or ini).
+
+    ``Any``: each value has its own option's type (the table's parser gives it), and the merged
+    layers are passed to the dataclass ``replace``, whose keyword types mypy checks per field."""
     check_keywords(values, where)
     parsed: dict[str, Any] = {}
     for key, raw in values.items():

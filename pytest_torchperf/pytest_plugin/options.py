@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
 
 
-def _cli_type(name: str) -> Callable[[str], Any]:
+def _cli_type(name: str) -> Callable[[str], object]:
     """argparse converter: parse with the option's parser, fail quoting the value."""
     parse = OPTIONS[name].parse
 
-    def convert(text: str) -> Any:
+    def convert(text: str) -> object:
         try:
             return parse(text)
         except OptionError as exc:

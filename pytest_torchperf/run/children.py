@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_torchperf.core.child_protocol import (
     ChildLine,
@@ -30,6 +29,7 @@ from pytest_torchperf.core.child_protocol import (
     read_messages,
 )
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import JSON
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.store.baselines import same_run
@@ -70,7 +70,7 @@ class ProcessSample:
     speedup: Mapping[str, float] | None = None
     #: What its measurement kind measured beside the timed pass in that process, as session
     #: keys (:attr:`pytest_torchperf.run.kind_run.KindRun.beside`: a GPU's kernel time).
-    beside: Mapping[str, Any] | None = None
+    beside: Mapping[str, JSON] | None = None
 
     @property
     def statistic(self) -> float:
@@ -125,7 +125,7 @@ class ChildSink:
         sample: Sample,
         problem: str | None,
         speedup: Mapping[str, float] | None = None,
-        beside: Mapping[str, Any] | None = None,
+        beside: Mapping[str, JSON] | None = None,
     ) -> None:
         record = ProcessSample(
             self.process,

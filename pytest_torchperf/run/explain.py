@@ -50,7 +50,7 @@ def baseline_top_ops(
 
 def explain_slowdown(
     report_dir: Path,
-    measurer: Any,
+    measurer: Measurer,
     sessions: Sequence[Session],
     nodeid: str,
     name: str,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_torchperf.core.types import JSONObject
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
@@ -32,8 +34,8 @@ class Keeping:
     guards_time = True
 
     def environment(
-        self, ctx: RunContext, env_id: str, environment: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
+        self, ctx: RunContext, env_id: str, environment: JSONObject
+    ) -> tuple[str, JSONObject]:
         return env_id, environment
 
     def attach(
@@ -55,7 +57,7 @@ class Keeping:
 Chooser = Callable[["RunContext", "MeasureOptions", str, bool], bool]
 #: What a kind measures beside the timed pass, after the first one and never during it, as the
 #: session keys that hold it (the GPU kernel time: ``kernels``, or ``unprofiled`` saying why not).
-Beside = Callable[["Measurer", "Sample"], dict[str, Any]]
+Beside = Callable[["Measurer", "Sample"], JSONObject]
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class KindRun:
     #: :attr:`pytest_torchperf.kinds.KindSpec.record_keys` names (under ``session``: those of
     #: ``session_keys``): the engine's candidate is built from the record, as a replay of the
     #: results file builds it (:meth:`pytest_torchperf.judge.inputs.Candidate.from_record`).
-    record_fields: Callable[[RunContext, Measured], dict[str, Any]] = lambda ctx, m: {}
+    record_fields: Callable[[RunContext, Measured], JSONObject] = lambda ctx, m: {}
     #: The role this process plays for the kind, from how the plugin set up the context (a
     #: counting child, an A/B side), or None (:func:`pytest_torchperf.run.kinds.role_of`).
     role: Callable[[RunContext], Role | None] = lambda ctx: None
@@ -77,11 +79,11 @@ class KindRun:
     #: (``(ctx, options, layers)``, the layers the options were resolved from, highest first:
     #: the call's, the marker's, the command line's, the ini file's): an A/B run's defaults.
     adjust_options: Callable[
-        [RunContext, MeasureOptions, tuple[Mapping[str, Any], ...]], MeasureOptions
+        [RunContext, MeasureOptions, tuple[Mapping[str, object], ...]], MeasureOptions
     ] = lambda ctx, options, layers: options
     #: The gate facts (:attr:`pytest_torchperf.kinds.KindSpec.gate_facts`) it sets for any
     #: measurement of the run (an A/B run: ``ab``, side A).
-    gate_fields: Callable[[RunContext], dict[str, Any]] = lambda ctx: {}
+    gate_fields: Callable[[RunContext], JSONObject] = lambda ctx: {}
     #: How ``torchperf bisect --mode <its name>`` runs and judges a revision by this kind's
     #: figure (None: the kind gives no bisect mode).
     bisect: BisectMode | None = None

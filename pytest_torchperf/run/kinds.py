@@ -11,8 +11,9 @@ Pytest-free.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.kinds import gate_keys, part, spec_named, specs
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
@@ -40,7 +41,7 @@ def role_of(ctx: RunContext) -> Role:
 
 
 def resolve_options(
-    ctx: RunContext, call: Mapping[str, Any], marker: Mapping[str, Any], where: str
+    ctx: RunContext, call: Mapping[str, object], marker: Mapping[str, object], where: str
 ) -> tuple[MeasureOptions, str | None]:
     """A measurement's options: its call's keywords over its marker's, the command line's and
     the ini file's (each layer validated), then each kind's adjustment for the run it is in
@@ -141,12 +142,13 @@ def check_measurable(
         raise MeasurementSkipped(why)
 
 
-def kind_fields(ctx: RunContext, m: Measured) -> tuple[dict[str, Any], dict[str, Any]]:
+def kind_fields(ctx: RunContext, m: Measured) -> tuple[JSONObject, JSONObject]:
     """The measurement kind's own keys of the measurement's record, and of its session."""
     fields = dict(
         run_part(kind_name(ctx, m.options, m.measurer.device, m.gate)).record_fields(ctx, m)
     )
-    return fields, dict(fields.pop("session", None) or {})
+    session = fields.pop("session", None)
+    return fields, dict(session) if isinstance(session, dict) else {}
 
 
 def measure_beside(ctx: RunContext, m: Measured) -> None:

@@ -24,7 +24,7 @@ from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
-from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
+from pytest_torchperf.run.children import ProcessSample, fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import (
     check_measurable,
@@ -223,7 +223,7 @@ def _compare(
     passes: list[Sample],
     env_id: str,
     environment: dict[str, Any],
-    others: list[Any],
+    others: list[ProcessSample],
 ) -> Comparison:
     """The comparison engine on live passes, then what only a live run can add: the other
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
@@ -326,7 +326,7 @@ def _result(
     final: Sample,
     comparison: Comparison | None,
     passes: list[Sample],
-    others: list[Any],
+    others: list[ProcessSample],
     env_id: str,
     environment: dict[str, Any],
 ) -> Result:

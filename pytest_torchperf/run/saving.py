@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from pathlib import Path
+from typing import cast
 
 from pytest_torchperf import __version__
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
@@ -25,7 +27,7 @@ from pytest_torchperf.judge.samples import (
 from pytest_torchperf.judge.tolerance import stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
-from pytest_torchperf.run.children import child_session_records
+from pytest_torchperf.run.children import ProcessSample, child_session_records
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
@@ -36,16 +38,20 @@ from pytest_torchperf.store.sessions import Session, timed_sessions
 #: The reference a save's processes are held against one another by.
 SAVE_PROCESSES = "the fastest of this save's processes"
 
+#: Why a pass (this process's, or another's of a save) is unfit to store: a guard's problem,
+#: ``(ratio, reference, what)`` of a machine clearly slower than usual, or None.
+Unfit = Callable[["Sample | ProcessSample"], "str | tuple[float, float, str] | None"]
+
 
 def save_guard(
     options: MeasureOptions,
     references: list[tuple[str, list[float]]],
-) -> Callable[[Any], Any]:
+) -> Unfit:
     """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual
     (``(ratio, reference, what)``: :func:`calibration_references`)."""
     guard = guard_of(options)
 
-    def unfit(sample: Any) -> Any:
+    def unfit(sample: Sample | ProcessSample) -> str | tuple[float, float, str] | None:
         problem = guard(sample) if isinstance(sample, Sample) else None
         return problem or machine_disturbance(
             sample.calibration, references, options.max_machine_slowdown
@@ -97,11 +103,11 @@ def queue_save(
     m: Measured,
     result: Result,
     final: Sample,
-    others: list[Any],
-    unfit: Callable[[Any], Any],
+    others: list[ProcessSample],
+    unfit: Unfit,
     passes: int,
     env_id: str,
-    environment: dict[str, Any],
+    environment: JSONObject,
 ) -> None:
     """Queue the sessions to store once the test passes: this process's pass and the other
     processes' (``--torchperf-processes``), each only if it is fit to store."""
@@ -289,7 +295,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
     )
 
 
-def flush(ctx: RunContext, state: TestState) -> list[Any]:
+def flush(ctx: RunContext, state: TestState) -> list[Path]:
     """Write the pending baseline sessions of a test that passed; return the files written.
     Each measurement's Result then says what is stored for it (:func:`note_stored`)."""
     written, reset_done = [], set()

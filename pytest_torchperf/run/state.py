@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result, VariantExtra
@@ -29,7 +30,7 @@ class PendingSave:
     """A session to write once the test has passed."""
 
     env_id: str
-    environment: dict[str, Any]
+    environment: JSONObject
     nodeid: str
     name: str
     record: Session
@@ -84,7 +85,7 @@ class Measured:
     extra: VariantExtra | None = None
     #: What its kind measured beside the timed pass, as the session keys that hold it
     #: (:attr:`pytest_torchperf.run.kinds.KindRun.beside`: the GPU kernel time).
-    beside: dict[str, Any] = field(default_factory=dict)
+    beside: JSONObject = field(default_factory=dict)
     #: ``--torchperf-graph``: the call's per-node figures (``node_figures`` record), or None.
     graph: dict[str, Any] | None = None
 

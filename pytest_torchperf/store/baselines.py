@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.store.files import atomic_write_text, dumps, file_lock
 from pytest_torchperf.store.schema import (
     FORMAT,
@@ -138,7 +139,7 @@ class BaselineStore:
     def record(
         self,
         env_id: str,
-        environment: Mapping[str, Any],
+        environment: Mapping[str, JSON],
         nodeid: str,
         name: str,
         session: Session,
@@ -203,6 +204,7 @@ class BaselineStore:
         self._cache.pop(path, None)
         return path
 
+    # Any: report/stored.py reads its keys unnarrowed (typed by the records branch).
     def environment(self, env_id: str) -> dict[str, Any]:
         """The stored fingerprint of an environment (empty when missing or unreadable)."""
         try:
@@ -226,12 +228,12 @@ class BaselineStore:
                 for nodeid, name in sorted(sessions):
                     yield env_dir.name, nodeid, name, list(sessions[nodeid, name])
 
-    def environments_with(self, nodeid: str, name: str) -> list[tuple[str, dict[str, Any]]]:
+    def environments_with(self, nodeid: str, name: str) -> list[tuple[str, JSONObject]]:
         """Other environments holding a baseline for this measurement, with their fingerprints.
 
         Unreadable files are skipped here: this only feeds the "no comparable baseline" hint.
         """
-        found: list[tuple[str, dict[str, Any]]] = []
+        found: list[tuple[str, JSONObject]] = []
         if not self.root.is_dir():
             return found
         slug = f"{module_slug(nodeid)}.json"

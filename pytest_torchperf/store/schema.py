@@ -8,8 +8,10 @@ with a message instead of being misread (or overwritten).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+from pytest_torchperf.core.types import JSONObject
 
 SCHEMA_VERSION = 1
 FORMAT = "pytest-torchperf-baselines"
@@ -29,7 +31,7 @@ class BaselineFileError(Exception):
         super().__init__(f"baseline file {path}: {problem}. {remedy}")
 
 
-def validate_document(doc: Any, path: Path) -> dict[str, Any]:
+def validate_document(doc: object, path: Path) -> JSONObject:
     """Check a parsed module file; raise :class:`BaselineFileError` naming the offending key."""
     if not isinstance(doc, dict):
         raise BaselineFileError(
@@ -67,7 +69,7 @@ def validate_document(doc: Any, path: Path) -> dict[str, Any]:
     return doc
 
 
-def validate_session(session: Any, path: Path, where: str) -> None:
+def validate_session(session: object, path: Path, where: str) -> None:
     if not isinstance(session, dict):
         raise BaselineFileError(path, f"key {where} is not an object")
     stat = session.get("statistic")
@@ -167,7 +169,7 @@ def validate_session(session: Any, path: Path, where: str) -> None:
                 )
 
 
-def _validate_kernels(value: Any, path: Path, where: str) -> None:
+def _validate_kernels(value: object, path: Path, where: str) -> None:
     """A CUDA measurement's GPU kernel time: seconds per call, per profiler session, and the
     top kernels as ``[name, launches per call, seconds per call]``."""
     if value is None:
@@ -193,7 +195,7 @@ def _validate_kernels(value: Any, path: Path, where: str) -> None:
         )
 
 
-def _validate_instructions(value: Any, path: Path, where: str) -> None:
+def _validate_instructions(value: object, path: Path, where: str) -> None:
     if value is None:
         return
     windows = value.get("windows") if isinstance(value, dict) else None
@@ -216,7 +218,7 @@ def _validate_instructions(value: Any, path: Path, where: str) -> None:
         )
 
 
-def _validate_variant_fields(session: dict[str, Any], path: Path, where: str) -> None:
+def _validate_variant_fields(session: Mapping[str, object], path: Path, where: str) -> None:
     """Optional keys of variant measurements: speedup, accuracy, fingerprint, metric."""
     speedup = session.get("speedup")
     if speedup is not None and (
@@ -257,11 +259,11 @@ def _validate_variant_fields(session: dict[str, Any], path: Path, where: str) ->
             )
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _non_negative(value: Any) -> bool:
+def _non_negative(value: object) -> bool:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -270,7 +272,7 @@ def _non_negative(value: Any) -> bool:
     )
 
 
-def _positive_number(value: Any) -> bool:
+def _positive_number(value: object) -> bool:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)

@@ -63,7 +63,7 @@ class ABKind:
     ) -> Judgement:
         data = PairsData.of(candidate)
         verdict = ab_verdict(
-            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, gate.fact("ab")
+            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, str(gate.fact("ab"))
         )
         return Judgement(verdict, candidate.first, [candidate.first])
 
@@ -82,7 +82,7 @@ class ABKind:
         if not speedups:
             return KindChecks()
         failure, warning = judge_ab_speedup(
-            candidate.label, speedups, gate.max_slowdown, gate.fact("ab")
+            candidate.label, speedups, gate.max_slowdown, str(gate.fact("ab"))
         )
         return KindChecks(
             [Failure("speedup", failure)] if failure else [], [warning] if warning else []

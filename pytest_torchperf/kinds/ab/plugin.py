@@ -4,7 +4,7 @@ pairs instead of timing anything itself), its options, and the pytest hooks of a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,12 +13,15 @@ from pytest_torchperf.kinds.ab.options import ABSettings
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 
+if TYPE_CHECKING:
+    from pytest_torchperf.store.records import MeasurementRecord
+
 add_options = plugin_runs.add_options
 #: This run's A/B settings from the command line (usage errors for what cannot work).
 settings = plugin_runs.ab_setting
 
 
-def records_of_run(config: pytest.Config) -> list[dict[str, Any]]:
+def records_of_run(config: pytest.Config) -> list[MeasurementRecord]:
     """The records of the measurements only side A has (removed or renamed in B)."""
     if not config.stash[SETTINGS_KEY].of(ABSettings).against:
         return []

@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_sides import Side
     from pytest_torchperf.run.child_process import ChildProcess
     from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.store.records import MeasurementRecord
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 MAX_PAIRS = 30
@@ -352,7 +353,7 @@ def summary_lines(ctx: RunContext) -> list[str]:
     return lines
 
 
-def removed_records(ctx: RunContext) -> list[dict[str, Any]]:
+def removed_records(ctx: RunContext) -> list[MeasurementRecord]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
     run measures them, so they join the reports here (``new`` rows whose message says so)."""
     from pytest_torchperf.kinds.ab.run_data import ABState, removed_result

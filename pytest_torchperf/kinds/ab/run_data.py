@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.failures import categories_of, restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
@@ -33,6 +34,7 @@ _V = TypeVar("_V")
 if TYPE_CHECKING:
     from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.kinds.ab.measure_turns import TurnClient
+    from pytest_torchperf.kinds.ab.run_sides import Side
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
@@ -194,7 +196,7 @@ class ABData:
     problems: list[str] = field(default_factory=list)
     pairs_run: int = 0
     #: How each side's processes started (:class:`pytest_torchperf.kinds.ab.run_sides.Side`), by name.
-    sides: dict[str, Any] = field(default_factory=dict)
+    sides: dict[str, Side] = field(default_factory=dict)
 
     def add_pair(
         self,
@@ -372,7 +374,7 @@ def carried_failures(session: Session) -> list[str]:
     )
 
 
-def ab_record(data: ABData, key: Key) -> dict[str, Any] | None:
+def ab_record(data: ABData, key: Key) -> JSONObject | None:
     """What a results file keeps of an A/B measurement, so ``torchperf compare`` replays it:
     side A, both sides' block times per pair, side A's sessions (without their block times and
     op tables), the interval and whether only one side had it."""
@@ -394,7 +396,7 @@ def ab_record(data: ABData, key: Key) -> dict[str, Any] | None:
     }
 
 
-def removed_result(data: ABData, key: Key) -> Any:
+def removed_result(data: ABData, key: Key) -> Result:
     """The Result of a measurement only side A has (removed or renamed in B), for the reports."""
     from dataclasses import replace
 
