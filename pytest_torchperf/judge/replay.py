@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_torchperf.core.stats import summarize
+from pytest_torchperf.core.types import JSON
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
@@ -79,7 +80,11 @@ def replay(
     where = Where()
     env_id = record.environment_id
     if store is not None and env_id:
-        exact = json_object((environment or record.environment or {}).get("exact"))
+        # The environment's exact fingerprint, as its file (or the record) holds it: JSON.
+        exact = cast(
+            "Mapping[str, JSON]",
+            json_object((environment or record.environment or {}).get("exact")),
+        )
         where = Where(
             env_id,
             exact,
