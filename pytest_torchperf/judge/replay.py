@@ -14,7 +14,8 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
-from pytest_torchperf.store.record import Record, RecordedPass, json_object
+from pytest_torchperf.store.json_values import json_object
+from pytest_torchperf.store.record import Record, RecordedPass
 from pytest_torchperf.store.sessions import Session, session_of
 
 if TYPE_CHECKING:

@@ -22,7 +22,8 @@ from pytest_torchperf.report.terminal import (
     format_flops,
     format_speedup,
 )
-from pytest_torchperf.store.record import JSON, Record, RecordedVerdict, Stats, json_number
+from pytest_torchperf.store.json_values import JSON, json_number
+from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 

@@ -15,7 +15,8 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import loosening_option
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
-from pytest_torchperf.store.record import JSON, Record, RecordedVerdict, json_number, json_texts
+from pytest_torchperf.store.json_values import JSON, json_number, json_texts
+from pytest_torchperf.store.record import Record, RecordedVerdict
 
 #: Row order of outcomes: what needs attention first.
 OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")

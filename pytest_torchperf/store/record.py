@@ -14,191 +14,22 @@ Pure: no torch, no pytest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
 
-#: A JSON value as ``json.loads`` gives it (dict, list, str, int, float, bool, None).
-JSON = object
-
-_T = TypeVar("_T")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class _Reader:
-    """The typed values of a JSON object's keys. A value that is not of its key's type is kept
-    raw (:attr:`raw`) and read as absent, so writing the object back gives it unchanged."""
-
-    def __init__(self, data: Mapping[str, object], known: Iterable[str]) -> None:
-        self.data = data
-        names = frozenset(known)
-        #: Unknown keys, and known keys whose value the type could not read, as they came.
-        self.raw: dict[str, object] = {k: v for k, v in data.items() if k not in names}
-
-    def _read(self, key: str, fits: Callable[[object], bool]) -> tuple[bool, object]:
-        if key not in self.data:
-            return False, None
-        value = self.data[key]
-        if fits(value):
-            return True, value
-        self.raw[key] = value
-        return False, None
-
-    def text(self, key: str) -> str | None:
-        found, value = self._read(key, lambda v: v is None or isinstance(v, str))
-        return value if found and isinstance(value, str) else None
-
-    def text_or(self, key: str, default: str) -> str:
-        found, value = self._read(key, lambda v: isinstance(v, str))
-        return value if found and isinstance(value, str) else default
-
-    def integer(self, key: str) -> int | None:
-        found, value = self._read(
-            key, lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool))
-        )
-        return value if found and isinstance(value, int) else None
-
-    def number(self, key: str) -> float | None:
-        found, value = self._read(key, lambda v: v is None or _is_number(v))
-        return value if found and isinstance(value, (int, float)) else None
-
-    def flag(self, key: str) -> bool:
-        found, value = self._read(key, lambda v: isinstance(v, bool))
-        return value is True
-
-    def texts(self, key: str) -> tuple[str, ...]:
-        found, value = self._read(
-            key, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)
-        )
-        return tuple(str(x) for x in value) if found and isinstance(value, list) else ()
-
-    def optional_texts(self, key: str) -> tuple[str | None, ...]:
-        found, value = self._read(
-            key,
-            lambda v: isinstance(v, list) and all(x is None or isinstance(x, str) for x in v),
-        )
-        if not (found and isinstance(value, list)):
-            return ()
-        return tuple(x if isinstance(x, str) else None for x in value)
-
-    def numbers(self, key: str) -> tuple[float, ...]:
-        found, value = self._read(key, lambda v: isinstance(v, list) and all(map(_is_number, v)))
-        if not (found and isinstance(value, list)):
-            return ()
-        return tuple(x for x in value if isinstance(x, (int, float)))
-
-    def mapping(self, key: str) -> Mapping[str, object] | None:
-        found, value = self._read(key, lambda v: v is None or isinstance(v, dict))
-        return _object(value) if found else None
-
-    def figures(self, key: str) -> Mapping[str, float] | None:
-        found, value = self._read(key, lambda v: v is None or _is_figures(v))
-        return _figures(value) if found else None
-
-    def optional_figures(self, key: str) -> tuple[Mapping[str, float] | None, ...]:
-        found, value = self._read(
-            key, lambda v: isinstance(v, list) and all(x is None or _is_figures(x) for x in v)
-        )
-        if not (found and isinstance(value, list)):
-            return ()
-        return tuple(_figures(x) for x in value)
-
-    def nested(self, key: str, read: Callable[[Mapping[str, object]], _T]) -> _T | None:
-        """A JSON object read by ``read`` (None: the key holds null or is absent)."""
-        found, value = self._read(key, lambda v: v is None or isinstance(v, dict))
-        return read(_object(value) or {}) if found and isinstance(value, dict) else None
-
-    def nested_list(self, key: str, read: Callable[[Mapping[str, object]], _T]) -> tuple[_T, ...]:
-        found, value = self._read(
-            key, lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v)
-        )
-        if not (found and isinstance(value, list)):
-            return ()
-        return tuple(read(_object(x) or {}) for x in value)
-
-
-def _is_figures(value: object) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and _is_number(v) for k, v in value.items()
-    )
-
-
-def _object(value: object) -> Mapping[str, object] | None:
-    """A JSON object's value as a mapping (its keys are strings: JSON has no others)."""
-    if not isinstance(value, dict):
-        return None
-    return {str(k): v for k, v in value.items()}
-
-
-def _figures(value: object) -> Mapping[str, float] | None:
-    if not isinstance(value, dict):
-        return None
-    return {str(k): v for k, v in value.items() if isinstance(v, (int, float))}
-
-
-def _written(
-    order: tuple[str, ...], known: Mapping[str, object], raw: Mapping[str, object]
-) -> dict[str, object]:
-    """The JSON object of ``order``'s keys: the raw value where one was kept, else the typed
-    value written back (``known``)."""
-    return {key: raw[key] if key in raw else known[key] for key in order}
-
-
-def _listed(values: tuple[object, ...]) -> list[object]:
-    return list(values)
-
-
-def _json_of(value: Mapping[str, object] | None) -> dict[str, object] | None:
-    return None if value is None else dict(value)
-
-
-def json_object(value: JSON) -> Mapping[str, JSON]:
-    """A raw JSON value read as an object: its keys and values; empty for anything else (null,
-    absent, another type). For the values the record keeps raw (:meth:`Record.extra`)."""
-    return _object(value) or {}
-
-
-def json_number(value: JSON) -> float | None:
-    """A raw JSON value read as a number (an int stays an int); None for anything else."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def json_numbers(value: JSON) -> list[float]:
-    """A raw JSON list read as numbers (other items left out); empty for anything else."""
-    if not isinstance(value, list):
-        return []
-    return [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
-
-
-def json_texts(value: JSON) -> list[str]:
-    """A raw JSON list read as texts (each item as ``str`` gives it); empty for anything else."""
-    return [str(v) for v in value] if isinstance(value, list) else []
+from pytest_torchperf.store.json_values import (
+    JSON,
+    JsonObject,
+    Reader,
+    json_of,
+    listed,
+    written,
+)
 
 
 @dataclass(frozen=True)
-class _JsonObject:
-    """What a typed object read from JSON keeps to be written back as it came."""
-
-    #: The keys it came with, in their order.
-    order: tuple[str, ...] = field(default=(), repr=False, kw_only=True)
-    #: Unknown keys, and known keys of another type than theirs, with their raw values.
-    raw: Mapping[str, JSON] = field(default_factory=dict, repr=False, kw_only=True)
-
-    def extra(self, key: str) -> JSON:
-        """The raw value of a key the type does not read (None: absent)."""
-        return self.raw.get(key)
-
-    def has(self, key: str) -> bool:
-        """Whether the JSON object held ``key`` (also with a null value)."""
-        return key in self.order
-
-
-@dataclass(frozen=True)
-class Stats(_JsonObject):
+class Stats(JsonObject):
     """Summary of per-call seconds (one value per timed block): a record's ``stats``."""
 
     n: int | None = None
@@ -212,7 +43,7 @@ class Stats(_JsonObject):
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> Stats:
-        r = _Reader(data, _STATS_KEYS)
+        r = Reader(data, _STATS_KEYS)
         return cls(
             n=r.integer("n"),
             min=r.number("min"),
@@ -237,14 +68,14 @@ class Stats(_JsonObject):
             "mean": self.mean,
             "iqr": self.iqr,
         }
-        return _written(self.order, known, self.raw)
+        return written(self.order, known, self.raw)
 
 
 _STATS_KEYS = ("n", "min", "p25", "median", "p75", "max", "mean", "iqr")
 
 
 @dataclass(frozen=True)
-class RecordedVerdict(_JsonObject):
+class RecordedVerdict(JsonObject):
     """A record's ``verdict`` (:class:`pytest_torchperf.judge.verdict.Verdict` as it was
     recorded). An absent key reads None, False, 0 or empty, as an older file's reader saw it."""
 
@@ -274,7 +105,7 @@ class RecordedVerdict(_JsonObject):
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> RecordedVerdict:
-        r = _Reader(data, _VERDICT_KEYS)
+        r = Reader(data, _VERDICT_KEYS)
         return cls(
             outcome=r.text("outcome"),
             message=r.text("message"),
@@ -321,22 +152,22 @@ class RecordedVerdict(_JsonObject):
             "machine_ratio": self.machine_ratio,
             "normalized_ratio": self.normalized_ratio,
             "remeasures": self.remeasures,
-            "notes": _listed(self.notes),
+            "notes": listed(self.notes),
             "new_reason": self.new_reason,
-            "confirm_ratios": _listed(self.confirm_ratios),
+            "confirm_ratios": listed(self.confirm_ratios),
             "confirmed_in": self.confirmed_in,
             "basis": self.basis,
             "untimed": self.untimed,
             "guard": self.guard,
         }
-        return _written(self.order, known, self.raw)
+        return written(self.order, known, self.raw)
 
 
 _VERDICT_KEYS = tuple(RecordedVerdict.__dataclass_fields__.keys() - {"order", "raw"})
 
 
 @dataclass(frozen=True)
-class RecordedPass(_JsonObject):
+class RecordedPass(JsonObject):
     """One sampling pass the verdict saw (a record's ``passes``), replayed by ``torchperf
     compare``. Its ``gpu_clock`` stays raw JSON (:meth:`extra`): the clock's own type reads it."""
 
@@ -350,7 +181,7 @@ class RecordedPass(_JsonObject):
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> RecordedPass:
-        r = _Reader(data, _PASS_KEYS)
+        r = Reader(data, _PASS_KEYS)
         return cls(
             times=r.numbers("times"),
             cpu_share=r.number("cpu_share"),
@@ -365,22 +196,22 @@ class RecordedPass(_JsonObject):
 
     def to_json(self) -> dict[str, JSON]:
         known: dict[str, object] = {
-            "times": _listed(self.times),
+            "times": listed(self.times),
             "cpu_share": self.cpu_share,
             "calibration": self.calibration,
             "neighbour_load": self.neighbour_load,
             "fresh": self.fresh,
-            "process_statistics": _listed(self.process_statistics),
-            "process_calibrations": _listed(self.process_calibrations),
+            "process_statistics": listed(self.process_statistics),
+            "process_calibrations": listed(self.process_calibrations),
         }
-        return _written(self.order, known, self.raw)
+        return written(self.order, known, self.raw)
 
 
 _PASS_KEYS = tuple(RecordedPass.__dataclass_fields__.keys() - {"order", "raw"})
 
 
 @dataclass(frozen=True)
-class Record(_JsonObject, Mapping[str, JSON]):
+class Record(JsonObject, Mapping[str, JSON]):
     """One measurement of a run, as every report, the results file and ``torchperf`` see it.
 
     The attributes are the keys :class:`~pytest_torchperf.store.records.MeasurementRecord`
@@ -442,7 +273,7 @@ class Record(_JsonObject, Mapping[str, JSON]):
     @classmethod
     def from_json(cls, data: Mapping[str, JSON]) -> Record:
         """The record of its JSON form (a results file's, a test report's, a hook's dict)."""
-        r = _Reader(data, _RECORD_KEYS)
+        r = Reader(data, _RECORD_KEYS)
         return cls(
             nodeid=r.text_or("nodeid", ""),
             name=r.text_or("name", ""),
@@ -513,44 +344,44 @@ class Record(_JsonObject, Mapping[str, JSON]):
             "cpu_share": self.cpu_share,
             "neighbour_load": self.neighbour_load,
             "stats": None if self.stats is None else self.stats.to_json(),
-            "samples": _listed(self.samples),
-            "options": _json_of(self.options),
+            "samples": listed(self.samples),
+            "options": json_of(self.options),
             "verdict": None if self.verdict is None else self.verdict.to_json(),
-            "counters": _json_of(self.counters),
-            "counter_changes": _listed(self.counter_changes),
+            "counters": json_of(self.counters),
+            "counter_changes": listed(self.counter_changes),
             "kind": self.source,
             "clock": self.clock,
             "saved": self.saved,
             "not_saved": self.not_saved,
             "untimed": self.untimed,
-            "untimed_options": _listed(self.untimed_options),
-            "stored": _json_of(self.stored),
+            "untimed_options": listed(self.untimed_options),
+            "stored": json_of(self.stored),
             "calibration": self.calibration,
             "outcome": self.outcome,
             "label": self.label,
             "variant": self.variant,
-            "speedup": _json_of(self.speedup),
-            "accuracy": _json_of(self.accuracy),
-            "accuracy_limits": _json_of(self.accuracy_limits),
+            "speedup": json_of(self.speedup),
+            "accuracy": json_of(self.accuracy),
+            "accuracy_limits": json_of(self.accuracy_limits),
             "build_time": self.build_time,
             "method": self.method,
-            "notes": _listed(self.notes),
+            "notes": listed(self.notes),
             "metric": self.metric,
-            "failures": _listed(self.failures),
-            "failure_kinds": _listed(self.failure_kinds),
+            "failures": listed(self.failures),
+            "failure_kinds": listed(self.failure_kinds),
             "run_id": self.run_id,
-            "session": _json_of(self.session),
-            "environment": _json_of(self.environment),
-            "run_failures": _listed(self.run_failures),
-            "run_failure_kinds": _listed(self.run_failure_kinds),
+            "session": json_of(self.session),
+            "environment": json_of(self.environment),
+            "run_failures": listed(self.run_failures),
+            "run_failure_kinds": listed(self.run_failure_kinds),
             "passes": [p.to_json() for p in self.passes],
-            "processes": _listed(self.processes),
-            "confirm_speedups": [_json_of(s) for s in self.confirm_speedups],
-            "explanation": _listed(self.explanation),
-            "gated": _listed(self.gated),
-            "graph": _json_of(self.graph),
+            "processes": listed(self.processes),
+            "confirm_speedups": [json_of(s) for s in self.confirm_speedups],
+            "explanation": listed(self.explanation),
+            "gated": listed(self.gated),
+            "graph": json_of(self.graph),
         }
-        return _written(self.order, known, self.raw)
+        return written(self.order, known, self.raw)
 
     # Read as its JSON form while the consumers move to the attributes (transitional).
     def __getitem__(self, key: str) -> JSON:

@@ -16,7 +16,8 @@ from typing import Any, cast
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.record import Record, RecordedVerdict, Stats, json_object, json_texts
+from pytest_torchperf.store.json_values import json_object, json_texts
+from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
 from pytest_torchperf.store.sessions import session_of, timed_sessions
 

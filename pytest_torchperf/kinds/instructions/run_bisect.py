@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_torchperf.run.bisect_mode import BisectError, BisectMode, Classify, Key
-from pytest_torchperf.store.record import Record, json_number, json_object
+from pytest_torchperf.store.json_values import json_number, json_object
+from pytest_torchperf.store.record import Record
 
 
 def _count(record: Record) -> float | None:
