@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
@@ -52,33 +51,39 @@ def bisect_modes() -> tuple[str, ...]:
     return tuple(mode.name for mode in modes())
 
 
+def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:
+    """An option parser as an argparse type: its error is argparse's usage error."""
+
+    def checked(text: str) -> float:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return checked
+
+
+_K = "only tests/measurements containing this text"
+_ANY_COMMIT = "with several results files: read files written at different commits"
+_STORAGE = "baseline folder (default .torchperf)"
+
+
+def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
+    p.add_argument(name, action="store_true", help=help)
+
+
 def _parser() -> argparse.ArgumentParser:
-    def fraction(text: str) -> float:
-        try:
-            return parse_fraction(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    def share(text: str) -> float:
-        try:
-            return parse_share(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
+    fraction, share = _checked(parse_fraction), _checked(parse_share)
     parser = argparse.ArgumentParser(
         prog="torchperf", description=__doc__.split("\n\n")[0].replace("``", "")
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    storage: dict[str, Any] = {
-        "default": ".torchperf",
-        "help": "baseline folder (default .torchperf)",
-    }
     p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
-    p.add_argument("--storage", **storage)
+    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
     p.set_defaults(run=cmd_list)
     p = sub.add_parser("show", help="stored measurements, one line each")
-    p.add_argument("--storage", **storage)
-    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument("-k", help=_K)
     p.add_argument("--env", help="only this environment id")
     p.set_defaults(run=cmd_show)
     p = sub.add_parser("compare", help="judge a candidate against baselines; exit 1 on regression")
@@ -89,37 +94,23 @@ def _parser() -> argparse.ArgumentParser:
         help="results file (pytest --torchperf-json), several (a run's shards), or a baseline "
         "folder",
     )
-    p.add_argument(
-        "--max-slowdown",
-        type=fraction,
-        default=None,
-        help="override the limit each measurement ran with (e.g. 10%%)",
-    )
-    p.add_argument(
-        "--min-cpu-share", type=share, default=None, help="override the contention guard"
-    )
-    p.add_argument("--max-spread", type=fraction, default=None, help="override the spread guard")
-    p.add_argument(
-        "--max-neighbour-load",
-        type=share,
-        default=None,
-        help="override the neighbour guard (e.g. 50%%; 100%% disables)",
-    )
-    p.add_argument(
-        "--max-instruction-increase",
-        type=fraction,
-        default=None,
-        help="override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
-    )
-    p.add_argument("-k", help="only tests/measurements containing this text")
-    p.add_argument(
-        "--any-commit",
-        action="store_true",
-        help="with several results files: read files written at different commits",
-    )
+    for name, kind, help in (
+        ("--max-slowdown", fraction, "override the limit each measurement ran with (e.g. 10%%)"),
+        ("--min-cpu-share", share, "override the contention guard"),
+        ("--max-spread", fraction, "override the spread guard"),
+        ("--max-neighbour-load", share, "override the neighbour guard (e.g. 50%%; 100%% disables)"),
+        (
+            "--max-instruction-increase",
+            fraction,
+            "override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
+        ),
+    ):
+        p.add_argument(name, type=kind, default=None, help=help)
+    p.add_argument("-k", help=_K)
+    _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
-    p.add_argument("--storage", **storage)
+    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
     p.add_argument(
         "--results",
         nargs="+",
@@ -128,27 +119,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--html", help="write the HTML report here")
     p.add_argument("--markdown", help="write the markdown summary here")
-    p.add_argument(
-        "--any-commit",
-        action="store_true",
-        help="with several results files: read files written at different commits",
-    )
+    _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
     p.add_argument("results", nargs="+", help="results file(s) written by pytest --torchperf-json")
-    p.add_argument("--storage", **storage)
-    p.add_argument("-k", help="only tests/measurements containing this text")
-    p.add_argument("--reset", action="store_true", help="replace the history instead of appending")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="accept measurements the save guard would refuse (contention, spread)",
-    )
-    p.add_argument(
-        "--any-commit",
-        action="store_true",
-        help="with several results files: read files written at different commits",
-    )
+    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument("-k", help=_K)
+    _flag(p, "--reset", "replace the history instead of appending")
+    _flag(p, "--force", "accept measurements the save guard would refuse (contention, spread)")
+    _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_accept)
     p = sub.add_parser(
         "merge",
@@ -159,29 +138,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the merged results file here")
     p.add_argument(
         "--storage",
-        **{
-            **storage,
-            "help": "baseline folder the shards compared against (default .torchperf): "
-            "its measurements that no shard ran are listed",
-        },
+        default=".torchperf",
+        help="baseline folder the shards compared against (default .torchperf): "
+        "its measurements that no shard ran are listed",
     )
     p.add_argument("--html", help="write the HTML report here")
     p.add_argument("--markdown", help="write the markdown summary here")
-    p.add_argument(
-        "--allow-missing",
-        action="store_true",
-        help="list measurements with a baseline that no shard ran without failing",
+    _flag(
+        p, "--allow-missing", "list measurements with a baseline that no shard ran without failing"
     )
-    p.add_argument(
-        "--any-commit", action="store_true", help="merge files written at different commits"
-    )
+    _flag(p, "--any-commit", "merge files written at different commits")
     p.set_defaults(run=cmd_merge)
     p = sub.add_parser(
         "history",
         help="each measurement over main's runs (results files): steps and their commits",
     )
     p.add_argument("paths", nargs="+", help="results files of main's runs, or folders holding them")
-    p.add_argument("-k", help="only tests/measurements containing this text")
+    p.add_argument("-k", help=_K)
     p.add_argument(
         "--threshold",
         type=float,
@@ -195,18 +168,17 @@ def _parser() -> argparse.ArgumentParser:
         default=MIN_STEP,
         help=f"smallest step reported (default {MIN_STEP * 100:g}%%)",
     )
-    p.add_argument(
+    _flag(
+        p,
         "--raw",
-        action="store_true",
-        help="judge times as measured (default: over the machine's speed, from the calibration "
+        "judge times as measured (default: over the machine's speed, from the calibration "
         "kernel timed beside them on CPU)",
     )
     p.add_argument("--html", help="write the trend page here")
-    p.add_argument(
+    _flag(
+        p,
         "--fail-on-slowdown",
-        action="store_true",
-        help="exit 1 when a measurement's latest level is still above its level before a "
-        "slowdown step",
+        "exit 1 when a measurement's latest level is still above its level before a slowdown step",
     )
     p.set_defaults(run=cmd_history)
     p = sub.add_parser(
@@ -250,11 +222,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out",
         help="folder for the graph and overlay files (default .torchperf-graph/TEST-NAME/)",
     )
-    p.add_argument(
-        "--no-browser",
-        action="store_true",
-        help="write the files and print how to open them; start nothing (CI)",
-    )
+    _flag(p, "--no-browser", "write the files and print how to open them; start nothing (CI)")
     p.add_argument(
         "--port",
         type=int,

@@ -28,11 +28,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_torchperf.core.types import JSON, Target, UserValue
 from pytest_torchperf.variants.compilers import _first_line, backend_problem, inductor_problem
-from pytest_torchperf.variants.registry import COMPILED_VARIANTS, VARIANTS  # noqa: F401
+from pytest_torchperf.variants.registry import VARIANTS
 
 if TYPE_CHECKING:  # torch is imported lazily, when a variant is built
     from torch._ops import OpOverload
@@ -52,10 +52,10 @@ class BuiltVariant:
 
     name: str
     target: Target
-    #: Seconds to build the variant including its first call (compilation, quantization).
-    build_time: float
     #: How it was built, for reports, e.g. ``torch.compile(backend='inductor')``.
     method: str
+    #: Seconds to build the variant including its first call (compilation, quantization).
+    build_time: float = 0.0
     #: Evidence that the variant is what it claims (freezing counters, low-precision ops, ...).
     info: dict[str, JSON] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -73,18 +73,30 @@ Prepare = Callable[[], ContextManager[None]]
 Settings = dict[str, object]
 
 
-class Builder(Protocol):
-    """A ``build_<variant>`` function: builds the variant and makes its first call."""
+@dataclass(frozen=True)
+class Build:
+    """What a ``build_<variant>`` function builds from: the variant's settings (its own copy), the
+    user's target and call, the device type and the state timing will use."""
 
-    def __call__(
-        self,
-        settings: Settings,
-        target: Target,
-        inputs: tuple[UserValue, ...],
-        kwargs: dict[str, UserValue],
-        device_type: str,
-        prepare: Prepare,
-    ) -> BuiltVariant: ...
+    settings: Settings
+    target: Target
+    inputs: tuple[UserValue, ...]
+    kwargs: dict[str, UserValue]
+    device_type: str
+    prepare: Prepare
+
+    def first_call(
+        self, fn: Target, step: str, extra: ContextManager[object] | None = None
+    ) -> UserValue:
+        """Call the built ``fn`` once under ``prepare()`` (and ``extra``); the user's model
+        failing in this variant is a :class:`VariantBuildError` naming the ``step``."""
+        try:
+            with self.prepare(), extra or contextlib.nullcontext():
+                return fn(*self.inputs, **self.kwargs)
+        except (VariantUnavailable, VariantBuildError):
+            raise
+        except Exception as exc:  # the user's model failed in this variant: say where
+            raise VariantBuildError(f"{step} failed: {_first_line(exc)}") from exc
 
 
 def build_variant(
@@ -101,41 +113,18 @@ def build_variant(
     ``prepare`` enters the same global state timing will use (threads, eval, no_grad): dynamo
     guards on it, so compiling under another state would recompile during timing.
     """
-    builder: Builder = globals()[VARIANTS[name].builder]  # the registry names each builder
+    # the registry names each builder
+    builder: Callable[[Build], BuiltVariant] = globals()[VARIANTS[name].builder]
     start = time.perf_counter()
-    built: BuiltVariant = builder(
-        dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare
+    built = builder(
+        Build(dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare)
     )
     built.build_time = time.perf_counter() - start
     return built
 
 
-def _first_call(
-    fn: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    prepare: Prepare,
-    step: str,
-    extra: ContextManager[object] | None = None,
-) -> UserValue:
-    try:
-        with prepare(), extra or contextlib.nullcontext():
-            return fn(*inputs, **kwargs)
-    except (VariantUnavailable, VariantBuildError):
-        raise
-    except Exception as exc:  # the user's model failed in this variant: say where
-        raise VariantBuildError(f"{step} failed: {_first_line(exc)}") from exc
-
-
-def build_eager(
-    settings: Settings,
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    device_type: str,
-    prepare: Prepare,
-) -> BuiltVariant:
-    return BuiltVariant("eager", target, 0.0, "eager fp32 (reference)")
+def build_eager(build: Build) -> BuiltVariant:
+    return BuiltVariant("eager", build.target, "eager fp32 (reference)")
 
 
 def _text(setting: object) -> str | None:
@@ -149,16 +138,10 @@ def _inductor_counters() -> dict[str, int]:
     return dict(counters["inductor"])
 
 
-def build_compiled(
-    settings: Settings,
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    device_type: str,
-    prepare: Prepare,
-) -> BuiltVariant:
+def build_compiled(build: Build) -> BuiltVariant:
     import torch
 
+    settings, device_type = build.settings, build.device_type
     backend = settings.pop("backend", "inductor")
     problem = backend_problem(backend, device_type)
     if problem:
@@ -170,7 +153,7 @@ def build_compiled(
         # The registry checked each setting's type (registry._check_compiled: a backend name or
         # function, a mode name, bools, an options dict); torch rejects the rest, caught below.
         compiled = torch.compile(
-            target,
+            build.target,
             backend=cast("str | Callable[..., Any]", backend),
             **cast("dict[str, Any]", settings),
         )
@@ -178,36 +161,26 @@ def build_compiled(
         raise VariantBuildError(
             f"torch.compile rejected the settings {settings!r}: {_first_line(exc)}"
         ) from None
-    _first_call(compiled, inputs, kwargs, prepare, "torch.compile (first call)")
+    build.first_call(compiled, "torch.compile (first call)")
     shown = ", ".join([f"backend={backend!r}", *(f"{k}={v!r}" for k, v in settings.items())])
-    return BuiltVariant("compiled", compiled, 0.0, f"torch.compile({shown})", notes=notes)
+    return BuiltVariant("compiled", compiled, f"torch.compile({shown})", notes=notes)
 
 
-def build_fused(
-    settings: Settings,
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    device_type: str,
-    prepare: Prepare,
-) -> BuiltVariant:
+def build_fused(build: Build) -> BuiltVariant:
     import torch
 
-    problem = inductor_problem(device_type)
+    problem = inductor_problem(build.device_type)
     if problem:
-        return _fx_fused(target, inputs, kwargs, prepare, problem)
+        return _fx_fused(build, problem)
     before = _inductor_counters()
-    mode = _text(settings.get("mode"))
+    mode = _text(build.settings.get("mode"))
     # options={"freezing": True} is ignored by inductor but makes this a distinct backend, so
     # dynamo does not hand back the "compiled" variant's graph from its cache for the same model.
     # torch.compile takes mode or options, not both: a mode is spelled out as its options.
     options = {**(torch._inductor.list_mode_options(mode) if mode else {}), "freezing": True}
-    compiled = torch.compile(target, backend="inductor", options=options)
-    _first_call(
+    compiled = torch.compile(build.target, backend="inductor", options=options)
+    build.first_call(
         compiled,
-        inputs,
-        kwargs,
-        prepare,
         "torch.compile with freezing (first call)",
         torch._inductor.config.patch(freezing=True),
     )
@@ -230,7 +203,6 @@ def build_fused(
     return BuiltVariant(
         "fused",
         compiled,
-        0.0,
         "torch.compile(backend='inductor') + inductor freezing"
         + (f", mode={mode!r}" if mode else ""),
         info={"freezing_evidence": evidence},
@@ -238,15 +210,11 @@ def build_fused(
     )
 
 
-def _fx_fused(
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    prepare: Prepare,
-    why: str,
-) -> BuiltVariant:
+def _fx_fused(build: Build, why: str) -> BuiltVariant:
     import torch
     import torch.fx.experimental.optimization as fx_optimization
+
+    target = build.target
 
     if not isinstance(target, torch.nn.Module):
         raise VariantUnavailable(f"{why}; the fallback (fx conv-bn fold) needs an nn.Module")
@@ -259,18 +227,17 @@ def _fx_fused(
             f"here, so it would equal eager"
         )
     try:
-        with prepare():
+        with build.prepare():
             fused = fx_optimization.fuse(target, inplace=False)
     except Exception as exc:  # noqa: BLE001
         raise VariantUnavailable(
             f"{why}; the fallback fx conv-bn fold cannot trace the model ({_first_line(exc)})"
         ) from None
     left = sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in fused.modules())
-    _first_call(fused, inputs, kwargs, prepare, "fx-fused model (first call)")
+    build.first_call(fused, "fx-fused model (first call)")
     return BuiltVariant(
         "fused",
         fused,
-        0.0,
         "torch.fx conv-bn fold (eager)",
         info={"batch_norms_folded": batch_norms - left},
         notes=[f"inductor unavailable ({why}); used the eager conv-bn fold"],
@@ -286,18 +253,12 @@ _DTYPES = {
 }
 
 
-def build_amp(
-    settings: Settings,
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    device_type: str,
-    prepare: Prepare,
-) -> BuiltVariant:
+def build_amp(build: Build) -> BuiltVariant:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    requested = settings.get("dtype")
+    target, device_type = build.target, build.device_type
+    requested = build.settings.get("dtype")
     if requested is not None:
         dtype_name = _DTYPES.get(str(requested).replace("torch.", "").lower())
         if dtype_name is None:
@@ -345,8 +306,8 @@ def build_amp(
         # "CUDA is not available... Disabling autocast" and friends: amp would silently be fp32.
         warnings.filterwarnings("error", message=".*[Aa]utocast.*")
         try:
-            with prepare(), counter:
-                amp_call(*inputs, **kwargs)
+            with build.prepare(), counter:
+                amp_call(*build.inputs, **build.kwargs)
         except Warning as exc:
             raise VariantUnavailable(f"autocast disabled itself: {exc}") from None
         except Exception as exc:
@@ -362,7 +323,6 @@ def build_amp(
     return BuiltVariant(
         "amp",
         amp_call,
-        0.0,
         f"torch.autocast({device_type!r}, dtype={dtype_name})",
         info={"low_precision_ops": counter.low, "floating_ops": counter.total},
         notes=notes,
@@ -370,30 +330,24 @@ def build_amp(
     )
 
 
-def build_int8(
-    settings: Settings,
-    target: Target,
-    inputs: tuple[UserValue, ...],
-    kwargs: dict[str, UserValue],
-    device_type: str,
-    prepare: Prepare,
-) -> BuiltVariant:
+def build_int8(build: Build) -> BuiltVariant:
     from pytest_torchperf.variants.quantization import (
         QuantizationError,
         QuantizationUnavailable,
         quantize_model,
     )
 
-    if kwargs:
+    if build.kwargs:
         raise VariantUnavailable(
             "the int8 variant needs positional inputs only (export and "
             "calibration take a tuple of inputs)"
         )
     try:
-        with prepare(), warnings.catch_warnings():
+        with build.prepare(), warnings.catch_warnings():
             # torchao's Int8Tensor tells every compile that it lacks a cache hash: noise for users.
             warnings.filterwarnings("ignore", message=".*_stable_hash_for_caching.*")
-            quantized = quantize_model(target, inputs, mode=_text(settings.get("mode")))
+            mode = _text(build.settings.get("mode"))
+            quantized = quantize_model(build.target, build.inputs, mode=mode)
     except QuantizationUnavailable as exc:
         raise VariantUnavailable(str(exc)) from None
     except QuantizationError as exc:
@@ -401,7 +355,6 @@ def build_int8(
     return BuiltVariant(
         "int8",
         quantized.model,
-        0.0,
         f"{quantized.mode}: {quantized.method}",
         info={"quantized": quantized.quantized, "mode": quantized.mode},
         notes=list(quantized.notes),
