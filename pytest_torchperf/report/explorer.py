@@ -247,26 +247,16 @@ def _group_configs(nodes: Sequence[GraphNode], marked: Sequence[str]) -> list[JS
     return configs
 
 
-def _document(
-    graph_id: str, title: str, results: Mapping[str, JSONObject], **scale: JSON
-) -> JSONObject:
-    by_node: dict[str, JSON] = dict(results)
-    return {graph_id: {"name": title, "results": by_node, **scale}}
-
-
 #: A figure of an op node for an overlay (None: the node has none).
 Figure = Callable[[GraphNode], JSON]
 
 
 def _values(nodes: Sequence[GraphNode], value: Figure) -> dict[str, JSONObject]:
-    results: dict[str, JSONObject] = {}
-    for node in nodes:
-        if not _is_op(node):
-            continue
-        figure = value(node)
-        if figure is not None:
-            results[str(node["id"])] = {"value": figure}
-    return results
+    return {
+        str(node["id"]): {"value": figure}
+        for node in nodes
+        if _is_op(node) and (figure := value(node)) is not None
+    }
 
 
 def _node_data(
@@ -277,16 +267,16 @@ def _node_data(
 ) -> tuple[NodeData, ...]:
     """The overlays, the one that colours the graph at first last (Model Explorer selects the
     last one it is given): the change when there is a baseline, else the own time."""
+
+    def overlay(file: str, title: str, results: Mapping[str, JSON], **scale: JSON) -> NodeData:
+        return NodeData(file, title, {graph_id: {"name": title, "results": dict(results), **scale}})
+
     overlays: list[NodeData] = []
     figures: tuple[tuple[str, str, Figure, tuple[JSON, ...]], ...] = (
         (
             "share-of-call-pct.json",
             "share of the call's time (%)",
-            lambda n: (
-                None
-                if _share(n, call_time) is None
-                else round(float(_share(n, call_time) or 0) * 100, 3)
-            ),
+            lambda n: None if (share := _share(n, call_time)) is None else round(share * 100, 3),
             HEAT,
         ),
         ("flops.json", "FLOPs", lambda n: n.get("flops"), COOL),
@@ -301,9 +291,7 @@ def _node_data(
     for file, title, value, gradient in figures:
         results = _values(nodes, value)
         if results:
-            overlays.append(
-                NodeData(file, title, _document(graph_id, title, results, gradient=list(gradient)))
-            )
+            overlays.append(overlay(file, title, results, gradient=list(gradient)))
     change = _values(nodes, _change_pct)
     if change:
         first = marked[0] if marked else None
@@ -314,12 +302,12 @@ def _node_data(
             {"value": value, "bgColor": bg, "textColor": text}
             for value, bg, text in CHANGE_THRESHOLDS
         ]
-        title = "change vs baseline (%)"
         overlays.append(
-            NodeData(
+            overlay(
                 "change-vs-baseline-pct.json",
-                title,
-                _document(graph_id, title, change, thresholds=thresholds),
+                "change vs baseline (%)",
+                change,
+                thresholds=thresholds,
             )
         )
     return tuple(overlays)
