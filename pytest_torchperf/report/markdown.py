@@ -7,19 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.terminal import (
     count_line,
     explained,
-    format_accuracy,
-    format_baseline,
-    format_change_of,
-    format_speedup,
+    has_variants,
     sort_records,
+    table_headers,
+    table_row,
 )
-from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
+from pytest_torchperf.store.record import Record, RecordedVerdict
 
 
 def _md(text: str) -> str:
@@ -64,36 +62,16 @@ def markdown_report(
             for message in messages:
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
-    variants = any(r.speedup or r.accuracy for r in records)
-    # The kinds' columns and headers, as in the terminal table (a count's column; side A as
-    # the baseline of an A/B run).
-    columns = kinds.columns(records)
-    numeric = [
-        "median",
-        "p25",
-        *(column.header for column in columns),
-        kinds.header(records, "baseline", "baseline p25"),
-        kinds.header(records, "change", "change"),
+    # The terminal table's figures, columns and headers (a kind's column; side A as the
+    # baseline of an A/B run), behind the verdict, test and name.
+    variants, columns = has_variants(records), kinds.columns(records)
+    figures = table_headers(records, variants, columns)[2:-1]
+    lines += [
+        "| verdict | test | name | " + " | ".join(figures) + " |",
+        "|---|---|---|" + "---:|" * len(figures),
     ]
-    header = "| verdict | test | name | " + " | ".join(numeric) + " |"
-    rule = "|---|---|---|" + "---:|" * len(numeric)
-    if variants:
-        header += " speedup vs eager | rel-L2 vs eager |"
-        rule += "---:|---:|"
-    lines += [header, rule]
     for record in sort_records(records):
-        stats = record.stats or Stats()
-        cells = [
-            _verdict_label(record),
-            f"`{_md(record.nodeid)}`",
-            _md(record.name),
-            format_time(stats.median),
-            format_time(stats.p25),
-            *(column.cell(record) for column in columns),
-            format_baseline(record.verdict, record),
-            format_change_of(record),
-        ]
-        if variants:
-            cells += [format_speedup(record.speedup), format_accuracy(record.accuracy)]
+        cells = [_verdict_label(record), f"`{_md(record.nodeid)}`", _md(record.name)]
+        cells += table_row(record, variants, columns)[2:-1]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -45,7 +45,7 @@ def format_accuracy(accuracy: Mapping[str, float] | None) -> str:
     return text
 
 
-def _has_variants(records: Iterable[Record]) -> bool:
+def has_variants(records: Iterable[Record]) -> bool:
     return any(r.speedup or r.accuracy for r in records)
 
 
@@ -84,7 +84,7 @@ def format_flops(counters: Mapping[str, JSON]) -> str:
     return text
 
 
-def _row(record: Record, variants: bool = False, columns: Sequence[Column] = ()) -> list[str]:
+def table_row(record: Record, variants: bool = False, columns: Sequence[Column] = ()) -> list[str]:
     stats = record.stats
     row = [
         record.nodeid,
@@ -104,7 +104,9 @@ HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
 VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
 
 
-def _headers(records: Sequence[Record], variants: bool, columns: Sequence[Column]) -> list[str]:
+def table_headers(
+    records: Sequence[Record], variants: bool, columns: Sequence[Column]
+) -> list[str]:
     """The columns' headers: the kinds' columns after the timing, and the baseline and change
     as a kind whose figures the records carry names them (a count where the verdict compared
     instructions; side A, measured in the same job, in an A/B run)."""
@@ -118,15 +120,27 @@ def _headers(records: Sequence[Record], variants: bool, columns: Sequence[Column
     ]
 
 
-def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
-    """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
-    variants, columns = _has_variants(records), kinds.columns(records)
-    headers = _headers(records, variants, columns)
-    rows = [_row(r, variants, columns) for r in sort_records(records)]
-    widths = [
+def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
         for i, h in enumerate(headers)
     ]
+
+
+def _line(row: Sequence[str], widths: Sequence[int], left: int) -> str:
+    """A row's line: its first ``left`` cells left-aligned, the figures right-aligned, then the
+    verdict as it is (the header line: every header left-aligned, an empty verdict)."""
+    cells = [c.ljust(w) for c, w in zip(row[:left], widths, strict=False)]
+    cells += [c.rjust(w) for c, w in zip(row[left:-1], widths[left:-1], strict=False)]
+    return "  ".join([*cells, row[-1]]).rstrip()
+
+
+def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
+    """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
+    variants, columns = has_variants(records), kinds.columns(records)
+    headers = table_headers(records, variants, columns)
+    rows = [table_row(r, variants, columns) for r in sort_records(records)]
+    widths = _widths(headers, rows)
     other = sum(widths[1:]) + 2 * (len(headers) - 1)
     max_test = max(20, width - other)
     if widths[0] > max_test:
@@ -138,13 +152,7 @@ def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
         for row in rows:
             if len(row[0]) > widths[0]:
                 row[0] = "..." + row[0][-(widths[0] - 3) :]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
-    for row in rows:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[2:-1], strict=False)]
-        cells.append(row[-1])
-        lines.append("  ".join(cells).rstrip())
-    return lines
+    return [_line([*headers, ""], widths, len(headers)), *(_line(r, widths, 2) for r in rows)]
 
 
 def render_grouped(records: Sequence[Record]) -> list[str]:
@@ -157,28 +165,18 @@ def render_grouped(records: Sequence[Record]) -> list[str]:
     by_test: dict[str, list[Record]] = {}
     for record in sort_records(records):
         by_test.setdefault(record.nodeid, []).append(record)
-    variants, columns = _has_variants(records), kinds.columns(records)
-    headers = ["test / name", *_headers(records, variants, columns)[2:]]
-    rows = [
-        ["  " + r[1], *r[2:]]
-        for group in by_test.values()
-        for r in (_row(x, variants, columns) for x in group)
-    ]
-    widths = [
-        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-        for i, h in enumerate(headers)
-    ]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
-    for nodeid, group in sorted(
-        by_test.items(), key=lambda kv: (min(rank.get(r.outcome, 99) for r in kv[1]), kv[0])
+    variants, columns = has_variants(records), kinds.columns(records)
+    headers = ["test / name", *table_headers(records, variants, columns)[2:]]
+    rows = {
+        nodeid: [["  " + r[1], *r[2:]] for r in (table_row(x, variants, columns) for x in group)]
+        for nodeid, group in by_test.items()
+    }
+    widths = _widths(headers, [row for group in rows.values() for row in group])
+    lines = [_line([*headers, ""], widths, len(headers))]
+    for nodeid in sorted(
+        by_test, key=lambda n: (min(rank.get(r.outcome, 99) for r in by_test[n]), n)
     ):
-        lines.append(nodeid)
-        for record in group:
-            row = _row(record, variants, columns)
-            cells = [("  " + row[1]).ljust(widths[0])]
-            cells += [c.rjust(w) for c, w in zip(row[2:-1], widths[1:-1], strict=False)]
-            cells.append(row[-1])
-            lines.append("  ".join(cells).rstrip())
+        lines += [nodeid, *(_line(row, widths, 1) for row in rows[nodeid])]
     return lines
 
 
