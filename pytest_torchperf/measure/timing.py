@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.measure.devices import infer_device
@@ -209,14 +209,10 @@ class Measurer:
         """:func:`prepared` for this target (and its eager module)."""
         return prepared(self.target, self.options, self.module)
 
-    def _call(self) -> UserValue:
-        __tracebackhide__ = True  # the user's traceback starts at their target
-        return self.target(*self.inputs, **self.kwargs)
-
     def call(self) -> UserValue:
         """One call of the target (the caller enters :meth:`prepared`), e.g. to count its
         instructions."""
-        __tracebackhide__ = True
+        __tracebackhide__ = True  # the user's traceback starts at their target
         return self.target(*self.inputs, **self.kwargs)
 
     def check_outputs(self, label: str) -> UserValue:
@@ -224,7 +220,7 @@ class Measurer:
         return the outputs (the reference for a variant's accuracy)."""
         __tracebackhide__ = True
         with self.prepared():
-            output = self._call()
+            output = self.call()
         if not self.options.check_finite:
             return output
         bad, total = count_non_finite(output)
@@ -252,7 +248,7 @@ class Measurer:
         )
         timer = Timer(
             stmt="__torchperf_call()",
-            globals={"__torchperf_call": self._call},
+            globals={"__torchperf_call": self.call},
             num_threads=self.options.threads,
             timer=time.perf_counter if use_events else make_clock(self.device),
         )
@@ -333,22 +329,12 @@ class Measurer:
                 self._clock_reader = found
         return self._clock_reader
 
-    @overload
-    def counters(
-        self, eager: Target | None = None, capture: Literal[False] = False
-    ) -> dict[str, Any]: ...
-    @overload
-    def counters(
-        self, eager: Target | None, capture: Literal[True]
-    ) -> tuple[dict[str, Any], UserValue]: ...
-    def counters(
-        self, eager: Target | None = None, capture: bool = False
-    ) -> dict[str, Any] | tuple[dict[str, Any], UserValue]:
-        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing).
+    def counters(self, eager: Target | None = None) -> tuple[dict[str, Any], UserValue]:
+        """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing), and
+        that call's output.
 
         ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
         modes cannot see, so a ``torch.compile``d target is counted on its eager original.
-        ``capture=True`` returns ``(counters, output of that call)``.
         """
         __tracebackhide__ = True
         from pytest_torchperf.measure.counters import collect_counters
@@ -363,7 +349,7 @@ class Measurer:
 
         with self.prepared():
             counted = collect_counters(call, self.device, module=fn)
-        return (counted, outputs[0]) if capture else counted
+        return counted, outputs[0]
 
     def graph_counters(self, eager: Target) -> dict[str, Any]:
         """Graphs and graph breaks ``torch.compile`` captures from ``eager`` (before the first call)."""
@@ -379,10 +365,10 @@ class Measurer:
         from pytest_torchperf.measure.profiling import profile_call
 
         with self.prepared():
-            return profile_call(self._call, self.device, iterations, trace)
+            return profile_call(self.call, self.device, iterations, trace)
 
     def run_once(self) -> UserValue:
         """Call the target once under the same preparation (``--torchperf-disable``)."""
         __tracebackhide__ = True
         with self.prepared():
-            return self._call()
+            return self.call()

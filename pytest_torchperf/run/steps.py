@@ -141,4 +141,4 @@ def counters_of(
 
     if not options.counters:
         return None, NO_OUTPUT
-    return measurer.counters(eager, capture=True)
+    return measurer.counters(eager)
