@@ -26,11 +26,11 @@ from pytest_torchperf.report.html_table import (
     measurements_table,
 )
 from pytest_torchperf.report.terminal import (
+    attention_messages,
     count_line,
-    explained,
     sort_records,
 )
-from pytest_torchperf.store.record import Record, RecordedVerdict
+from pytest_torchperf.store.record import Record
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111827}
@@ -88,11 +88,7 @@ def _attention(records: Sequence[Record]) -> str:
     for record in records:
         if record.outcome not in ("fail", "inconclusive"):
             continue
-        verdict = record.verdict or RecordedVerdict()
-        messages = [f"{record.name}: counters changed: {c}" for c in record.counter_changes]
-        messages += list(record.failures)
-        if verdict.message and verdict.outcome in ("fail", "inconclusive"):
-            messages.insert(0, "\n".join([verdict.message, *explained(record)]))
+        messages = attention_messages(record, f"{record.name}: counters changed: ")
         body = "\n".join(messages) or record.outcome
         parts.append(
             f'<h3><span class="verdict {record.outcome}">'

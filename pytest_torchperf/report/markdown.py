@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.terminal import (
+    attention_messages,
     count_line,
-    explained,
     has_variants,
     sort_records,
     table_headers,
     table_row,
 )
-from pytest_torchperf.store.record import Record, RecordedVerdict
+from pytest_torchperf.store.record import Record
 
 
 def _md(text: str) -> str:
@@ -54,12 +54,8 @@ def markdown_report(
     if attention:
         lines += ["### Needs attention", ""]
         for record in attention:
-            verdict = record.verdict or RecordedVerdict()
-            messages = [*record.counter_changes, *record.failures]
-            if verdict.message and (verdict.outcome in ("fail", "inconclusive")):
-                messages.insert(0, "\n".join([verdict.message, *explained(record)]))
             lines.append(f"- **`{record.nodeid}`** `{record.name}` ({record.outcome})")
-            for message in messages:
+            for message in attention_messages(record):
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
     # The terminal table's figures, columns and headers (a kind's column; side A as the

@@ -208,6 +208,17 @@ def explained(record: Record) -> list[str]:
     return [*record.explanation, *(f"note: {note}" for note in notes)]
 
 
+def attention_messages(record: Record, counters: str = "") -> list[str]:
+    """What a report says of a failing or inconclusive measurement: the verdict's message with
+    what explains it, each counter that changed (after ``counters``), each failure."""
+    verdict = record.verdict or RecordedVerdict()
+    messages = [f"{counters}{change}" for change in record.counter_changes]
+    messages += record.failures
+    if verdict.message and verdict.outcome in ("fail", "inconclusive"):
+        messages.insert(0, "\n".join([verdict.message, *explained(record)]))
+    return messages
+
+
 def detail_lines(records: Iterable[Record]) -> list[str]:
     """Full messages of verdicts worth reading (fail, inconclusive, improved, new, re-measured).
 
