@@ -113,8 +113,7 @@ def build_variant(
     ``prepare`` enters the same global state timing will use (threads, eval, no_grad): dynamo
     guards on it, so compiling under another state would recompile during timing.
     """
-    # the registry names each builder
-    builder: Callable[[Build], BuiltVariant] = globals()[VARIANTS[name].builder]
+    builder: Callable[[Build], BuiltVariant] = globals()[f"build_{VARIANTS[name].name}"]
     start = time.perf_counter()
     built = builder(
         Build(dict(settings), target, tuple(inputs), dict(kwargs), device_type, prepare)

@@ -1,8 +1,8 @@
 """The variants a target can be measured as, each defined once: its settings and their checks,
 its accuracy tolerances, its flags and the function that builds it.
 
-Adding a variant is one :class:`Variant` here plus its builder function (in
-:mod:`pytest_torchperf.variants.builders`, named by ``builder``). Pure: importing this module
+Adding a variant is one :class:`Variant` here plus its builder function ``build_<name>`` in
+:mod:`pytest_torchperf.variants.builders`. Pure: importing this module
 imports neither torch nor the builders; options parsing uses it at pytest start-up.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from pytest_torchperf.core.errors import OptionError
 
@@ -49,17 +50,16 @@ class Variant:
     tolerances: Mapping[str, float] = field(default_factory=dict)
     #: Built with ``torch.compile``: graph counters (graphs, breaks, recompiles) apply.
     compiled: bool = False
-    #: The builder's name in :mod:`pytest_torchperf.variants.builders`.
-    builder: str = ""
 
 
 def _one_of(
     name: str,
     settings: Mapping[str, object],
-    key: str,
-    allowed: tuple[str, ...],
+    key: str = "mode",
+    allowed: tuple[str, ...] = COMPILE_MODES,
     transform: Callable[[object], str] = str,
 ) -> None:
+    """A check: the setting ``key`` is one of ``allowed`` (by default ``mode=``, a compile mode)."""
     if key in settings and transform(settings[key]) not in allowed:
         raise OptionError(
             f"variant {name!r}: {key}={settings[key]!r} is not one of {', '.join(allowed)}"
@@ -67,7 +67,7 @@ def _one_of(
 
 
 def _check_compiled(name: str, settings: Mapping[str, object]) -> None:
-    _one_of(name, settings, "mode", COMPILE_MODES)
+    _one_of(name, settings)
     if "mode" in settings and "options" in settings:
         raise OptionError(
             "variant 'compiled': torch.compile takes either mode= or options=, "
@@ -96,18 +96,6 @@ def _check_compiled(name: str, settings: Mapping[str, object]) -> None:
         )
 
 
-def _check_fused(name: str, settings: Mapping[str, object]) -> None:
-    _one_of(name, settings, "mode", COMPILE_MODES)
-
-
-def _check_amp(name: str, settings: Mapping[str, object]) -> None:
-    _one_of(name, settings, "dtype", AMP_DTYPES, lambda v: str(v).replace("torch.", "").lower())
-
-
-def _check_int8(name: str, settings: Mapping[str, object]) -> None:
-    _one_of(name, settings, "mode", INT8_MODES)
-
-
 # Measured drifts behind the tolerances (docs/variants.md): compiled/fused <= 3e-6 max abs on CPU;
 # AMP bf16 rel-L2 0.5-1.2 %, fp16 0.15 %; int8 2-3.5 %.
 VARIANTS: dict[str, Variant] = {
@@ -117,7 +105,6 @@ VARIANTS: dict[str, Variant] = {
             "eager",
             "the model as given, fp32: the reference",
             tolerances={"rel_l2": 1e-5, "metric": 0.02},
-            builder="build_eager",
         ),
         Variant(
             "compiled",
@@ -126,32 +113,33 @@ VARIANTS: dict[str, Variant] = {
             check=_check_compiled,
             tolerances={"rel_l2": 1e-5, "metric": 0.02},
             compiled=True,
-            builder="build_compiled",
         ),
         Variant(
             "fused",
             "an inference-frozen graph: inductor freezing, else the fx conv-bn fold",
             settings=("mode",),
-            check=_check_fused,
+            check=_one_of,
             tolerances={"rel_l2": 1e-5, "metric": 0.02},
             compiled=True,
-            builder="build_fused",
         ),
         Variant(
             "amp",
             "torch.autocast: bf16 on CPU, fp16 on CUDA",
             settings=("dtype",),
-            check=_check_amp,
+            check=partial(
+                _one_of,
+                key="dtype",
+                allowed=AMP_DTYPES,
+                transform=lambda v: str(v).replace("torch.", "").lower(),
+            ),
             tolerances={"rel_l2": 3e-2, "cosine": 0.999, "metric": 0.03},
-            builder="build_amp",
         ),
         Variant(
             "int8",
             "torchao dynamic int8 or PT2E static int8, compiled",
             settings=("mode",),
-            check=_check_int8,
+            check=partial(_one_of, allowed=INT8_MODES),
             tolerances={"rel_l2": 6e-2, "cosine": 0.998, "metric": 0.05},
-            builder="build_int8",
         ),
     )
 }
