@@ -29,12 +29,6 @@ def table(rows: list[dict[str, Any]], empty: str) -> str:
         return str(pd.DataFrame(rows).to_string(index=False))
 
 
-def fmt_time(value: float | None) -> str:
-    from pytest_torchperf.core.units import format_time
-
-    return format_time(value)
-
-
 def selected(nodeid: str, name: str, pattern: str | None) -> bool:
     return pattern is None or pattern in nodeid or pattern in name
 

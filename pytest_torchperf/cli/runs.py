@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, fmt_time, results, selected, table
-from pytest_torchperf.core.units import format_change
+from pytest_torchperf.cli.common import candidates, results, selected, table
+from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.report.kinds import carried_sessions, columns
@@ -110,7 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "test": record.nodeid,
                 "name": record.name,
                 "outcome": result.outcome,
-                "p25": fmt_time(record.stats.p25 if record.stats else None),
+                "p25": format_time(record.stats.p25 if record.stats else None),
                 **kind_cells,
                 "change": format_change(result.verdict.ratio),
                 "verdict": result.label,
@@ -202,7 +202,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         accepted += 1
         print(
             f"torchperf: accepted {record.nodeid} {record.name} "
-            f"(p25 {fmt_time(session.statistic)}) into {store.root / env_id}"
+            f"(p25 {format_time(session.statistic)}) into {store.root / env_id}"
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
