@@ -22,8 +22,13 @@ if TYPE_CHECKING:  # torch is imported lazily, when counters are collected
     from torch._ops import OpOverload
 
 
-class _Mode(Protocol):
-    """A dispatch mode entered around the counted call (a ``TorchDispatchMode``)."""
+class _Counting(Protocol):
+    """What :func:`collect_counters` reads of its dispatch mode (a ``TorchDispatchMode``, defined
+    with torch, lazily): the op counts, the dtypes the ops produced, the CPU peak memory."""
+
+    counts: collections.Counter[str]
+    dtypes: set[str]
+    peak: int
 
     def __enter__(self) -> object: ...
 
@@ -33,19 +38,6 @@ class _Mode(Protocol):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> object: ...
-
-
-class _OpCounts(_Mode, Protocol):
-    """What :func:`collect_counters` reads of the op counter (defined with torch, lazily)."""
-
-    counts: collections.Counter[str]
-    dtypes: set[str]
-
-
-class _PeakMemory(_Mode, Protocol):
-    """What :func:`collect_counters` reads of the CPU peak-memory tracker."""
-
-    peak: int
 
 
 def collect_counters(
@@ -79,16 +71,12 @@ def collect_counters(
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         before = torch.cuda.memory_allocated(dev)
-    ops_mode, memory_mode = _op_counter(), _peak_tracker()
+    counting = _counting()
     formulas = extra_formulas()
     if collecting:
         gc.disable()
     try:
-        with (
-            FlopCounterMode(display=False, custom_mapping=formulas) as flops_mode,
-            ops_mode,
-            memory_mode,
-        ):
+        with FlopCounterMode(display=False, custom_mapping=formulas) as flops_mode, counting:
             output = call()
     finally:
         if collecting:
@@ -97,7 +85,7 @@ def collect_counters(
         torch.cuda.synchronize(dev)
         peak = torch.cuda.max_memory_allocated(dev) - before
     else:
-        peak = memory_mode.peak
+        peak = counting.peak
     del output
     params = param_bytes = 0
     if isinstance(module, torch.nn.Module):
@@ -105,16 +93,16 @@ def collect_counters(
             params += tensor.numel()
             param_bytes += tensor.numel() * tensor.element_size()
     # Heavy ops no formula counts: the FLOP figure leaves them out, and every report says so.
-    partial = without_formula(list(ops_mode.counts), [*flop_registry, *formulas])
+    partial = without_formula(list(counting.counts), [*flop_registry, *formulas])
     return {
         "flops": int(flops_mode.get_total_flops()),
         "flop_formulas": FORMULAS_VERSION,
         **({"flops_partial": partial} if partial else {}),
-        "ops": dict(sorted(ops_mode.counts.items())),
+        "ops": dict(sorted(counting.counts.items())),
         "params": params,
         "param_bytes": param_bytes,
         "peak_memory": int(peak),
-        "dtypes": sorted(ops_mode.dtypes),
+        "dtypes": sorted(counting.dtypes),
     }
 
 
@@ -153,47 +141,20 @@ def dynamo_graph_total() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _op_counter() -> _OpCounts:
+def _counting() -> _Counting:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
-    class OpCounter(TorchDispatchMode):
-        """Counts ATen operator calls by overload packet (``aten::addmm``)."""
+    class Counting(TorchDispatchMode):
+        """Counts ATen operator calls by overload packet (``aten::addmm``) and the dtypes of the
+        tensors they produce (tells fp32 code from low-precision code), and keeps the high-water
+        mark of tensor storages allocated inside the region (freed via weakref)."""
 
         def __init__(self) -> None:
             super().__init__()  # type: ignore[no-untyped-call]
             self.counts: collections.Counter[str] = collections.Counter()
-            #: Dtypes of the tensors the ops produced (tells fp32 code from low-precision code).
             self.dtypes: set[str] = set()
-
-        def __torch_dispatch__(
-            self,
-            func: OpOverload,
-            types: Sequence[type],
-            args: Sequence[object] = (),
-            kwargs: Mapping[str, object] | None = None,
-        ) -> object:
-            self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
-            out = func(*args, **(kwargs or {}))
-            for tensor in tree_leaves(out):
-                if isinstance(tensor, torch.Tensor):
-                    self.dtypes.add(str(tensor.dtype).removeprefix("torch."))
-            return out
-
-    return OpCounter()
-
-
-def _peak_tracker() -> _PeakMemory:
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
-
-    class PeakTensorMemory(TorchDispatchMode):
-        """High-water mark of tensor storages allocated inside the region (freed via weakref)."""
-
-        def __init__(self) -> None:
-            super().__init__()  # type: ignore[no-untyped-call]
             self.live: dict[int, int] = {}
             self.current = 0
             self.peak = 0
@@ -208,6 +169,7 @@ def _peak_tracker() -> _PeakMemory:
             args: Sequence[object] = (),
             kwargs: Mapping[str, object] | None = None,
         ) -> object:
+            self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
             existing = {
@@ -216,7 +178,10 @@ def _peak_tracker() -> _PeakMemory:
                 if isinstance(t, torch.Tensor) and not t.is_meta
             }
             for tensor in tree_leaves(out):
-                if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                self.dtypes.add(str(tensor.dtype).removeprefix("torch."))
+                if tensor.is_meta:
                     continue
                 storage = tensor.untyped_storage()
                 ptr, size = storage.data_ptr(), storage.nbytes()
@@ -228,4 +193,4 @@ def _peak_tracker() -> _PeakMemory:
                 weakref.finalize(storage, self._free, ptr)
             return out
 
-    return PeakTensorMemory()
+    return Counting()
