@@ -86,19 +86,6 @@ def select_device(requested: str = "auto") -> torch.device:
     return device
 
 
-def synchronize(device: torch.device | str) -> None:
-    """Wait for queued work on ``device``; a no-op on CPU and where no accelerator is present."""
-    import torch
-
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return
-    if dev.type == "cuda" and torch.cuda.is_available():
-        torch.cuda.synchronize(dev)
-    elif torch.accelerator.is_available():
-        torch.accelerator.synchronize()
-
-
 def infer_device(
     target: object, inputs: Sequence[UserValue], kwargs: Mapping[str, UserValue] | None = None
 ) -> str:

@@ -16,7 +16,7 @@ it is unit-tested with a fake module.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_torchperf.core.types import JSON, JSONObject
@@ -73,13 +73,7 @@ class ClockSummary:
         return tuple(r for r in self.reasons if r in DISTURBING)
 
     def to_record(self) -> JSONObject:
-        return {
-            "lowest_mhz": self.lowest_mhz,
-            "highest_mhz": self.highest_mhz,
-            "max_mhz": self.max_mhz,
-            "reasons": list(self.reasons),
-            "readings": self.readings,
-        }
+        return {**asdict(self), "reasons": list(self.reasons)}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ClockSummary:

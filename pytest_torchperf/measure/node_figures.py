@@ -41,24 +41,21 @@ MIN_RUNS = 5
 MAX_RUNS = 50
 
 
-class _Wrapped:
+def _as_module(target: Target) -> torch.nn.Module:
     """A callable target as an ``nn.Module`` (``torch.export`` exports modules only)."""
+    import torch
 
-    @staticmethod
-    def of(target: Target) -> torch.nn.Module:
-        import torch
+    if isinstance(target, torch.nn.Module):
+        return target
 
-        if isinstance(target, torch.nn.Module):
-            return target
+    class Call(torch.nn.Module):
+        def forward(self, *args: UserValue, **kwargs: UserValue) -> UserValue:
+            return target(*args, **kwargs)
 
-        class Call(torch.nn.Module):
-            def forward(self, *args: UserValue, **kwargs: UserValue) -> UserValue:
-                return target(*args, **kwargs)
-
-        # The graph's top namespace names the function, not this wrapper.
-        Call.__module__ = "torchperf"
-        Call.__qualname__ = getattr(target, "__name__", "call")
-        return Call()
+    # The graph's top namespace names the function, not this wrapper.
+    Call.__module__ = "torchperf"
+    Call.__qualname__ = getattr(target, "__name__", "call")
+    return Call()
 
 
 def node_figures(
@@ -80,7 +77,7 @@ def node_figures(
         call_time = _call_time(lambda: target(*inputs, **kwargs), device, budget_s / 4)
         try:
             exported = torch.export.export(
-                _Wrapped.of(target), tuple(inputs), dict(kwargs) or None, strict=False
+                _as_module(target), tuple(inputs), dict(kwargs) or None, strict=False
             )
         except Exception as exc:  # noqa: BLE001 - any export failure: verdicts stand, ops shown
             first = (str(exc).strip().splitlines() or [""])[0][:300]
