@@ -21,26 +21,6 @@ from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
 
-def _never(record: Record) -> bool:
-    return False
-
-
-def _nothing(record: Record) -> str:
-    return ""
-
-
-def _no_sessions(record: Record) -> list[Session] | None:
-    return None
-
-
-def _no_figure(record: Record) -> tuple[str, float] | None:
-    return None
-
-
-def _no_note(sessions: Sequence[Session]) -> str:
-    return ""
-
-
 @dataclass(frozen=True)
 class Column:
     """A column a kind adds to a run's tables (terminal, markdown, HTML, ``torchperf compare``),
@@ -67,7 +47,7 @@ class KindReport:
 
     #: Whether a record carries this kind's figures; when any record of a table does, the table
     #: names its baseline and change columns with :attr:`headers` / :attr:`html_headers`.
-    carried: Callable[[Record], bool] = _never
+    carried: Callable[[Record], bool] = lambda record: False
     #: Columns this kind adds to the run's tables, in order.
     columns: tuple[Column, ...] = ()
     #: The terminal and markdown tables' headers where this kind's figures are carried, by the
@@ -80,17 +60,17 @@ class KindReport:
     #: kind's name) reads; None: it is a time, as the shared tables word it.
     baseline: Callable[[float | None], str] | None = None
     #: What the change column adds after the verdict's change (an interval), or "".
-    change: Callable[[Record], str] = _nothing
+    change: Callable[[Record], str] = lambda record: ""
     #: The sessions a record carries as its own baseline (measured in the same run), which
     #: ``torchperf compare`` replays it against instead of a baseline folder's; None: none.
-    carried_sessions: Callable[[Record], list[Session] | None] = _no_sessions
+    carried_sessions: Callable[[Record], list[Session] | None] = lambda record: None
     #: ``torchperf show``'s baseline and latest figures of an environment filed under this
     #: kind's name (:func:`pytest_torchperf.store.environment.environment_mode`), where they are
     #: not times: every session counts and no timing limit applies. None: timed environment.
     stored_figures: Callable[[Sequence[Session]], dict[str, str]] | None = None
     #: What ``torchperf show`` adds to a timed environment's baseline from this kind's figures
     #: stored beside the timing, or "".
-    stored_note: Callable[[Sequence[Session]], str] = _no_note
+    stored_note: Callable[[Sequence[Session]], str] = lambda sessions: ""
     #: A record's figure in a series of runs (``torchperf history``) when it is this kind's rather
     #: than a time: the unit and the figure, or None.
-    series_figure: Callable[[Record], tuple[str, float] | None] = _no_figure
+    series_figure: Callable[[Record], tuple[str, float] | None] = lambda record: None
