@@ -95,15 +95,30 @@ def format_top_ops(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _columns(tables: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, list[float]]]:
-    """Op -> its ``calls``, ``self_cpu`` and ``self_device`` in each table that has it."""
+def _per_op(
+    tables: Sequence[Sequence[Mapping[str, Any]]], self_time: Callable[[list[float]], float]
+) -> list[OpRow]:
+    """One op table from several: per op, the median of its calls and ``self_time`` of its self
+    times in the tables that have it, most time first."""
+    import statistics
+
     merged: dict[str, dict[str, list[float]]] = {}
     for table in tables:
         for row in table:
             entry = merged.setdefault(row["op"], {"calls": [], "self_cpu": [], "self_device": []})
             for key in entry:
                 entry[key].append(float(row.get(key, 0.0) or 0.0))
-    return merged
+    rows: list[OpRow] = [
+        {
+            "op": op,
+            "calls": statistics.median(entry["calls"]),
+            "self_cpu": self_time(entry["self_cpu"]),
+            "self_device": self_time(entry["self_device"]),
+        }
+        for op, entry in merged.items()
+    ]
+    rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
+    return rows
 
 
 def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -113,19 +128,11 @@ def median_top_ops(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     the stored sessions is the robust reference for naming the ops that grew. Ops missing from a
     session's table (below its cut-off) count as absent there, not as zero.
     """
-    if not tables:
-        return []
-    if len(tables) == 1:
-        return [dict(row) for row in tables[0]]
     import statistics
 
-    merged = _columns(tables)
-    rows: list[dict[str, Any]] = [
-        {"op": op, **{key: statistics.median(values) for key, values in entry.items()}}
-        for op, entry in merged.items()
-    ]
-    rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
-    return rows
+    if len(tables) <= 1:
+        return [dict(row) for table in tables for row in table]
+    return [dict(row) for row in _per_op(tables, statistics.median)]
 
 
 #: Share of all self time gained that one op must carry, with its call count unchanged, to be
@@ -344,20 +351,7 @@ def quickest_per_op(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[OpRow
     time, so an op's quickest chunk is its cost without it (the same reason timing keeps the
     quickest blocks); an op would have to be preempted in every chunk to look slower. Pure.
     """
-    import statistics
-
-    merged = _columns(tables)
-    rows: list[OpRow] = [
-        {
-            "op": op,
-            "calls": statistics.median(entry["calls"]),
-            "self_cpu": min(entry["self_cpu"]),
-            "self_device": min(entry["self_device"]),
-        }
-        for op, entry in merged.items()
-    ]
-    rows.sort(key=lambda r: -(r["self_cpu"] + r["self_device"]))
-    return rows
+    return _per_op(tables, min)
 
 
 def profile_call(
