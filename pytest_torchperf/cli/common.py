@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
 
 
@@ -27,6 +28,13 @@ def table(rows: list[dict[str, Any]], empty: str) -> str:
         70,
     ):
         return str(pd.DataFrame(rows).to_string(index=False))
+
+
+def write(path: str, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` atomically and say so (``torchperf: WHAT written to PATH``)."""
+    resolved = Path(path).resolve()
+    atomic_write_text(resolved, text)
+    print(f"torchperf: {what} written to {resolved}")
 
 
 def selected(nodeid: str, name: str, pattern: str | None) -> bool:

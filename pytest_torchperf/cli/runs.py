@@ -7,14 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, results, selected, table
+from pytest_torchperf.cli.common import candidates, results, selected, table, write
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
-from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import session_of
 
@@ -160,15 +159,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     if args.html:
-        path = Path(args.html).resolve()
         histories = stored_histories(Path(args.storage), records)
         figures = RUN_FIGURES if args.results else STORED_FIGURES
-        atomic_write_text(path, html_report(records, line, histories, figures=figures))
-        print(f"torchperf: HTML report written to {path}")
+        write(args.html, html_report(records, line, histories, figures=figures), "HTML report")
     if args.markdown:
-        path = Path(args.markdown).resolve()
-        atomic_write_text(path, markdown_report(records, line))
-        print(f"torchperf: markdown summary written to {path}")
+        write(args.markdown, markdown_report(records, line), "markdown summary")
     return 0
 
 

@@ -7,11 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import table
+from pytest_torchperf.cli.common import table, write
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.files import atomic_write_text
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -91,26 +90,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
         f"torchperf: {len(merged.shards)} shards merged ({', '.join(f for f, _ in merged.shards)})"
     )
     if args.output:
-        path = Path(args.output).resolve()
-        atomic_write_text(path, json.dumps(merged.document, indent=2) + "\n")
-        print(f"torchperf: merged results written to {path}")
+        write(args.output, json.dumps(merged.document, indent=2) + "\n", "merged results")
     if args.html:
         from pytest_torchperf.report.html import html_report, stored_histories
 
-        path = Path(args.html).resolve()
-        atomic_write_text(
-            path,
-            html_report(
-                records, title, stored_histories(storage, records), coverage_lines=coverage_lines
-            ),
-        )
-        print(f"torchperf: HTML report written to {path}")
+        histories = stored_histories(storage, records)
+        page = html_report(records, title, histories, coverage_lines=coverage_lines)
+        write(args.html, page, "HTML report")
     if args.markdown:
         from pytest_torchperf.report.markdown import markdown_report
 
-        path = Path(args.markdown).resolve()
-        atomic_write_text(path, markdown_report(records, title, coverage_lines))
-        print(f"torchperf: markdown summary written to {path}")
+        write(args.markdown, markdown_report(records, title, coverage_lines), "markdown summary")
     failed = any(r.outcome == "fail" for r in records)
     return 1 if failed or failure or (missing and not args.allow_missing) else 0
 
@@ -188,9 +178,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         f"{len(steps) - slower} faster)"
     )
     if args.html:
-        path = Path(args.html).resolve()
-        atomic_write_text(path, history_html(series, runs, f"torchperf history: {len(runs)} runs"))
-        print(f"torchperf: trend page written to {path}")
+        title = f"torchperf history: {len(runs)} runs"
+        write(args.html, history_html(series, runs, title), "trend page")
     unrecovered = [(s, still_slower(s, args.min_step)) for s in series]
     slow = [(s, step) for s, step in unrecovered if step is not None]
     if args.fail_on_slowdown and slow:
