@@ -42,19 +42,6 @@ HEAVY_OP_WORDS = (
 #: Version of the counting, stored with the counters (``flop_formulas``): counters without it
 #: were counted before the formulas here, with these ops at 0 FLOPs.
 FORMULAS_VERSION = 2
-#: The ops this module counts (``namespace::name``).
-FORMULA_OPS = frozenset(
-    {
-        "aten::_transformer_encoder_layer_fwd",
-        "aten::_native_multi_head_attention",
-        "aten::_scaled_dot_product_flash_attention_for_cpu",
-        "aten::mkldnn_rnn_layer",
-        "aten::_int_mm",
-        "quantized::linear_dynamic",
-        "quantized::linear",
-    }
-)
-
 Shape = Sequence[int]
 
 
@@ -153,6 +140,20 @@ def quantized_linear_flops(x: object, packed: Any, *args: object, **kwargs: obje
     return 2 * (_numel(shape) // max(1, w[1])) * w[0] * w[1]
 
 
+#: Each op's namespace, name and formula, and whether the formula takes the raw arguments.
+_FORMULAS: tuple[tuple[str, str, Callable[..., int], bool], ...] = (
+    ("aten", "_transformer_encoder_layer_fwd", encoder_layer_flops, False),
+    ("aten", "_native_multi_head_attention", multi_head_attention_flops, False),
+    ("aten", "_scaled_dot_product_flash_attention_for_cpu", sdpa_flops, False),
+    ("aten", "mkldnn_rnn_layer", rnn_layer_flops, False),
+    ("aten", "_int_mm", int_mm_flops, False),
+    ("quantized", "linear_dynamic", quantized_linear_flops, True),
+    ("quantized", "linear", quantized_linear_flops, True),
+)
+#: The ops this module counts (``namespace::name``).
+FORMULA_OPS = frozenset(f"{namespace}::{name}" for namespace, name, _, _ in _FORMULAS)
+
+
 @functools.cache
 def extra_formulas() -> dict[OpOverloadPacket, Callable[..., int]]:
     """The formulas above by op, for ``FlopCounterMode(custom_mapping=...)`` (ops this torch
@@ -160,17 +161,8 @@ def extra_formulas() -> dict[OpOverloadPacket, Callable[..., int]]:
     use it; callers must not change it."""
     import torch
 
-    wanted: list[tuple[str, str, Callable[..., int], bool]] = [
-        ("aten", "_transformer_encoder_layer_fwd", encoder_layer_flops, False),
-        ("aten", "_native_multi_head_attention", multi_head_attention_flops, False),
-        ("aten", "_scaled_dot_product_flash_attention_for_cpu", sdpa_flops, False),
-        ("aten", "mkldnn_rnn_layer", rnn_layer_flops, False),
-        ("aten", "_int_mm", int_mm_flops, False),
-        ("quantized", "linear_dynamic", quantized_linear_flops, True),
-        ("quantized", "linear", quantized_linear_flops, True),
-    ]
     formulas: dict[OpOverloadPacket, Callable[..., int]] = {}
-    for namespace, name, formula, raw in wanted:
+    for namespace, name, formula, raw in _FORMULAS:
         try:
             op = getattr(getattr(torch.ops, namespace), name)
         except (AttributeError, RuntimeError):
