@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pytest_torchperf.core.types import JSON, Target, UserValue
 from pytest_torchperf.variants.compilers import _first_line, backend_problem, inductor_problem
-from pytest_torchperf.variants.registry import VARIANTS
+from pytest_torchperf.variants.registry import AMP_DTYPES, VARIANTS
 
 if TYPE_CHECKING:  # torch is imported lazily, when a variant is built
     from torch._ops import OpOverload
@@ -243,15 +243,6 @@ def _fx_fused(build: Build, why: str) -> BuiltVariant:
     )
 
 
-_DTYPES = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-}
-
-
 def build_amp(build: Build) -> BuiltVariant:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -259,7 +250,7 @@ def build_amp(build: Build) -> BuiltVariant:
     target, device_type = build.target, build.device_type
     requested = build.settings.get("dtype")
     if requested is not None:
-        dtype_name = _DTYPES.get(str(requested).replace("torch.", "").lower())
+        dtype_name = AMP_DTYPES.get(str(requested).replace("torch.", "").lower())
         if dtype_name is None:
             raise VariantBuildError(
                 f"amp dtype {requested!r} is not supported; use 'bfloat16' or 'float16'"

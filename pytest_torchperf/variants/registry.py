@@ -8,7 +8,7 @@ imports neither torch nor the builders; options parsing uses it at pytest start-
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -16,8 +16,14 @@ from pytest_torchperf.core.errors import OptionError
 
 #: ``torch.compile`` modes (``mode=`` of the compiled and fused variants).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-#: Accepted spellings of the amp variant's ``dtype``.
-AMP_DTYPES = ("bfloat16", "bf16", "float16", "fp16", "half")
+#: Accepted spellings of the amp variant's ``dtype``, and the dtype each names.
+AMP_DTYPES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+}
 #: ``mode=`` of the int8 variant (see :mod:`pytest_torchperf.variants.quantization`).
 INT8_MODES = ("dynamic", "static", "weight_only")
 #: Accuracy tolerances a user can set per variant in ``accuracy={"int8": {"rel_l2": 0.1}}``.
@@ -56,7 +62,7 @@ def _one_of(
     name: str,
     settings: Mapping[str, object],
     key: str = "mode",
-    allowed: tuple[str, ...] = COMPILE_MODES,
+    allowed: Collection[str] = COMPILE_MODES,
     transform: Callable[[object], str] = str,
 ) -> None:
     """A check: the setting ``key`` is one of ``allowed`` (by default ``mode=``, a compile mode)."""
