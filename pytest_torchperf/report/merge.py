@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_torchperf.judge.coverage import Coverage, coverage
-from pytest_torchperf.report.terminal import OUTCOME_ORDER
+from pytest_torchperf.report.terminal import severity
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import (
@@ -83,10 +83,6 @@ class MergedResults:
 
 def _exact(fingerprint: Any) -> Any:
     return fingerprint.get("exact") if isinstance(fingerprint, dict) else fingerprint
-
-
-def _severity(outcome: str) -> int:
-    return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)
 
 
 def _key(record: Record) -> Key:
@@ -150,9 +146,9 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             seen.setdefault(key, []).append((name, record.outcome))
             if key not in kept:
                 order.append(key)
-                kept[key] = (_severity(record.outcome), name, bench, record)
-            elif _severity(record.outcome) < kept[key][0]:
-                kept[key] = (_severity(record.outcome), name, bench, record)
+                kept[key] = (severity(record.outcome), name, bench, record)
+            elif severity(record.outcome) < kept[key][0]:
+                kept[key] = (severity(record.outcome), name, bench, record)
         shards.append((name, count))
         shard_notes.append(
             {

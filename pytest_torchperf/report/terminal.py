@@ -22,10 +22,14 @@ from pytest_torchperf.store.record import Record, RecordedVerdict
 OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
 
 
+def severity(outcome: str) -> int:
+    """An outcome's place in :data:`OUTCOME_ORDER` (an unknown one after them all)."""
+    return OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)
+
+
 def sort_records(records: Iterable[Record]) -> list[Record]:
     """Records ordered by outcome severity, then test id and name."""
-    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
-    return sorted(records, key=lambda r: (rank.get(r.outcome, 99), r.nodeid, r.name))
+    return sorted(records, key=lambda r: (severity(r.outcome), r.nodeid, r.name))
 
 
 def format_speedup(speedup: Mapping[str, float] | None) -> str:
@@ -161,7 +165,6 @@ def render_grouped(records: Sequence[Record]) -> list[str]:
     Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
     severe outcome, so failures still come first.
     """
-    rank = {name: i for i, name in enumerate(OUTCOME_ORDER)}
     by_test: dict[str, list[Record]] = {}
     for record in sort_records(records):
         by_test.setdefault(record.nodeid, []).append(record)
@@ -173,9 +176,7 @@ def render_grouped(records: Sequence[Record]) -> list[str]:
     }
     widths = _widths(headers, [row for group in rows.values() for row in group])
     lines = [_line([*headers, ""], widths, len(headers))]
-    for nodeid in sorted(
-        by_test, key=lambda n: (min(rank.get(r.outcome, 99) for r in by_test[n]), n)
-    ):
+    for nodeid in sorted(by_test, key=lambda n: (min(severity(r.outcome) for r in by_test[n]), n)):
         lines += [nodeid, *(_line(row, widths, 1) for row in rows[nodeid])]
     return lines
 
