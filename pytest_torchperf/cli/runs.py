@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from pytest_torchperf.cli.common import candidates, results, selected, table, write
@@ -129,9 +130,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(table(rows, "no measurement to compare"))
     for line in details:
         print(line)
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    counts = Counter(row["outcome"] for row in rows)
     print(
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")

@@ -31,11 +31,7 @@ class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like context
 
         record = torch.profiler.record_function(self.name)
         record.__enter__()
-        use_nvtx = (
-            torch.cuda.is_available()
-            if self._want_nvtx is None
-            else (self._want_nvtx and torch.cuda.is_available())
-        )
+        use_nvtx = self._want_nvtx is not False and torch.cuda.is_available()
         if use_nvtx:
             torch.cuda.nvtx.range_push(self.name)
         self._stack.append((record, use_nvtx))
