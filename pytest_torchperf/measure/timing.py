@@ -219,8 +219,7 @@ class Measurer:
         """Call the target once, fail clearly on NaN/inf outputs (when ``check_finite``), and
         return the outputs (the reference for a variant's accuracy)."""
         __tracebackhide__ = True
-        with self.prepared():
-            output = self.call()
+        output = self.run_once()
         if not self.options.check_finite:
             return output
         bad, total = count_non_finite(output)

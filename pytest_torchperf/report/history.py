@@ -118,8 +118,7 @@ def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
             f"no results files under {', '.join(map(str, paths))} ({len(left_out)} other JSON "
             f"files): keep each run's pytest --torchperf-json file there (docs/history.md)"
         )
-    runs = []
-    order: dict[int, tuple[datetime.datetime, datetime.datetime]] = {}
+    runs: list[tuple[tuple[datetime.datetime, datetime.datetime], Run]] = []
     for commit, parts in by_commit.items():
         docs = [doc for _, doc in parts]
         info = docs[0].get("commit_info") or {}
@@ -133,10 +132,9 @@ def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
         )
         # By the commit's time, then by when the file was written, both in UTC (times of
         # commits made in different time zones compare as instants, not as text).
-        order[id(run)] = (_instant(info.get("time") or written), _instant(written))
-        runs.append(run)
-    runs.sort(key=lambda run: order[id(run)])
-    return runs, left_out
+        runs.append(((_instant(info.get("time") or written), _instant(written)), run))
+    runs.sort(key=lambda pair: pair[0])
+    return [run for _, run in runs], left_out
 
 
 def _instant(text: Any) -> datetime.datetime:
