@@ -156,16 +156,16 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., T
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import prepared
         from pytest_torchperf.variants.quantization import (
-            MODES,
             QuantizationError,
             QuantizationUnavailable,
             quantize_model,
         )
+        from pytest_torchperf.variants.registry import INT8_MODES
 
-        if mode is not None and mode not in MODES:
+        if mode is not None and mode not in INT8_MODES:
             pytest.fail(
                 f"torchperf_quantized_model: unknown mode {mode!r}; modes: "
-                f"{', '.join(MODES)} (or None for the device's default)",
+                f"{', '.join(INT8_MODES)} (or None for the device's default)",
                 pytrace=False,
             )
         from pytest_torchperf.run.kinds import resolve_options

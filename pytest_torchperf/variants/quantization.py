@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.variants.compilers import _first_line, inductor_problem
+from pytest_torchperf.variants.registry import INT8_MODES
 
 if TYPE_CHECKING:  # torch is imported lazily, when a model is quantized
     import torch
     from torch.export.dynamic_shapes import Dim
-
-MODES = ("dynamic", "static", "weight_only")
 
 
 class QuantizationUnavailable(RuntimeError):
@@ -117,8 +116,8 @@ def quantize_model(
             f"int8 quantization is not available on {device_type}: torchao's int8 kernels and "
             f"oneDNN run on cpu and cuda only"
         )
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"unknown quantization mode {mode!r}; modes: {', '.join(MODES)}")
+    if mode is not None and mode not in INT8_MODES:
+        raise ValueError(f"unknown quantization mode {mode!r}; modes: {', '.join(INT8_MODES)}")
     try:
         import torchao  # noqa: F401
     except Exception as exc:  # noqa: BLE001
