@@ -184,13 +184,11 @@ def build_fused(build: Build) -> BuiltVariant:
         torch._inductor.config.patch(freezing=True),
     )
     after = _inductor_counters()
-    delta = {
-        k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
-    }
     evidence: dict[str, JSON] = {
-        k: v
-        for k, v in delta.items()
-        if k == "fxgraph_cache_bypass" or "weight_pack" in k or "folding" in k
+        k: after[k] - before.get(k, 0)
+        for k in after
+        if after[k] != before.get(k, 0)
+        and (k == "fxgraph_cache_bypass" or "weight_pack" in k or "folding" in k)
     }
     notes = []
     if not evidence:
