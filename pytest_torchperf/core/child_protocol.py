@@ -40,7 +40,6 @@ from pytest_torchperf.core.child_messages import (
     SampleLine,
     SideResultLine,
     SkippedLine,
-    TurnMessage,
 )
 
 #: The JSON key of a line's message type. ``kind`` because older revisions read and write it.
@@ -188,7 +187,6 @@ __all__ = [
     "SideResultLine",
     "SkippedLine",
     "PerfTests",
-    "TurnMessage",
     "append_message",
     "decode",
     "encode",
