@@ -27,13 +27,19 @@ if TYPE_CHECKING:
 
 class CountKeeping(Keeping):
     """Instruction counts: filed under the instruction environment (Valgrind version and the
-    capability counted under); time is not stored, so its guards refuse nothing."""
+    capability counted under); time is not stored, so its guards refuse nothing. With
+    ``beside_timing`` (``--torchperf-fallback instructions``): time, filed and guarded as time,
+    with the count stored beside it; a missing count is warned about, never refuses the timing's
+    save."""
 
-    guards_time = False
+    def __init__(self, beside_timing: bool = False) -> None:
+        self.beside_timing = self.guards_time = beside_timing
 
     def environment(
         self, ctx: RunContext, env_id: str, environment: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
+        if self.beside_timing:
+            return env_id, environment
         return instruction_environment(environment, ctx.state(CountState).counted_with)
 
     def attach(
@@ -45,7 +51,14 @@ class CountKeeping(Keeping):
         comparing: bool,
         saving: bool,
     ) -> Unsaved | None:
-        return attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
+        unsaved = attach_count(
+            ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=self.beside_timing
+        )
+        if not self.beside_timing:
+            return unsaved
+        if saving and unsaved is not None:
+            state.warnings.append(unsaved[1])
+        return None
 
 
 def _refuses_save(ctx: RunContext, m: Measured, kind: str) -> Unsaved | None:
