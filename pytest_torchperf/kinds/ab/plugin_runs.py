@@ -289,7 +289,7 @@ def _pairs(
                 continue
             if not undecided or data.pairs_run >= settings.of(ABSettings).max_pairs:
                 break
-            only = data.nodeids(undecided)
+            only = sorted({nodeid for nodeid, _ in undecided})
     finally:
         if upcoming is not None:
             abandon(upcoming)
