@@ -1,7 +1,7 @@
 """A/B runs, the controller's logic: whose turn it is, and what the two sides measured (from the
-line a side writes of each measurement: :func:`.run_roles.side_line`). Pytest-free, no torch, no processes
-(:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
-:mod:`pytest_torchperf.kinds.ab.run_variants` concludes variants from them).
+line a side writes of each measurement: :func:`.run_roles.side_line`). Pytest-free, no torch, no
+processes (:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
+:mod:`pytest_torchperf.kinds.ab.run_roles` concludes variants from them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or
 by exiting), which side runs next: the two sides alternate block by block on the measurement both

@@ -111,12 +111,33 @@ class ABController(Role):
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
     ) -> dict[str, Result | Measured] | None:
-        """Each variant as the two sides measured it: nothing is rebuilt here."""
-        from pytest_torchperf.kinds.ab.run_variants import variants_from_sides
+        """Each variant as the two sides measured it, to be concluded (nothing is rebuilt here;
+        ``plan.labels`` maps each variant to its measurement name); a variant missing from the
+        sides is a failed, untimed Result."""
+        from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ab_measured
+        from pytest_torchperf.run.steps import disabled_result
 
-        return variants_from_sides(
-            ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
-        )
+        data = ctx.state(ABState).data
+        assert data is not None, "only the A/B controller builds variants from the sides"
+        eager.check_outputs(plan.name)
+        results: dict[str, Result | Measured] = {}
+        for variant, label in plan.labels.items():
+            try:
+                results[variant] = ab_measured(data, plan.nodeid, label, eager, "torchperf")
+            except ABSkipped as exc:
+                # Side B could not take this variant (unavailable there): as a plain run does,
+                # the test skips when it is its only variant, else the variant is left out with
+                # a note.
+                if len(plan.labels) == 1:
+                    raise
+                state.skipped[label] = str(exc).split(": not measured: ", 1)[-1]
+                state.warnings.append(str(exc))
+            except ABMissing as exc:
+                state.failures.append(str(exc))
+                results[variant] = disabled_result(
+                    state, plan.nodeid, label, eager.device, plan.options, "torchperf", variant
+                )
+        return results
 
     def baseline(self, ctx: RunContext, nodeid: str, name: str, env_id: str) -> list[Session]:
         """Side A's sessions, measured now: the baseline of side B."""
