@@ -9,8 +9,8 @@ blocks take turns; side B's paired interval against the limit is the verdict.
   :mod:`.run_data` (the turn scheduler, the sides' data), :mod:`.run_roles` (a side's child,
   the controller: its variants from the sides' data), :mod:`.run` (what it keeps, when it is
   chosen);
-- pytest: :mod:`.plugin_runs` (the controller), :mod:`.plugin_side` (a side's child),
-  :mod:`.plugin` (their schedule)."""
+- pytest: :mod:`.plugin_runs` (the controller), :mod:`.plugin` (a side's child, their
+  schedule)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ is still undecided get more pairs, up to a cap (8).
 
 This run then executes the tests itself without timing them: each measurement's Result is judged
 by the comparison engine on the pairs' data (B against A's session records). A side's own end, in
-the child, is :mod:`pytest_torchperf.kinds.ab.plugin_side`.
+the child, is :mod:`pytest_torchperf.kinds.ab.plugin`.
 """
 
 from __future__ import annotations
