@@ -178,7 +178,7 @@ def run_ab(session: pytest.Session) -> None:
     import torch
 
     python, *flags = python_interpreter()  # [python, maybe -P]
-    b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
+    b_side = Side("working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
         if side_type == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
