@@ -8,11 +8,14 @@ each a frozen dataclass with its ``TYPE``, the JSON ``body`` it writes and the r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_torchperf.core.types import JSON, JSONObject
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class MessageError(ValueError):
@@ -80,12 +83,44 @@ def _opt_numbers(data: Body, key: str) -> Mapping[str, float] | None:
     return None if value is None else {k: _number(v, key) for k, v in value.items()}
 
 
-def _plain(value: Mapping[str, JSON] | None) -> JSONObject | None:
-    """An optional mapping as written: an empty one as null (it carries nothing)."""
-    return dict(value) if value else None
+def _mapping(data: Body, key: str) -> Mapping[str, JSON]:
+    value = _opt_mapping(data, key)
+    if value is None:
+        raise KeyError(key)
+    return value
 
 
 # -- the file lines ---------------------------------------------------------------------------
+# A file line's body holds its fields in order, each under its name: a tuple as a list, a
+# mapping as an object (an optional one, empty, as null: it carries nothing). Each field is read
+# by its declared type.
+
+_READ: dict[str, Callable[[Body, str], Any]] = {
+    "str": _str,
+    "int": _int,
+    "tuple[float, ...]": _times,
+    "float | None": _opt_float,
+    "str | None": _opt_str,
+    "Mapping[str, float] | None": _opt_numbers,
+    "Mapping[str, JSON] | None": _opt_mapping,
+    "Mapping[str, JSON]": _mapping,
+}
+
+
+def _fields_body(line: DataclassInstance) -> JSONObject:
+    body: JSONObject = {}
+    for f in fields(line):
+        value = getattr(line, f.name)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = dict(value) if value or f.default is not None else None
+        body[f.name] = value
+    return body
+
+
+def _fields_read(cls: type[DataclassInstance], data: Body) -> Any:
+    return cls(*(_READ[str(f.type)](data, f.name) for f in fields(cls)))
 
 
 @dataclass(frozen=True)
@@ -111,33 +146,12 @@ class SampleLine:
     beside: Mapping[str, JSON] | None = None
 
     def body(self) -> JSONObject:
-        return {
-            "nodeid": self.nodeid,
-            "name": self.name,
-            "process": self.process,
-            "times": list(self.times),
-            "cpu_share": self.cpu_share,
-            "calibration": self.calibration,
-            "problem": self.problem,
-            "neighbour_load": self.neighbour_load,
-            "speedup": _plain(self.speedup),
-            "beside": _plain(self.beside),
-        }
+        return _fields_body(self)
 
     @classmethod
     def from_body(cls, data: Body) -> SampleLine:
-        return cls(
-            _str(data, "nodeid"),
-            _str(data, "name"),
-            _int(data, "process"),
-            _times(data, "times"),
-            _opt_float(data, "cpu_share"),
-            _opt_float(data, "calibration"),
-            _opt_str(data, "problem"),
-            _opt_float(data, "neighbour_load"),
-            _opt_numbers(data, "speedup"),
-            _opt_mapping(data, "beside"),
-        )
+        line: SampleLine = _fields_read(cls, data)
+        return line
 
 
 @dataclass(frozen=True)
@@ -157,28 +171,12 @@ class CountLine:
     seconds: float | None = None
 
     def body(self) -> JSONObject:
-        return {
-            "nodeid": self.nodeid,
-            "name": self.name,
-            "instructions": dict(self.instructions),
-            "capability": self.capability,
-            "started": self.started,
-            "seconds": self.seconds,
-        }
+        return _fields_body(self)
 
     @classmethod
     def from_body(cls, data: Body) -> CountLine:
-        instructions = _opt_mapping(data, "instructions")
-        if instructions is None:
-            raise KeyError("instructions")
-        return cls(
-            _str(data, "nodeid"),
-            _str(data, "name"),
-            instructions,
-            _opt_str(data, "capability"),
-            _opt_float(data, "started"),
-            _opt_float(data, "seconds"),
-        )
+        line: CountLine = _fields_read(cls, data)
+        return line
 
 
 @dataclass(frozen=True)
@@ -196,15 +194,9 @@ class SideResultLine:
     problem: str | None = None
 
     def body(self) -> JSONObject:
-        body: JSONObject = {
-            "nodeid": self.nodeid,
-            "name": self.name,
-            "times": list(self.times),
-            "session": dict(self.session),
-            "limit": self.limit,
-        }
-        if self.problem is not None:
-            body["problem"] = self.problem
+        body = _fields_body(self)
+        if self.problem is None:
+            del body["problem"]
         return body
 
     @classmethod

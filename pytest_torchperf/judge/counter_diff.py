@@ -72,11 +72,10 @@ def diff_counters(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
     ignore: Iterable[str] = (),
-    memory_tolerance: float = MEMORY_TOLERANCE,
 ) -> list[str]:
     """Human-readable changes between two counter dicts (empty when nothing gated changed).
 
-    FLOPs, op counts and parameters must match exactly; peak memory within ``memory_tolerance``.
+    FLOPs, op counts and parameters must match exactly; peak memory within :data:`MEMORY_TOLERANCE`.
     Counters missing on either side (older baselines) are not compared.
     """
     skip = set(ignore)
@@ -133,7 +132,7 @@ def diff_counters(
                 changes.append(text)
     if "memory" not in skip and "peak_memory" in baseline and "peak_memory" in current:
         old, new = baseline["peak_memory"], current["peak_memory"]
-        if abs(new - old) > memory_tolerance * max(old, 1):
+        if abs(new - old) > MEMORY_TOLERANCE * max(old, 1):
             changes.append(
                 f"peak memory {_relative(old, new)} ({format_bytes(old)} -> {format_bytes(new)})"
             )

@@ -118,7 +118,6 @@ def decide(
     guard: GuardLimits = DEFAULT_GUARD,
     baseline_calibrations: Sequence[float] = (),
     confirm: Callable[[], Sample | None] | None = None,
-    confirmations: int = CONFIRMATIONS,
     max_widening: float = MAX_WIDENING,
 ) -> Decision:
     """The outcome of ``first`` against stored per-session statistics ``baseline_stats``.
@@ -155,7 +154,7 @@ def decide(
             )
     ratio = judging.ratio(current)
     if ratio > 1.0 + limit:
-        return judging.confirm_slowdown(current, confirm, remeasure, confirmations)
+        return judging.confirm_slowdown(current, confirm, remeasure)
     if ratio < 1.0 - limit:
         calibration = current.machine_calibration
         if (
@@ -241,15 +240,14 @@ class _Judging:
         current: Sample,
         confirm: Callable[[], Sample | None] | None,
         remeasure: Callable[[], Sample],
-        confirmations: int,
     ) -> Decision:
-        """Fail only when ``confirmations`` more passes (fresh processes when ``confirm`` gives
+        """Fail only when :data:`CONFIRMATIONS` more passes (fresh processes when ``confirm`` gives
         them) are slower than the limit too; one within it contradicts the slowdown."""
         ratio = self.ratio(current)
         passes, retried = [current], False
         where: str | None = None
         confirm_limit: float | None = None
-        while len(passes) <= confirmations:
+        while len(passes) <= CONFIRMATIONS:
             taken = confirm() if confirm is not None else None
             where = "fresh" if taken is not None else "same"
             taken = taken if taken is not None else remeasure()

@@ -1,5 +1,5 @@
-"""What a measurement kind gives the comparison engine: the :class:`Kind` protocol every kind's
-``judge`` part implements (``pytest_torchperf/kinds/<kind>/judge.py``), and :class:`KindChecks`,
+"""What a measurement kind gives the comparison engine: the :class:`Kind` every kind's
+``judge`` part subclasses (``pytest_torchperf/kinds/<kind>/judge.py``), and :class:`KindChecks`,
 what a kind's own data adds beyond its verdict. The engine
 (:func:`pytest_torchperf.judge.compare.compare`) asks the kind
 (:func:`pytest_torchperf.judge.kinds.kind_of`), never the run mode. Pure.
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.judge.verdict import Judgement
+from pytest_torchperf.judge.verdict import Judgement, Verdict
 from pytest_torchperf.store.sessions import Session
 
 Remeasure = Callable[[], Sample]
@@ -37,8 +36,11 @@ class KindChecks:
     gated: list[str] = field(default_factory=list)
 
 
-class Kind(Protocol):
-    """One measurement kind, as the comparison engine uses it."""
+class Kind:
+    """One measurement kind, as the comparison engine uses it. A kind subclasses it and writes
+    only what differs from its defaults: the verdict rests on the candidate's first pass
+    (:meth:`verdict`), its own data adds no failure beyond its verdict, a save stores a timing,
+    and any session it recorded may become a baseline."""
 
     #: The name recorded in the gate (:func:`pytest_torchperf.kinds.names`).
     name: str
@@ -52,7 +54,7 @@ class Kind(Protocol):
     needs_baseline: bool
     #: The figure a save of this kind stores as its baseline (``time``, ``instructions``): what
     #: the save's summary counts it under.
-    stored_figure: str
+    stored_figure = "time"
 
     def judge(
         self,
@@ -63,39 +65,30 @@ class Kind(Protocol):
         confirm: Confirm | None,
     ) -> Judgement:
         """The verdict on this kind's figure, and the pass it rests on."""
-        ...
+        verdict = self.verdict(candidate, sessions, gate)
+        return Judgement(verdict, candidate.first, [candidate.first])
+
+    def verdict(self, candidate: Candidate, sessions: Sequence[Session], gate: Gate) -> Verdict:
+        """The verdict of a kind that judges no timed pass (a count, A/B pairs): the default
+        :meth:`judge` rests it on the candidate's first pass."""
+        raise NotImplementedError
 
     def extra_checks(
         self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
     ) -> KindChecks:
         """Failures, warnings and gates from the kind's own data, beyond the shared checks."""
-        ...
+        return KindChecks()
 
     def accept_problem(self, session: Session) -> str | None:
         """Why a session this kind recorded must not become a baseline (``torchperf
         accept``), or None."""
-        ...
+        return None
 
     def gates_untimed(self, session: Session) -> bool:
         """A session this kind saved without its timing (every pass refused by a guard) still
         holds a figure a compare judges instead (a count stored beside the timing)."""
-        ...
-
-
-class KindDefaults:
-    """What a kind does unless it says otherwise: its own data adds no failure beyond its
-    verdict, and any session it recorded may become a baseline."""
-
-    def extra_checks(
-        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate
-    ) -> KindChecks:
-        return KindChecks()
-
-    #: What a save stores as the figure.
-    stored_figure = "time"
-
-    def accept_problem(self, session: Session) -> str | None:
-        return None
-
-    def gates_untimed(self, session: Session) -> bool:
         return False
+
+
+#: What a plugin's kind subclasses (docs/fixtures-and-api.md): the base with its defaults.
+KindDefaults = Kind

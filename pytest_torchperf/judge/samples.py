@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.stats import Summary
@@ -283,28 +283,14 @@ class GuardLimits:
     min_gpu_clock: float = MIN_CLOCK_SHARE
 
     def problem(self, sample: Sample, reference_calibration: float | None) -> str | None:
-        return guard_problem(
-            sample,
-            min_cpu_share=self.min_cpu_share,
-            max_relative_iqr=self.max_relative_iqr,
-            max_neighbour_load=self.max_neighbour_load,
-            reference_calibration=reference_calibration,
-            max_machine_slowdown=self.max_machine_slowdown,
-            min_gpu_clock=self.min_gpu_clock,
-        )
+        return guard_problem(sample, reference_calibration=reference_calibration, **asdict(self))
 
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
-        """The only problem with ``sample`` is that the machine ran slower than at save time."""
+        """The only problem with ``sample`` is that the machine ran slower than at save time
+        (without a reference calibration the machine guard checks nothing)."""
         return (
             self.problem(sample, reference_calibration) is not None
-            and guard_problem(
-                sample,
-                min_cpu_share=self.min_cpu_share,
-                max_relative_iqr=self.max_relative_iqr,
-                max_neighbour_load=self.max_neighbour_load,
-                min_gpu_clock=self.min_gpu_clock,
-            )
-            is None
+            and self.problem(sample, None) is None
         )
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import (
-    CONFIRMATIONS,
     SLOW_MACHINE_MARGIN,
     Decision,
     Outcome,
@@ -354,7 +353,6 @@ def judge(
     min_gpu_clock: float = MIN_CLOCK_SHARE,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
-    confirmations: int = CONFIRMATIONS,
     max_widening: float = MAX_WIDENING,
     modes: Sequence[str] = BUSY_MACHINE_MODES,
     strict: bool = False,
@@ -381,7 +379,6 @@ def judge(
         guard=guard,
         baseline_calibrations=calibrations,
         confirm=confirm,
-        confirmations=confirmations,
         max_widening=max_widening,
     )
     return Judgement(word(label, d, modes, strict), d.final, d.samples)

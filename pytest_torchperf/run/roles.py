@@ -9,7 +9,7 @@ asks the role, never the run mode. Pytest-free.
   writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
 
 The measurement kinds add roles of their own (a counting child under Valgrind:
-``kinds/instructions/run_role.py``; an A/B side and the A/B controller:
+``kinds/instructions/run.py``; an A/B side and the A/B controller:
 ``kinds/ab/run_roles.py``), offered by their run parts; which role a process plays is decided by
 :func:`pytest_torchperf.run.kinds.role_of`.
 """

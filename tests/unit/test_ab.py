@@ -423,11 +423,12 @@ def test_engine_judges_ab_speedups_on_pairs_not_side_a_sessions() -> None:
 def test_a_measurement_a_side_skipped_on_purpose_is_skipped_not_missing(tmp_path) -> None:
     # amp of a model with no autocast-eligible op: both sides' tests ran and skipped it. The
     # controller must skip it with the reason, not fail it as "not measured by side B".
-    from pytest_torchperf.kinds.ab.run_data import ABSkipped, ab_measured, skipped_line
+    from pytest_torchperf.core.child_protocol import SkippedLine
+    from pytest_torchperf.kinds.ab.run_data import ABSkipped, ab_measured
     from pytest_torchperf.run.children import ChildSink
 
     path = tmp_path / "b.jsonl"
-    ChildSink(path, 1).send(skipped_line("t::amp", "m[amp]", "autocast ran no op"))
+    ChildSink(path, 1).send(SkippedLine("t::amp", "m[amp]", "autocast ran no op"))
     b = read_side(path)
     assert b[("t::amp", "m[amp]")].skipped == "autocast ran no op"
     data = ABData("HEAD (abc)")

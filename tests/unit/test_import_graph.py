@@ -186,7 +186,7 @@ def test_a_kinds_part_counts_as_an_import_of_that_layer() -> None:
 
 def imports_of_kinds_modules(root: Path) -> list[str]:
     """``a -> b`` where ``a`` is outside ``kinds/`` and imports ``b``, a module of a kind's
-    package (``pytest_torchperf.kinds.ab.plugin_side``), by name: the registry's part calls
+    package (``pytest_torchperf.kinds.ab.plugin_runs``), by name: the registry's part calls
     (:func:`kind_part_edges`) are the way in."""
     modules = {module_name(p, root): p for p in root.rglob("*.py")}
     found = []

@@ -33,8 +33,6 @@ ALLOWED: dict[str, int] = {
     # (their `instructions` and `ab` keys), the legacy `instructions` key a gate still writes
     # for older readers, and the order of a gate's keys in the files (file format).
     "pytest_torchperf/judge/inputs.py": 8,
-    # A counting child's line carries its count (the child protocol's `count` message).
-    "pytest_torchperf/core/child_messages.py": 3,
     # A counter change in an A/B run is worded against side A.
     "pytest_torchperf/run/result.py": 1,
     # An environment's mode: the instruction environment is filed under the kind's name.

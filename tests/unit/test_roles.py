@@ -1,4 +1,4 @@
-"""A process's role (run/roles.py, and the roles the kinds offer: kinds/instructions/run_role.py,
+"""A process's role (run/roles.py, and the roles the kinds offer: kinds/instructions/run.py,
 kinds/ab/run_roles.py): decided once from how the plugin set up its context
 (run/kinds.py:role_of); the pipeline asks it whether to judge, whether to retry an unfit pass,
 and what the baseline is."""
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from pytest_torchperf.kinds.ab.run_data import ABState
 from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
+from pytest_torchperf.kinds.instructions.run import Counting
 from pytest_torchperf.kinds.instructions.run_counting import CountState
-from pytest_torchperf.kinds.instructions.run_role import Counting
 from pytest_torchperf.run.kinds import role_of
 from pytest_torchperf.run.roles import Disabled, FreshProcess, Timing
 from pytest_torchperf.store.sessions import Session

@@ -6,10 +6,11 @@ blocks take turns; side B's paired interval against the limit is the verdict.
 - judging: :mod:`.judge_pairs` (the paired interval, deciding and wording), :mod:`.judge`;
 - reporting: :mod:`.report` (side A as the tables' baseline, the change's interval);
 - running: :mod:`.run_sides` (the sides), :mod:`.run_pairs` (one process pair taking turns),
-  :mod:`.run_data` (the turn scheduler, the sides' data), :mod:`.run_variants` (variants from
-  the sides' data), :mod:`.run` (what it keeps, when it is chosen);
-- pytest: :mod:`.plugin_runs` (the controller), :mod:`.plugin_side` (a side's child),
-  :mod:`.plugin` (their schedule)."""
+  :mod:`.run_data` (the turn scheduler, the sides' data), :mod:`.run_roles` (a side's child,
+  the controller: its variants from the sides' data), :mod:`.run` (what it keeps, when it is
+  chosen);
+- pytest: :mod:`.plugin_runs` (the controller), :mod:`.plugin` (a side's child, their
+  schedule)."""
 
 from __future__ import annotations
 

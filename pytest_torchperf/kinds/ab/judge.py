@@ -12,8 +12,8 @@ from typing import Any
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, KindChecks, Remeasure
-from pytest_torchperf.judge.verdict import Judgement, Verdict
+from pytest_torchperf.judge.kind_protocol import Kind, KindChecks
+from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds.ab.judge_pairs import PairResult, judge_ab, judge_ab_speedup
 from pytest_torchperf.store.sessions import Session
 
@@ -38,7 +38,7 @@ class PairsData:
         )
 
 
-class ABKind:
+class ABKind(Kind):
     """Side B's paired interval against side A, both measured now (``gate.fact("ab")`` names
     side A)."""
 
@@ -47,25 +47,13 @@ class ABKind:
     # Judged on the pairs (extra_checks), not against stored speedups.
     judges_timed_speedups = False
     needs_baseline = False
-    # It keeps no baseline; were one stored, it would be a timing.
-    stored_figure = "time"
+    # It keeps no baseline; were one stored, it would be a timing (the default stored_figure).
 
-    def gates_untimed(self, session: Session) -> bool:
-        return False
-
-    def judge(
-        self,
-        candidate: Candidate,
-        sessions: Sequence[Session],
-        gate: Gate,
-        remeasure: Remeasure,
-        confirm: Confirm | None,
-    ) -> Judgement:
+    def verdict(self, candidate: Candidate, sessions: Sequence[Session], gate: Gate) -> Verdict:
         data = PairsData.of(candidate)
-        verdict = ab_verdict(
+        return ab_verdict(
             candidate.label, data.pairs, data.one_sided, gate.max_slowdown, str(gate.fact("ab"))
         )
-        return Judgement(verdict, candidate.first, [candidate.first])
 
     def accept_problem(self, session: Session) -> str | None:
         # Side B's blocks of an A/B run: min_time shared out over process pairs, no

@@ -142,24 +142,27 @@ def leave_shared_cpus() -> None:
         return
     others = allowed_cpus() - cpus
     if others:
-        _pin_every_thread(others)
+        place(others)
 
 
 def pin_to_shared_cpus() -> None:
     """Pin this process (and the threads it starts later) to the CPUs both sides share."""
     cpus = [int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()]
-    if cpus and hasattr(os, "sched_setaffinity"):
-        _pin_every_thread(set(cpus))
+    if cpus:
+        place(set(cpus))
 
 
-def _pin_every_thread(cpus: set[int]) -> None:
-    """Set the affinity of every thread of this process (Linux sets one thread's per call, and
-    a process started ahead of its pair was placed off the shared CPUs as a whole). A
-    container may forbid it; the turns still keep the sides apart."""
+def place(cpus: set[int], pid: int | None = None) -> None:
+    """Set the CPUs of every thread of process ``pid`` (None: this one) where the system lets
+    us: Linux sets one thread's per call, and a process started ahead of its pair was placed
+    off the shared CPUs as a whole. A container may forbid it; the turns still keep the sides
+    apart."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
     try:
-        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+        threads = [int(tid) for tid in os.listdir(f"/proc/{pid or 'self'}/task")]
     except OSError:
-        threads = [0]
+        threads = [pid or 0]
     for tid in threads:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(tid, cpus)

@@ -12,7 +12,7 @@ is still undecided get more pairs, up to a cap (8).
 
 This run then executes the tests itself without timing them: each measurement's Result is judged
 by the comparison engine on the pairs' data (B against A's session records). A side's own end, in
-the child, is :mod:`pytest_torchperf.kinds.ab.plugin_side`.
+the child, is :mod:`pytest_torchperf.kinds.ab.plugin`.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def run_ab(session: pytest.Session) -> None:
     import torch
 
     python, *flags = python_interpreter()  # [python, maybe -P]
-    b_side = Side("B", "working tree", python, invocation, {}, torch.__version__, tuple(flags))
+    b_side = Side("working tree", python, invocation, {}, torch.__version__, tuple(flags))
     try:
         if side_type == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
@@ -217,7 +217,7 @@ def _measure(
     start = time.perf_counter()
     lingering: list[ChildProcess] = []
     try:
-        _pairs(config, data, a_side, b_side, cpus, lingering, terminal)
+        _pairs(config, data, cpus, lingering, terminal)
     finally:
         reap(lingering)
     child_runs.say(
@@ -232,8 +232,6 @@ def _measure(
 def _pairs(
     config: pytest.Config,
     data: ABData,
-    a_side: Side,
-    b_side: Side,
     cpus: list[int],
     lingering: list[ChildProcess],
     terminal: pytest.TerminalReporter | None,
@@ -243,9 +241,9 @@ def _pairs(
     collects on the others: its two start-ups cost no wall time."""
     from pytest_torchperf.kinds.ab.run_pairs import abandon, can_start_ahead, run_pair, start_pair
 
-    settings = config.stash[SETTINGS_KEY]
+    settings = config.stash[SETTINGS_KEY].of(ABSettings)
     args = list(config.invocation_params.args)
-    sides = {"A": a_side, "B": b_side}
+    sides = data.sides
     ahead = can_start_ahead(cpus)
     only: list[str] | None = None
     undecided: list[Key] = []
@@ -258,11 +256,7 @@ def _pairs(
             upcoming = None
             # The next pair runs for sure below --torchperf-ab-pairs, and likely where this
             # pair's predecessor left measurements undecided.
-            if (
-                ahead
-                and number < settings.of(ABSettings).max_pairs
-                and (number < settings.of(ABSettings).pairs or undecided)
-            ):
+            if ahead and number < settings.max_pairs and (number < settings.pairs or undecided):
                 upcoming = start_pair(args, sides, number + 1, cpus, ahead=True)
             pair = run_pair(started, only)
             took = time.perf_counter() - took
@@ -276,20 +270,18 @@ def _pairs(
             for problem in pair.problems:
                 child_runs.say(terminal, problem, yellow=True)
             undecided = (
-                data.undecided(settings.of(ABSettings).max_pairs)
-                if data.pairs_run >= settings.of(ABSettings).pairs
-                else []
+                data.undecided(settings.max_pairs) if data.pairs_run >= settings.pairs else []
             )
             child_runs.say(
                 terminal,
                 f"torchperf: A/B pair {number}: {took_a} measurement(s) in A, {took_b} in B, "
                 f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
             )
-            if data.pairs_run < settings.of(ABSettings).pairs:
+            if data.pairs_run < settings.pairs:
                 continue
-            if not undecided or data.pairs_run >= settings.of(ABSettings).max_pairs:
+            if not undecided or data.pairs_run >= settings.max_pairs:
                 break
-            only = data.nodeids(undecided)
+            only = sorted({nodeid for nodeid, _ in undecided})
     finally:
         if upcoming is not None:
             abandon(upcoming)
@@ -340,12 +332,11 @@ def summary_lines(ctx: RunContext) -> list[str]:
     data = ctx.state(ABState).data
     if data is None:
         return []
-    sides = getattr(data, "sides", {})
     lines = [
         f"A/B: side A = {s.label} (torch {s.torch})"
         if n == "A"
         else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
-        for n, s in sides.items()
+        for n, s in data.sides.items()
     ]
     for (nodeid, name), entry in sorted(data.measured.items()):
         if entry.one_sided == "A":

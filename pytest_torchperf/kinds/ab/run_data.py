@@ -1,14 +1,14 @@
-"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured (and the line
-a side writes of each measurement). Pytest-free, no torch, no processes
-(:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
-:mod:`pytest_torchperf.kinds.ab.run_variants` concludes variants from them).
+"""A/B runs, the controller's logic: whose turn it is, and what the two sides measured (from the
+line a side writes of each measurement: :func:`.run_roles.side_line`). Pytest-free, no torch, no
+processes (:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
+:mod:`pytest_torchperf.kinds.ab.run_roles` concludes variants from them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or
 by exiting), which side runs next: the two sides alternate block by block on the measurement both
 wait at; a side that is ahead waits for the other; a test only one side has runs alone; a side
 that exited leaves the other to run alone. It never lets both run.
 
-:func:`read_side` / :func:`pair_results` turn the sides' files into the
+:func:`read_side` / :meth:`ABData.add_pair` turn the sides' files into the
 :class:`~pytest_torchperf.kinds.ab.judge_pairs.PairResult` of each measurement and pair, and
 :class:`ABData` holds them for the controller's own test loop, which judges each measurement
 through the comparison engine (B against A's session records).
@@ -17,14 +17,14 @@ through the comparison engine (B against A's session records).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
 from pytest_torchperf.core.types import JSONObject
-from pytest_torchperf.judge.failures import categories_of, restore
+from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
 from pytest_torchperf.run.state import MeasurementSkipped
 from pytest_torchperf.store.sessions import Session
@@ -32,13 +32,11 @@ from pytest_torchperf.store.sessions import Session
 _V = TypeVar("_V")
 
 if TYPE_CHECKING:
-    from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.kinds.ab.measure_turns import TurnClient
     from pytest_torchperf.kinds.ab.run_sides import Side
     from pytest_torchperf.measure.timing import Measurer
-    from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.state import Measured, TestState
+    from pytest_torchperf.run.state import Measured
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
@@ -72,8 +70,7 @@ class TurnScheduler:
 
     def arrive(self, side: str, key: Key) -> str:
         """``side`` waits at ``key`` (START, or before a timed block). Returns the side to run."""
-        self.waiting[side] = key
-        self.visited[side].add(key)
+        self.arrive_quietly(side, key)
         return self._choose(side)
 
     def exit(self, side: str) -> str | None:
@@ -245,57 +242,6 @@ class ABData:
             )
         ]
 
-    def nodeids(self, keys: Sequence[Key]) -> list[str]:
-        return sorted({nodeid for nodeid, _ in keys})
-
-
-# -- a side's child: one line per measurement -------------------------------------------------
-
-
-def write_side_line(
-    ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
-) -> None:
-    """A side's child: write the line of one concluded measurement (side A's first pair adds
-    an op table: it explains a failing B's profile in the controller)."""
-    from pytest_torchperf.run import explain
-
-    top_ops = None
-    turns, sink = ctx.state(ABState).turns, ctx.child_sink
-    # Only a side's child writes these lines: its turns and its sink are set before its tests.
-    assert turns is not None and sink is not None
-    if turns.side == "A" and turns.pair == 1 and result.summary is not None:
-        top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
-    sink.send(side_line(result, m.options.max_slowdown, top_ops))
-
-
-def skipped_line(nodeid: str, name: str, reason: str) -> SkippedLine:
-    """What a side's child writes for a measurement its test ran but could not take (a variant
-    unavailable there): the controller skips it with the same reason instead of calling it
-    missing (which fails the test)."""
-    return SkippedLine(nodeid, name, reason)
-
-
-def side_line(
-    result: Result, limit: float, top_ops: list[dict[str, Any]] | None = None
-) -> SideResultLine:
-    """What a side's child writes for one measurement: every block time at full precision (the
-    rounds are paired by position), the session record a save would store (counters,
-    fingerprint, speedup for the engine's checks), and the measurement's limit."""
-    session: Session = result.session or Session()
-    if top_ops:
-        session = session.updated({"top_ops": top_ops})
-    # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
-    # controller does not rebuild variants, so B's are carried here.
-    session = session.updated(
-        {
-            "run_failures": list(result.run_failures),
-            "run_failure_kinds": categories_of(result.run_failures),
-        }
-    )
-    return SideResultLine(
-        result.nodeid, result.name, tuple(result.samples), session.to_json(), limit
-    )
-
 
 # -- the controller: a measurement's Result from the sides' data ------------------------------
 
@@ -365,8 +311,8 @@ def _copy(values: Mapping[str, _V] | None) -> dict[str, _V] | None:
 
 
 def carried_failures(session: Session) -> list[str]:
-    """The failures a side found within its run (:func:`side_line` carries them in its
-    session's ``run_failures`` and ``run_failure_kinds``), restored."""
+    """The failures a side found within its run (its line carries them in its session's
+    ``run_failures`` and ``run_failure_kinds``: :func:`.run_roles.side_line`), restored."""
     failures, kinds = session.extra.get("run_failures"), session.extra.get("run_failure_kinds")
     return restore(
         [str(f) for f in failures] if isinstance(failures, list) else [],

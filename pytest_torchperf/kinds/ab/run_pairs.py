@@ -41,6 +41,7 @@ from pytest_torchperf.kinds.ab.measure_turns import (
     SIDE_ENV,
     TURN_FDS_ENV,
     allowed_cpus,
+    place,
 )
 from pytest_torchperf.kinds.ab.run_data import Key, SideLine, TurnScheduler, read_side
 from pytest_torchperf.kinds.ab.run_sides import Side, SideError
@@ -112,7 +113,7 @@ def start_pair(
             pair.procs[name] = child
             if ahead and others:
                 # Off the CPUs the running pair times on (see run_pair).
-                _place(child.pid, others)
+                place(others, child.pid)
     except BaseException:
         abandon(pair)
         raise
@@ -122,19 +123,6 @@ def start_pair(
 def can_start_ahead(cpus: Sequence[int]) -> bool:
     """Whether a pair may start up while another measures: only off the CPUs that one times on."""
     return bool(cpus) and bool(allowed_cpus() - set(cpus))
-
-
-def _place(pid: int, cpus: set[int]) -> None:
-    """Set the CPUs of every thread of process ``pid`` (where the system lets us)."""
-    if not hasattr(os, "sched_setaffinity"):
-        return
-    try:
-        threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        threads = [pid]
-    for tid in threads:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(tid, cpus)
 
 
 def abandon(pair: StartedPair) -> None:
@@ -165,7 +153,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
         for child in procs.values():
             # Started ahead off the shared CPUs: what is left of its start-up may use them all
             # now (its first turn pins it to the shared ones).
-            _place(child.pid, allowed_cpus())
+            place(allowed_cpus(), child.pid)
         selection = encode(Only(None if only is None else tuple(only))) + "\n"
         for _reader, write_fd in pipes.values():
             with contextlib.suppress(OSError):  # it died already: seen below

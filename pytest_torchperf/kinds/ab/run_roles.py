@@ -1,12 +1,14 @@
 """The roles of an A/B run's processes: a side's child (:class:`ABSide`: times on its turns,
-writes a ``side`` line) and the controller (:class:`ABController`: times nothing, judges what
+writes a ``side`` line of each measurement, :func:`side_line`) and the controller (:class:`ABController`: times nothing, judges what
 the sides measured). Pytest-free."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
+from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.kinds.ab.run_data import ABState
 from pytest_torchperf.run.roles import Request, Role
 from pytest_torchperf.store.sessions import Session
@@ -34,18 +36,47 @@ class ABSide(Role):
         return lambda: turns.take(nodeid, name)
 
     def variant_unavailable(self, ctx: RunContext, nodeid: str, label: str, reason: str) -> None:
-        """Tell the controller it was skipped here, not lost."""
-        from pytest_torchperf.kinds.ab.run_data import skipped_line
-
+        """Tell the controller it was skipped here, not lost: it skips the measurement with the
+        same reason instead of calling it missing (which fails the test)."""
         assert ctx.child_sink is not None
-        ctx.child_sink.send(skipped_line(nodeid, label, reason))
+        ctx.child_sink.send(SkippedLine(nodeid, label, reason))
 
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.kinds.ab.run_data import write_side_line
+        """Write the line of one concluded measurement (side A's first pair adds an op table:
+        it explains a failing B's profile in the controller)."""
+        from pytest_torchperf.run import explain
 
-        write_side_line(ctx, state, m, final, result)
+        top_ops = None
+        turns, sink = ctx.state(ABState).turns, ctx.child_sink
+        # Only a side's child writes these lines: its turns and its sink are set before its tests.
+        assert turns is not None and sink is not None
+        if turns.side == "A" and turns.pair == 1 and result.summary is not None:
+            top_ops = explain.baseline_top_ops(m.measurer, final, state, m.name)
+        sink.send(side_line(result, m.options.max_slowdown, top_ops))
+
+
+def side_line(
+    result: Result, limit: float, top_ops: list[dict[str, Any]] | None = None
+) -> SideResultLine:
+    """What a side's child writes for one measurement: every block time at full precision (the
+    rounds are paired by position), the session record a save would store (counters,
+    fingerprint, speedup for the engine's checks), and the measurement's limit."""
+    session: Session = result.session or Session()
+    if top_ops:
+        session = session.updated({"top_ops": top_ops})
+    # Failures found within the side's run (a variant's accuracy vs eager, min_speedup): the
+    # controller does not rebuild variants, so B's are carried here.
+    session = session.updated(
+        {
+            "run_failures": list(result.run_failures),
+            "run_failure_kinds": categories_of(result.run_failures),
+        }
+    )
+    return SideResultLine(
+        result.nodeid, result.name, tuple(result.samples), session.to_json(), limit
+    )
 
 
 class ABController(Role):
@@ -80,12 +111,33 @@ class ABController(Role):
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
     ) -> dict[str, Result | Measured] | None:
-        """Each variant as the two sides measured it: nothing is rebuilt here."""
-        from pytest_torchperf.kinds.ab.run_variants import variants_from_sides
+        """Each variant as the two sides measured it, to be concluded (nothing is rebuilt here;
+        ``plan.labels`` maps each variant to its measurement name); a variant missing from the
+        sides is a failed, untimed Result."""
+        from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ab_measured
+        from pytest_torchperf.run.steps import disabled_result
 
-        return variants_from_sides(
-            ctx, state, plan.nodeid, plan.name, plan.labels, eager, plan.options
-        )
+        data = ctx.state(ABState).data
+        assert data is not None, "only the A/B controller builds variants from the sides"
+        eager.check_outputs(plan.name)
+        results: dict[str, Result | Measured] = {}
+        for variant, label in plan.labels.items():
+            try:
+                results[variant] = ab_measured(data, plan.nodeid, label, eager, "torchperf")
+            except ABSkipped as exc:
+                # Side B could not take this variant (unavailable there): as a plain run does,
+                # the test skips when it is its only variant, else the variant is left out with
+                # a note.
+                if len(plan.labels) == 1:
+                    raise
+                state.skipped[label] = str(exc).split(": not measured: ", 1)[-1]
+                state.warnings.append(str(exc))
+            except ABMissing as exc:
+                state.failures.append(str(exc))
+                results[variant] = disabled_result(
+                    state, plan.nodeid, label, eager.device, plan.options, "torchperf", variant
+                )
+        return results
 
     def baseline(self, ctx: RunContext, nodeid: str, name: str, env_id: str) -> list[Session]:
         """Side A's sessions, measured now: the baseline of side B."""

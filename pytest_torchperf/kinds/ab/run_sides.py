@@ -33,9 +33,8 @@ _WITHOUT_GIT = ", or compare environments with --torchperf-ab-python"
 
 @dataclass
 class Side:
-    """How one side's pytest processes start."""
+    """How one side's pytest processes start (its name, ``A`` or ``B``, is its key)."""
 
-    name: str
     #: What the side is, for messages and reports (``origin/main (abc1234)``, a Python's path).
     label: str
     python: str
@@ -83,7 +82,7 @@ def revision_side(
     (an exception or Ctrl-C included)."""
     root = repository_root(invocation_dir)
     with worktree.checkout(root, invocation_dir, revision, "side A", _WITHOUT_GIT) as tree:
-        yield Side("A", tree.label, sys.executable, tree.cwd, tree.env, flags=flags, checkout=tree)
+        yield Side(tree.label, sys.executable, tree.cwd, tree.env, flags=flags, checkout=tree)
 
 
 #: What side A's interpreter must be able to import, checked before any test runs.
@@ -147,7 +146,6 @@ def python_side(
         )
     version = tuple(int(p) for p in str(found.get("python") or "0.0").split(".")[:2])
     return Side(
-        "A",
         f"{python} (torch {found['torch']})",
         python,
         invocation_dir,

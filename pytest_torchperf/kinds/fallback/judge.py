@@ -9,8 +9,7 @@ from dataclasses import replace
 
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, Remeasure
-from pytest_torchperf.judge.verdict import AB_MODE, Judgement, Verdict
+from pytest_torchperf.judge.verdict import AB_MODE, Verdict
 from pytest_torchperf.kinds.instructions.judge import CountData, latest_count_verdict
 from pytest_torchperf.kinds.time.judge import TimeKind
 from pytest_torchperf.store.sessions import Session
@@ -32,18 +31,11 @@ class TimeOrInstructionsKind(TimeKind):
         that count (docs/instructions.md)."""
         return bool(session.per_call_instructions)
 
-    def judge(
-        self,
-        candidate: Candidate,
-        sessions: Sequence[Session],
-        gate: Gate,
-        remeasure: Remeasure,
-        confirm: Confirm | None,
-    ) -> Judgement:
-        judgement = super().judge(candidate, sessions, gate, remeasure, confirm)
-        timing = judgement.verdict
+    def fall_back(
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate, timing: Verdict
+    ) -> Verdict:
         if not (timing.outcome is Outcome.INCONCLUSIVE or timing.untimed):
-            return judgement
+            return timing
         data = CountData.of(candidate)
         counts = latest_count_verdict(
             candidate.label,
@@ -63,17 +55,14 @@ class TimeOrInstructionsKind(TimeKind):
             # slowdown the count does not show (memory, threads, code Valgrind does not run)
             # stays inconclusive, with the count beside it, never a pass.
             detail = counts.message.removeprefix(f"{candidate.label}: ")
-            counted = replace(
+            return replace(
                 timing,
                 notes=(
                     *timing.notes,
                     f"its instruction count does not explain the slowdown: {detail}",
                 ),
             )
-        else:
-            counted = fallback_verdict(candidate.label, timing, counts)
-        judgement.verdict = counted
-        return judgement
+        return fallback_verdict(candidate.label, timing, counts)
 
 
 def fallback_verdict(label: str, timing: Verdict, counts: Verdict | str) -> Verdict:

@@ -6,33 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_torchperf.kinds.instructions.run_counting import attach_count, count_fields, counted
-from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
+from pytest_torchperf.kinds.instructions.run import CountKeeping
+from pytest_torchperf.kinds.instructions.run_counting import count_fields, counted
+from pytest_torchperf.run.kind_run import KindRun
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
-    from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.state import Measured, TestState
-
-
-class CountBesideTiming(Keeping):
-    """Time, with the instruction count stored beside it (``--torchperf-fallback
-    instructions``): a missing count is warned about, never refuses the timing's save."""
-
-    def attach(
-        self,
-        ctx: RunContext,
-        state: TestState,
-        m: Measured,
-        result: Result,
-        comparing: bool,
-        saving: bool,
-    ) -> Unsaved | None:
-        beside = attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=True)
-        if saving and beside is not None:
-            state.warnings.append(beside[1])
-        return None
 
 
 def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -> bool:
@@ -40,4 +20,4 @@ def _chosen(ctx: RunContext, options: MeasureOptions, device: str, gate: bool) -
     return counted(ctx, options, gate) and device.startswith("cpu")
 
 
-RUN = KindRun(CountBesideTiming(), _chosen, record_fields=count_fields)
+RUN = KindRun(CountKeeping(beside_timing=True), _chosen, record_fields=count_fields)

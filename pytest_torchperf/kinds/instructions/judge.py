@@ -12,8 +12,8 @@ from typing import Any
 
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
-from pytest_torchperf.judge.verdict import Judgement, Verdict
+from pytest_torchperf.judge.kind_protocol import Kind
+from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
 from pytest_torchperf.store.sessions import Session
@@ -44,7 +44,7 @@ class CountData:
         )
 
 
-class InstructionKind(KindDefaults):
+class InstructionKind(Kind):
     """Instructions per call under Valgrind against the latest stored count."""
 
     name = "instructions"
@@ -54,23 +54,15 @@ class InstructionKind(KindDefaults):
     needs_baseline = True
     stored_figure = "instructions"
 
-    def judge(
-        self,
-        candidate: Candidate,
-        sessions: Sequence[Session],
-        gate: Gate,
-        remeasure: Remeasure,
-        confirm: Confirm | None,
-    ) -> Judgement:
+    def verdict(self, candidate: Candidate, sessions: Sequence[Session], gate: Gate) -> Verdict:
         data = CountData.of(candidate)
-        verdict = instruction_verdict(
+        return instruction_verdict(
             candidate.label,
             data.instructions,
             data.uncounted,
             sessions,
             gate.limit("max_instruction_increase"),
         )
-        return Judgement(verdict, candidate.first, [candidate.first])
 
     def accept_problem(self, session: Session) -> str | None:
         # An instruction-count run stores counts; its time was never guarded.

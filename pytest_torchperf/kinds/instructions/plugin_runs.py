@@ -108,9 +108,11 @@ def run_counting_children(session: pytest.Session) -> None:
             if capability:
                 counting.counted_with.setdefault("counted_capability", capability)
             child.counted = len(counts)
-            child.split = counted_time(child.out, child.launched, child.launched + child.took)
+            child.split = counted_time(
+                child.out, child.process.launched, child.process.launched + child.process.took
+            )
         counting.counted_with.setdefault("counted_capability", None)
-        took = max(child.took for child in children)
+        took = max(child.process.took for child in children)
         child_runs.say(
             terminal,
             f"torchperf: {counted} instruction count(s) in {took:.1f} s under Valgrind"
@@ -125,7 +127,7 @@ def run_counting_children(session: pytest.Session) -> None:
                 child_runs.say(
                     terminal,
                     f"  process {index} ({len(child.nodeids)} test(s), {child.counted} count(s)) "
-                    f"in {child.took:.1f} s"
+                    f"in {child.process.took:.1f} s"
                     + (f": {child.split.describe()}" if child.split else ""),
                 )
         _remember_start_up(config, children)
@@ -134,7 +136,7 @@ def run_counting_children(session: pytest.Session) -> None:
     finally:
         # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
         for child in children:
-            child.stop()
+            child.process.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -175,30 +177,12 @@ class _Child:
         self.split: CountedTime | None = None
 
     @property
-    def args(self) -> list[str]:
-        return self.process.args
-
-    @property
     def code(self) -> int | str:
         return "none: not waited for" if self.process.code is None else self.process.code
 
-    @property
-    def took(self) -> float:
-        return self.process.took
-
-    @property
-    def launched(self) -> float:
-        return self.process.launched
-
-    def log_tail(self, lines: int) -> list[str]:
-        return self.process.log_tail(lines)
-
-    def stop(self) -> None:
-        self.process.stop()
-
     def wait(self, timeout: float) -> None:
         """Wait until ``timeout`` seconds after this child started, then kill it."""
-        left = max(1.0, timeout - (time.time() - self.launched))
+        left = max(1.0, timeout - (time.time() - self.process.launched))
         if isinstance(self.process.wait(left), str):
             # Killed: name the limit, not the time that was left of it.
             self.process.code = f"none: killed at the limit of {timeout:.0f} s for counting"
@@ -274,13 +258,13 @@ def _report_child(
     if child.code not in (0, 1) or (alone and not child.counted):
         what = (
             f"the pytest process under Valgrind exited with code {child.code} after "
-            f"{child.took:.0f} s and counted {child.counted} measurement(s)"
+            f"{child.process.took:.0f} s and counted {child.counted} measurement(s)"
         )
         # The command and the log once, at the top; each measurement's failure refers to it.
         child_runs.say(
             terminal,
-            f"torchperf: {what}. Command: {shlex.join(child.args)}\n    "
-            + "\n    ".join(child.log_tail(20)),
+            f"torchperf: {what}. Command: {shlex.join(child.process.args)}\n    "
+            + "\n    ".join(child.process.log_tail(20)),
             yellow=True,
         )
         problem = f"{what} (its command and the end of its log are printed before the tests)"
@@ -288,7 +272,7 @@ def _report_child(
         problem = (
             f"the pytest process under Valgrind (exit code {child.code}) did not count it: its "
             f"test failed or was skipped there. The end of that process's output:\n    "
-            + "\n    ".join(child.log_tail(12))
+            + "\n    ".join(child.process.log_tail(12))
         )
     from pytest_torchperf.kinds.instructions.run_counting import CountState
 

@@ -1,6 +1,8 @@
 """The ``instructions`` kind's run part: chosen in a ``--torchperf-instructions`` run for every
 measurement counted (not opted out with ``instructions=False``); filed under the instruction
-environment, with its count attached to the Result; CPU only. Pytest-free."""
+environment, with its count attached to the Result; CPU only; and the role of a counting child
+under Valgrind (:class:`Counting`, of ``--torchperf-instructions`` and ``--torchperf-fallback
+instructions``). Pytest-free."""
 
 from __future__ import annotations
 
@@ -12,28 +14,36 @@ from pytest_torchperf.kinds.instructions.run_counting import (
     CountState,
     attach_count,
     count_fields,
+    count_target,
     counted,
     instruction_environment,
 )
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
+from pytest_torchperf.run.roles import Request, Role, run_once
 
 if TYPE_CHECKING:
+    from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.roles import Role
-    from pytest_torchperf.run.state import Measured, TestState
+    from pytest_torchperf.run.state import Measured, TestState, VariantPlan
 
 
 class CountKeeping(Keeping):
     """Instruction counts: filed under the instruction environment (Valgrind version and the
-    capability counted under); time is not stored, so its guards refuse nothing."""
+    capability counted under); time is not stored, so its guards refuse nothing. With
+    ``beside_timing`` (``--torchperf-fallback instructions``): time, filed and guarded as time,
+    with the count stored beside it; a missing count is warned about, never refuses the timing's
+    save."""
 
-    guards_time = False
+    def __init__(self, beside_timing: bool = False) -> None:
+        self.beside_timing = self.guards_time = beside_timing
 
     def environment(
         self, ctx: RunContext, env_id: str, environment: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
+        if self.beside_timing:
+            return env_id, environment
         return instruction_environment(environment, ctx.state(CountState).counted_with)
 
     def attach(
@@ -45,7 +55,14 @@ class CountKeeping(Keeping):
         comparing: bool,
         saving: bool,
     ) -> Unsaved | None:
-        return attach_count(ctx, m.nodeid, m.name, m.extra, result, comparing)
+        unsaved = attach_count(
+            ctx, m.nodeid, m.name, m.extra, result, comparing, beside_timing=self.beside_timing
+        )
+        if not self.beside_timing:
+            return unsaved
+        if saving and unsaved is not None:
+            state.warnings.append(unsaved[1])
+        return None
 
 
 def _refuses_save(ctx: RunContext, m: Measured, kind: str) -> Unsaved | None:
@@ -78,9 +95,52 @@ def _unmeasurable(device: str, label: str) -> str | None:
 
 
 def _role(ctx: RunContext) -> Role | None:
-    from pytest_torchperf.kinds.instructions.run_role import Counting
-
     return Counting() if ctx.state(CountState).folder is not None else None
+
+
+class Counting(Role):
+    """A child under Valgrind: counts each measurement that is counted and writes a ``count``
+    line (what opted out runs once); the controlling run does everything else."""
+
+    name = "counting"
+
+    def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
+        from pytest_torchperf.run.steps import disabled_result
+
+        asked.measurer.check_outputs(asked.name)
+        if counted(ctx, asked.options, asked.gate):
+            count_target(ctx, asked.nodeid, asked.name, asked.measurer)
+        return disabled_result(
+            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
+        )
+
+    def obtain_variants(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
+    ) -> dict[str, Result | Measured] | None:
+        # What opted out of counting runs once here: the controller times it.
+        return None if counted(ctx, plan.options) else run_once(state, plan, eager)
+
+    def measure_built(
+        self, ctx: RunContext, state: TestState, plan: VariantPlan
+    ) -> dict[str, Result] | None:
+        """Count eager (the ratios' reference, listed or not) and each built variant."""
+        from pytest_torchperf.run.steps import disabled_result
+
+        for variant, measurer in plan.measurers.items():
+            count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
+        return {
+            v: disabled_result(
+                state,
+                plan.nodeid,
+                plan.labels[v],
+                plan.measurers[v].device,
+                plan.options,
+                "torchperf",
+                v,
+            )
+            for v in plan.variants
+            if v in plan.measurers
+        }
 
 
 RUN = KindRun(

@@ -14,7 +14,7 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
-from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
+from pytest_torchperf.judge.kind_protocol import Confirm, Kind, Remeasure
 from pytest_torchperf.judge.samples import (
     IDLE,
     Sample,
@@ -26,7 +26,7 @@ from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdic
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 
-class TimeKind(KindDefaults):
+class TimeKind(Kind):
     """Timed blocks against the stored sessions' timings (:func:`pytest_torchperf.judge.verdict.judge`)."""
 
     name = "time"
@@ -92,7 +92,15 @@ class TimeKind(KindDefaults):
                 sessions,
                 " and ".join(candidate.gates_besides_time(sessions)) or "nothing else",
             )
+        judgement.verdict = self.fall_back(candidate, sessions, gate, judgement.verdict)
         return judgement
+
+    def fall_back(
+        self, candidate: Candidate, sessions: Sequence[Session], gate: Gate, timing: Verdict
+    ) -> Verdict:
+        """The verdict where timing judged ``timing``: timing's own (where it cannot decide,
+        ``time-or-instructions`` falls back on the count)."""
+        return timing
 
     def accept_problem(self, session: Session) -> str | None:
         """What the save guard would refuse of a recorded session (contention, spread)."""
