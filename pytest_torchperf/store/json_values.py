@@ -6,8 +6,8 @@ kept raw and read as absent, so writing the object back gives it unchanged. Pure
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 #: A JSON value as ``json.loads`` gives it (dict, list, str, int, float, bool, None).
 JSON = object
@@ -130,22 +130,6 @@ def as_figures(value: object) -> Mapping[str, float] | None:
     return {str(k): v for k, v in value.items() if isinstance(v, (int, float))}
 
 
-def written(
-    order: tuple[str, ...], known: Mapping[str, object], raw: Mapping[str, object]
-) -> dict[str, object]:
-    """The JSON object of ``order``'s keys: the raw value where one was kept, else the typed
-    value written back (``known``)."""
-    return {key: raw[key] if key in raw else known[key] for key in order}
-
-
-def listed(values: tuple[object, ...]) -> list[object]:
-    return list(values)
-
-
-def json_of(value: Mapping[str, object] | None) -> dict[str, object] | None:
-    return None if value is None else dict(value)
-
-
 def json_object(value: JSON) -> Mapping[str, JSON]:
     """A raw JSON value read as an object: its keys and values; empty for anything else (null,
     absent, another type). For the values the record keeps raw (:meth:`Record.extra`)."""
@@ -169,14 +153,36 @@ def json_texts(value: JSON) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
+_J = TypeVar("_J", bound="JsonObject")
+
+
 @dataclass(frozen=True)
 class JsonObject:
-    """What a typed object read from JSON keeps to be written back as it came."""
+    """A typed object read from a JSON object and written back as it came. A subclass declares
+    its keys once, as dataclass fields: :meth:`from_json` and :meth:`to_json` read and write each
+    by its annotated type (:func:`_plan`); ``field(metadata={"key": ...})`` names a key that is
+    not the field's name."""
 
     #: The keys it came with, in their order.
     order: tuple[str, ...] = field(default=(), repr=False, kw_only=True)
     #: Unknown keys, and known keys of another type than theirs, with their raw values.
     raw: Mapping[str, JSON] = field(default_factory=dict, repr=False, kw_only=True)
+
+    @classmethod
+    def from_json(cls: type[_J], data: Mapping[str, JSON]) -> _J:
+        plan = _plan(cls)
+        r = Reader(data, (f.key for f in plan))
+        values = {f.name: f.read(r, f.key) for f in plan}
+        return cls(**values, order=tuple(data), raw=r.raw)
+
+    def to_json(self) -> dict[str, JSON]:
+        """Its JSON form: the keys, values and key order it came with."""
+        by_key = _keyed(type(self))
+        raw = self.raw
+        return {
+            key: raw[key] if key in raw else by_key[key].write(getattr(self, by_key[key].name))
+            for key in self.order
+        }
 
     def extra(self, key: str) -> JSON:
         """The raw value of a key the type does not read (None: absent)."""
@@ -185,3 +191,94 @@ class JsonObject:
     def has(self, key: str) -> bool:
         """Whether the JSON object held ``key`` (also with a null value)."""
         return key in self.order
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one field of a :class:`JsonObject` is read from and written to its JSON key."""
+
+    name: str
+    key: str
+    read: Callable[[Reader, str], Any]
+    write: Callable[[Any], JSON]
+
+
+#: The reader of each field type that maps onto one :class:`Reader` method.
+_READS: dict[object, Callable[[Reader, str], Any]] = {
+    str | None: Reader.text,
+    int | None: Reader.integer,
+    float | None: Reader.number,
+    bool: Reader.flag,
+    tuple[str, ...]: Reader.texts,
+    tuple[str | None, ...]: Reader.optional_texts,
+    tuple[float, ...]: Reader.numbers,
+    Mapping[str, JSON] | None: Reader.mapping,
+    Mapping[str, float] | None: Reader.figures,
+    tuple[Mapping[str, float] | None, ...]: Reader.optional_figures,
+}
+
+
+_PLANS: dict[type[JsonObject], tuple[_Field, ...]] = {}
+
+
+def _plan(cls: type[JsonObject]) -> tuple[_Field, ...]:
+    """The fields of ``cls`` with their readers and writers, worked out once per class."""
+    if cls in _PLANS:
+        return _PLANS[cls]
+    hints = get_type_hints(cls)
+    plan = []
+    for f in fields(cls):
+        if f.name in ("order", "raw"):
+            continue
+        plan.append(
+            _Field(
+                f.name,
+                f.metadata.get("key", f.name),
+                _reader(hints[f.name], f.default),
+                _writer(hints[f.name]),
+            )
+        )
+    _PLANS[cls] = tuple(plan)
+    return _PLANS[cls]
+
+
+_KEYED: dict[type[JsonObject], dict[str, _Field]] = {}
+
+
+def _keyed(cls: type[JsonObject]) -> dict[str, _Field]:
+    """:func:`_plan` by JSON key."""
+    if cls not in _KEYED:
+        _KEYED[cls] = {f.key: f for f in _plan(cls)}
+    return _KEYED[cls]
+
+
+def _reader(hint: object, default: object) -> Callable[[Reader, str], Any]:
+    if hint in _READS:
+        return _READS[hint]
+    if hint is str and isinstance(default, str):
+        return lambda r, key: r.text_or(key, default)
+    args = get_args(hint)
+    nested = args[0] if args else None
+    if isinstance(nested, type) and issubclass(nested, JsonObject):
+        if get_origin(hint) is tuple:  # tuple[Nested, ...]
+            return lambda r, key: r.nested_list(key, nested.from_json)
+        return lambda r, key: r.nested(key, nested.from_json)  # Nested | None
+    raise TypeError(f"no JSON reader for a field of type {hint!r}")
+
+
+def _writer(hint: object) -> Callable[[Any], JSON]:
+    """How a field of type ``hint`` is written: tuples as lists, mappings as dicts, nested
+    objects as their JSON; anything else (str, numbers, bool, None) as it is."""
+    args = get_args(hint)
+    if get_origin(hint) is tuple:
+        item = args[0]
+        if isinstance(item, type) and issubclass(item, JsonObject):
+            return lambda v: [x.to_json() for x in v]
+        if get_origin(item) is Mapping or any(get_origin(a) is Mapping for a in get_args(item)):
+            return lambda v: [None if x is None else dict(x) for x in v]
+        return list
+    if any(isinstance(a, type) and issubclass(a, JsonObject) for a in args):
+        return lambda v: None if v is None else v.to_json()
+    if any(get_origin(a) is Mapping for a in args):
+        return lambda v: None if v is None else dict(v)
+    return lambda v: v
