@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
@@ -54,10 +54,6 @@ from pytest_torchperf.run.steps import (
     sampler,
 )
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
-
-if TYPE_CHECKING:
-    pass
-
 
 # -- one plain measurement --------------------------------------------------------------------
 

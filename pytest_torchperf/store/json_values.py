@@ -141,13 +141,6 @@ def json_number(value: JSON) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def json_numbers(value: JSON) -> list[float]:
-    """A raw JSON list read as numbers (other items left out); empty for anything else."""
-    if not isinstance(value, list):
-        return []
-    return [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
-
-
 def json_texts(value: JSON) -> list[str]:
     """A raw JSON list read as texts (each item as ``str`` gives it); empty for anything else."""
     return [str(v) for v in value] if isinstance(value, list) else []
