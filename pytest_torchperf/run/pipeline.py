@@ -36,7 +36,7 @@ from pytest_torchperf.run.kinds import (
     role_of,
     run_refusal,
 )
-from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.roles import Request
 from pytest_torchperf.run.saving import (
     calibration_references,
@@ -53,6 +53,7 @@ from pytest_torchperf.run.steps import (
     graph_of,
     sampler,
 )
+from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 
 # -- one plain measurement --------------------------------------------------------------------

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
-from pytest_torchperf.run.result import Result, VariantExtra
+from pytest_torchperf.run.result import Result
+from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.result import Result, VariantFacts
+from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import TestState
+from pytest_torchperf.run.variant_facts import VariantFacts
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:

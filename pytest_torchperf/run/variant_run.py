@@ -25,7 +25,7 @@ from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import check_measurable, measure_beside, role_of
 from pytest_torchperf.run.pipeline import conclude
-from pytest_torchperf.run.result import Result, VariantExtra, VariantFacts
+from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import (
     Measured,
     MeasurementSkipped,
@@ -39,6 +39,7 @@ from pytest_torchperf.run.steps import (
     sampler,
     to_sample,
 )
+from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 if TYPE_CHECKING:  # torch (which timing imports) is imported lazily

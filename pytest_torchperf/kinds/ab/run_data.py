@@ -261,8 +261,8 @@ def ab_measured(data: ABData, nodeid: str, name: str, measurer: Measurer, source
     fingerprint and speedup; the engine then judges it against side A's sessions."""
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.judge.samples import Sample
-    from pytest_torchperf.run.result import VariantExtra
     from pytest_torchperf.run.state import Measured as ToJudge
+    from pytest_torchperf.run.variant_facts import VariantExtra
 
     entry = data.measured.get((nodeid, name))
     if entry is not None and not entry.b_sessions and "B" in entry.skipped:
@@ -348,7 +348,8 @@ def removed_result(data: ABData, key: Key) -> Result:
 
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.kinds.ab.judge import ab_verdict
-    from pytest_torchperf.run.result import Result, VariantFacts
+    from pytest_torchperf.run.result import Result
+    from pytest_torchperf.run.variant_facts import VariantFacts
 
     entry = data.measured[key]
     latest = entry.a_sessions[-1]

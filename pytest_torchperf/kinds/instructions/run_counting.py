@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
-    from pytest_torchperf.run.result import Result, VariantExtra
+    from pytest_torchperf.run.result import Result
     from pytest_torchperf.run.state import Measured
+    from pytest_torchperf.run.variant_facts import VariantExtra
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
