@@ -164,13 +164,13 @@ class JsonObject:
     @classmethod
     def from_json(cls: type[_J], data: Mapping[str, JSON]) -> _J:
         plan = _plan(cls)
-        r = Reader(data, (f.key for f in plan))
-        values = {f.name: f.read(r, f.key) for f in plan}
+        r = Reader(data, plan)
+        values = {f.name: f.read(r, f.key) for f in plan.values()}
         return cls(**values, order=tuple(data), raw=r.raw)
 
     def to_json(self) -> dict[str, JSON]:
         """Its JSON form: the keys, values and key order it came with."""
-        by_key = _keyed(type(self))
+        by_key = _plan(type(self))
         raw = self.raw
         return {
             key: raw[key] if key in raw else by_key[key].write(getattr(self, by_key[key].name))
@@ -211,38 +211,25 @@ _READS: dict[object, Callable[[Reader, str], Any]] = {
 }
 
 
-_PLANS: dict[type[JsonObject], tuple[_Field, ...]] = {}
+#: Each class's fields by JSON key, in the dataclass's order: worked out once per class.
+_PLANS: dict[type[JsonObject], dict[str, _Field]] = {}
 
 
-def _plan(cls: type[JsonObject]) -> tuple[_Field, ...]:
-    """The fields of ``cls`` with their readers and writers, worked out once per class."""
-    if cls in _PLANS:
-        return _PLANS[cls]
-    hints = get_type_hints(cls)
-    plan = []
-    for f in fields(cls):
-        if f.name in ("order", "raw"):
-            continue
-        plan.append(
-            _Field(
+def _plan(cls: type[JsonObject]) -> dict[str, _Field]:
+    """The fields of ``cls`` by JSON key, with their readers and writers."""
+    if cls not in _PLANS:
+        hints = get_type_hints(cls)
+        _PLANS[cls] = {
+            f.metadata.get("key", f.name): _Field(
                 f.name,
                 f.metadata.get("key", f.name),
                 _reader(hints[f.name], f.default),
                 _writer(hints[f.name]),
             )
-        )
-    _PLANS[cls] = tuple(plan)
+            for f in fields(cls)
+            if f.name not in ("order", "raw")
+        }
     return _PLANS[cls]
-
-
-_KEYED: dict[type[JsonObject], dict[str, _Field]] = {}
-
-
-def _keyed(cls: type[JsonObject]) -> dict[str, _Field]:
-    """:func:`_plan` by JSON key."""
-    if cls not in _KEYED:
-        _KEYED[cls] = {f.key: f for f in _plan(cls)}
-    return _KEYED[cls]
 
 
 def _reader(hint: object, default: object) -> Callable[[Reader, str], Any]:
