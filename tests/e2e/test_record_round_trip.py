@@ -34,7 +34,13 @@ def test_a_runs_records_are_written_back_as_they_were_read(perf: pytest.Pytester
     perf.makeconftest(CONFTEST)
     perf.makepyfile(TEST)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
-    run = perf.runpytest("--torchperf-compare", "--torchperf-json=r.json", "--junitxml=j.xml")
+    # A limit no machine's noise reaches: the verdict (and so the outcome) is not what is tested.
+    run = perf.runpytest(
+        "--torchperf-compare",
+        "--torchperf-max-slowdown=900%",
+        "--torchperf-json=r.json",
+        "--junitxml=j.xml",
+    )
     run.assert_outcomes(passed=2)
 
     doc = json.loads((perf.path / "r.json").read_text())
