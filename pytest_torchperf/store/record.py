@@ -18,10 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from pytest_torchperf.store.json_values import (
-    JSON,
-    JsonObject,
-)
+from pytest_torchperf.core.json_fields import JsonObject
+from pytest_torchperf.store.json_values import JSON
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import cast
 
+from pytest_torchperf.core.json_fields import NOT_JSON, JsonTypeError, json_fields, read_fields
 from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.store.records import GateRecord, InstructionRecord, StatsRecord
 
@@ -75,10 +76,10 @@ class Session:
     #: Instruction-count environments, and a ``--torchperf-fallback instructions`` save.
     instructions: InstructionRecord | None = None
     #: The keys it does not know (a measurement kind's or another plugin's data), as read.
-    extra: Mapping[str, object] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict, metadata=NOT_JSON)
     #: Every key it holds, in the file's order. None when built: the typed fields that are set
     #: (not None, not empty), in the order above, then :attr:`extra`'s.
-    keys: tuple[str, ...] | None = None
+    keys: tuple[str, ...] | None = field(default=None, metadata=NOT_JSON)
 
     def __post_init__(self) -> None:
         if self.keys is None:
@@ -146,12 +147,7 @@ class Session:
             raise KeyError(key)
         if key not in _FIELDS:
             return self.extra[key]
-        value = getattr(self, key)
-        if key == "times":
-            return list(value)
-        if key == "top_ops" and value is not None:
-            return [dict(row) for row in value]
-        return value
+        return _FIELDS[key].type.write(getattr(self, key))
 
     def _items(self) -> dict[str, object]:
         return {key: self.raw(key) for key in self.held}
@@ -169,106 +165,14 @@ def timed_sessions(sessions: Iterable[Session]) -> list[Session]:
     return [s for s in sessions if s.statistic]
 
 
-# -- reading a key's value --------------------------------------------------------------------------
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class _Reader:
-    """Typed values of a session's keys; a wrong type raises :class:`SessionError`."""
-
-    def __init__(self, items: Mapping[str, object]) -> None:
-        self.items = items
-
-    def text(self, key: str) -> str | None:
-        value = self.items.get(key)
-        if value is not None and not isinstance(value, str):
-            raise SessionError(key, value, "text or null")
-        return value
-
-    def number(self, key: str) -> float | None:
-        value = self.items.get(key)
-        if value is not None and not _number(value):
-            raise SessionError(key, value, "a number or null")
-        return cast("float | None", value)
-
-    def integer(self, key: str) -> int | None:
-        value = self.items.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise SessionError(key, value, "an integer or null")
-        return value
-
-    def mapping(self, key: str) -> Mapping[str, object] | None:
-        value = self.items.get(key)
-        if value is not None and not isinstance(value, Mapping):
-            raise SessionError(key, value, "an object or null")
-        return cast("Mapping[str, object] | None", value)
-
-    def numbers(self, key: str) -> Mapping[str, float] | None:
-        value = self.mapping(key)
-        if value is not None and not all(_number(v) for v in value.values()):
-            raise SessionError(key, value, "an object of numbers or null")
-        return cast("Mapping[str, float] | None", value)
-
-    def times(self) -> tuple[float, ...]:
-        value = self.items.get("times", ())
-        if not isinstance(value, (list, tuple)) or not all(_number(t) for t in value):
-            raise SessionError("times", value, "a list of numbers")
-        return tuple(cast("list[float]", value))
-
-    def rows(self, key: str) -> tuple[Mapping[str, object], ...] | None:
-        value = self.items.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)) or not all(isinstance(r, Mapping) for r in value):
-            raise SessionError(key, value, "a list of objects or null")
-        return tuple(cast("list[Mapping[str, object]]", value))
-
-
 def _read(items: Mapping[str, object]) -> Session:
-    r = _Reader(items)
-    variant = items.get("variant", "eager")
-    if not isinstance(variant, str):
-        raise SessionError("variant", variant, "text")
-    stats = r.numbers("stats")
-    return Session(
-        timestamp=r.text("timestamp"),
-        run_id=r.text("run_id"),
-        git_sha=r.text("git_sha"),
-        pytest_torchperf=r.text("pytest_torchperf"),
-        statistic=r.number("statistic"),
-        untimed=r.text("untimed"),
-        stats=cast("StatsRecord | None", stats),
-        times=r.times(),
-        number_per_block=r.integer("number_per_block"),
-        cpu_share=r.number("cpu_share"),
-        neighbour_load=r.number("neighbour_load"),
-        threads=r.integer("threads"),
-        device=r.text("device"),
-        min_time=r.number("min_time"),
-        group=r.text("group"),
-        clock=r.text("clock"),
-        calibration=r.number("calibration"),
-        calibration_kernel=r.text("calibration_kernel"),
-        counters=r.mapping("counters"),
-        gate=cast("GateRecord | None", r.mapping("gate")),
-        top_ops=r.rows("top_ops"),
-        process=r.integer("process"),
-        variant=variant,
-        speedup=r.numbers("speedup"),
-        accuracy=r.numbers("accuracy"),
-        accuracy_limits=r.numbers("accuracy_limits"),
-        build_time=r.number("build_time"),
-        method=r.text("method"),
-        fingerprint=r.mapping("fingerprint"),
-        metric=r.number("metric"),
-        instructions=cast("InstructionRecord | None", r.mapping("instructions")),
-        extra={k: v for k, v in items.items() if k not in _FIELDS},
-        keys=tuple(items),
-    )
+    try:
+        values = read_fields(_FIELDS, items, None)
+    except JsonTypeError as exc:
+        raise SessionError(exc.key, exc.value, exc.expected) from None
+    extra = {k: v for k, v in items.items() if k not in _FIELDS}
+    return Session(**values, extra=extra, keys=tuple(items))
 
 
-#: The keys :class:`Session` types, in its order.
-_FIELDS = tuple(f.name for f in fields(Session) if f.name not in ("extra", "keys"))
+#: The keys :class:`Session` types, in its order, with their types.
+_FIELDS = json_fields(Session)

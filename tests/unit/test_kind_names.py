@@ -42,9 +42,6 @@ ALLOWED: dict[str, int] = {
     # cannot ask the kinds' report parts; a store part per kind would give the columns in the
     # registry's order (ab before instructions) and so reorder the DataFrame's.
     "pytest_torchperf/store/results.py": 5,
-    # A stored session types its instruction count (a key the file format documents), read
-    # once where the file is read.
-    "pytest_torchperf/store/sessions.py": 1,
     # The baseline file schema validates the session's count and kernel-time keys.
     "pytest_torchperf/store/schema.py": 3,
 }

@@ -180,7 +180,7 @@ def test_a_session_built_in_the_package_holds_the_keys_it_was_given() -> None:
         ({"variant": None}, "key variant is None, expected text"),
         ({"git_sha": 12}, "key git_sha is 12, expected text or null"),
         ({"stats": {"n": "x"}}, "key stats is {'n': 'x'}, expected an object of numbers or null"),
-        ({"speedup": [1.0]}, "key speedup is [1.0], expected an object or null"),
+        ({"speedup": [1.0]}, "key speedup is [1.0], expected an object of numbers or null"),
         ({"gate": "strict"}, "key gate is 'strict', expected an object or null"),
         ({"top_ops": [1]}, "key top_ops is [1], expected a list of objects or null"),
     ],
