@@ -308,7 +308,10 @@ def test_older_revisions_lines_without_a_type_are_read_by_their_shape() -> None:
             "a message of type 'sample' with a bad field",
         ),
         ('{"kind": "at", "at": ["only one"]}', "a message of type 'at' with a bad field"),
-        ('{"kind": "side", "nodeid": "a", "name": "m", "times": 3}', "key times is 3, expected a list of numbers"),
+        (
+            '{"kind": "side", "nodeid": "a", "name": "m", "times": 3}',
+            "key times is 3, expected a list of numbers",
+        ),
         (b"\xff\xfe", "not UTF-8"),
     ],
 )
