@@ -8,7 +8,7 @@ workers, through the test report) and what reports read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
@@ -19,14 +19,7 @@ from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
 from pytest_torchperf.run.variant_facts import VariantFacts
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.records import (
-    MeasurementRecord,
-    PassRecord,
-    SessionRecord,
-    StatsRecord,
-    VerdictRecord,
-    in_record_order,
-)
+from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
 
 
@@ -279,7 +272,7 @@ class Result:
             "number_per_block": self.number_per_block,
             "cpu_share": self.cpu_share,
             "neighbour_load": self.neighbour_load,
-            "stats": cast("StatsRecord", self.summary.to_dict()) if self.summary else None,
+            "stats": self.summary.to_dict() if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
             "options": {
                 "min_time": self.options.min_time,
@@ -287,7 +280,7 @@ class Result:
             }
             if self.options is not None
             else None,
-            "verdict": cast("VerdictRecord", self.verdict.to_dict()) if self.verdict else None,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
             "counters": self.counters,
             "counter_changes": list(self.counter_changes),
             "kind": self.source,
@@ -311,13 +304,11 @@ class Result:
             "failure_kinds": categories_of(self.failures),
             "run_id": self.run_id,
             # The one conversion of a live session to JSON (a save writes it through the store).
-            "session": cast("SessionRecord", self.session.to_json())
-            if self.session is not None
-            else None,
+            "session": self.session.to_json() if self.session is not None else None,
             "environment": self.environment,
             "run_failures": list(self.run_failures),
             "run_failure_kinds": categories_of(self.run_failures),
-            "passes": cast("list[PassRecord]", self.passes),
+            "passes": self.passes,
             "processes": list(self.processes),
             "confirm_speedups": list(self.confirm_speedups),
             "explanation": list(self.explanation),

@@ -32,7 +32,7 @@ from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
-from pytest_torchperf.store.records import GateRecord, StatsRecord
+from pytest_torchperf.store.records import GateRecord
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 #: The reference a save's processes are held against one another by.
@@ -276,7 +276,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         git_sha=ctx.git_sha(),
         pytest_torchperf=__version__,
         statistic=result.summary.p25,
-        stats=cast("StatsRecord", stats),
+        stats=stats,
         times=tuple(float(f"{t:.6g}") for t in result.samples),
         number_per_block=result.number_per_block,
         cpu_share=None if result.cpu_share is None else round(result.cpu_share, 4),

@@ -1,68 +1,15 @@
 """The shapes of what torchperf writes and reads, as typed dicts: a measurement's record's JSON
 form (what :meth:`pytest_torchperf.run.result.Result.to_record` produces, the hooks get and the
 results file holds; inside the package it is read into
-:class:`pytest_torchperf.store.record.Record`), a verdict, a sampling pass and a stored baseline
-session (its file shape; inside the package a session is a
-:class:`pytest_torchperf.store.sessions.Session`). Documented field by field in
-docs/file-formats.md. Pure: typing only.
+:class:`pytest_torchperf.store.record.Record`), and the options and instruction count a stored
+session holds (a session itself is a :class:`pytest_torchperf.store.sessions.Session`).
+Documented field by field in docs/file-formats.md. Pure: typing only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
-
-
-class StatsRecord(TypedDict):
-    """Summary of per-call seconds (one value per timed block)."""
-
-    n: int
-    min: float
-    p25: float
-    median: float
-    p75: float
-    max: float
-    mean: float
-    iqr: float
-
-
-class VerdictRecord(TypedDict, total=False):
-    """A verdict (:class:`pytest_torchperf.judge.verdict.Verdict`), as JSON."""
-
-    outcome: str  #: pass, fail, inconclusive, improved, new
-    message: str
-    ratio: float | None  #: the verdict's figure: candidate / baseline statistic
-    first_ratio: float | None
-    confirm_ratio: float | None
-    confirm_ratios: list[float]
-    confirmed_in: str | None  #: fresh or same
-    baseline_statistic: float | None  #: median of the stored sessions' p25 (seconds per call)
-    candidate_statistic: float | None
-    tolerance: float | None  #: max_slowdown as given
-    effective_tolerance: float | None  #: the limit applied (widened by the sessions' noise)
-    confirm_tolerance: float | None  #: a one-process confirming pass's limit (pooled runs)
-    baseline_sessions: int
-    baseline_cv: float | None  #: process-to-process noise of the stored sessions (relative)
-    suspicious: bool  #: passed only after a contradicting re-measure
-    machine_ratio: float | None  #: calibration kernel now / when the baseline was saved
-    normalized_ratio: float | None
-    remeasures: int
-    notes: list[str]
-    new_reason: str | None
-    untimed: bool  #: new: the stored sessions hold counters and numerics but no timing
-    guard: str | None  #: inconclusive: what kept it from being judged (``busy machine``, ...)
-
-
-class PassRecord(TypedDict, total=False):
-    """One sampling pass the verdict saw, replayed by ``torchperf compare``."""
-
-    times: list[float]  #: per-call seconds, one per block, full precision
-    cpu_share: float | None
-    calibration: float | None  #: p25 of the calibration kernel timed alongside (seconds)
-    neighbour_load: float | None
-    fresh: bool  #: taken in a fresh process (a confirmation)
-    process_statistics: list[float]  #: other processes' p25s pooled with it
-    process_calibrations: list[float]
 
 
 class GateRecord(TypedDict, total=False):
@@ -83,6 +30,8 @@ class GateRecord(TypedDict, total=False):
     ab: str
     #: The widest noise-widened limit that gates, as a multiple of max_slowdown (0: no bound).
     max_widening: float
+    max_kernel_slowdown: float
+    min_gpu_clock: float
 
 
 class InstructionRecord(TypedDict, total=False):
@@ -91,43 +40,6 @@ class InstructionRecord(TypedDict, total=False):
     per_call: float  #: what verdicts compare (the second counted window)
     windows: list[float]  #: per call in each of the two counted windows
     functions: dict[str, float]  #: self instructions per call of the top functions
-
-
-class SessionRecord(TypedDict, total=False):
-    """One stored baseline session (``sessions`` of a measurement in a baseline file)."""
-
-    timestamp: str
-    run_id: str  #: ``<run id>`` or ``<run id>-p<k>`` for the k-th extra process of a save
-    git_sha: str | None
-    pytest_torchperf: str
-    statistic: float | None  #: p25 of per-call seconds: what verdicts compare (None: untimed)
-    #: Why this session stores no timing (the guard that refused every pass); None when timed.
-    untimed: str | None
-    stats: StatsRecord | None
-    times: list[float]
-    number_per_block: int
-    cpu_share: float | None
-    neighbour_load: float | None
-    threads: int
-    device: str
-    min_time: float
-    group: str | None
-    clock: str | None  #: cpu, cuda-events or sync
-    calibration: float | None
-    calibration_kernel: str | None
-    counters: dict[str, Any] | None
-    gate: GateRecord
-    top_ops: list[dict[str, Any]] | None
-    process: int
-    variant: str
-    speedup: dict[str, float] | None
-    accuracy: dict[str, float] | None
-    accuracy_limits: dict[str, float] | None
-    build_time: float | None
-    method: str | None
-    fingerprint: dict[str, Any] | None
-    metric: float | None
-    instructions: InstructionRecord | None  #: instruction-count environments only
 
 
 class MeasurementRecord(TypedDict, total=False):
@@ -144,10 +56,10 @@ class MeasurementRecord(TypedDict, total=False):
     number_per_block: int
     cpu_share: float | None
     neighbour_load: float | None
-    stats: StatsRecord | None
+    stats: dict[str, float] | None  #: as a stored session's
     samples: list[float]
     options: dict[str, float] | None
-    verdict: VerdictRecord | None
+    verdict: dict[str, object] | None  #: as store/record.py:RecordedVerdict reads it
     counters: dict[str, object] | None
     counter_changes: list[str]
     kind: str  #: torchperf or timer
@@ -173,11 +85,12 @@ class MeasurementRecord(TypedDict, total=False):
     #: Each failure's kind (``judge/failures.py``; None: read from a file without kinds).
     failure_kinds: list[str | None]
     run_id: str | None
-    session: SessionRecord | None  #: what --torchperf-save stores (torchperf accept uses it)
+    #: What --torchperf-save stores (torchperf accept uses it): store/sessions.py:Session.
+    session: dict[str, object] | None
     environment: dict[str, object] | None
     run_failures: list[str]
     run_failure_kinds: list[str | None]
-    passes: list[PassRecord]
+    passes: list[dict[str, object]]  #: as store/record.py:RecordedPass reads them
     processes: list[float]
     confirm_speedups: list[dict[str, float] | None]
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown
@@ -222,7 +135,7 @@ def results_section(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def record_from_benchmark(
-    bench: Mapping[str, Any], stats: StatsRecord | None
+    bench: Mapping[str, Any], stats: Mapping[str, float] | None
 ) -> dict[str, Any] | None:
     """The record a results file's benchmark holds (None: not one of ours, or nothing timed);
     ``stats`` summarises its per-call samples."""

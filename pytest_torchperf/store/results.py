@@ -18,7 +18,7 @@ from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.json_values import json_object, json_texts
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
-from pytest_torchperf.store.records import StatsRecord, record_from_benchmark
+from pytest_torchperf.store.records import record_from_benchmark
 from pytest_torchperf.store.sessions import session_of, timed_sessions
 
 RESULTS_FORMAT = "pytest-torchperf-results"
@@ -69,7 +69,7 @@ def record_of(bench: dict[str, Any]) -> Record | None:
     """The record of one benchmark of a results document (None: not one of ours): where a
     record comes in from a file."""
     data = list((bench.get("stats") or {}).get("data") or [])
-    stats = cast("StatsRecord", summarize(data).to_dict()) if data else None
+    stats = summarize(data).to_dict() if data else None
     record = record_from_benchmark(bench, stats)
     return None if record is None else Record.from_json(record)
 

@@ -18,7 +18,7 @@ from typing import cast
 
 from pytest_torchperf.core.json_fields import NOT_JSON, JsonTypeError, json_fields, read_fields
 from pytest_torchperf.core.types import JSON, JSONObject
-from pytest_torchperf.store.records import GateRecord, InstructionRecord, StatsRecord
+from pytest_torchperf.store.records import GateRecord, InstructionRecord
 
 __all__ = ["Session", "SessionError", "session_of", "timed_sessions"]
 
@@ -46,7 +46,7 @@ class Session:
     statistic: float | None = None
     #: Why this session stores no timing (the guard that refused every pass); None when timed.
     untimed: str | None = None
-    stats: StatsRecord | None = None
+    stats: Mapping[str, float] | None = None
     times: tuple[float, ...] = ()
     number_per_block: int | None = None
     cpu_share: float | None = None
