@@ -239,12 +239,11 @@ def run_settings(config: pytest.Config) -> RunSettings:
             "--torchperf-disable runs perf tests without timing, so it cannot be "
             "combined with --torchperf-save or --torchperf-compare"
         )
-    if opt("torchperf_cross_machine") and not opt("torchperf_compare"):
-        raise pytest.UsageError(
-            "--torchperf-cross-machine only makes sense with --torchperf-compare"
-        )
-    if opt("torchperf_reset") and not opt("torchperf_save"):
-        raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
+    for name, needed in (("cross-machine", "compare"), ("reset", "save")):
+        if opt(f"--torchperf-{name}") and not opt(f"--torchperf-{needed}"):
+            raise pytest.UsageError(
+                f"--torchperf-{name} only makes sense with --torchperf-{needed}"
+            )
     cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     storage = folder(config, "storage", ".torchperf")
     if (
