@@ -6,8 +6,6 @@ the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +14,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
-from pytest_torchperf.options.values import parse_bool
+from pytest_torchperf.options.values import argparse_type, parse_bool
 from pytest_torchperf.pytest_plugin import child_runs
 
 if TYPE_CHECKING:
@@ -24,20 +22,6 @@ if TYPE_CHECKING:
 
 #: Measurement options that also have a ``--torchperf-<name>`` option and a ``torchperf_<name>`` ini key.
 CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
-
-
-def _cli_type(name: str) -> Callable[[str], object]:
-    """argparse converter: parse with the option's parser, fail quoting the value."""
-    parse = OPTIONS[name].parse
-
-    def convert(text: str) -> object:
-        try:
-            return parse(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = name  # argparse names the type in some messages
-    return convert
 
 
 #: Metavars of the options that take a value; an option of the run's own without one is an on/off
@@ -215,7 +199,8 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="store_const", const=True, default=None, help=text)
         else:
             metavar = _METAVARS.get(name, "VALUE")
-            group.addoption(flag, metavar=metavar, type=_cli_type(name), default=None, help=text)
+            convert = argparse_type(OPTIONS[name].parse)
+            group.addoption(flag, metavar=metavar, type=convert, default=None, help=text)
     child_runs.add_options(group, parser)
     for module in parts("plugin", having="add_options"):  # each kind's own options
         module.add_options(group, parser)
