@@ -98,20 +98,16 @@ _INI_HELP = {
 
 def ini_layer(config: pytest.Config) -> dict[str, Any]:
     """The measurement options set in the ini file, parsed (a bad value is a UsageError)."""
-    raw = {}
+    parsed: dict[str, Any] = {}
     for name in CLI_OPTIONS:
         value = config.getini(f"torchperf_{name}")
-        if value not in ("", None, []):
-            raw[name] = value
-    try:
-        return parse_layer(raw, "ini file")
-    except OptionError as exc:
-        raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{_bad_key(exc)})") from None
-
-
-def _bad_key(exc: OptionError) -> str:
-    text = str(exc)
-    return next((name for name in OPTIONS if f"for {name}:" in text), "?")
+        if value in ("", None, []):
+            continue
+        try:
+            parsed |= parse_layer({name: value}, "ini file")
+        except OptionError as exc:
+            raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{name})") from None
+    return parsed
 
 
 def folder(config: pytest.Config, name: str, default: str) -> Path:
