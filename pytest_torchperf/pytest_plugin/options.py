@@ -225,7 +225,6 @@ def run_settings(config: pytest.Config) -> RunSettings:
             raise pytest.UsageError(
                 f"--torchperf-{name} only makes sense with --torchperf-{needed}"
             )
-    cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
     storage = folder(config, "storage", ".torchperf")
     if (
         (opt("torchperf_save") or opt("torchperf_compare"))
@@ -247,7 +246,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # Asked of each kind before its settings exist: their checks come after the count's.
         any(module.repeats_exactly(config) for module in parts("plugin", having="repeats_exactly")),
     )
-    settings = RunSettings(
+    return RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
         device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
@@ -255,7 +254,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"),
         reset=opt("torchperf_reset"),
-        cli={k: v for k, v in cli.items() if v is not None},
+        cli={n: v for n in CLI_OPTIONS if (v := opt(f"torchperf_{n}")) is not None},
         ini=ini_layer(config),
         variant_filter=variant_filter,
         cross_machine=opt("torchperf_cross_machine"),
@@ -269,7 +268,6 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # Each kind's own run settings, from its plugin part.
         sections=tuple(module.settings(config) for module in parts("plugin", having="settings")),
     )
-    return settings
 
 
 def _workers(config: pytest.Config) -> int:
