@@ -38,6 +38,10 @@ from pytest_torchperf.pytest_plugin.instrument_fixtures import (
     torchperf_profiler,
     torchperf_quantized_model,
 )
+from pytest_torchperf.pytest_plugin.isolation import (  # noqa: F401 - hooks of this plugin
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 from pytest_torchperf.pytest_plugin.stash import (
     CONTEXT_SETUP_KEY,
     FIXTURE,
@@ -278,16 +282,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if message:
         pytest.fail(message, pytrace=False)
     return result
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
-    isolation.seed(item)
-
-
-def pytest_runtest_teardown(item: pytest.Item) -> None:
-    isolation.unseed(item)
 
 
 __all__ = [
