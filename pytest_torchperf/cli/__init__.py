@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
@@ -38,9 +38,8 @@ from pytest_torchperf.cli.runs import (
     cmd_show,
 )
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
-from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
-from pytest_torchperf.options.values import parse_fraction, parse_share
+from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
 from pytest_torchperf.store.baselines import BaselineFileError
 
 
@@ -49,18 +48,6 @@ def bisect_modes() -> tuple[str, ...]:
     from pytest_torchperf.run.revision_probe import modes
 
     return tuple(mode.name for mode in modes())
-
-
-def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:
-    """An option parser as an argparse type: its error is argparse's usage error."""
-
-    def checked(text: str) -> float:
-        try:
-            return parse(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return checked
 
 
 _K = "only tests/measurements containing this text"
@@ -73,7 +60,7 @@ def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    fraction, share = _checked(parse_fraction), _checked(parse_share)
+    fraction, share = argparse_type(parse_fraction), argparse_type(parse_share)
     parser = argparse.ArgumentParser(
         prog="torchperf", description=__doc__.split("\n\n")[0].replace("``", "")
     )

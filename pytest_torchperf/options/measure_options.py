@@ -20,7 +20,7 @@ from pytest_torchperf.core.errors import (
 from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.core.units import format_time
 from pytest_torchperf.kinds import parts
-from pytest_torchperf.options.option_spec import OptionSpec
+from pytest_torchperf.options.option_spec import OptionSpec, option
 from pytest_torchperf.options.values import (
     parse_bool,
     parse_counter_names,
@@ -49,12 +49,10 @@ if TYPE_CHECKING:  # typeshed's name for "an instance of some dataclass" (no run
 # --------------------------------------------------------------------------------------------------
 
 
-#: The measurement kinds' ``options`` parts: their option rows and ``SECTION`` dataclass (the
-#: fallback kind has none of its own: it counts with the instruction count's options).
-_KIND_PARTS = parts("options")
-#: The kinds' option dataclasses (:attr:`MeasureOptions.sections`).
+#: The kinds' option dataclasses (:attr:`MeasureOptions.sections`), from their ``options`` parts'
+#: ``SECTION`` (the fallback kind has none of its own: it counts with the instruction count's).
 SECTIONS: tuple[type[DataclassInstance], ...] = tuple(
-    module.SECTION for module in _KIND_PARTS if getattr(module, "SECTION", None) is not None
+    module.SECTION for module in parts("options") if getattr(module, "SECTION", None) is not None
 )
 
 S = TypeVar("S")
@@ -64,62 +62,140 @@ S = TypeVar("S")
 class MeasureOptions:
     """Resolved options of one measurement (one ``torchperf(...)`` call or one whole-test measurement)."""
 
-    #: Fail when the candidate is slower than the baseline by more than this fraction.
-    max_slowdown: float = 0.10
+    max_slowdown: float = option(
+        0.10, parse_fraction, "Slowdown beyond which a test fails, e.g. 10% or 0.1 (default 10%)"
+    )
     #: Seconds of timed blocks to collect per measurement (0.25 s instead of 1 s roughly doubled
     #: false alarms on a shared 2-vCPU VM; see docs/reliability.md).
-    min_time: float = 1.0
+    min_time: float = option(
+        1.0,
+        parse_duration,
+        "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)",
+    )
     #: Seconds of untimed warm-up calls (at least 3 calls are always made).
-    warmup: float = 0.2
+    warmup: float = option(
+        0.2, parse_duration, "Seconds of untimed warm-up calls before timing (default 0.2s)"
+    )
     #: Intra-op threads during timing (``torch.set_num_threads``); 1 is the stable choice on CI.
-    threads: int = 1
-    #: Inconclusive verdicts fail the test instead of warning.
-    strict: bool = False
+    threads: int = option(1, parse_positive_int, "Intra-op threads while timing (default 1)")
+    strict: bool = option(
+        False,
+        parse_bool,
+        "Fail what would only warn: inconclusive verdicts (noisy machine), measurements "
+        "with no baseline (a misspelt storage folder, baselines never committed), and a "
+        "compare that judged timing for under half its measurements",
+    )
     #: Contention guard: below this process CPU share (CPU time / wall time) a CPU measurement is
     #: re-measured, then inconclusive. 0 disables the guard.
-    min_cpu_share: float = 0.9
+    min_cpu_share: float = option(
+        0.9,
+        parse_share,
+        "Contention guard: CPU measurements with a lower process "
+        "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)",
+    )
     #: Spread guard: above this IQR/median a measurement is re-measured, then inconclusive.
-    max_spread: float = 0.25
-    #: Neighbour guard: above this share of the other CPUs kept busy by other processes while
-    #: timing, a CPU measurement is re-measured, then inconclusive. 1 (100%) disables it.
-    max_neighbour_load: float = 0.5
+    max_spread: float = option(
+        0.25,
+        parse_fraction,
+        "Spread guard: measurements with a larger IQR/median are inconclusive, e.g. 25% (default)",
+    )
     #: Machine guard: a CPU pass whose calibration kernel ran this much slower than when the
     #: baseline was saved is re-measured, then inconclusive (and is not saved).
-    max_machine_slowdown: float = 0.25
+    max_machine_slowdown: float = option(
+        0.25,
+        parse_fraction,
+        "Machine guard: CPU measurements during "
+        "which the calibration kernel ran more than this slower than when the baseline "
+        "was saved are inconclusive and not saved, e.g. 25% (default)",
+    )
     #: GPU clock guard: a CUDA pass whose SM clock fell below this share of its maximum (or that
     #: the driver throttled for heat, a power brake or a hardware slowdown) is re-measured,
     #: then inconclusive (needs nvidia-ml-py). 0 disables it.
-    min_gpu_clock: float = 0.75
+    min_gpu_clock: float = option(
+        0.75,
+        parse_share,
+        "GPU clock guard: CUDA measurements while the SM clock was below this share of its "
+        "maximum (or throttled for heat or a power brake) are inconclusive, e.g. 0.75 "
+        "(default; 0 disables; needs nvidia-ml-py)",
+    )
     #: A timing pass within a limit the stored sessions' process noise widened beyond this many
     #: times ``max_slowdown`` is inconclusive, and a save whose sessions imply such a limit
     #: fails: that limit gates nothing. 0 (``off``) disables the bound.
-    max_widening: float = 3.0
+    max_widening: float = option(
+        3.0,
+        parse_factor,
+        "Widest limit, as a multiple of max_slowdown, that the stored sessions' process "
+        "noise may widen it to: beyond, timing is not judged and a save fails, e.g. 3x "
+        "(default; off disables)",
+    )
+    #: Neighbour guard: above this share of the other CPUs kept busy by other processes while
+    #: timing, a CPU measurement is re-measured, then inconclusive. 1 (100%) disables it.
+    max_neighbour_load: float = option(
+        0.5,
+        parse_share,
+        "Neighbour guard: CPU measurements while other "
+        "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
+        "(default; 100% disables)",
+    )
     #: Time ``nn.Module`` targets in ``eval()`` mode under ``torch.no_grad()`` (restored afterwards).
-    inference: bool = True
-    #: Fail when the target's outputs contain NaN or inf.
-    check_finite: bool = True
-    #: Free-form group shown in the summary and reports.
-    group: str | None = None
-    #: Record noise-free counters (FLOPs, ATen ops, parameters, peak memory) and gate on changes.
-    counters: bool = True
-    #: Counters recorded but not gated (any of ``flops``, ``ops``, ``params``, ``memory``).
-    ignore_counters: tuple[str, ...] = ()
+    inference: bool = option(
+        True,
+        parse_bool,
+        "Time nn.Module targets in eval() mode under no_grad (default true)",
+        cli=False,
+    )
+    check_finite: bool = option(
+        True, parse_bool, "Fail when outputs contain NaN or inf (default true)", cli=False
+    )
+    group: str | None = option(None, parse_label, "Group label shown in the summary", cli=False)
+    counters: bool = option(
+        True,
+        parse_bool,
+        "Record FLOPs/op/parameter/memory counters and fail when they change (default true)",
+        cli=False,
+    )
+    ignore_counters: tuple[str, ...] = option(
+        (),
+        parse_counter_names,
+        "Counters not gated, comma-separated: flops, ops, params, memory, graphs",
+    )
     #: Seed for torch/random/numpy before each perf test (its fixtures included), so unseeded
     #: models and inputs are the same in every run and their numerics can be compared;
     #: ``SEED_OFF`` (-1, written ``off``) disables it.
-    seed: int = 0
+    seed: int = option(
+        0,
+        parse_seed,
+        "Seed torch, random and numpy before each perf test so "
+        "outputs are comparable across runs (default 0; off disables)",
+    )
     #: Variants to measure side by side, each with its settings (default: eager only).
-    variants: tuple[VariantSpec, ...] = (("eager", ()),)
+    variants: tuple[VariantSpec, ...] = option(
+        (("eager", ()),),
+        parse_variants,
+        "Variants to measure side by side: eager, compiled, fused, amp, int8",
+        cli=False,
+    )
     #: Required speedup vs eager per variant, e.g. ``(("compiled", 1.2),)``.
-    min_speedup: tuple[tuple[str, float], ...] = ()
+    min_speedup: tuple[tuple[str, float], ...] = option(
+        (), parse_min_speedup, "Required speedup vs eager per variant", cli=False
+    )
     #: Accuracy tolerance overrides per variant (defaults: ``variants.registry.VARIANTS``).
-    accuracy: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
-    #: Fail when building a variant (compile, quantize, first call) takes longer than this.
-    max_compile_time: float = 180.0
+    accuracy: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = option(
+        (), parse_accuracy, "Accuracy tolerances per variant", cli=False
+    )
+    max_compile_time: float = option(
+        180.0,
+        parse_duration,
+        "Fail when building a variant (compile, "
+        "quantize, first call) takes longer, e.g. 60s (default 180s)",
+    )
     #: ``fn(outputs, targets) -> float`` computed per variant on ``data`` and gated across runs.
-    metric: Callable[..., Any] | None = None
-    #: ``(inputs, targets)``: the labelled batch for ``metric``.
-    data: tuple[UserValue, UserValue] | None = None
+    metric: Callable[..., Any] | None = option(
+        None, parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False
+    )
+    data: tuple[UserValue, UserValue] | None = option(
+        None, parse_data, "(inputs, targets) for metric", cli=False
+    )
     #: The measurement kinds' own options (``kinds/<kind>/options.py``: each kind's ``SECTION``
     #: dataclass), resolved like the rest; read with :meth:`of`.
     sections: tuple[DataclassInstance, ...] = field(
@@ -172,124 +248,12 @@ class MeasureOptions:
         return tolerances(variant, overrides, amp_dtype, device=device)
 
 
+#: The option table: every option's row, from the fields of :class:`MeasureOptions` and the kinds'
+#: sections (their help is the ``--help`` text; their order, its order).
 OPTIONS: dict[str, OptionSpec] = {
-    spec.name: spec
-    for spec in (
-        OptionSpec(
-            "max_slowdown",
-            parse_fraction,
-            "Slowdown beyond which a test fails, e.g. 10% or 0.1 (default 10%)",
-        ),
-        OptionSpec(
-            "min_time",
-            parse_duration,
-            "Seconds of timed samples per measurement, e.g. 1s or 500ms (default 1s)",
-        ),
-        OptionSpec(
-            "warmup",
-            parse_duration,
-            "Seconds of untimed warm-up calls before timing (default 0.2s)",
-        ),
-        OptionSpec("threads", parse_positive_int, "Intra-op threads while timing (default 1)"),
-        OptionSpec(
-            "strict",
-            parse_bool,
-            "Fail what would only warn: inconclusive verdicts (noisy machine), measurements "
-            "with no baseline (a misspelt storage folder, baselines never committed), and a "
-            "compare that judged timing for under half its measurements",
-        ),
-        OptionSpec(
-            "min_cpu_share",
-            parse_share,
-            "Contention guard: CPU measurements with a lower process "
-            "CPU share are inconclusive, e.g. 0.9 (default; 0 disables)",
-        ),
-        OptionSpec(
-            "max_spread",
-            parse_fraction,
-            "Spread guard: measurements with a larger IQR/median "
-            "are inconclusive, e.g. 25% (default)",
-        ),
-        OptionSpec(
-            "max_machine_slowdown",
-            parse_fraction,
-            "Machine guard: CPU measurements during "
-            "which the calibration kernel ran more than this slower than when the baseline "
-            "was saved are inconclusive and not saved, e.g. 25% (default)",
-        ),
-        OptionSpec(
-            "min_gpu_clock",
-            parse_share,
-            "GPU clock guard: CUDA measurements while the SM clock was below this share of its "
-            "maximum (or throttled for heat or a power brake) are inconclusive, e.g. 0.75 "
-            "(default; 0 disables; needs nvidia-ml-py)",
-        ),
-        OptionSpec(
-            "max_widening",
-            parse_factor,
-            "Widest limit, as a multiple of max_slowdown, that the stored sessions' process "
-            "noise may widen it to: beyond, timing is not judged and a save fails, e.g. 3x "
-            "(default; off disables)",
-        ),
-        OptionSpec(
-            "max_neighbour_load",
-            parse_share,
-            "Neighbour guard: CPU measurements while other "
-            "processes kept more of the other CPUs busy are inconclusive, e.g. 50% "
-            "(default; 100% disables)",
-        ),
-        OptionSpec(
-            "inference",
-            parse_bool,
-            "Time nn.Module targets in eval() mode under no_grad (default true)",
-            cli=False,
-        ),
-        OptionSpec(
-            "check_finite",
-            parse_bool,
-            "Fail when outputs contain NaN or inf (default true)",
-            cli=False,
-        ),
-        OptionSpec("group", parse_label, "Group label shown in the summary", cli=False),
-        OptionSpec(
-            "counters",
-            parse_bool,
-            "Record FLOPs/op/parameter/memory counters and fail when they change (default true)",
-            cli=False,
-        ),
-        OptionSpec(
-            "ignore_counters",
-            parse_counter_names,
-            "Counters not gated, comma-separated: flops, ops, params, memory, graphs",
-        ),
-        OptionSpec(
-            "seed",
-            parse_seed,
-            "Seed torch, random and numpy before each perf test so "
-            "outputs are comparable across runs (default 0; off disables)",
-        ),
-        OptionSpec(
-            "variants",
-            parse_variants,
-            "Variants to measure side by side: eager, compiled, fused, amp, int8",
-            cli=False,
-        ),
-        OptionSpec(
-            "min_speedup", parse_min_speedup, "Required speedup vs eager per variant", cli=False
-        ),
-        OptionSpec("accuracy", parse_accuracy, "Accuracy tolerances per variant", cli=False),
-        OptionSpec(
-            "max_compile_time",
-            parse_duration,
-            "Fail when building a variant (compile, "
-            "quantize, first call) takes longer, e.g. 60s (default 180s)",
-        ),
-        OptionSpec(
-            "metric", parse_metric, "fn(outputs, targets) -> float gated per variant", cli=False
-        ),
-        OptionSpec("data", parse_data, "(inputs, targets) for metric", cli=False),
-        *(row for module in _KIND_PARTS for row in module.OPTIONS),
-    )
+    f.name: OptionSpec(f.name, **f.metadata)
+    for f in (*fields(MeasureOptions), *(g for section in SECTIONS for g in fields(section)))
+    if f.metadata
 }
 
 #: The shortest ``min_time`` docs/faq.md advises on a noisy runner ("keep ``min_time`` at 0.5 s

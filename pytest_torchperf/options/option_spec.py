@@ -1,11 +1,12 @@
 """How one option of a measurement is parsed and where it may be set (:class:`OptionSpec`): the
-rows of the option table (:data:`pytest_torchperf.options.measure_options.OPTIONS`), the
-measurement kinds' own rows among them (``kinds/<kind>/options.py``). Pure."""
+rows of the option table (:data:`pytest_torchperf.options.measure_options.OPTIONS`), each declared
+with its field (:func:`option`) in :class:`~pytest_torchperf.options.measure_options.MeasureOptions`
+or a measurement kind's section (``kinds/<kind>/options.py``). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -19,3 +20,10 @@ class OptionSpec:
     parse: Callable[[object], Any]
     help: str
     cli: bool = True  #: settable with ``--torchperf-<name>`` and ini ``torchperf_<name>``
+
+
+def option(default: Any, parse: Callable[[object], Any], help: str, *, cli: bool = True) -> Any:
+    """An options dataclass's field that is an option: its default and :class:`OptionSpec` row.
+
+    ``Any``: the field's default, as mypy sees it (a ``dataclasses.field`` at run time)."""
+    return field(default=default, metadata={"parse": parse, "help": help, "cli": cli})

@@ -6,10 +6,29 @@ Pure module (no pytest, no torch).
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from pytest_torchperf.core.errors import OptionError
+
+T = TypeVar("T")
+
+
+def argparse_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A value parser as an argparse ``type`` (of ``--torchperf-*`` and of the torchperf command):
+    a bad value is argparse's usage error, quoting it."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__  # argparse names the type in some messages
+    return convert
 
 
 def parse_fraction(value: object) -> float:

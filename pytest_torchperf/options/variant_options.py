@@ -63,16 +63,11 @@ def parse_variants(value: object) -> tuple[VariantSpec, ...]:
             if key not in allowed:
                 valid = ", ".join(allowed) if allowed else "none"
                 raise OptionError(f"variant {name!r} has no setting {key!r}; its settings: {valid}")
-        _check_variant_values(name, settings)
+        check = VARIANTS[name].check  # values torch would only reject later, inside a compile
+        if check is not None:
+            check(name, settings)
         specs.append((name, tuple(settings.items())))
     return tuple(specs)
-
-
-def _check_variant_values(name: str, settings: Mapping[str, object]) -> None:
-    """Reject setting values torch would only reject later, deep inside a compile."""
-    check = VARIANTS[name].check
-    if check is not None:
-        check(name, settings)
 
 
 def parse_variant_filter(value: object) -> tuple[str, ...]:

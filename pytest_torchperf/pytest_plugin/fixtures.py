@@ -105,37 +105,25 @@ class TorchperfFixture:
                     f"kwargs= must be a mapping (a dict) of keyword arguments for the target, "
                     f"got {type(kwargs).__name__}"
                 )
-            call_kwargs = {} if kwargs is None else dict(kwargs)
+            call = (
+                self._ctx,
+                self._state,
+                nodeid,
+                measurement_name,
+                target,
+                inputs,
+                {} if kwargs is None else dict(kwargs),
+                resolved,
+            )
             if variants is None:
-                return measure(
-                    self._ctx,
-                    self._state,
-                    nodeid,
-                    measurement_name,
-                    target,
-                    inputs,
-                    call_kwargs,
-                    resolved,
-                    gate=gate,
-                    source=self.source,
-                )
+                return measure(*call, gate=gate, source=self.source)
             if not variants:
                 skip = (
                     f"no variant of this measurement is selected by --torchperf-variants "
                     f"(asked for: {', '.join(resolved.variant_names())})"
                 )
             else:
-                results = measure_variants(
-                    self._ctx,
-                    self._state,
-                    nodeid,
-                    measurement_name,
-                    target,
-                    inputs,
-                    call_kwargs,
-                    resolved,
-                    variants,
-                )
+                results = measure_variants(*call, variants)
                 if _item_variant(self._item) is not None:
                     return results[variants[0]]
                 return VariantResults(

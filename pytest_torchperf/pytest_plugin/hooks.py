@@ -10,7 +10,7 @@ import functools
 import inspect
 import os
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import replace
 
 import pytest
 
@@ -37,6 +37,10 @@ from pytest_torchperf.pytest_plugin.instrument_fixtures import (
     torchperf_nvtx,
     torchperf_profiler,
     torchperf_quantized_model,
+)
+from pytest_torchperf.pytest_plugin.isolation import (  # noqa: F401 - hooks of this plugin
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
 )
 from pytest_torchperf.pytest_plugin.stash import (
     CONTEXT_SETUP_KEY,
@@ -212,16 +216,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _measures_whole_test(item: pytest.Item) -> bool:
-    """Marked, a function, and not using the ``torchperf`` fixture (set during collection)."""
-    return item.stash.get(PERF_KEY, False)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """A marked test that does not request the fixture is timed as a whole: its body is the workload."""
     __tracebackhide__ = True
-    if not _measures_whole_test(pyfuncitem):
+    if not pyfuncitem.stash.get(PERF_KEY, False):  # marked, and not using the fixture
         return None
     ctx = context_of(pyfuncitem.config)
     function = pyfuncitem.obj
@@ -242,7 +241,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from pytest_torchperf.run.pipeline import measure
     from pytest_torchperf.run.state import MeasurementSkipped
 
-    options = _whole_test_options(options)
+    # A test body is not a module and returns None: no eval()/no_grad handling, no output check.
+    options = replace(options, check_finite=False, inference=False)
     try:
         measure(
             ctx,
@@ -261,13 +261,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     except (baseline_error(), OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
-
-
-def _whole_test_options(options: Any) -> Any:
-    """A test body is not a module and returns None: no eval()/no_grad handling, no output check."""
-    from dataclasses import replace
-
-    return replace(options, check_finite=False, inference=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -289,16 +282,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if message:
         pytest.fail(message, pytrace=False)
     return result
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
-    isolation.seed(item)
-
-
-def pytest_runtest_teardown(item: pytest.Item) -> None:
-    isolation.unseed(item)
 
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""Isolation of perf tests: seeding before a perf test's fixtures run, and torch's global state put
-back after it (see :mod:`pytest_torchperf.measure.torch_state`). The plugin's hooks call these."""
+"""Isolation of perf tests: seeding before a perf test's fixtures run (this module's hooks), and
+torch's global state put back after it (see :mod:`pytest_torchperf.measure.torch_state`), which
+the plugin's call hook asks for."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ if TYPE_CHECKING:  # the measuring machinery is imported lazily, by the first pe
 SEED_KEY: pytest.StashKey[RandomStates] = pytest.StashKey()
 
 
-def seed(item: pytest.Item) -> None:
-    """Seed torch, random and numpy before a perf test's fixtures run (state restored after)."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
     if not is_perf(item):
         return
     from pytest_torchperf.run.kinds import resolve_options
@@ -35,7 +37,7 @@ def seed(item: pytest.Item) -> None:
     item.stash[SEED_KEY] = seed_everything(options.seed)
 
 
-def unseed(item: pytest.Item) -> None:
+def pytest_runtest_teardown(item: pytest.Item) -> None:
     """Put back the random states a perf test's seeding replaced."""
     saved = item.stash.get(SEED_KEY, None)
     if saved is not None:

@@ -6,8 +6,6 @@ the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +14,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
-from pytest_torchperf.options.values import parse_bool
+from pytest_torchperf.options.values import argparse_type, parse_bool
 from pytest_torchperf.pytest_plugin import child_runs
 
 if TYPE_CHECKING:
@@ -26,21 +24,10 @@ if TYPE_CHECKING:
 CLI_OPTIONS = tuple(name for name, spec in OPTIONS.items() if spec.cli)
 
 
-def _cli_type(name: str) -> Callable[[str], object]:
-    """argparse converter: parse with the option's parser, fail quoting the value."""
-    parse = OPTIONS[name].parse
-
-    def convert(text: str) -> object:
-        try:
-            return parse(text)
-        except OptionError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = name  # argparse names the type in some messages
-    return convert
-
-
+#: Metavars of the options that take a value; an option of the run's own without one is an on/off
+#: flag, and a measurement option without one takes a ``VALUE``.
 _METAVARS = {
+    "storage": "DIR",
     "max_slowdown": "PCT",
     "min_time": "SECONDS",
     "warmup": "SECONDS",
@@ -54,30 +41,73 @@ _METAVARS = {
     "max_kernel_slowdown": "PCT",
     "ignore_counters": "NAMES",
     "max_instruction_increase": "PCT",
+    "variants": "NAMES",
+    "device": "DEVICE",
+    "report_dir": "DIR",
+    "markdown": "PATH",
+    "html": "PATH",
+    "json": "PATH",
+    "save_wait": "SECONDS",
 }
 
+#: ``--torchperf-<name>`` options, in ``--help`` order: name -> help (help style: capitalised, no
+#: final period for single phrases). The measurement options' help is their table's, with ``%``
+#: escaped for argparse's %-formatting of help strings.
+_CLI_HELP = {
+    "save": "Measure marked tests and record the results as baselines",
+    "compare": "Measure marked tests and fail those slower than their stored baseline",
+    "storage": "Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)",
+    "reset": "With --torchperf-save: replace the stored history of each measured test "
+    "instead of appending a session",
+    **{name: OPTIONS[name].help.replace("%", "%%") for name in CLI_OPTIONS},
+    "cross_machine": "With --torchperf-compare, where no baseline exists for this environment, "
+    "compare with another environment's: times normalised by the calibration "
+    "kernel (warn only), counters of the same torch build (gated)",
+    "graph": "After each measurement's timed passes, export its call (torch.export) and "
+    "measure each graph node's own time, FLOPs and output bytes: stored with a save, "
+    "compared by a compare (the why line names the block that grew), shown on the "
+    "model's graph by `torchperf graph` (docs/graph.md). Costs seconds per measurement",
+    "variants": "Run only these variants, comma-separated: eager, compiled, fused, amp, "
+    "int8 (ini torchperf_variants)",
+    "device": "Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps",
+    "report_dir": "Folder for profiler traces (default: .torchperf-report/ under the rootdir)",
+    "markdown": "Write a markdown summary of the measurements (also appended to "
+    "$GITHUB_STEP_SUMMARY when that is set)",
+    "html": "Write a self-contained HTML report (table, distributions, trends, "
+    "variant speedups, trace links)",
+    "json": "Write the measurements as pytest-benchmark-compatible JSON",
+    "disable": "Run each perf test once without timing (fast correctness CI)",
+    "skip": "Skip perf tests (marked or using the torchperf fixture)",
+    "only": "Run only perf tests",
+    "save_wait": "With --torchperf-save: seconds the save may spend in all waiting for a busy "
+    "machine to quiet down and measuring a refused pass again (default 60; 0: re-measure "
+    "once; ini torchperf_save_wait)",
+}
 
-def _help(name: str) -> str:
-    """An option's help text, with ``%`` escaped for argparse's %-formatting of help strings."""
-    return OPTIONS[name].help.replace("%", "%%")
+#: ``torchperf_<name>`` ini keys, in ``--help`` order: name -> help (the measurement options'
+#: help is not %-formatted here).
+_INI_HELP = {
+    "storage": "Baseline folder, relative to the rootdir (default .torchperf)",
+    "report_dir": "Trace/report folder, relative to the rootdir (default .torchperf-report)",
+    "device": "Device for the torchperf_device fixture (default auto)",
+    "variants": "Run only these variants, comma-separated",
+    "save_wait": "Seconds a save may spend waiting for a busy machine to quiet down (default 60)",
+    **{name: OPTIONS[name].help for name in CLI_OPTIONS},
+}
 
 
 def ini_layer(config: pytest.Config) -> dict[str, Any]:
     """The measurement options set in the ini file, parsed (a bad value is a UsageError)."""
-    raw = {}
+    parsed: dict[str, Any] = {}
     for name in CLI_OPTIONS:
         value = config.getini(f"torchperf_{name}")
-        if value not in ("", None, []):
-            raw[name] = value
-    try:
-        return parse_layer(raw, "ini file")
-    except OptionError as exc:
-        raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{_bad_key(exc)})") from None
-
-
-def _bad_key(exc: OptionError) -> str:
-    text = str(exc)
-    return next((name for name in OPTIONS if f"for {name}:" in text), "?")
+        if value in ("", None, []):
+            continue
+        try:
+            parsed |= parse_layer({name: value}, "ini file")
+        except OptionError as exc:
+            raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_{name})") from None
+    return parsed
 
 
 def folder(config: pytest.Config, name: str, default: str) -> Path:
@@ -152,145 +182,26 @@ def check_rootdir(config: pytest.Config) -> None:
 
 def add_options(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
-    # Help style: capitalised, no final period for single phrases.
     group = parser.getgroup(
         "torchperf", "performance regressions of PyTorch models (pytest-torchperf)"
     )
-    group.addoption(
-        "--torchperf-save",
-        action="store_true",
-        default=False,
-        help="Measure marked tests and record the results as baselines",
-    )
-    group.addoption(
-        "--torchperf-compare",
-        action="store_true",
-        default=False,
-        help="Measure marked tests and fail those slower than their stored baseline",
-    )
-    group.addoption(
-        "--torchperf-storage",
-        metavar="DIR",
-        default=None,
-        help="Baseline folder (default: .torchperf/ under the rootdir; ini torchperf_storage)",
-    )
-    group.addoption(
-        "--torchperf-reset",
-        action="store_true",
-        default=False,
-        help="With --torchperf-save: replace the stored history of each measured test "
-        "instead of appending a session",
-    )
-    # One option per measurement option the table in config.py marks as settable here.
-    for name in CLI_OPTIONS:
+    for name, text in _CLI_HELP.items():
         flag = f"--torchperf-{name.replace('_', '-')}"
-        if OPTIONS[name].parse is parse_bool:
-            group.addoption(flag, action="store_const", const=True, default=None, help=_help(name))
+        if name not in CLI_OPTIONS and name not in _METAVARS:
+            group.addoption(flag, action="store_true", default=False, help=text)
+        elif name not in CLI_OPTIONS:
+            group.addoption(flag, metavar=_METAVARS[name], default=None, help=text)
+        elif OPTIONS[name].parse is parse_bool:
+            group.addoption(flag, action="store_const", const=True, default=None, help=text)
         else:
-            group.addoption(
-                flag,
-                metavar=_METAVARS.get(name, "VALUE"),
-                type=_cli_type(name),
-                default=None,
-                help=_help(name),
-            )
-    group.addoption(
-        "--torchperf-cross-machine",
-        action="store_true",
-        default=False,
-        help="With --torchperf-compare, where no baseline exists for this environment, "
-        "compare with another environment's: times normalised by the calibration "
-        "kernel (warn only), counters of the same torch build (gated)",
-    )
-    group.addoption(
-        "--torchperf-graph",
-        action="store_true",
-        default=False,
-        help="After each measurement's timed passes, export its call (torch.export) and "
-        "measure each graph node's own time, FLOPs and output bytes: stored with a save, "
-        "compared by a compare (the why line names the block that grew), shown on the "
-        "model's graph by `torchperf graph` (docs/graph.md). Costs seconds per measurement",
-    )
-    group.addoption(
-        "--torchperf-variants",
-        metavar="NAMES",
-        default=None,
-        help="Run only these variants, comma-separated: eager, compiled, fused, amp, "
-        "int8 (ini torchperf_variants)",
-    )
-    group.addoption(
-        "--torchperf-device",
-        metavar="DEVICE",
-        default=None,
-        help="Device for the torchperf_device fixture: auto (default), cpu, cuda, cuda:1, mps",
-    )
-    group.addoption(
-        "--torchperf-report-dir",
-        metavar="DIR",
-        default=None,
-        help="Folder for profiler traces (default: .torchperf-report/ under the rootdir)",
-    )
-    group.addoption(
-        "--torchperf-markdown",
-        metavar="PATH",
-        default=None,
-        help="Write a markdown summary of the measurements (also appended to "
-        "$GITHUB_STEP_SUMMARY when that is set)",
-    )
-    group.addoption(
-        "--torchperf-html",
-        metavar="PATH",
-        default=None,
-        help="Write a self-contained HTML report (table, distributions, trends, "
-        "variant speedups, trace links)",
-    )
-    group.addoption(
-        "--torchperf-json",
-        metavar="PATH",
-        default=None,
-        help="Write the measurements as pytest-benchmark-compatible JSON",
-    )
-    group.addoption(
-        "--torchperf-disable",
-        action="store_true",
-        default=False,
-        help="Run each perf test once without timing (fast correctness CI)",
-    )
-    group.addoption(
-        "--torchperf-skip",
-        action="store_true",
-        default=False,
-        help="Skip perf tests (marked or using the torchperf fixture)",
-    )
-    group.addoption(
-        "--torchperf-only", action="store_true", default=False, help="Run only perf tests"
-    )
-    group.addoption(
-        "--torchperf-save-wait",
-        metavar="SECONDS",
-        default=None,
-        help="With --torchperf-save: seconds the save may spend in all waiting for a busy "
-        "machine to quiet down and measuring a refused pass again (default 60; 0: re-measure "
-        "once; ini torchperf_save_wait)",
-    )
+            metavar = _METAVARS.get(name, "VALUE")
+            convert = argparse_type(OPTIONS[name].parse)
+            group.addoption(flag, metavar=metavar, type=convert, default=None, help=text)
     child_runs.add_options(group, parser)
     for module in parts("plugin", having="add_options"):  # each kind's own options
         module.add_options(group, parser)
-    parser.addini(
-        "torchperf_storage", "Baseline folder, relative to the rootdir (default .torchperf)"
-    )
-    parser.addini(
-        "torchperf_report_dir",
-        "Trace/report folder, relative to the rootdir (default .torchperf-report)",
-    )
-    parser.addini("torchperf_device", "Device for the torchperf_device fixture (default auto)")
-    parser.addini("torchperf_variants", "Run only these variants, comma-separated")
-    parser.addini(
-        "torchperf_save_wait",
-        "Seconds a save may spend waiting for a busy machine to quiet down (default 60)",
-    )
-    for name in CLI_OPTIONS:
-        parser.addini(f"torchperf_{name}", OPTIONS[name].help)  # ini help is not %-formatted
+    for name, text in _INI_HELP.items():
+        parser.addini(f"torchperf_{name}", text)
 
 
 def run_settings(config: pytest.Config) -> RunSettings:
@@ -309,13 +220,11 @@ def run_settings(config: pytest.Config) -> RunSettings:
             "--torchperf-disable runs perf tests without timing, so it cannot be "
             "combined with --torchperf-save or --torchperf-compare"
         )
-    if opt("torchperf_cross_machine") and not opt("torchperf_compare"):
-        raise pytest.UsageError(
-            "--torchperf-cross-machine only makes sense with --torchperf-compare"
-        )
-    if opt("torchperf_reset") and not opt("torchperf_save"):
-        raise pytest.UsageError("--torchperf-reset only makes sense with --torchperf-save")
-    cli = {name: opt(f"torchperf_{name}") for name in CLI_OPTIONS}
+    for name, needed in (("cross-machine", "compare"), ("reset", "save")):
+        if opt(f"--torchperf-{name}") and not opt(f"--torchperf-{needed}"):
+            raise pytest.UsageError(
+                f"--torchperf-{name} only makes sense with --torchperf-{needed}"
+            )
     storage = folder(config, "storage", ".torchperf")
     if (
         (opt("torchperf_save") or opt("torchperf_compare"))
@@ -337,7 +246,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # Asked of each kind before its settings exist: their checks come after the count's.
         any(module.repeats_exactly(config) for module in parts("plugin", having="repeats_exactly")),
     )
-    settings = RunSettings(
+    return RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
         device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
@@ -345,7 +254,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"),
         reset=opt("torchperf_reset"),
-        cli={k: v for k, v in cli.items() if v is not None},
+        cli={n: v for n in CLI_OPTIONS if (v := opt(f"torchperf_{n}")) is not None},
         ini=ini_layer(config),
         variant_filter=variant_filter,
         cross_machine=opt("torchperf_cross_machine"),
@@ -359,7 +268,6 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # Each kind's own run settings, from its plugin part.
         sections=tuple(module.settings(config) for module in parts("plugin", having="settings")),
     )
-    return settings
 
 
 def _workers(config: pytest.Config) -> int:

@@ -8,11 +8,11 @@ import os
 import time
 from collections.abc import Generator
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_torchperf.kinds import parts
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
 
 if TYPE_CHECKING:
@@ -116,7 +116,8 @@ class SummaryReporter:
         if not hasattr(self.config, "workerinput"):
             from pytest_torchperf.store.record import Record
 
-            for module in _kinds_plugin_parts("records_of_run"):
+            # Records no test of this run measured (an A/B run's that only side A has).
+            for module in parts("plugin", having="records_of_run"):
                 self.records.extend(Record.from_json(d) for d in module.records_of_run(self.config))
         if hasattr(self.config, "workerinput") or not self.records:
             return  # xdist workers stay quiet: the controller prints the summary
@@ -124,7 +125,8 @@ class SummaryReporter:
 
         tr = terminalreporter
         tr.write_sep("=", "torchperf")
-        tr.write_line(_environment_line(settings, self.records))
+        environment_line = _environment_line(settings, self.records)
+        tr.write_line(environment_line)
         for line in _summary.render(self.records, width=tr._tw.fullwidth):
             tr.write_line(line)
         for line in _summary.detail_lines(self.records):
@@ -139,14 +141,14 @@ class SummaryReporter:
             )
             for line in variant_lines:
                 tr.write_line("  " + line)
-        for module in _kinds_plugin_parts("summary_lines"):
+        for module in parts("plugin", having="summary_lines"):
             for line in module.summary_lines(self.config):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
         coverage_lines = self.coverage_lines()
         for i, line in enumerate(coverage_lines):
             tr.write_line(f"torchperf: {line}", red=i > 0 and bool(self.run_failure), yellow=i > 0)
-        for line in self._write_reports(_environment_line(settings, self.records), coverage_lines):
+        for line in self._write_reports(environment_line, coverage_lines):
             tr.write_line(line)
         from pytest_torchperf.pytest_plugin.extensions import report_lines
 
@@ -241,12 +243,3 @@ def _environment_line(settings: "RunSettings", records: list[Record]) -> str:
         + f"storage={settings.storage}, "
         f"env={','.join(envs) or '-'}"
     )
-
-
-def _kinds_plugin_parts(having: str) -> list[ModuleType]:
-    """The kinds' plugin parts that add ``having`` to the summary (``records_of_run``: records
-    no test of this run measured, such as an A/B run's measurements only side A has;
-    ``summary_lines``: what the kind's run adds to the terminal summary)."""
-    from pytest_torchperf.kinds import parts
-
-    return parts("plugin", having=having)

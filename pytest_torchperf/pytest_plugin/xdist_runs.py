@@ -35,17 +35,6 @@ from pytest_torchperf.pytest_plugin.stash import (
 XDIST_CHILDREN = "torchperf_children"
 
 
-def _children_folder(config: pytest.Config) -> Path | None:
-    """The xdist controller of a save in several processes: the folder its fresh processes
-    write to (created here), for the workers to read; None in any other run."""
-    settings = config.stash[SETTINGS_KEY]
-    if hasattr(config, "workerinput") or settings.child or settings.processes <= 1:
-        return None
-    if not is_xdist(config) or config.option.collectonly:
-        return None
-    return Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
-
-
 def run_children(config: pytest.Config) -> None:
     """Under pytest-xdist, before the workers run any test: the save's fresh processes, one after
     another, each timing alone (the workers hold the workers' lock while they collect). Each
@@ -87,10 +76,11 @@ def configure(config: pytest.Config) -> None:
     """A worker holds the lock while it collects (importing torch and the test modules beside a
     worker that may already time); a save's controller makes the fresh processes' folder."""
     settings = config.stash[SETTINGS_KEY]
-    folder = _children_folder(config)
-    if folder is not None:
-        config.stash[XDIST_CHILDREN_KEY] = folder
-    if not hasattr(config, "workerinput") or settings.disable:
+    worker = hasattr(config, "workerinput")
+    if not (worker or settings.child or settings.processes <= 1 or config.option.collectonly):
+        if is_xdist(config):  # the controller of a save in several processes
+            config.stash[XDIST_CHILDREN_KEY] = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
+    if not worker or settings.disable:
         return
     path = gate_path(config)
     if path is not None:

@@ -1,18 +1,14 @@
 """The ``ab`` kind's settings of a run: what side A is and how many process pairs it measures
-in. Pure."""
+in. It adds no option of a measurement (its limit is ``max_slowdown``, at a default of its own).
+Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_torchperf.options.option_spec import OptionSpec
-
 #: An A/B run's process pairs: measured first, and the most while verdicts are undecided.
 DEFAULT_PAIRS = 3
 DEFAULT_MAX_PAIRS = 8
-
-#: It adds no option of a measurement (its limit is ``max_slowdown``, at a default of its own).
-OPTIONS: tuple[OptionSpec, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_torchperf.options.option_spec import OptionSpec
+from pytest_torchperf.options.option_spec import option
 from pytest_torchperf.options.values import parse_bool, parse_fraction
 
 #: The default ``max_instruction_increase``: counts repeat within 0.1 %, so 1 % is far above
@@ -19,9 +19,19 @@ class CountOptions:
 
     #: In an instruction-count run (``--torchperf-instructions``), count this measurement's
     #: instructions; False times it as a run without that option would.
-    instructions: bool = True
-    #: Instruction-count runs: fail when instructions per call grew by more than this fraction.
-    max_instruction_increase: float = DEFAULT_MAX_INCREASE
+    instructions: bool = option(
+        True,
+        parse_bool,
+        "In a --torchperf-instructions run, count this test's instructions (default "
+        "true; false times it instead)",
+        cli=False,
+    )
+    max_instruction_increase: float = option(
+        DEFAULT_MAX_INCREASE,
+        parse_fraction,
+        "Instruction-count runs: growth of instructions per call beyond which a test "
+        "fails, e.g. 1% (default)",
+    )
 
 
 SECTION = CountOptions
@@ -56,20 +66,3 @@ class CountSettings:
         if self.fallback:
             return f"{mode}, time (instruction counts where timing cannot decide)"
         return f"{mode}, instruction counts" if self.instructions else None
-
-
-OPTIONS = (
-    OptionSpec(
-        "instructions",
-        parse_bool,
-        "In a --torchperf-instructions run, count this test's instructions (default "
-        "true; false times it instead)",
-        cli=False,
-    ),
-    OptionSpec(
-        "max_instruction_increase",
-        parse_fraction,
-        "Instruction-count runs: growth of instructions per call beyond which a test "
-        "fails, e.g. 1% (default)",
-    ),
-)

@@ -54,6 +54,21 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     )
 
 
+#: Said when valgrind is missing (after the option that needs it).
+_NO_VALGRIND = (
+    "counts instructions under Valgrind, and valgrind is not on PATH. Install it (Debian/Ubuntu: "
+    "sudo apt-get install valgrind; Fedora: sudo dnf install valgrind; not available on macOS or "
+    "Windows), or drop the option"
+)
+
+
+def _ini_hint(on_cli: bool, name: str, off: str) -> str:
+    """Set in the ini file, the mode is switched off for one run with -o: each error says so."""
+    if on_cli:
+        return ""
+    return f" (set by ini torchperf_{name}: -o torchperf_{name}={off} turns it off for this run)"
+
+
 def instructions_setting(config: pytest.Config) -> bool:
     """Whether this run counts instructions; bad combinations are usage errors that say why."""
     from pytest_torchperf.options.values import parse_bool
@@ -70,12 +85,7 @@ def instructions_setting(config: pytest.Config) -> bool:
     if not raw or config.getoption("torchperf_skip"):
         return False
     on_cli = config.getoption("torchperf_instructions") is not None
-    # Set in the ini file, the mode is switched off for one run with -o: say so in each error.
-    off = (
-        ""
-        if on_cli
-        else " (set by ini torchperf_instructions: -o torchperf_instructions=false turns it off for this run)"
-    )
+    off = _ini_hint(on_cli, "instructions", "false")
     if config.getoption("torchperf_disable"):
         if not on_cli:
             return False  # the ini default gives way to a run that times nothing
@@ -100,12 +110,7 @@ def instructions_setting(config: pytest.Config) -> bool:
             "--torchperf-processes 1 (or run the timing gate as a separate job)" + off
         )
     if not config.getoption("torchperf_child") and shutil.which("valgrind") is None:
-        raise pytest.UsageError(
-            "--torchperf-instructions counts instructions under Valgrind, and valgrind is not "
-            "on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: sudo dnf "
-            "install valgrind; not available on macOS or Windows), or drop the option to gate "
-            "on time" + off
-        )
+        raise pytest.UsageError(f"--torchperf-instructions {_NO_VALGRIND} to gate on time{off}")
     return True
 
 
@@ -133,12 +138,7 @@ def fallback_setting(config: pytest.Config) -> str:
         # The ini default gives way to a run that keeps no baseline or counts on its own: the
         # counting would cost minutes for nothing.
         return ""
-    # Set in the ini file, the fallback is switched off for one run with -o: say so.
-    off = (
-        ""
-        if on_cli
-        else " (set by ini torchperf_fallback: -o torchperf_fallback=off turns it off for this run)"
-    )
+    off = _ini_hint(on_cli, "fallback", "off")
     if not stores:
         raise pytest.UsageError(
             f"torchperf: {where} instructions stores counts with a save and judges them in a "
@@ -164,12 +164,7 @@ def fallback_setting(config: pytest.Config) -> str:
             f"every worker. Drop -n for this run" + off
         )
     if shutil.which("valgrind") is None:
-        raise pytest.UsageError(
-            f"torchperf: {where} instructions counts instructions under Valgrind, and valgrind "
-            f"is not on PATH. Install it (Debian/Ubuntu: sudo apt-get install valgrind; Fedora: "
-            f"sudo dnf install valgrind; not available on macOS or Windows), or drop the option"
-            + off
-        )
+        raise pytest.UsageError(f"torchperf: {where} instructions {_NO_VALGRIND}{off}")
     return value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_torchperf.options.option_spec import OptionSpec
+from pytest_torchperf.options.option_spec import option
 from pytest_torchperf.options.values import parse_fraction
 
 #: The default ``max_kernel_slowdown``: kernel time repeats far better than wall time (to be
@@ -19,16 +19,12 @@ class KernelOptions:
 
     #: CUDA measurements: fail when the summed device time of the call's GPU kernels grew by
     #: more than this fraction (widened to the stored sessions' noise like ``max_slowdown``).
-    max_kernel_slowdown: float = DEFAULT_KERNEL_LIMIT
-
-
-SECTION = KernelOptions
-
-OPTIONS = (
-    OptionSpec(
-        "max_kernel_slowdown",
+    max_kernel_slowdown: float = option(
+        DEFAULT_KERNEL_LIMIT,
         parse_fraction,
         "CUDA measurements: growth of the summed GPU kernel time per call beyond which a "
         "test fails, e.g. 3% (default)",
-    ),
-)
+    )
+
+
+SECTION = KernelOptions
