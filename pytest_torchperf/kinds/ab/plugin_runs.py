@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_pairs import PairOutcome
     from pytest_torchperf.kinds.ab.run_sides import Side
     from pytest_torchperf.run.child_process import ChildProcess
-    from pytest_torchperf.run.context import RunContext
-    from pytest_torchperf.store.records import MeasurementRecord
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 MAX_PAIRS = 30
@@ -323,37 +321,3 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
     except (TypeError, ValueError):
         threads = 1  # the option's own parser reports a bad value
     return allowed[-threads:] if threads <= len(allowed) else allowed
-
-
-def summary_lines(ctx: RunContext) -> list[str]:
-    """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
-    from pytest_torchperf.kinds.ab.run_data import ABState
-
-    data = ctx.state(ABState).data
-    if data is None:
-        return []
-    lines = [
-        f"A/B: side A = {s.label} (torch {s.torch})"
-        if n == "A"
-        else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
-        for n, s in data.sides.items()
-    ]
-    for (nodeid, name), entry in sorted(data.measured.items()):
-        if entry.one_sided == "A":
-            lines.append(f"removed in B: {nodeid} {name} (only side A measured it)")
-    return lines
-
-
-def removed_records(ctx: RunContext) -> list[MeasurementRecord]:
-    """Records of the measurements only side A has (removed or renamed in B): no test of this
-    run measures them, so they join the reports here (``new`` rows whose message says so)."""
-    from pytest_torchperf.kinds.ab.run_data import ABState, removed_result
-
-    data = ctx.state(ABState).data
-    if data is None:
-        return []
-    return [
-        removed_result(data, key).to_record()
-        for key, entry in sorted(data.measured.items())
-        if entry.one_sided == "A"
-    ]
