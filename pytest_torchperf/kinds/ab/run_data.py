@@ -104,12 +104,10 @@ class TurnScheduler:
             return self._run(other if self.blocks[other][here] <= self.blocks[side][here] else side)
         if there in self.visited[side]:
             return self._run(other)  # ``side`` is past the other's measurement: let it catch up
-        known_other, known_side = self.tests[other], self.tests[side]
-        if known_side is not None and there[0] not in known_side:
+        known = self.tests[side]
+        if known is not None and there[0] not in known:
             return self._run(other)  # a test only the other side has: it runs alone
-        if known_other is not None and here[0] not in known_other:
-            return self._run(side)  # a test only this side has
-        return self._run(side)
+        return self._run(side)  # a test only this side has, or this side is behind
 
     def _run(self, side: str) -> str:
         key = self.waiting[side]

@@ -243,18 +243,14 @@ def count_instructions(
         )
     for settling in new[:SETTLING_WINDOWS]:
         settling.unlink(missing_ok=True)
-    new = new[SETTLING_WINDOWS:]
-    totals = []
-    functions: dict[str, float] = {}
-    for index, path in enumerate(new):
-        _, per_function = parse_annotate(_annotate(path))
-        totals.append(file_total(path.read_text(errors="replace")) / calls)
-        if index == 1:  # the window every verdict compares
-            ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
-            for name, count in ranked:
-                functions[name] = functions.get(name, 0.0) + count / calls
-        path.unlink(missing_ok=True)
-    return InstructionCount((totals[0], totals[1]), functions)
+    first, second = new[SETTLING_WINDOWS:]
+    totals = [file_total(path.read_text(errors="replace")) / calls for path in (first, second)]
+    # The functions of the window every verdict compares.
+    _, per_function = parse_annotate(_annotate(second))
+    ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
+    first.unlink(missing_ok=True)
+    second.unlink(missing_ok=True)
+    return InstructionCount((totals[0], totals[1]), {name: n / calls for name, n in ranked})
 
 
 def _annotate(path: Path) -> str:
