@@ -46,17 +46,6 @@ if TYPE_CHECKING:
 CHILD_TIMEOUT_S = 3 * 3600.0
 
 
-def configure_counting_child(config: pytest.Config) -> None:
-    """In the child under Valgrind: tell the run's context where the profiles go."""
-    from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
-
-    dump = counted_process()
-    if dump is not None:
-        from pytest_torchperf.kinds.instructions.run_counting import CountState
-
-        context_of(config).state(CountState).folder = dump
-
-
 def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
