@@ -162,7 +162,6 @@ def _check_revision(config: pytest.Config, revision: str) -> None:
 def run_ab(session: pytest.Session) -> None:
     """Measure every perf test in process pairs of side A and side B; hand the data to the run."""
     from pytest_torchperf import __version__
-    from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.kinds.ab.run_sides import Side, SideError, python_side, revision_side
 
     config = session.config
@@ -180,11 +179,11 @@ def run_ab(session: pytest.Session) -> None:
     try:
         if side_type == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
-            _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
+            _measure(session, perf, a_side, b_side, terminal)
         else:
             with revision_side(invocation, value, tuple(flags)) as a_side:
                 a_side.torch = torch.__version__
-                _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
+                _measure(session, perf, a_side, b_side, terminal)
     except SideError as exc:
         # A usage error like the others (``ERROR: ...``, exit 4), not pytest.exit's banner.
         raise pytest.UsageError(f"torchperf: {exc}") from None
@@ -195,14 +194,14 @@ def _measure(
     perf: Sequence[pytest.Item],
     a_side: Side,
     b_side: Side,
-    data: ABData,
     terminal: pytest.TerminalReporter | None,
 ) -> None:
+    from pytest_torchperf.kinds.ab.run_data import ABData, ABState
     from pytest_torchperf.kinds.ab.run_pairs import reap
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
-    data.sides = {"A": a_side, "B": b_side}
+    data = ABData(a_side.label, sides={"A": a_side, "B": b_side})
     cpus = _shared_cpus(config, perf)
     child_runs.say(
         terminal,
@@ -222,8 +221,6 @@ def _measure(
         terminal,
         f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
     )
-    from pytest_torchperf.kinds.ab.run_data import ABState
-
     context_of(config).state(ABState).data = data
 
 
