@@ -123,7 +123,6 @@ class SideLine:
 
     times: tuple[float, ...]
     session: Session
-    problem: str | None = None
     #: The measurement's max_slowdown on that side (the A/B limit).
     limit: float | None = None
     #: Why the side did not measure it although its test ran (a variant that cannot exist
@@ -142,7 +141,7 @@ def read_side(path: Path) -> dict[Key, SideLine]:
             found[(line.nodeid, line.name)] = SideLine((), Session(), skipped=line.reason)
         elif isinstance(line, SideResultLine):
             found[(line.nodeid, line.name)] = SideLine(
-                line.times, Session.from_json(line.session), line.problem, line.limit
+                line.times, Session.from_json(line.session), line.limit
             )
     return found
 
