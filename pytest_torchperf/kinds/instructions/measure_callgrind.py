@@ -14,7 +14,8 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
 - Uninstrumented code under Valgrind runs a few times slower than natively, instrumented code
   some 100x slower, so the cost is in the counted calls; on x86 the process runs oneDNN and MKL
   below their FMA kernels (:data:`KERNEL_CAPS`), which Valgrind emulates 10-100x more slowly.
-- Each dump is read with ``callgrind_annotate`` for its total and its per-function self counts
+- Each window's total is read from its dump, and the self counts per function of the window
+  every verdict compares with ``callgrind_annotate``
   (:func:`pytest_torchperf.kinds.instructions.measure_callgrind_output.parse_annotate`, pure).
 
 Valgrind does not emulate AVX-512 or AMX: under it torch dispatches to AVX2 kernels, so counts
