@@ -261,7 +261,6 @@ def _pairs(
             if number == 1:
                 _check_first_pair(pair, data)
             data.add_pair(a, b, pair.tests)
-            data.problems.extend(pair.problems)
             for problem in pair.problems:
                 child_runs.say(terminal, problem, yellow=True)
             undecided = (

@@ -183,11 +183,10 @@ class Paired:
 
 @dataclass
 class ABData:
-    """The A/B run's measurements by key, what side A is, and what went wrong on either side."""
+    """The A/B run's measurements by key, what side A is, and how many pairs ran."""
 
     against: str
     measured: dict[Key, Paired] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
     pairs_run: int = 0
     #: How each side's processes started (:class:`pytest_torchperf.kinds.ab.run_sides.Side`), by name.
     sides: dict[str, Side] = field(default_factory=dict)
