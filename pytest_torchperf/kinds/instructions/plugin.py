@@ -51,10 +51,11 @@ def repeats_exactly(config: pytest.Config) -> bool:
 def configure_counting_child(config: pytest.Config) -> None:
     """In the child under Valgrind: tell the run's context where the profiles go, once it exists
     (the counting child's settings live on it)."""
-    from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
-    from pytest_torchperf.kinds.instructions.run_counting import CountState
 
     def setup(ctx: RunContext) -> None:
+        from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
+        from pytest_torchperf.kinds.instructions.run_counting import CountState
+
         ctx.state(CountState).folder = counted_process()
 
     config.stash[CONTEXT_SETUP_KEY].append(setup)
