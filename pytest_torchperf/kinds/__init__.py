@@ -26,24 +26,7 @@ from importlib import import_module
 from types import ModuleType
 
 from pytest_torchperf.core.types import JSON
-from pytest_torchperf.kinds.spec import KindSpec
-
-__all__ = [
-    "PACKAGES",
-    "KindSpec",
-    "figure_names",
-    "gate_facts",
-    "forget_added",
-    "gate_keys",
-    "label_of",
-    "names",
-    "part",
-    "parts",
-    "register",
-    "result_keys",
-    "spec_named",
-    "specs",
-]
+from pytest_torchperf.kinds.spec import KindSpec as KindSpec  # what another plugin registers
 
 #: The built-in kinds' packages, in the order a measurement's kind is chosen: the first whose
 #: ``run`` part says it is chosen (:func:`pytest_torchperf.run.kinds.run_part`) is the kind.
@@ -51,18 +34,7 @@ __all__ = [
 PACKAGES = ("ab", "instructions", "fallback", "kernels", "time")
 
 _added: list[KindSpec] = []
-
-
-def _builtin() -> tuple[KindSpec, ...]:
-    specs = []
-    for package in PACKAGES:
-        spec = import_module(f"{__name__}.{package}").SPEC
-        assert isinstance(spec, KindSpec)
-        specs.append(spec)
-    return tuple(specs)
-
-
-_BUILTIN = _builtin()
+_BUILTIN: tuple[KindSpec, ...] = tuple(import_module(f"{__name__}.{p}").SPEC for p in PACKAGES)
 
 
 def specs() -> tuple[KindSpec, ...]:
@@ -101,18 +73,15 @@ def label_of(basis: object) -> str:
     """What the one label calls the figure of a verdict judged on ``basis`` (a kind's name):
     that kind's :attr:`KindSpec.label`; ``time`` for a basis no kind here has (a record written
     before verdicts recorded their basis, or by a plugin's kind that is not installed)."""
-    for spec in specs():
-        if spec.name == basis:
-            return spec.label
-    return "time"
+    return next((spec.label for spec in specs() if spec.name == basis), "time")
 
 
 def spec_named(name: str) -> KindSpec:
     """The kind a gate names; an unknown name is a clear error (a results file written with a
     plugin's kind read where that plugin is not installed)."""
-    for spec in specs():
-        if spec.name == name:
-            return spec
+    found = next((spec for spec in specs() if spec.name == name), None)
+    if found is not None:
+        return found
     raise ValueError(
         f"unknown measurement kind {name!r} (known: {', '.join(names())}): the file was written "
         f"by a run with a plugin that added it; install that plugin to read it"
@@ -146,12 +115,8 @@ def parts(layer: str, having: str | None = None) -> list[ModuleType]:
     """Every kind's module of ``layer``, in the registry's order: those that have one (and that
     define ``having``, when given: the plugin parts with run settings, say). Called only by the
     layer itself, as :func:`part` is."""
-    found = []
-    for spec in specs():
-        module = part(spec, layer)
-        if module is not None and (having is None or hasattr(module, having)):
-            found.append(module)
-    return found
+    found = (part(spec, layer) for spec in specs())
+    return [m for m in found if m is not None and (having is None or hasattr(m, having))]
 
 
 def part(spec: KindSpec, layer: str) -> ModuleType | None:

@@ -1,16 +1,7 @@
 """The ``ab`` measurement kind (``--torchperf-ab REV``, ``--torchperf-ab-python PY``): two sides
 (A: a revision or interpreter, B: the working tree) measured now in process pairs whose timed
-blocks take turns; side B's paired interval against the limit is the verdict.
-
-- measuring: :mod:`.measure_turns` (a side's end of the turn protocol);
-- judging: :mod:`.judge_pairs` (the paired interval, deciding and wording), :mod:`.judge`;
-- reporting: :mod:`.report` (side A as the tables' baseline, the change's interval);
-- running: :mod:`.run_sides` (the sides), :mod:`.run_pairs` (one process pair taking turns),
-  :mod:`.run_data` (the turn scheduler, the sides' data), :mod:`.run_roles` (a side's child,
-  the controller: its variants from the sides' data), :mod:`.run` (what it keeps, when it is
-  chosen);
-- pytest: :mod:`.plugin_runs` (the controller), :mod:`.plugin` (a side's child, their
-  schedule)."""
+blocks take turns; side B's paired interval against the limit is the verdict. Its modules are
+named for their layers (docs/architecture.md)."""
 
 from __future__ import annotations
 

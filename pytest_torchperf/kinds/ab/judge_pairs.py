@@ -218,12 +218,8 @@ def decide_ab(
 
 def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str:
     """The message a user reads for ``decision`` (``against`` names side A)."""
-    a_time, b_time, iv, usable = (
-        decision.a_time,
-        decision.b_time,
-        decision.interval,
-        decision.usable,
-    )
+    a_time, b_time = decision.a_time, decision.b_time
+    iv, usable = decision.interval, decision.usable
     in_b = f"{format_time(b_time) if b_time else '?'} per call in B"
     if decision.case == "a-failed":
         return (

@@ -19,6 +19,7 @@ from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 
 if TYPE_CHECKING:
+    from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.store.records import MeasurementRecord
 
 add_options = plugin_runs.add_options
@@ -26,18 +27,45 @@ add_options = plugin_runs.add_options
 settings = plugin_runs.ab_setting
 
 
-def records_of_run(config: pytest.Config) -> list[MeasurementRecord]:
-    """The records of the measurements only side A has (removed or renamed in B)."""
+def _data(config: pytest.Config) -> ABData | None:
+    """The controller's A/B data (None outside an A/B run's controller)."""
     if not config.stash[SETTINGS_KEY].of(ABSettings).against:
+        return None  # not an A/B run: no run context is made for asking
+    from pytest_torchperf.kinds.ab.run_data import ABState
+
+    return context_of(config).state(ABState).data
+
+
+def records_of_run(config: pytest.Config) -> list[MeasurementRecord]:
+    """Records of the measurements only side A has (removed or renamed in B): no test of this
+    run measures them, so they join the reports here (``new`` rows whose message says so)."""
+    from pytest_torchperf.kinds.ab.run_data import removed_result
+
+    data = _data(config)
+    if data is None:
         return []
-    return plugin_runs.removed_records(context_of(config))
+    return [
+        removed_result(data, key).to_record()
+        for key, entry in sorted(data.measured.items())
+        if entry.one_sided == "A"
+    ]
 
 
 def summary_lines(config: pytest.Config) -> list[str]:
     """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
-    if not config.stash[SETTINGS_KEY].of(ABSettings).against:
+    data = _data(config)
+    if data is None:
         return []
-    return plugin_runs.summary_lines(context_of(config))
+    lines = [
+        f"A/B: side A = {s.label} (torch {s.torch})"
+        if n == "A"
+        else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
+        for n, s in data.sides.items()
+    ]
+    for (nodeid, name), entry in sorted(data.measured.items()):
+        if entry.one_sided == "A":
+            lines.append(f"removed in B: {nodeid} {name} (only side A measured it)")
+    return lines
 
 
 # -- a side's child ------------------------------------------------------------------------------

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_pairs import PairOutcome
     from pytest_torchperf.kinds.ab.run_sides import Side
     from pytest_torchperf.run.child_process import ChildProcess
-    from pytest_torchperf.run.context import RunContext
-    from pytest_torchperf.store.records import MeasurementRecord
 
 #: Pairs measured first, and the most an A/B run goes to while verdicts are undecided.
 MAX_PAIRS = 30
@@ -164,7 +162,6 @@ def _check_revision(config: pytest.Config, revision: str) -> None:
 def run_ab(session: pytest.Session) -> None:
     """Measure every perf test in process pairs of side A and side B; hand the data to the run."""
     from pytest_torchperf import __version__
-    from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.kinds.ab.run_sides import Side, SideError, python_side, revision_side
 
     config = session.config
@@ -182,11 +179,11 @@ def run_ab(session: pytest.Session) -> None:
     try:
         if side_type == "python":
             a_side = python_side(invocation, value, __version__, tuple(flags))
-            _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
+            _measure(session, perf, a_side, b_side, terminal)
         else:
             with revision_side(invocation, value, tuple(flags)) as a_side:
                 a_side.torch = torch.__version__
-                _measure(session, perf, a_side, b_side, ABData(a_side.label), terminal)
+                _measure(session, perf, a_side, b_side, terminal)
     except SideError as exc:
         # A usage error like the others (``ERROR: ...``, exit 4), not pytest.exit's banner.
         raise pytest.UsageError(f"torchperf: {exc}") from None
@@ -197,14 +194,14 @@ def _measure(
     perf: Sequence[pytest.Item],
     a_side: Side,
     b_side: Side,
-    data: ABData,
     terminal: pytest.TerminalReporter | None,
 ) -> None:
+    from pytest_torchperf.kinds.ab.run_data import ABData, ABState
     from pytest_torchperf.kinds.ab.run_pairs import reap
 
     config = session.config
     settings = config.stash[SETTINGS_KEY]
-    data.sides = {"A": a_side, "B": b_side}
+    data = ABData(a_side.label, sides={"A": a_side, "B": b_side})
     cpus = _shared_cpus(config, perf)
     child_runs.say(
         terminal,
@@ -224,8 +221,6 @@ def _measure(
         terminal,
         f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
     )
-    from pytest_torchperf.kinds.ab.run_data import ABState
-
     context_of(config).state(ABState).data = data
 
 
@@ -266,7 +261,6 @@ def _pairs(
             if number == 1:
                 _check_first_pair(pair, data)
             data.add_pair(a, b, pair.tests)
-            data.problems.extend(pair.problems)
             for problem in pair.problems:
                 child_runs.say(terminal, problem, yellow=True)
             undecided = (
@@ -323,37 +317,3 @@ def _shared_cpus(config: pytest.Config, perf: Sequence[pytest.Item]) -> list[int
     except (TypeError, ValueError):
         threads = 1  # the option's own parser reports a bad value
     return allowed[-threads:] if threads <= len(allowed) else allowed
-
-
-def summary_lines(ctx: RunContext) -> list[str]:
-    """What the terminal summary adds in an A/B run: the sides and the one-sided measurements."""
-    from pytest_torchperf.kinds.ab.run_data import ABState
-
-    data = ctx.state(ABState).data
-    if data is None:
-        return []
-    lines = [
-        f"A/B: side A = {s.label} (torch {s.torch})"
-        if n == "A"
-        else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
-        for n, s in data.sides.items()
-    ]
-    for (nodeid, name), entry in sorted(data.measured.items()):
-        if entry.one_sided == "A":
-            lines.append(f"removed in B: {nodeid} {name} (only side A measured it)")
-    return lines
-
-
-def removed_records(ctx: RunContext) -> list[MeasurementRecord]:
-    """Records of the measurements only side A has (removed or renamed in B): no test of this
-    run measures them, so they join the reports here (``new`` rows whose message says so)."""
-    from pytest_torchperf.kinds.ab.run_data import ABState, removed_result
-
-    data = ctx.state(ABState).data
-    if data is None:
-        return []
-    return [
-        removed_result(data, key).to_record()
-        for key, entry in sorted(data.measured.items())
-        if entry.one_sided == "A"
-    ]

@@ -1,7 +1,7 @@
 """The ``ab`` kind's run part: chosen for every measurement of an A/B run's controller (what the
 sides measured is its run state, :class:`~pytest_torchperf.kinds.ab.run_data.ABState`); kept as
 time is; its processes' roles (a side, the controller); an A/B run's option defaults and the
-side A its gates record. Pytest-free."""
+side A its gates record; ``torchperf bisect --mode ab`` (:data:`BISECT`). Pytest-free."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT
 from pytest_torchperf.kinds.ab.options import ABSettings
-from pytest_torchperf.kinds.ab.run_bisect import BISECT
 from pytest_torchperf.kinds.ab.run_data import ABState, ab_record
+from pytest_torchperf.run.bisect_mode import BisectMode, Classify, Key
 from pytest_torchperf.run.kind_run import Keeping, KindRun
+from pytest_torchperf.store.record import Record
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
@@ -68,6 +69,43 @@ def _gate_fields(ctx: RunContext) -> dict[str, Any]:
     data = ctx.state(ABState).data
     return {"ab": data.against if data is not None else ""}
 
+
+def _bisect_figure(record: Record) -> tuple[str, str] | None:
+    if not (record.extra("ab") and record.outcome):
+        return None
+    ratio = record.verdict.ratio if record.verdict else None
+    change = f" ({(ratio - 1) * 100:+.1f}% vs GOOD)" if ratio else ""
+    return record.outcome, change
+
+
+def _bisect_classifier(good: Mapping[Key, Any], bad: Mapping[Key, Any]) -> Classify:
+    # Each run judged the revision against GOOD itself: GOOD's and BAD's figures are not needed.
+    def ab(figures: Mapping[Key, Any]) -> tuple[str, str]:
+        said = ", ".join(f"{k[1]}: {outcome}{change}" for k, (outcome, change) in figures.items())
+        outcomes = {outcome for outcome, _ in figures.values()}
+        if "fail" in outcomes:
+            return "bad", said
+        if "inconclusive" in outcomes:
+            return "skip", f"{said}: the A/B verdict could not decide (a busy machine?)"
+        return "good", said
+
+    return ab
+
+
+#: ``torchperf bisect --mode ab``: each revision against GOOD in alternating process pairs
+#: (``--torchperf-ab GOOD``); bad where the A/B verdict fails (the tests' own ``max_slowdown``).
+#: For GPU measurements or where Valgrind is missing; the verdicts are statistical, so a step
+#: has to be well over the limit to be found every time.
+BISECT = BisectMode(
+    "ab",
+    args=lambda good: ("--torchperf-ab", good),
+    figure=_bisect_figure,
+    what="an A/B verdict",
+    classifier=_bisect_classifier,
+    measures_good=False,
+    retry_hint=", or retry on a quieter machine (A/B verdicts are statistical)",
+    default_rank=1,
+)
 
 RUN = KindRun(
     Keeping(),

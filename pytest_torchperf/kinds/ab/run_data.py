@@ -104,12 +104,10 @@ class TurnScheduler:
             return self._run(other if self.blocks[other][here] <= self.blocks[side][here] else side)
         if there in self.visited[side]:
             return self._run(other)  # ``side`` is past the other's measurement: let it catch up
-        known_other, known_side = self.tests[other], self.tests[side]
-        if known_side is not None and there[0] not in known_side:
+        known = self.tests[side]
+        if known is not None and there[0] not in known:
             return self._run(other)  # a test only the other side has: it runs alone
-        if known_other is not None and here[0] not in known_other:
-            return self._run(side)  # a test only this side has
-        return self._run(side)
+        return self._run(side)  # a test only this side has, or this side is behind
 
     def _run(self, side: str) -> str:
         key = self.waiting[side]
@@ -125,7 +123,6 @@ class SideLine:
 
     times: tuple[float, ...]
     session: Session
-    problem: str | None = None
     #: The measurement's max_slowdown on that side (the A/B limit).
     limit: float | None = None
     #: Why the side did not measure it although its test ran (a variant that cannot exist
@@ -144,7 +141,7 @@ def read_side(path: Path) -> dict[Key, SideLine]:
             found[(line.nodeid, line.name)] = SideLine((), Session(), skipped=line.reason)
         elif isinstance(line, SideResultLine):
             found[(line.nodeid, line.name)] = SideLine(
-                line.times, Session.from_json(line.session), line.problem, line.limit
+                line.times, Session.from_json(line.session), line.limit
             )
     return found
 
@@ -186,11 +183,10 @@ class Paired:
 
 @dataclass
 class ABData:
-    """The A/B run's measurements by key, what side A is, and what went wrong on either side."""
+    """The A/B run's measurements by key, what side A is, and how many pairs ran."""
 
     against: str
     measured: dict[Key, Paired] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
     pairs_run: int = 0
     #: How each side's processes started (:class:`pytest_torchperf.kinds.ab.run_sides.Side`), by name.
     sides: dict[str, Side] = field(default_factory=dict)

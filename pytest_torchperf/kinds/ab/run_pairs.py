@@ -140,13 +140,7 @@ def abandon(pair: StartedPair) -> None:
 def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
     """Run a started pair to its end: tell both sides which tests (``only``, or all), then hand
     the turn back and forth until both exit; what they measured is read back."""
-    number, sides, folder, procs, pipes = (
-        pair.number,
-        pair.sides,
-        pair.folder,
-        pair.procs,
-        pair.pipes,
-    )
+    number, sides, procs, pipes = pair.number, pair.sides, pair.procs, pair.pipes
     lingering: list[ChildProcess] = []
     problems: list[str] = []
     try:
@@ -181,7 +175,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
                 # One that left the protocol and hangs on its way out is killed after 60 s.
                 code = child.wait(60)
                 codes[name] = code if isinstance(code, int) else child.process.returncode
-            found[name] = read_side(folder / f"{name}.jsonl")
+            found[name] = read_side(pair.folder / f"{name}.jsonl")
             # Side A's failures (a test that errors there) are shown; side B's fail in this run.
             if codes[name] not in (0, 1, 5) or (codes[name] == 1 and name == "A"):
                 problems.append(
@@ -300,11 +294,11 @@ class _Lines:
         #: loader worker) still holds the pipe open.
         self.proc: Any = None
 
-    def message(self, timeout: float | None = None) -> Message | MessageError | None:
+    def message(self) -> Message | MessageError | None:
         """The next message, or why its line is none (:class:`MessageError`: the caller passes
         over it, and a side whose first word it is is not ready); None when the child exited or
-        went silent past the timeout (then :attr:`timed_out`)."""
-        deadline = time.monotonic() + (PAIR_TIMEOUT_S if timeout is None else timeout)
+        went silent past :data:`PAIR_TIMEOUT_S` (then :attr:`timed_out`)."""
+        deadline = time.monotonic() + PAIR_TIMEOUT_S
         while b"\n" not in self.buffer:
             if self.closed:
                 return None

@@ -98,10 +98,7 @@ class ABController(Role):
         assert data is not None
         asked.measurer.check_outputs(asked.name)
         try:
-            measured: Measured = ab_measured(
-                data, asked.nodeid, asked.name, asked.measurer, asked.source
-            )
-            return measured
+            return ab_measured(data, asked.nodeid, asked.name, asked.measurer, asked.source)
         except ABMissing as exc:
             state.failures.append(str(exc))
             return disabled_result(

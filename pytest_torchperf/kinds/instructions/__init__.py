@@ -1,21 +1,8 @@
 """The ``instructions`` measurement kind (``--torchperf-instructions``): instructions per call
 counted under Valgrind's callgrind in child processes side by side, against the latest count
-stored under the instruction environment.
-
-- measuring: :mod:`.measure_callgrind` (running a call under callgrind),
-  :mod:`.measure_callgrind_output` (reading its output);
-- judging: :mod:`.judge_counts` (deciding and wording), :mod:`.judge` (the kind);
-- reporting: :mod:`.report` (the count's column in a run's tables, ``torchperf show``'s and
-  ``torchperf history``'s figures of an instruction environment);
-- running: :mod:`.run_counting` (counting in a child, reading the counts in the controller),
-  :mod:`.run_job_split` (how the perf tests are split over counting processes), :mod:`.run`
-  (what it keeps, when it is chosen);
-- options: :mod:`.options` (a measurement's: counted or not, the limit);
-- pytest: :mod:`.plugin_options` (its options), :mod:`.plugin_runs` (the counting children),
-  :mod:`.plugin` (their schedule).
-
-The ``time-or-instructions`` kind (:mod:`pytest_torchperf.kinds.fallback`) counts with the same
-children."""
+stored under the instruction environment. Its modules are named for their layers
+(docs/architecture.md). The ``time-or-instructions`` kind (:mod:`pytest_torchperf.kinds.fallback`)
+counts with the same children."""
 
 from __future__ import annotations
 

@@ -123,7 +123,8 @@ def latest_count_verdict(
     latest_run = sessions[-1].run_id if sessions else None
     latest = [s for s in sessions if s.run_id == latest_run] if latest_run else sessions[-1:]
     counted = [s for s in latest if s.instructions]
-    same = [s for s in counted if dict(stored_counted_with(s)) == dict(counted_with or {})]
+    wanted = dict(counted_with or {})
+    same = [s for s in counted if dict(stored_counted_with(s)) == wanted]
     if instructions is None:
         return f"no instruction count to fall back on: {uncounted or 'not counted'}"
     if not counted:
@@ -134,12 +135,8 @@ def latest_count_verdict(
             else "no instruction count stored beside the timing"
         ) + f" to fall back on; record one with {save}"
     if not same:
-        stored_with = dict(stored_counted_with(counted[-1]))
-        differs = sorted(
-            k
-            for k in {*stored_with, *(counted_with or {})}
-            if stored_with.get(k) != (counted_with or {}).get(k)
-        )
+        stored_with = stored_counted_with(counted[-1])
+        differs = sorted(k for k in {*stored_with, *wanted} if stored_with.get(k) != wanted.get(k))
         return (
             f"the stored instruction count was taken differently ({', '.join(differs)} "
             f"differ), so it is no baseline for this one; record a new one with {save}"

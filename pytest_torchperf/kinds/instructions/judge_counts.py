@@ -48,8 +48,6 @@ class InstructionVerdict:
     #: Relative change of instructions per call vs the baseline (None when there is none).
     change: float | None
     message: str
-    #: The functions that grew (or shrank) most, worded, for the "why" line.
-    why: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,7 @@ def judge_instructions(
     :func:`decide_instructions`, then :func:`word_instructions`."""
     decision = decide_instructions(current, baseline, max_increase)
     message = word_instructions(label, decision, current, baseline, max_increase)
-    return InstructionVerdict(decision.outcome, decision.change, message, decision.why)
+    return InstructionVerdict(decision.outcome, decision.change, message)
 
 
 def repeats(count: InstructionCount) -> bool:

@@ -14,7 +14,8 @@ How (each step measured on this project's 2-vCPU CI VM, Valgrind 3.19, torch 2.1
 - Uninstrumented code under Valgrind runs a few times slower than natively, instrumented code
   some 100x slower, so the cost is in the counted calls; on x86 the process runs oneDNN and MKL
   below their FMA kernels (:data:`KERNEL_CAPS`), which Valgrind emulates 10-100x more slowly.
-- Each dump is read with ``callgrind_annotate`` for its total and its per-function self counts
+- Each window's total is read from its dump, and the self counts per function of the window
+  every verdict compares with ``callgrind_annotate``
   (:func:`pytest_torchperf.kinds.instructions.measure_callgrind_output.parse_annotate`, pure).
 
 Valgrind does not emulate AVX-512 or AMX: under it torch dispatches to AVX2 kernels, so counts
@@ -243,18 +244,14 @@ def count_instructions(
         )
     for settling in new[:SETTLING_WINDOWS]:
         settling.unlink(missing_ok=True)
-    new = new[SETTLING_WINDOWS:]
-    totals = []
-    functions: dict[str, float] = {}
-    for index, path in enumerate(new):
-        _, per_function = parse_annotate(_annotate(path))
-        totals.append(file_total(path.read_text(errors="replace")) / calls)
-        if index == 1:  # the window every verdict compares
-            ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
-            for name, count in ranked:
-                functions[name] = functions.get(name, 0.0) + count / calls
-        path.unlink(missing_ok=True)
-    return InstructionCount((totals[0], totals[1]), functions)
+    first, second = new[SETTLING_WINDOWS:]
+    totals = [file_total(path.read_text(errors="replace")) / calls for path in (first, second)]
+    # The functions of the window every verdict compares.
+    _, per_function = parse_annotate(_annotate(second))
+    ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
+    first.unlink(missing_ok=True)
+    second.unlink(missing_ok=True)
+    return InstructionCount((totals[0], totals[1]), {name: n / calls for name, n in ranked})
 
 
 def _annotate(path: Path) -> str:

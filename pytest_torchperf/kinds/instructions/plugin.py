@@ -4,6 +4,8 @@ under Valgrind side by side before anything is timed (``--torchperf-instructions
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
@@ -11,6 +13,9 @@ from pytest_torchperf.kinds.instructions import plugin_options, plugin_runs
 from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY
+
+if TYPE_CHECKING:
+    from pytest_torchperf.run.context import RunContext
 
 add_options = plugin_options.add_options
 
@@ -43,9 +48,17 @@ def repeats_exactly(config: pytest.Config) -> bool:
     return bool(raw)
 
 
-def _configure_counting_child(config: pytest.Config) -> None:
-    # Set up once the run's context exists (the counting child's settings live on it).
-    config.stash[CONTEXT_SETUP_KEY].append(lambda ctx: plugin_runs.configure_counting_child(config))
+def configure_counting_child(config: pytest.Config) -> None:
+    """In the child under Valgrind: tell the run's context where the profiles go, once it exists
+    (the counting child's settings live on it)."""
+
+    def setup(ctx: RunContext) -> None:
+        from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
+        from pytest_torchperf.kinds.instructions.run_counting import CountState
+
+        ctx.state(CountState).folder = counted_process()
+
+    config.stash[CONTEXT_SETUP_KEY].append(setup)
 
 
 SCHEDULES = (
@@ -53,6 +66,6 @@ SCHEDULES = (
         "counting under Valgrind",
         used=lambda settings, config: settings.of(CountSettings).counts,
         run=plugin_runs.run_counting_children,
-        configure_child=_configure_counting_child,
+        configure_child=configure_counting_child,
     ),
 )

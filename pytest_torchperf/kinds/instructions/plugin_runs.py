@@ -46,17 +46,6 @@ if TYPE_CHECKING:
 CHILD_TIMEOUT_S = 3 * 3600.0
 
 
-def configure_counting_child(config: pytest.Config) -> None:
-    """In the child under Valgrind: tell the run's context where the profiles go."""
-    from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
-
-    dump = counted_process()
-    if dump is not None:
-        from pytest_torchperf.kinds.instructions.run_counting import CountState
-
-        context_of(config).state(CountState).folder = dump
-
-
 def run_counting_children(session: pytest.Session) -> None:
     """Count every perf test in child pytest runs under Valgrind, side by side, each with its
     contiguous share of the tests; hand the counts to the run."""
@@ -176,10 +165,6 @@ class _Child:
         self.counted = 0
         self.split: CountedTime | None = None
 
-    @property
-    def code(self) -> int | str:
-        return "none: not waited for" if self.process.code is None else self.process.code
-
     def wait(self, timeout: float) -> None:
         """Wait until ``timeout`` seconds after this child started, then kill it."""
         left = max(1.0, timeout - (time.time() - self.process.launched))
@@ -255,9 +240,10 @@ def _report_child(
     """Say what went wrong in one counting process, once, and tell each of its tests' missing
     counts where to look. A process that exited normally without a count is only reported when
     no process counted anything (``alone``): its tests may all have been opted out or off-CPU."""
-    if child.code not in (0, 1) or (alone and not child.counted):
+    code = child.process.code  # every child was waited for
+    if code not in (0, 1) or (alone and not child.counted):
         what = (
-            f"the pytest process under Valgrind exited with code {child.code} after "
+            f"the pytest process under Valgrind exited with code {code} after "
             f"{child.process.took:.0f} s and counted {child.counted} measurement(s)"
         )
         # The command and the log once, at the top; each measurement's failure refers to it.
@@ -270,7 +256,7 @@ def _report_child(
         problem = f"{what} (its command and the end of its log are printed before the tests)"
     else:
         problem = (
-            f"the pytest process under Valgrind (exit code {child.code}) did not count it: its "
+            f"the pytest process under Valgrind (exit code {code}) did not count it: its "
             f"test failed or was skipped there. The end of that process's output:\n    "
             + "\n    ".join(child.process.log_tail(12))
         )

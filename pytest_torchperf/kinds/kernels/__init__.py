@@ -1,11 +1,7 @@
 """The ``time-and-kernels`` measurement kind (CUDA measurements): the wall time as ``time`` judges
 it, and beside it the summed device time of the call's GPU kernels, at a limit of its own
-(``--torchperf-max-kernel-slowdown``).
-
-- options: :mod:`.options` (its limit);
-- measuring: :mod:`.measure` (the profiler after the timed pass, kernels summed by name);
-- judging: :mod:`.judge_times` (deciding and wording), :mod:`.judge` (the kind);
-- running: :mod:`.run` (profiling a measurement, when it is chosen)."""
+(``--torchperf-max-kernel-slowdown``). Its modules are named for their layers
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

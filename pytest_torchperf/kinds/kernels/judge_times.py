@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import Outcome
@@ -47,16 +46,6 @@ class KernelVerdict:
     limit: float = 0.0
     #: Why nothing was judged (:data:`UNSTEADY`, :data:`~pytest_torchperf.judge.tolerance.NOISY_BASELINE`), else None.
     guard: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome.value,
-            "message": self.message,
-            "ratio": self.ratio,
-            "baseline": self.baseline,
-            "limit": self.limit,
-            "guard": self.guard,
-        }
 
 
 def judge_kernels(
@@ -89,10 +78,10 @@ def judge_kernels(
         f"{len(stored)} stored session{'s' if len(stored) != 1 else ''}; limit "
         f"{format_percent(limit)}"
     )
+    sessions = ", ".join(format_change(s / baseline) for s in current.sessions)
     if lowest > 1.0 + limit:
         grown = kernel_changes(stored[-1], current)
         why = f". Kernels that changed: {'; '.join(grown)}" if grown else ""
-        sessions = ", ".join(format_change(s / baseline) for s in current.sessions)
         return KernelVerdict(
             Outcome.FAIL,
             f"{label}: GPU kernel time {format_change(ratio)} vs baseline ({figures}; every "
@@ -102,7 +91,6 @@ def judge_kernels(
             limit,
         )
     if ratio > 1.0 + limit:
-        sessions = ", ".join(format_change(s / baseline) for s in current.sessions)
         return KernelVerdict(
             Outcome.INCONCLUSIVE,
             f"{label}: GPU kernel time {format_change(ratio)} vs baseline but its profiler "
