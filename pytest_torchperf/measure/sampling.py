@@ -149,6 +149,23 @@ class Neighbours:
         return neighbour_load(now - self._start, own_cpu, wall, self.cpus)
 
 
+def _warm_up(run_block: RunBlock, warmup: float, clock: Callable[[], float]) -> list[float]:
+    """Untimed single calls until at least ``MIN_WARMUP_CALLS`` and ``warmup`` seconds."""
+    warm: list[float] = []
+    start = clock()
+    while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
+        warm.append(run_block(1))
+    return warm
+
+
+def _calibration_number(calibrate: RunBlock | None) -> int:
+    """Calls per calibration block (0: no calibration)."""
+    if calibrate is None:
+        return 0
+    cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
+    return block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+
+
 def collect(
     run_block: RunBlock,
     *,
@@ -174,17 +191,11 @@ def collect(
     ``settle`` runs untimed blocks until their times come to rest (GPUs); ``after_block`` is
     called after each timed block, outside its timing (a GPU's clocks are read there).
     """
-    warm: list[float] = []
-    start = clock()
-    while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
-        warm.append(run_block(1))
+    warm = _warm_up(run_block, warmup, clock)
     if number is None:
         # The first call often pays one-off costs (allocator growth, lazy init): size from the rest.
         number = block_size(statistics.median(warm[1:] or warm), block_target)
-    cal_number = 0
-    if calibrate is not None:
-        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
-        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+    cal_number = _calibration_number(calibrate)
     settling: list[float] = []
     settled = None
     if settle is not None:
@@ -269,17 +280,10 @@ def collect_interleaved(
     numbers: dict[str, int] = {}
     warm_calls: dict[str, int] = {}
     for name in names:
-        run_block = runners[name]
-        warm: list[float] = []
-        start = clock()
-        while len(warm) < MIN_WARMUP_CALLS or clock() - start < warmup:
-            warm.append(run_block(1))
+        warm = _warm_up(runners[name], warmup, clock)
         numbers[name] = block_size(statistics.median(warm[1:] or warm), block_target)
         warm_calls[name] = len(warm)
-    cal_number = 0
-    if calibrate is not None:
-        cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
-        cal_number = block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+    cal_number = _calibration_number(calibrate)
 
     times: dict[str, list[float]] = {n: [] for n in names}
     calibration: dict[str, list[float]] = {n: [] for n in names}
