@@ -47,14 +47,13 @@ class TorchperfFixture:
     gated_by_default = True
     #: Whether ``variants=`` may be set on a call.
     builds_variants = True
+    #: Options this fixture's calls default to, below the call's own keywords.
+    defaults: Mapping[str, object] = {}
 
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
         self._ctx = context_of(item.config)
         self._state = state_of(item)
-
-    def _defaults(self) -> dict[str, object]:
-        return {}
 
     def __call__(
         self,
@@ -92,7 +91,7 @@ class TorchperfFixture:
                 )
             resolved, explicit = resolve_options(
                 self._ctx,
-                {**self._defaults(), **options, "name": name},
+                {**self.defaults, **options, "name": name},
                 marker_options(self._item),
                 nodeid,
             )
@@ -229,9 +228,7 @@ class TimerFixture(TorchperfFixture):
     source = "timer"
     gated_by_default = False
     builds_variants = False
-
-    def _defaults(self) -> dict[str, object]:
-        return {"counters": False, "check_finite": False, "inference": False}
+    defaults = {"counters": False, "check_finite": False, "inference": False}
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     marker_options,
     state_of,
 )
-from pytest_torchperf.pytest_plugin.test_outcome import baseline_error, finish
+from pytest_torchperf.pytest_plugin.test_outcome import finish
 from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of this plugin
     pytest_collection_finish,
     pytest_configure_node,
@@ -240,6 +240,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from pytest_torchperf.measure.devices import default_device
     from pytest_torchperf.run.pipeline import measure
     from pytest_torchperf.run.state import MeasurementSkipped
+    from pytest_torchperf.store.baselines import BaselineFileError
 
     # A test body is not a module and returns None: no eval()/no_grad handling, no output check.
     options = replace(options, check_finite=False, inference=False)
@@ -258,7 +259,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return True
     except MeasurementSkipped as exc:
         pytest.skip(str(exc))
-    except (baseline_error(), OptionError) as exc:
+    except (BaselineFileError, OptionError) as exc:
         message = f"torchperf: {exc}"
     pytest.fail(message, pytrace=False)
 

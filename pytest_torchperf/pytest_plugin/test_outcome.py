@@ -48,13 +48,6 @@ def _emit_warnings(item: pytest.Item, messages: list[str]) -> list[str]:
     return errors
 
 
-def baseline_error() -> type[Exception]:
-    """The baseline file error (imported when needed: the plugin loads without the store)."""
-    from pytest_torchperf.store.baselines import BaselineFileError
-
-    return BaselineFileError
-
-
 def _junit_figures(record: Record) -> dict[str, object]:
     """Outcome and headline figures of one measurement (seconds, ratios) as JUnit properties."""
     stats, verdict = record.stats, record.verdict
@@ -90,11 +83,12 @@ def finish(item: pytest.Item, passed: bool) -> str | None:
         state.pending.clear()  # a failing test never updates its baseline
         message = "\n".join(failures) or None
     else:
-        try:
-            from pytest_torchperf.run.saving import flush
+        from pytest_torchperf.run.saving import flush
+        from pytest_torchperf.store.baselines import BaselineFileError
 
+        try:
             flush(context_of(item.config), state)
-        except baseline_error() as exc:
+        except BaselineFileError as exc:
             message = f"torchperf: {exc}"
     if state.results:
         from pytest_torchperf.store.record import Record

@@ -17,8 +17,6 @@ DEFAULT_MAX_INCREASE = 0.01
 class CountOptions:
     """A measurement's instruction-count options."""
 
-    #: In an instruction-count run (``--torchperf-instructions``), count this measurement's
-    #: instructions; False times it as a run without that option would.
     instructions: bool = option(
         True,
         parse_bool,
