@@ -57,9 +57,7 @@ class ABSide(Role):
         sink.send(side_line(result, m.options.max_slowdown, top_ops))
 
 
-def side_line(
-    result: Result, limit: float, top_ops: list[dict[str, Any]] | None = None
-) -> SideResultLine:
+def side_line(result: Result, limit: float, top_ops: list[dict[str, Any]] | None) -> SideResultLine:
     """What a side's child writes for one measurement: every block time at full precision (the
     rounds are paired by position), the session record a save would store (counters,
     fingerprint, speedup for the engine's checks), and the measurement's limit."""

@@ -75,9 +75,7 @@ def resolve_revision(root: Path, revision: str) -> str:
 
 
 @contextlib.contextmanager
-def revision_side(
-    invocation_dir: Path, revision: str, flags: tuple[str, ...] = ()
-) -> Iterator[Side]:
+def revision_side(invocation_dir: Path, revision: str, flags: tuple[str, ...]) -> Iterator[Side]:
     """Side A for ``--torchperf-ab REV``: REV in a temporary worktree, removed on the way out
     (an exception or Ctrl-C included)."""
     root = repository_root(invocation_dir)
