@@ -100,13 +100,6 @@ class SideResultLine(_Fields):
     session: Mapping[str, JSON]
     #: The measurement's max_slowdown on that side.
     limit: float | None = None
-    problem: str | None = None
-
-    def body(self) -> JSONObject:
-        body = super().body()
-        if self.problem is None:
-            del body["problem"]
-        return body
 
     @classmethod
     def from_body(cls, data: Body) -> SideResultLine:
