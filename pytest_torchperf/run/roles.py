@@ -43,6 +43,13 @@ class Request:
     #: Gated: compared and saved (an ungated timer measurement is only recorded).
     gate: bool
 
+    def untimed(self, state: TestState) -> Result:
+        """Its untimed result (the target ran once, or another process measures it)."""
+        from pytest_torchperf.run.steps import disabled_result
+
+        device = self.measurer.device
+        return disabled_result(state, self.nodeid, self.name, device, self.options, self.source)
+
 
 class Role:
     """The base role: time here, write nothing for anyone else."""
@@ -110,12 +117,8 @@ class Disabled(Role):
     name = "disabled"
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.run.steps import disabled_result
-
         asked.measurer.run_once()
-        return disabled_result(
-            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
-        )
+        return asked.untimed(state)
 
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer

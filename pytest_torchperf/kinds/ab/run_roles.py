@@ -88,7 +88,6 @@ class ABController(Role):
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         from pytest_torchperf.kinds.ab.run_data import ABMissing, ab_measured
-        from pytest_torchperf.run.steps import disabled_result
 
         if not asked.gate:
             return None  # an ungated timer measurement is timed here, as in any run
@@ -99,9 +98,7 @@ class ABController(Role):
             return ab_measured(data, asked.nodeid, asked.name, asked.measurer, asked.source)
         except ABMissing as exc:
             state.failures.append(str(exc))
-            return disabled_result(
-                state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
-            )
+            return asked.untimed(state)
 
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer

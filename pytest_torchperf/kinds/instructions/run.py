@@ -109,14 +109,10 @@ class Counting(Role):
     name = "counting"
 
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
-        from pytest_torchperf.run.steps import disabled_result
-
         asked.measurer.check_outputs(asked.name)
         if counted(ctx, asked.options, asked.gate):
             count_target(ctx, asked.nodeid, asked.name, asked.measurer)
-        return disabled_result(
-            state, asked.nodeid, asked.name, asked.measurer.device, asked.options, asked.source
-        )
+        return asked.untimed(state)
 
     def obtain_variants(
         self, ctx: RunContext, state: TestState, plan: VariantPlan, eager: Measurer
