@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -333,10 +332,7 @@ def _child_problem(process: int, child: ChildProcess, measured: bool) -> str:
             "it measured nothing (its perf tests were skipped there, or only ungated "
             "torchperf_timer/profiler tests ran)"
         )
-    return (
-        f"torchperf: fresh process {process} exited with code {code}: {what}. "
-        f"Command: {shlex.join(child.args)}\n    " + "\n    ".join(child.log_tail(15))
-    )
+    return f"torchperf: fresh process {process} exited with code {code}: {what}. {child.told(15)}"
 
 
 def say(terminal: pytest.TerminalReporter | None, line: str, yellow: bool = False) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -195,6 +196,13 @@ class ChildProcess:
         elif self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+
+    def told(self, lines: int, where: str = "") -> str:
+        """Its command (run ``where``: `` (in DIR)``) and the last ``lines`` lines of its output,
+        for a message saying it failed."""
+        return f"Command{where}: {shlex.join(self.args)}\n    " + "\n    ".join(
+            self.log_tail(lines)
+        )
 
     def log_tail(self, lines: int) -> list[str]:
         """The last ``lines`` lines of its output."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import shlex
 import shutil
 import tempfile
 import time
@@ -181,8 +180,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
                 problems.append(
                     f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
                     f"with code {codes[name]} after measuring {len(found[name])} target(s). "
-                    f"Command (in {sides[name].cwd}): {shlex.join(child.args)}\n    "
-                    + "\n    ".join(child.log_tail(15))
+                    + child.told(15, f" (in {sides[name].cwd})")
                 )
         return PairOutcome(found, dict(scheduler.tests), codes, problems, lingering)
     finally:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shlex
 import shutil
 import tempfile
 import time
@@ -249,8 +248,7 @@ def _report_child(
         # The command and the log once, at the top; each measurement's failure refers to it.
         child_runs.say(
             terminal,
-            f"torchperf: {what}. Command: {shlex.join(child.process.args)}\n    "
-            + "\n    ".join(child.process.log_tail(20)),
+            f"torchperf: {what}. {child.process.told(20)}",
             yellow=True,
         )
         problem = f"{what} (its command and the end of its log are printed before the tests)"
