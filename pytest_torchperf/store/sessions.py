@@ -142,7 +142,7 @@ class Session:
 
     def raw(self, key: str) -> object:
         """The JSON value of a key it holds (typed or not), as :meth:`to_json` writes it but not
-        copied; KeyError for one it does not hold."""
+        deep-copied; KeyError for one it does not hold."""
         if key not in self.held:
             raise KeyError(key)
         if key not in _FIELDS:
