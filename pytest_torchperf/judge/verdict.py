@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
@@ -99,32 +99,14 @@ class Verdict:
         return self.outcome is Outcome.FAIL
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-friendly representation for reports."""
-        return {
-            "outcome": self.outcome.value,
-            "message": self.message,
-            "ratio": self.ratio,
-            "confirm_ratio": self.confirm_ratio,
-            "first_ratio": self.first_ratio,
-            "baseline_statistic": self.baseline_statistic,
-            "candidate_statistic": self.candidate_statistic,
-            "tolerance": self.tolerance,
-            "effective_tolerance": self.effective_tolerance,
-            "confirm_tolerance": self.confirm_tolerance,
-            "baseline_sessions": self.baseline_sessions,
-            "baseline_cv": self.baseline_cv,
-            "suspicious": self.suspicious,
-            "machine_ratio": self.machine_ratio,
-            "normalized_ratio": self.normalized_ratio,
-            "remeasures": self.remeasures,
-            "notes": list(self.notes),
-            "new_reason": self.new_reason,
-            "confirm_ratios": list(self.confirm_ratios),
-            "confirmed_in": self.confirmed_in,
-            "basis": self.basis,
-            "untimed": self.untimed,
-            "guard": self.guard,
-        }
+        """JSON-friendly representation for reports: every field but ``loosened_by``, in order."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "loosened_by":
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["outcome"] = self.outcome.value
+        return out
 
 
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing
