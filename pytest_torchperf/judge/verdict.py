@@ -177,7 +177,6 @@ def word(
         confirmed_in=d.confirmed_in,
         machine_ratio=machine,
         normalized_ratio=d.ratio / machine if machine and d.ratio else None,
-        notes=tuple(notes),
     )
     limit = format_percent(d.limit)
     if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
@@ -229,7 +228,6 @@ def word(
                 f"that, its slowdown was still {format_change(normalised)}, over "
                 f"{SLOW_MACHINE_MARGIN:g} times that pass's limit, so it was not the machine's"
             )
-            figures["notes"] = tuple(notes)
     elif d.reason == "noisy-baseline":
         message = _noisy_baseline(label, d, where) + strict
     elif d.reason == "contradicted":
@@ -246,7 +244,6 @@ def word(
             f"{label}: {format_change(d.ratio)} vs baseline, faster only because the machine "
             f"is (calibration kernel {format_change(machine)}; limit {limit})"
         )
-        figures["notes"] = tuple(notes)
     elif d.reason == "improved":
         message = (
             f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
@@ -266,6 +263,7 @@ def word(
         suspicious=d.reason == "contradicted",
         guard=guard,
         loosened_by=loosening_option(d.problem) if refused and d.problem else None,
+        notes=tuple(notes),
         **figures,
     )
 
