@@ -133,9 +133,7 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     if basis:
         cov.timed[basis] += 1
     else:
-        why = _why_not_judged(verdict)
-        cov.not_timed[why] += 1
-        _name(cov, why, record)
+        _not_timed(cov, _why_not_judged(verdict), record)
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
     cov.speedups += "speedup" in gated
@@ -155,9 +153,10 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
 _DEGENERATE = "its eager fp32 reference is degenerate"
 
 
-def _name(cov: Coverage, why: str, record: Record) -> None:
-    """Name ``record``'s measurement under reason ``why`` (records without a name are counted
-    only)."""
+def _not_timed(cov: Coverage, why: str, record: Record) -> None:
+    """Count ``record``'s measurement as not timed for reason ``why``, and name it there
+    (records without a name are counted only)."""
+    cov.not_timed[why] += 1
     if record.name:
         cov.names.setdefault(why, []).append(record.name)
 
@@ -197,14 +196,10 @@ def _count_save(cov: Coverage, record: Record) -> None:
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
     elif record.untimed:  # refused by a guard: stored without its timing
-        why = refusing_guard(record.untimed)
-        cov.not_timed[why] += 1
-        _name(cov, why, record)
+        _not_timed(cov, refusing_guard(record.untimed), record)
         _count_untimed(cov, record)
     else:  # not stored by design (a test timed in an instruction-count run) or for its count
-        why = record.not_saved or "not stored"
-        cov.not_timed[why] += 1
-        _name(cov, why, record)
+        _not_timed(cov, record.not_saved or "not stored", record)
     stored = record.saved
     cov.counters += stored and record.counters is not None
     if stored and record.counters is None and record.name:
@@ -256,24 +251,20 @@ def coverage_line(cov: Coverage) -> str:
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
             + (f", speedup vs eager for {cov.speedups}" if cov.speedups else "")
         )
-        if cov.not_timed:
-            line += f"; timing not judged: {reasons(cov.not_timed, cov.names)}"
-        if cov.no_counters:
-            line += f"; counters not gated: {named(cov.no_counters)}"
-        if cov.no_numerics:
-            line += f"; numerics not gated: {named(cov.no_numerics)}"
-        return line + _counted_instead(cov)
-    line = (
-        f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of {n}, "
-        f"counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
-    )
+        words = ("timing not judged", "counters not gated", "numerics not gated")
+    else:
+        line = (
+            f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
+            f"{n}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+        )
+        words = ("timing not stored", "counters not stored", "numerics stored but unable to gate")
     if cov.not_timed:
-        line += f"; timing not stored: {reasons(cov.not_timed, cov.names)}"
+        line += f"; {words[0]}: {reasons(cov.not_timed, cov.names)}"
     if cov.no_counters:
-        line += f"; counters not stored: {named(cov.no_counters)}"
+        line += f"; {words[1]}: {named(cov.no_counters)}"
     if cov.no_numerics:
-        line += f"; numerics stored but unable to gate: {named(cov.no_numerics)}"
-    if cov.no_gate:
+        line += f"; {words[2]}: {named(cov.no_numerics)}"
+    if cov.no_gate:  # a save's only
         line += (
             f"; the timing sessions stored disagree too much to gate: {len(cov.no_gate)} "
             f"({named(list(cov.no_gate))})"

@@ -34,11 +34,8 @@ def pick_environment(
         same_device = (
             str(exact.get("device", "")).split(":")[0] == str(here.get("device", "")).split(":")[0]
         )
-        same_torch = exact.get("torch") == here.get("torch") and exact.get("torch_git") == here.get(
-            "torch_git"
-        )
         same_threads = exact.get("threads") == here.get("threads")
-        return (int(same_device), int(same_torch), int(same_threads))
+        return (int(same_device), int(same_torch_build(here, exact)), int(same_threads))
 
     return max(others, key=score) if others else None
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
@@ -95,23 +95,14 @@ class Gate:
 
     def to_record(self) -> JSONObject:
         record: JSONObject = {
-            "max_slowdown": self.max_slowdown,
-            "min_cpu_share": self.min_cpu_share,
-            "max_spread": self.max_spread,
-            "max_neighbour_load": self.max_neighbour_load,
-            "max_machine_slowdown": self.max_machine_slowdown,
-            "min_gpu_clock": self.min_gpu_clock,
-            "strict": self.strict,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
             "ignore_counters": list(self.ignore_counters),
-            "confirm": self.confirm,
-            "saving": self.saving,
-            "kind": self.kind,
             # Read by files' consumers written before the kind was recorded.
             "instructions": self.instructions,
-            "max_widening": self.max_widening,
             **dict(self.limits),
             **dict(self.facts),
         }
+        del record["limits"], record["facts"]
         # The file format's order (a baseline file's gate reads the same after a save); limits
         # a plugin's kind added come last.
         return {k: record[k] for k in sorted(record, key=_record_position)}
@@ -120,28 +111,28 @@ class Gate:
     def from_record(cls, gate: Mapping[str, Any], **overrides: Any) -> "Gate":
         """The gate a session recorded (keys missing from older files: their behaviour then)."""
         values = {
-            "max_slowdown": gate.get("max_slowdown", 0.10),
-            "min_cpu_share": gate.get("min_cpu_share", MIN_CPU_SHARE),
-            "max_spread": gate.get("max_spread", MAX_RELATIVE_IQR),
-            # Older files measured no neighbours and had no machine guard.
-            "max_neighbour_load": gate.get("max_neighbour_load", 1.0),
-            "max_machine_slowdown": gate.get("max_machine_slowdown", 1000.0),
-            # Older files read no GPU clocks (their passes carry none to guard).
-            "min_gpu_clock": gate.get("min_gpu_clock", MIN_CLOCK_SHARE),
-            "strict": bool(gate.get("strict", False)),
-            "ignore_counters": tuple(gate.get("ignore_counters") or ()),
-            "confirm": gate.get("confirm", "same"),
-            "saving": bool(gate.get("saving", False)),
-            "kind": recorded_kind(gate),
-            # Files written before the bound judged at any width.
-            "max_widening": gate.get("max_widening", 0.0),
+            f.name: gate.get(f.name, _OLDER_FILES.get(f.name, f.default))
+            for f in fields(cls)
+            if f.name not in ("facts", "limits")
         }
+        values.update(
+            strict=bool(values["strict"]),
+            saving=bool(values["saving"]),
+            ignore_counters=tuple(gate.get("ignore_counters") or ()),
+            kind=recorded_kind(gate),
+        )
         limits = {k: gate[k] for k in gate_keys() if k in gate}
         facts = tuple((k, gate[k]) for k in gate_facts() if gate.get(k) is not None)
         for key, value in overrides.items():
             if value is not None:
                 (limits if key in gate_keys() else values)[key] = value
         return cls(**values, limits=tuple(limits.items()), facts=facts)
+
+
+#: A key missing from a recorded gate reads as its field's default, but for these: files
+#: written before them measured no neighbours, had no machine guard and judged at any width.
+#: (Older files read no GPU clocks either: their passes carry none to guard.)
+_OLDER_FILES = {"max_neighbour_load": 1.0, "max_machine_slowdown": 1000.0, "max_widening": 0.0}
 
 
 @cache

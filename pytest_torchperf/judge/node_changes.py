@@ -204,10 +204,9 @@ def _node_total(graph: Mapping[str, Any]) -> str:
     )
     factor = float(graph.get("machine_factor") or 1.0)
     scaled = (
-        f", the baseline's scaled x{factor:.2f}: the median node ran that much slower"
-        if factor > 1.05
-        else f", the baseline's scaled x{factor:.2f}: the median node ran that much faster"
-        if factor < 0.95
+        f", the baseline's scaled x{factor:.2f}: the median node ran that much "
+        + ("slower" if factor > 1 else "faster")
+        if not 0.95 <= factor <= 1.05
         else ""
     )
     return f"all nodes {format_time(before)} -> {format_time(now)}{scaled}"

@@ -45,22 +45,16 @@ def leaves(output: UserValue, path: str = "out") -> list[tuple[str, torch.Tensor
         return []
     if isinstance(output, (int, float)):
         return [(path, torch.tensor(float(output)))]
+    children: list[tuple[str, UserValue]]
     if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        found = []
-        for f in dataclasses.fields(output):
-            found += leaves(getattr(output, f.name), f"{path}.{f.name}")
-        return found
-    if isinstance(output, Mapping):
-        found = []
-        for key, value in output.items():
-            found += leaves(value, f"{path}[{key!r}]")
-        return found
-    if isinstance(output, (list, tuple)):
-        found = []
-        for index, value in enumerate(output):
-            found += leaves(value, f"{path}[{index}]")
-        return found
-    return []
+        children = [(f".{f.name}", getattr(output, f.name)) for f in dataclasses.fields(output)]
+    elif isinstance(output, Mapping):
+        children = [(f"[{key!r}]", value) for key, value in output.items()]
+    elif isinstance(output, (list, tuple)):
+        children = [(f"[{index}]", value) for index, value in enumerate(output)]
+    else:
+        return []
+    return [leaf for suffix, value in children for leaf in leaves(value, path + suffix)]
 
 
 def leaf_difference(

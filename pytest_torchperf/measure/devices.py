@@ -100,12 +100,11 @@ def infer_device(
     before it: a closure over CPU tensors timed with CUDA events on a GPU machine lost the CPU
     guards (contention, calibration) and its clock said ``cuda-events``.
     """
-    found = _device_of(target) or _device_of([list(inputs), kwargs or {}])
-    if found is None:
-        for captured in _captured(target):
-            found = _device_of(captured)
-            if found is not None:
-                break
+    found = (
+        _device_of(target)
+        or _device_of([list(inputs), kwargs or {}])
+        or next(filter(None, map(_device_of, _captured(target))), None)
+    )
     return found or default_device()
 
 
