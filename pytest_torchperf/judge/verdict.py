@@ -99,11 +99,14 @@ class Verdict:
         return self.outcome is Outcome.FAIL
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-friendly representation for reports: its fields in order (tuples as lists), but
-        ``loosened_by``."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "loosened_by"}
-        data["outcome"] = self.outcome.value
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+        """JSON-friendly representation for reports: every field but ``loosened_by``, in order."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "loosened_by":
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["outcome"] = self.outcome.value
+        return out
 
 
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing
@@ -174,7 +177,6 @@ def word(
         confirmed_in=d.confirmed_in,
         machine_ratio=machine,
         normalized_ratio=d.ratio / machine if machine and d.ratio else None,
-        notes=tuple(notes),
     )
     limit = format_percent(d.limit)
     if d.confirm_limit is not None:  # a pooled first pass, single-process confirming passes
@@ -226,7 +228,6 @@ def word(
                 f"that, its slowdown was still {format_change(normalised)}, over "
                 f"{SLOW_MACHINE_MARGIN:g} times that pass's limit, so it was not the machine's"
             )
-            figures["notes"] = tuple(notes)
     elif d.reason == "noisy-baseline":
         message = _noisy_baseline(label, d, where) + strict
     elif d.reason == "contradicted":
@@ -243,7 +244,6 @@ def word(
             f"{label}: {format_change(d.ratio)} vs baseline, faster only because the machine "
             f"is (calibration kernel {format_change(machine)}; limit {limit})"
         )
-        figures["notes"] = tuple(notes)
     elif d.reason == "improved":
         message = (
             f"{label}: {format_change(d.ratio).lstrip('-')} faster than baseline "
@@ -263,6 +263,7 @@ def word(
         suspicious=d.reason == "contradicted",
         guard=guard,
         loosened_by=loosening_option(d.problem) if refused and d.problem else None,
+        notes=tuple(notes),
         **figures,
     )
 
