@@ -7,6 +7,7 @@ measurements, why, and every option or step that would mend it. Pure: works on a
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from pytest_torchperf.core.units import format_percent
@@ -54,12 +55,8 @@ def _no_gate_failure(cov: Coverage) -> str | None:
         f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
         f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
         f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
-        f"wide with --torchperf-max-widening={_ceil(worst)}"
+        f"wide with --torchperf-max-widening={math.ceil(worst)}"
     )
-
-
-def _ceil(x: float) -> int:
-    return int(-(-x // 1))
 
 
 def _untimed_failure(cov: Coverage) -> str | None:
