@@ -79,13 +79,6 @@ class Bisection:
 def commits_between(root: Path, good: str, bad: str) -> list[tuple[str, str]]:
     """(commit id, subject) of the commits after GOOD up to BAD, oldest first (first parents:
     a merged branch is one step)."""
-    try:
-        return _commits_between(root, good, bad)
-    except WorktreeError as exc:
-        raise BisectError(str(exc)) from None
-
-
-def _commits_between(root: Path, good: str, bad: str) -> list[tuple[str, str]]:
     ancestor = run_git(["merge-base", "--is-ancestor", good, bad], root, "bisect")
     if ancestor.returncode != 0:
         raise BisectError(
@@ -130,14 +123,17 @@ def bisect(
             f"torchperf bisect checks out revisions of a git repository, and "
             f"{target.invocation_dir} is not in one: run it from your repository's checkout"
         ) from None
-    good_commit, bad_commit = (_resolve(root, rev) for rev in (good, bad))
-    commits = commits_between(root, good_commit, bad_commit)
+    try:
+        good_commit, bad_commit = (resolve_revision(root, rev, "bisect") for rev in (good, bad))
+        commits = commits_between(root, good_commit, bad_commit)
+    except WorktreeError as exc:
+        raise BisectError(str(exc)) from None
     target = Target(
         target.mode, target.pytest_args, target.invocation_dir, good_commit, target.timeout
     )
     say(
         f"torchperf bisect: {len(commits)} commits after {good} ({good_commit[:10]}) up to "
-        f"{bad} ({bad_commit[:10]}), by {target.mode}; about {_expected_steps(len(commits))} "
+        f"{bad} ({bad_commit[:10]}), by {target.mode}; about {(len(commits) - 1).bit_length()} "
         f"steps"
     )
     mode = mode_named(target.mode)
@@ -227,13 +223,6 @@ def _subject(root: Path, commit: str) -> str:
         return ""
 
 
-def _resolve(root: Path, revision: str) -> str:
-    try:
-        return resolve_revision(root, revision, "bisect")
-    except WorktreeError as exc:
-        raise BisectError(str(exc)) from None
-
-
 def _pick(lo: int, hi: int, skipped: set[int]) -> int | None:
     """The commit to try between ``lo`` and ``hi`` (exclusive): the middle, or the untried one
     nearest to it."""
@@ -243,11 +232,3 @@ def _pick(lo: int, hi: int, skipped: set[int]) -> int | None:
             if lo < index < hi and index not in skipped:
                 return index
     return None
-
-
-def _expected_steps(commits: int) -> int:
-    steps, span = 0, commits
-    while span > 1:
-        span = (span + 1) // 2
-        steps += 1
-    return steps
