@@ -115,9 +115,8 @@ def json_type(hint: object) -> JsonType:
         return _list(json_type(args[0]))
     if origin in (Mapping, dict):
         return _FIGURES if args and args[1] in (float, int) else _OBJECT
-    if is_typeddict(hint):
-        values = get_type_hints(hint).values()
-        return _FIGURES if all(v in (float, int) for v in values) else _OBJECT
+    if is_typeddict(hint):  # an object; its keys are read (and checked) where they are used
+        return _OBJECT
     if isinstance(hint, type) and issubclass(hint, JsonObject):
         return _nested(hint)
     plain = {str: _TEXT, int: _INTEGER, float: _NUMBER, bool: _FLAG}
