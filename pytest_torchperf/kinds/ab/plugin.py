@@ -8,7 +8,7 @@ Each hook does nothing outside a side's child."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +19,7 @@ from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
 
 if TYPE_CHECKING:
+    from pytest_torchperf.kinds.ab.measure_turns import TurnClient
     from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.store.records import MeasurementRecord
 
@@ -81,11 +82,11 @@ def configure_side(config: pytest.Config) -> None:
         config.stash[_CLIENT_KEY] = client
 
 
-_CLIENT_KEY = pytest.StashKey[Any]()
+_CLIENT_KEY = pytest.StashKey["TurnClient"]()
 _EXIT_KEY = pytest.StashKey[int]()
 
 
-def side_client(config: pytest.Config) -> Any:
+def side_client(config: pytest.Config) -> TurnClient | None:
     return config.stash.get(_CLIENT_KEY, None)
 
 
