@@ -44,11 +44,9 @@ class Request:
     gate: bool
 
     def untimed(self, state: TestState) -> Result:
-        """Its untimed result (the target ran once, or another process measures it)."""
-        from pytest_torchperf.run.steps import disabled_result
-
+        """Its untimed result (:meth:`TestState.untimed`)."""
         device = self.measurer.device
-        return disabled_result(state, self.nodeid, self.name, device, self.options, self.source)
+        return state.untimed(self.nodeid, self.name, device, self.options, self.source)
 
 
 class Role:
@@ -129,15 +127,8 @@ class Disabled(Role):
 def run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, Result | Measured]:
     """Eager run once; each variant an untimed result (a disabled run, what opted out of
     counting)."""
-    from pytest_torchperf.run.steps import disabled_result
-
     eager.run_once()
-    return {
-        v: disabled_result(
-            state, plan.nodeid, plan.labels[v], eager.device, plan.options, "torchperf", v
-        )
-        for v in plan.variants
-    }
+    return {v: plan.untimed(state, v, eager.device) for v in plan.variants}
 
 
 class FreshProcess(Role):

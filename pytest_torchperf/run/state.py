@@ -11,7 +11,7 @@ from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result
-from pytest_torchperf.run.variant_facts import VariantExtra
+from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
@@ -67,6 +67,34 @@ class TestState:
         messages += [f for r in self.results for f in r.failures]
         return messages + self.failures
 
+    def untimed(
+        self,
+        nodeid: str,
+        name: str,
+        device: str,
+        options: MeasureOptions,
+        source: str,
+        variant: str = "eager",
+    ) -> Result:
+        """An untimed result, kept with the test's others: the target ran once
+        (``--torchperf-disable``, what opted out of counting) or another process measures it."""
+        result = Result(
+            name=name,
+            nodeid=nodeid,
+            samples=[],
+            number_per_block=0,
+            device=device,
+            threads=options.threads,
+            cpu_share=None,
+            group=options.group,
+            disabled=True,
+            options=options,
+            source=source,
+            variant_facts=VariantFacts(variant),
+        )
+        self.results.append(result)
+        return result
+
 
 @dataclass
 class Measured:
@@ -107,3 +135,8 @@ class VariantPlan:
     count_graphs: bool = False
     #: How blocks are clocked (``cpu``, ``cuda-events`` or ``sync``).
     clock_name: str = "cpu"
+
+    def untimed(self, state: TestState, variant: str, device: str) -> Result:
+        """A variant's untimed result (:meth:`TestState.untimed`)."""
+        label = self.labels[variant]
+        return state.untimed(self.nodeid, label, device, self.options, "torchperf", variant)

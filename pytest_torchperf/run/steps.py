@@ -14,9 +14,7 @@ from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
-from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import TestState
-from pytest_torchperf.run.variant_facts import VariantFacts
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
@@ -104,34 +102,6 @@ def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable
         return to_sample(timed.raw, on_cpu)
 
     return take_sample
-
-
-def disabled_result(
-    state: TestState,
-    nodeid: str,
-    name: str,
-    device: str,
-    options: MeasureOptions,
-    source: str,
-    variant: str = "eager",
-) -> Result:
-    """``--torchperf-disable``: the target ran once, untimed."""
-    result = Result(
-        name=name,
-        nodeid=nodeid,
-        samples=[],
-        number_per_block=0,
-        device=device,
-        threads=options.threads,
-        cpu_share=None,
-        group=options.group,
-        disabled=True,
-        options=options,
-        source=source,
-        variant_facts=VariantFacts(variant),
-    )
-    state.results.append(result)
-    return result
 
 
 def counters_of(

@@ -107,7 +107,6 @@ class ABController(Role):
         ``plan.labels`` maps each variant to its measurement name); a variant missing from the
         sides is a failed, untimed Result."""
         from pytest_torchperf.kinds.ab.run_data import ABMissing, ABSkipped, ab_measured
-        from pytest_torchperf.run.steps import disabled_result
 
         data = ctx.state(ABState).data
         assert data is not None, "only the A/B controller builds variants from the sides"
@@ -126,9 +125,7 @@ class ABController(Role):
                 state.warnings.append(str(exc))
             except ABMissing as exc:
                 state.failures.append(str(exc))
-                results[variant] = disabled_result(
-                    state, plan.nodeid, label, eager.device, plan.options, "torchperf", variant
-                )
+                results[variant] = plan.untimed(state, variant, eager.device)
         return results
 
     def baseline(self, ctx: RunContext, nodeid: str, name: str, env_id: str) -> list[Session]:

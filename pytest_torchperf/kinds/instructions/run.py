@@ -124,20 +124,10 @@ class Counting(Role):
         self, ctx: RunContext, state: TestState, plan: VariantPlan
     ) -> dict[str, Result] | None:
         """Count eager (the ratios' reference, listed or not) and each built variant."""
-        from pytest_torchperf.run.steps import disabled_result
-
         for variant, measurer in plan.measurers.items():
             count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
         return {
-            v: disabled_result(
-                state,
-                plan.nodeid,
-                plan.labels[v],
-                plan.measurers[v].device,
-                plan.options,
-                "torchperf",
-                v,
-            )
+            v: plan.untimed(state, v, plan.measurers[v].device)
             for v in plan.variants
             if v in plan.measurers
         }
