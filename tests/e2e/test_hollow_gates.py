@@ -21,7 +21,7 @@ import torch
 
 class Sleepy(torch.nn.Module):
     def forward(self, x):
-        time.sleep(0.002)  # no CPU used: a CPU share near 0, as beside a CPU hog
+        time.sleep(0.02)  # no CPU used: a CPU share near 0, as beside a CPU hog
         return torch.relu(x){extra}
 
 def test_sleepy(torchperf):
