@@ -68,7 +68,7 @@ class TorchperfFixture:
         __tracebackhide__ = True
         from pytest_torchperf.measure.timing import TargetError
         from pytest_torchperf.run.pipeline import measure
-        from pytest_torchperf.run.state import MeasurementSkipped
+        from pytest_torchperf.run.state import Call, MeasurementSkipped
         from pytest_torchperf.run.variant_run import VariantFailed, measure_variants
         from pytest_torchperf.store.baselines import BaselineFileError
 
@@ -104,25 +104,16 @@ class TorchperfFixture:
                     f"kwargs= must be a mapping (a dict) of keyword arguments for the target, "
                     f"got {type(kwargs).__name__}"
                 )
-            call = (
-                self._ctx,
-                self._state,
-                nodeid,
-                measurement_name,
-                target,
-                inputs,
-                {} if kwargs is None else dict(kwargs),
-                resolved,
-            )
+            call = Call(nodeid, measurement_name, target, inputs, dict(kwargs or {}), resolved)
             if variants is None:
-                return measure(*call, gate=gate, source=self.source)
+                return measure(self._ctx, self._state, call, gate=gate, source=self.source)
             if not variants:
                 skip = (
                     f"no variant of this measurement is selected by --torchperf-variants "
                     f"(asked for: {', '.join(resolved.variant_names())})"
                 )
             else:
-                results = measure_variants(*call, variants)
+                results = measure_variants(self._ctx, self._state, call, variants)
                 if _item_variant(self._item) is not None:
                     return results[variants[0]]
                 return VariantResults(

@@ -239,23 +239,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         raise pytest.UsageError(str(exc)) from None
     from pytest_torchperf.measure.devices import default_device
     from pytest_torchperf.run.pipeline import measure
-    from pytest_torchperf.run.state import MeasurementSkipped
+    from pytest_torchperf.run.state import Call, MeasurementSkipped
     from pytest_torchperf.store.baselines import BaselineFileError
 
     # A test body is not a module and returns None: no eval()/no_grad handling, no output check.
     options = replace(options, check_finite=False, inference=False)
     try:
-        measure(
-            ctx,
-            state_of(pyfuncitem),
-            pyfuncitem.nodeid,
-            name or pyfuncitem.originalname,
-            body,
-            (),
-            {},
-            options,
-            device=default_device(),
-        )
+        call = Call(pyfuncitem.nodeid, name or pyfuncitem.originalname, body, (), {}, options)
+        measure(ctx, state_of(pyfuncitem), call, device=default_device())
         return True
     except MeasurementSkipped as exc:
         pytest.skip(str(exc))

@@ -11,18 +11,16 @@ are queued on the test's state; the plugin emits them at the test's location.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.node_changes import growth_line
 from pytest_torchperf.judge.pooling import pooled, trusted
 from pytest_torchperf.judge.samples import Sample
-from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import ProcessSample, fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
@@ -44,7 +42,7 @@ from pytest_torchperf.run.saving import (
     save_guard,
     session_record,
 )
-from pytest_torchperf.run.state import Measured, TestState
+from pytest_torchperf.run.state import Call, Measured, TestState
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
@@ -62,18 +60,13 @@ from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 def measure(
     ctx: RunContext,
     state: TestState,
-    nodeid: str,
-    name: str,
-    target: Target,
-    inputs: Sequence[UserValue],
-    kwargs: Mapping[str, UserValue],
-    options: MeasureOptions,
+    call: Call,
     device: str | None = None,
     *,
     gate: bool = True,
     source: str = "torchperf",
 ) -> Result:
-    """Measure ``target`` for test ``nodeid`` under measurement ``name`` (see module docstring).
+    """Measure the ``call``'s target (see module docstring).
 
     ``gate=False`` (the ``torchperf_timer`` default) records the measurement without comparing
     or saving it.
@@ -83,10 +76,13 @@ def measure(
     from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
     from pytest_torchperf.measure.timing import Measurer
 
+    nodeid, name, target, options = call.nodeid, call.name, call.target, call.options
     check_not_profiling(ctx, nodeid, name)
     claim_name(state, nodeid, name)
     # Ungated timer measurements are never compared, so they skip the calibration blocks.
-    measurer = Measurer(target, inputs, dict(kwargs), options, device=device, calibrate=gate)
+    measurer = Measurer(
+        target, call.inputs, dict(call.kwargs), options, device=device, calibrate=gate
+    )
     check_measurable(ctx, options, measurer.device, name, gate)
     # What this process does with it (runs it once, counts it, reads what the A/B sides
     # measured, or times it here) is its role's business: run/roles.py.

@@ -3,11 +3,11 @@ the test to pass, warnings and failures. Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_torchperf.core.types import JSONObject
+from pytest_torchperf.core.types import JSONObject, Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result
@@ -20,6 +20,19 @@ if TYPE_CHECKING:
 
 class MeasurementSkipped(Exception):
     """A measurement that cannot be taken here; the test is skipped with this reason."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a test asked to measure: ``target(*inputs, **kwargs)`` under ``options``, as
+    measurement ``name`` of test ``nodeid``."""
+
+    nodeid: str
+    name: str
+    target: Target
+    inputs: Sequence[UserValue]
+    kwargs: Mapping[str, UserValue]
+    options: MeasureOptions
 
 
 class TorchperfWarning(UserWarning):

@@ -12,7 +12,7 @@ variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-fr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -21,12 +21,12 @@ from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
-from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import check_measurable, measure_beside, role_of
 from pytest_torchperf.run.pipeline import conclude
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import (
+    Call,
     Measured,
     MeasurementSkipped,
     TestState,
@@ -71,17 +71,9 @@ def _counting_recompiles(
 
 
 def measure_variants(
-    ctx: RunContext,
-    state: TestState,
-    nodeid: str,
-    name: str,
-    target: Target,
-    inputs: Sequence[UserValue],
-    kwargs: Mapping[str, UserValue],
-    options: MeasureOptions,
-    variants: Sequence[str],
+    ctx: RunContext, state: TestState, call: Call, variants: Sequence[str]
 ) -> dict[str, Result]:
-    """Measure ``variants`` of ``target`` side by side; returns variant -> Result.
+    """Measure ``variants`` of the ``call``'s target side by side; returns variant -> Result.
 
     Eager fp32 is always run as the reference (outputs for accuracy, interleaved blocks for
     speedups) even when not listed; only listed variants get results, verdicts and baselines.
@@ -91,6 +83,7 @@ def measure_variants(
     __tracebackhide__ = True
     from pytest_torchperf.measure.timing import Measurer
 
+    nodeid, name, options = call.nodeid, call.name, call.options
     plan = VariantPlan(
         nodeid,
         name,
@@ -101,7 +94,7 @@ def measure_variants(
     check_not_profiling(ctx, nodeid, name)
     for label in plan.labels.values():
         claim_name(state, nodeid, label)
-    eager = Measurer(target, inputs, dict(kwargs), options)
+    eager = Measurer(call.target, call.inputs, dict(call.kwargs), options)
     check_measurable(ctx, options, eager.device, name)
     # Whether this process builds and times the variants (or runs the target once, counts them,
     # reads what the A/B sides measured) is its role's business: run/roles.py.
@@ -113,8 +106,8 @@ def measure_variants(
             for v, got in obtained.items()
         }
     state.built_variants = state.built_variants or any(v != "eager" for v in variants)
-    reference = _reference(plan, eager, target)
-    _build(ctx, state, plan, eager, target, inputs, kwargs, reference)
+    reference = _reference(plan, eager, call.target)
+    _build(ctx, state, plan, eager, call, reference)
     measured = role.measure_built(ctx, state, plan)
     if measured is not None:
         return measured
@@ -154,9 +147,7 @@ def _build(
     state: TestState,
     plan: VariantPlan,
     eager: Measurer,
-    target: Target,
-    inputs: Sequence[UserValue],
-    kwargs: Mapping[str, UserValue],
+    call: Call,
     reference: UserValue,
 ) -> None:
     """Build every other variant, check its outputs against eager's, keep its facts."""
@@ -171,7 +162,7 @@ def _build(
         build_variant,
     )
 
-    options = plan.options
+    options, target = plan.options, call.target
     device_type = torch.device(eager.device).type
     module = target if isinstance(target, torch.nn.Module) else None
     for variant in plan.variants:
@@ -183,8 +174,8 @@ def _build(
                 variant,
                 options.variant_settings(variant),
                 target,
-                inputs,
-                kwargs,
+                call.inputs,
+                call.kwargs,
                 device_type,
                 eager.prepared,
             )
@@ -202,7 +193,12 @@ def _build(
                 raise VariantFailed(message) from None
             continue
         measurer = Measurer(
-            built.target, inputs, dict(kwargs), options, device=eager.device, module=module
+            built.target,
+            call.inputs,
+            dict(call.kwargs),
+            options,
+            device=eager.device,
+            module=module,
         )
         try:
             output = measurer.check_outputs(label)
