@@ -117,6 +117,17 @@ def compare(
     save = kind.save
     if others:
         verdict = explain_new(verdict, label, where, others, save)
+    elif verdict.outcome is Outcome.NEW and where.storage_missing and not gate.saving:
+        # A typo in --torchperf-storage or a forgotten `git add`: said, not "no baseline yet".
+        verdict = replace(
+            verdict,
+            message=(
+                f"{label}: no baseline: the storage folder {where.storage} does not exist. Is "
+                f"--torchperf-storage misspelt, or were the baselines never committed? Point "
+                f"--torchperf-storage at the folder that holds them, or record them with {save} "
+                f"and commit the folder"
+            ),
+        )
     stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
     changes = (
         diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
@@ -161,15 +172,7 @@ def compare(
             f"; baselines of it exist only for {', '.join(e for e, _ in others)}" if others else ""
         )
         if where.storage_missing:
-            failures.append(
-                Failure(
-                    "strict",
-                    f"{label}: no baseline: the storage folder {where.storage} does not exist, "
-                    f"{STRICT}. Is --torchperf-storage misspelt, or were the baselines never "
-                    f"committed? Point --torchperf-storage at the folder that holds them, or record "
-                    f"them with {save} and commit the folder",
-                )
-            )
+            failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))
         else:
             failures.append(
                 Failure(
