@@ -148,6 +148,7 @@ def diff_top_ops(
     baseline: Sequence[Mapping[str, Any]],
     current: Sequence[Mapping[str, Any]],
     slowdown: float | None = None,
+    counters: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None),
 ) -> list[str]:
     """What two op tables say about a slowdown, naming an op only where the evidence supports it.
 
@@ -164,7 +165,10 @@ def diff_top_ops(
       following the Python work).
 
     ``slowdown`` (seconds per call, from the timing) adds how much of it the profile accounts
-    for. Pure.
+    for. ``counters`` (the baseline's and this run's, as counted per call) tell what the op
+    tables cannot: that an op under the stored table's cut-off did not run at all before (a new
+    op is not "the same calls"), and that the call's FLOPs grew (an op with the same calls but
+    more work per call, larger shapes, is not a slower op). Pure.
     """
     old = {r["op"]: r for r in baseline}
     compared_outside = OUTSIDE_OPS in old  # tables stored before that row cannot compare it
@@ -197,18 +201,23 @@ def diff_top_ops(
             )
         )
     now = {r["op"]: r for r in current}
+    ops_then, ops_now = (_op_counts(c) for c in counters)
     same_calls: list[tuple[float, str]] = []
     for op, gain in sorted(gains.items(), key=lambda item: -item[1]):
         before = old.get(op)
-        if before is None:  # under the stored cut-off before: its calls then are unknown
+        calls_now = float(now[op].get("calls", 0.0))
+        if before is not None:
+            calls_then = float(before.get("calls", 0.0))
+        elif ops_then and op in ops_now and op not in ops_then:
+            calls_then = 0.0  # under the stored cut-off before because it did not run then
+        else:  # under the stored cut-off before: its calls then are unknown
             same_calls.append((gain, op))
             continue
-        calls_then, calls_now = float(before.get("calls", 0.0)), float(now[op].get("calls", 0.0))
         if abs(calls_now - calls_then) >= 0.5:
             phrases.append(
                 f"{op} runs {calls_then:g} -> {calls_now:g} times per call (+{format_time(gain)})"
             )
-        elif gain >= NOISE * _self(before):
+        elif before is None or gain >= NOISE * _self(before):
             same_calls.append((gain, op))
     grown = sum(gain for gain, _ in same_calls)
     largest = ", ".join(f"{op} +{format_time(gain)}" for gain, op in same_calls[:2])
@@ -220,7 +229,14 @@ def diff_top_ops(
         )
     elif not python_grew and same_calls and same_calls[0][0] >= OP_SHARE * gained:
         gain, op = same_calls[0]
-        if op in old:
+        flops = _flops_growth(counters)
+        if op in old and flops is not None:
+            phrases.append(
+                f"{op} self time {_percent(gain, _self(old[op]))} (+{format_time(gain)}), the "
+                f"same calls, while the call's FLOPs grew {flops}: each call does more work "
+                f"(larger shapes), not a slower op"
+            )
+        elif op in old:
             phrases.append(
                 f"{op} self time {_percent(gain, _self(old[op]))} (+{format_time(gain)}), the "
                 f"same calls: this op got slower"
@@ -244,6 +260,22 @@ def diff_top_ops(
             f"machine)"
         )
     return phrases
+
+
+def _op_counts(counters: Mapping[str, Any] | None) -> dict[str, float]:
+    """A counters record's op counts per call (``ops``), or none."""
+    ops = counters.get("ops") if counters else None
+    return {str(k): float(v) for k, v in ops.items()} if isinstance(ops, Mapping) else {}
+
+
+def _flops_growth(
+    counters: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+) -> str | None:
+    """How much the call's FLOPs grew (``+300.0%``), when by more than profile noise, else None."""
+    then, now = (c.get("flops") if c else None for c in counters)
+    if not isinstance(then, (int, float)) or not isinstance(now, (int, float)) or then <= 0:
+        return None
+    return f"{(now / then - 1) * 100:+.1f}%" if now >= (1 + NOISE) * then else None
 
 
 def _self(row: Mapping[str, Any]) -> float:

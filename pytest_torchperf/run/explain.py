@@ -55,8 +55,10 @@ def explain_slowdown(
     nodeid: str,
     name: str,
     sample: Sample,
+    counters: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Profile the target once more (after timing) and name the ops that got slower."""
+    """Profile the target once more (after timing) and name the ops that got slower
+    (``counters``: this run's, read beside the baseline's)."""
     from pytest_torchperf.measure.profiling import diff_top_ops, median_top_ops, trace_path
 
     path = trace_path(report_dir / "traces", nodeid, f"{name}-regression")
@@ -68,7 +70,8 @@ def explain_slowdown(
     if stored:
         before = [s.statistic for s in timed_sessions(sessions) if s.statistic]
         slowdown = sample.statistic - statistics.median(before) if before else None
-        diffs = diff_top_ops(stored, rows, slowdown)
+        stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
+        diffs = diff_top_ops(stored, rows, slowdown, (stored_counters, counters))
         why = (
             "; ".join(diffs)
             if diffs

@@ -288,7 +288,13 @@ def _compare(
     explainable = explains_slowdown(verdict.basis, extra.variant if extra else "eager")
     if verdict.outcome is Outcome.FAIL and explainable:
         comparison.explanation = explain.explain_slowdown(
-            ctx.settings.report_dir, m.measurer, sessions, m.nodeid, m.name, comparison.sample
+            ctx.settings.report_dir,
+            m.measurer,
+            sessions,
+            m.nodeid,
+            m.name,
+            comparison.sample,
+            m.counters,
         )
     if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
         m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)

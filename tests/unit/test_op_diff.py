@@ -119,3 +119,48 @@ def test_a_preempted_wrapper_op_is_not_blamed_when_chunks_are_combined() -> None
     assert combined[1] == _row("aten::addmm", 60, 3)
     (why,) = diff_top_ops(BASE, combined)
     assert why.startswith("aten::addmm self time +200% (+40 us)"), why
+
+
+def test_an_op_the_counters_say_is_new_is_not_called_the_same_calls() -> None:
+    # Seen by a newcomer: a loop of x.abs().sum() added to forward. Both ops were under the stored
+    # table's cut-off, so the table alone cannot tell they are new; the counters can.
+    now = [
+        _row(OUTSIDE_OPS, 300),
+        _row("aten::addmm", 20, 3),
+        _row("aten::mm", 15),
+        _row("aten::bmm", 8, 2),
+        _row("aten::abs", 1300, 200),
+        _row("aten::sum", 500, 200),
+    ]
+    then = {"ops": {"aten::addmm": 3, "aten::mm": 1, "aten::bmm": 2}, "flops": 1000}
+    counted = {"ops": {**then["ops"], "aten::abs": 200, "aten::sum": 200}, "flops": 1000}
+    phrases = diff_top_ops(BASE, now, counters=(then, counted))
+    assert "aten::abs runs 0 -> 200 times per call (+1.29 ms)" in phrases, phrases
+    assert "aten::sum runs 0 -> 200 times per call (+492 us)" in phrases, phrases
+    assert not any("the same calls" in p for p in phrases), phrases
+    # Without the counters (a baseline stored without them) the calls then are unknown, as before.
+    assert any("the same calls" in p for p in diff_top_ops(BASE, now)), diff_top_ops(BASE, now)
+    # Stored counters without the op table's composite ops do not make those ops "new".
+    linear = [*now, _row("aten::linear", 400, 3)]
+    assert not any("aten::linear runs" in p for p in diff_top_ops(BASE, linear, None, (then, then)))
+
+
+def test_the_same_calls_doing_more_work_are_not_called_a_slower_op() -> None:
+    # Seen by a newcomer: a hidden width 256 -> 1024 made aten::addmm's self time +873 % with the
+    # same calls, while the counters read FLOPs +300 %: more work per call, not a slower kernel.
+    now = [
+        _row(OUTSIDE_OPS, 102),
+        _row("aten::addmm", 220, 3),
+        _row("aten::mm", 16),
+        _row("aten::bmm", 8, 2),
+    ]
+    wider = ({"flops": 1_000_000}, {"flops": 4_000_000})
+    assert diff_top_ops(BASE, now, counters=wider) == [
+        "aten::addmm self time +1000% (+200 us), the same calls, while the call's FLOPs grew "
+        "+300.0%: each call does more work (larger shapes), not a slower op"
+    ]
+    # FLOPs within profile noise: the op itself got slower.
+    same = ({"flops": 1_000_000}, {"flops": 1_010_000})
+    assert diff_top_ops(BASE, now, counters=same) == [
+        "aten::addmm self time +1000% (+200 us), the same calls: this op got slower"
+    ]
