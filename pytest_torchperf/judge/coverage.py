@@ -137,14 +137,16 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
     cov.speedups += "speedup" in gated
+    # Nothing stored for this environment: that, not what a baseline lacks, is why.
+    unstored = NO_BASELINE if verdict.outcome == "new" and not verdict.untimed else None
     if "counters" not in gated and name:
-        cov.no_counters.append(f"{name} ({_why_no_counters(record)})")
+        cov.no_counters.append(f"{name} ({unstored or _why_no_counters(record)})")
     if "numerics" not in gated and name:
         degenerate = degenerate_reference(record.accuracy or {})
         why = (
             f"{_DEGENERATE}: {degenerate}"
             if degenerate
-            else "no output fingerprint or metric stored"
+            else unstored or "no output fingerprint or metric stored"
         )
         cov.no_numerics.append(f"{name} ({why})")
 
@@ -243,11 +245,12 @@ def coverage_line(cov: Coverage) -> str:
     """One line: how many measurements each gate judged (or a save stored), and why not more."""
     n = cov.measurements
     timed = " + ".join(f"{count} on {figure_names().get(b, b)}" for b, count in cov.timed.items())
+    # Which figures, where any is not a time (an instruction-count run gates and stores counts).
+    figures = f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else ""
     if cov.mode == "compare":
         line = (
             f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "
-            f"{cov.timed_total} of {n}"
-            + (f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else "")
+            f"{cov.timed_total} of {n}{figures}"
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
             + (f", speedup vs eager for {cov.speedups}" if cov.speedups else "")
         )
@@ -255,7 +258,7 @@ def coverage_line(cov: Coverage) -> str:
     else:
         line = (
             f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
-            f"{n}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+            f"{n}{figures}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
         words = ("timing not stored", "counters not stored", "numerics stored but unable to gate")
     if cov.not_timed:

@@ -137,6 +137,20 @@ def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
     assert "failing: --torchperf-strict" in (run_failure(cov, strict=True) or "")
 
 
+def test_a_measurement_without_any_baseline_says_so_for_counters_and_numerics_too() -> None:
+    # Seen by a newcomer: a baseline stored for another environment (threads 2 vs 1) read
+    # "counters not gated: mlp (no counters stored)" although its counters were stored there.
+    new = compared(None, "new")
+    new.update(name="mlp", gated=[], counters=COUNTERS)
+    cov = coverage(_read([new]), comparing=True)
+    assert cov is not None
+    assert coverage_line(cov) == (
+        "gated 1 measurement: timing judged for 0 of 1, counters 0 of 1, numerics 0 of 1; "
+        "timing not judged: 1 no baseline (mlp); counters not gated: mlp (no baseline); "
+        "numerics not gated: mlp (no baseline)"
+    )
+
+
 def test_half_judged_on_time_is_no_warning() -> None:
     records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
     cov = coverage(_read(records), comparing=True)
@@ -204,6 +218,11 @@ def test_a_fallback_save_stored_timing_with_the_count_beside_it() -> None:
     assert fallback is not None and dict(fallback.timed) == {"time": 1}
     counted = coverage(_read([saved("instructions")]), comparing=False)
     assert counted is not None and dict(counted.timed) == {"instructions": 1}
+    # The save's line says the figure it stored is a count, as a compare's says what it judged.
+    assert coverage_line(counted).startswith(
+        "stored 1 measurement: timing for 1 of 1 (1 on instructions), counters"
+    ), coverage_line(counted)
+    assert "(1 on" not in coverage_line(fallback)
 
 
 def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run() -> None:
