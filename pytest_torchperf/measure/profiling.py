@@ -20,7 +20,7 @@ from pytest_torchperf.core.units import format_time
 
 if TYPE_CHECKING:  # torch is imported lazily, when something is profiled
     from torch.autograd.profiler_util import EventList, FunctionEventAvg
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import profile, record_function
 
 #: Rows kept in a stored top-ops table.
 TOP_OPS_LIMIT = 15
@@ -45,17 +45,6 @@ class OpRow(TypedDict):
 def quiet_kineto() -> None:
     """Silence Kineto's log lines on CUDA wheels without a GPU (must run before the first profile)."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-
-
-def activities_for(device: str) -> list[ProfilerActivity]:
-    """Profiler activities for a device: CPU always, plus CUDA when a GPU is really present."""
-    import torch
-    from torch.profiler import ProfilerActivity
-
-    activities = [ProfilerActivity.CPU]
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        activities.append(ProfilerActivity.CUDA)
-    return activities
 
 
 def top_ops(
@@ -293,12 +282,16 @@ class Profiler:
         self._prof: profile | None = None
 
     def __enter__(self) -> "Profiler":
-        from torch.profiler import profile
+        import torch
+        from torch.profiler import ProfilerActivity, profile
 
         quiet_kineto()
         if self._on_enter:
             self._on_enter()
-        self._prof = profile(activities=activities_for(self.device), **self._profile_kwargs)
+        activities = [ProfilerActivity.CPU]
+        if self.device.startswith("cuda") and torch.cuda.is_available():  # a GPU really present
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=activities, **self._profile_kwargs)
         self._prof.__enter__()
         return self
 
