@@ -94,25 +94,6 @@ def leaf_difference(
     return None
 
 
-def _float_pairs(
-    reference: UserValue, candidate: UserValue
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    ref, cand = leaves(reference), leaves(candidate)
-    problem = leaf_difference(
-        [(p, tuple(t.shape)) for p, t in ref],
-        [(p, tuple(t.shape)) for p, t in cand],
-        "eager",
-        "the variant",
-    )
-    if problem:
-        raise OutputMismatchError(
-            f"{problem}, so the values cannot be compared element by element (a detection model "
-            f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
-            f"before thresholding) to check accuracy"
-        )
-    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand, strict=True)]
-
-
 def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, float]:
     """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
 
@@ -127,7 +108,20 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
     diffs, refs, cands = [], [], []
     top1: float | None = None
     int_mismatch = 0
-    for _path, r, c in _float_pairs(reference, candidate):
+    ref, cand = leaves(reference), leaves(candidate)
+    problem = leaf_difference(
+        [(p, tuple(t.shape)) for p, t in ref],
+        [(p, tuple(t.shape)) for p, t in cand],
+        "eager",
+        "the variant",
+    )
+    if problem:
+        raise OutputMismatchError(
+            f"{problem}, so the values cannot be compared element by element (a detection model "
+            f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
+            f"before thresholding) to check accuracy"
+        )
+    for (_, r), (_, c) in zip(ref, cand, strict=True):
         if r.is_floating_point() or r.is_complex():
             r64 = r.detach().to("cpu", torch.float64).reshape(-1)
             c64 = c.detach().to("cpu", torch.float64).reshape(-1)
