@@ -105,7 +105,7 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
     """
     import torch
 
-    diffs, refs, cands = [], [], []
+    refs, cands = [], []
     top1: float | None = None
     int_mismatch = 0
     ref, cand = leaves(reference), leaves(candidate)
@@ -123,11 +123,8 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
         )
     for (_, r), (_, c) in zip(ref, cand, strict=True):
         if r.is_floating_point() or r.is_complex():
-            r64 = r.detach().to("cpu", torch.float64).reshape(-1)
-            c64 = c.detach().to("cpu", torch.float64).reshape(-1)
-            refs.append(r64)
-            cands.append(c64)
-            diffs.append(c64 - r64)
+            refs.append(r.detach().to("cpu", torch.float64).reshape(-1))
+            cands.append(c.detach().to("cpu", torch.float64).reshape(-1))
             if top1 is None and r.dim() >= 2 and r.shape[-1] >= 2 and r.numel() > 0:
                 agree = r.detach().float().argmax(-1) == c.detach().float().argmax(-1)
                 top1 = float(agree.float().mean().item())
@@ -140,7 +137,7 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
     if refs:
         r = torch.cat(refs)
         c = torch.cat(cands)
-        d = torch.cat(diffs)
+        d = c - r
         r_norm, c_norm, d_norm = (float(torch.linalg.vector_norm(v)) for v in (r, c, d))
         metrics["rel_l2"] = d_norm / r_norm if r_norm > 0 else d_norm
         metrics["cosine"] = (
