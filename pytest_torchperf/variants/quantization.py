@@ -6,8 +6,8 @@
   (int8 GEMMs need inductor to be fast: x3.2 on an MLP at batch 64, measured on a 2-vCPU Xeon).
 * ``static`` (default for conv nets on x86 CPUs): PT2E post-training quantization with
   ``X86InductorQuantizer`` - export (``strict=True``; non-strict breaks on reused modules),
-  prepare, calibrate, convert, then compile *with inductor freezing*, without which the
-  quantized ops do not lower to fused int8 kernels without it). x5.4 on resnet18.
+  prepare, calibrate, convert, then compile *with inductor freezing* (without it the quantized
+  ops do not lower to fused int8 kernels): x5.4 on resnet18.
 * ``weight_only``: torchao ``Int8WeightOnlyConfig`` then compile (a memory-bandwidth win on GPUs).
 
 ``torch.ao.quantization`` is deprecated and is not used. Every configuration is created with
