@@ -23,8 +23,7 @@ def main() -> int:
 
     from pytest_torchperf.measure.counters import collect_counters
     from pytest_torchperf.measure.devices import DeviceUnavailable, select_device
-    from pytest_torchperf.measure.nvtx import nvtx_range
-    from pytest_torchperf.measure.profiling import Profiler
+    from pytest_torchperf.measure.profiling import Profiler, nvtx_range
     from pytest_torchperf.measure.timing import Measurer
     from pytest_torchperf.options.measure_options import MeasureOptions
 

@@ -27,7 +27,7 @@ _PUBLIC = {
     "Verdict": "judge.verdict",
     "BlockTimer": "run.block_timer",
     "Profiler": "measure.profiling",
-    "nvtx_range": "measure.nvtx",
+    "nvtx_range": "measure.profiling",
     "select_device": "measure.devices",
     "TorchperfWarning": "run.state",
     "load_results": "store.results",
@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .judge.decision import Outcome as Outcome
     from .judge.verdict import Verdict as Verdict
     from .measure.devices import select_device as select_device
-    from .measure.nvtx import nvtx_range as nvtx_range
     from .measure.profiling import Profiler as Profiler
+    from .measure.profiling import nvtx_range as nvtx_range
     from .options.measure_options import MeasureOptions as MeasureOptions
     from .run.block_timer import BlockTimer as BlockTimer
     from .run.result import Result as Result

@@ -1,4 +1,5 @@
-"""Numerical accuracy of a variant against the eager fp32 reference, and output fingerprints.
+"""Numerical accuracy of a variant against the eager fp32 reference, output fingerprints and the
+user's metric.
 
 Two questions, two tools:
 
@@ -9,7 +10,9 @@ Two questions, two tools:
   (:func:`pytest_torchperf.variants.registry.tolerances`, overridable per test).
 * *Across runs*: did the numbers change since the baseline (a torch upgrade, a model edit)?
   :func:`fingerprint` keeps summary statistics and a fixed probe of 16 values per output leaf
-  (never whole tensors); :func:`fingerprint_drift` compares two (pure, no torch).
+  (never whole tensors); :func:`fingerprint_drift` compares two (pure, no torch). The user's
+  metric (:func:`user_metric`) is stored beside it: :mod:`pytest_torchperf.judge.drift` tells
+  "numerics changed" by the fingerprint, a drop in what the user cares about by the metric.
 
 Outputs may be tensors, tuples/lists, dicts (incl. ``ModelOutput``-style ordered dicts) and
 dataclasses, nested. torch is imported lazily.
@@ -22,10 +25,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.types import JSON, JSONObject, UserValue
 
 if TYPE_CHECKING:  # torch is imported lazily, when outputs are compared
     import torch
+
+    from pytest_torchperf.measure.timing import Measurer
+    from pytest_torchperf.options.measure_options import MeasureOptions
 
 #: Values kept per output leaf in a fingerprint.
 PROBE_SIZE = 16
@@ -87,9 +94,20 @@ def leaf_difference(
     return None
 
 
-def _float_pairs(
-    reference: UserValue, candidate: UserValue
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, float]:
+    """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
+
+    Returns ``rel_l2`` (||c - r|| / ||r||), ``cosine``, ``max_abs``, ``n`` (values compared), the
+    reference's scale (``ref_max_abs``, ``ref_range``, ``ref_nonfinite``) and,
+    when a leaf is classifier-shaped (at least 2-D, last dim >= 2), ``top1`` (argmax agreement
+    over the last dim of the first such leaf). Integer leaves must match exactly
+    (``int_mismatch`` counts the values that do not).
+    """
+    import torch
+
+    refs, cands = [], []
+    top1: float | None = None
+    int_mismatch = 0
     ref, cand = leaves(reference), leaves(candidate)
     problem = leaf_difference(
         [(p, tuple(t.shape)) for p, t in ref],
@@ -103,30 +121,10 @@ def _float_pairs(
             f"keeping another number of boxes, say); measure a fixed-size output (e.g. the scores "
             f"before thresholding) to check accuracy"
         )
-    return [(path, r, c) for (path, r), (_, c) in zip(ref, cand, strict=True)]
-
-
-def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, float]:
-    """Accuracy of ``candidate`` against ``reference`` over all floating leaves (in float64).
-
-    Returns ``rel_l2`` (||c - r|| / ||r||), ``cosine``, ``max_abs``, ``n`` (values compared), the
-    reference's scale (``ref_max_abs``, ``ref_range``, ``ref_nonfinite``) and,
-    when a leaf is classifier-shaped (at least 2-D, last dim >= 2), ``top1`` (argmax agreement
-    over the last dim of the first such leaf). Integer leaves must match exactly
-    (``int_mismatch`` counts the values that do not).
-    """
-    import torch
-
-    diffs, refs, cands = [], [], []
-    top1: float | None = None
-    int_mismatch = 0
-    for _path, r, c in _float_pairs(reference, candidate):
+    for (_, r), (_, c) in zip(ref, cand, strict=True):
         if r.is_floating_point() or r.is_complex():
-            r64 = r.detach().to("cpu", torch.float64).reshape(-1)
-            c64 = c.detach().to("cpu", torch.float64).reshape(-1)
-            refs.append(r64)
-            cands.append(c64)
-            diffs.append(c64 - r64)
+            refs.append(r.detach().to("cpu", torch.float64).reshape(-1))
+            cands.append(c.detach().to("cpu", torch.float64).reshape(-1))
             if top1 is None and r.dim() >= 2 and r.shape[-1] >= 2 and r.numel() > 0:
                 agree = r.detach().float().argmax(-1) == c.detach().float().argmax(-1)
                 top1 = float(agree.float().mean().item())
@@ -139,7 +137,7 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
     if refs:
         r = torch.cat(refs)
         c = torch.cat(cands)
-        d = torch.cat(diffs)
+        d = c - r
         r_norm, c_norm, d_norm = (float(torch.linalg.vector_norm(v)) for v in (r, c, d))
         metrics["rel_l2"] = d_norm / r_norm if r_norm > 0 else d_norm
         metrics["cosine"] = (
@@ -237,3 +235,50 @@ def fingerprint_drift(
         l2_change = abs(b["l2"] - a["l2"]) / a["l2"] if a["l2"] > 0 else abs(b["l2"])
         drift = max(drift, probe_change, l2_change)
     return drift, None
+
+
+#: Two calls whose outputs differ by more than this (relative) are nondeterministic: their
+#: fingerprint is not stored, so random outputs never raise "numerics changed".
+DETERMINISM_TOLERANCE = 1e-6
+
+#: Marks "no second output captured" (``None`` is a legitimate output).
+NO_OUTPUT = object()
+
+
+def output_fingerprint(
+    output: UserValue, again: UserValue, measurer: Measurer
+) -> JSONObject | None:
+    """Output fingerprint, or None when two calls disagree (random outputs cannot be gated).
+
+    ``again`` is a second call's output, or :data:`NO_OUTPUT` to make one with ``measurer``.
+    """
+    first = fingerprint(output)
+    if again is NO_OUTPUT:
+        again = measurer.run_once()
+    # A compiled target's second output comes from its eager original: allow rounding noise.
+    drift, problem = fingerprint_drift(first, fingerprint(again))
+    return first if problem is None and drift <= DETERMINISM_TOLERANCE else None
+
+
+def user_metric(measurer: Measurer, options: MeasureOptions, label: str) -> float | None:
+    """The user metric ``metric(outputs, targets)`` on ``data`` for this target (or None)."""
+    __tracebackhide__ = True
+    if options.metric is None:
+        return None
+    if options.data is None:
+        raise OptionError(f"{label}: metric= needs data=(inputs, targets) to compute it on")
+    data_inputs, targets = options.data
+    args = data_inputs if isinstance(data_inputs, (tuple, list)) else (data_inputs,)
+    with measurer.prepared():
+        outputs = measurer.target(*args)
+    value = options.metric(outputs, targets)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise OptionError(
+            f"{label}: metric= returned {value!r}; it must return a number "
+            f"(e.g. accuracy as a float)"
+        ) from None
+    if not math.isfinite(number):
+        raise OptionError(f"{label}: metric= returned {number} (not finite)")
+    return number

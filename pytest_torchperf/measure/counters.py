@@ -13,31 +13,31 @@ import collections
 import gc
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.types import Target, UserValue
 
 if TYPE_CHECKING:  # torch is imported lazily, when counters are collected
     from torch._ops import OpOverload
+    from torch.utils._python_dispatch import TorchDispatchMode
 
 
-class _Counting(Protocol):
-    """What :func:`collect_counters` reads of its dispatch mode (a ``TorchDispatchMode``, defined
-    with torch, lazily): the op counts, the dtypes the ops produced, the CPU peak memory."""
+@dataclass
+class _Tally:
+    """What :func:`_counting`'s dispatch mode saw: ATen operator calls by overload packet
+    (``aten::addmm``), the dtypes of the tensors they produced (tells fp32 code from
+    low-precision code), and the high-water mark of tensor storages allocated inside the region
+    (freed via weakref)."""
 
-    counts: collections.Counter[str]
-    dtypes: set[str]
-    peak: int
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    dtypes: set[str] = field(default_factory=set)
+    live: dict[int, int] = field(default_factory=dict)
+    current: int = 0
+    peak: int = 0
 
-    def __enter__(self) -> object: ...
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> object: ...
+    def free(self, ptr: int) -> None:
+        self.current -= self.live.pop(ptr, 0)
 
 
 def collect_counters(
@@ -71,12 +71,15 @@ def collect_counters(
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         before = torch.cuda.memory_allocated(dev)
-    counting = _counting()
+    tally = _Tally()
     formulas = extra_formulas()
     if collecting:
         gc.disable()
     try:
-        with FlopCounterMode(display=False, custom_mapping=formulas) as flops_mode, counting:
+        with (
+            FlopCounterMode(display=False, custom_mapping=formulas) as flops_mode,
+            _counting(tally),
+        ):
             output = call()
     finally:
         if collecting:
@@ -85,7 +88,7 @@ def collect_counters(
         torch.cuda.synchronize(dev)
         peak = torch.cuda.max_memory_allocated(dev) - before
     else:
-        peak = counting.peak
+        peak = tally.peak
     del output
     params = param_bytes = 0
     if isinstance(module, torch.nn.Module):
@@ -93,16 +96,16 @@ def collect_counters(
             params += tensor.numel()
             param_bytes += tensor.numel() * tensor.element_size()
     # Heavy ops no formula counts: the FLOP figure leaves them out, and every report says so.
-    partial = without_formula(list(counting.counts), [*flop_registry, *formulas])
+    partial = without_formula(list(tally.counts), [*flop_registry, *formulas])
     return {
         "flops": int(flops_mode.get_total_flops()),
         "flop_formulas": FORMULAS_VERSION,
         **({"flops_partial": partial} if partial else {}),
-        "ops": dict(sorted(counting.counts.items())),
+        "ops": dict(sorted(tally.counts.items())),
         "params": params,
         "param_bytes": param_bytes,
         "peak_memory": int(peak),
-        "dtypes": sorted(counting.dtypes),
+        "dtypes": sorted(tally.dtypes),
     }
 
 
@@ -141,27 +144,13 @@ def dynamo_graph_total() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _counting() -> _Counting:
+def _counting(tally: _Tally) -> TorchDispatchMode:
+    """A dispatch mode keeping ``tally`` (see :class:`_Tally`)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
     class Counting(TorchDispatchMode):
-        """Counts ATen operator calls by overload packet (``aten::addmm``) and the dtypes of the
-        tensors they produce (tells fp32 code from low-precision code), and keeps the high-water
-        mark of tensor storages allocated inside the region (freed via weakref)."""
-
-        def __init__(self) -> None:
-            super().__init__()  # type: ignore[no-untyped-call]
-            self.counts: collections.Counter[str] = collections.Counter()
-            self.dtypes: set[str] = set()
-            self.live: dict[int, int] = {}
-            self.current = 0
-            self.peak = 0
-
-        def _free(self, ptr: int) -> None:
-            self.current -= self.live.pop(ptr, 0)
-
         def __torch_dispatch__(
             self,
             func: OpOverload,
@@ -169,7 +158,7 @@ def _counting() -> _Counting:
             args: Sequence[object] = (),
             kwargs: Mapping[str, object] | None = None,
         ) -> object:
-            self.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
+            tally.counts[str(func.overloadpacket).replace(".", "::", 1)] += 1
             out = func(*args, **(kwargs or {}))
             # Outputs sharing an input's storage (views, in-place ops) allocated nothing new.
             existing = {
@@ -180,17 +169,17 @@ def _counting() -> _Counting:
             for tensor in tree_leaves(out):
                 if not isinstance(tensor, torch.Tensor):
                     continue
-                self.dtypes.add(str(tensor.dtype).removeprefix("torch."))
+                tally.dtypes.add(str(tensor.dtype).removeprefix("torch."))
                 if tensor.is_meta:
                     continue
                 storage = tensor.untyped_storage()
                 ptr, size = storage.data_ptr(), storage.nbytes()
-                if size == 0 or ptr in existing or ptr in self.live:
+                if size == 0 or ptr in existing or ptr in tally.live:
                     continue
-                self.live[ptr] = size
-                self.current += size
-                self.peak = max(self.peak, self.current)
-                weakref.finalize(storage, self._free, ptr)
+                tally.live[ptr] = size
+                tally.current += size
+                tally.peak = max(tally.peak, tally.current)
+                weakref.finalize(storage, tally.free, ptr)
             return out
 
-    return Counting()
+    return Counting()  # type: ignore[no-untyped-call]

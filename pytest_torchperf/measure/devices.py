@@ -24,12 +24,6 @@ class DeviceUnavailable(Exception):
     """The requested device is not present here; the message says why (tests skip with it)."""
 
 
-def xdist_worker_index() -> int | None:
-    """Index of this pytest-xdist worker (``gw3`` -> 3), or None outside xdist."""
-    match = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
-    return int(match.group(1)) if match else None
-
-
 def select_device(requested: str = "auto") -> torch.device:
     """Return the ``torch.device`` for ``requested`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``...).
 
@@ -64,8 +58,8 @@ def select_device(requested: str = "auto") -> torch.device:
             )
         count = torch.cuda.device_count()
         if device.index is None:
-            worker = xdist_worker_index()
-            return torch.device("cuda", (worker or 0) % count)
+            worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+            return torch.device("cuda", int(worker.group(1)) % count if worker else 0)
         if device.index >= count:
             raise DeviceUnavailable(
                 f"device {requested!r} requested but only {count} CUDA device(s) exist"

@@ -51,20 +51,27 @@ class WorkerGate:
         path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
 
+    @contextlib.contextmanager
+    def _locked(self, fcntl: ModuleType, path: Path, mode: int) -> Iterator[None]:
+        """The lock file at ``path`` held in ``mode`` (waiting for it) for the block."""
+        fd = self._open(path)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
     def enter_test(self) -> None:
         """A test starts: wait while another worker times, then hold the work lock shared."""
         fcntl = _fcntl()
         if fcntl is None or self._work_fd is not None or self._exclusive:
             return
-        gate = self._open(self.gate_path)
-        try:
-            fcntl.flock(gate, fcntl.LOCK_SH)  # blocks while a worker holds it exclusively
+        # The gate is held exclusively while a worker times: taking it shared waits for that.
+        with self._locked(fcntl, self.gate_path, fcntl.LOCK_SH):
             work = self._open(self.work_path)
             fcntl.flock(work, fcntl.LOCK_SH)
             self._work_fd = work
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            os.close(gate)
 
     def leave_test(self) -> None:
         """The test is over: give the work lock back."""
@@ -91,31 +98,17 @@ class WorkerGate:
     def exclusive(self) -> Iterator[None]:
         """Time alone: no other worker runs a test inside this block."""
         fcntl = _fcntl()
-        if fcntl is None or self._exclusive:
+        with contextlib.ExitStack() as stack:
+            if fcntl is not None and not self._exclusive:
+                stack.enter_context(self.released())
+                # First no new test starts on any worker, then the tests already running end.
+                stack.enter_context(self._locked(fcntl, self.gate_path, fcntl.LOCK_EX))
+                stack.enter_context(self._locked(fcntl, self.work_path, fcntl.LOCK_EX))
             self._exclusive += 1
             try:
                 yield
             finally:
                 self._exclusive -= 1
-            return
-        with self.released():
-            gate = self._open(self.gate_path)
-            try:
-                fcntl.flock(gate, fcntl.LOCK_EX)  # no new test starts on any worker
-                work = self._open(self.work_path)
-                try:
-                    fcntl.flock(work, fcntl.LOCK_EX)  # the tests already running have ended
-                    self._exclusive += 1
-                    try:
-                        yield
-                    finally:
-                        self._exclusive -= 1
-                        fcntl.flock(work, fcntl.LOCK_UN)
-                finally:
-                    os.close(work)
-            finally:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-                os.close(gate)
 
 
 _GATES: dict[Path, WorkerGate] = {}

@@ -10,8 +10,6 @@ torch's FlopCounterMode has no formula for any of them, so a transformer's FLOPs
 head's alone. The formulas here count what torch's own count for the unfused ops would be: 2 per
 multiply-add of every matrix product (projections, attention scores, attention-weighted values,
 feed-forward, recurrent gates), nothing for norms, activations and softmax, as torch does.
-
-Torch is imported lazily (inside the functions).
 """
 
 from __future__ import annotations

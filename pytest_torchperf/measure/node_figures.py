@@ -251,7 +251,7 @@ def _nodes(
         module, namespace = (
             _where(node) if kind == "op" else ("", "inputs" if kind == "input" else "")
         )
-        label = _label(node)
+        label = _op_label(node.target) if kind == "op" else kind
         seen = nth.get((module, label), 0)
         nth[(module, label)] = seen + 1
         times = timer.times.get(node.name, [])
@@ -276,12 +276,7 @@ def _nodes(
     return nodes
 
 
-def _label(node: torch.fx.Node) -> str:
-    if node.op == "placeholder":
-        return "input"
-    if node.op == "output":
-        return "output"
-    target = node.target
+def _op_label(target: object) -> str:
     if hasattr(target, "overloadpacket"):
         return str(target.overloadpacket)
     return getattr(target, "__name__", str(target))

@@ -1,5 +1,5 @@
-"""torch.profiler around user code: the profiler fixture's class, compact top-ops tables, and the
-operator diff that explains a confirmed slowdown.
+"""torch.profiler around user code: the profiler fixture's class, NVTX ranges, compact top-ops
+tables, and the operator diff that explains a confirmed slowdown.
 
 Profiling always runs in its own pass, never while timing (its overhead was 3-25 % on small models).
 :func:`diff_top_ops` is pure so the wording of explanations is unit-tested without torch.
@@ -7,6 +7,7 @@ Profiling always runs in its own pass, never while timing (its overhead was 3-25
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ from pytest_torchperf.core.units import format_time
 
 if TYPE_CHECKING:  # torch is imported lazily, when something is profiled
     from torch.autograd.profiler_util import EventList, FunctionEventAvg
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import profile, record_function
 
 #: Rows kept in a stored top-ops table.
 TOP_OPS_LIMIT = 15
@@ -44,17 +45,6 @@ class OpRow(TypedDict):
 def quiet_kineto() -> None:
     """Silence Kineto's log lines on CUDA wheels without a GPU (must run before the first profile)."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-
-
-def activities_for(device: str) -> list[ProfilerActivity]:
-    """Profiler activities for a device: CPU always, plus CUDA when a GPU is really present."""
-    import torch
-    from torch.profiler import ProfilerActivity
-
-    activities = [ProfilerActivity.CPU]
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        activities.append(ProfilerActivity.CUDA)
-    return activities
 
 
 def top_ops(
@@ -324,12 +314,16 @@ class Profiler:
         self._prof: profile | None = None
 
     def __enter__(self) -> "Profiler":
-        from torch.profiler import profile
+        import torch
+        from torch.profiler import ProfilerActivity, profile
 
         quiet_kineto()
         if self._on_enter:
             self._on_enter()
-        self._prof = profile(activities=activities_for(self.device), **self._profile_kwargs)
+        activities = [ProfilerActivity.CPU]
+        if self.device.startswith("cuda") and torch.cuda.is_available():  # a GPU really present
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=activities, **self._profile_kwargs)
         self._prof.__enter__()
         return self
 
@@ -367,6 +361,50 @@ class Profiler:
     def table(self, limit: int = TOP_OPS_LIMIT) -> str:
         """Plain-text top-ops table."""
         return format_top_ops(self.top_ops(limit))
+
+
+class nvtx_range(contextlib.ContextDecorator):  # lower case: reads like contextlib helpers
+    """``with nvtx_range("forward"): ...`` or ``@nvtx_range("step")``: an NVTX range + profiler range.
+
+    ``torch.cuda.nvtx`` raises on CPU-only and MPS wheels (a stub that says "NVTX functions not
+    installed"), so the NVTX half only runs when ``torch.cuda.is_available()``; the
+    ``record_function`` half always runs, so the range is visible in ``torch.profiler`` traces
+    everywhere. Put ranges around compiled calls, never inside them (dynamo ignores or breaks on
+    them).
+    """
+
+    def __init__(self, name: str, *, nvtx: bool | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"nvtx_range needs a non-empty name, got {name!r}")
+        self.name = name
+        self._want_nvtx = nvtx
+        self._stack: list[tuple[record_function, bool]] = []
+
+    def __enter__(self) -> "nvtx_range":
+        import torch
+
+        record = torch.profiler.record_function(self.name)
+        record.__enter__()
+        use_nvtx = self._want_nvtx is not False and torch.cuda.is_available()
+        if use_nvtx:
+            torch.cuda.nvtx.range_push(self.name)
+        self._stack.append((record, use_nvtx))
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        import torch
+
+        record, use_nvtx = self._stack.pop()
+        try:
+            if use_nvtx:
+                torch.cuda.nvtx.range_pop()
+        finally:
+            record.__exit__(kind, error, traceback)
 
 
 #: Profiler sessions a profiled run is split into; each op's table row is its quickest session.

@@ -47,29 +47,6 @@ class TimedPass:
     clock: str
 
 
-def make_clock(device: str) -> Callable[[], float]:
-    """A block clock that first waits for the device to finish queued work (no-op on CPU)."""
-    import torch
-
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return time.perf_counter
-    if dev.type == "cuda" and torch.cuda.is_available():
-
-        def cuda_clock() -> float:
-            torch.cuda.synchronize(dev)
-            return time.perf_counter()
-
-        return cuda_clock
-
-    def accelerator_clock() -> float:
-        if torch.accelerator.is_available():
-            torch.accelerator.synchronize()
-        return time.perf_counter()
-
-    return accelerator_clock
-
-
 def count_non_finite(output: UserValue) -> tuple[int, int]:
     """(non-finite values, total values) over all floating tensors in a nested output."""
     import torch
@@ -245,11 +222,17 @@ class Measurer:
         clock_name = (
             "cuda-events" if use_events else ("cpu" if self.device.startswith("cpu") else "sync")
         )
+
+        def synchronized_clock() -> float:  # waits for the device's queued work first
+            if torch.accelerator.is_available():
+                torch.accelerator.synchronize()
+            return time.perf_counter()
+
         timer = Timer(
             stmt="__torchperf_call()",
             globals={"__torchperf_call": self.call},
             num_threads=self.options.threads,
-            timer=time.perf_counter if use_events else make_clock(self.device),
+            timer=time.perf_counter if clock_name != "sync" else synchronized_clock,
         )
 
         # Timer.timeit(n) first runs max(n // 100, 2) untimed warm-up calls: for a model slower

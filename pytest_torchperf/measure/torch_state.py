@@ -50,7 +50,7 @@ class TorchState:
     cudnn: tuple[bool, bool, bool, bool, bool]
     matmul: str
     qengine: str
-    #: A copy of inductor's and dynamo's config, by module name (those loaded).
+    #: A copy of inductor's and dynamo's config, by module name.
     configs: dict[str, dict[str, object]]
 
 
@@ -73,14 +73,8 @@ def snapshot() -> TorchState:
 
     import torch
 
-    for name in CONFIGS:
-        # Imported here so a config first loaded (and changed) inside the test is restored too.
-        importlib.import_module(name)
-    configs: dict[str, dict[str, object]] = {}
-    for name in CONFIGS:
-        module = sys.modules.get(name)
-        if module is not None:
-            configs[name] = module.get_config_copy()
+    # Imported here so a config first loaded (and changed) inside the test is restored too.
+    configs = {name: importlib.import_module(name).get_config_copy() for name in CONFIGS}
     return TorchState(
         threads=torch.get_num_threads(),
         grad=torch.is_grad_enabled(),

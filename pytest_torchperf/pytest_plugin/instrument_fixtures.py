@@ -2,7 +2,7 @@
 ``torchperf_quantized_model``. Each is a thin layer over a plain function or class usable without
 pytest (:func:`~pytest_torchperf.measure.devices.select_device`,
 :class:`~pytest_torchperf.measure.profiling.Profiler`,
-:class:`~pytest_torchperf.measure.nvtx.nvtx_range`,
+:class:`~pytest_torchperf.measure.profiling.nvtx_range`,
 :func:`~pytest_torchperf.variants.quantization.quantize_model`)."""
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marke
 if TYPE_CHECKING:  # torch and the measuring machinery are imported lazily, when a fixture runs
     import torch
 
-    from pytest_torchperf.measure.nvtx import nvtx_range
-    from pytest_torchperf.measure.profiling import Profiler
+    from pytest_torchperf.measure.profiling import Profiler, nvtx_range
     from pytest_torchperf.run.context import RunContext
 
 
@@ -127,7 +126,7 @@ def torchperf_nvtx() -> Iterator[type[nvtx_range]]:
     An NVTX range for Nsight Systems on CUDA plus a ``record_function`` range for torch.profiler;
     never raises on CPU-only or MPS builds.
     """
-    from pytest_torchperf.measure.nvtx import nvtx_range
+    from pytest_torchperf.measure.profiling import nvtx_range
 
     yield nvtx_range
 

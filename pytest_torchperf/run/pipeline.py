@@ -72,8 +72,8 @@ def measure(
     or saving it.
     """
     __tracebackhide__ = True
+    from pytest_torchperf.measure.accuracy import output_fingerprint, user_metric
     from pytest_torchperf.measure.counters import compiled_original, dynamo_graph_total
-    from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
     from pytest_torchperf.measure.timing import Measurer
 
     nodeid, name, target, options = call.nodeid, call.name, call.target, call.options

@@ -108,7 +108,7 @@ def counters_of(
     measurer: "Measurer", options: MeasureOptions, eager: Target | None = None
 ) -> tuple[dict[str, Any] | None, UserValue]:
     """Counters of one call (None when off) and that call's output (for a determinism check)."""
-    from pytest_torchperf.measure.outputs import NO_OUTPUT
+    from pytest_torchperf.measure.accuracy import NO_OUTPUT
 
     if not options.counters:
         return None, NO_OUTPUT

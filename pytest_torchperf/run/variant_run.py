@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.failures import Failure
+from pytest_torchperf.measure.accuracy import output_fingerprint, user_metric
 from pytest_torchperf.measure.counters import dynamo_graph_total
-from pytest_torchperf.measure.outputs import output_fingerprint, user_metric
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import check_measurable, measure_beside, role_of
 from pytest_torchperf.run.pipeline import conclude

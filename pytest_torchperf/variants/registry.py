@@ -80,26 +80,21 @@ def _check_compiled(name: str, settings: Mapping[str, object]) -> None:
             "not both; put the mode's settings in options (see "
             "torch._inductor.list_mode_options(mode))"
         )
-    if "fullgraph" in settings and not isinstance(settings["fullgraph"], bool):
-        raise OptionError(
-            f"variant 'compiled': fullgraph={settings['fullgraph']!r} must be True or False"
-        )
-    if "dynamic" in settings and settings["dynamic"] not in (True, False, None):
-        raise OptionError(
-            f"variant 'compiled': dynamic={settings['dynamic']!r} must be True, False or None"
-        )
-    if "options" in settings and not isinstance(settings["options"], Mapping):
-        raise OptionError(
-            f"variant 'compiled': options={settings['options']!r} must be a dict "
-            f"of inductor settings"
-        )
-    if "backend" in settings and not (
-        isinstance(settings["backend"], str) or callable(settings["backend"])
-    ):
-        raise OptionError(
-            f"variant 'compiled': backend={settings['backend']!r} must be a "
-            f"backend name or a backend function"
-        )
+    for key, (fits, expected) in _COMPILED_TYPES.items():
+        if key in settings and not fits(settings[key]):
+            raise OptionError(f"variant 'compiled': {key}={settings[key]!r} must be {expected}")
+
+
+#: The compiled variant's settings torch would reject late: what each must be, in words.
+_COMPILED_TYPES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "fullgraph": (lambda v: isinstance(v, bool), "True or False"),
+    "dynamic": (lambda v: v in (True, False, None), "True, False or None"),
+    "options": (lambda v: isinstance(v, Mapping), "a dict of inductor settings"),
+    "backend": (
+        lambda v: isinstance(v, str) or callable(v),
+        "a backend name or a backend function",
+    ),
+}
 
 
 # Measured drifts behind the tolerances (docs/variants.md): compiled/fused <= 3e-6 max abs on CPU;

@@ -1,8 +1,4 @@
-"""How the ``time-and-kernels`` kind judges (CUDA measurements): the wall time as ``time`` does,
-and beside it the summed device time of the call's GPU kernels against the kernel times stored
-in the timing sessions (deciding and wording: :mod:`pytest_torchperf.kinds.kernels.judge_times`).
-Pure.
-"""
+"""How the ``time-and-kernels`` kind judges (:class:`TimeAndKernelsKind`). Pure."""
 
 from __future__ import annotations
 

@@ -79,49 +79,40 @@ def judge_kernels(
         f"{format_percent(limit)}"
     )
     sessions = ", ".join(format_change(s / baseline) for s in current.sessions)
+    change = format_change(ratio)
+
+    def verdict(outcome: Outcome, text: str, guard: str | None = None) -> KernelVerdict:
+        message = f"{label}: GPU kernel time {text}"
+        return KernelVerdict(outcome, message, ratio, baseline, limit, guard)
+
     if lowest > 1.0 + limit:
         grown = kernel_changes(stored[-1], current)
         why = f". Kernels that changed: {'; '.join(grown)}" if grown else ""
-        return KernelVerdict(
+        return verdict(
             Outcome.FAIL,
-            f"{label}: GPU kernel time {format_change(ratio)} vs baseline ({figures}; every "
-            f"profiler session over it: {sessions}){why}",
-            ratio,
-            baseline,
-            limit,
+            f"{change} vs baseline ({figures}; every profiler session over it: {sessions}){why}",
         )
     if ratio > 1.0 + limit:
-        return KernelVerdict(
+        return verdict(
             Outcome.INCONCLUSIVE,
-            f"{label}: GPU kernel time {format_change(ratio)} vs baseline but its profiler "
-            f"sessions disagree ({sessions}; {figures}): the kernels did not run the same way "
-            f"each time (clocks, other work on the GPU)",
-            ratio,
-            baseline,
-            limit,
+            f"{change} vs baseline but its profiler sessions disagree ({sessions}; {figures}): "
+            f"the kernels did not run the same way each time (clocks, other work on the GPU)",
             UNSTEADY,
         )
     if widened_beyond(limit, tolerance, max_widening):
         bound = widening_bound(tolerance, max_widening) or limit
-        return KernelVerdict(
+        return verdict(
             Outcome.INCONCLUSIVE,
-            f"{label}: GPU kernel time not judged, {format_change(ratio)} vs baseline: the "
-            f"{len(stored)} stored sessions put its process-to-process noise at "
-            f"{format_percent(noise or 0.0)}, which widens the {format_percent(tolerance)} limit "
-            f"to {format_percent(limit)}, beyond the {format_percent(bound)} allowed. Save the "
-            f"baseline again with pytest --torchperf-save --torchperf-reset",
-            ratio,
-            baseline,
-            limit,
+            f"not judged, {change} vs baseline: the {len(stored)} stored sessions put its "
+            f"process-to-process noise at {format_percent(noise or 0.0)}, which widens the "
+            f"{format_percent(tolerance)} limit to {format_percent(limit)}, beyond the "
+            f"{format_percent(bound)} allowed. Save the baseline again with pytest "
+            f"--torchperf-save --torchperf-reset",
             NOISY_BASELINE,
         )
-    outcome = Outcome.IMPROVED if ratio < 1.0 - limit else Outcome.PASS
-    return KernelVerdict(
-        outcome,
-        f"{label}: GPU kernel time {format_change(ratio)} vs baseline ({figures})",
-        ratio,
-        baseline,
-        limit,
+    return verdict(
+        Outcome.IMPROVED if ratio < 1.0 - limit else Outcome.PASS,
+        f"{change} vs baseline ({figures})",
     )
 
 

@@ -184,21 +184,19 @@ def kernel_times(
     its kernels; ``wall_per_call`` (the timed pass's p25) sizes the sessions and gives the busy
     share. Raises :class:`KernelTimeUnavailable` when no session saw device activity."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    from pytest_torchperf.measure.profiling import quiet_kineto
+    from pytest_torchperf.measure.profiling import Profiler
 
-    quiet_kineto()
     calls = calls_per_session(wall_per_call)
     dev = torch.device(device)
     profiles = []
     for _ in range(sessions):
         torch.cuda.synchronize(dev)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with Profiler(device=device) as prof:  # CPU and, on a CUDA device, CUDA activities
             for _ in range(calls):
                 call()
             torch.cuda.synchronize(dev)
-        profiles.append(device_activities(prof.events()))
+        profiles.append(device_activities(prof.profile.events()))
     if not any(profiles):
         raise KernelTimeUnavailable(
             f"the profiler saw no GPU activity in {sessions} sessions of {calls} calls on "
