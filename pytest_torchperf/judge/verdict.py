@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import (
+    DEFAULT_GUARD,
     SLOW_MACHINE_MARGIN,
     Decision,
     Outcome,
@@ -18,10 +19,6 @@ from pytest_torchperf.judge.decision import (
 )
 from pytest_torchperf.judge.samples import (
     IDLE,
-    MAX_MACHINE_SLOWDOWN,
-    MAX_NEIGHBOUR_LOAD,
-    MAX_RELATIVE_IQR,
-    MIN_CPU_SHARE,
     GuardLimits,
     Sample,
     loosening_option,
@@ -33,7 +30,6 @@ from pytest_torchperf.judge.tolerance import (
     widened_beyond,
     widening_bound,
 )
-from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 
 
 @dataclass(frozen=True)
@@ -326,11 +322,7 @@ def judge(
     tolerance: float,
     remeasure: Callable[[], Sample],
     *,
-    min_cpu_share: float = MIN_CPU_SHARE,
-    max_relative_iqr: float = MAX_RELATIVE_IQR,
-    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
-    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
-    min_gpu_clock: float = MIN_CLOCK_SHARE,
+    guard: GuardLimits = DEFAULT_GUARD,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
     max_widening: float = MAX_WIDENING,
@@ -343,21 +335,13 @@ def judge(
     the calibration kernel; the machine-speed guard applies when every session did. ``modes``:
     what an inconclusive verdict says could judge it instead (:func:`word`).
     """
-    guard = GuardLimits(
-        min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown, min_gpu_clock
-    )
-    calibrations = (
-        [c for _, c in baseline_calibrated]
-        if len(baseline_calibrated) == len(baseline_stats)
-        else []
-    )
     d = decide(
         first,
         baseline_stats,
         tolerance,
         remeasure,
         guard=guard,
-        baseline_calibrations=calibrations,
+        baseline_calibrations=[c for _, c in baseline_calibrated],
         confirm=confirm,
         max_widening=max_widening,
     )
