@@ -1,15 +1,20 @@
-"""A measurement pass as the judge sees it (:class:`Sample`), and the guards that decide whether a
-pass can be trusted at all: CPU contention, a busy neighbour, a GPU not at its clocks, gross
-spread, a slower machine. Pure.
+"""A measurement pass as the judge sees it (:class:`Sample`), the guards that decide whether a
+pass can be trusted at all (CPU contention, a busy neighbour, a GPU not at its clocks, gross
+spread, a slower machine) and the pooling of several fresh processes' passes
+(``--torchperf-processes N``) into the sample a verdict judges: the median of their p25s. Pure.
+
+Why pool: on a shared runner the noise that matters is between processes (memory layout,
+allocator state, neighbours), not between the blocks of one process; judging the median of N
+processes' statistics shrinks it by about sqrt(N).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pytest_torchperf.core.stats import Summary
 from pytest_torchperf.core.units import format_change, format_percent, format_time
@@ -202,6 +207,7 @@ SPREAD = "spread"
 SLOWER = "slower machine"
 #: The timed code itself left its CPU idle (it slept, or waited on I/O or a device).
 IDLE = "idle target"
+IDLE_REMEDY = "A quieter machine will not change that: time the work without the waiting"
 #: The GPU ran below its clocks (or was throttled) while timing.
 GPU_CLOCK = "GPU clock"
 
@@ -283,3 +289,43 @@ class GuardLimits:
         return (
             self.problem(sample, reference_calibration) is not None and self.problem(sample) is None
         )
+
+
+class ProcessPass(Protocol):
+    """What pooling needs of another process's measurement."""
+
+    @property
+    def statistic(self) -> float: ...
+
+    @property
+    def calibration(self) -> float | None: ...
+
+    @property
+    def problem(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=ProcessPass)
+
+
+def trusted(others: Iterable[P]) -> list[P]:
+    """The child measurements that passed the contention/spread guard (the rest are dropped)."""
+    return [s for s in others if s.problem is None]
+
+
+def pooled(own: Sample, others: Iterable[ProcessPass]) -> Sample:
+    """``own`` (this process's pass) pooled with the trusted child measurements of the target.
+
+    The statistic becomes the median of the per-process p25s, and the machine-speed check uses
+    the median of the per-process calibrations (``Sample.machine_calibration``), so it compares
+    like with like. The spread, CPU share and the stored ``calibration`` stay this process's own:
+    the guard judges the pass it can re-measure, and a saved session pairs its own p25 with its own
+    calibration.
+    """
+    usable = trusted(others)
+    if not usable:
+        return own
+    return replace(
+        own,
+        process_statistics=tuple(s.statistic for s in usable),
+        process_calibrations=tuple(s.calibration for s in usable if s.calibration),
+    )

@@ -19,6 +19,7 @@ from pytest_torchperf.judge.decision import (
 )
 from pytest_torchperf.judge.samples import (
     IDLE,
+    IDLE_REMEDY,
     GuardLimits,
     Sample,
     loosening_option,
@@ -180,12 +181,9 @@ def word(
     # Under --torchperf-strict the engine fails it: the hint that it would is then moot.
     strict = "." if strict_run else "; --torchperf-strict turns this into a failure."
     idle = d.problem is not None and refusing_guard(d.problem) == IDLE
-    quieter = (
-        # The timed code itself left its CPU idle: no quieter machine changes that.
-        "A quieter machine will not change that: time the work without the waiting"
-        if idle
-        else "Re-run on a quieter machine"
-    ) + (f", or judge it with {' or '.join(modes)}" if modes else "")
+    quieter = (IDLE_REMEDY if idle else "Re-run on a quieter machine") + (
+        f", or judge it with {' or '.join(modes)}" if modes else ""
+    )
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
         return Verdict(

@@ -16,6 +16,7 @@ from pytest_torchperf.core.units import format_change, format_percent, format_ti
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
+    IDLE_REMEDY,
     GuardLimits,
     Sample,
     loosening_option,
@@ -135,8 +136,8 @@ def queue_save(
         if isinstance(problem, str) and refusing_guard(problem) == IDLE:
             why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
             detail = (
-                f"{problem} ({times}). A quieter machine will not change that: time the work "
-                f"without the waiting, or store it anyway with {loosening_option(problem)}."
+                f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with "
+                f"{loosening_option(problem)}."
             )
         elif isinstance(problem, str):
             why = problem.split(":")[0]

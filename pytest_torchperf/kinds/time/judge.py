@@ -17,6 +17,7 @@ from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, Kind, Remeasure
 from pytest_torchperf.judge.samples import (
     IDLE,
+    IDLE_REMEDY,
     GuardLimits,
     Sample,
     guard_problem,
@@ -159,7 +160,7 @@ def untimed_verdict(
     anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
     store = (
-        "A quieter machine will not change that: time the work without the waiting"
+        IDLE_REMEDY
         if why and refusing_guard(why) == IDLE
         else "Store its timing with pytest --torchperf-save on a quiet machine"
     )
