@@ -185,7 +185,6 @@ class _Judging:
         self.limit = self.limit_for(first)
         self.guard, self.reference = guard, reference
         self.samples = [first]
-        #: (machine ratio, normalised ratio) of the slowest pass counted on a slow machine.
         self.slow_machine: tuple[float, float] | None = None
         self.common: dict[str, Any] = dict(
             baseline=self.baseline,

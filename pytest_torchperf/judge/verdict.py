@@ -92,18 +92,13 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        """True when the outcome is FAIL."""
         return self.outcome is Outcome.FAIL
 
     def to_dict(self) -> dict[str, object]:
         """JSON-friendly representation for reports: every field but ``loosened_by``, in order."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "loosened_by":
-                out[f.name] = list(value) if isinstance(value, tuple) else value
-        out["outcome"] = self.outcome.value
-        return out
+        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "loosened_by")
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values}
+        return {**out, "outcome": self.outcome.value}
 
 
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing
@@ -247,16 +242,14 @@ def word(
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
-    refused = d.outcome is Outcome.INCONCLUSIVE and d.problem
-    guard = refusing_guard(d.problem) if refused and d.problem else None
-    if d.reason == "noisy-baseline":
-        guard = NOISY_BASELINE
+    refused = d.problem if d.outcome is Outcome.INCONCLUSIVE else None
+    guard = refused and refusing_guard(refused)
     return Verdict(
         d.outcome,
         message,
         suspicious=d.reason == "contradicted",
-        guard=guard,
-        loosened_by=loosening_option(d.problem) if refused and d.problem else None,
+        guard=NOISY_BASELINE if d.reason == "noisy-baseline" else guard,
+        loosened_by=refused and loosening_option(refused),
         notes=tuple(notes),
         **figures,
     )
