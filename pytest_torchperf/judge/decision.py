@@ -149,9 +149,7 @@ def decide(
         problem = judging.untrusted(current)
         if problem:
             ratio = judging.ratio(current)
-            return judging.decision(
-                Outcome.INCONCLUSIVE, "guard", current, ratio, first_ratio=ratio, problem=problem
-            )
+            return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
     if ratio > 1.0 + limit:
         return judging.confirm_slowdown(current, confirm, remeasure)
