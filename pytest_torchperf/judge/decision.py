@@ -149,9 +149,7 @@ def decide(
         problem = judging.untrusted(current)
         if problem:
             ratio = judging.ratio(current)
-            return judging.decision(
-                Outcome.INCONCLUSIVE, "guard", current, ratio, first_ratio=ratio, problem=problem
-            )
+            return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
     if ratio > 1.0 + limit:
         return judging.confirm_slowdown(current, confirm, remeasure)
@@ -185,7 +183,6 @@ class _Judging:
         self.limit = self.limit_for(first)
         self.guard, self.reference = guard, reference
         self.samples = [first]
-        #: (machine ratio, normalised ratio) of the slowest pass counted on a slow machine.
         self.slow_machine: tuple[float, float] | None = None
         self.common: dict[str, Any] = dict(
             baseline=self.baseline,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pytest_torchperf.judge.failures import label_categories
+from pytest_torchperf.judge.tolerance import NOISY_BASELINE
 from pytest_torchperf.kinds import label_of
 from pytest_torchperf.store.record import Record, RecordedVerdict
 
@@ -39,7 +40,7 @@ def outcome_label(record: Record) -> str:
     if failed and failed != ["time"]:  # a timing failure alone is the bare FAIL
         label = f"FAIL ({', '.join(failed)})"
     # A limit too wide to gate is no passing weather: the label says why nothing was judged.
-    noisy = " (noisy baseline)" if verdict.guard == "noisy baseline" else ""
+    noisy = f" ({NOISY_BASELINE})" if verdict.guard == NOISY_BASELINE else ""
     if label.startswith("FAIL") and timing == "inconclusive":
         label += f", {basis} inconclusive{noisy}"
     elif label == "INCONCLUSIVE":

@@ -18,7 +18,7 @@ from pytest_torchperf.judge.coverage import (
     remedies,
     weak_gate_warning,
 )
-from pytest_torchperf.judge.samples import IDLE, loosening_option, refusing_guard
+from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
 
 
 def run_failure(cov: Coverage, strict: bool) -> str | None:
@@ -84,7 +84,7 @@ def _untimed_failure(cov: Coverage) -> str | None:
     )
     steps = []
     if IDLE in kinds:
-        steps.append("A quieter machine will not change that: time the work without the waiting")
+        steps.append(IDLE_REMEDY)
     if set(kinds) - {IDLE}:
         steps.append(
             "Save again when the machine is quiet, give the save longer to wait for it "

@@ -1,14 +1,20 @@
-"""A measurement pass as the judge sees it (:class:`Sample`), and the guards that decide whether a
-pass can be trusted at all: CPU contention, a busy neighbour, a GPU not at its clocks, gross
-spread, a slower machine. Pure.
+"""A measurement pass as the judge sees it (:class:`Sample`), the guards that decide whether a
+pass can be trusted at all (CPU contention, a busy neighbour, a GPU not at its clocks, gross
+spread, a slower machine) and the pooling of several fresh processes' passes
+(``--torchperf-processes N``) into the sample a verdict judges: the median of their p25s. Pure.
+
+Why pool: on a shared runner the noise that matters is between processes (memory layout,
+allocator state, neighbours), not between the blocks of one process; judging the median of N
+processes' statistics shrinks it by about sqrt(N).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pytest_torchperf.core.stats import Summary
 from pytest_torchperf.core.units import format_change, format_percent, format_time
@@ -181,48 +187,18 @@ def guard_problem(
     return None
 
 
-def loosening_options(
-    sample: Sample,
-    *,
-    min_cpu_share: float = MIN_CPU_SHARE,
-    max_relative_iqr: float = MAX_RELATIVE_IQR,
-    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
-    min_gpu_clock: float = MIN_CLOCK_SHARE,
-) -> list[str]:
-    """The option of every guard that, on its own, refuses ``sample``: :func:`guard_problem`
-    names the first, and loosening only that one leaves a busy machine's pass refused by the
-    next (a newcomer's second save of five minutes, refused by the neighbour guard)."""
-    off: dict[str, float] = {
-        "min_cpu_share": 0.0,
-        "max_relative_iqr": float("inf"),
-        "max_neighbour_load": 1.0,
-        "min_gpu_clock": 0.0,
-    }
+def loosening_options(sample: Sample, limits: GuardLimits) -> list[str]:
+    """The option of every guard of ``limits`` that, on its own, refuses ``sample``:
+    :func:`guard_problem` names the first, and loosening only that one leaves a busy machine's
+    pass refused by the next (a newcomer's second save of five minutes, refused by the neighbour
+    guard)."""
+    off = GuardLimits(0.0, math.inf, 1.0, min_gpu_clock=0.0)
     found = []
-    for key, value in (
-        ("min_cpu_share", min_cpu_share),
-        ("min_gpu_clock", min_gpu_clock),
-        ("max_neighbour_load", max_neighbour_load),
-        ("max_relative_iqr", max_relative_iqr),
-    ):
-        problem = guard_problem(sample, **{**off, key: value})
+    for key in ("min_cpu_share", "min_gpu_clock", "max_neighbour_load", "max_relative_iqr"):
+        problem = replace(off, **{key: getattr(limits, key)}).problem(sample)
         if problem:
             found.append(loosening_option(problem))
     return found
-
-
-def loosening_option(problem: str) -> str:
-    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`),
-    for a machine that is always like that."""
-    if problem.startswith("CPU share"):
-        return "--torchperf-min-cpu-share=0"
-    if problem.startswith("other processes kept"):
-        return "--torchperf-max-neighbour-load=100%"
-    if problem.startswith("spread"):
-        return "a wider --torchperf-max-spread (e.g. 50%)"
-    if problem.startswith("the GPU"):
-        return "--torchperf-min-gpu-clock=0"
-    return "--torchperf-max-machine-slowdown=1000%"
 
 
 #: Why a pass could not be trusted, in a word per guard (run summaries count them).
@@ -231,24 +207,34 @@ SPREAD = "spread"
 SLOWER = "slower machine"
 #: The timed code itself left its CPU idle (it slept, or waited on I/O or a device).
 IDLE = "idle target"
+IDLE_REMEDY = "A quieter machine will not change that: time the work without the waiting"
 #: The GPU ran below its clocks (or was throttled) while timing.
 GPU_CLOCK = "GPU clock"
+
+#: Each guard by how its sentence of :func:`guard_problem` starts: its word and the option that
+#: loosens it, for a machine that is always like that (the machine guard's: any other sentence).
+_GUARDS = (
+    ("CPU share", BUSY, "--torchperf-min-cpu-share=0"),
+    ("other processes kept", BUSY, "--torchperf-max-neighbour-load=100%"),
+    ("spread", SPREAD, "a wider --torchperf-max-spread (e.g. 50%)"),
+    ("the GPU", GPU_CLOCK, "--torchperf-min-gpu-clock=0"),
+    ("", SLOWER, "--torchperf-max-machine-slowdown=1000%"),
+)
+
+
+def loosening_option(problem: str) -> str:
+    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`)."""
+    return next(option for start, _, option in _GUARDS if problem.startswith(start))
 
 
 def refusing_guard(problem: str) -> str:
     """Which guard refused a pass: :data:`BUSY` (another process took this CPU or kept the
-    others busy), :data:`IDLE` (the timed code left its CPU idle), :data:`SPREAD` or
-    :data:`SLOWER` (the calibration kernel ran slow), from a
-    sentence of :func:`guard_problem` (or a save's short form of one)."""
+    others busy), :data:`IDLE` (the timed code left its CPU idle), :data:`SPREAD`,
+    :data:`GPU_CLOCK` or :data:`SLOWER` (the calibration kernel ran slow), from a sentence of
+    :func:`guard_problem` (or a save's short form of one)."""
     if problem.startswith("CPU share") and "left the CPU idle" in problem:
         return IDLE
-    if problem.startswith(("CPU share", "other processes kept")):
-        return BUSY
-    if problem.startswith("spread"):
-        return SPREAD
-    if problem.startswith("the GPU"):
-        return GPU_CLOCK
-    return SLOWER
+    return next(word for start, word, _ in _GUARDS if problem.startswith(start))
 
 
 def machine_disturbance(
@@ -282,34 +268,64 @@ class GuardLimits:
     max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN
     min_gpu_clock: float = MIN_CLOCK_SHARE
 
-    def problem(self, sample: Sample, reference_calibration: float | None) -> str | None:
+    @classmethod
+    def of(cls, options: MeasureOptions) -> GuardLimits:
+        """The guards' thresholds ``options`` set."""
+        return cls(
+            options.min_cpu_share,
+            options.max_spread,
+            options.max_neighbour_load,
+            options.max_machine_slowdown,
+            options.min_gpu_clock,
+        )
+
+    def problem(self, sample: Sample, reference_calibration: float | None = None) -> str | None:
+        """Why ``sample`` cannot be trusted under these thresholds (:func:`guard_problem`)."""
         return guard_problem(sample, reference_calibration=reference_calibration, **asdict(self))
 
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The only problem with ``sample`` is that the machine ran slower than at save time
         (without a reference calibration the machine guard checks nothing)."""
         return (
-            self.problem(sample, reference_calibration) is not None
-            and self.problem(sample, None) is None
+            self.problem(sample, reference_calibration) is not None and self.problem(sample) is None
         )
 
 
-def guard_limits(options: MeasureOptions) -> dict[str, float]:
-    """The contention, spread, neighbour and GPU-clock limits of ``options``, as the keywords of
-    :func:`guard_problem` and :func:`loosening_options`."""
-    return {
-        "min_cpu_share": options.min_cpu_share,
-        "max_relative_iqr": options.max_spread,
-        "max_neighbour_load": options.max_neighbour_load,
-        "min_gpu_clock": options.min_gpu_clock,
-    }
+class ProcessPass(Protocol):
+    """What pooling needs of another process's measurement."""
+
+    @property
+    def statistic(self) -> float: ...
+
+    @property
+    def calibration(self) -> float | None: ...
+
+    @property
+    def problem(self) -> str | None: ...
 
 
-def guard_of(options: MeasureOptions) -> Callable[[Sample], str | None]:
-    """The contention, spread and neighbour guards of ``options``, as one function."""
-    limits = guard_limits(options)
+P = TypeVar("P", bound=ProcessPass)
 
-    def guard(sample: Sample) -> str | None:
-        return guard_problem(sample, **limits)
 
-    return guard
+def trusted(others: Iterable[P]) -> list[P]:
+    """The child measurements that passed the contention/spread guard (the rest are dropped)."""
+    return [s for s in others if s.problem is None]
+
+
+def pooled(own: Sample, others: Iterable[ProcessPass]) -> Sample:
+    """``own`` (this process's pass) pooled with the trusted child measurements of the target.
+
+    The statistic becomes the median of the per-process p25s, and the machine-speed check uses
+    the median of the per-process calibrations (``Sample.machine_calibration``), so it compares
+    like with like. The spread, CPU share and the stored ``calibration`` stay this process's own:
+    the guard judges the pass it can re-measure, and a saved session pairs its own p25 with its own
+    calibration.
+    """
+    usable = trusted(others)
+    if not usable:
+        return own
+    return replace(
+        own,
+        process_statistics=tuple(s.statistic for s in usable),
+        process_calibrations=tuple(s.calibration for s in usable if s.calibration),
+    )

@@ -50,7 +50,8 @@ def process_noise(baseline_stats: Sequence[float]) -> float | None:
     if len(baseline_stats) < 2:
         return None
     d2 = _D2.get(len(baseline_stats), 3.078 + 0.05 * (len(baseline_stats) - 10))
-    sigma = baseline_range(baseline_stats) / d2
+    # The range of the sessions, max / min - 1, over the range expected of that many normal values.
+    sigma = (max(baseline_stats) / min(baseline_stats) - 1.0) / d2
     if len(baseline_stats) >= NOISE_AWARE_MIN_SESSIONS:
         sigma = max(sigma, robust_cv(baseline_stats))
     return sigma
@@ -151,11 +152,6 @@ def stored_baseline(
         bound=widening_bound(tolerance, max_widening),
         left_out=left_out,
     )
-
-
-def baseline_range(baseline_stats: Sequence[float]) -> float:
-    """How far apart the stored sessions are: max / min - 1."""
-    return max(baseline_stats) / min(baseline_stats) - 1.0
 
 
 #: Variance of the median of n normal values relative to one value's, for small n (the median of

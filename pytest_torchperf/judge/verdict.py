@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import (
+    DEFAULT_GUARD,
     SLOW_MACHINE_MARGIN,
     Decision,
     Outcome,
@@ -18,10 +19,7 @@ from pytest_torchperf.judge.decision import (
 )
 from pytest_torchperf.judge.samples import (
     IDLE,
-    MAX_MACHINE_SLOWDOWN,
-    MAX_NEIGHBOUR_LOAD,
-    MAX_RELATIVE_IQR,
-    MIN_CPU_SHARE,
+    IDLE_REMEDY,
     GuardLimits,
     Sample,
     loosening_option,
@@ -33,7 +31,6 @@ from pytest_torchperf.judge.tolerance import (
     widened_beyond,
     widening_bound,
 )
-from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE
 
 
 @dataclass(frozen=True)
@@ -95,18 +92,13 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        """True when the outcome is FAIL."""
         return self.outcome is Outcome.FAIL
 
     def to_dict(self) -> dict[str, object]:
         """JSON-friendly representation for reports: every field but ``loosened_by``, in order."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "loosened_by":
-                out[f.name] = list(value) if isinstance(value, tuple) else value
-        out["outcome"] = self.outcome.value
-        return out
+        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "loosened_by")
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values}
+        return {**out, "outcome": self.outcome.value}
 
 
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing
@@ -184,12 +176,9 @@ def word(
     # Under --torchperf-strict the engine fails it: the hint that it would is then moot.
     strict = "." if strict_run else "; --torchperf-strict turns this into a failure."
     idle = d.problem is not None and refusing_guard(d.problem) == IDLE
-    quieter = (
-        # The timed code itself left its CPU idle: no quieter machine changes that.
-        "A quieter machine will not change that: time the work without the waiting"
-        if idle
-        else "Re-run on a quieter machine"
-    ) + (f", or judge it with {' or '.join(modes)}" if modes else "")
+    quieter = (IDLE_REMEDY if idle else "Re-run on a quieter machine") + (
+        f", or judge it with {' or '.join(modes)}" if modes else ""
+    )
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
         return Verdict(
@@ -253,16 +242,14 @@ def word(
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
-    refused = d.outcome is Outcome.INCONCLUSIVE and d.problem
-    guard = refusing_guard(d.problem) if refused and d.problem else None
-    if d.reason == "noisy-baseline":
-        guard = NOISY_BASELINE
+    refused = d.problem if d.outcome is Outcome.INCONCLUSIVE else None
+    guard = refused and refusing_guard(refused)
     return Verdict(
         d.outcome,
         message,
         suspicious=d.reason == "contradicted",
-        guard=guard,
-        loosened_by=loosening_option(d.problem) if refused and d.problem else None,
+        guard=NOISY_BASELINE if d.reason == "noisy-baseline" else guard,
+        loosened_by=refused and loosening_option(refused),
         notes=tuple(notes),
         **figures,
     )
@@ -326,11 +313,7 @@ def judge(
     tolerance: float,
     remeasure: Callable[[], Sample],
     *,
-    min_cpu_share: float = MIN_CPU_SHARE,
-    max_relative_iqr: float = MAX_RELATIVE_IQR,
-    max_neighbour_load: float = MAX_NEIGHBOUR_LOAD,
-    max_machine_slowdown: float = MAX_MACHINE_SLOWDOWN,
-    min_gpu_clock: float = MIN_CLOCK_SHARE,
+    guard: GuardLimits = DEFAULT_GUARD,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
     confirm: Callable[[], Sample | None] | None = None,
     max_widening: float = MAX_WIDENING,
@@ -343,21 +326,13 @@ def judge(
     the calibration kernel; the machine-speed guard applies when every session did. ``modes``:
     what an inconclusive verdict says could judge it instead (:func:`word`).
     """
-    guard = GuardLimits(
-        min_cpu_share, max_relative_iqr, max_neighbour_load, max_machine_slowdown, min_gpu_clock
-    )
-    calibrations = (
-        [c for _, c in baseline_calibrated]
-        if len(baseline_calibrated) == len(baseline_stats)
-        else []
-    )
     d = decide(
         first,
         baseline_stats,
         tolerance,
         remeasure,
         guard=guard,
-        baseline_calibrations=calibrations,
+        baseline_calibrations=[c for _, c in baseline_calibrated],
         confirm=confirm,
         max_widening=max_widening,
     )

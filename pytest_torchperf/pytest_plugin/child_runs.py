@@ -1,8 +1,8 @@
 """pytest glue of ``--torchperf-processes N``: options, child-run mode, starting the children.
 
-The pooling itself is pure logic in :mod:`pytest_torchperf.judge.pooling`. Here: the controlling
-run starts N-1 child pytest runs before its own test loop, each with the controller's own
-arguments plus ``--torchperf-child FILE``, one after another (never concurrently: they would
+The pooling itself is pure logic in :func:`pytest_torchperf.judge.samples.pooled`. Here: the
+controlling run starts N-1 child pytest runs before its own test loop, each with the controller's
+own arguments plus ``--torchperf-child FILE``, one after another (never concurrently: they would
 share the cores the timing needs). A child runs only the perf tests, judges and saves nothing,
 writes no reports or JUnit XML, and leaves one line per measurement in FILE for the controller to
 pool.

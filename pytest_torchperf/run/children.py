@@ -10,7 +10,7 @@ How: the controlling pytest run starts child pytest runs (same arguments, plus
 only the perf tests (or only the one test it confirms), judges nothing, saves nothing, and
 appends one JSON line per measurement to its file (:class:`ChildSink`). The controller reads them
 back (:func:`read_child_file`, :func:`merge`), pools them with its own pass
-(:func:`pytest_torchperf.judge.pooling.pooled`) and, with ``--torchperf-save``, stores one session
+(:func:`pytest_torchperf.judge.samples.pooled`) and, with ``--torchperf-save``, stores one session
 per process (:func:`child_session_records`). :class:`FreshRuns` hands out the confirming runs.
 
 No pytest, no torch.
@@ -30,8 +30,7 @@ from pytest_torchperf.core.child_protocol import (
 )
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON
-from pytest_torchperf.judge.pooling import pooled, trusted
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.store.baselines import same_run
 from pytest_torchperf.store.sessions import Session
 

@@ -19,8 +19,7 @@ from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.node_changes import growth_line
-from pytest_torchperf.judge.pooling import pooled, trusted
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import ProcessSample, fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext

@@ -143,14 +143,14 @@ class FreshProcess(Role):
     def report(
         self, ctx: RunContext, state: TestState, m: Measured, final: Sample, result: Result
     ) -> None:
-        from pytest_torchperf.judge.samples import guard_of
+        from pytest_torchperf.judge.samples import GuardLimits
 
         assert ctx.child_sink is not None
         ctx.child_sink.write(
             m.nodeid,
             m.name,
             final,
-            guard_of(m.options)(final),
+            GuardLimits.of(m.options).problem(final),
             m.extra.speedup if m.extra is not None else None,
             m.beside,
         )

@@ -16,9 +16,9 @@ from pytest_torchperf.core.units import format_change, format_percent, format_ti
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
+    IDLE_REMEDY,
+    GuardLimits,
     Sample,
-    guard_limits,
-    guard_of,
     loosening_option,
     loosening_options,
     machine_disturbance,
@@ -49,7 +49,7 @@ def save_guard(
 ) -> Unfit:
     """Why a pass is unfit to store: a guard problem, or the machine clearly slower than usual
     (``(ratio, reference, what)``: :func:`calibration_references`)."""
-    guard = guard_of(options)
+    guard = GuardLimits.of(options).problem
 
     def unfit(sample: Sample | ProcessSample) -> str | tuple[float, float, str] | None:
         problem = guard(sample) if isinstance(sample, Sample) else None
@@ -136,12 +136,12 @@ def queue_save(
         if isinstance(problem, str) and refusing_guard(problem) == IDLE:
             why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
             detail = (
-                f"{problem} ({times}). A quieter machine will not change that: time the work "
-                f"without the waiting, or store it anyway with {loosening_option(problem)}."
+                f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with "
+                f"{loosening_option(problem)}."
             )
         elif isinstance(problem, str):
             why = problem.split(":")[0]
-            result.untimed_options = loosening_options(final, **guard_limits(m.options)) or [
+            result.untimed_options = loosening_options(final, GuardLimits.of(m.options)) or [
                 loosening_option(problem)
             ]
             detail = (

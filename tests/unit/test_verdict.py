@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import replace
 
 import pytest
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.samples import MAX_RELATIVE_IQR, MIN_CPU_SHARE, Sample, guard_problem
+from pytest_torchperf.judge.samples import (
+    MAX_RELATIVE_IQR,
+    MIN_CPU_SHARE,
+    GuardLimits,
+    Sample,
+    guard_problem,
+)
 from pytest_torchperf.judge.tolerance import (
     NOISE_AWARE_MIN_SESSIONS,
     NOISE_CV_FACTOR,
@@ -550,20 +555,15 @@ def test_remeasures_are_bounded_in_the_worst_case():
     assert rm.calls == 3 and j.verdict.remeasures == 3
 
 
-@pytest.mark.skipif(
-    "min_cpu_share" not in inspect.signature(judge).parameters,
-    reason="judge has no configurable guard thresholds",
-)
 def test_judge_guard_thresholds_configurable():
     rm = Remeasure()
-    j = judge(
-        "fwd", sample(MS, cpu_share=0.5), BASE, 0.1, rm, min_cpu_share=0.0, max_relative_iqr=0.25
-    )
+    guard = GuardLimits(min_cpu_share=0.0, max_relative_iqr=0.25)
+    j = judge("fwd", sample(MS, cpu_share=0.5), BASE, 0.1, rm, guard=guard)
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
-    j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm, max_relative_iqr=1.0)
+    j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm, guard=GuardLimits(max_relative_iqr=1.0))
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
     rm = Remeasure(sample(MS, cpu_share=0.97))
-    j = judge("fwd", sample(MS, cpu_share=0.97), BASE, 0.1, rm, min_cpu_share=0.99)
+    j = judge("fwd", sample(MS, cpu_share=0.97), BASE, 0.1, rm, guard=GuardLimits(0.99))
     assert j.verdict.outcome is Outcome.INCONCLUSIVE and rm.calls == 1
     assert "CPU share 0.97 < 0.99" in j.verdict.message
 
@@ -693,7 +693,7 @@ def test_machine_must_be_clearly_slower_to_be_blamed():
             0.1,
             Remeasure(calibrated(1.4 * MS, 13e-6)),
             baseline_calibrated=CAL_BASE,
-            max_machine_slowdown=0.25,
+            guard=GuardLimits(max_machine_slowdown=0.25),
         ).verdict.outcome
         is Outcome.INCONCLUSIVE
     )

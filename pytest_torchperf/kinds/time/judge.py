@@ -17,6 +17,8 @@ from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, Kind, Remeasure
 from pytest_torchperf.judge.samples import (
     IDLE,
+    IDLE_REMEDY,
+    GuardLimits,
     Sample,
     guard_problem,
     loosening_option,
@@ -51,11 +53,13 @@ class TimeKind(Kind):
             [s.statistic for s in timed if s.statistic],
             gate.max_slowdown,
             remeasure,
-            min_cpu_share=gate.min_cpu_share,
-            max_relative_iqr=gate.max_spread,
-            max_neighbour_load=gate.max_neighbour_load,
-            min_gpu_clock=gate.min_gpu_clock,
-            max_machine_slowdown=gate.max_machine_slowdown,
+            guard=GuardLimits(
+                gate.min_cpu_share,
+                gate.max_spread,
+                gate.max_neighbour_load,
+                gate.max_machine_slowdown,
+                gate.min_gpu_clock,
+            ),
             max_widening=gate.max_widening,
             confirm=confirm,
             modes=self.modes,
@@ -156,7 +160,7 @@ def untimed_verdict(
     anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
     store = (
-        "A quieter machine will not change that: time the work without the waiting"
+        IDLE_REMEDY
         if why and refusing_guard(why) == IDLE
         else "Store its timing with pytest --torchperf-save on a quiet machine"
     )
