@@ -271,8 +271,6 @@ def measurements_table(
         _row(r, histories.get((r.nodeid, r.name)), i, columns, figures)
         for i, r in enumerate(ordered)
     )
-    # The kinds whose figures the records carry name the baseline and change (a count where
-    # judged on the count; side A, measured now, in an A/B run).
     renamed = {
         "distribution": f"{figures.current} vs {figures.earlier}",
         **kinds.renamed_headers(records, html=True),

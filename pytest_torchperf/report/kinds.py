@@ -12,17 +12,6 @@ from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
-__all__ = [
-    "baseline_wording",
-    "carried_sessions",
-    "change_suffix",
-    "columns",
-    "header",
-    "renamed_headers",
-    "report_part",
-    "report_parts",
-]
-
 
 def report_parts() -> tuple[KindReport, ...]:
     """Every kind's report part, in the registry's order (kinds without one are left out)."""
@@ -64,8 +53,6 @@ def renamed_headers(records: Iterable[Record], html: bool = False) -> dict[str, 
     for report in report_parts():
         if any(report.carried(record) for record in records):
             for column, text in (report.html_headers if html else report.headers).items():
-                # The first kind in the registry's order names a column (as it is the first
-                # chosen for a measurement).
                 renamed.setdefault(column, text)
     return renamed
 

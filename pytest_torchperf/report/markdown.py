@@ -26,7 +26,8 @@ def _md(text: str) -> str:
 
 
 def _verdict_label(record: Record) -> str:
-    """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
+    """The terminal table's label (:func:`~pytest_torchperf.judge.labels.outcome_label`)
+    behind an icon."""
     icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
         record.outcome, ""
     )
@@ -58,8 +59,7 @@ def markdown_report(
             for message in attention_messages(record):
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
-    # The terminal table's figures, columns and headers (a kind's column; side A as the
-    # baseline of an A/B run), behind the verdict, test and name.
+    # The terminal table's figures and headers, behind the verdict, test and name.
     variants, columns = has_variants(records), kinds.columns(records)
     figures = table_headers(records, variants, columns)[2:-1]
     lines += [
