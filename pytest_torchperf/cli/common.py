@@ -3,10 +3,12 @@ file or a run's shards."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.report.html_table import RUN_FIGURES, Figures
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
@@ -35,6 +37,26 @@ def write(path: str, text: str, what: str) -> None:
     resolved = Path(path).resolve()
     atomic_write_text(resolved, text)
     print(f"torchperf: {what} written to {resolved}")
+
+
+def write_reports(
+    args: argparse.Namespace,
+    records: Sequence[Record],
+    line: str,
+    coverage_lines: Sequence[str] = (),
+    figures: Figures = RUN_FIGURES,
+) -> None:
+    """Write the HTML report and the markdown summary asked for (``--html``, ``--markdown``),
+    headed by ``line``."""
+    from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.markdown import markdown_report
+
+    if args.html:
+        histories = stored_histories(Path(args.storage), records)
+        page = html_report(records, line, histories, coverage_lines=coverage_lines, figures=figures)
+        write(args.html, page, "HTML report")
+    if args.markdown:
+        write(args.markdown, markdown_report(records, line, coverage_lines), "markdown summary")
 
 
 def selected(nodeid: str, name: str, pattern: str | None) -> bool:

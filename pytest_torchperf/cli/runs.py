@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, results, selected, table, write
+from pytest_torchperf.cli.common import candidates, results, selected, table, write_reports
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
@@ -145,9 +145,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pytest_torchperf.report.html import html_report, stored_histories
     from pytest_torchperf.report.html_table import RUN_FIGURES, STORED_FIGURES
-    from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.store.results import stored_records
 
     if not args.html and not args.markdown:
@@ -157,12 +155,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
-    if args.html:
-        histories = stored_histories(Path(args.storage), records)
-        figures = RUN_FIGURES if args.results else STORED_FIGURES
-        write(args.html, html_report(records, line, histories, figures=figures), "HTML report")
-    if args.markdown:
-        write(args.markdown, markdown_report(records, line), "markdown summary")
+    write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)
     return 0
 
 
