@@ -15,21 +15,11 @@ from pytest_torchperf.store.record import Record
 
 
 def table(rows: list[dict[str, Any]], empty: str) -> str:
+    """The rows as a table, every row, column and cell whole (``to_string`` ignores pandas'
+    display options), or ``empty``."""
     import pandas as pd
 
-    if not rows:
-        return empty
-    with pd.option_context(
-        "display.max_rows",
-        None,
-        "display.max_columns",
-        None,
-        "display.width",
-        200,
-        "display.max_colwidth",
-        70,
-    ):
-        return str(pd.DataFrame(rows).to_string(index=False))
+    return str(pd.DataFrame(rows).to_string(index=False)) if rows else empty
 
 
 def write(path: str, text: str, what: str) -> None:

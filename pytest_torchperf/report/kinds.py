@@ -15,22 +15,16 @@ from pytest_torchperf.store.sessions import Session
 
 def report_parts() -> tuple[KindReport, ...]:
     """Every kind's report part, in the registry's order (kinds without one are left out)."""
-    found: list[KindReport] = [module.REPORT for module in parts("report")]
-    return tuple(found)
+    return tuple(module.REPORT for module in parts("report"))
 
 
 def report_part(name: str) -> KindReport | None:
     """The report part of the kind called ``name`` (a verdict's basis, an environment's mode);
     None when it has none, or no kind is called so (a file written with another plugin's kind:
     its figures read as times rather than stop the report)."""
-    for spec in specs():
-        if spec.name == name:
-            module = part(spec, "report")
-            if module is None:
-                return None
-            report: KindReport = module.REPORT
-            return report
-    return None
+    module = next((part(spec, "report") for spec in specs() if spec.name == name), None)
+    report: KindReport | None = module.REPORT if module is not None else None
+    return report
 
 
 def columns(records: Iterable[Record]) -> list[Column]:
