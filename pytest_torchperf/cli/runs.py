@@ -56,15 +56,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return 2
     store = BaselineStore(Path(args.baseline))
-    rows, details, failed = [], [], 0
+    rows, details = [], []
     judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
         env_id = record.environment_id
-        if not selected(record.nodeid, record.name, args.k) or not env_id:
-            continue
-        if not record.session:
-            continue  # not gated (torchperf_timer without gate=True) or not timed
+        if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
+            continue  # no session: not gated (torchperf_timer without gate=True) or not timed
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
         carried = carried_sessions(record)
@@ -88,7 +86,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             max_neighbour_load=args.max_neighbour_load,
             max_instruction_increase=args.max_instruction_increase,
         )
-        failed += result.outcome == "fail"
         judged.append(  # what the coverage line reads, as a live run's record has it
             Record.from_json(
                 {
@@ -141,7 +138,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         warning = weak_gate_warning(cov)
         if warning:
             print(f"torchperf: warning: {warning}")
-    return 1 if failed else 0
+    return 1 if counts["fail"] else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -254,10 +254,9 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         if changes:
             lines.append(f"{record.nodeid}: {record.name}: counters changed: {'; '.join(changes)}")
         timing_failed = verdict is not None and verdict.outcome == "fail"
-        failures = list(record.failures)
         # A strict failure repeats the verdict's message: say it once.
         message = (verdict.message if verdict else None) or ""
-        repeated = bool(message) and any(f.startswith(message) for f in failures)
+        repeated = bool(message) and any(f.startswith(message) for f in record.failures)
         if (
             id(record) not in grouped
             and verdict is not None
