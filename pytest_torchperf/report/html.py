@@ -152,7 +152,6 @@ def html_report(
     environment_line: str,
     histories: Mapping[tuple[str, str], History] | None = None,
     traces: Sequence[tuple[str, str]] = (),
-    title: str = "torchperf report",
     coverage_lines: Sequence[str] = (),
     figures: Figures = RUN_FIGURES,
 ) -> str:
@@ -185,8 +184,8 @@ def html_report(
     data = json.dumps({"counts": counts, "measurements": len(records)}).replace("<", "\\u003c")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
+        f"<title>torchperf report</title><style>{_CSS}</style></head><body>"
+        f"<h1>torchperf report: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
         + "".join(
             f'<p class="{"coverage" if i == 0 else "coverage-warning"}">{prose_html(line)}</p>'
