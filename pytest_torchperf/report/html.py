@@ -13,7 +13,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
@@ -217,7 +216,7 @@ def html_report(
     )
 
 
-def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], Any]:
+def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], History]:
     """Stored sessions of each measured record, without the sessions this run itself saved."""
     from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
 
