@@ -18,8 +18,7 @@ def _md(text: str) -> str:
 
 
 def _verdict_label(record: Record) -> str:
-    """The terminal table's label (:func:`~pytest_torchperf.judge.labels.outcome_label`)
-    behind an icon."""
+    """The terminal table's label behind an icon."""
     icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
         record.outcome, ""
     )
