@@ -42,14 +42,6 @@ from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
 from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
 from pytest_torchperf.store.baselines import BaselineFileError
 
-
-def bisect_modes() -> tuple[str, ...]:
-    """``torchperf bisect --mode``'s choices: the kinds' bisect modes and the counters."""
-    from pytest_torchperf.run.revision_probe import modes
-
-    return tuple(mode.name for mode in modes())
-
-
 _K = "only tests/measurements containing this text"
 _ANY_COMMIT = "with several results files: read files written at different commits"
 _STORAGE = "baseline folder (default .torchperf)"
@@ -60,6 +52,8 @@ def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pytest_torchperf.run.revision_probe import modes  # bisect's: the kinds' and the counters
+
     fraction, share = argparse_type(parse_fraction), argparse_type(parse_share)
     parser = argparse.ArgumentParser(
         prog="torchperf", description=__doc__.split("\n\n")[0].replace("``", "")
@@ -177,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-k", help="the perf tests to run at each revision (pytest -k)")
     p.add_argument(
         "--mode",
-        choices=bisect_modes(),
+        choices=tuple(mode.name for mode in modes()),
         help="how a revision is judged: instruction counts under Valgrind (the default where "
         "Valgrind is installed), A/B process pairs against GOOD (the default elsewhere), or the "
         "exact counters",

@@ -3,31 +3,23 @@ file or a run's shards."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_torchperf.report.html_table import RUN_FIGURES, Figures
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
 
 
 def table(rows: list[dict[str, Any]], empty: str) -> str:
+    """The rows as a table, every row, column and cell whole (``to_string`` ignores pandas'
+    display options), or ``empty``."""
     import pandas as pd
 
-    if not rows:
-        return empty
-    with pd.option_context(
-        "display.max_rows",
-        None,
-        "display.max_columns",
-        None,
-        "display.width",
-        200,
-        "display.max_colwidth",
-        70,
-    ):
-        return str(pd.DataFrame(rows).to_string(index=False))
+    return str(pd.DataFrame(rows).to_string(index=False)) if rows else empty
 
 
 def write(path: str, text: str, what: str) -> None:
@@ -35,6 +27,26 @@ def write(path: str, text: str, what: str) -> None:
     resolved = Path(path).resolve()
     atomic_write_text(resolved, text)
     print(f"torchperf: {what} written to {resolved}")
+
+
+def write_reports(
+    args: argparse.Namespace,
+    records: Sequence[Record],
+    line: str,
+    coverage_lines: Sequence[str] = (),
+    figures: Figures = RUN_FIGURES,
+) -> None:
+    """Write the HTML report and the markdown summary asked for (``--html``, ``--markdown``),
+    headed by ``line``."""
+    from pytest_torchperf.report.html import html_report, stored_histories
+    from pytest_torchperf.report.markdown import markdown_report
+
+    if args.html:
+        histories = stored_histories(Path(args.storage), records)
+        page = html_report(records, line, histories, coverage_lines=coverage_lines, figures=figures)
+        write(args.html, page, "HTML report")
+    if args.markdown:
+        write(args.markdown, markdown_report(records, line, coverage_lines), "markdown summary")
 
 
 def selected(nodeid: str, name: str, pattern: str | None) -> bool:

@@ -21,21 +21,19 @@ from urllib.parse import quote
 from pytest_torchperf.cli.common import results, selected, table
 from pytest_torchperf.core.graph_types import GraphRecord
 from pytest_torchperf.core.types import JSONObject
-from pytest_torchperf.report.explorer import GraphView, NoGraph, graph_view, op_rows, url_data
+from pytest_torchperf.report.explorer import (
+    OVERLAY_FILES,
+    GraphView,
+    NoGraph,
+    graph_view,
+    op_rows,
+    url_data,
+)
 from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
 
 EXTRA = 'pip install "pytest-torchperf[explorer]"'
 OPTION = "--torchperf-graph"
-#: Every overlay file a view may write: the ones this view has not are removed, so a folder
-#: never holds a stale overlay of an earlier run.
-OVERLAY_FILES = (
-    "share-of-call-pct.json",
-    "flops.json",
-    "output-bytes.json",
-    "own-time-ms.json",
-    "change-vs-baseline-pct.json",
-)
 
 
 def folder_name(record: Record) -> str:
@@ -81,7 +79,7 @@ def write_view(view: GraphView, out: Path) -> tuple[Path, list[Path], JSONObject
         path = out / overlay.file
         atomic_write_text(path, json.dumps(overlay.document, indent=1) + "\n")
         paths.append(path)
-    for name in OVERLAY_FILES:
+    for name in OVERLAY_FILES:  # an earlier run's that this view has not: removed
         stale = out / name
         if stale not in paths and stale.exists():
             stale.unlink()

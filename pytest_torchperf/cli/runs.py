@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, results, selected, table, write
+from pytest_torchperf.cli.common import candidates, results, selected, table, write_reports
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
 from pytest_torchperf.judge.replay import accept_problem
@@ -56,15 +56,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return 2
     store = BaselineStore(Path(args.baseline))
-    rows, details, failed = [], [], 0
+    rows, details = [], []
     judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
         env_id = record.environment_id
-        if not selected(record.nodeid, record.name, args.k) or not env_id:
-            continue
-        if not record.session:
-            continue  # not gated (torchperf_timer without gate=True) or not timed
+        if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
+            continue  # no session: not gated (torchperf_timer without gate=True) or not timed
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
         carried = carried_sessions(record)
@@ -88,7 +86,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             max_neighbour_load=args.max_neighbour_load,
             max_instruction_increase=args.max_instruction_increase,
         )
-        failed += result.outcome == "fail"
         judged.append(  # what the coverage line reads, as a live run's record has it
             Record.from_json(
                 {
@@ -141,13 +138,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         warning = weak_gate_warning(cov)
         if warning:
             print(f"torchperf: warning: {warning}")
-    return 1 if failed else 0
+    return 1 if counts["fail"] else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pytest_torchperf.report.html import html_report, stored_histories
     from pytest_torchperf.report.html_table import RUN_FIGURES, STORED_FIGURES
-    from pytest_torchperf.report.markdown import markdown_report
     from pytest_torchperf.store.results import stored_records
 
     if not args.html and not args.markdown:
@@ -157,12 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
-    if args.html:
-        histories = stored_histories(Path(args.storage), records)
-        figures = RUN_FIGURES if args.results else STORED_FIGURES
-        write(args.html, html_report(records, line, histories, figures=figures), "HTML report")
-    if args.markdown:
-        write(args.markdown, markdown_report(records, line), "markdown summary")
+    write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)
     return 0
 
 

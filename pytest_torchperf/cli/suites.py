@@ -7,15 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import table, write
+from pytest_torchperf.cli.common import table, write, write_reports
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
 from pytest_torchperf.store.baselines import BaselineStore
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """One results file and one report from a run's shards; exit 1 as a compare would, and for
-    measurements with a baseline that no shard measured."""
     import json
 
     from pytest_torchperf.judge.coverage import strict_run
@@ -91,22 +89,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     )
     if args.output:
         write(args.output, json.dumps(merged.document, indent=2) + "\n", "merged results")
-    if args.html:
-        from pytest_torchperf.report.html import html_report, stored_histories
-
-        histories = stored_histories(storage, records)
-        page = html_report(records, title, histories, coverage_lines=coverage_lines)
-        write(args.html, page, "HTML report")
-    if args.markdown:
-        from pytest_torchperf.report.markdown import markdown_report
-
-        write(args.markdown, markdown_report(records, title, coverage_lines), "markdown summary")
+    write_reports(args, records, title, coverage_lines)
     failed = any(r.outcome == "fail" for r in records)
     return 1 if failed or failure or (missing and not args.allow_missing) else 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """Each measurement's series over main's runs, its steps and their commits."""
     from pytest_torchperf.report.history import (
         format_figure,
         history_html,
@@ -193,7 +181,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """The first commit between GOOD and BAD where the selected perf tests got slower."""
     from pytest_torchperf.run.bisect import Target, bisect, default_mode
     from pytest_torchperf.run.revision_probe import mode_named
 

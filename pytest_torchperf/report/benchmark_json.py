@@ -15,6 +15,7 @@ from typing import Any
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.store.record import Record, Stats
 from pytest_torchperf.store.records import results_section
+from pytest_torchperf.store.results import RESULTS_FORMAT
 
 #: Version of pytest-benchmark's JSON layout that :func:`benchmark_json` follows.
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
@@ -108,7 +109,7 @@ def benchmark_json(
         "version": PYTEST_BENCHMARK_FORMAT,
         # Ours: the fingerprints of the environments measured (torchperf accept needs them).
         "torchperf": {
-            "format": "pytest-torchperf-results",
+            "format": RESULTS_FORMAT,
             "environments": environments,
             "coverage": dict(coverage) if coverage else None,
         },

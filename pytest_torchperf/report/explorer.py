@@ -247,15 +247,38 @@ def _group_configs(nodes: Sequence[GraphNode], marked: Sequence[str]) -> list[JS
     return configs
 
 
-#: A figure of an op node for an overlay (None: the node has none).
-Figure = Callable[[GraphNode], JSON]
+#: A figure of an op node for an overlay, given the call's time (None: the node has none).
+Figure = Callable[[GraphNode, float | None], JSON]
+
+#: The figures' overlays (file, title, figure, colour scale), then the change's file.
+FIGURES: tuple[tuple[str, str, Figure, tuple[JSON, ...]], ...] = (
+    (
+        "share-of-call-pct.json",
+        "share of the call's time (%)",
+        lambda n, call: None if (share := _share(n, call)) is None else round(share * 100, 3),
+        HEAT,
+    ),
+    ("flops.json", "FLOPs", lambda n, _: n.get("flops"), COOL),
+    ("output-bytes.json", "output bytes", lambda n, _: n.get("bytes"), COOL),
+    (
+        "own-time-ms.json",
+        "own time (ms)",
+        lambda n, _: None if n.get("time") is None else round(float(n["time"]) * 1e3, 6),
+        HEAT,
+    ),
+)
+CHANGE_FILE = "change-vs-baseline-pct.json"
+#: Every overlay file a view may write.
+OVERLAY_FILES = (*(file for file, _, _, _ in FIGURES), CHANGE_FILE)
 
 
-def _values(nodes: Sequence[GraphNode], value: Figure) -> dict[str, JSONObject]:
+def _values(
+    nodes: Sequence[GraphNode], value: Figure, call_time: float | None = None
+) -> dict[str, JSONObject]:
     return {
         str(node["id"]): {"value": figure}
         for node in nodes
-        if _is_op(node) and (figure := value(node)) is not None
+        if _is_op(node) and (figure := value(node, call_time)) is not None
     }
 
 
@@ -272,24 +295,8 @@ def _node_data(
         return NodeData(file, title, {graph_id: {"name": title, "results": dict(results), **scale}})
 
     overlays: list[NodeData] = []
-    figures: tuple[tuple[str, str, Figure, tuple[JSON, ...]], ...] = (
-        (
-            "share-of-call-pct.json",
-            "share of the call's time (%)",
-            lambda n: None if (share := _share(n, call_time)) is None else round(share * 100, 3),
-            HEAT,
-        ),
-        ("flops.json", "FLOPs", lambda n: n.get("flops"), COOL),
-        ("output-bytes.json", "output bytes", lambda n: n.get("bytes"), COOL),
-        (
-            "own-time-ms.json",
-            "own time (ms)",
-            lambda n: None if n.get("time") is None else round(float(n["time"]) * 1e3, 6),
-            HEAT,
-        ),
-    )
-    for file, title, value, gradient in figures:
-        results = _values(nodes, value)
+    for file, title, value, gradient in FIGURES:
+        results = _values(nodes, value, call_time)
         if results:
             overlays.append(overlay(file, title, results, gradient=list(gradient)))
     change = _values(nodes, _change_pct)
@@ -303,12 +310,7 @@ def _node_data(
             for value, bg, text in CHANGE_THRESHOLDS
         ]
         overlays.append(
-            overlay(
-                "change-vs-baseline-pct.json",
-                "change vs baseline (%)",
-                change,
-                thresholds=thresholds,
-            )
+            overlay(CHANGE_FILE, "change vs baseline (%)", change, thresholds=thresholds)
         )
     return tuple(overlays)
 
@@ -318,7 +320,7 @@ def _node_data(
 NEW_NODE_PCT = 1000.0
 
 
-def _change_pct(node: GraphNode) -> float | None:
+def _change_pct(node: GraphNode, _: float | None) -> float | None:
     """A node's change vs the baseline in percent, capped at :data:`NEW_NODE_PCT`; a new node
     (in a compare, the baseline lacks it) reads the cap; None where there is no baseline."""
     change = node.get("change")

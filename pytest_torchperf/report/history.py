@@ -176,8 +176,7 @@ def _figure(record: Record) -> tuple[str, float, float | None] | None:
             if len(calibrations) != len(statistics_):
                 others = [(s, None) for s in statistics_]
             break
-    processes = others + own if others else own
-    processes = [(s, c) for s, c in processes if s > 0]
+    processes = [(s, c) for s, c in [*others, *own] if s > 0]
     if not processes:
         return None
     figure = statistics.median(s for s, _ in processes)

@@ -13,7 +13,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import svg
@@ -152,7 +151,6 @@ def html_report(
     environment_line: str,
     histories: Mapping[tuple[str, str], History] | None = None,
     traces: Sequence[tuple[str, str]] = (),
-    title: str = "torchperf report",
     coverage_lines: Sequence[str] = (),
     figures: Figures = RUN_FIGURES,
 ) -> str:
@@ -185,8 +183,8 @@ def html_report(
     data = json.dumps({"counts": counts, "measurements": len(records)}).replace("<", "\\u003c")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}: {html.escape(counts)}</h1>"
+        f"<title>torchperf report</title><style>{_CSS}</style></head><body>"
+        f"<h1>torchperf report: {html.escape(counts)}</h1>"
         f'<div class="env">{html.escape(environment_line)}</div><div class="badges">{badges}</div>'
         + "".join(
             f'<p class="{"coverage" if i == 0 else "coverage-warning"}">{prose_html(line)}</p>'
@@ -218,7 +216,7 @@ def html_report(
     )
 
 
-def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], Any]:
+def stored_histories(storage: Path, records: Sequence[Record]) -> dict[tuple[str, str], History]:
     """Stored sessions of each measured record, without the sessions this run itself saved."""
     from pytest_torchperf.store.baselines import BaselineFileError, BaselineStore, same_run
 

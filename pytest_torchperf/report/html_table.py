@@ -10,6 +10,7 @@ import html
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
@@ -151,6 +152,11 @@ def _cell(text: str, value: object = None, numeric: bool = False, css: str = "")
     return f'<td{attribute} data-v="{sort_value}">{text}</td>'
 
 
+def _figure(value: Any, text: Callable[[Any], str]) -> str:
+    """A figure's cell: ``text(value)``, or ``-`` (sorting first) where the record has none."""
+    return _cell("-" if value is None else text(value), -1 if value is None else value, True)
+
+
 def _flops_cell(counters: Mapping[str, JSON]) -> str:
     """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
     tooltip (the whole list would widen the table)."""
@@ -193,11 +199,7 @@ def _row(
             record.name,
             css="id",
         ),
-        "median": _cell(
-            f"{format_time(median)} ± {format_time(iqr)}" if median is not None else "-",
-            median if median is not None else -1,
-            True,
-        ),
+        "median": _figure(median, lambda median: f"{format_time(median)} ± {format_time(iqr)}"),
         "baseline": _cell(
             format_baseline(record.verdict, record),
             verdict.baseline_statistic or (record.stored or {}).get("baseline") or -1,
@@ -218,23 +220,9 @@ def _row(
             css="wrap",
         ),
         "flops": _cell(_flops_cell(counters), counters.get("flops", -1), True),
-        "params": _cell(
-            f"{counters['params']:,}" if "params" in counters else "-",
-            counters.get("params", -1),
-            True,
-        ),
-        "memory": _cell(
-            format_bytes(json_number(counters.get("peak_memory")))
-            if "peak_memory" in counters
-            else "-",
-            counters.get("peak_memory", -1),
-            True,
-        ),
-        "build": _cell(
-            f"{record.build_time:.1f} s" if record.build_time is not None else "-",
-            record.build_time if record.build_time is not None else -1,
-            True,
-        ),
+        "params": _figure(counters.get("params"), "{:,}".format),
+        "memory": _figure(counters.get("peak_memory"), lambda v: format_bytes(json_number(v))),
+        "build": _figure(record.build_time, "{:.1f} s".format),
         "distribution": _cell(
             svg.distribution(
                 record.samples, history.latest_times, figures.current, figures.earlier
@@ -271,8 +259,6 @@ def measurements_table(
         _row(r, histories.get((r.nodeid, r.name)), i, columns, figures)
         for i, r in enumerate(ordered)
     )
-    # The kinds whose figures the records carry name the baseline and change (a count where
-    # judged on the count; side A, measured now, in an A/B run).
     renamed = {
         "distribution": f"{figures.current} vs {figures.earlier}",
         **kinds.renamed_headers(records, html=True),

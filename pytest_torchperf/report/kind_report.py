@@ -2,14 +2,7 @@
 a :class:`KindReport`, with the :class:`Column` s it adds to a run's tables. The reports find
 the kinds' parts through :mod:`pytest_torchperf.report.kinds`; this module only declares what a
 part is, so a kind's part can import it without importing the lookup that loads the parts (an
-import cycle). Pure.
-
-A kind's report part works on records (:class:`pytest_torchperf.store.record.Record`, its own
-figures raw JSON under its keys: :meth:`~pytest_torchperf.store.record.Record.extra`) and stored
-sessions (:class:`pytest_torchperf.store.sessions.Session`): whether a record carries the kind's
-figures
-is read from the record itself, never from the run's options, so that ``torchperf report`` of a
-results file renders what the run's own summary did.
+import cycle). Pure; what a part reads and why: docs/architecture.md ("report part").
 """
 
 from __future__ import annotations

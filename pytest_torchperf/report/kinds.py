@@ -12,36 +12,19 @@ from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
-__all__ = [
-    "baseline_wording",
-    "carried_sessions",
-    "change_suffix",
-    "columns",
-    "header",
-    "renamed_headers",
-    "report_part",
-    "report_parts",
-]
-
 
 def report_parts() -> tuple[KindReport, ...]:
     """Every kind's report part, in the registry's order (kinds without one are left out)."""
-    found: list[KindReport] = [module.REPORT for module in parts("report")]
-    return tuple(found)
+    return tuple(module.REPORT for module in parts("report"))
 
 
 def report_part(name: str) -> KindReport | None:
     """The report part of the kind called ``name`` (a verdict's basis, an environment's mode);
     None when it has none, or no kind is called so (a file written with another plugin's kind:
     its figures read as times rather than stop the report)."""
-    for spec in specs():
-        if spec.name == name:
-            module = part(spec, "report")
-            if module is None:
-                return None
-            report: KindReport = module.REPORT
-            return report
-    return None
+    module = next((part(spec, "report") for spec in specs() if spec.name == name), None)
+    report: KindReport | None = module.REPORT if module is not None else None
+    return report
 
 
 def columns(records: Iterable[Record]) -> list[Column]:
@@ -64,8 +47,6 @@ def renamed_headers(records: Iterable[Record], html: bool = False) -> dict[str, 
     for report in report_parts():
         if any(report.carried(record) for record in records):
             for column, text in (report.html_headers if html else report.headers).items():
-                # The first kind in the registry's order names a column (as it is the first
-                # chosen for a measurement).
                 renamed.setdefault(column, text)
     return renamed
 

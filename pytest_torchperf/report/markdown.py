@@ -8,15 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.report import kinds
-from pytest_torchperf.report.terminal import (
-    attention_messages,
-    count_line,
-    has_variants,
-    sort_records,
-    table_headers,
-    table_row,
-)
+from pytest_torchperf.report.terminal import attention_messages, count_line, sort_records, table
 from pytest_torchperf.store.record import Record
 
 
@@ -26,7 +18,7 @@ def _md(text: str) -> str:
 
 
 def _verdict_label(record: Record) -> str:
-    """The terminal summary's label (:func:`~.summary.outcome_label`) behind an icon."""
+    """The terminal table's label behind an icon."""
     icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
         record.outcome, ""
     )
@@ -58,16 +50,14 @@ def markdown_report(
             for message in attention_messages(record):
                 lines += ["  ```", *[f"  {m}" for m in message.splitlines()], "  ```"]
         lines.append("")
-    # The terminal table's figures, columns and headers (a kind's column; side A as the
-    # baseline of an A/B run), behind the verdict, test and name.
-    variants, columns = has_variants(records), kinds.columns(records)
-    figures = table_headers(records, variants, columns)[2:-1]
+    # The terminal table's figures and headers, behind the verdict, test and name.
+    headers, rows = table(records)
+    figures = headers[2:-1]
     lines += [
         "| verdict | test | name | " + " | ".join(figures) + " |",
         "|---|---|---|" + "---:|" * len(figures),
     ]
-    for record in sort_records(records):
-        cells = [_verdict_label(record), f"`{_md(record.nodeid)}`", _md(record.name)]
-        cells += table_row(record, variants, columns)[2:-1]
+    for record, row in zip(sort_records(records), rows, strict=True):
+        cells = [_verdict_label(record), f"`{_md(record.nodeid)}`", _md(record.name), *row[2:-1]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

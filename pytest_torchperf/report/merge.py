@@ -85,10 +85,6 @@ def _exact(fingerprint: Any) -> Any:
     return fingerprint.get("exact") if isinstance(fingerprint, dict) else fingerprint
 
 
-def _key(record: Record) -> Key:
-    return (record.environment_id or "", record.nodeid, record.name)
-
-
 def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> MergedResults:
     """Merge the results files of one run's shards (see the module docstring).
 
@@ -140,7 +136,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
                 others.append(bench)
                 continue
             count += 1
-            key = _key(record)
+            key = (record.environment_id or "", record.nodeid, record.name)
             if key[0] not in shard_envs:
                 shard_envs.append(key[0])
             seen.setdefault(key, []).append((name, record.outcome))

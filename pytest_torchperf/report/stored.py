@@ -79,9 +79,8 @@ def measurement_rows(
 
 
 def _own_figures(mode: str) -> Callable[[Sequence[Session]], dict[str, str]] | None:
-    """How ``torchperf show`` gives the figures of an environment filed under a kind whose
-    figure is not a time (its sessions' times are never judged: every session counts, no timing
-    limit applies), or None for a timed environment."""
+    """:attr:`~pytest_torchperf.report.kind_report.KindReport.stored_figures` of the kind an
+    environment's ``mode`` names; None for a timed environment."""
     report = report_part(mode)
     return report.stored_figures if report is not None else None
 

@@ -46,7 +46,6 @@ def distribution(
     baseline: Sequence[float],
     current_label: str = "this run",
     baseline_label: str = "baseline",
-    unit_label: str = "",
 ) -> str:
     """Two box plots on one axis: this run's per-call times (top) and the baseline's (bottom),
     titled ``current_label`` and ``baseline_label``."""
@@ -59,9 +58,9 @@ def distribution(
         f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg">'
     ]
     if current:
-        parts.append(_box(current, 3, 12, x, COLORS["current"], f"{current_label}{unit_label}"))
+        parts.append(_box(current, 3, 12, x, COLORS["current"], current_label))
     if baseline:
-        parts.append(_box(baseline, 19, 12, x, COLORS["baseline"], f"{baseline_label}{unit_label}"))
+        parts.append(_box(baseline, 19, 12, x, COLORS["baseline"], baseline_label))
     parts.append("</svg>")
     return "".join(parts)
 

@@ -49,10 +49,6 @@ def format_accuracy(accuracy: Mapping[str, float] | None) -> str:
     return text
 
 
-def has_variants(records: Iterable[Record]) -> bool:
-    return any(r.speedup or r.accuracy for r in records)
-
-
 def format_baseline(verdict: RecordedVerdict | None, record: Record | None = None) -> str:
     """The verdict's baseline: seconds per call, or the figure of the kind that judged it in its
     own words (instructions per call). In a save without a verdict, what the save left stored
@@ -88,7 +84,7 @@ def format_flops(counters: Mapping[str, JSON]) -> str:
     return text
 
 
-def table_row(record: Record, variants: bool = False, columns: Sequence[Column] = ()) -> list[str]:
+def _row(record: Record, variants: bool, columns: Sequence[Column]) -> list[str]:
     stats = record.stats
     row = [
         record.nodeid,
@@ -108,13 +104,14 @@ HEADERS = ["test", "name", "median", "p25", "baseline p25", "change", "verdict"]
 VARIANT_HEADERS = ["speedup vs eager", "rel-L2 vs eager"]
 
 
-def table_headers(
-    records: Sequence[Record], variants: bool, columns: Sequence[Column]
-) -> list[str]:
-    """The columns' headers: the kinds' columns after the timing, and the baseline and change
-    as a kind whose figures the records carry names them (a count where the verdict compared
+def table(records: Sequence[Record]) -> tuple[list[str], list[list[str]]]:
+    """The table's headers and rows (in :func:`sort_records`' order), as the terminal and
+    markdown show them: the kinds' columns after the timing, and the baseline and change as a
+    kind whose figures the records carry names them (a count where the verdict compared
     instructions; side A, measured in the same job, in an A/B run)."""
-    return [
+    variants = any(r.speedup or r.accuracy for r in records)
+    columns = kinds.columns(records)
+    headers = [
         *HEADERS[:4],
         *(column.header for column in columns),
         kinds.header(records, "baseline", HEADERS[4]),
@@ -122,6 +119,7 @@ def table_headers(
         *(VARIANT_HEADERS if variants else ()),
         HEADERS[-1],
     ]
+    return headers, [_row(r, variants, columns) for r in sort_records(records)]
 
 
 def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
@@ -141,9 +139,7 @@ def _line(row: Sequence[str], widths: Sequence[int], left: int) -> str:
 
 def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
     """Plain-text table lines; long test ids are shortened from the left to fit ``width``."""
-    variants, columns = has_variants(records), kinds.columns(records)
-    headers = table_headers(records, variants, columns)
-    rows = [table_row(r, variants, columns) for r in sort_records(records)]
+    headers, rows = table(records)
     widths = _widths(headers, rows)
     other = sum(widths[1:]) + 2 * (len(headers) - 1)
     max_test = max(20, width - other)
@@ -163,21 +159,17 @@ def render_grouped(records: Sequence[Record]) -> list[str]:
     """Table with each test id on its own line and its measurements indented below it.
 
     Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
-    severe outcome, so failures still come first.
+    severe outcome (the order their first rows come in), so failures still come first.
     """
-    by_test: dict[str, list[Record]] = {}
-    for record in sort_records(records):
-        by_test.setdefault(record.nodeid, []).append(record)
-    variants, columns = has_variants(records), kinds.columns(records)
-    headers = ["test / name", *table_headers(records, variants, columns)[2:]]
-    rows = {
-        nodeid: [["  " + r[1], *r[2:]] for r in (table_row(x, variants, columns) for x in group)]
-        for nodeid, group in by_test.items()
-    }
-    widths = _widths(headers, [row for group in rows.values() for row in group])
+    headers, rows = table(records)
+    headers = ["test / name", *headers[2:]]
+    by_test: dict[str, list[list[str]]] = {}
+    for row in rows:
+        by_test.setdefault(row[0], []).append(["  " + row[1], *row[2:]])
+    widths = _widths(headers, [row for group in by_test.values() for row in group])
     lines = [_line([*headers, ""], widths, len(headers))]
-    for nodeid in sorted(by_test, key=lambda n: (min(severity(r.outcome) for r in by_test[n]), n)):
-        lines += [nodeid, *(_line(row, widths, 1) for row in rows[nodeid])]
+    for nodeid, group in by_test.items():
+        lines += [nodeid, *(_line(row, widths, 1) for row in group)]
     return lines
 
 
@@ -262,10 +254,9 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         if changes:
             lines.append(f"{record.nodeid}: {record.name}: counters changed: {'; '.join(changes)}")
         timing_failed = verdict is not None and verdict.outcome == "fail"
-        failures = list(record.failures)
         # A strict failure repeats the verdict's message: say it once.
         message = (verdict.message if verdict else None) or ""
-        repeated = bool(message) and any(f.startswith(message) for f in failures)
+        repeated = bool(message) and any(f.startswith(message) for f in record.failures)
         if (
             id(record) not in grouped
             and verdict is not None
