@@ -17,7 +17,11 @@ from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY
 if TYPE_CHECKING:
     from pytest_torchperf.run.context import RunContext
 
-add_options = plugin_options.add_options
+CLI_HELP, METAVARS, INI_HELP = (
+    plugin_options.CLI_HELP,
+    plugin_options.METAVARS,
+    plugin_options.INI_HELP,
+)
 
 
 def settings(config: pytest.Config) -> CountSettings:

@@ -16,42 +16,26 @@ from pytest_torchperf.pytest_plugin import child_runs
 MAX_JOBS = 64
 
 
-def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    group.addoption(
-        "--torchperf-instructions",
-        action="store_true",
-        default=None,
-        help="Gate CPU perf tests on instructions per call counted under Valgrind "
-        "(deterministic: for shared CI runners) instead of time; extra pytest processes "
-        "under valgrind count them first (ini torchperf_instructions)",
-    )
-    parser.addini(
-        "torchperf_instructions", "Gate on instruction counts under Valgrind (true/false)"
-    )
-    group.addoption(
-        "--torchperf-fallback",
-        metavar="KIND",
-        default=None,
-        help="instructions: time and gate CPU perf tests on time as usual, and also count "
-        "their instructions under Valgrind; a save stores the count beside the timing, and a "
-        "compare judges a measurement whose timing verdict is inconclusive (busy machine, "
-        "spread) by its count instead (ini torchperf_fallback)",
-    )
-    parser.addini(
-        "torchperf_fallback",
-        "instructions: judge by the instruction count where timing cannot decide",
-    )
-    group.addoption(
-        "--torchperf-instruction-jobs",
-        metavar="N",
-        default=None,
-        help="Counting processes under Valgrind run side by side, each counting a contiguous "
-        "share of the perf tests: auto (default: one per CPU core, at most 4, about 3 GiB of "
-        "memory each) or N (ini torchperf_instruction_jobs)",
-    )
-    parser.addini(
-        "torchperf_instruction_jobs", "Counting processes side by side under Valgrind (auto or N)"
-    )
+#: Its ``--torchperf-<name>`` options (registered with the run's others:
+#: :mod:`pytest_torchperf.pytest_plugin.options`): name -> help, metavars (none: a switch), ini keys.
+CLI_HELP = {
+    "instructions": "Gate CPU perf tests on instructions per call counted under Valgrind "
+    "(deterministic: for shared CI runners) instead of time; extra pytest processes "
+    "under valgrind count them first (ini torchperf_instructions)",
+    "fallback": "instructions: time and gate CPU perf tests on time as usual, and also count "
+    "their instructions under Valgrind; a save stores the count beside the timing, and a "
+    "compare judges a measurement whose timing verdict is inconclusive (busy machine, "
+    "spread) by its count instead (ini torchperf_fallback)",
+    "instruction_jobs": "Counting processes under Valgrind run side by side, each counting a "
+    "contiguous share of the perf tests: auto (default: one per CPU core, at most 4, about 3 GiB "
+    "of memory each) or N (ini torchperf_instruction_jobs)",
+}
+METAVARS = {"fallback": "KIND", "instruction_jobs": "N"}
+INI_HELP = {
+    "instructions": "Gate on instruction counts under Valgrind (true/false)",
+    "fallback": "instructions: judge by the instruction count where timing cannot decide",
+    "instruction_jobs": "Counting processes side by side under Valgrind (auto or N)",
+}
 
 
 #: Said when valgrind is missing (after the option that needs it).
