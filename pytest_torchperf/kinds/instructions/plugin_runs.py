@@ -1,6 +1,6 @@
 """pytest glue of ``--torchperf-instructions`` and ``--torchperf-fallback instructions``: the child
 pytest runs under Valgrind that count every perf test before this run's own test loop (the options
-and their checks: :mod:`.plugin_options`).
+and their checks: :mod:`.plugin`).
 
 Why children: Valgrind has to start the process (it cannot attach), and ``import torch`` under it
 costs a minute or more, so the counts are taken once per run, in child runs started with the
