@@ -36,34 +36,34 @@ CONFIRM_MODES = ("fresh", "same")
 FIRST_CHILD_TIMEOUT_S = 3600.0
 
 
-def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    """``--torchperf-processes`` (and ini) plus the internal ``--torchperf-child``."""
-    group.addoption(
-        "--torchperf-processes",
-        metavar="N",
-        default=None,
-        help="Measure each perf test in N fresh processes (N-1 extra pytest runs "
-        "before this one, interleaving the targets) and judge the median; with "
-        "--torchperf-save, stores N sessions; default 1, and 5 when saving "
-        "(ini torchperf_processes)",
-    )
-    group.addoption(
-        "--torchperf-confirm",
-        metavar="WHERE",
-        default=None,
-        choices=CONFIRM_MODES,
-        help="Where a suspected slowdown is re-measured before it fails: fresh (a new "
-        "pytest process runs that test again; default) or same (this process) "
-        "(ini torchperf_confirm)",
-    )
-    group.addoption("--torchperf-child", metavar="FILE", default=None, help=argparse.SUPPRESS)
-    group.addoption(
-        "--torchperf-child-only", metavar="NODEID", default=None, help=argparse.SUPPRESS
-    )
+#: ``--torchperf-processes``, ``--torchperf-confirm`` and the internal ``--torchperf-child*``
+#: options, registered with the run's others (:mod:`.options`): name -> help, metavars, ini keys,
+#: the values one takes.
+CLI_HELP = {
+    "processes": "Measure each perf test in N fresh processes (N-1 extra pytest runs "
+    "before this one, interleaving the targets) and judge the median; with "
+    "--torchperf-save, stores N sessions; default 1, and 5 when saving "
+    "(ini torchperf_processes)",
+    "confirm": "Where a suspected slowdown is re-measured before it fails: fresh (a new "
+    "pytest process runs that test again; default) or same (this process) "
+    "(ini torchperf_confirm)",
+    "child": argparse.SUPPRESS,
+    "child_only": argparse.SUPPRESS,
     # A JSON list of node ids: the child runs only those perf tests (its slice).
-    group.addoption("--torchperf-child-items", metavar="FILE", default=None, help=argparse.SUPPRESS)
-    parser.addini("torchperf_processes", "Fresh processes per perf test (default 1)")
-    parser.addini("torchperf_confirm", "Where a suspected slowdown is re-measured: fresh or same")
+    "child_items": argparse.SUPPRESS,
+}
+METAVARS = {
+    "processes": "N",
+    "confirm": "WHERE",
+    "child": "FILE",
+    "child_only": "NODEID",
+    "child_items": "FILE",
+}
+INI_HELP = {
+    "processes": "Fresh processes per perf test (default 1)",
+    "confirm": "Where a suspected slowdown is re-measured: fresh or same",
+}
+CHOICES = {"confirm": CONFIRM_MODES}
 
 
 #: Fresh processes a ``--torchperf-save`` run measures in when no count is given: one saved

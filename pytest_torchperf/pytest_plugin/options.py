@@ -181,26 +181,37 @@ def check_rootdir(config: pytest.Config) -> None:
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys."""
+    """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys: this module's, then those
+    the child runs and each kind's plugin part declare where they read them (``CLI_HELP``,
+    ``METAVARS``, ``INI_HELP``, ``CHOICES``)."""
     group = parser.getgroup(
         "torchperf", "performance regressions of PyTorch models (pytest-torchperf)"
     )
-    for name, text in _CLI_HELP.items():
+    owners = (child_runs, *parts("plugin", having="CLI_HELP"))
+
+    def declared(table: str) -> dict[str, Any]:
+        return {k: v for owner in owners for k, v in getattr(owner, table, {}).items()}
+
+    cli = _CLI_HELP | declared("CLI_HELP")
+    metavars = _METAVARS | declared("METAVARS")
+    ini = declared("INI_HELP") | _INI_HELP
+    choices = declared("CHOICES")
+    for name, text in cli.items():
         flag = f"--torchperf-{name.replace('_', '-')}"
-        if name not in CLI_OPTIONS and name not in _METAVARS:
-            group.addoption(flag, action="store_true", default=False, help=text)
+        if name not in CLI_OPTIONS and name not in metavars:
+            # An on/off switch; one an ini key sets too is None where not given.
+            default = None if name in ini else False
+            group.addoption(flag, action="store_true", default=default, help=text)
         elif name not in CLI_OPTIONS:
-            group.addoption(flag, metavar=_METAVARS[name], default=None, help=text)
+            metavar, allowed = metavars[name], choices.get(name)
+            group.addoption(flag, metavar=metavar, default=None, choices=allowed, help=text)
         elif OPTIONS[name].parse is parse_bool:
             group.addoption(flag, action="store_const", const=True, default=None, help=text)
         else:
-            metavar = _METAVARS.get(name, "VALUE")
+            metavar = metavars.get(name, "VALUE")
             convert = argparse_type(OPTIONS[name].parse)
             group.addoption(flag, metavar=metavar, type=convert, default=None, help=text)
-    child_runs.add_options(group, parser)
-    for module in parts("plugin", having="add_options"):  # each kind's own options
-        module.add_options(group, parser)
-    for name, text in _INI_HELP.items():
+    for name, text in ini.items():
         parser.addini(f"torchperf_{name}", text)
 
 

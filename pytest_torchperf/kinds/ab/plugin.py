@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.kinds.ab.run_data import ABData
     from pytest_torchperf.store.records import MeasurementRecord
 
-add_options = plugin_runs.add_options
+CLI_HELP, METAVARS = plugin_runs.CLI_HELP, plugin_runs.METAVARS
 #: This run's A/B settings from the command line (usage errors for what cannot work).
 settings = plugin_runs.ab_setting
 

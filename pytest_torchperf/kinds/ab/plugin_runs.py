@@ -40,37 +40,21 @@ if TYPE_CHECKING:
 MAX_PAIRS = 30
 
 
-def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    group.addoption(
-        "--torchperf-ab",
-        metavar="REV",
-        default=None,
-        help="A/B run: measure the perf tests of git revision REV (side A, checked out in a "
-        "temporary worktree) and of the working tree (side B) in the same job, taking turns "
-        "block by block, and fail those where B is slower than A (default limit 5%%). No "
-        "stored baseline needed: e.g. --torchperf-ab origin/main, or HEAD for uncommitted changes",
-    )
-    group.addoption(
-        "--torchperf-ab-python",
-        metavar="PYTHON",
-        default=None,
-        help="A/B run against another environment: side A runs the working tree with "
-        "interpreter PYTHON (e.g. a venv with another torch), side B with this one",
-    )
-    group.addoption(
-        "--torchperf-ab-pairs",
-        metavar="N",
-        default=None,
-        help=f"A/B runs: fresh process pairs measured first (default {DEFAULT_PAIRS}); "
-        f"undecided measurements get more, up to --torchperf-ab-max-pairs",
-    )
-    group.addoption(
-        "--torchperf-ab-max-pairs",
-        metavar="N",
-        default=None,
-        help=f"A/B runs: most process pairs for an undecided measurement (default "
-        f"{DEFAULT_MAX_PAIRS})",
-    )
+#: The A/B run's ``--torchperf-<name>`` options (registered with the run's others:
+#: :mod:`pytest_torchperf.pytest_plugin.options`): name -> help, and their metavars.
+CLI_HELP = {
+    "ab": "A/B run: measure the perf tests of git revision REV (side A, checked out in a "
+    "temporary worktree) and of the working tree (side B) in the same job, taking turns "
+    "block by block, and fail those where B is slower than A (default limit 5%%). No "
+    "stored baseline needed: e.g. --torchperf-ab origin/main, or HEAD for uncommitted changes",
+    "ab_python": "A/B run against another environment: side A runs the working tree with "
+    "interpreter PYTHON (e.g. a venv with another torch), side B with this one",
+    "ab_pairs": f"A/B runs: fresh process pairs measured first (default {DEFAULT_PAIRS}); "
+    f"undecided measurements get more, up to --torchperf-ab-max-pairs",
+    "ab_max_pairs": f"A/B runs: most process pairs for an undecided measurement (default "
+    f"{DEFAULT_MAX_PAIRS})",
+}
+METAVARS = {"ab": "REV", "ab_python": "PYTHON", "ab_pairs": "N", "ab_max_pairs": "N"}
 
 
 def _count(config: pytest.Config, name: str, default: int, low: int) -> int:
