@@ -1,7 +1,7 @@
 """One child pytest run, started the same way by every mode that needs fresh processes: the
 processes of a save and the confirmations of a compare
 (:mod:`pytest_torchperf.pytest_plugin.child_runs`), the counting processes under Valgrind
-(:mod:`pytest_torchperf.kinds.instructions.plugin`), the two sides of an A/B pair
+(:mod:`pytest_torchperf.kinds.instructions.plugin_runs`), the two sides of an A/B pair
 (:mod:`pytest_torchperf.kinds.ab.run_pairs`) and a revision of ``torchperf bisect``
 (:mod:`pytest_torchperf.run.revision_probe`, in its own session). Pytest-free.
 

@@ -459,7 +459,7 @@ class _Cache:
 def test_the_start_up_note_quotes_only_what_this_machine_took_last_time() -> None:
     from types import SimpleNamespace
 
-    from pytest_torchperf.kinds.instructions import plugin as instruction_runs
+    from pytest_torchperf.kinds.instructions import plugin_runs as instruction_runs
 
     config = SimpleNamespace(cache=_Cache())
     assert "minutes on a small machine" in instruction_runs._start_up_note(config, 2)

@@ -13,9 +13,8 @@ from pytest_torchperf.kinds.instructions.measure_callgrind import (
     InstructionCount,
     calls_per_window,
     kernel_caps,
-    parse_annotate,
-    short_name,
 )
+from pytest_torchperf.kinds.instructions.measure_callgrind_output import parse_annotate, short_name
 
 BASE = InstructionCount(
     (13_490_000.0, 13_489_700.0),
@@ -175,7 +174,7 @@ Ir                  Dr                 Dw  I1mr  D1mr  D1mw  ILmr DLmr DLmw  fil
 
 
 def test_file_total_reads_the_totals_line_not_the_wrapped_summary() -> None:
-    from pytest_torchperf.kinds.instructions.measure_callgrind import (
+    from pytest_torchperf.kinds.instructions.measure_callgrind_output import (
         CallgrindError,
         file_total,
     )

@@ -1,7 +1,7 @@
 """Instruction counts of ``--torchperf-instructions``: taken in the child under Valgrind, read
 back by the controlling run, filed under their own environment. Pytest-free.
 
-The child (started by :mod:`pytest_torchperf.kinds.instructions.plugin`) runs the perf tests
+The child (started by :mod:`pytest_torchperf.kinds.instructions.plugin_runs`) runs the perf tests
 with its :class:`CountState` folder set: each measurement's target is called through its usual
 preparation (threads, ``eval()``, ``no_grad()``) and counted by
 :func:`pytest_torchperf.kinds.instructions.measure_callgrind.count_instructions` instead of timed
