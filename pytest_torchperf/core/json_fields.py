@@ -13,9 +13,10 @@ line: the file's problem is told where it is read).
 from __future__ import annotations
 
 import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, TypeGuard, TypeVar, get_args, get_origin, get_type_hints, is_typeddict
 
 
 class JsonTypeError(ValueError):
@@ -28,7 +29,7 @@ class JsonTypeError(ValueError):
         super().__init__(f"key {key} is {value!r}, expected {expected}")
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """An int or a float (not a bool, which Python counts as an int)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -109,7 +110,7 @@ def json_type(hint: object) -> JsonType:
     type no JSON value reads as."""
     args = get_args(hint)
     origin = get_origin(hint)
-    if origin in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         return _optional(json_type(next(a for a in args if a is not type(None))))
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return _list(json_type(args[0]))

@@ -89,22 +89,15 @@ class BaselineStore:
         None when it does not exist."""
         try:
             info = path.stat()
+            # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement
+            # even within the filesystem's timestamp resolution.
+            stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+            cached = self._cache.get(path)
+            if cached and cached[0] == stamp:
+                return cached[1], cached[2]
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        except OSError as exc:
-            raise BaselineFileError(
-                path,
-                f"cannot be read ({exc.strerror})",
-                "Check the permissions of the storage folder.",
-            ) from None
-        # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement even
-        # within the filesystem's timestamp resolution.
-        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
-        cached = self._cache.get(path)
-        if cached and cached[0] == stamp:
-            return cached[1], cached[2]
-        try:
-            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise BaselineFileError(
                 path,
@@ -246,11 +239,7 @@ class BaselineStore:
             except BaselineFileError:
                 continue
             if doc and doc["tests"].get(nodeid, {}).get(name):
-                try:
-                    env = json.loads((env_dir / ENVIRONMENT_FILE).read_text(encoding="utf-8"))
-                except (OSError, ValueError):
-                    env = {}
-                found.append((env_dir.name, env if isinstance(env, dict) else {}))
+                found.append((env_dir.name, self.environment(env_dir.name)))
         return found
 
 
