@@ -34,6 +34,26 @@ def is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# -- raw JSON values read leniently: a value of another type reads as empty --------------------
+# For the values a record keeps raw (a measurement kind's data, another plugin's keys:
+# :meth:`JsonObject.extra`), read as what a report needs.
+
+
+def json_object(value: object) -> Mapping[str, object]:
+    """A raw JSON value read as an object: its keys and values; empty for anything else."""
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def json_number(value: object) -> float | None:
+    """A raw JSON value read as a number (an int stays an int); None for anything else."""
+    return value if is_number(value) else None
+
+
+def json_texts(value: object) -> list[str]:
+    """A raw JSON list read as texts (each item as ``str`` gives it); empty for anything else."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 @dataclass(frozen=True)
 class JsonType:
     """How values of one field type are checked, read and written."""

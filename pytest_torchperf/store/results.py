@@ -14,9 +14,9 @@ import statistics
 from pathlib import Path
 from typing import Any, cast
 
+from pytest_torchperf.core.json_fields import json_object, json_texts
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.json_values import json_object, json_texts
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.records import record_from_benchmark
 from pytest_torchperf.store.sessions import session_of, timed_sessions
