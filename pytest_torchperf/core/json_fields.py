@@ -26,7 +26,8 @@ class JsonTypeError(ValueError):
         self.key = key
         self.value = value
         self.expected = expected
-        super().__init__(f"key {key} is {value!r}, expected {expected}")
+        self.problem = f"{key} is {value!r}, expected {expected}"
+        super().__init__(f"key {self.problem}")
 
 
 def is_number(value: object) -> TypeGuard[int | float]:
@@ -231,14 +232,20 @@ class JsonObject:
         values = read_fields(plan, data, raw)
         return cls(**values, order=tuple(data), raw=raw)
 
-    def to_json(self) -> dict[str, object]:
-        """Its JSON form: the keys, values and key order it came with."""
-        plan = json_fields(type(self))
-        raw = self.raw
-        return {
-            key: raw[key] if key in raw else plan[key].type.write(getattr(self, plan[key].name))
-            for key in self.order
-        }
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON form: the keys, values and key order it came with (Any: a subclass says of
+        what type its values are)."""
+        return {key: self.json_value(key) for key in self.order}
+
+    def json_value(self, key: str) -> object:
+        """The JSON value of a key it holds (typed or not), as :meth:`to_json` writes it;
+        KeyError for one it does not hold."""
+        if key not in self.order:
+            raise KeyError(key)
+        if key in self.raw:
+            return self.raw[key]
+        f = json_fields(type(self))[key]
+        return f.type.write(getattr(self, f.name))
 
     def extra(self, key: str) -> object:
         """The raw value of a key the type does not read (None: absent)."""
