@@ -157,7 +157,3 @@ class Record(JsonObject, Mapping[str, object]):
 
     def __len__(self) -> int:
         return len(self._json)
-
-    def with_json(self, **values: object) -> Record:
-        """This record with ``values`` set (added after its keys, or in place), read again."""
-        return Record.from_json({**self.to_json(), **values})
