@@ -3,13 +3,7 @@ summary read. Its JSON form (:class:`pytest_torchperf.store.records.MeasurementR
 docs/file-formats.md) exists only at the boundaries: a results file, a test report's user
 property (pytest-xdist and JUnit carry it), and the hooks other plugins implement. One
 conversion each way: :meth:`Record.from_json` where a record comes in, :meth:`Record.to_json`
-where it goes out.
-
-The JSON form is written back as it came: the same keys, values and key order. A key the type
-does not know (another plugin's, a measurement kind's data such as ``instructions`` or ``ab``)
-is kept with its raw JSON value, and so is a known key whose value is not of the key's type (a
-file edited by hand, a plugin's edit): the attribute then reads as if the key were absent.
-Pure: no torch, no pytest.
+where it goes out, as it came (:class:`~pytest_torchperf.core.json_fields.JsonObject`). Pure.
 """
 
 from __future__ import annotations

@@ -29,10 +29,8 @@ class SessionError(JsonTypeError):
 @dataclass(frozen=True)
 class Session(JsonObject):
     """One stored baseline session. Each field is ``None`` (``times``: empty) where the session
-    lacks its key or holds null; :attr:`order` says which keys it holds, in their order (built
-    without one: the typed fields that are set, not None or empty, in the order below, then
-    :attr:`raw`'s), and :attr:`raw` holds the keys it does not know (a measurement kind's or
-    another plugin's data), as read."""
+    lacks its key or holds null. Built without an :attr:`order`, it holds the typed fields that
+    are set (not None or empty), in the order below, then :attr:`raw`'s keys."""
 
     timestamp: str | None = None
     #: ``<run id>``, or ``<run id>-p<k>`` for the k-th extra process of a save.
