@@ -57,12 +57,7 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
 def records_of(doc: dict[str, Any]) -> list[Record]:
     """The records of a results document's benchmarks (others' benchmarks and untimed ones are
     left out)."""
-    records = []
-    for bench in doc.get("benchmarks", []):
-        record = record_of(bench)
-        if record is not None:
-            records.append(record)
-    return records
+    return [r for r in map(record_of, doc.get("benchmarks", [])) if r is not None]
 
 
 def record_of(bench: dict[str, Any]) -> Record | None:
