@@ -105,12 +105,12 @@ def stored_graphs(storage: Path) -> list[Record]:
     records = []
     for env_id, nodeid, name, sessions in BaselineStore(storage).measurements():
         record: dict[str, Any] = {"nodeid": nodeid, "name": name, "environment_id": env_id}
-        saved = next((s for s in reversed(sessions) if s.extra.get("graph")), None)
+        saved = next((s for s in reversed(sessions) if s.extra("graph")), None)
         if saved is not None:
             # --torchperf-graph's keys, kept as read (the schema checked their shape).
             record["graph"] = graph_from_stored(
-                cast("Mapping[str, object]", saved.extra["graph"]),
-                cast("Mapping[str, Sequence[float]]", saved.extra.get("nodes") or {}),
+                cast("Mapping[str, object]", saved.extra("graph")),
+                cast("Mapping[str, Sequence[float]]", saved.extra("nodes") or {}),
             )
             record["timestamp"] = saved.timestamp
         records.append(Record.from_json(record))

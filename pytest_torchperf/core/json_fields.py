@@ -13,9 +13,10 @@ line: the file's problem is told where it is read).
 from __future__ import annotations
 
 import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, TypeGuard, TypeVar, get_args, get_origin, get_type_hints, is_typeddict
 
 
 class JsonTypeError(ValueError):
@@ -25,12 +26,33 @@ class JsonTypeError(ValueError):
         self.key = key
         self.value = value
         self.expected = expected
-        super().__init__(f"key {key} is {value!r}, expected {expected}")
+        self.problem = f"{key} is {value!r}, expected {expected}"
+        super().__init__(f"key {self.problem}")
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """An int or a float (not a bool, which Python counts as an int)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# -- raw JSON values read leniently: a value of another type reads as empty --------------------
+# For the values a record keeps raw (a measurement kind's data, another plugin's keys:
+# :meth:`JsonObject.extra`), read as what a report needs.
+
+
+def json_object(value: object) -> Mapping[str, object]:
+    """A raw JSON value read as an object: its keys and values; empty for anything else."""
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def json_number(value: object) -> float | None:
+    """A raw JSON value read as a number (an int stays an int); None for anything else."""
+    return value if is_number(value) else None
+
+
+def json_texts(value: object) -> list[str]:
+    """A raw JSON list read as texts (each item as ``str`` gives it); empty for anything else."""
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -109,7 +131,7 @@ def json_type(hint: object) -> JsonType:
     type no JSON value reads as."""
     args = get_args(hint)
     origin = get_origin(hint)
-    if origin in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         return _optional(json_type(next(a for a in args if a is not type(None))))
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return _list(json_type(args[0]))
@@ -210,14 +232,20 @@ class JsonObject:
         values = read_fields(plan, data, raw)
         return cls(**values, order=tuple(data), raw=raw)
 
-    def to_json(self) -> dict[str, object]:
-        """Its JSON form: the keys, values and key order it came with."""
-        plan = json_fields(type(self))
-        raw = self.raw
-        return {
-            key: raw[key] if key in raw else plan[key].type.write(getattr(self, plan[key].name))
-            for key in self.order
-        }
+    def to_json(self) -> dict[str, Any]:
+        """Its JSON form: the keys, values and key order it came with (Any: a subclass says of
+        what type its values are)."""
+        return {key: self.json_value(key) for key in self.order}
+
+    def json_value(self, key: str) -> object:
+        """The JSON value of a key it holds (typed or not), as :meth:`to_json` writes it;
+        KeyError for one it does not hold."""
+        if key not in self.order:
+            raise KeyError(key)
+        if key in self.raw:
+            return self.raw[key]
+        f = json_fields(type(self))[key]
+        return f.type.write(getattr(self, f.name))
 
     def extra(self, key: str) -> object:
         """The raw value of a key the type does not read (None: absent)."""

@@ -3,10 +3,6 @@
 ``JSON`` is what :func:`json.loads` returns and :func:`json.dumps` takes: the results file,
 the baseline file, a child process's line, an environment fingerprint. Code that reads a value
 of it narrows it with ``isinstance`` before use, so a malformed file fails where it is read.
-
-The user's values (a measured target's inputs and outputs) are whatever the user's model takes
-and returns; they are ``object`` here because this package only passes them on, or narrows them
-with ``isinstance`` (to a ``torch.Tensor``, a mapping, a sequence) before looking inside.
 """
 
 from __future__ import annotations

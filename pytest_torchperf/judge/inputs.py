@@ -228,7 +228,7 @@ class Candidate:
         session = session_of(record)
         sections = {
             **{k: record[k] for spec in specs() for k in spec.record_keys if k in record},
-            **{k: session.raw(k) for spec in specs() for k in spec.session_keys if session.has(k)},
+            **{k: session.json_value(k) for s in specs() for k in s.session_keys if session.has(k)},
         }
         return cls(
             record["name"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from pytest_torchperf.core.json_fields import json_object
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
@@ -14,7 +15,6 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
-from pytest_torchperf.store.json_values import json_object
 from pytest_torchperf.store.record import Record, RecordedPass
 from pytest_torchperf.store.sessions import Session, session_of
 

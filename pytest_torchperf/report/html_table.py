@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_torchperf.core.json_fields import json_number
 from pytest_torchperf.core.units import format_bytes, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.report import kinds, svg
@@ -23,7 +24,6 @@ from pytest_torchperf.report.terminal import (
     format_flops,
     format_speedup,
 )
-from pytest_torchperf.store.json_values import JSON, json_number
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
@@ -157,7 +157,7 @@ def _figure(value: Any, text: Callable[[Any], str]) -> str:
     return _cell("-" if value is None else text(value), -1 if value is None else value, True)
 
 
-def _flops_cell(counters: Mapping[str, JSON]) -> str:
+def _flops_cell(counters: Mapping[str, object]) -> str:
     """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
     tooltip (the whole list would widen the table)."""
     if not counters.get("flops_partial"):

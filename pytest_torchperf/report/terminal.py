@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from pytest_torchperf.core.json_fields import json_number, json_texts
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.samples import loosening_option
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
-from pytest_torchperf.store.json_values import JSON, json_number, json_texts
 from pytest_torchperf.store.record import Record, RecordedVerdict
 
 #: Row order of outcomes: what needs attention first.
@@ -72,7 +72,7 @@ def format_change_of(record: Record) -> str:
     return format_change(ratio) + kinds.change_suffix(record)
 
 
-def format_flops(counters: Mapping[str, JSON]) -> str:
+def format_flops(counters: Mapping[str, object]) -> str:
     """``2,228,224``; a figure that leaves heavy ops out (no FLOP formula for them) reads
     ``>= 4,096 (partial: no FLOP formula for aten::x)``."""
     if "flops" not in counters:

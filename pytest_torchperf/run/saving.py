@@ -291,7 +291,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         counters=result.counters,
         # The gate this measurement ran under, so `torchperf compare` judges it the same way.
         gate=cast("GateRecord", gate_of(ctx, options, result.device).to_record()),
-        keys=SESSION_KEYS,
+        order=SESSION_KEYS,
     )
 
 

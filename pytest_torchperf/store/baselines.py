@@ -74,37 +74,20 @@ class BaselineStore:
         """Path of the file holding ``nodeid``'s baselines in environment ``env_id``."""
         return self.root / env_id / f"{module_slug(nodeid)}.json"
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
-        """Parse and validate ``path``; None when it does not exist."""
-        read = self._read_sessions(path)
-        return read[0] if read else None
-
-    def _sessions(self, path: Path) -> _Sessions:
-        """The sessions of ``path`` by ``(nodeid, name)``; empty when it does not exist."""
-        read = self._read_sessions(path)
-        return read[1] if read else {}
-
-    def _read_sessions(self, path: Path) -> tuple[dict[str, Any], _Sessions] | None:
-        """Parse and validate ``path`` and read its sessions (the one conversion from the file);
-        None when it does not exist."""
+    def _read(self, path: Path) -> tuple[dict[str, Any] | None, _Sessions]:
+        """Parse and validate ``path`` and read its sessions by ``(nodeid, name)`` (the one
+        conversion from the file); ``(None, {})`` when it does not exist."""
         try:
             info = path.stat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise BaselineFileError(
-                path,
-                f"cannot be read ({exc.strerror})",
-                "Check the permissions of the storage folder.",
-            ) from None
-        # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement even
-        # within the filesystem's timestamp resolution.
-        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
-        cached = self._cache.get(path)
-        if cached and cached[0] == stamp:
-            return cached[1], cached[2]
-        try:
+            # os.replace always makes a new inode, so (inode, size, mtime) catches a replacement
+            # even within the filesystem's timestamp resolution.
+            stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+            cached = self._cache.get(path)
+            if cached and cached[0] == stamp:
+                return cached[1], cached[2]
             text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None, {}
         except OSError as exc:
             raise BaselineFileError(
                 path,
@@ -134,7 +117,7 @@ class BaselineStore:
 
     def load_sessions(self, env_id: str, nodeid: str, name: str) -> list[Session]:
         """Stored sessions (oldest first) of one measurement; empty when none are stored."""
-        return list(self._sessions(self.module_file(env_id, nodeid)).get((nodeid, name), ()))
+        return list(self._read(self.module_file(env_id, nodeid))[1].get((nodeid, name), ()))
 
     def record(
         self,
@@ -159,7 +142,7 @@ class BaselineStore:
             with file_lock(path.parent):
                 self._cache.pop(path, None)
                 # Work on a copy: a failed write must not leave the new session in the read cache.
-                doc = copy.deepcopy(self._read(path)) or {
+                doc = copy.deepcopy(self._read(path)[0]) or {
                     "format": FORMAT,
                     "schema_version": SCHEMA_VERSION,
                     "environment_id": env_id,
@@ -224,7 +207,7 @@ class BaselineStore:
             for path in sorted(env_dir.glob("*.json")):
                 if path.name == ENVIRONMENT_FILE:
                     continue
-                sessions = self._sessions(path)
+                sessions = self._read(path)[1]
                 for nodeid, name in sorted(sessions):
                     yield env_dir.name, nodeid, name, list(sessions[nodeid, name])
 
@@ -242,15 +225,11 @@ class BaselineStore:
             if not path.is_file():
                 continue
             try:
-                doc = self._read(path)
+                doc = self._read(path)[0]
             except BaselineFileError:
                 continue
             if doc and doc["tests"].get(nodeid, {}).get(name):
-                try:
-                    env = json.loads((env_dir / ENVIRONMENT_FILE).read_text(encoding="utf-8"))
-                except (OSError, ValueError):
-                    env = {}
-                found.append((env_dir.name, env if isinstance(env, dict) else {}))
+                found.append((env_dir.name, self.environment(env_dir.name)))
         return found
 
 

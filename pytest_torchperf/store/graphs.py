@@ -31,7 +31,7 @@ def latest_stored(sessions: Sequence[Session]) -> dict[str, list[float]] | None:
     """The per-node figures of the latest stored session that has them, or None (``nodes``:
     kept as read; the schema checked their shape)."""
     for session in reversed(sessions):
-        nodes = session.extra.get("nodes")
+        nodes = session.extra("nodes")
         if isinstance(nodes, Mapping) and nodes:
             return dict(cast("Mapping[str, list[float]]", nodes))
     return None

@@ -3,13 +3,7 @@ summary read. Its JSON form (:class:`pytest_torchperf.store.records.MeasurementR
 docs/file-formats.md) exists only at the boundaries: a results file, a test report's user
 property (pytest-xdist and JUnit carry it), and the hooks other plugins implement. One
 conversion each way: :meth:`Record.from_json` where a record comes in, :meth:`Record.to_json`
-where it goes out.
-
-The JSON form is written back as it came: the same keys, values and key order. A key the type
-does not know (another plugin's, a measurement kind's data such as ``instructions`` or ``ab``)
-is kept with its raw JSON value, and so is a known key whose value is not of the key's type (a
-file edited by hand, a plugin's edit): the attribute then reads as if the key were absent.
-Pure: no torch, no pytest.
+where it goes out, as it came (:class:`~pytest_torchperf.core.json_fields.JsonObject`). Pure.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from pytest_torchperf.core.json_fields import JsonObject
-from pytest_torchperf.store.json_values import JSON
 
 
 @dataclass(frozen=True)
@@ -81,7 +74,7 @@ class RecordedPass(JsonObject):
 
 
 @dataclass(frozen=True)
-class Record(JsonObject, Mapping[str, JSON]):
+class Record(JsonObject, Mapping[str, object]):
     """One measurement of a run, as every report, the results file and ``torchperf`` see it.
 
     The attributes are the keys :class:`~pytest_torchperf.store.records.MeasurementRecord`
@@ -104,9 +97,9 @@ class Record(JsonObject, Mapping[str, JSON]):
     neighbour_load: float | None = None
     stats: Stats | None = None
     samples: tuple[float, ...] = ()
-    options: Mapping[str, JSON] | None = None
+    options: Mapping[str, object] | None = None
     verdict: RecordedVerdict | None = None
-    counters: Mapping[str, JSON] | None = None
+    counters: Mapping[str, object] | None = None
     counter_changes: tuple[str, ...] = ()
     #: The key ``kind``: torchperf or timer (what measured it, not the measurement kind).
     source: str | None = field(default=None, metadata={"key": "kind"})
@@ -115,7 +108,7 @@ class Record(JsonObject, Mapping[str, JSON]):
     not_saved: str | None = None
     untimed: str | None = None
     untimed_options: tuple[str, ...] = ()
-    stored: Mapping[str, JSON] | None = None
+    stored: Mapping[str, object] | None = None
     calibration: float | None = None
     outcome: str = ""
     label: str | None = None
@@ -130,8 +123,8 @@ class Record(JsonObject, Mapping[str, JSON]):
     failures: tuple[str, ...] = ()
     failure_kinds: tuple[str | None, ...] = ()
     run_id: str | None = None
-    session: Mapping[str, JSON] | None = None
-    environment: Mapping[str, JSON] | None = None
+    session: Mapping[str, object] | None = None
+    environment: Mapping[str, object] | None = None
     run_failures: tuple[str, ...] = ()
     run_failure_kinds: tuple[str | None, ...] = ()
     passes: tuple[RecordedPass, ...] = ()
@@ -139,18 +132,18 @@ class Record(JsonObject, Mapping[str, JSON]):
     confirm_speedups: tuple[Mapping[str, float] | None, ...] = ()
     explanation: tuple[str, ...] = ()
     gated: tuple[str, ...] = ()
-    graph: Mapping[str, JSON] | None = None  #: raw JSON (docs/graph.md)
+    graph: Mapping[str, object] | None = None  #: raw JSON (docs/graph.md)
 
-    def to_json(self) -> dict[str, JSON]:
+    def to_json(self) -> dict[str, object]:
         """Its JSON form: the keys, values and key order it came with (a new dict each call)."""
         return dict(self._json)
 
     @cached_property
-    def _json(self) -> dict[str, JSON]:
+    def _json(self) -> dict[str, object]:
         return JsonObject.to_json(self)
 
-    # Read as its JSON form while the consumers move to the attributes (transitional).
-    def __getitem__(self, key: str) -> JSON:
+    # Read as its JSON form too: a plugin kind's report part and Candidate.from_record do.
+    def __getitem__(self, key: str) -> object:
         return self._json[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -158,7 +151,3 @@ class Record(JsonObject, Mapping[str, JSON]):
 
     def __len__(self) -> int:
         return len(self._json)
-
-    def with_json(self, **values: JSON) -> Record:
-        """This record with ``values`` set (added after its keys, or in place), read again."""
-        return Record.from_json({**self.to_json(), **values})

@@ -14,9 +14,9 @@ import statistics
 from pathlib import Path
 from typing import Any, cast
 
+from pytest_torchperf.core.json_fields import json_object, json_texts
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.json_values import json_object, json_texts
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.records import record_from_benchmark
 from pytest_torchperf.store.sessions import session_of, timed_sessions
@@ -57,12 +57,7 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
 def records_of(doc: dict[str, Any]) -> list[Record]:
     """The records of a results document's benchmarks (others' benchmarks and untimed ones are
     left out)."""
-    records = []
-    for bench in doc.get("benchmarks", []):
-        record = record_of(bench)
-        if record is not None:
-            records.append(record)
-    return records
+    return [r for r in map(record_of, doc.get("benchmarks", [])) if r is not None]
 
 
 def record_of(bench: dict[str, Any]) -> Record | None:

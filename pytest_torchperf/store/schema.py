@@ -8,9 +8,11 @@ with a message instead of being misread (or overwritten).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
+from pytest_torchperf.core.json_fields import is_number
 from pytest_torchperf.core.types import JSONObject
 
 SCHEMA_VERSION = 1
@@ -70,193 +72,61 @@ def validate_document(doc: object, path: Path) -> JSONObject:
 
 
 def validate_session(session: object, path: Path, where: str) -> None:
+    def bad(problem: str) -> NoReturn:
+        raise BaselineFileError(path, f"key {where}{problem}")
+
     if not isinstance(session, dict):
-        raise BaselineFileError(path, f"key {where} is not an object")
+        bad(" is not an object")
     stat = session.get("statistic")
     untimed = session.get("untimed")
     if untimed is not None and (not isinstance(untimed, str) or not untimed):
-        raise BaselineFileError(
-            path, f"key {where}.untimed is {untimed!r}, expected the reason (text) or null"
-        )
+        bad(f".untimed is {untimed!r}, expected the reason (text) or null")
     # A session whose timing could not be trusted keeps its counters and numerics, with
     # statistic null and the reason in untimed.
     if not (_positive_number(stat) or (stat is None and untimed)):
-        raise BaselineFileError(
-            path,
-            f"key {where}.statistic is {stat!r}, expected a positive number of seconds (or "
-            f"null, with the reason in {where}.untimed)",
+        bad(
+            f".statistic is {stat!r}, expected a positive number of seconds (or null, with the "
+            f"reason in {where}.untimed)"
         )
     times = session.get("times")
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):
-        raise BaselineFileError(
-            path, f"key {where}.times must be a list of positive numbers (per-call seconds)"
-        )
+        bad(".times must be a list of positive numbers (per-call seconds)")
     calibration = session.get("calibration")
     if calibration is not None and not _positive_number(calibration):
-        raise BaselineFileError(
-            path,
-            f"key {where}.calibration is {calibration!r}, expected a positive "
-            f"number of seconds or null",
-        )
+        bad(f".calibration is {calibration!r}, expected a positive number of seconds or null")
     counters = session.get("counters")
     if counters is not None:
         if not isinstance(counters, dict):
-            raise BaselineFileError(path, f"key {where}.counters must be an object")
+            bad(".counters must be an object")
         for key, value in counters.items():
             if key == "ops":
                 if not isinstance(value, dict) or not all(
                     isinstance(k, str) and _count(v) for k, v in value.items()
                 ):
-                    raise BaselineFileError(
-                        path, f"key {where}.counters.ops must map op names to non-negative integers"
-                    )
+                    bad(".counters.ops must map op names to non-negative integers")
             elif key in ("break_reasons", "dtypes", "flops_partial"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise BaselineFileError(
-                        path, f"key {where}.counters.{key} must be a list of strings"
-                    )
+                    bad(f".counters.{key} must be a list of strings")
             elif not _count(value):
-                raise BaselineFileError(
-                    path,
-                    f"key {where}.counters.{key} is {value!r}, expected a non-negative integer",
-                )
-    _validate_variant_fields(session, path, where)
-    structure = session.get("graph")
-    if structure is not None and (
-        not isinstance(structure, dict)
-        or not isinstance(structure.get("nodes"), list)
-        or not all(isinstance(n, list) and len(n) == 7 for n in structure["nodes"])
-    ):
-        raise BaselineFileError(
-            path,
-            f"key {where}.graph must be an object whose 'nodes' lists [id, label, kind, module, "
-            f"key, inputs, outputs] per node (--torchperf-graph's graph structure)",
-        )
-    nodes = session.get("nodes")
-    if nodes is not None and (
-        not isinstance(nodes, dict)
-        or not all(
-            isinstance(k, str)
-            and isinstance(v, list)
-            and len(v) == 3
-            and _non_negative(v[0])
-            and _count(v[1])
-            and _count(v[2])
-            for k, v in nodes.items()
-        )
-    ):
-        raise BaselineFileError(
-            path,
-            f"key {where}.nodes must map node keys to [seconds, FLOPs, bytes] "
-            f"(--torchperf-graph's per-node figures)",
-        )
-    _validate_instructions(session.get("instructions"), path, where)
-    _validate_kernels(session.get("kernels"), path, where)
+                bad(f".counters.{key} is {value!r}, expected a non-negative integer")
+    for key, fits, problem in _SHAPES:
+        value = session.get(key)
+        if value is not None and not fits(value):
+            bad(f".{key}" + problem.format(value=value))
     top_ops = session.get("top_ops")
     if top_ops is not None:
         if not isinstance(top_ops, list):
-            raise BaselineFileError(path, f"key {where}.top_ops must be a list")
+            bad(".top_ops must be a list")
         for i, row in enumerate(top_ops):
             if (
                 not isinstance(row, dict)
                 or not isinstance(row.get("op"), str)
                 or not all(_non_negative(row.get(k)) for k in ("calls", "self_cpu", "self_device"))
             ):
-                raise BaselineFileError(
-                    path,
-                    f"key {where}.top_ops[{i}] must have 'op' (text) and "
-                    f"non-negative 'calls', 'self_cpu', 'self_device'",
+                bad(
+                    f".top_ops[{i}] must have 'op' (text) and non-negative 'calls', 'self_cpu', "
+                    "'self_device'"
                 )
-
-
-def _validate_kernels(value: object, path: Path, where: str) -> None:
-    """A CUDA measurement's GPU kernel time: seconds per call, per profiler session, and the
-    top kernels as ``[name, launches per call, seconds per call]``."""
-    if value is None:
-        return
-    if (
-        not isinstance(value, dict)
-        or not _positive_number(value.get("per_call"))
-        or not all(_positive_number(s) for s in value.get("sessions") or ())
-        or not all(
-            isinstance(row, list)
-            and len(row) == 3
-            and isinstance(row[0], str)
-            and _non_negative(row[1])
-            and _non_negative(row[2])
-            for row in value.get("kernels") or ()
-        )
-    ):
-        raise BaselineFileError(
-            path,
-            f"key {where}.kernels must hold 'per_call' and 'sessions' (positive seconds) and "
-            f"'kernels' as [name, launches, seconds] rows; restore the file from git, or "
-            f"record the baseline again with pytest --torchperf-save --torchperf-reset",
-        )
-
-
-def _validate_instructions(value: object, path: Path, where: str) -> None:
-    if value is None:
-        return
-    windows = value.get("windows") if isinstance(value, dict) else None
-    functions = value.get("functions", {}) if isinstance(value, dict) else None
-    if (
-        not isinstance(value, dict)
-        or not _positive_number(value.get("per_call"))
-        or not (
-            isinstance(windows, list)
-            and len(windows) == 2
-            and all(_positive_number(w) for w in windows)
-        )
-        or not isinstance(functions, dict)
-        or not all(isinstance(k, str) and _non_negative(v) for k, v in functions.items())
-    ):
-        raise BaselineFileError(
-            path,
-            f"key {where}.instructions must hold a positive per_call, two positive windows "
-            f"and a functions object of non-negative counts",
-        )
-
-
-def _validate_variant_fields(session: Mapping[str, object], path: Path, where: str) -> None:
-    """Optional keys of variant measurements: speedup, accuracy, fingerprint, metric."""
-    speedup = session.get("speedup")
-    if speedup is not None and (
-        not isinstance(speedup, dict)
-        or not all(_positive_number(speedup.get(k)) for k in ("median", "p25", "p75"))
-    ):
-        raise BaselineFileError(
-            path, f"key {where}.speedup must be an object with positive 'median', 'p25' and 'p75'"
-        )
-    for key in ("accuracy", "accuracy_limits"):
-        value = session.get(key)
-        if value is not None and (
-            not isinstance(value, dict)
-            or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
-            )
-        ):
-            raise BaselineFileError(path, f"key {where}.{key} must map metric names to numbers")
-    metric = session.get("metric")
-    if metric is not None and (isinstance(metric, bool) or not isinstance(metric, (int, float))):
-        raise BaselineFileError(
-            path, f"key {where}.metric is {metric!r}, expected a number or null"
-        )
-    fp = session.get("fingerprint")
-    if fp is not None:
-        leaves = fp.get("leaves") if isinstance(fp, dict) else None
-        if not isinstance(leaves, list) or not all(
-            isinstance(leaf, dict)
-            and isinstance(leaf.get("shape"), list)
-            and all(isinstance(v, (int, float)) for v in leaf.get("probe", []))
-            and all(isinstance(leaf.get(k, 0.0), (int, float)) for k in ("l2", "mean"))
-            for leaf in leaves
-        ):
-            raise BaselineFileError(
-                path,
-                f"key {where}.fingerprint must be an object whose 'leaves' "
-                f"list holds shape lists and numeric statistics",
-            )
 
 
 def _count(value: object) -> bool:
@@ -264,18 +134,121 @@ def _count(value: object) -> bool:
 
 
 def _non_negative(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    return is_number(value) and math.isfinite(value) and value >= 0
 
 
 def _positive_number(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
+    return is_number(value) and math.isfinite(value) and value > 0
+
+
+def _speedup(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        _positive_number(value.get(k)) for k in ("median", "p25", "p75")
     )
+
+
+def _figures(value: object) -> bool:
+    return isinstance(value, dict) and all(is_number(v) for v in value.values())
+
+
+def _fingerprint(fp: object) -> bool:
+    leaves = fp.get("leaves") if isinstance(fp, dict) else None
+    return isinstance(leaves, list) and all(
+        isinstance(leaf, dict)
+        and isinstance(leaf.get("shape"), list)
+        and all(isinstance(v, (int, float)) for v in leaf.get("probe", []))
+        and all(isinstance(leaf.get(k, 0.0), (int, float)) for k in ("l2", "mean"))
+        for leaf in leaves
+    )
+
+
+def _graph(structure: object) -> bool:
+    return (
+        isinstance(structure, dict)
+        and isinstance(structure.get("nodes"), list)
+        and all(isinstance(n, list) and len(n) == 7 for n in structure["nodes"])
+    )
+
+
+def _nodes(nodes: object) -> bool:
+    return isinstance(nodes, dict) and all(
+        isinstance(k, str)
+        and isinstance(v, list)
+        and len(v) == 3
+        and _non_negative(v[0])
+        and _count(v[1])
+        and _count(v[2])
+        for k, v in nodes.items()
+    )
+
+
+def _instructions(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    windows = value.get("windows")
+    functions = value.get("functions", {})
+    return (
+        _positive_number(value.get("per_call"))
+        and isinstance(windows, list)
+        and len(windows) == 2
+        and all(_positive_number(w) for w in windows)
+        and isinstance(functions, dict)
+        and all(isinstance(k, str) and _non_negative(v) for k, v in functions.items())
+    )
+
+
+def _kernels(value: object) -> bool:
+    """A CUDA measurement's GPU kernel time: seconds per call, per profiler session, and the
+    top kernels as ``[name, launches per call, seconds per call]``."""
+    return (
+        isinstance(value, dict)
+        and _positive_number(value.get("per_call"))
+        and all(_positive_number(s) for s in value.get("sessions") or ())
+        and all(
+            isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], str)
+            and _non_negative(row[1])
+            and _non_negative(row[2])
+            for row in value.get("kernels") or ()
+        )
+    )
+
+
+#: The optional keys of a session checked after its counters, in order: whether a value that is
+#: not null fits, and what the error says after ``key <where>.<key>`` ({value!r}: the value).
+_SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("speedup", _speedup, " must be an object with positive 'median', 'p25' and 'p75'"),
+    ("accuracy", _figures, " must map metric names to numbers"),
+    ("accuracy_limits", _figures, " must map metric names to numbers"),
+    ("metric", is_number, " is {value!r}, expected a number or null"),
+    (
+        "fingerprint",
+        _fingerprint,
+        " must be an object whose 'leaves' list holds shape lists and numeric statistics",
+    ),
+    (
+        "graph",
+        _graph,
+        " must be an object whose 'nodes' lists [id, label, kind, module, key, inputs, "
+        "outputs] per node (--torchperf-graph's graph structure)",
+    ),
+    (
+        "nodes",
+        _nodes,
+        " must map node keys to [seconds, FLOPs, bytes] (--torchperf-graph's per-node figures)",
+    ),
+    (
+        "instructions",
+        _instructions,
+        " must hold a positive per_call, two positive windows and a functions object of "
+        "non-negative counts",
+    ),
+    (
+        "kernels",
+        _kernels,
+        " must hold 'per_call' and 'sessions' (positive seconds) and 'kernels' as [name, "
+        "launches, seconds] rows; restore the file from git, or record the baseline again "
+        "with pytest --torchperf-save --torchperf-reset",
+    ),
+)

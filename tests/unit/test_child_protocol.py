@@ -29,7 +29,6 @@ from pytest_torchperf.core.child_protocol import (
     append_message,
     decode,
     encode,
-    message_type,
     read_messages,
 )
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand
@@ -254,7 +253,7 @@ EVERY_TYPE: list[Message] = [
 
 
 def test_every_message_type_encodes_and_decodes_to_itself() -> None:
-    assert {message_type(m) for m in EVERY_TYPE} == set(MESSAGE_TYPES)
+    assert {m.TYPE for m in EVERY_TYPE} == set(MESSAGE_TYPES)
     for message in EVERY_TYPE:
         line = encode(message)
         assert "\n" not in line
@@ -270,7 +269,7 @@ def test_the_message_type_is_the_kind_key_last_and_go_is_a_bare_line() -> None:
             assert encode(message) == GO_LINE == "go"
             continue
         data = json.loads(encode(message))
-        assert list(data)[-1] == "kind" and data["kind"] == message_type(message)
+        assert list(data)[-1] == "kind" and data["kind"] == message.TYPE
     # The pipe messages keep the one key older controllers and sides look for.
     assert json.loads(encode(At("t::a", "m"))) == {"at": ["t::a", "m"], "kind": "at"}
     assert json.loads(encode(Bye("A", 1))) == {"bye": "A", "code": 1, "kind": "bye"}

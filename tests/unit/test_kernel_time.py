@@ -302,10 +302,10 @@ def test_each_save_process_keeps_its_own_kernel_time() -> None:
     line = decode(encode(sample.line("t.py::t", "m")))  # its line in the child's file
     assert isinstance(line, SampleLine) and line.beside == {"kernels": own, "unprofiled": None}
     (child,) = child_session_records(record, [sample], "run", beside)
-    assert child.extra["kernels"] == own  # never this process's copied N-fold
+    assert child.extra("kernels") == own  # never this process's copied N-fold
     bare_sample = ProcessSample(3, (1e-3,) * 5, None, None)
     (bare,) = child_session_records(record, [bare_sample], "run", beside)
-    assert bare.has("kernels") and bare.extra["kernels"] is None
+    assert bare.has("kernels") and bare.extra("kernels") is None
 
 
 def test_the_label_names_a_kernel_time_failure() -> None:

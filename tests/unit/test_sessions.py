@@ -102,7 +102,7 @@ def test_unknown_keys_are_kept_as_read_in_their_place() -> None:
     session = Session.from_json(WITH_UNKNOWN_KEYS)
     assert session.statistic == 1e-3 and session.times == (1e-3, 1.1e-3)
     assert session.variant == "compiled" and session.stats == {"n": 2, "min": 1e-3, "p25": 1e-3}
-    assert list(session.extra) == [
+    assert list(session.raw) == [
         "my_plugin",
         "kernels",
         "unprofiled",
@@ -110,7 +110,7 @@ def test_unknown_keys_are_kept_as_read_in_their_place() -> None:
         "counted_with",
         "zzz_last",
     ]
-    assert session.extra["my_plugin"] == WITH_UNKNOWN_KEYS["my_plugin"]
+    assert session.extra("my_plugin") == WITH_UNKNOWN_KEYS["my_plugin"]
     back = session.to_json()
     assert json.dumps(back) == json.dumps(WITH_UNKNOWN_KEYS)
     # What to_json gives is the caller's: changing it changes no session.
@@ -134,7 +134,7 @@ def test_updated_and_without_keep_the_order_as_a_dict_does() -> None:
     )
     assert list(untimed.to_json()) == ["statistic", "times", "kernels", "untimed"]
     assert untimed.to_json() == {"statistic": None, "times": [], "kernels": 2, "untimed": "busy"}
-    assert untimed.untimed == "busy" and untimed.extra == {"kernels": 2}
+    assert untimed.untimed == "busy" and untimed.raw == {"kernels": 2}
     assert session.has("top_ops") and session.statistic == 1e-3  # unchanged: frozen
     with pytest.raises(dataclasses.FrozenInstanceError):
         session.statistic = 2.0  # type: ignore[misc]
@@ -144,7 +144,7 @@ def test_updated_and_without_keep_the_order_as_a_dict_does() -> None:
 
 def test_a_session_built_in_the_package_holds_the_keys_it_was_given() -> None:
     built = Session(statistic=1e-3, times=(1e-3,), counters={"flops": 1}, variant="amp")
-    assert built.held == ("statistic", "times", "counters", "variant")
+    assert built.order == ("statistic", "times", "counters", "variant")
     assert built.to_json() == {
         "statistic": 1e-3,
         "times": [1e-3],
@@ -152,19 +152,19 @@ def test_a_session_built_in_the_package_holds_the_keys_it_was_given() -> None:
         "variant": "amp",
     }
     assert Session().to_json() == {} and Session().variant == "eager"
-    ordered = Session(statistic=1e-3, times=(1e-3,), keys=("times", "statistic", "group"))
+    ordered = Session(statistic=1e-3, times=(1e-3,), order=("times", "statistic", "group"))
     assert list(ordered.to_json().items()) == [
         ("times", [1e-3]),
         ("statistic", 1e-3),
         ("group", None),
     ]
-    assert ordered.raw("times") == [1e-3]
+    assert ordered.json_value("times") == [1e-3]
     with pytest.raises(KeyError):
-        ordered.raw("counters")
+        ordered.json_value("counters")
     with pytest.raises(ValueError, match="do not match"):
-        Session(statistic=1e-3, keys=("statistic", "kernels"))  # no value for kernels
+        Session(statistic=1e-3, order=("statistic", "kernels"))  # no value for kernels
     with pytest.raises(ValueError, match="do not match"):
-        Session(extra={"kernels": 1}, keys=())  # a value with no place
+        Session(statistic=1e-3, raw={"kernels": 1}, order=("statistic",))  # no place
 
 
 @pytest.mark.parametrize(

@@ -218,7 +218,7 @@ def test_record_rejects_invalid_session_without_writing(tmp_path, bad, match):
     # Built past Session.from_json's type checks (as the package builds one): the store checks
     # what it writes as it checks what it reads.
     with pytest.raises(BaselineFileError, match=match):
-        store.record(ENV, ENVIRONMENT, NODE, NAME, Session(**bad, keys=tuple(bad)))
+        store.record(ENV, ENVIRONMENT, NODE, NAME, Session(**bad, order=tuple(bad)))
     assert snapshot(tmp_path) == {}
 
 
@@ -791,7 +791,7 @@ def test_concurrent_threads_never_lose_records(tmp_path, no_fsync):
             assert len(store.load_sessions(ENV, f"tests/test_model.py::test_{tag}_{i}", NAME)) == 1
     shared = store.load_sessions(ENV, NODE, NAME)
     assert len(shared) == 30
-    assert sorted(s.extra["writer"] for s in shared) == ["a"] * 15 + ["b"] * 15
+    assert sorted(s.extra("writer") for s in shared) == ["a"] * 15 + ["b"] * 15
     assert [p.name for p in (tmp_path / ENV).iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -832,7 +832,7 @@ def test_concurrent_processes_never_lose_or_corrupt_records(tmp_path, no_fsync):
     shared = store.load_sessions(ENV, NODE, NAME)
     assert len(shared) == 40  # 2 x 20 appends to the same history, none lost
     for tag in ("p1", "p2"):  # each writer's sessions in its own order
-        assert [s.statistic for s in shared if s.extra["writer"] == tag] == [
+        assert [s.statistic for s in shared if s.extra("writer") == tag] == [
             (i + 1) * 1e-3 for i in range(20)
         ]
     assert [p.name for p in (tmp_path / ENV).iterdir()] and not [

@@ -53,4 +53,4 @@ def test_only_the_latest_session_keeps_the_structure(tmp_path: Path) -> None:
     store.record("env", {}, "t.py::t", "net", session)  # a save without --torchperf-graph
     sessions = store.load_sessions("env", "t.py::t", "net")
     assert [s.has("graph") for s in sessions] == [False, False, True, False]
-    assert all(s.extra["nodes"] for s in sessions)
+    assert all(s.extra("nodes") for s in sessions)

@@ -285,7 +285,7 @@ def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
     failure'."""
     message = "f: inconclusive, +3.0% ... Re-run on a quieter machine."  # worded for strict
     r = rec("t.py::f", "fail", message=message)
-    r = r.with_json(failures=[f"{message} (failing: --torchperf-strict)"])
+    r = Record.from_json({**r.to_json(), "failures": [f"{message} (failing: --torchperf-strict)"]})
     assert detail_lines([r]) == [
         "t.py::f: f: inconclusive, +3.0% ... Re-run on a quieter machine. (failing: "
         "--torchperf-strict)"
@@ -298,7 +298,8 @@ def test_measurements_without_a_timing_baseline_share_one_line_with_every_remedy
     for name in ("a", "b"):
         r = rec(f"t.py::{name}", "new", message=f"{name}: no timing baseline")
         assert r.verdict is not None
-        r = r.with_json(verdict={**r.verdict.to_json(), "new_reason": reason, "untimed": True})
+        verdict = {**r.verdict.to_json(), "new_reason": reason, "untimed": True}
+        r = Record.from_json({**r.to_json(), "verdict": verdict})
         group.append(r)
     (line,) = detail_lines(group)
     assert line.startswith(

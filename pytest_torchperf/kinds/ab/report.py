@@ -5,8 +5,8 @@ a record's ``ab`` key. Pure."""
 
 from __future__ import annotations
 
+from pytest_torchperf.core.json_fields import json_number, json_object
 from pytest_torchperf.report.kind_report import KindReport
-from pytest_torchperf.store.json_values import json_number, json_object
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 

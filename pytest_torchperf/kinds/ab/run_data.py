@@ -309,7 +309,7 @@ def _copy(values: Mapping[str, _V] | None) -> dict[str, _V] | None:
 def carried_failures(session: Session) -> list[str]:
     """The failures a side found within its run (its line carries them in its session's
     ``run_failures`` and ``run_failure_kinds``: :func:`.run_roles.side_line`), restored."""
-    failures, kinds = session.extra.get("run_failures"), session.extra.get("run_failure_kinds")
+    failures, kinds = session.extra("run_failures"), session.extra("run_failure_kinds")
     return restore(
         [str(f) for f in failures] if isinstance(failures, list) else [],
         [None if k is None else str(k) for k in kinds] if isinstance(kinds, list) else None,

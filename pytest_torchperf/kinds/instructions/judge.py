@@ -147,7 +147,7 @@ def latest_count_verdict(
 def stored_counted_with(session: Session) -> Mapping[str, object]:
     """What counted the instruction count a timing session stores (its ``counted_with``: this
     kind's own key, kept as read), or nothing."""
-    counted_with = session.extra.get("counted_with")
+    counted_with = session.extra("counted_with")
     return counted_with if isinstance(counted_with, Mapping) else {}
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from pytest_torchperf.core.json_fields import json_number, json_object
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
-from pytest_torchperf.store.json_values import json_number, json_object
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_torchperf.core.json_fields import json_number, json_object
 from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.kinds.instructions.run_counting import (
     CountState,
@@ -22,7 +23,6 @@ from pytest_torchperf.kinds.instructions.run_counting import (
 from pytest_torchperf.run.bisect_mode import BisectError, BisectMode, Classify, Key
 from pytest_torchperf.run.kind_run import Keeping, KindRun, Unsaved
 from pytest_torchperf.run.roles import Request, Role, run_once
-from pytest_torchperf.store.json_values import json_number, json_object
 from pytest_torchperf.store.record import Record
 
 if TYPE_CHECKING:

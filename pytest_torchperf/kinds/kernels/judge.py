@@ -59,5 +59,5 @@ KIND = TimeAndKernelsKind()
 
 def _kernels(session: Session) -> Mapping[str, object] | None:
     """The kernel times a timing session stores (this kind's own key, kept as read), or None."""
-    kernels = session.extra.get("kernels")
+    kernels = session.extra("kernels")
     return kernels if isinstance(kernels, Mapping) else None
