@@ -235,13 +235,16 @@ class JsonObject:
     def to_json(self) -> dict[str, Any]:
         """Its JSON form: the keys, values and key order it came with (Any: a subclass says of
         what type its values are)."""
-        return {key: self.json_value(key) for key in self.order}
+        return {key: self._written(key) for key in self.order}
 
     def json_value(self, key: str) -> object:
         """The JSON value of a key it holds (typed or not), as :meth:`to_json` writes it;
         KeyError for one it does not hold."""
         if key not in self.order:
             raise KeyError(key)
+        return self._written(key)
+
+    def _written(self, key: str) -> object:
         if key in self.raw:
             return self.raw[key]
         f = json_fields(type(self))[key]
