@@ -164,12 +164,6 @@ class Paired:
     skipped: dict[str, str] = field(default_factory=dict)
 
     @property
-    def pairs_possible(self) -> bool:
-        """Whether both sides measure it at all (not one that either side skips on purpose):
-        only then can another pair decide it."""
-        return not self.skipped
-
-    @property
     def one_sided(self) -> str | None:
         """``"B"`` when only B has it (new in B), ``"A"`` when only A has it (removed in B),
         ``"A-failed"`` when A ran its test but never measured it (never "new": a test that
@@ -232,7 +226,7 @@ class ABData:
             key
             for key, entry in self.measured.items()
             if entry.one_sided is None
-            and entry.pairs_possible
+            and not entry.skipped  # a side skips it on purpose: no pair can decide it
             and undecided(
                 entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit, most
             )
