@@ -150,9 +150,9 @@ def abandon(pair: StartedPair) -> None:
     for child in pair.procs.values():
         child.stop()
     for reader, write_fd in pair.pipes.values():
-        reader.close()
-        with contextlib.suppress(OSError):
-            os.close(write_fd)
+        for fd in (reader.fd, write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
     shutil.rmtree(pair.folder, ignore_errors=True)
 
 
@@ -300,10 +300,6 @@ class _Lines:
             return decode(line)
         except MessageError as exc:
             return exc
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
 
 
 def _go(write_fd: int) -> bool:
