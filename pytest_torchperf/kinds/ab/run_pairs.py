@@ -2,7 +2,7 @@
 turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and
 forth as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
 
-Each side runs ``<its python> -m pytest <args> --torchperf-child=FILE`` (a
+Each side runs ``<its python> <its flags> -m pytest <this run's args> --torchperf-child=FILE`` (a
 :class:`~pytest_torchperf.run.child_process.ChildCommand`); its end of the turn protocol is a
 pair of pipes whose file descriptors it inherits
 (:data:`~pytest_torchperf.kinds.ab.measure_turns.TURN_FDS_ENV`), and what it measured is read
@@ -85,10 +85,9 @@ def start_pair(
     cpus: Sequence[int],
     ahead: bool = False,
 ) -> StartedPair:
-    """Start pair ``number``: ``<side python> <side flags> -m pytest <args>`` (the controller's
-    arguments) for side A and side B. With
-    ``ahead``, while the pair before it still measures: the two processes start up and collect
-    on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
+    """Start pair ``number``'s two processes (as the module docstring says). With ``ahead``,
+    while the pair before it still measures: they start up and collect on the CPUs the sides do
+    not share, and wait there for :func:`run_pair`."""
     pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
     others = allowed_cpus() - set(cpus)
     try:
