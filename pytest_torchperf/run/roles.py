@@ -10,7 +10,7 @@ asks the role, never the run mode. Pytest-free.
 
 The measurement kinds add roles of their own (a counting child under Valgrind:
 ``kinds/instructions/run.py``; an A/B side and the A/B controller:
-``kinds/ab/run_roles.py``), offered by their run parts; which role a process plays is decided by
+``kinds/ab/run.py``), offered by their run parts; which role a process plays is decided by
 :func:`pytest_torchperf.run.kinds.role_of`.
 """
 

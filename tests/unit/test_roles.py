@@ -1,5 +1,5 @@
 """A process's role (run/roles.py, and the roles the kinds offer: kinds/instructions/run.py,
-kinds/ab/run_roles.py): decided once from how the plugin set up its context
+kinds/ab/run.py): decided once from how the plugin set up its context
 (run/kinds.py:role_of); the pipeline asks it whether to judge, whether to retry an unfit pass,
 and what the baseline is."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from pytest_torchperf.kinds.ab.run import ABController, ABSide
 from pytest_torchperf.kinds.ab.run_data import ABState
-from pytest_torchperf.kinds.ab.run_roles import ABController, ABSide
 from pytest_torchperf.kinds.instructions.run import Counting
 from pytest_torchperf.kinds.instructions.run_counting import CountState
 from pytest_torchperf.run.kinds import role_of

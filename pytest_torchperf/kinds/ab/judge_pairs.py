@@ -168,6 +168,10 @@ def _pct(value: float) -> str:
     return f"{value * 100:+.1f}%"
 
 
+def _ci(iv: Interval) -> str:
+    return f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)})"
+
+
 @dataclass(frozen=True)
 class ABVerdict:
     outcome: Outcome
@@ -240,10 +244,7 @@ def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str
             f"interval needs at least 2 ({figures}). Run more pairs (--torchperf-ab-max-pairs)"
         )
     spread = ", ".join(f"{(p.ratio - 1) * 100:+.1f}%" for p in usable)
-    head = (
-        f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}) vs {against}; "
-        f"limit {limit * 100:g}%"
-    )
+    head = f"{_ci(iv)} vs {against}; limit {limit * 100:g}%"
     dropped = (
         f" ({len(iv.left_out)} left out as far from the others: "
         + ", ".join(_pct(c) for c in iv.left_out)
@@ -347,9 +348,7 @@ def judge_ab_speedup(
             f"{head}: one pair cannot decide a fall (the pairs' interval needs two); run "
             f"more pairs (--torchperf-ab-pairs)"
         )
-    interval_text = (
-        f"{_pct(iv.change)} (95% CI {_pct(iv.low)}..{_pct(iv.high)}); limit {limit * 100:g}%"
-    )
+    interval_text = f"{_ci(iv)}; limit {limit * 100:g}%"
     if decision.case == "fail":
         return (
             f"{head}: fell by {interval_text}. Eager ran in the same processes, so the machine "

@@ -57,11 +57,15 @@ def _controller_gone() -> NoReturn:
 class TurnClient:
     """This side's end of the turn protocol (see the module docstring)."""
 
-    def __init__(self, read_fd: int, write_fd: int, side: str, pair: int = 1) -> None:
+    def __init__(
+        self, read_fd: int, write_fd: int, side: str, pair: int = 1, cpus: set[int] | None = None
+    ) -> None:
         self._in = os.fdopen(read_fd, "r", encoding="utf-8")
         self._out = os.fdopen(write_fd, "w", encoding="utf-8", buffering=1)
         self.side = side
         self.pair = pair
+        #: The CPUs both sides are pinned to on their turns (empty: not pinned).
+        self.cpus = cpus or set()
 
     @classmethod
     def from_environment(cls) -> TurnClient | None:
@@ -75,6 +79,7 @@ class TurnClient:
             write_fd,
             os.environ.get(SIDE_ENV, "?"),
             int(os.environ.get(PAIR_ENV, "1") or 1),
+            {int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()},
         )
 
     def _send(self, message: Message) -> None:
@@ -108,13 +113,16 @@ class TurnClient:
         thread per measurement there are none before.)"""
         self._send(Ready(self.side))
         self._wait()
-        pin_to_shared_cpus()
+        if self.cpus:
+            place(self.cpus)
 
     def bye(self, exitstatus: int) -> None:
         """This side measured and reported everything: give the turn back for good (saying
         its exit status), and leave the shared CPUs to the other side for the rest of this
-        process's life."""
-        leave_shared_cpus()
+        process's life (on the CPUs the sides do not share, when there are any)."""
+        others = allowed_cpus() - self.cpus
+        if self.cpus and others:
+            place(others)
         self._send(Bye(self.side, exitstatus))
 
     def tests(self, nodeids: Sequence[str]) -> None:
@@ -133,23 +141,6 @@ def allowed_cpus() -> set[int]:
         with contextlib.suppress(OSError):
             return set(os.sched_getaffinity(0))
     return set(range(os.cpu_count() or 1))
-
-
-def leave_shared_cpus() -> None:
-    """Move this process onto the CPUs the sides do not share (when there are any)."""
-    cpus = {int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()}
-    if not cpus or not hasattr(os, "sched_getaffinity"):
-        return
-    others = allowed_cpus() - cpus
-    if others:
-        place(others)
-
-
-def pin_to_shared_cpus() -> None:
-    """Pin this process (and the threads it starts later) to the CPUs both sides share."""
-    cpus = [int(c) for c in os.environ.get(CPUS_ENV, "").split(",") if c.strip()]
-    if cpus:
-        place(set(cpus))
 
 
 def place(cpus: set[int], pid: int | None = None) -> None:

@@ -27,10 +27,8 @@ class ABSettings:
     def active(self) -> bool:
         return bool(self.against)
 
-    @property
-    def compares(self) -> bool:
-        """An A/B run always compares its two sides."""
-        return bool(self.against)
+    #: An A/B run always compares its two sides.
+    compares = active
 
     def describe(self, mode: str) -> str | None:
         """The run mode for headers."""

@@ -3,12 +3,10 @@
 Before this run's own test loop, pairs of fresh child pytest runs measure the perf tests: side A
 (REV in a temporary worktree, or the other interpreter;
 :mod:`pytest_torchperf.kinds.ab.run_sides`) and side B (the working tree), each with this run's
-arguments plus ``--torchperf-child FILE``. The two children of a pair are alive together but take
-turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`): this process hands one token back and
-forth (:mod:`pytest_torchperf.kinds.ab.run_pairs`,
-:class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler`), so their timed blocks alternate on
-the same CPU and never overlap. After the first pairs (3 by default), measurements whose interval
-is still undecided get more pairs, up to a cap (8).
+arguments plus ``--torchperf-child FILE``. The two children of a pair take turns, their timed
+blocks alternating on the same CPU (why: :mod:`pytest_torchperf.kinds.ab.measure_turns`; one
+pair: :mod:`pytest_torchperf.kinds.ab.run_pairs`). After the first pairs (3 by default),
+measurements whose interval is still undecided get more pairs, up to a cap (8).
 
 This run then executes the tests itself without timing them: each measurement's Result is judged
 by the comparison engine on the pairs' data (B against A's session records). A side's own end, in

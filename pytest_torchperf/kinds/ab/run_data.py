@@ -1,7 +1,7 @@
 """A/B runs, the controller's logic: whose turn it is, and what the two sides measured (from the
-line a side writes of each measurement: :func:`.run_roles.side_line`). Pytest-free, no torch, no
+line a side writes of each measurement: :func:`.run.side_line`). Pytest-free, no torch, no
 processes (:mod:`pytest_torchperf.kinds.ab.run_pairs` starts them;
-:mod:`pytest_torchperf.kinds.ab.run_roles` concludes variants from them).
+:mod:`pytest_torchperf.kinds.ab.run` concludes variants from them).
 
 :class:`TurnScheduler` decides, each time a side gives the token back (before a timed block, or
 by exiting), which side runs next: the two sides alternate block by block on the measurement both
@@ -164,12 +164,6 @@ class Paired:
     skipped: dict[str, str] = field(default_factory=dict)
 
     @property
-    def pairs_possible(self) -> bool:
-        """Whether both sides measure it at all (not one that either side skips on purpose):
-        only then can another pair decide it."""
-        return not self.skipped
-
-    @property
     def one_sided(self) -> str | None:
         """``"B"`` when only B has it (new in B), ``"A"`` when only A has it (removed in B),
         ``"A-failed"`` when A ran its test but never measured it (never "new": a test that
@@ -232,7 +226,7 @@ class ABData:
             key
             for key, entry in self.measured.items()
             if entry.one_sided is None
-            and entry.pairs_possible
+            and not entry.skipped  # a side skips it on purpose: no pair can decide it
             and undecided(
                 entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit, most
             )
@@ -308,7 +302,7 @@ def _copy(values: Mapping[str, _V] | None) -> dict[str, _V] | None:
 
 def carried_failures(session: Session) -> list[str]:
     """The failures a side found within its run (its line carries them in its session's
-    ``run_failures`` and ``run_failure_kinds``: :func:`.run_roles.side_line`), restored."""
+    ``run_failures`` and ``run_failure_kinds``: :func:`.run.side_line`), restored."""
     failures, kinds = session.extra("run_failures"), session.extra("run_failure_kinds")
     return restore(
         [str(f) for f in failures] if isinstance(failures, list) else [],

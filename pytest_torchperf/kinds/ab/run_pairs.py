@@ -2,7 +2,7 @@
 turns (:mod:`pytest_torchperf.kinds.ab.measure_turns`), this process handing the token back and
 forth as :class:`pytest_torchperf.kinds.ab.run_data.TurnScheduler` decides. Pytest-free, no torch.
 
-Each side runs ``<its python> -m pytest <args> --torchperf-child=FILE`` (a
+Each side runs ``<its python> <its flags> -m pytest <this run's args> --torchperf-child=FILE`` (a
 :class:`~pytest_torchperf.run.child_process.ChildCommand`); its end of the turn protocol is a
 pair of pipes whose file descriptors it inherits
 (:data:`~pytest_torchperf.kinds.ab.measure_turns.TURN_FDS_ENV`), and what it measured is read
@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,14 +85,16 @@ def start_pair(
     cpus: Sequence[int],
     ahead: bool = False,
 ) -> StartedPair:
-    """Start pair ``number``: ``<side python> <side flags> -m pytest <args>`` (the controller's
-    arguments) for side A and side B. With
-    ``ahead``, while the pair before it still measures: the two processes start up and collect
-    on the CPUs the sides do not share, and wait there for :func:`run_pair`."""
+    """Start pair ``number``'s two processes (as the module docstring says). With ``ahead``,
+    while the pair before it still measures: they start up and collect on the CPUs the sides do
+    not share, and wait there for :func:`run_pair`."""
     pair = StartedPair(number, sides, Path(tempfile.mkdtemp(prefix="torchperf-ab-pair-")))
     others = allowed_cpus() - set(cpus)
     try:
         for name, side in sides.items():
+            to_child_r, to_child_w = os.pipe()
+            from_child_r, from_child_w = os.pipe()
+            pair.pipes[name] = (_Lines(from_child_r), to_child_w)
             command = ChildCommand(
                 tuple(side.map_args(args)),
                 side.cwd,
@@ -106,9 +108,26 @@ def start_pair(
                     # measurements.
                     "--maxfail=1000000000",
                 ),
-                env=side.env,
+                env={
+                    **side.env,
+                    TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
+                    SIDE_ENV: name,
+                    PAIR_ENV: str(number),
+                    CPUS_ENV: ",".join(str(c) for c in cpus),
+                },
             )
-            child = _start(command, side, name, number, cpus, pair.folder, pair.pipes)
+            try:
+                child = command.start(
+                    pair.folder / f"{name}.log", pass_fds=(to_child_r, from_child_w)
+                )
+            except OSError as exc:
+                raise SideError(
+                    f"side {name} ({side.label}): cannot start {command.argv()[0]} ({exc})"
+                ) from None
+            finally:  # the child's ends of its pipes, whatever happens
+                os.close(to_child_r)
+                os.close(from_child_w)
+            pair.pipes[name][0].proc = child.process
             pair.procs[name] = child
             if ahead and others:
                 # Off the CPUs the running pair times on (see run_pair).
@@ -130,9 +149,9 @@ def abandon(pair: StartedPair) -> None:
     for child in pair.procs.values():
         child.stop()
     for reader, write_fd in pair.pipes.values():
-        reader.close()
-        with contextlib.suppress(OSError):
-            os.close(write_fd)
+        for fd in (reader.fd, write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
     shutil.rmtree(pair.folder, ignore_errors=True)
 
 
@@ -161,7 +180,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
                 )
 
         byes: dict[str, int] = {}
-        _take_turns(scheduler, pipes, procs, "A" if number % 2 else "B", drop, byes)
+        _take_turns(scheduler, pipes, "A" if number % 2 else "B", drop, byes)
         found: dict[str, dict[Key, SideLine]] = {}
         codes: dict[str, int | None] = {}
         for name in sides:
@@ -197,86 +216,48 @@ def reap(processes: Sequence[ChildProcess], timeout: float = 120.0) -> None:
         child.wait(max(0.1, deadline - time.monotonic()))
 
 
-def _start(
-    command: ChildCommand,
-    side: Side,
-    name: str,
-    number: int,
-    cpus: Sequence[int],
-    folder: Path,
-    pipes: dict[str, tuple[_Lines, int]],
-) -> ChildProcess:
-    """Start one side's process with its two pipes (closed here whatever happens)."""
-    to_child_r, to_child_w = os.pipe()
-    from_child_r, from_child_w = os.pipe()
-    pipes[name] = (_Lines(from_child_r), to_child_w)
-    turns = {
-        TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
-        SIDE_ENV: name,
-        PAIR_ENV: str(number),
-        CPUS_ENV: ",".join(str(c) for c in cpus),
-    }
-    command = replace(command, env={**command.env, **turns})
-    try:
-        child = command.start(folder / f"{name}.log", pass_fds=(to_child_r, from_child_w))
-    except OSError as exc:
-        raise SideError(
-            f"side {name} ({side.label}): cannot start {command.argv()[0]} ({exc})"
-        ) from None
-    finally:
-        os.close(to_child_r)
-        os.close(from_child_w)
-    pipes[name][0].proc = child.process
-    return child
-
-
 def _take_turns(
     scheduler: TurnScheduler,
     pipes: Mapping[str, tuple[_Lines, int]],
-    procs: Mapping[str, ChildProcess],
     first: str,
     drop: Callable[[str, str], None],
     byes: dict[str, int],
 ) -> None:
     """Hand the token between the two children until both have exited (see TurnScheduler).
     A side that goes silent past the timeout, or talks nonsense, is dropped (killed)."""
-    # Both start up and collect together (nothing is timed yet); each then says "ready".
-    for name in pipes:
+
+    def heard(name: str) -> Message | MessageError | None:
+        # The next message past the tests the side says it runs (the scheduler keeps them).
         message = pipes[name][0].message()
-        if isinstance(message, PerfTests):
+        while isinstance(message, PerfTests):
             scheduler.tests[name] = set(message.nodeids)
             message = pipes[name][0].message()
-        if not isinstance(message, Ready):
+        return message
+
+    # Both start up and collect together (nothing is timed yet); each then says "ready".
+    for name in pipes:
+        if not isinstance(heard(name), Ready):
             if pipes[name][0].timed_out:
                 drop(name, f"did not get ready within {PAIR_TIMEOUT_S:.0f} s: killed")
             scheduler.exit(name)
     holder = scheduler.begin(first)
     while holder is not None:
-        if not _go(pipes[holder][1]):
-            holder = scheduler.exit(holder)
+        message = heard(holder) if _go(pipes[holder][1]) else None  # not sent: it died meanwhile
+        # Anything else (a line that is no message: MessageError) is passed over.
+        while message is not None and not isinstance(message, (At, Bye)):
+            message = heard(holder)
+        if isinstance(message, At):
+            holder = scheduler.arrive(holder, (message.nodeid, message.name))
             continue
-        while True:
-            message = pipes[holder][0].message()
-            if message is None:
-                if pipes[holder][0].timed_out:
-                    drop(
-                        holder,
-                        f"held the turn for {PAIR_TIMEOUT_S:.0f} s without giving it back (a "
-                        f"hung test?): killed",
-                    )
-                holder = scheduler.exit(holder)
-                break
-            if isinstance(message, PerfTests):
-                scheduler.tests[holder] = set(message.nodeids)
-                continue
-            if isinstance(message, Bye):  # measured everything; teardown off the shared CPUs
-                byes[holder] = message.code
-                holder = scheduler.exit(holder)
-                break
-            if isinstance(message, At):
-                holder = scheduler.arrive(holder, (message.nodeid, message.name))
-                break
-            # Anything else (a line that is no message: MessageError) is passed over.
+        if isinstance(message, Bye):  # measured everything; teardown off the shared CPUs
+            byes[holder] = message.code
+        elif pipes[holder][0].timed_out:
+            drop(
+                holder,
+                f"held the turn for {PAIR_TIMEOUT_S:.0f} s without giving it back (a hung "
+                f"test?): killed",
+            )
+        holder = scheduler.exit(holder)
 
 
 class _Lines:
@@ -318,10 +299,6 @@ class _Lines:
             return decode(line)
         except MessageError as exc:
             return exc
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
 
 
 def _go(write_fd: int) -> bool:
