@@ -37,6 +37,11 @@ def _remedy(save: str) -> str:
     return REMEDY.replace("pytest --torchperf-save", save)
 
 
+def _since(save: str) -> str:
+    """What a change is measured against: the baseline, or side A in an A/B run (no ``save``)."""
+    return "since the baseline" if save else "in B vs side A"
+
+
 def speedup_check(
     label: str,
     stored: Sequence[float],
@@ -153,14 +158,14 @@ def drift_checks(
             failures.append(
                 Failure(
                     "numerics",
-                    f"{label}: numerics changed since the baseline: {problem}. {_remedy(save)}",
+                    f"{label}: numerics changed {_since(save)}: {problem}. {_remedy(save)}",
                 )
             )
         elif drift > limits["rel_l2"]:
             failures.append(
                 Failure(
                     "numerics",
-                    f"{label}: numerics changed since the baseline: outputs moved by {drift:.2e} "
+                    f"{label}: numerics changed {_since(save)}: outputs moved by {drift:.2e} "
                     f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2). {_remedy(save)}. "
                     f"Random models/inputs must be created inside the test or its function-scoped "
                     f"fixtures (torchperf seeds them with seed=0) or seeded by you",
@@ -172,7 +177,7 @@ def drift_checks(
             failures.append(
                 Failure(
                     "metric",
-                    f"{label}: metric changed since the baseline: {stored_metric:.4g} -> "
+                    f"{label}: metric changed {_since(save)}: {stored_metric:.4g} -> "
                     f"{metric:.4g} ({metric - stored_metric:+.4g}; limit "
                     f"±{limits['metric']:.4g}). {_remedy(save)}",
                 )

@@ -56,9 +56,11 @@ def explain_slowdown(
     name: str,
     sample: Sample,
     counters: Mapping[str, Any] | None = None,
+    against: str = "baseline",
 ) -> list[str]:
     """Profile the target once more (after timing) and name the ops that got slower
-    (``counters``: this run's, read beside the baseline's)."""
+    (``counters``: this run's, read beside the baseline's; ``against``: what the sessions are,
+    ``side A`` in an A/B run)."""
     from pytest_torchperf.measure.profiling import diff_top_ops, median_top_ops, trace_path
 
     path = trace_path(report_dir / "traces", nodeid, f"{name}-regression")
@@ -78,12 +80,13 @@ def explain_slowdown(
             else "no op grew in the profile (the slowdown may be outside torch ops: Python, data, "
             "allocator or machine)"
         )
-        lines = [f"  why (profiled, self time per call vs baseline): {why}"]
+        lines = [f"  why (profiled, self time per call vs {against}): {why}"]
     else:
         top = ", ".join(
             f"{r['op']} {format_time(r['self_cpu'] + r['self_device'])}" for r in rows[:3]
         )
-        lines = [f"  top ops now (no op table stored with the baseline to compare): {top}"]
+        whose = "stored with the baseline" if against == "baseline" else f"from {against}"
+        lines = [f"  top ops now (no op table {whose} to compare): {top}"]
     return [*lines, f"  trace: {path}"]
 
 

@@ -294,6 +294,8 @@ def _compare(
             m.name,
             comparison.sample,
             m.counters,
+            # A kind that keeps no baseline (an A/B run) was judged against side A.
+            against="baseline" if comparison.save else "side A",
         )
     if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
         m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)

@@ -97,6 +97,20 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
         "m: numerics changed since the baseline: outputs moved by 1.00e-01"
     )
     assert failures[1].startswith("m: metric changed since the baseline: 0.9 -> 0.8 (-0.1; limit")
+    # An A/B run keeps no baseline (no save command): the change is B's against side A.
+    ab, _ = drift_checks(
+        "m",
+        stored,
+        speedup=None,
+        fingerprint=moved,
+        metric=0.8,
+        limits={"rel_l2": 1e-5, "metric": 0.02},
+        max_slowdown=0.1,
+        save="",
+    )
+    assert ab[0].startswith("m: numerics changed in B vs side A: outputs moved by 1.00e-01"), ab
+    assert ab[1].startswith("m: metric changed in B vs side A: 0.9 -> 0.8"), ab
+    assert "an A/B run keeps no baseline" in ab[0]
     same, _ = drift_checks(
         "m",
         stored,
