@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import UserValue
+from pytest_torchperf.options.values import parse_device
 
 if TYPE_CHECKING:  # torch is imported lazily, when a device is chosen
     import torch
@@ -27,12 +28,12 @@ class DeviceUnavailable(Exception):
 def select_device(requested: str = "auto") -> torch.device:
     """Return the ``torch.device`` for ``requested`` (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``...).
 
-    Raises :class:`DeviceUnavailable` when the device is absent, and ``ValueError`` for a name
-    torch does not know.
+    Raises :class:`DeviceUnavailable` when the device is absent, and ``ValueError`` (an
+    :class:`~pytest_torchperf.core.errors.OptionError`) for a name that is no device's.
     """
     import torch
 
-    text = (requested or "auto").strip().lower()
+    text = parse_device(requested or "auto")
     if text == "auto":
         accelerator = torch.accelerator.current_accelerator(check_available=True)
         if accelerator is None:
@@ -40,10 +41,11 @@ def select_device(requested: str = "auto") -> torch.device:
         text = accelerator.type
     try:
         device = torch.device(text)
-    except RuntimeError as exc:
-        raise ValueError(
-            f"{requested!r} is not a torch device name (examples: auto, cpu, cuda, cuda:1, mps)"
-        ) from exc
+    except RuntimeError:  # a type of a backend's extension (npu) that is not installed
+        raise DeviceUnavailable(
+            f"device {requested!r} requested but this torch build does not know the device "
+            f"type (its backend's extension is not installed)"
+        ) from None
     if device.type == "cpu":
         return device
     if device.type == "cuda":

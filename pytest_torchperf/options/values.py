@@ -7,6 +7,7 @@ Pure module (no pytest, no torch).
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import re
 from collections.abc import Callable
@@ -194,3 +195,36 @@ def parse_label(value: object) -> str:
     if any(ch in value for ch in "/\\\n\r"):
         raise OptionError(f"{value!r} must not contain '/', '\\' or line breaks")
     return value.strip()
+
+
+#: The device types tests can run on: torch 2.x's list that ``torch.device`` accepts (optionally
+#: with ``:N``) but ``meta`` and ``privateuseone``, and ``npu``, the name Ascend's ``torch_npu``
+#: gives the latter. Kept here so that a misspelt ``--torchperf-device`` is refused when pytest
+#: starts, without importing torch; the first three are the ones the error names first.
+DEVICE_TYPES = (
+    "cpu", "cuda", "mps", "xpu", "hip", "hpu", "mtia", "maia", "xla", "npu", "ipu", "mkldnn",
+    "opengl", "opencl", "ideep", "ve", "fpga", "lazy", "vulkan",
+)  # fmt: skip
+
+_DEVICE_RE = re.compile(r"([a-z]+)(?::(0|[1-9][0-9]*))?")
+
+
+def parse_device(value: object) -> str:
+    """Parse a device name: ``auto``, or a torch device type with an optional index (``cpu``,
+    ``cuda``, ``cuda:1``, ``mps``...), lower-cased. Whether the device is present is decided
+    when a test asks for it (:func:`pytest_torchperf.measure.devices.select_device`)."""
+    text = str(value).strip().lower()
+    match = _DEVICE_RE.fullmatch(text)
+    if text == "auto" or (match and match.group(1) in DEVICE_TYPES):
+        return text
+    kind = match.group(1) if match else text.split(":")[0]
+    close = (
+        ["cuda"] if kind == "gpu" else difflib.get_close_matches(kind, ("auto", *DEVICE_TYPES), n=1)
+    )
+    suffix = text[len(kind) :] if match else ""
+    hint = f" (did you mean {close[0] + suffix!r}?)" if close else ""
+    raise OptionError(
+        f"{value!r} is not a device{hint}: use auto (an accelerator if present, else cpu), cpu, "
+        f"cuda, cuda:N (GPU number N), mps, or another torch device type "
+        f"({', '.join(DEVICE_TYPES[3:])})"
+    )

@@ -14,7 +14,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
-from pytest_torchperf.options.values import argparse_type, parse_bool
+from pytest_torchperf.options.values import argparse_type, parse_bool, parse_device
 from pytest_torchperf.pytest_plugin import child_runs
 
 if TYPE_CHECKING:
@@ -204,7 +204,10 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="store_true", default=default, help=text)
         elif name not in CLI_OPTIONS:
             metavar, allowed = metavars[name], choices.get(name)
-            group.addoption(flag, metavar=metavar, default=None, choices=allowed, help=text)
+            convert = argparse_type(parse_device) if name == "device" else None
+            group.addoption(
+                flag, metavar=metavar, type=convert, default=None, choices=allowed, help=text
+            )
         elif OPTIONS[name].parse is parse_bool:
             group.addoption(flag, action="store_const", const=True, default=None, help=text)
         else:
@@ -260,7 +263,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
     return RunSettings(
         storage=storage,
         report_dir=folder(config, "report_dir", ".torchperf-report"),
-        device=opt("torchperf_device") or config.getini("torchperf_device") or "auto",
+        device=opt("torchperf_device") or _ini_device(config),
         save=opt("torchperf_save"),
         compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"),
@@ -279,6 +282,15 @@ def run_settings(config: pytest.Config) -> RunSettings:
         # Each kind's own run settings, from its plugin part.
         sections=tuple(module.settings(config) for module in parts("plugin", having="settings")),
     )
+
+
+def _ini_device(config: pytest.Config) -> str:
+    """Ini ``torchperf_device``, checked as ``--torchperf-device`` is (default ``auto``)."""
+    raw = config.getini("torchperf_device")
+    try:
+        return parse_device(raw) if raw else "auto"
+    except OptionError as exc:
+        raise pytest.UsageError(f"torchperf: {exc} (ini key torchperf_device)") from None
 
 
 def _workers(config: pytest.Config) -> int:

@@ -219,6 +219,12 @@ def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
             "*--torchperf-disable runs perf tests without timing, so it cannot be combined with*",
         ),
         (["--torchperf-reset"], "*--torchperf-reset only makes sense with --torchperf-save"),
+        (
+            ["--torchperf-compare", "--torchperf-device=cdua"],
+            "*argument --torchperf-device: 'cdua' is not a device (did you mean 'cuda'?): use "
+            "auto (an accelerator if present, else cpu), cpu, cuda, cuda:N (GPU number N), mps, "
+            "or another torch device type (xpu, *",
+        ),
     ],
 )
 def test_invalid_command_line_is_a_usage_error(
@@ -239,6 +245,21 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
         [
             "*torchperf: ini file: invalid value for max_slowdown: 'lots' is not a percentage or "
             "fraction*(ini key torchperf_max_slowdown)"
+        ]
+    )
+
+
+def test_invalid_ini_device_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """Refused when pytest starts: before, a misspelt device failed each test using the
+    torchperf_device fixture with torch's traceback, and the others passed on CPU."""
+    pytester.makefile(".ini", pytest="[pytest]\ntorchperf_device = cdua:1\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*torchperf: 'cdua:1' is not a device (did you mean 'cuda:1'?): use auto *(ini key "
+            "torchperf_device)"
         ]
     )
 

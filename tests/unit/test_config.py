@@ -21,11 +21,53 @@ from pytest_torchperf.options.measure_options import (
 )
 from pytest_torchperf.options.values import (
     parse_bool,
+    parse_device,
     parse_duration,
     parse_fraction,
     parse_label,
     parse_positive_int,
 )
+
+# --------------------------------------------------------------------------------------------------
+# parse_device
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("auto", "auto"),
+        (" CUDA ", "cuda"),
+        ("cuda:1", "cuda:1"),
+        ("mps", "mps"),
+        ("xpu:0", "xpu:0"),
+    ],
+)
+def test_parse_device_accepts_torch_device_names(value: str, expected: str) -> None:
+    assert parse_device(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("cdua", " (did you mean 'cuda'?)"),
+        ("cdua:1", " (did you mean 'cuda:1'?)"),
+        ("gpu", " (did you mean 'cuda'?)"),
+        ("cuda:-1", " (did you mean 'cuda'?)"),
+        ("zzzzzz", ""),
+    ],
+)
+def test_parse_device_refuses_other_names_with_the_accepted_ones(value: str, hint: str) -> None:
+    """Checked without torch: a misspelt device is refused when pytest starts, not when the
+    torchperf_device fixture first asks torch (a raw traceback, and tests without the fixture
+    passing on CPU)."""
+    with pytest.raises(OptionError) as info:
+        parse_device(value)
+    assert str(info.value).startswith(f"{value!r} is not a device{hint}: use auto ("), info.value
+    assert "cpu, cuda, cuda:N (GPU number N), mps, or another torch device type (xpu," in str(
+        info.value
+    )
+
 
 # --------------------------------------------------------------------------------------------------
 # parse_fraction
