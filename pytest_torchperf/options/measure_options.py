@@ -10,7 +10,7 @@ keyword of the ``@pytest.mark.torchperf`` marker, command-line option, ini key, 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -280,24 +280,35 @@ def short_min_time(min_time: float, source: str) -> str | None:
 VALID_KEYWORDS: tuple[str, ...] = tuple(sorted([*OPTIONS, "name"]))
 
 
-def check_keywords(keywords: Mapping[str, object], where: str) -> None:
-    """Raise :class:`OptionError` for an unknown keyword, naming ``where`` and the valid keywords."""
+def check_keywords(
+    keywords: Mapping[str, object], where: str, refused: Collection[str] = ()
+) -> None:
+    """Raise :class:`OptionError` for an unknown keyword, or one of the ``refused`` options that
+    ``where`` may not set, naming ``where`` and the keywords it accepts (the refused left out)."""
+    valid = [key for key in VALID_KEYWORDS if key not in refused]
     for key in keywords:
+        if key in refused:
+            raise OptionError(
+                f"{where}: {key}= cannot be set there. Valid options: {', '.join(valid)}."
+            )
         if key not in VALID_KEYWORDS:
-            close = difflib.get_close_matches(key, VALID_KEYWORDS, n=1)
+            close = difflib.get_close_matches(key, valid, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise OptionError(
                 f"{where}: unknown torchperf option {key!r}.{hint} "
-                f"Valid options: {', '.join(VALID_KEYWORDS)}."
+                f"Valid options: {', '.join(valid)}."
             )
 
 
-def parse_layer(values: Mapping[str, object], where: str) -> dict[str, Any]:
-    """Validate and parse one layer of option values (marker, call, CLI or ini).
+def parse_layer(
+    values: Mapping[str, object], where: str, refused: Collection[str] = ()
+) -> dict[str, Any]:
+    """Validate and parse one layer of option values (marker, call, CLI or ini); ``refused``:
+    options this layer may not set (:func:`check_keywords`).
 
     ``Any``: each value has its own option's type (the table's parser gives it), and the merged
     layers are passed to the dataclass ``replace``, whose keyword types mypy checks per field."""
-    check_keywords(values, where)
+    check_keywords(values, where, refused)
     parsed: dict[str, Any] = {}
     for key, raw in values.items():
         if key == "name":

@@ -45,8 +45,9 @@ class TorchperfFixture:
     source = "torchperf"
     #: Measurements are compared and saved unless the call says ``gate=False`` (timer only).
     gated_by_default = True
-    #: Whether ``variants=`` may be set on a call.
-    builds_variants = True
+    #: Options a call may not set (each refused with its reason below; left out of the
+    #: valid options an unknown keyword's error lists).
+    refused: tuple[str, ...] = ("seed",)
     #: Options this fixture's calls default to, below the call's own keywords.
     defaults: Mapping[str, object] = {}
 
@@ -84,7 +85,7 @@ class TorchperfFixture:
                     f"seeds before the test's fixtures run; set it on the marker, "
                     f"with --torchperf-seed or with ini torchperf_seed"
                 )
-            if not self.builds_variants and "variants" in options:
+            if "variants" in options and "variants" in self.refused:
                 raise OptionError(
                     f"{nodeid}: torchperf_timer does not build variants; use the "
                     f"torchperf fixture with variants=[...]"
@@ -94,6 +95,7 @@ class TorchperfFixture:
                 {**self.defaults, **options, "name": name},
                 marker_options(self._item),
                 nodeid,
+                self.refused,
             )
             measurement_name = (
                 name or (explicit if not self._state.names else None) or _target_name(target)
@@ -218,7 +220,7 @@ class TimerFixture(TorchperfFixture):
 
     source = "timer"
     gated_by_default = False
-    builds_variants = False
+    refused = ("seed", "variants")
     defaults = {"counters": False, "check_finite": False, "inference": False}
 
 

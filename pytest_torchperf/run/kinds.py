@@ -10,7 +10,7 @@ Pytest-free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import JSONObject
@@ -41,15 +41,19 @@ def role_of(ctx: RunContext) -> Role:
 
 
 def resolve_options(
-    ctx: RunContext, call: Mapping[str, object], marker: Mapping[str, object], where: str
+    ctx: RunContext,
+    call: Mapping[str, object],
+    marker: Mapping[str, object],
+    where: str,
+    refused: Collection[str] = (),
 ) -> tuple[MeasureOptions, str | None]:
     """A measurement's options: its call's keywords over its marker's, the command line's and
-    the ini file's (each layer validated), then each kind's adjustment for the run it is in
-    (:attr:`KindRun.adjust_options`: an A/B run's defaults). Returns the options and the
-    measurement's explicit name."""
+    the ini file's (each layer validated; ``refused``: options the call may not set), then each
+    kind's adjustment for the run it is in (:attr:`KindRun.adjust_options`: an A/B run's
+    defaults). Returns the options and the measurement's explicit name."""
     from pytest_torchperf.options.measure_options import parse_layer, resolve
 
-    call_layer = parse_layer(call, f"{where}: torchperf(...) call")
+    call_layer = parse_layer(call, f"{where}: torchperf(...) call", refused)
     marker_layer = parse_layer(marker, f"{where}: @pytest.mark.torchperf")
     options = resolve(call_layer, marker_layer, ctx.settings.cli, ctx.settings.ini)
     ctx.check_min_time(

@@ -197,6 +197,28 @@ def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
     assert result.ret != 0
 
 
+def test_call_keyword_error_lists_only_what_a_call_may_set(perf: pytest.Pytester) -> None:
+    """seed= is refused on a call (torchperf seeds before the test's fixtures run), so the
+    options a call's unknown keyword lists leave it out; torchperf_timer's leave out variants."""
+    perf.makepyfile("""
+        def test_fixture(torchperf):
+            torchperf(lambda: None, threadz=2)
+
+        def test_timer(torchperf_timer):
+            torchperf_timer(lambda: None, threadz=2)
+    """)
+    result = perf.runpytest()
+    out = result.stdout.str()
+    lines = [line for line in out.splitlines() if "unknown torchperf option 'threadz'" in line]
+    fixture = [line for line in lines if "test_fixture" in line]
+    timer = [line for line in lines if "test_timer" in line]
+    assert fixture and timer, out
+    assert "Did you mean 'threads'?" in fixture[0] and ", variants, " in fixture[0], fixture
+    assert not any("seed" in line for line in lines), lines
+    assert "variants" not in timer[0], timer
+    assert result.ret != 0
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -361,6 +361,22 @@ def test_check_keywords_unknown_without_close_match_has_no_hint():
     assert "Valid options:" in msg
 
 
+def test_check_keywords_leaves_out_what_the_layer_may_not_set():
+    """A call may not set seed=: its unknown-keyword error neither lists nor suggests it (the
+    list offered seed, and a call with seed=3 was then refused)."""
+    valid = ", ".join(k for k in VALID_KEYWORDS if k != "seed")
+    with pytest.raises(OptionError) as info:
+        check_keywords({"sed": 3}, "t.py::t: torchperf(...) call", refused=("seed",))
+    assert str(info.value) == (
+        f"t.py::t: torchperf(...) call: unknown torchperf option 'sed'. Valid options: {valid}."
+    )
+    with pytest.raises(OptionError) as info:
+        check_keywords({"seed": 3}, "t.py::t: torchperf(...) call", refused=("seed",))
+    assert str(info.value) == (
+        f"t.py::t: torchperf(...) call: seed= cannot be set there. Valid options: {valid}."
+    )
+
+
 @pytest.mark.parametrize(
     ("typo", "suggestion"),
     [("thread", "threads"), ("warm_up", "warmup"), ("min_tim", "min_time"), ("stric", "strict")],
