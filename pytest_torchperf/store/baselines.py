@@ -97,10 +97,12 @@ class BaselineStore:
         try:
             doc: dict[str, Any] = json.loads(text)
         except json.JSONDecodeError as exc:
+            # json's own message may end in "at" ("Unterminated string starting at").
+            problem = exc.msg.removesuffix(" at")
             what = (
                 "is empty"
                 if not text.strip()
-                else f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+                else f"is not valid JSON ({problem} at line {exc.lineno} column {exc.colno})"
             )
             raise BaselineFileError(path, what) from None
         validate_document(doc, path)

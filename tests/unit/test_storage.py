@@ -390,6 +390,17 @@ def test_invalid_json_reports_line_and_column(tmp_path):
         store.load_sessions(ENV, NODE, NAME)
 
 
+def test_invalid_json_whose_message_ends_in_at_says_it_once(tmp_path):
+    """json's "Unterminated string starting at" read "starting at at line 2" in our wording."""
+    store = BaselineStore(tmp_path)
+    _write_module_file(store, '{\n  "format": "pytest-torch')
+    with pytest.raises(BaselineFileError) as info:
+        store.load_sessions(ENV, NODE, NAME)
+    assert info.value.problem == (
+        "is not valid JSON (Unterminated string starting at line 2 column 13)"
+    )
+
+
 def test_older_schema_version_is_accepted(tmp_path):
     store = BaselineStore(tmp_path)
     _write_module_file(store, json.dumps({**valid_doc(), "schema_version": 0}))
