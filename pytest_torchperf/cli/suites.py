@@ -96,6 +96,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.history import (
+        counted,
         format_figure,
         history_html,
         read_runs,
@@ -116,7 +117,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             )
     if len(runs) < 2 * MIN_SEGMENT:
         print(
-            f"torchperf: warning: {len(runs)} runs: a step needs {MIN_SEGMENT} runs on each side "
+            f"torchperf: warning: {counted(len(runs), 'run')}: a step needs {MIN_SEGMENT} runs on each side "
             f"of it, so no step can be found before {2 * MIN_SEGMENT} runs"
         )
     series = series_of(
@@ -130,9 +131,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     environments = {s.environment_id for s in series}
     normalised = sum(1 for s in series if s.normalised)
     print(
-        f"torchperf: history of {len(runs)} runs ({first.short} {first.time or ''} .. "
-        f"{last.short} {last.time or ''}), {len(series)} measurements in "
-        f"{len(environments)} environment{'s' if len(environments) != 1 else ''}"
+        f"torchperf: history of {counted(len(runs), 'run')} ({first.short} {first.time or ''} .. "
+        f"{last.short} {last.time or ''}), {counted(len(series), 'measurement')} in "
+        f"{counted(len(environments), 'environment')}"
         + (
             f"; times of {normalised} over the machine's speed (calibration kernel; --raw: as "
             f"measured)"
@@ -149,7 +150,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             "name": s.name,
             "runs": len(s.values),
             "latest": format_figure(s.values[-1], s.unit),
-            "noise": f"{s.noise * 100:.2g}%",
+            "noise": s.noise_text(),
             "steps": ", ".join(
                 f"{st.change * 100:+.1f}% at {runs[s.runs[st.index]].short}" for st in s.steps
             )
@@ -166,7 +167,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         f"{len(steps) - slower} faster)"
     )
     if args.html:
-        title = f"torchperf history: {len(runs)} runs"
+        title = f"torchperf history: {counted(len(runs), 'run')}"
         write(args.html, history_html(series, runs, title), "trend page")
     unrecovered = [(s, still_slower(s, args.min_step)) for s in series]
     slow = [(s, step) for s, step in unrecovered if step is not None]

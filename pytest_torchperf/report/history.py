@@ -80,6 +80,16 @@ class Series:
     def label(self) -> str:
         return f"{self.nodeid} {self.name}"
 
+    def noise_text(self) -> str:
+        """The noise between runs as the tables show it; ``-`` for a series of one run (its
+        :attr:`noise` is then only the floor, no measured figure)."""
+        return f"{self.noise * 100:.2g}%" if len(self.values) > 1 else "-"
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 run``, ``2 runs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
 
 def result_files(paths: Sequence[Path | str]) -> list[Path]:
     """The results files under ``paths`` (folders are searched recursively for ``*.json``)."""
@@ -298,7 +308,7 @@ def history_html(series: Sequence[Series], runs: Sequence[Run], title: str) -> s
             f"<tr><td>{html.escape(s.nodeid)}</td><td>{html.escape(s.name)}</td>"
             f"<td>{html.escape(s.environment_id)}</td><td>{len(s.values)}</td>"
             f"<td>{html.escape(format_figure(s.values[-1], s.unit))}</td>"
-            f"<td>{s.noise * 100:.2g}%</td><td>{chart}</td><td>{steps or '-'}</td></tr>"
+            f"<td>{s.noise_text()}</td><td>{chart}</td><td>{steps or '-'}</td></tr>"
         )
     with_steps = sum(1 for s in series if s.steps)
     return (
@@ -309,7 +319,8 @@ def history_html(series: Sequence[Series], runs: Sequence[Run], title: str) -> s
         "th,td{padding:4px 6px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}"
         "th{background:#f9fafb}.muted{color:#6b7280}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
-        f"<p>{len(runs)} runs, {len(series)} measurements, {with_steps} with steps. "
+        f"<p>{counted(len(runs), 'run')}, {counted(len(series), 'measurement')}, "
+        f"{with_steps} with steps. "
         '<span class="muted">Dots: each run\'s figure (hover for the commit); red lines: '
         "steps, at the first run after them.</span></p>"
         "<table><thead><tr><th>test</th><th>name</th><th>environment</th><th>runs</th>"

@@ -9,6 +9,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pytest_torchperf import cli
 from pytest_torchperf.report.benchmark_json import benchmark_json
 from pytest_torchperf.report.history import (
     history_html,
@@ -214,3 +217,21 @@ def test_a_step_next_to_an_outlier_names_the_other_commit_range_too(tmp_path: Pa
     assert "from run 5 of 9 on, between commits 03bbbbbbbb and 04bbbbbbbb" in line, line
     assert "; or one run later, between commits 04bbbbbbbb and 05bbbbbbbb (git log" in line, line
     assert "run 5 (04bbbbbbbb) measured 58" in line and "+52% from the level before" in line, line
+
+
+def test_a_history_of_one_run_says_run_and_shows_no_noise_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run: "1 run", "1 measurement", and the noise column "-" (it read "1 runs" and a noise
+    of 0.01 %, the floor of a figure that needs two runs)."""
+    path = _run_file(tmp_path / "r.json", "ab" * 20, "2026-11-01T12:00:00+00:00", {"mlp": 1e-3})
+    page = tmp_path / "trend.html"
+    assert cli.main(["history", str(path), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "torchperf: warning: 1 run: a step needs 3 runs on each side" in out, out
+    assert "torchperf: history of 1 run (ababababab " in out and "), 1 measurement in 1 " in out
+    assert re.search(r"t\.py::test_mlp +mlp +1 +1 ms +- +-$", out, re.MULTILINE), out
+    assert "%" not in out, out
+    html = page.read_text()
+    assert "<title>torchperf history: 1 run</title>" in html and "<p>1 run, 1 measurement, " in html
+    assert "<td>-</td><td><svg" in html
