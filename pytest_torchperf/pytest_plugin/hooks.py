@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "itself is timed.",
     )
     plugin_options.check_rootdir(config)
+    plugin_options.check_ini_keys(config)
     extensions.register_kinds(config)
     _register_kinds_plugins(config)
     settings = plugin_options.run_settings(config)

@@ -122,6 +122,32 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
     return config.rootpath / default
 
 
+def check_ini_keys(config: pytest.Config) -> None:
+    """Refuse an unknown ``torchperf_*`` ini key, naming the closest known one, as an unknown
+    marker keyword is refused: pytest itself only warns ``Unknown config option``, and the
+    setting the user meant silently keeps its default."""
+    unknown = []
+    for key in config.inicfg:  # the ini file's keys (no values are read)
+        if key.startswith("torchperf_"):
+            try:
+                config.getini(key)
+            except ValueError:  # not registered by this plugin or its kinds
+                unknown.append(key)
+    if not unknown:
+        return
+    import difflib
+
+    known = sorted(f"torchperf_{name}" for name in _ini_keys())
+    key = unknown[0]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    where = f" in {config.inipath}" if config.inipath else ""
+    raise pytest.UsageError(
+        f"torchperf: unknown ini key {key!r}{where}.{hint} Known torchperf keys: "
+        f"{', '.join(known)} (pytest --help lists them with their meaning)."
+    )
+
+
 def check_rootdir(config: pytest.Config) -> None:
     """Refuse a run whose rootdir pytest chose from an option's value.
 
@@ -180,6 +206,17 @@ def check_rootdir(config: pytest.Config) -> None:
     )
 
 
+def _declared(table: str) -> dict[str, Any]:
+    """One of the option tables the child runs and each kind's plugin part declare."""
+    owners = (child_runs, *parts("plugin", having="CLI_HELP"))
+    return {k: v for owner in owners for k, v in getattr(owner, table, {}).items()}
+
+
+def _ini_keys() -> dict[str, str]:
+    """Every ``torchperf_<name>`` ini key: name -> help."""
+    return _declared("INI_HELP") | _INI_HELP
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register ``--torchperf-*`` options and ``torchperf_*`` ini keys: this module's, then those
     the child runs and each kind's plugin part declare where they read them (``CLI_HELP``,
@@ -187,15 +224,10 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup(
         "torchperf", "performance regressions of PyTorch models (pytest-torchperf)"
     )
-    owners = (child_runs, *parts("plugin", having="CLI_HELP"))
-
-    def declared(table: str) -> dict[str, Any]:
-        return {k: v for owner in owners for k, v in getattr(owner, table, {}).items()}
-
-    cli = _CLI_HELP | declared("CLI_HELP")
-    metavars = _METAVARS | declared("METAVARS")
-    ini = declared("INI_HELP") | _INI_HELP
-    choices = declared("CHOICES")
+    cli = _CLI_HELP | _declared("CLI_HELP")
+    metavars = _METAVARS | _declared("METAVARS")
+    ini = _ini_keys()
+    choices = _declared("CHOICES")
     for name, text in cli.items():
         flag = f"--torchperf-{name.replace('_', '-')}"
         if name not in CLI_OPTIONS and name not in metavars:

@@ -271,6 +271,29 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     )
 
 
+def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.Pytester) -> None:
+    """Like an unknown marker keyword: pytest itself only warned "Unknown config option", and
+    the limit meant kept its default."""
+    pytester.makefile(".ini", pytest="[pytest]\ntorchperf_max_slowdwn = 20%\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*torchperf: unknown ini key 'torchperf_max_slowdwn' in *pytest.ini. Did you mean "
+            "'torchperf_max_slowdown'? Known torchperf keys: torchperf_confirm, *torchperf_device,"
+            "*torchperf_processes, *(pytest --help lists them with their meaning)."
+        ]
+    )
+    # The keys of the plugin and its kinds are known.
+    pytester.makefile(
+        ".ini",
+        pytest="[pytest]\ntorchperf_max_slowdown = 20%\ntorchperf_processes = 1\n"
+        "torchperf_instructions = false\n",
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
 def test_invalid_ini_device_is_a_usage_error(pytester: pytest.Pytester) -> None:
     """Refused when pytest starts: before, a misspelt device failed each test using the
     torchperf_device fixture with torch's traceback, and the others passed on CPU."""
