@@ -5,6 +5,8 @@ spread, a slower machine. Pure.
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -212,17 +214,33 @@ def loosening_options(
 
 
 def loosening_option(problem: str) -> str:
-    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`),
-    for a machine that is always like that."""
+    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`,
+    or its head as a save stores it), for a machine that is always like that. A limit it names
+    lies above the figure ``problem`` measured: a save told to store a 113 % spread anyway with
+    ``--torchperf-max-spread=50%`` was refused again."""
     if problem.startswith("CPU share"):
         return "--torchperf-min-cpu-share=0"
     if problem.startswith("other processes kept"):
         return "--torchperf-max-neighbour-load=100%"
     if problem.startswith("spread"):
-        return "a wider --torchperf-max-spread (e.g. 50%)"
+        spread = re.search(r"IQR/median ([0-9.]+)%", problem)
+        return f"a wider --torchperf-max-spread (e.g. {_round_above(spread, 50)})"
     if problem.startswith("the GPU"):
         return "--torchperf-min-gpu-clock=0"
-    return "--torchperf-max-machine-slowdown=1000%"
+    slower = re.search(r"\+([0-9.]+)% slower", problem)
+    return f"--torchperf-max-machine-slowdown={_round_above(slower, 1000)}"
+
+
+def _round_above(measured: re.Match[str] | None, least: int) -> str:
+    """A round percentage above the ``measured`` one (a match of its figure), at least
+    ``least``: 50, 100, 200 or 500 %, then the next multiple of its leading digit's power of 10
+    (1234 % -> 2000 %)."""
+    percent = float(measured.group(1)) if measured else 0.0
+    for round_percent in (50, 100, 200, 500):
+        if round_percent >= least and round_percent > percent:
+            return f"{round_percent}%"
+    step = 10 ** math.floor(math.log10(max(percent, least)))
+    return f"{max(least, (math.floor(percent / step) + 1) * step)}%"
 
 
 #: Why a pass could not be trusted, in a word per guard (run summaries count them).

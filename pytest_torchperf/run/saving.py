@@ -158,7 +158,7 @@ def queue_save(
                 f"the machine ran the calibration kernel {format_change(ratio)} slower than "
                 f"{what} {figures}{times}). Stored now, this baseline would make unchanged code "
                 f"look faster in every later compare. Save again when the machine is quiet, or "
-                f"store it anyway with --torchperf-max-machine-slowdown=1000%."
+                f"store it anyway with {loosening_option(why)}."
             )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
