@@ -46,6 +46,11 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
         "--torchperf-html=report.html",
     )
     assert compare.ret == pytest.ExitCode.OK
+    (path,) = baseline_files(perf.path / ".torchperf")
+    doc = json.loads(path.read_text())
+    (session,) = next(iter(doc["tests"].values()))["sleepy"]["sessions"]
+    # The session keeps the option of every guard the save named, for a compare to name.
+    assert session["untimed_options"] == ["--torchperf-min-cpu-share=0"]
     line = (
         "gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
         "timing not judged: 1 no timing baseline (sleepy)"
@@ -82,6 +87,20 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.stdout.fnmatch_lines(["torchperf: run failed: timing was judged for only 0 of 1*"])
 
+    # A save whose pass tripped two guards stored both options: a compare names both.
+    session["untimed_options"] = [
+        "--torchperf-min-cpu-share=0",
+        "--torchperf-max-neighbour-load=100%",
+    ]
+    path.write_text(json.dumps(doc))
+    both = perf.runpytest("--torchperf-compare")
+    both.stdout.fnmatch_lines(
+        [
+            "*sleepy: no timing baseline: *, or store it anyway with --torchperf-min-cpu-share=0 "
+            "and --torchperf-max-neighbour-load=100%"
+        ]
+    )
+
     # An extra op is caught by the counters, whatever the timing baseline.
     perf.makepyfile(STARVED.format(extra=" * 2"))
     changed = perf.runpytest("--torchperf-compare")
@@ -90,6 +109,24 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
         [
             "sleepy: counters changed vs baseline: ops changed: new aten::mul x1*",
             "sleepy: numerics changed since the baseline*",
+        ]
+    )
+
+
+def test_a_compare_names_every_looser_guard_its_baseline_was_saved_with(
+    perf: pytest.Pytester,
+) -> None:
+    """Seen: the note named --torchperf-min-cpu-share=0 alone, and only the run that passed it
+    named --torchperf-max-neighbour-load=100%, the other guard the save had loosened."""
+    perf.makepyfile(STARVED.format(extra=""))
+    # This suite's ini loosens both guards: the save stores the timing with them.
+    assert perf.runpytest("--torchperf-save").ret == pytest.ExitCode.OK
+    compare = perf.runpytest("--torchperf-compare", GUARDED, "--torchperf-max-neighbour-load=50%")
+    compare.stdout.fnmatch_lines(
+        [
+            "*its baseline was saved with --torchperf-min-cpu-share=0 and "
+            "--torchperf-max-neighbour-load=100%: pass the same to this compare to judge it "
+            "the way its baseline was taken*"
         ]
     )
 

@@ -204,3 +204,15 @@ def test_a_machine_slowdown_suggested_lies_above_the_slowdown_measured() -> None
     assert loosening_option("machine +1234.5% slower than the stored sessions") == (
         "--torchperf-max-machine-slowdown=2000%"
     )
+
+
+def test_an_untimed_session_keeps_the_option_of_every_guard_it_tripped() -> None:
+    """The save named two options; the session it stored must, for a compare to name both."""
+    sample = Sample(SUMMARY, cpu_share=0.5, neighbour_load=0.99, queued_share=0.45)
+    result, state = _save(sample)
+    both = ["--torchperf-min-cpu-share=0", "--torchperf-max-neighbour-load=100%"]
+    assert result.untimed_options == both
+    assert "store it anyway with " + " and ".join(both) in state.warnings[0]
+    [pending] = state.pending
+    assert pending.record.untimed == "CPU share 0.50 < 0.90"
+    assert list(pending.record.untimed_options) == both
