@@ -268,6 +268,10 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
 
     save = perf.runpytest("--torchperf-save", BOUND)
     assert save.ret == pytest.ExitCode.TESTS_FAILED, save.stdout.str()
+    # The table's row says what the failure line says, not a bare 'measured, saved'.
+    save.stdout.fnmatch_lines(
+        ["*mlp*measured, saved; no gate: the timing sessions stored disagree too much (limit *)"]
+    )
     save.stdout.fnmatch_lines(
         [
             "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "

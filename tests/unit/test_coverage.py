@@ -287,6 +287,13 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
         "judges at 138.07%: no gate (over 30%)"
     ), lines[1]
     assert lines[2].startswith("  gru: timing of 5 of 5 processes stored, baseline p25 160 us")
+    # The save table's row says so too, not a bare 'measured, saved' beside the failure line.
+    mlp, gru = _read([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)])
+    assert outcome_label(mlp) == (
+        "measured, saved; no gate: the timing sessions stored disagree too much (limit "
+        "138.07% > 30%)"
+    )
+    assert outcome_label(gru) == "measured, saved"
     # Steady sessions alone: the save passes and lists nothing.
     steady = coverage(_read([saved_with("gru", STEADY, 5, 5)]), False)
     assert steady is not None and run_failure(steady, strict=False) is None
