@@ -9,6 +9,7 @@ Deterministic without a real neighbour: a target that sleeps uses no CPU, so the
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -280,8 +281,20 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "torchperf:   mlp: timing of 1 of 1 processes stored, 6 timing sessions in all with earlier "
             "saves', baseline p25 *, process noise *; a compare judges at *: no gate (over 30%)",
             "torchperf: run failed: the timing sessions now stored disagree too much to "
-            "gate for 1 of 1 measurements: mlp (6 sessions*). Save again on a quieter machine, "
-            "replacing them (pytest --torchperf-save --torchperf-reset)*--torchperf-max-widening=*",
+            "gate for 1 of 1 measurements: mlp (6 sessions*). Timing cannot gate on this "
+            "machine (a limit over 100% lets code twice as slow pass): gate on instruction counts "
+            "(--torchperf-instructions) or A/B pairs (--torchperf-ab REV) instead, or save the "
+            "baseline again on a quieter machine, replacing its sessions (pytest --torchperf-save "
+            "--torchperf-reset)",
+        ]
+    )
+
+    # torchperf show says the same of it.
+    shown = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "show")
+    shown.stdout.fnmatch_lines(
+        [
+            "*no gate (*% > 30%: timing cannot gate here: use --torchperf-instructions or "
+            "--torchperf-ab)*"
         ]
     )
 
@@ -291,7 +304,8 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
         [
             "*mlp: timing not judged, *vs baseline: the 6 stored sessions (fresh processes of "
             "unchanged code) put this machine's process-to-process noise at *, which widens the "
-            "10% limit to *, beyond the 30% allowed (3x the limit)*",
+            "10% limit to *, beyond the 30% allowed (3x the limit)*Timing cannot gate on this "
+            "machine*--torchperf-instructions*--torchperf-ab REV*",
             "torchperf: gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics "
             "1 of 1; timing not judged: 1 noisy baseline (mlp)",
             "torchperf: warning: timing was judged for only 0 of 1 measurements*save them again "
