@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.failures import label_categories
-from pytest_torchperf.judge.tolerance import NOISY_BASELINE
+from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import label_of
 from pytest_torchperf.store.record import Record, RecordedVerdict
 
@@ -21,7 +22,8 @@ def outcome_label(record: Record) -> str:
     the kinds of :data:`pytest_torchperf.judge.failures.CATEGORIES` in that order; then ``, saved``,
     ``, saved without timing: <why>`` (counters and numerics stored), ``, saved but not this
     process's session (<why>)`` (``--torchperf-processes``: the others were stored) or ``, not
-    saved: <why>`` in saving runs.
+    saved: <why>`` in saving runs, with ``; no gate: ...`` where the timing sessions now stored
+    disagree too much to gate (the save's failure line names them too).
     """
     verdict = record.verdict or RecordedVerdict()
     outcome = record.outcome
@@ -55,6 +57,19 @@ def outcome_label(record: Record) -> str:
         label += ", saved"
         if record.not_saved:  # some processes' sessions were kept, not this one
             label += f" but not {record.not_saved}"
+        label += _no_gate(record)
     elif record.not_saved:
         label += f", not saved: {record.not_saved}"
     return label
+
+
+def _no_gate(record: Record) -> str:
+    """``; no gate: ...`` where the timing sessions a save left stored imply a limit too wide to
+    gate (a row read ``measured, saved`` while the run failed for it)."""
+    stored = StoredBaseline.from_dict(record.stored) if record.stored else None
+    if stored is None or not stored.wide:
+        return ""
+    return (
+        f"; no gate: the timing sessions stored disagree too much (limit "
+        f"{format_percent(stored.limit)} > {format_percent(stored.bound or 0.0)})"
+    )

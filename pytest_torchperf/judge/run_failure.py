@@ -7,7 +7,6 @@ measurements, why, and every option or step that would mend it. Pure: works on a
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from pytest_torchperf.core.units import format_percent
@@ -19,6 +18,7 @@ from pytest_torchperf.judge.coverage import (
     weak_gate_warning,
 )
 from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
+from pytest_torchperf.judge.tolerance import no_gate_remedy
 
 
 def run_failure(cov: Coverage, strict: bool) -> str | None:
@@ -43,7 +43,8 @@ def _no_gate_failure(cov: Coverage) -> str | None:
     wide = cov.no_gate
     if not wide:
         return None
-    worst = max(b.limit / b.tolerance for b in wide.values())
+    # The widest decides: a factor that accepts it accepts them all, and over 100 % none helps.
+    worst = max(wide.values(), key=lambda b: b.limit / b.tolerance)
     each = "; ".join(
         f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
         f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
@@ -52,10 +53,7 @@ def _no_gate_failure(cov: Coverage) -> str | None:
     )
     return (
         f"the timing sessions now stored disagree too much to gate for {len(wide)} of "
-        f"{cov.measurements} measurements: {each}. Save again on a quieter machine, replacing "
-        f"them (pytest --torchperf-save --torchperf-reset), gate on instruction counts "
-        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept limits that "
-        f"wide with --torchperf-max-widening={math.ceil(worst)}"
+        f"{cov.measurements} measurements: {each}. {no_gate_remedy(worst.limit, worst.tolerance)}"
     )
 
 

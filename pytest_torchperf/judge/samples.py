@@ -11,6 +11,7 @@ processes' statistics shrinks it by about sqrt(N).
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -216,15 +217,37 @@ GPU_CLOCK = "GPU clock"
 _GUARDS = (
     ("CPU share", BUSY, "--torchperf-min-cpu-share=0"),
     ("other processes kept", BUSY, "--torchperf-max-neighbour-load=100%"),
-    ("spread", SPREAD, "a wider --torchperf-max-spread (e.g. 50%)"),
+    ("spread", SPREAD, "a wider --torchperf-max-spread (e.g. {above})"),
     ("the GPU", GPU_CLOCK, "--torchperf-min-gpu-clock=0"),
-    ("", SLOWER, "--torchperf-max-machine-slowdown=1000%"),
+    ("", SLOWER, "--torchperf-max-machine-slowdown={above}"),
 )
+#: The guards whose option names a limit: the figure their sentence measured, and the least
+#: limit suggested.
+_MEASURED = {SPREAD: (r"IQR/median ([0-9.]+)%", 50), SLOWER: (r"\+([0-9.]+)% slower", 1000)}
 
 
 def loosening_option(problem: str) -> str:
-    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`)."""
-    return next(option for start, _, option in _GUARDS if problem.startswith(start))
+    """The option that loosens the guard behind ``problem`` (a sentence of :func:`guard_problem`,
+    or its head as a save stores it). A limit it names lies above the figure ``problem``
+    measured: a save told to store a 113 % spread anyway with ``--torchperf-max-spread=50%``
+    was refused again."""
+    _, word, option = next(guard for guard in _GUARDS if problem.startswith(guard[0]))
+    if word not in _MEASURED:
+        return option
+    pattern, least = _MEASURED[word]
+    return option.format(above=_round_above(re.search(pattern, problem), least))
+
+
+def _round_above(measured: re.Match[str] | None, least: int) -> str:
+    """A round percentage above the ``measured`` one (a match of its figure), at least
+    ``least``: 50, 100, 200 or 500 %, then the next multiple of its leading digit's power of 10
+    (1234 % -> 2000 %)."""
+    percent = float(measured.group(1)) if measured else 0.0
+    for round_percent in (50, 100, 200, 500):
+        if round_percent >= least and round_percent > percent:
+            return f"{round_percent}%"
+    step = 10 ** math.floor(math.log10(max(percent, least)))
+    return f"{max(least, (math.floor(percent / step) + 1) * step)}%"
 
 
 def refusing_guard(problem: str) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_torchperf.core.stats import robust_cv
 from pytest_torchperf.core.types import JSONObject
+from pytest_torchperf.core.units import format_percent
 
 #: Stored sessions from which their robust CV counts too (fewer: the range alone).
 NOISE_AWARE_MIN_SESSIONS = 5
@@ -85,6 +86,47 @@ def widened_beyond(limit: float, tolerance: float, max_widening: float) -> bool:
     """Whether ``limit`` (``tolerance`` widened to the noise) is too wide to be a gate."""
     bound = widening_bound(tolerance, max_widening)
     return bound is not None and limit > bound * (1 + 1e-9)
+
+
+#: A limit wider than this passes code twice as slow: no ``--torchperf-max-widening`` factor
+#: makes such a timing a gate (a loaded 2-core save was told to accept a 15 % limit widened to
+#: 482 % with ``--torchperf-max-widening=33``); the remedy is another kind of measurement.
+MAX_GATING_LIMIT = 1.0
+
+_MODES = "gate on instruction counts (--torchperf-instructions) or A/B pairs (--torchperf-ab REV)"
+
+
+def no_gate_remedy(limit: float, tolerance: float) -> str:
+    """What mends a timing ``limit`` (``tolerance`` widened) beyond the widening bound, one
+    sentence that save, compare and ``torchperf show`` share: saving again, the modes that gate
+    on a noisy machine and the ``--torchperf-max-widening`` factor that accepts it, or, for a
+    limit over :data:`MAX_GATING_LIMIT`, that timing cannot gate on this machine and those
+    modes instead."""
+    save = (
+        "save the baseline again on a quieter machine, replacing its sessions (pytest "
+        "--torchperf-save --torchperf-reset)"
+    )
+    if limit > MAX_GATING_LIMIT:
+        return (
+            f"Timing cannot gate on this machine (a limit over {format_percent(MAX_GATING_LIMIT)}"
+            f" lets code twice as slow pass): {_MODES} instead, or {save}"
+        )
+    return (
+        f"{save[0].upper()}{save[1:]}, {_MODES}, or accept the wider limit with "
+        f"--torchperf-max-widening={widening_factor(limit, tolerance)}"
+    )
+
+
+def no_gate_hint(limit: float, tolerance: float) -> str:
+    """:func:`no_gate_remedy` in a few words, for a table cell (``torchperf show``)."""
+    if limit > MAX_GATING_LIMIT:
+        return "timing cannot gate here: use --torchperf-instructions or --torchperf-ab"
+    return f"--torchperf-max-widening={widening_factor(limit, tolerance)} accepts it"
+
+
+def widening_factor(limit: float, tolerance: float) -> int:
+    """The smallest whole ``--torchperf-max-widening`` factor that admits ``limit``."""
+    return math.ceil(limit / tolerance - 1e-9)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ worded into a message, notes and figures (:func:`word`); :func:`judge` does both
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -28,6 +27,7 @@ from pytest_torchperf.judge.samples import (
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
     NOISY_BASELINE,
+    no_gate_remedy,
     widened_beyond,
     widening_bound,
 )
@@ -140,9 +140,8 @@ def word(
             bound = widening_bound(d.tolerance, d.max_widening) or d.limit
             notes.append(
                 f"{noise}that widens it to {format_percent(d.limit)}, beyond the "
-                f"{format_percent(bound)} allowed: even on a quiet machine its timing is no gate "
-                f"until the baseline is saved again (pytest --torchperf-save --torchperf-reset), "
-                f"or --torchperf-max-widening={_factor_for(d.limit, d.tolerance)} accepts it"
+                f"{format_percent(bound)} allowed: even on a quiet machine its timing is no "
+                f"gate. {no_gate_remedy(d.limit, d.tolerance)}"
             )
         else:
             notes.append(f"{noise}judged at {format_percent(d.limit)} (3 standard deviations)")
@@ -270,16 +269,9 @@ def _noisy_baseline(label: str, d: Decision, where: str) -> str:
         f"process-to-process noise at {format_percent(d.noise or 0.0)}, which widens the "
         f"{format_percent(d.tolerance)} limit to {format_percent(limit)}, beyond the "
         f"{format_percent(bound)} allowed ({d.max_widening:g}x the limit): a slowdown below "
-        f"{format_percent(limit)} would pass unseen, so this is no gate. Save the baseline again where runs repeat (pytest "
-        f"--torchperf-save --torchperf-reset on a quieter machine), gate on instruction counts "
-        f"(--torchperf-instructions) or A/B pairs (--torchperf-ab REV), or accept the wider "
-        f"limit with --torchperf-max-widening={_factor_for(limit, d.tolerance)}"
+        f"{format_percent(limit)} would pass unseen, so this is no gate. "
+        f"{no_gate_remedy(limit, d.tolerance)}"
     )
-
-
-def _factor_for(limit: float, tolerance: float) -> str:
-    """The smallest whole ``--torchperf-max-widening`` factor that admits ``limit``."""
-    return f"{math.ceil(limit / tolerance - 1e-9)}"
 
 
 def _confidence_line(d: Decision) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
-from pytest_torchperf.judge.tolerance import MAX_WIDENING, stored_baseline
+from pytest_torchperf.judge.tolerance import MAX_WIDENING, no_gate_hint, stored_baseline
 from pytest_torchperf.report.kinds import report_part, report_parts
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.environment import environment_mode
@@ -102,7 +102,10 @@ def compare_limit(sessions: Sequence[Session], mode: str) -> str:
         float(gate.get("max_widening", MAX_WIDENING)),
     )
     if stored.wide:
-        return f"no gate ({format_percent(stored.limit)} > {format_percent(stored.bound or 0)})"
+        return (
+            f"no gate ({format_percent(stored.limit)} > {format_percent(stored.bound or 0)}: "
+            f"{no_gate_hint(stored.limit, tolerance)})"
+        )
     if stored.noise is None:
         return f"{format_percent(stored.limit)} (1 session: noise unknown)"
     return format_percent(stored.limit)

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pytest_torchperf.core.json_fields import json_number, json_texts
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.labels import outcome_label
-from pytest_torchperf.judge.samples import loosening_option
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -234,8 +233,9 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
                 f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
             )
             if group[0].verdict and group[0].verdict.untimed:
-                why = reason.partition("(")[2].rpartition(")")[0]
-                anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
+                # The options every guard that refused the save needs, as its verdict says them.
+                message = group[0].verdict.message or ""
+                anyway = "".join(message.rpartition(", or store it anyway")[1:])
                 lines.append(
                     f"no timing baseline for {len(group)} measurements ({shown}{more}): "
                     f"{reason.replace('could not time it', 'could not time them')}; what else "

@@ -135,30 +135,29 @@ def queue_save(
         # code; every other guard (a busy neighbour included) blames the machine.
         if isinstance(problem, str) and refusing_guard(problem) == IDLE:
             why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
-            detail = (
-                f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with "
-                f"{loosening_option(problem)}."
-            )
+            anyway = [loosening_option(problem)]
+            detail = f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with {anyway[0]}."
         elif isinstance(problem, str):
             why = problem.split(":")[0]
-            result.untimed_options = loosening_options(final, GuardLimits.of(m.options)) or [
+            anyway = loosening_options(final, GuardLimits.of(m.options)) or [
                 loosening_option(problem)
             ]
+            result.untimed_options = anyway
             detail = (
                 f"{problem} ({times}). Save again on a quieter machine, or, where this machine "
-                f"is always this busy, store it anyway with "
-                f"{' and '.join(result.untimed_options)}"
-                + (" (every guard this pass trips)." if len(result.untimed_options) > 1 else ".")
+                f"is always this busy, store it anyway with {' and '.join(anyway)}"
+                + (" (every guard this pass trips)." if len(anyway) > 1 else ".")
             )
         else:
             ratio, reference, what = problem
             why = machine_why(ratio, what)
+            anyway = [loosening_option(why)]
             figures = f"({format_time(final.calibration)} vs {format_time(reference)} per call; "
             detail = (
                 f"the machine ran the calibration kernel {format_change(ratio)} slower than "
                 f"{what} {figures}{times}). Stored now, this baseline would make unchanged code "
                 f"look faster in every later compare. Save again when the machine is quiet, or "
-                f"store it anyway with --torchperf-max-machine-slowdown=1000%."
+                f"store it anyway with {anyway[0]}."
             )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
@@ -172,7 +171,7 @@ def queue_save(
             # are stored and gated; the timing is what is missing, and the run fails for it
             # unless a --torchperf-fallback save stored the instruction count, which then gates
             # instead (judge/run_failure.py).
-            records.append(untimed_record(record, why))
+            records.append(untimed_record(record, why, anyway))
             result.untimed = why
             state.warnings.append(f"{m.name}: timing not saved ({_kept_too(record)}): {detail}")
     else:
@@ -234,9 +233,13 @@ TIMING_KEYS = (
 )
 
 
-def untimed_record(record: Session, why: str) -> Session:
-    """A session without its timing: ``statistic`` null and ``untimed`` saying why."""
-    return record.without(*TIMING_KEYS).updated({"statistic": None, "times": [], "untimed": why})
+def untimed_record(record: Session, why: str, options: Sequence[str] = ()) -> Session:
+    """A session without its timing: ``statistic`` null, ``untimed`` saying why and
+    ``untimed_options`` the option of every guard that refused it (a compare names them all)."""
+    values: dict[str, object] = {"statistic": None, "times": [], "untimed": why}
+    if options:
+        values["untimed_options"] = list(options)
+    return record.without(*TIMING_KEYS).updated(values)
 
 
 #: The keys of the session a timed measurement stores, in the file's order (the measurement

@@ -41,6 +41,9 @@ class Session(JsonObject):
     statistic: float | None = None
     #: Why this session stores no timing (the guard that refused every pass); None when timed.
     untimed: str | None = None
+    #: With ``untimed``: the option of every guard that refused the save's pass (storing its
+    #: timing anyway needs them all); empty in older files and timed sessions.
+    untimed_options: tuple[str, ...] = ()
     stats: Mapping[str, float] | None = None
     times: tuple[float, ...] = ()
     number_per_block: int | None = None

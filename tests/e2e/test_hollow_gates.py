@@ -9,6 +9,7 @@ Deterministic without a real neighbour: a target that sleeps uses no CPU, so the
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -46,6 +47,11 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
         "--torchperf-html=report.html",
     )
     assert compare.ret == pytest.ExitCode.OK
+    (path,) = baseline_files(perf.path / ".torchperf")
+    doc = json.loads(path.read_text())
+    (session,) = next(iter(doc["tests"].values()))["sleepy"]["sessions"]
+    # The session keeps the option of every guard the save named, for a compare to name.
+    assert session["untimed_options"] == ["--torchperf-min-cpu-share=0"]
     line = (
         "gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
         "timing not judged: 1 no timing baseline (sleepy)"
@@ -82,6 +88,20 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     strict.stdout.fnmatch_lines(["torchperf: run failed: timing was judged for only 0 of 1*"])
 
+    # A save whose pass tripped two guards stored both options: a compare names both.
+    session["untimed_options"] = [
+        "--torchperf-min-cpu-share=0",
+        "--torchperf-max-neighbour-load=100%",
+    ]
+    path.write_text(json.dumps(doc))
+    both = perf.runpytest("--torchperf-compare")
+    both.stdout.fnmatch_lines(
+        [
+            "*sleepy: no timing baseline: *, or store it anyway with --torchperf-min-cpu-share=0 "
+            "and --torchperf-max-neighbour-load=100%"
+        ]
+    )
+
     # An extra op is caught by the counters, whatever the timing baseline.
     perf.makepyfile(STARVED.format(extra=" * 2"))
     changed = perf.runpytest("--torchperf-compare")
@@ -90,6 +110,24 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
         [
             "sleepy: counters changed vs baseline: ops changed: new aten::mul x1*",
             "sleepy: numerics changed since the baseline*",
+        ]
+    )
+
+
+def test_a_compare_names_every_looser_guard_its_baseline_was_saved_with(
+    perf: pytest.Pytester,
+) -> None:
+    """Seen: the note named --torchperf-min-cpu-share=0 alone, and only the run that passed it
+    named --torchperf-max-neighbour-load=100%, the other guard the save had loosened."""
+    perf.makepyfile(STARVED.format(extra=""))
+    # This suite's ini loosens both guards: the save stores the timing with them.
+    assert perf.runpytest("--torchperf-save").ret == pytest.ExitCode.OK
+    compare = perf.runpytest("--torchperf-compare", GUARDED, "--torchperf-max-neighbour-load=50%")
+    compare.stdout.fnmatch_lines(
+        [
+            "*its baseline was saved with --torchperf-min-cpu-share=0 and "
+            "--torchperf-max-neighbour-load=100%: pass the same to this compare to judge it "
+            "the way its baseline was taken*"
         ]
     )
 
@@ -231,6 +269,10 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
 
     save = perf.runpytest("--torchperf-save", BOUND)
     assert save.ret == pytest.ExitCode.TESTS_FAILED, save.stdout.str()
+    # The table's row says what the failure line says, not a bare 'measured, saved'.
+    save.stdout.fnmatch_lines(
+        ["*mlp*measured, saved; no gate: the timing sessions stored disagree too much (limit *)"]
+    )
     save.stdout.fnmatch_lines(
         [
             "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "
@@ -239,8 +281,20 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "torchperf:   mlp: timing of 1 of 1 processes stored, 6 timing sessions in all with earlier "
             "saves', baseline p25 *, process noise *; a compare judges at *: no gate (over 30%)",
             "torchperf: run failed: the timing sessions now stored disagree too much to "
-            "gate for 1 of 1 measurements: mlp (6 sessions*). Save again on a quieter machine, "
-            "replacing them (pytest --torchperf-save --torchperf-reset)*--torchperf-max-widening=*",
+            "gate for 1 of 1 measurements: mlp (6 sessions*). Timing cannot gate on this "
+            "machine (a limit over 100% lets code twice as slow pass): gate on instruction counts "
+            "(--torchperf-instructions) or A/B pairs (--torchperf-ab REV) instead, or save the "
+            "baseline again on a quieter machine, replacing its sessions (pytest --torchperf-save "
+            "--torchperf-reset)",
+        ]
+    )
+
+    # torchperf show says the same of it.
+    shown = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "show")
+    shown.stdout.fnmatch_lines(
+        [
+            "*no gate (*% > 30%: timing cannot gate here: use --torchperf-instructions or "
+            "--torchperf-ab)*"
         ]
     )
 
@@ -250,7 +304,8 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
         [
             "*mlp: timing not judged, *vs baseline: the 6 stored sessions (fresh processes of "
             "unchanged code) put this machine's process-to-process noise at *, which widens the "
-            "10% limit to *, beyond the 30% allowed (3x the limit)*",
+            "10% limit to *, beyond the 30% allowed (3x the limit)*Timing cannot gate on this "
+            "machine*--torchperf-instructions*--torchperf-ab REV*",
             "torchperf: gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics "
             "1 of 1; timing not judged: 1 noisy baseline (mlp)",
             "torchperf: warning: timing was judged for only 0 of 1 measurements*save them again "

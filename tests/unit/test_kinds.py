@@ -211,6 +211,42 @@ def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None
     assert not any("saved with" in n for n in other.verdict.notes), other.verdict.notes
 
 
+def test_the_looser_guards_note_names_every_option_at_once() -> None:
+    """A save on a busy machine loosened two guards; the compare's note named only
+    --torchperf-min-cpu-share=0, and only once that was passed did the next run name
+    --torchperf-max-neighbour-load=100%."""
+    busy = Sample(summarize(TIMES), 0.3, TIMES, neighbour_load=0.99, queued_share=0.7)
+    saved = _session(gate={"max_neighbour_load": 1.0, "min_cpu_share": 0.0})
+    result = compare(Candidate("mlp", busy), [saved], Gate(), remeasure=lambda: busy)
+    assert result.verdict.outcome.value == "inconclusive"
+    assert (
+        "its baseline was saved with --torchperf-min-cpu-share=0 and "
+        "--torchperf-max-neighbour-load=100%: pass the same to this compare to judge it the "
+        "way its baseline was taken"
+    ) in result.verdict.notes, result.verdict.notes
+
+
+def test_an_untimed_baseline_names_every_option_the_save_named() -> None:
+    """The save said to store it anyway with --torchperf-min-cpu-share=0 and
+    --torchperf-max-neighbour-load=100%; the compare named only the first."""
+    from pytest_torchperf.run.saving import untimed_record
+
+    options = ["--torchperf-min-cpu-share=0", "--torchperf-max-neighbour-load=100%"]
+    untimed = untimed_record(_session(run_id="r"), "CPU share 0.30 < 0.90", options)
+    assert untimed.untimed_options == tuple(options)
+    assert Session.from_json(untimed.to_json()) == untimed  # as its file holds it
+    result = compare(Candidate("mlp", _sample()), [untimed], Gate(), remeasure=never)
+    assert result.outcome == "new"
+    assert result.verdict.message.endswith(
+        "or store it anyway with --torchperf-min-cpu-share=0 and "
+        "--torchperf-max-neighbour-load=100%"
+    ), result.verdict.message
+    # Files written before the session kept them name the first guard's option.
+    older = untimed.without("untimed_options")
+    old = compare(Candidate("mlp", _sample()), [older], Gate(), remeasure=never)
+    assert old.verdict.message.endswith("or store it anyway with --torchperf-min-cpu-share=0")
+
+
 def never() -> Sample:
     raise AssertionError("no pass may be taken")
 

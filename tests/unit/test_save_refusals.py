@@ -9,7 +9,7 @@ from typing import Any
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.coverage import Coverage
 from pytest_torchperf.judge.run_failure import run_failure
-from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, refusing_guard
+from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, loosening_option, refusing_guard
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.saving import queue_save, save_guard
 from pytest_torchperf.run.state import TestState
@@ -23,9 +23,10 @@ def _save(
     others: list[Any] | None = None,
     wait_left: float = 12.0,
     session: dict[str, Any] | None = None,
+    options: MeasureOptions | None = None,
 ) -> tuple[Any, TestState]:
     """Queue the save of ``sample`` in one process, with the default guards switched on."""
-    options = MeasureOptions(min_cpu_share=0.9, max_neighbour_load=0.5)
+    options = options or MeasureOptions(min_cpu_share=0.9, max_neighbour_load=0.5)
     quiet = SimpleNamespace(last_spent=0.0, budget=12.0, left=wait_left)
     ctx = SimpleNamespace(quiet=quiet, run_id="run")
     state = TestState()
@@ -174,3 +175,44 @@ def test_a_refused_save_names_every_guard_its_pass_trips() -> None:
         "store the timing anyway with --torchperf-max-neighbour-load=100% and "
         "--torchperf-min-cpu-share=0"
     ), failure
+
+
+def test_a_wider_spread_suggested_lies_above_the_spread_measured() -> None:
+    """Seen: a save run with the flags a refused save suggested (--torchperf-max-spread=50%
+    among them) was told 'spread IQR/median 113.11% > 50% ... store it anyway with a wider
+    --torchperf-max-spread (e.g. 50%)': the value already in use."""
+    wide = summarize([1e-3, 1e-3, 2.2e-3, 3.5e-3, 3.5e-3])
+    assert wide.relative_iqr > 1.0
+    loosened = MeasureOptions(min_cpu_share=0.0, max_neighbour_load=1.0, max_spread=0.5)
+    result, state = _save(Sample(wide, cpu_share=1.0), options=loosened)
+    assert result.untimed.startswith("spread IQR/median ")
+    [warning] = state.warnings
+    assert "> 50%" in warning
+    assert "store it anyway with a wider --torchperf-max-spread (e.g. 200%)." in warning
+    assert result.untimed_options == ["a wider --torchperf-max-spread (e.g. 200%)"]
+    # A compare (or the run's failure line) reads the stored head alone: the same value.
+    assert loosening_option(result.untimed) == "a wider --torchperf-max-spread (e.g. 200%)"
+    assert loosening_option("spread IQR/median 30% > 25%") == (
+        "a wider --torchperf-max-spread (e.g. 50%)"
+    )
+
+
+def test_a_machine_slowdown_suggested_lies_above_the_slowdown_measured() -> None:
+    assert loosening_option("machine +61.0% slower than the stored sessions") == (
+        "--torchperf-max-machine-slowdown=1000%"
+    )
+    assert loosening_option("machine +1234.5% slower than the stored sessions") == (
+        "--torchperf-max-machine-slowdown=2000%"
+    )
+
+
+def test_an_untimed_session_keeps_the_option_of_every_guard_it_tripped() -> None:
+    """The save named two options; the session it stored must, for a compare to name both."""
+    sample = Sample(SUMMARY, cpu_share=0.5, neighbour_load=0.99, queued_share=0.45)
+    result, state = _save(sample)
+    both = ["--torchperf-min-cpu-share=0", "--torchperf-max-neighbour-load=100%"]
+    assert result.untimed_options == both
+    assert "store it anyway with " + " and ".join(both) in state.warnings[0]
+    [pending] = state.pending
+    assert pending.record.untimed == "CPU share 0.50 < 0.90"
+    assert list(pending.record.untimed_options) == both

@@ -915,9 +915,15 @@ def test_torchperf_show_says_what_limit_a_compare_holds_each_baseline_to() -> No
     steady = [session(s, **gate) for s in (160e-6, 161e-6, 159e-6, 162e-6, 160e-6)]
     jumpy = [session(s, **gate) for s in (262e-6, 163e-6, 256e-6, 323e-6, 156e-6)]
     assert compare_limit(steady, "time") == "10%"
-    assert compare_limit(jumpy, "time").startswith("no gate (") and "> 30%)" in compare_limit(
-        jumpy, "time"
+    assert compare_limit(jumpy, "time") == (
+        "no gate (138.07% > 30%: timing cannot gate here: use --torchperf-instructions or "
+        "--torchperf-ab)"
     )
+    # Under 100 %, the factor that accepts it (as the save and the compare name it).
+    tight = {"gate": {"max_slowdown": 0.10, "max_widening": 1.0}}
+    wavy = [session(s, **tight) for s in (1.0e-3, 1.05e-3, 0.95e-3, 1.02e-3, 0.98e-3)]
+    assert compare_limit(wavy, "time").startswith("no gate (")
+    assert compare_limit(wavy, "time").endswith(": --torchperf-max-widening=2 accepts it)")
     assert compare_limit(steady[:1], "time") == "10% (1 session: noise unknown)"
     untimed = session().updated({"statistic": None, "untimed": "busy"})
     assert compare_limit([untimed], "time") == "-"

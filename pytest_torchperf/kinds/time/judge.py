@@ -73,13 +73,14 @@ class TimeKind(Kind):
                 and s.calibration_kernel == candidate.calibration_kernel
             ],
         )
-        # Only the option that loosens the guard that refused this pass can judge it as the
-        # baseline was judged: a busy neighbour's option does not help a crowded CPU.
+        # Said only where the guard that refused this pass is among the looser ones (a busy
+        # neighbour's option does not help a crowded CPU); then naming them all: told one at a
+        # time, a busy machine's next compare was refused by the next guard.
         refused_by = judgement.verdict.loosened_by or ""
-        looser = [
-            option for option in looser_guards(gate, timed) if option.split("=")[0] in refused_by
-        ]
-        if judgement.verdict.outcome is Outcome.INCONCLUSIVE and looser:
+        looser = looser_guards(gate, timed)
+        if judgement.verdict.outcome is Outcome.INCONCLUSIVE and any(
+            option.split("=")[0] in refused_by for option in looser
+        ):
             verdict = judgement.verdict
             judgement.verdict = replace(
                 verdict,
@@ -136,6 +137,9 @@ def looser_guards(gate: Gate, timed: Sequence[Session]) -> list[str]:
     found = []
     if saved.get("min_cpu_share", gate.min_cpu_share) < gate.min_cpu_share:
         found.append(f"--torchperf-min-cpu-share={saved['min_cpu_share']:g}")
+    if saved.get("min_gpu_clock", gate.min_gpu_clock) < gate.min_gpu_clock:
+        clock = saved["min_gpu_clock"]
+        found.append(f"--torchperf-min-gpu-clock={format_percent(clock) if clock else 0}")
     for key, option in (
         ("max_neighbour_load", "--torchperf-max-neighbour-load"),
         ("max_spread", "--torchperf-max-spread"),
@@ -154,10 +158,14 @@ def untimed_verdict(
 ) -> Verdict:
     """The timing verdict against sessions that hold counters and numerics but no timing (every
     pass of the save was refused by a guard): no timing baseline, said as such (strict fails it
-    like ``new``); what is still gated against those sessions (``gated``) is said."""
-    why = next((s.untimed for s in reversed(sessions) if s.untimed), "")
+    like ``new``); what is still gated against those sessions (``gated``) is said, and the
+    option of every guard that refused the save (storing it anyway needs them all)."""
+    latest = next((s for s in reversed(sessions) if s.untimed), None)
+    why = latest.untimed if latest and latest.untimed else ""
+    options = list(latest.untimed_options) if latest and latest.untimed_options else []
+    options = options or ([loosening_option(why)] if why else [])
     reason = f"the save could not time it ({why})" if why else "the save could not time it"
-    anyway = f", or store it anyway with {loosening_option(why)}" if why else ""
+    anyway = f", or store it anyway with {' and '.join(options)}" if options else ""
     count = f"{len(sessions)} stored session{'s' if len(sessions) != 1 else ''}"
     store = (
         IDLE_REMEDY
