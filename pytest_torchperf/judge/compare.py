@@ -117,7 +117,12 @@ def compare(
     save = kind.save
     if others:
         verdict = explain_new(verdict, label, where, others, save)
-    elif verdict.outcome is Outcome.NEW and where.storage_missing and not gate.saving:
+    elif (
+        verdict.outcome is Outcome.NEW
+        and where.storage_missing
+        and not gate.saving
+        and kind.needs_baseline  # an A/B run reads no storage folder
+    ):
         # A typo in --torchperf-storage or a forgotten `git add`: said, not "no baseline yet".
         verdict = replace(
             verdict,
