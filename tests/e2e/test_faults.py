@@ -77,9 +77,10 @@ import torch
 
 @pytest.mark.torchperf
 def test_sleepy(torchperf):
-    # Sleeping uses no CPU: the contention guard sees a CPU share near 0, as under a CPU hog.
+    # Sleeping uses no CPU: the contention guard sees a CPU share near 0, as under a CPU hog
+    # (20 ms: well above the run-queue delay of a thread waking on a loaded machine).
     # The CPU tensor input makes it a CPU measurement on a GPU machine too (guards are CPU's).
-    torchperf(lambda x: time.sleep(0.002), torch.zeros(1), name="sleepy")
+    torchperf(lambda x: time.sleep(0.02), torch.zeros(1), name="sleepy")
 """
 
 
