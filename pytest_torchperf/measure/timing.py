@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # torch is imported lazily, on the first measurement
     import torch
 
     from pytest_torchperf.measure.gpu_clocks import ClockReader, ClockReading
-    from pytest_torchperf.measure.profiling import OpRow
+    from pytest_torchperf.measure.op_tables import OpRow
 
 
 class NonFiniteOutputError(AssertionError):

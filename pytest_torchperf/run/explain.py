@@ -61,7 +61,8 @@ def explain_slowdown(
     """Profile the target once more (after timing) and name the ops that got slower
     (``counters``: this run's, read beside the baseline's; ``against``: what the sessions are,
     ``side A`` in an A/B run)."""
-    from pytest_torchperf.measure.profiling import diff_top_ops, median_top_ops, trace_path
+    from pytest_torchperf.measure.op_tables import diff_top_ops, median_top_ops
+    from pytest_torchperf.measure.profiling import trace_path
 
     path = trace_path(report_dir / "traces", nodeid, f"{name}-regression")
     try:

@@ -7,12 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchperf.measure.profiling import (
-    OUTSIDE_OPS,
-    diff_top_ops,
-    median_top_ops,
-    profile_call,
-)
+from pytest_torchperf.measure.op_tables import OUTSIDE_OPS, diff_top_ops, median_top_ops
+from pytest_torchperf.measure.profiling import profile_call
 
 
 class Encoder(torch.nn.Module):

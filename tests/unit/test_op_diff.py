@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.measure.profiling import OUTSIDE_OPS, diff_top_ops, quickest_per_op
+from pytest_torchperf.measure.op_tables import OUTSIDE_OPS, diff_top_ops, quickest_per_op
 
 
 def _row(op: str, us: float, calls: float = 1.0) -> dict:
