@@ -56,6 +56,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return 2
     store = BaselineStore(Path(args.baseline))
+    if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
+        # Said once: a folder compared with itself judges each save only against earlier ones.
+        print(
+            "torchperf: the candidate is a baseline folder: each measurement's latest session is "
+            "judged against the sessions stored before the save that wrote it (a save's own "
+            "sessions are never its baseline)"
+        )
     rows, details = [], []
     judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order

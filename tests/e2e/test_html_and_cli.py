@@ -422,3 +422,14 @@ def test_lenient(torchperf):
     assert "in re-measures in this process" in capsys.readouterr().out  # the plugin's own passes
     assert cli.main(["compare", str(perf.path / "no-such-folder"), str(perf.path / "r.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # A folder as the candidate, here the baseline folder itself: the latest save is judged
+    # against the sessions before it (10x slower ones: an improvement), and the run says how.
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    capsys.readouterr()
+    folder = str(perf.path / ".torchperf")
+    assert cli.main(["compare", folder, folder, "--min-cpu-share", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "the candidate is a baseline folder: each measurement's latest session is judged " in out
+    # Judged against the earlier, 10x faster sessions (not its own): some +900 %, a pass at 9900 %.
+    assert re.search(r"lenient .*\+[0-9]{3,4}(\.[0-9])?%", out), out
+    assert "torchperf: 1 pass" in out, out
