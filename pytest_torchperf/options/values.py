@@ -218,9 +218,14 @@ def parse_device(value: object) -> str:
     if text == "auto" or (match and match.group(1) in DEVICE_TYPES):
         return text
     kind = match.group(1) if match else text.split(":")[0]
-    close = (
-        ["cuda"] if kind == "gpu" else difflib.get_close_matches(kind, ("auto", *DEVICE_TYPES), n=1)
-    )
+    known = ("auto", *DEVICE_TYPES)
+    close = ["cuda"] if kind == "gpu" else difflib.get_close_matches(kind, known, n=1, cutoff=0.75)
+    if match and (not close or kind == "meta"):
+        # Another backend's name (``mlu``, ``musa``: registered with torch when its package is
+        # imported) or one torch has that times nothing (``meta``): the test that asks for it
+        # decides (select_device skips it where torch does not know the name). Refused here is
+        # what reads as a typo of a known name.
+        return text
     suffix = text[len(kind) :] if match else ""
     hint = f" (did you mean {close[0] + suffix!r}?)" if close else ""
     raise OptionError(
