@@ -117,8 +117,8 @@ def cmd_history(args: argparse.Namespace) -> int:
             )
     if len(runs) < 2 * MIN_SEGMENT:
         print(
-            f"torchperf: warning: {counted(len(runs), 'run')}: a step needs {MIN_SEGMENT} runs on each side "
-            f"of it, so no step can be found before {2 * MIN_SEGMENT} runs"
+            f"torchperf: warning: {counted(len(runs), 'run')}: a step needs {MIN_SEGMENT} runs "
+            f"on each side of it, so no step can be found before {2 * MIN_SEGMENT} runs"
         )
     series = series_of(
         runs,

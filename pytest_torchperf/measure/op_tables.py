@@ -227,9 +227,13 @@ def _op_counts(counters: Mapping[str, Any] | None) -> dict[str, float]:
 def _flops_growth(
     counters: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
 ) -> str | None:
-    """How much the call's FLOPs grew (``+300.0%``), when by more than profile noise, else None."""
+    """How much the call's FLOPs grew (``+300.0%``), when by more than profile noise with the
+    very same ops and calls (so the shapes grew, not another op's work), else None."""
     then, now = (c.get("flops") if c else None for c in counters)
     if not isinstance(then, (int, float)) or not isinstance(now, (int, float)) or then <= 0:
+        return None
+    ops_then, ops_now = (_op_counts(c) for c in counters)
+    if not ops_then or ops_then != ops_now:  # an op added or dropped may carry the FLOPs
         return None
     return f"{(now / then - 1) * 100:+.1f}%" if now >= (1 + NOISE) * then else None
 

@@ -141,7 +141,14 @@ def check_ini_keys(config: pytest.Config) -> None:
     key = unknown[0]
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    where = f" in {config.inipath}" if config.inipath else ""
+    overrides = [o.split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
+    where = (
+        " in -o/--override-ini"
+        if key in overrides
+        else f" in {config.inipath}"
+        if config.inipath
+        else ""
+    )
     raise pytest.UsageError(
         f"torchperf: unknown ini key {key!r}{where}.{hint} Known torchperf keys: "
         f"{', '.join(known)} (pytest --help lists them with their meaning)."

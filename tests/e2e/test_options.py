@@ -292,6 +292,12 @@ def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.
         "torchperf_instructions = false\n",
     )
     pytester.runpytest().assert_outcomes(passed=1)
+    # A key given with -o is refused too, saying where it came from.
+    typo = pytester.runpytest("-o", "torchperf_max_slowdwn=5%")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    typo.stderr.fnmatch_lines(
+        ["*unknown ini key 'torchperf_max_slowdwn' in -o/--override-ini. Did you mean*"]
+    )
 
 
 def test_invalid_ini_device_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -154,13 +154,19 @@ def test_the_same_calls_doing_more_work_are_not_called_a_slower_op() -> None:
         _row("aten::mm", 16),
         _row("aten::bmm", 8, 2),
     ]
-    wider = ({"flops": 1_000_000}, {"flops": 4_000_000})
+    ops = {"ops": {"aten::addmm": 3, "aten::mm": 1, "aten::bmm": 2}}
+    wider = ({**ops, "flops": 1_000_000}, {**ops, "flops": 4_000_000})
     assert diff_top_ops(BASE, now, counters=wider) == [
         "aten::addmm self time +1000% (+200 us), the same calls, while the call's FLOPs grew "
         "+300.0%: each call does more work (larger shapes), not a slower op"
     ]
     # FLOPs within profile noise: the op itself got slower.
-    same = ({"flops": 1_000_000}, {"flops": 1_010_000})
+    same = ({**ops, "flops": 1_000_000}, {**ops, "flops": 1_010_000})
     assert diff_top_ops(BASE, now, counters=same) == [
+        "aten::addmm self time +1000% (+200 us), the same calls: this op got slower"
+    ]
+    # FLOPs grown with an op added: that op may carry them, so nothing is credited to addmm.
+    added = (wider[0], {"ops": {**ops["ops"], "aten::mul": 1}, "flops": 4_000_000})
+    assert diff_top_ops(BASE, now, counters=added) == [
         "aten::addmm self time +1000% (+200 us), the same calls: this op got slower"
     ]
