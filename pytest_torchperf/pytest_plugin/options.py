@@ -6,6 +6,7 @@ the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,12 +123,23 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
     return config.rootpath / default
 
 
+def _ini_file_keys(config: pytest.Config) -> list[str]:
+    """The keys the ini file (and ``-o``) set. pytest 9 deprecated ``Config.inicfg`` (a warning
+    in every run that reads it) and offers no public list of them; its own unknown-key check
+    reads ``_inicfg``, so that is read where it exists, ``inicfg`` before pytest 9, and nothing
+    (no check) where neither does."""
+    keys = getattr(config, "_inicfg", None)
+    if keys is None and not hasattr(type(config), "inicfg"):  # an attribute before pytest 9
+        keys = getattr(config, "inicfg", None)
+    return list(keys) if isinstance(keys, Mapping) else []
+
+
 def check_ini_keys(config: pytest.Config) -> None:
     """Refuse an unknown ``torchperf_*`` ini key, naming the closest known one, as an unknown
     marker keyword is refused: pytest itself only warns ``Unknown config option``, and the
     setting the user meant silently keeps its default."""
     unknown = []
-    for key in config.inicfg:  # the ini file's keys (no values are read)
+    for key in _ini_file_keys(config):
         if key.startswith("torchperf_"):
             try:
                 config.getini(key)
