@@ -151,6 +151,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Reject bad marker arguments up front and apply --torchperf-skip / --torchperf-only."""
     skip_perf = config.getoption("torchperf_skip")
     only_perf = config.getoption("torchperf_only")
+    # Every bad marker at once (a fix per run was a run per typo), each test's once: its
+    # parametrized items share the marker.
+    bad_markers: dict[str, str] = {}
     for item in items:
         marked = item.get_closest_marker(MARKER) is not None
         names = getattr(item, "fixturenames", ())
@@ -169,12 +172,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             try:
                 parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
             except OptionError as exc:
-                raise pytest.UsageError(str(exc)) from None
+                test = item.nodeid.split("[", 1)[0]
+                bad_markers.setdefault(str(exc).replace(item.nodeid, test), str(exc))
+                continue
             variant_items.check_variant_item(config, item, FIXTURE in names)
         if skip_perf and perf:
             item.add_marker(pytest.mark.skip(reason="perf test skipped by --torchperf-skip"))
         elif only_perf and not perf:
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
+    if bad_markers:
+        raise pytest.UsageError("\n".join(bad_markers.values()))
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
     elif not skip_perf:

@@ -181,6 +181,28 @@ def test_invalid_marker_value_quotes_it(perf: pytest.Pytester) -> None:
     )
 
 
+def test_every_bad_marker_is_named_in_one_run_each_test_once(perf: pytest.Pytester) -> None:
+    """A newcomer fixed one marker per run: the second error showed only after the first was
+    fixed. A parametrized test's items share its marker: named once."""
+    perf.makepyfile("""
+        import pytest
+        @pytest.mark.torchperf(variants=["eager", "compield"])
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_variants(n):
+            pass
+
+        @pytest.mark.torchperf(max_slowdown="ten")
+        def test_limit():
+            pass
+    """)
+    result = perf.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "test_variants[1]: @pytest.mark.torchperf: " in err and "compield" in err, err
+    assert "test_limit: @pytest.mark.torchperf: invalid value for max_slowdown: 'ten'" in err, err
+    assert "test_variants[2]" not in err and "test_variants[3]" not in err, err
+
+
 def test_invalid_call_keyword_is_a_usage_error(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import torch
