@@ -150,20 +150,22 @@ def check_ini_keys(config: pytest.Config) -> None:
     import difflib
 
     known = sorted(f"torchperf_{name}" for name in _ini_keys())
-    key = unknown[0]
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
     overrides = [o.split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
-    where = (
-        " in -o/--override-ini"
-        if key in overrides
-        else f" in {config.inipath}"
-        if config.inipath
-        else ""
-    )
+    lines = []  # every unknown key at once, as every bad marker is named at once
+    for key in unknown:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        where = (
+            " in -o/--override-ini"
+            if key in overrides
+            else f" in {config.inipath}"
+            if config.inipath
+            else ""
+        )
+        lines.append(f"torchperf: unknown ini key {key!r}{where}.{hint}")
     raise pytest.UsageError(
-        f"torchperf: unknown ini key {key!r}{where}.{hint} Known torchperf keys: "
-        f"{', '.join(known)} (pytest --help lists them with their meaning)."
+        "\n".join(lines) + f" Known torchperf keys: {', '.join(known)} (pytest --help lists "
+        f"them with their meaning)."
     )
 
 

@@ -319,6 +319,17 @@ def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.
     clean = pytester.runpytest("-W", "error::DeprecationWarning")
     clean.assert_outcomes(passed=1)
     assert "inicfg" not in clean.stdout.str() + clean.stderr.str()
+    # Every unknown key is named in the one error.
+    two = pytester.runpytest("-o", "torchperf_min_tim=1s", "-o", "torchperf_max_spred=50%")
+    assert two.ret == pytest.ExitCode.USAGE_ERROR
+    two.stderr.fnmatch_lines(
+        [
+            "*unknown ini key 'torchperf_min_tim' in -o/--override-ini. Did you mean "
+            "'torchperf_min_time'?",
+            "torchperf: unknown ini key 'torchperf_max_spred' in -o/--override-ini. Did you mean "
+            "'torchperf_max_spread'? Known torchperf keys: *",
+        ]
+    )
     # A key given with -o is refused too, saying where it came from.
     typo = pytester.runpytest("-o", "torchperf_max_slowdwn=5%")
     assert typo.ret == pytest.ExitCode.USAGE_ERROR
