@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import ClassVar, TypeVar, cast, get_args
 
 from pytest_torchperf.core.json_fields import JsonTypeError, json_fields, read_fields
+from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON, JSONObject
 
 
@@ -65,7 +66,7 @@ class _Fields:
 @dataclass(frozen=True)
 class SampleLine(_Fields):
     """A fresh process's timed pass of one measurement (``--torchperf-processes``, a
-    confirmation)."""
+    confirmation): the line it writes, and what the controller pools and stores of it."""
 
     TYPE: ClassVar[str] = "sample"
     nodeid: str
@@ -77,12 +78,18 @@ class SampleLine(_Fields):
     calibration: float | None = None
     #: Why the guard rejected it (after the child's own re-measure); None when trustworthy.
     problem: str | None = None
+    #: Share of the other CPUs other processes kept busy meanwhile (None: not measured).
     neighbour_load: float | None = None
-    #: A variant's speedup vs eager in that process.
+    #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
     speedup: Mapping[str, float] | None = None
     #: What its measurement kind measured beside the timed pass in that process, as session
     #: keys (a CUDA measurement's GPU kernel time: ``kernels``, ``unprofiled``).
     beside: Mapping[str, JSON] | None = None
+
+    @property
+    def statistic(self) -> float:
+        """p25 of the per-call times, the statistic every verdict compares."""
+        return summarize(self.times).p25
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ class JsonObject:
     order: tuple[str, ...] = field(default=(), repr=False, kw_only=True, metadata=NOT_JSON)
     #: Unknown keys, and known keys of another type than theirs, with their raw values.
     raw: Mapping[str, object] = field(
-        default_factory=dict, repr=False, kw_only=True, metadata=NOT_JSON
+        default_factory=dict, repr=False, hash=False, kw_only=True, metadata=NOT_JSON
     )
 
     @classmethod

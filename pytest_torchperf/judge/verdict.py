@@ -5,9 +5,10 @@ worded into a message, notes and figures (:func:`word`); :func:`judge` does both
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_torchperf.core.json_fields import NOT_JSON, json_fields
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import (
     DEFAULT_GUARD,
@@ -31,11 +32,14 @@ from pytest_torchperf.judge.tolerance import (
     widened_beyond,
     widening_bound,
 )
+from pytest_torchperf.store.record import RecordedVerdict
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The judgement of one measurement against its baseline.
+class Verdict(RecordedVerdict):
+    """The judgement of one measurement against its baseline: the fields a record's verdict
+    holds (:class:`~pytest_torchperf.store.record.RecordedVerdict`, their meaning), as the judge
+    gives them.
 
     ``ratio`` is *the* figure of the verdict: the change every report shows. For a failure it is
     the median of the agreeing passes, for a pass after a contradicting re-measure that pass's.
@@ -43,62 +47,27 @@ class Verdict:
 
     outcome: Outcome
     message: str
-    #: Candidate statistic / baseline statistic: the verdict's figure (None without a baseline).
-    ratio: float | None = None
-    #: Ratio of the first confirming pass, when one was made.
-    confirm_ratio: float | None = None
-    #: Ratio of the first pass (``ratio`` may pool it with the confirming passes).
-    first_ratio: float | None = None
-    baseline_statistic: float | None = None
-    candidate_statistic: float | None = None
-    tolerance: float | None = None
-    #: Tolerance actually applied (widened by the stored sessions' noise).
-    effective_tolerance: float | None = None
-    #: Tolerance applied to a confirming pass of one process when the first pass pooled several
-    #: (``--torchperf-processes``): wider, a single process varies more than a median of N.
-    confirm_tolerance: float | None = None
     baseline_sessions: int = 0
-    #: Estimated process-to-process noise (relative standard deviation) of the stored sessions.
-    baseline_cv: float | None = None
-    #: Passed, but only after a re-measurement contradicted a first suspicious pass.
-    suspicious: bool = False
-    #: Calibration kernel now / in the baseline sessions: >1 means the machine itself is slower.
-    machine_ratio: float | None = None
-    #: ``ratio`` / ``machine_ratio``: the change with the machine's own speed factored out.
-    normalized_ratio: float | None = None
-    #: How many extra measurement passes the decision needed.
     remeasures: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    #: NEW only: why no stored baseline is comparable (the fingerprint fields that differ from a
-    #: stored environment, and where it is), shared by every measurement of that environment.
-    new_reason: str | None = None
-    #: Ratios of every confirming pass, in order.
-    confirm_ratios: tuple[float, ...] = ()
-    #: Where the confirming passes were taken: ``fresh`` (new processes) or ``same``.
-    confirmed_in: str | None = None
-    #: What was compared: ``time`` (statistics are seconds) or ``instructions`` (instructions
-    #: per call under Valgrind, ``--torchperf-instructions``).
     basis: str = "time"
-    #: NEW only: sessions are stored, but none holds a timing (the save could not trust any
-    #: pass); their counters and numerics were still gated.
-    untimed: bool = False
-    #: INCONCLUSIVE only: what kept the figure from being judged, in a word (``busy machine``,
-    #: ``spread``, ``slower machine``, ``pairs undecided``, ...); run summaries count them.
-    guard: str | None = None
     #: INCONCLUSIVE by a guard only: the option that loosens that guard
     #: (:func:`~pytest_torchperf.judge.samples.loosening_option`), e.g. for a note that the
     #: baseline was saved with it. Not recorded: a replay decides it again.
-    loosened_by: str | None = None
+    loosened_by: str | None = field(default=None, metadata=NOT_JSON)
 
     @property
     def failed(self) -> bool:
         return self.outcome is Outcome.FAIL
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-friendly representation for reports: every field but ``loosened_by``, in order."""
-        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "loosened_by")
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values}
-        return {**out, "outcome": self.outcome.value}
+        """JSON-friendly representation for reports: every recorded field, in order."""
+        plan = json_fields(RecordedVerdict).values()
+        return {
+            **{f.key: f.type.write(getattr(self, f.name)) for f in plan},
+            "outcome": self.outcome.value,
+        }
+
+    to_json = to_dict  # not the keys it was read with: the judge builds it, nothing reads it
 
 
 #: The modes that judge a measurement on a machine too busy to time it on: said where a timing

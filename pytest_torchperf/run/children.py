@@ -19,7 +19,6 @@ No pytest, no torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_torchperf.core.child_protocol import (
@@ -53,58 +52,6 @@ def concurrent_child_args(folder: Path, args: Sequence[str]) -> list[str]:
     return [f"--basetemp={folder / 'tmp'}", *cache, "-p", "no:randomly"]
 
 
-@dataclass(frozen=True)
-class ProcessSample:
-    """One child process's measurement of one target."""
-
-    process: int
-    times: tuple[float, ...]
-    cpu_share: float | None
-    calibration: float | None
-    #: Why the guard rejected it (after the child's own re-measure), or None when trustworthy.
-    problem: str | None = None
-    #: Share of the other CPUs other processes kept busy meanwhile (None: not measured).
-    neighbour_load: float | None = None
-    #: A variant's speedup vs eager in that process (``median``, ``p25``, ``p75``, ``n``).
-    speedup: Mapping[str, float] | None = None
-    #: What its measurement kind measured beside the timed pass in that process, as session
-    #: keys (:attr:`pytest_torchperf.run.kind_run.KindRun.beside`: a GPU's kernel time).
-    beside: Mapping[str, JSON] | None = None
-
-    @property
-    def statistic(self) -> float:
-        """p25 of the per-call times, the statistic every verdict compares."""
-        return summarize(self.times).p25
-
-    def line(self, nodeid: str, name: str) -> SampleLine:
-        """Its line in a child's file."""
-        return SampleLine(
-            nodeid,
-            name,
-            self.process,
-            self.times,
-            self.cpu_share,
-            self.calibration,
-            self.problem,
-            self.neighbour_load,
-            self.speedup,
-            self.beside,
-        )
-
-    @classmethod
-    def of(cls, line: SampleLine) -> ProcessSample:
-        return cls(
-            line.process,
-            line.times,
-            line.cpu_share,
-            line.calibration,
-            line.problem,
-            line.neighbour_load,
-            line.speedup,
-            line.beside,
-        )
-
-
 class ChildSink:
     """Where a child process writes its messages (:mod:`pytest_torchperf.core.child_protocol`):
     one line each, appended and flushed.
@@ -126,36 +73,37 @@ class ChildSink:
         speedup: Mapping[str, float] | None = None,
         beside: Mapping[str, JSON] | None = None,
     ) -> None:
-        record = ProcessSample(
-            self.process,
-            tuple(sample.times),
-            sample.cpu_share,
-            sample.calibration,
-            problem,
-            sample.neighbour_load,
-            speedup,
-            beside,
+        self.send(
+            SampleLine(
+                nodeid,
+                name,
+                self.process,
+                tuple(sample.times),
+                sample.cpu_share,
+                sample.calibration,
+                problem,
+                sample.neighbour_load,
+                speedup,
+                beside,
+            )
         )
-        self.send(record.line(nodeid, name))
 
     def send(self, message: ChildLine) -> None:
         """Append ``message``'s line and flush it to disk."""
         append_message(self.path, message)
 
 
-def read_child_file(path: Path) -> dict[Key, ProcessSample]:
+def read_child_file(path: Path) -> dict[Key, SampleLine]:
     """The timed passes one fresh process wrote (a torn or foreign line, or one without
     times, is skipped)."""
     return {
-        (line.nodeid, line.name): ProcessSample.of(line)
-        for line in read_messages(path, (SampleLine,))
-        if line.times
+        (line.nodeid, line.name): line for line in read_messages(path, (SampleLine,)) if line.times
     }
 
 
-def merge(per_child: Iterable[Mapping[Key, ProcessSample]]) -> dict[Key, list[ProcessSample]]:
+def merge(per_child: Iterable[Mapping[Key, SampleLine]]) -> dict[Key, list[SampleLine]]:
     """All children's measurements by target, in process order."""
-    merged: dict[Key, list[ProcessSample]] = {}
+    merged: dict[Key, list[SampleLine]] = {}
     for found in per_child:
         for key, sample in found.items():
             merged.setdefault(key, []).append(sample)
@@ -170,11 +118,11 @@ class FreshRuns:
     k-th fresh run, started on first need, so one run serves all the measurements of a test.
     """
 
-    def __init__(self, runner: Callable[[str], Mapping[Key, ProcessSample]]) -> None:
+    def __init__(self, runner: Callable[[str], Mapping[Key, SampleLine]]) -> None:
         self.runner = runner
-        self.runs: dict[str, list[Mapping[Key, ProcessSample]]] = {}
+        self.runs: dict[str, list[Mapping[Key, SampleLine]]] = {}
 
-    def get(self, nodeid: str, k: int) -> Mapping[Key, ProcessSample]:
+    def get(self, nodeid: str, k: int) -> Mapping[Key, SampleLine]:
         """The measurements of the ``k``-th (0-based) fresh run of test ``nodeid``."""
         runs = self.runs.setdefault(nodeid, [])
         while len(runs) <= k:
@@ -232,7 +180,7 @@ def fresh_speedups(
 
 def child_session_records(
     record: Session,
-    others: Iterable[ProcessSample],
+    others: Iterable[SampleLine],
     run_id: str,
     beside_keys: Iterable[str] = (),
 ) -> list[Session]:
@@ -287,7 +235,6 @@ def child_session_records(
 __all__ = [
     "ChildSink",
     "FreshRuns",
-    "ProcessSample",
     "child_session_records",
     "fresh_confirmer",
     "fresh_speedups",

@@ -23,7 +23,8 @@ from pytest_torchperf.run.quiet import QuietWait
 from pytest_torchperf.store.baselines import BaselineStore
 
 if TYPE_CHECKING:
-    from pytest_torchperf.run.children import ChildSink, ProcessSample
+    from pytest_torchperf.core.child_protocol import SampleLine
+    from pytest_torchperf.run.children import ChildSink
 
 
 S = TypeVar("S")
@@ -45,7 +46,7 @@ class RunContext:
         self.profiling_depth = 0
         #: ``--torchperf-processes``: other processes' measurements by (nodeid, name) (controller);
         #: see :mod:`pytest_torchperf.run.children`.
-        self.process_pool: dict[tuple[str, str], list[ProcessSample]] = {}
+        self.process_pool: dict[tuple[str, str], list[SampleLine]] = {}
         #: Where a child process writes its measurements (child runs only).
         self.child_sink: ChildSink | None = None
         #: ``--torchperf-confirm fresh``: the fresh processes that confirm suspected slowdowns

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.node_changes import growth_line
 from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
-from pytest_torchperf.run.children import ProcessSample, fresh_confirmer, fresh_speedups
+from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import (
     check_measurable,
@@ -215,7 +216,7 @@ def _compare(
     passes: list[Sample],
     env_id: str,
     environment: dict[str, Any],
-    others: list[ProcessSample],
+    others: list[SampleLine],
 ) -> Comparison:
     """The comparison engine on live passes, then what only a live run can add: the other
     machine's counters (``--torchperf-cross-machine``) and a profile of a confirmed slowdown."""
@@ -326,7 +327,7 @@ def _result(
     final: Sample,
     comparison: Comparison | None,
     passes: list[Sample],
-    others: list[ProcessSample],
+    others: list[SampleLine],
     env_id: str,
     environment: dict[str, Any],
 ) -> Result:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from pytest_torchperf import __version__
+from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.inputs import Gate
@@ -27,7 +28,7 @@ from pytest_torchperf.judge.samples import (
 from pytest_torchperf.judge.tolerance import stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
-from pytest_torchperf.run.children import ProcessSample, child_session_records
+from pytest_torchperf.run.children import child_session_records
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
@@ -40,7 +41,7 @@ SAVE_PROCESSES = "the fastest of this save's processes"
 
 #: Why a pass (this process's, or another's of a save) is unfit to store: a guard's problem,
 #: ``(ratio, reference, what)`` of a machine clearly slower than usual, or None.
-Unfit = Callable[["Sample | ProcessSample"], "str | tuple[float, float, str] | None"]
+Unfit = Callable[["Sample | SampleLine"], "str | tuple[float, float, str] | None"]
 
 
 def save_guard(
@@ -51,7 +52,7 @@ def save_guard(
     (``(ratio, reference, what)``: :func:`calibration_references`)."""
     guard = GuardLimits.of(options).problem
 
-    def unfit(sample: Sample | ProcessSample) -> str | tuple[float, float, str] | None:
+    def unfit(sample: Sample | SampleLine) -> str | tuple[float, float, str] | None:
         problem = guard(sample) if isinstance(sample, Sample) else None
         return problem or machine_disturbance(
             sample.calibration, references, options.max_machine_slowdown
@@ -103,7 +104,7 @@ def queue_save(
     m: Measured,
     result: Result,
     final: Sample,
-    others: list[ProcessSample],
+    others: list[SampleLine],
     unfit: Unfit,
     passes: int,
     env_id: str,

@@ -31,31 +31,53 @@ class Stats(JsonObject):
 
 @dataclass(frozen=True)
 class RecordedVerdict(JsonObject):
-    """A record's ``verdict`` (:class:`pytest_torchperf.judge.verdict.Verdict` as it was
-    recorded). An absent key reads None, False, 0 or empty, as an older file's reader saw it."""
+    """A record's ``verdict``: the fields of :class:`pytest_torchperf.judge.verdict.Verdict`
+    (which builds on it), as recorded. An absent key reads None, False, 0 or empty, as an older
+    file's reader saw it."""
 
     outcome: str | None = None  #: pass, fail, inconclusive, improved, new
     message: str | None = None
-    ratio: float | None = None  #: the verdict's figure: candidate / baseline statistic
+    #: Candidate statistic / baseline statistic: the verdict's figure (None without a baseline).
+    ratio: float | None = None
+    #: Ratio of the first confirming pass, when one was made.
     confirm_ratio: float | None = None
+    #: Ratio of the first pass (``ratio`` may pool it with the confirming passes).
     first_ratio: float | None = None
     baseline_statistic: float | None = None
     candidate_statistic: float | None = None
     tolerance: float | None = None
+    #: Tolerance actually applied (widened by the stored sessions' noise).
     effective_tolerance: float | None = None
+    #: Tolerance applied to a confirming pass of one process when the first pass pooled several
+    #: (``--torchperf-processes``): wider, a single process varies more than a median of N.
     confirm_tolerance: float | None = None
     baseline_sessions: int | None = None
+    #: Estimated process-to-process noise (relative standard deviation) of the stored sessions.
     baseline_cv: float | None = None
+    #: Passed, but only after a re-measurement contradicted a first suspicious pass.
     suspicious: bool = False
+    #: Calibration kernel now / in the baseline sessions: >1 means the machine itself is slower.
     machine_ratio: float | None = None
+    #: ``ratio`` / ``machine_ratio``: the change with the machine's own speed factored out.
     normalized_ratio: float | None = None
+    #: How many extra measurement passes the decision needed.
     remeasures: int | None = None
     notes: tuple[str, ...] = ()
+    #: NEW only: why no stored baseline is comparable (the fingerprint fields that differ from a
+    #: stored environment, and where it is), shared by every measurement of that environment.
     new_reason: str | None = None
+    #: Ratios of every confirming pass, in order.
     confirm_ratios: tuple[float, ...] = ()
+    #: Where the confirming passes were taken: ``fresh`` (new processes) or ``same``.
     confirmed_in: str | None = None
-    basis: str | None = None  #: time, instructions, ab, ... (None: a file without it)
+    #: What was compared: ``time`` (statistics are seconds), ``instructions`` (instructions per
+    #: call under Valgrind, ``--torchperf-instructions``), ``ab``, ... (None: a file without it).
+    basis: str | None = None
+    #: NEW only: sessions are stored, but none holds a timing (the save could not trust any
+    #: pass); their counters and numerics were still gated.
     untimed: bool = False
+    #: INCONCLUSIVE only: what kept the figure from being judged, in a word (``busy machine``,
+    #: ``spread``, ``slower machine``, ``pairs undecided``, ...); run summaries count them.
     guard: str | None = None
 
 

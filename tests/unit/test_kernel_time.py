@@ -210,7 +210,7 @@ from pytest_torchperf.judge.coverage import coverage, coverage_line  # noqa: E40
 from pytest_torchperf.judge.labels import outcome_label  # noqa: E402
 from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
-from pytest_torchperf.run.children import ProcessSample, child_session_records  # noqa: E402
+from pytest_torchperf.run.children import child_session_records  # noqa: E402
 from pytest_torchperf.store.record import Record  # noqa: E402
 from pytest_torchperf.store.sessions import Session  # noqa: E402
 
@@ -298,12 +298,12 @@ def test_each_save_process_keeps_its_own_kernel_time() -> None:
     own = {"per_call": 1e-4, "sessions": [1e-4], "launches": 3, "kernels": []}
     beside = {"kernels": {"per_call": 2e-4}, "unprofiled": None}  # this process's
     record = Session.from_json({"statistic": 1e-3, "times": [1e-3], **beside})
-    sample = ProcessSample(2, (1e-3,) * 5, None, None, beside={"kernels": own, "unprofiled": None})
-    line = decode(encode(sample.line("t.py::t", "m")))  # its line in the child's file
+    sample = SampleLine("t.py::t", "m", 2, (1e-3,) * 5, beside={"kernels": own, "unprofiled": None})
+    line = decode(encode(sample))  # its line in the child's file
     assert isinstance(line, SampleLine) and line.beside == {"kernels": own, "unprofiled": None}
     (child,) = child_session_records(record, [sample], "run", beside)
     assert child.extra("kernels") == own  # never this process's copied N-fold
-    bare_sample = ProcessSample(3, (1e-3,) * 5, None, None)
+    bare_sample = SampleLine("t.py::t", "m", 3, (1e-3,) * 5)
     (bare,) = child_session_records(record, [bare_sample], "run", beside)
     assert bare.has("kernels") and bare.extra("kernels") is None
 

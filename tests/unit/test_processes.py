@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.samples import Sample
@@ -15,7 +16,6 @@ from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.judge.verdict import judge
 from pytest_torchperf.run.children import (
     ChildSink,
-    ProcessSample,
     child_session_records,
     merge,
     pooled,
@@ -32,8 +32,8 @@ def sample(p25_ms: float, calibration: float | None = None, cpu_share: float = 1
 
 def child(
     process: int, p25_ms: float, problem: str | None = None, calibration: float | None = None
-) -> ProcessSample:
-    return ProcessSample(process, sample(p25_ms).times, 1.0, calibration, problem)
+) -> SampleLine:
+    return SampleLine("t.py::t", "m", process, sample(p25_ms).times, 1.0, calibration, problem)
 
 
 def test_pooled_statistic_is_the_median_of_the_processes() -> None:

@@ -53,10 +53,10 @@ def _save(
 
 def test_every_process_left_out_is_named_with_why() -> None:
     """A newcomer's save said '4 of 5 processes stored' and named no reason for the fifth."""
-    from pytest_torchperf.run.children import ProcessSample
+    from pytest_torchperf.core.child_protocol import SampleLine
 
-    good = ProcessSample(1, (1e-3,) * 5, 1.0, None)
-    busy = ProcessSample(2, (1e-3,) * 5, 0.5, None, problem="CPU share 0.50 < 0.90: another")
+    good = SampleLine("t.py::t", "m", 1, (1e-3,) * 5, 1.0)
+    busy = SampleLine("t.py::t", "m", 2, (1e-3,) * 5, 0.5, problem="CPU share 0.50 < 0.90: another")
     starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)  # this process's, refused too
     result, state = _save(starved, [good, busy])
     assert result.left_out == [
@@ -122,10 +122,12 @@ def test_a_pass_crowded_off_its_cpu_is_blamed_on_other_processes() -> None:
 def test_processes_refused_by_a_busy_neighbour_share_one_entry() -> None:
     """Beside `load.sh hog 300` a save listed 'other processes kept 99.46% of the other CPUs
     busy while timing (limit 50%)' once per process, four times in one line."""
-    from pytest_torchperf.run.children import ProcessSample
+    from pytest_torchperf.core.child_protocol import SampleLine
 
     busy = [
-        ProcessSample(k, (1e-3,) * 5, 1.0, None, problem=f"other processes kept 9{k}% of the x")
+        SampleLine(
+            "t.py::t", "m", k, (1e-3,) * 5, 1.0, problem=f"other processes kept 9{k}% of the x"
+        )
         for k in (1, 2, 3)
     ]
     starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)

@@ -108,11 +108,12 @@ class TimeKind(Kind):
         return timing
 
     def accept_problem(self, session: Session) -> str | None:
-        """What the save guard would refuse of a recorded session (contention, spread)."""
-        gate = session.gate or {}
+        """What the save guard would refuse of a recorded session (contention, spread), under
+        the guards it was saved with (an older file's: :meth:`Gate.from_record`)."""
         times = session.times
         if not times:
             return "no timed samples"
+        gate = Gate.from_record(session.gate or {})
         sample = Sample(
             summarize(times),
             session.cpu_share,
@@ -122,9 +123,9 @@ class TimeKind(Kind):
         )
         return guard_problem(
             sample,
-            min_cpu_share=gate.get("min_cpu_share", 0.9),
-            max_relative_iqr=gate.get("max_spread", 0.25),
-            max_neighbour_load=gate.get("max_neighbour_load", 1.0),
+            min_cpu_share=gate.min_cpu_share,
+            max_relative_iqr=gate.max_spread,
+            max_neighbour_load=gate.max_neighbour_load,
         )
 
 
