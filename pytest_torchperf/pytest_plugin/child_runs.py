@@ -25,6 +25,7 @@ from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, cont
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
+    from pytest_torchperf.run.children import Key, ProcessSample
     from pytest_torchperf.run.context import RunContext
 
 #: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
@@ -138,16 +139,6 @@ def child_output(config: pytest.Config) -> Path | None:
     return Path(value) if value else None
 
 
-def configure_child(config: pytest.Config) -> None:
-    """A child measures only: no save/compare, whatever the shared arguments say."""
-    from dataclasses import replace
-
-    settings = config.stash[SETTINGS_KEY]
-    config.stash[SETTINGS_KEY] = replace(
-        settings, save=False, compare=False, reset=False, cross_machine=False
-    )
-
-
 def start_child_sink(config: pytest.Config) -> None:
     """Point the run's session at its output file (children only)."""
     path = child_output(config)
@@ -199,22 +190,28 @@ def perf_items(session: pytest.Session) -> list[pytest.Item]:
     ]
 
 
-def run_children(session: pytest.Session, count: int) -> None:
-    """Run the ``count - 1`` child processes and hand their measurements to the session."""
+def run_children(session: pytest.Session) -> None:
+    """Run the ``--torchperf-processes`` count's child processes but one and hand their
+    measurements to the session."""
     config = session.config
+    count = config.stash[SETTINGS_KEY].processes
     perf = perf_items(session)
     if count <= 1 or not perf or config.option.collectonly:
         return
-    from pytest_torchperf.run.children import merge, read_child_file
-
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     try:
         run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
-        found = [read_child_file(folder / f"child-{k}.jsonl") for k in range(1, count)]
+        context_of(config).process_pool = pooled(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    perf_session = context_of(config)
-    perf_session.process_pool = merge(found)
+
+
+def pooled(folder: Path) -> dict[Key, list[ProcessSample]]:
+    """What the fresh processes that wrote into ``folder`` measured, by target, in process
+    order (at most 9 of them: ``child-1`` to ``child-9`` sort as numbers)."""
+    from pytest_torchperf.run.children import merge, read_child_file
+
+    return merge(read_child_file(path) for path in sorted(folder.glob("child-*.jsonl")))
 
 
 def run_fresh_processes(
@@ -225,9 +222,9 @@ def run_fresh_processes(
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     stop_if_empty: bool = False,
-) -> list[str]:
+) -> None:
     """Run the ``count - 1`` fresh child processes one after another, each writing
-    ``folder/child-K.jsonl``; return the problems (also said on the terminal).
+    ``folder/child-K.jsonl``, and say their problems on the terminal.
     ``stop_if_empty``: a first child that found no perf test to run (a controller that did not
     collect cannot know) ends them without a problem."""
     from pytest_torchperf.run.children import read_child_file
@@ -260,7 +257,7 @@ def run_fresh_processes(
         measured = read_child_file(out)
         if stop_if_empty and process == 1 and not measured and code in (0, 5):
             say(terminal, "torchperf: no perf test to measure in fresh processes")
-            return problems
+            return
         say(
             terminal,
             f"torchperf: fresh process {process} of {count}: {len(measured)} "
@@ -272,7 +269,6 @@ def run_fresh_processes(
     say(terminal, f"torchperf: process {count} of {count}: this run")
     for problem in problems:
         say(terminal, problem, yellow=True)
-    return problems
 
 
 def attach_fresh_confirm(config: pytest.Config, perf_session: RunContext) -> None:

@@ -16,7 +16,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin.stash import context_of, marker_options, state_of
+from pytest_torchperf.pytest_plugin.stash import context_of, item_options, state_of
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
@@ -75,8 +75,6 @@ class TorchperfFixture:
 
         nodeid = self._item.nodeid
         skip = None
-        from pytest_torchperf.run.kinds import resolve_options
-
         try:
             gate = True if self.gated_by_default else parse_bool(options.pop("gate", False))
             if "seed" in options:
@@ -90,13 +88,8 @@ class TorchperfFixture:
                     f"{nodeid}: torchperf_timer does not build variants; use the "
                     f"torchperf fixture with variants=[...]"
                 )
-            resolved, explicit = resolve_options(
-                self._ctx,
-                {**self.defaults, **options, "name": name},
-                marker_options(self._item),
-                nodeid,
-                self.refused,
-            )
+            call_options = {**self.defaults, **options, "name": name}
+            resolved, explicit = item_options(self._item, call_options, self.refused)
             measurement_name = (
                 name or (explicit if not self._state.names else None) or _target_name(target)
             )

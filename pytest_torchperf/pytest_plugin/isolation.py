@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, context_of, marker_options
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, item_options
 
 if TYPE_CHECKING:  # the measuring machinery is imported lazily, by the first perf test
     from pytest_torchperf.measure.torch_state import RandomStates, TorchState
@@ -22,10 +22,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
     if not is_perf(item):
         return
-    from pytest_torchperf.run.kinds import resolve_options
-
     try:
-        options, _ = resolve_options(context_of(item.config), {}, marker_options(item), item.nodeid)
+        options, _ = item_options(item)
     except OptionError:
         return  # reported when the test calls the fixture
     from pytest_torchperf.options.values import SEED_OFF

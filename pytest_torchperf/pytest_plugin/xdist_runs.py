@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.pytest_plugin.child_runs import is_xdist, run_fresh_processes
+from pytest_torchperf.pytest_plugin.child_runs import is_xdist, pooled, run_fresh_processes
 from pytest_torchperf.pytest_plugin.stash import (
     COLLECTING_GATE_KEY,
     GATE_KEY,
@@ -59,12 +59,8 @@ def run_children(config: pytest.Config) -> None:
 def pool_children(config: pytest.Config, perf_session: Any) -> None:
     """An xdist worker of a save in several processes: pool the controller's fresh processes."""
     folder = getattr(config, "workerinput", {}).get(XDIST_CHILDREN)
-    if not folder:
-        return
-    from pytest_torchperf.run.children import merge, read_child_file
-
-    files = sorted(Path(folder).glob("child-*.jsonl"))
-    perf_session.process_pool = merge(read_child_file(f) for f in files)
+    if folder:
+        perf_session.process_pool = pooled(Path(folder))
 
 
 def runs_children(config: pytest.Config) -> bool:
