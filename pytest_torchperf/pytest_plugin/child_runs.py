@@ -95,10 +95,7 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
             config.getoption("torchperf_save")
             and not config.getoption("torchperf_skip")
             and not config.getoption("torchperf_disable")
-            # Under xdist the controller runs the fresh processes before any worker runs a
-            # test (xdist_runs.run_children); a worker measures once and pools theirs.
             and not hasattr(config, "workerinput")
-            # An instruction count repeats exactly between processes (the kind checks the rest).
             and not repeats_exactly
         )
         return SAVE_PROCESSES if implicit else 1

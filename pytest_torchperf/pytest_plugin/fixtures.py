@@ -45,9 +45,12 @@ class TorchperfFixture:
     source = "torchperf"
     #: Measurements are compared and saved unless the call says ``gate=False`` (timer only).
     gated_by_default = True
-    #: Options a call may not set (each refused with its reason below; left out of the
-    #: valid options an unknown keyword's error lists).
-    refused: tuple[str, ...] = ("seed",)
+    #: Options a call may not set, with why (left out of the valid options an unknown
+    #: keyword's error lists).
+    refused: Mapping[str, str] = {
+        "seed": "seed= cannot be set on a torchperf(...) call: torchperf seeds before the test's "
+        "fixtures run; set it on the marker, with --torchperf-seed or with ini torchperf_seed"
+    }
     #: Options this fixture's calls default to, below the call's own keywords.
     defaults: Mapping[str, object] = {}
 
@@ -77,17 +80,9 @@ class TorchperfFixture:
         skip = None
         try:
             gate = True if self.gated_by_default else parse_bool(options.pop("gate", False))
-            if "seed" in options:
-                raise OptionError(
-                    f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
-                    f"seeds before the test's fixtures run; set it on the marker, "
-                    f"with --torchperf-seed or with ini torchperf_seed"
-                )
-            if "variants" in options and "variants" in self.refused:
-                raise OptionError(
-                    f"{nodeid}: torchperf_timer does not build variants; use the "
-                    f"torchperf fixture with variants=[...]"
-                )
+            refused = next((why for key, why in self.refused.items() if key in options), None)
+            if refused:
+                raise OptionError(f"{nodeid}: {refused}")
             call_options = {**self.defaults, **options, "name": name}
             resolved, explicit = item_options(self._item, call_options, self.refused)
             measurement_name = (
@@ -213,7 +208,11 @@ class TimerFixture(TorchperfFixture):
 
     source = "timer"
     gated_by_default = False
-    refused = ("seed", "variants")
+    refused = {
+        **TorchperfFixture.refused,
+        "variants": "torchperf_timer does not build variants; use the torchperf fixture with "
+        "variants=[...]",
+    }
     defaults = {"counters": False, "check_finite": False, "inference": False}
 
 

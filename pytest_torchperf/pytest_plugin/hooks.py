@@ -62,9 +62,6 @@ from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of
     pytest_runtest_protocol,
 )
 
-# Only what option parsing needs is imported at load time: pytest imports this module in every run
-# of the environment. Sessions, storage, summaries and torch load when a run uses them.
-
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """The ``pytest_torchperf_*`` hooks other plugins implement (:mod:`.hookspecs`)."""

@@ -20,7 +20,7 @@ SEED_KEY: pytest.StashKey[RandomStates] = pytest.StashKey()
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
-    if not is_perf(item):
+    if not item.stash.get(IS_PERF_KEY, False):
         return
     try:
         options, _ = item_options(item)
@@ -45,14 +45,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         del item.stash[SEED_KEY]
 
 
-def is_perf(item: pytest.Item) -> bool:
-    """Decided once at collection (``plugin.pytest_collection_modifyitems``): one stash lookup per
-    hook for ordinary tests."""
-    return item.stash.get(IS_PERF_KEY, False)
-
-
 def torch_snapshot(item: pytest.Item) -> TorchState | None:
-    if not is_perf(item):
+    if not item.stash.get(IS_PERF_KEY, False):
         return None
     from pytest_torchperf.measure.torch_state import snapshot
 
