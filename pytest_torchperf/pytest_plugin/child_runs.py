@@ -86,15 +86,16 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
     :mod:`pytest_torchperf.pytest_plugin.xdist_runs`), unless the run's figure
     ``repeats_exactly`` between processes (the kinds say: their plugin parts' ``repeats_exactly``).
     """
-    on_cli = config.getoption("torchperf_processes")
+    opt = config.getoption
+    on_cli = opt("torchperf_processes")
     raw = on_cli or config.getini("torchperf_processes")
-    if config.getoption("torchperf_child"):
+    if opt("torchperf_child"):
         return 1  # a child measures once; only the controlling run starts processes
     if not raw:
         implicit = (
-            config.getoption("torchperf_save")
-            and not config.getoption("torchperf_skip")
-            and not config.getoption("torchperf_disable")
+            opt("torchperf_save")
+            and not opt("torchperf_skip")
+            and not opt("torchperf_disable")
             and not hasattr(config, "workerinput")
             and not repeats_exactly
         )
@@ -108,19 +109,14 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
             f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
             f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner"
         )
-    if count > 1 and (
-        config.getoption("torchperf_skip") or (config.getoption("torchperf_disable") and not on_cli)
-    ):
+    if count == 1 or opt("torchperf_skip") or (opt("torchperf_disable") and not on_cli):
         return 1
-    if count > 1:
-        if config.getoption("torchperf_disable"):
-            raise pytest.UsageError(
-                "--torchperf-processes measures timings; it cannot be combined "
-                "with --torchperf-disable"
-            )
-        if hasattr(config, "workerinput"):
-            return 1  # the controller ran the fresh processes; this worker pools theirs
-    return count
+    if opt("torchperf_disable"):
+        raise pytest.UsageError(
+            "--torchperf-processes measures timings; it cannot be combined with --torchperf-disable"
+        )
+    # The controller ran the fresh processes; a worker pools theirs.
+    return 1 if hasattr(config, "workerinput") else count
 
 
 def is_xdist(config: pytest.Config) -> bool:

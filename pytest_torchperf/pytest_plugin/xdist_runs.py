@@ -94,14 +94,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def attach_gate(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """An xdist worker of a run that times perf tests: its tests pause while another times."""
-    if not hasattr(config, "workerinput") or config.stash[SETTINGS_KEY].disable:
-        return
-    path = gate_path(config)
-    if path is not None and any(item.stash[IS_PERF_KEY] for item in items):
-        from pytest_torchperf.measure.exclusive import shared_gate
-
-        config.stash[GATE_KEY] = shared_gate(path)
+    """An xdist worker of a run that times perf tests: its tests pause while another times (the
+    lock it holds while it collects: :func:`configure`)."""
+    gate = config.stash.get(COLLECTING_GATE_KEY, None)
+    if gate is not None and any(item.stash[IS_PERF_KEY] for item in items):
+        config.stash[GATE_KEY] = gate
 
 
 @pytest.hookimpl(wrapper=True)
