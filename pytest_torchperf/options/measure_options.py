@@ -340,11 +340,5 @@ def resolve(*layers: Mapping[str, Any]) -> MeasureOptions:
     return replace(MeasureOptions(), **merged, sections=sections)
 
 
-def option_names() -> tuple[str, ...]:
-    """Names of every option: the :class:`MeasureOptions` fields and the kinds' own (for
-    documentation and tests)."""
-    return (*_SHARED_FIELDS, *(f.name for t in SECTIONS for f in fields(t)))
-
-
 #: The options every kind shares (the :class:`MeasureOptions` fields but its kinds' sections).
 _SHARED_FIELDS = tuple(f.name for f in fields(MeasureOptions) if f.name != "sections")

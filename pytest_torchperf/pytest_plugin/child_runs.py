@@ -25,6 +25,7 @@ from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, cont
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
+    from pytest_torchperf.run.children import Key, ProcessSample
     from pytest_torchperf.run.context import RunContext
 
 #: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
@@ -85,19 +86,17 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
     :mod:`pytest_torchperf.pytest_plugin.xdist_runs`), unless the run's figure
     ``repeats_exactly`` between processes (the kinds say: their plugin parts' ``repeats_exactly``).
     """
-    on_cli = config.getoption("torchperf_processes")
+    opt = config.getoption
+    on_cli = opt("torchperf_processes")
     raw = on_cli or config.getini("torchperf_processes")
-    if config.getoption("torchperf_child"):
+    if opt("torchperf_child"):
         return 1  # a child measures once; only the controlling run starts processes
     if not raw:
         implicit = (
-            config.getoption("torchperf_save")
-            and not config.getoption("torchperf_skip")
-            and not config.getoption("torchperf_disable")
-            # Under xdist the controller runs the fresh processes before any worker runs a
-            # test (xdist_runs.run_children); a worker measures once and pools theirs.
+            opt("torchperf_save")
+            and not opt("torchperf_skip")
+            and not opt("torchperf_disable")
             and not hasattr(config, "workerinput")
-            # An instruction count repeats exactly between processes (the kind checks the rest).
             and not repeats_exactly
         )
         return SAVE_PROCESSES if implicit else 1
@@ -110,19 +109,14 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
             f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
             f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner"
         )
-    if count > 1 and (
-        config.getoption("torchperf_skip") or (config.getoption("torchperf_disable") and not on_cli)
-    ):
+    if count == 1 or opt("torchperf_skip") or (opt("torchperf_disable") and not on_cli):
         return 1
-    if count > 1:
-        if config.getoption("torchperf_disable"):
-            raise pytest.UsageError(
-                "--torchperf-processes measures timings; it cannot be combined "
-                "with --torchperf-disable"
-            )
-        if hasattr(config, "workerinput"):
-            return 1  # the controller ran the fresh processes; this worker pools theirs
-    return count
+    if opt("torchperf_disable"):
+        raise pytest.UsageError(
+            "--torchperf-processes measures timings; it cannot be combined with --torchperf-disable"
+        )
+    # The controller ran the fresh processes; a worker pools theirs.
+    return 1 if hasattr(config, "workerinput") else count
 
 
 def is_xdist(config: pytest.Config) -> bool:
@@ -136,16 +130,6 @@ def child_output(config: pytest.Config) -> Path | None:
     """In a child run: the file to write measurements to; None in a normal or controlling run."""
     value = config.getoption("torchperf_child")
     return Path(value) if value else None
-
-
-def configure_child(config: pytest.Config) -> None:
-    """A child measures only: no save/compare, whatever the shared arguments say."""
-    from dataclasses import replace
-
-    settings = config.stash[SETTINGS_KEY]
-    config.stash[SETTINGS_KEY] = replace(
-        settings, save=False, compare=False, reset=False, cross_machine=False
-    )
 
 
 def start_child_sink(config: pytest.Config) -> None:
@@ -199,22 +183,28 @@ def perf_items(session: pytest.Session) -> list[pytest.Item]:
     ]
 
 
-def run_children(session: pytest.Session, count: int) -> None:
-    """Run the ``count - 1`` child processes and hand their measurements to the session."""
+def run_children(session: pytest.Session) -> None:
+    """Run the ``--torchperf-processes`` count's child processes but one and hand their
+    measurements to the session."""
     config = session.config
+    count = config.stash[SETTINGS_KEY].processes
     perf = perf_items(session)
     if count <= 1 or not perf or config.option.collectonly:
         return
-    from pytest_torchperf.run.children import merge, read_child_file
-
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     try:
         run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
-        found = [read_child_file(folder / f"child-{k}.jsonl") for k in range(1, count)]
+        context_of(config).process_pool = pooled(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    perf_session = context_of(config)
-    perf_session.process_pool = merge(found)
+
+
+def pooled(folder: Path) -> dict[Key, list[ProcessSample]]:
+    """What the fresh processes that wrote into ``folder`` measured, by target, in process
+    order (at most 9 of them: ``child-1`` to ``child-9`` sort as numbers)."""
+    from pytest_torchperf.run.children import merge, read_child_file
+
+    return merge(read_child_file(path) for path in sorted(folder.glob("child-*.jsonl")))
 
 
 def run_fresh_processes(
@@ -225,9 +215,9 @@ def run_fresh_processes(
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     stop_if_empty: bool = False,
-) -> list[str]:
+) -> None:
     """Run the ``count - 1`` fresh child processes one after another, each writing
-    ``folder/child-K.jsonl``; return the problems (also said on the terminal).
+    ``folder/child-K.jsonl``, and say their problems on the terminal.
     ``stop_if_empty``: a first child that found no perf test to run (a controller that did not
     collect cannot know) ends them without a problem."""
     from pytest_torchperf.run.children import read_child_file
@@ -260,7 +250,7 @@ def run_fresh_processes(
         measured = read_child_file(out)
         if stop_if_empty and process == 1 and not measured and code in (0, 5):
             say(terminal, "torchperf: no perf test to measure in fresh processes")
-            return problems
+            return
         say(
             terminal,
             f"torchperf: fresh process {process} of {count}: {len(measured)} "
@@ -272,7 +262,6 @@ def run_fresh_processes(
     say(terminal, f"torchperf: process {count} of {count}: this run")
     for problem in problems:
         say(terminal, problem, yellow=True)
-    return problems
 
 
 def attach_fresh_confirm(config: pytest.Config, perf_session: RunContext) -> None:

@@ -16,7 +16,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.options.values import parse_bool
-from pytest_torchperf.pytest_plugin.stash import context_of, marker_options, state_of
+from pytest_torchperf.pytest_plugin.stash import context_of, item_options, state_of
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
@@ -45,9 +45,12 @@ class TorchperfFixture:
     source = "torchperf"
     #: Measurements are compared and saved unless the call says ``gate=False`` (timer only).
     gated_by_default = True
-    #: Options a call may not set (each refused with its reason below; left out of the
-    #: valid options an unknown keyword's error lists).
-    refused: tuple[str, ...] = ("seed",)
+    #: Options a call may not set, with why (left out of the valid options an unknown
+    #: keyword's error lists).
+    refused: Mapping[str, str] = {
+        "seed": "seed= cannot be set on a torchperf(...) call: torchperf seeds before the test's "
+        "fixtures run; set it on the marker, with --torchperf-seed or with ini torchperf_seed"
+    }
     #: Options this fixture's calls default to, below the call's own keywords.
     defaults: Mapping[str, object] = {}
 
@@ -75,28 +78,13 @@ class TorchperfFixture:
 
         nodeid = self._item.nodeid
         skip = None
-        from pytest_torchperf.run.kinds import resolve_options
-
         try:
             gate = True if self.gated_by_default else parse_bool(options.pop("gate", False))
-            if "seed" in options:
-                raise OptionError(
-                    f"{nodeid}: seed= cannot be set on a torchperf(...) call: torchperf "
-                    f"seeds before the test's fixtures run; set it on the marker, "
-                    f"with --torchperf-seed or with ini torchperf_seed"
-                )
-            if "variants" in options and "variants" in self.refused:
-                raise OptionError(
-                    f"{nodeid}: torchperf_timer does not build variants; use the "
-                    f"torchperf fixture with variants=[...]"
-                )
-            resolved, explicit = resolve_options(
-                self._ctx,
-                {**self.defaults, **options, "name": name},
-                marker_options(self._item),
-                nodeid,
-                self.refused,
-            )
+            refused = next((why for key, why in self.refused.items() if key in options), None)
+            if refused:
+                raise OptionError(f"{nodeid}: {refused}")
+            call_options = {**self.defaults, **options, "name": name}
+            resolved, explicit = item_options(self._item, call_options, self.refused)
             measurement_name = (
                 name or (explicit if not self._state.names else None) or _target_name(target)
             )
@@ -220,7 +208,11 @@ class TimerFixture(TorchperfFixture):
 
     source = "timer"
     gated_by_default = False
-    refused = ("seed", "variants")
+    refused = {
+        **TorchperfFixture.refused,
+        "variants": "torchperf_timer does not build variants; use the torchperf fixture with "
+        "variants=[...]",
+    }
     defaults = {"counters": False, "check_finite": False, "inference": False}
 
 

@@ -27,12 +27,12 @@ from pytest_torchperf.pytest_plugin import (
 from pytest_torchperf.pytest_plugin import options as plugin_options
 
 # Fixtures are registered by being module attributes of this plugin module.
-from pytest_torchperf.pytest_plugin.fixtures import (
+from pytest_torchperf.pytest_plugin.fixtures import (  # noqa: F401
     torchperf,
     torchperf_timer,
     torchperf_variant,
 )
-from pytest_torchperf.pytest_plugin.instrument_fixtures import (
+from pytest_torchperf.pytest_plugin.instrument_fixtures import (  # noqa: F401
     torchperf_device,
     torchperf_nvtx,
     torchperf_profiler,
@@ -51,6 +51,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     PERF_KEY,
     SETTINGS_KEY,
     context_of,
+    item_options,
     marker_options,
     state_of,
 )
@@ -60,9 +61,6 @@ from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of
     pytest_configure_node,
     pytest_runtest_protocol,
 )
-
-# Only what option parsing needs is imported at load time: pytest imports this module in every run
-# of the environment. Sessions, storage, summaries and torch load when a run uses them.
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -239,10 +237,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         )
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     body = functools.partial(function, **args)
-    from pytest_torchperf.run.kinds import resolve_options
-
     try:
-        options, name = resolve_options(ctx, {}, marker_options(pyfuncitem), pyfuncitem.nodeid)
+        options, name = item_options(pyfuncitem)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     from pytest_torchperf.measure.devices import default_device
@@ -282,14 +278,3 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if message:
         pytest.fail(message, pytrace=False)
     return result
-
-
-__all__ = [
-    "torchperf",
-    "torchperf_device",
-    "torchperf_nvtx",
-    "torchperf_profiler",
-    "torchperf_quantized_model",
-    "torchperf_timer",
-    "torchperf_variant",
-]

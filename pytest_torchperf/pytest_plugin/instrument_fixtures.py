@@ -16,7 +16,7 @@ import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.types import Target, UserValue
-from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, marker_options, state_of
+from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of, item_options, state_of
 
 if TYPE_CHECKING:  # torch and the measuring machinery are imported lazily, when a fixture runs
     import torch
@@ -144,7 +144,6 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., T
     exist here (no torchao, no C++ compiler, mps, ...).
     """
     item = request.node
-    ctx = context_of(item.config)
 
     def build(
         model: object,
@@ -167,10 +166,8 @@ def torchperf_quantized_model(request: pytest.FixtureRequest) -> Callable[..., T
                 f"{', '.join(INT8_MODES)} (or None for the device's default)",
                 pytrace=False,
             )
-        from pytest_torchperf.run.kinds import resolve_options
-
         try:
-            options, _ = resolve_options(ctx, {}, marker_options(item), item.nodeid)
+            options, _ = item_options(item)
         except OptionError as exc:
             pytest.fail(f"torchperf: {exc}", pytrace=False)
         problem = None

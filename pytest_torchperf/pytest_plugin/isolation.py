@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
-from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, context_of, marker_options
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, STATE_KEY, item_options
 
 if TYPE_CHECKING:  # the measuring machinery is imported lazily, by the first perf test
     from pytest_torchperf.measure.torch_state import RandomStates, TorchState
@@ -20,12 +20,10 @@ SEED_KEY: pytest.StashKey[RandomStates] = pytest.StashKey()
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Seed torch, random and numpy before a perf test's fixtures run (restored at teardown)."""
-    if not is_perf(item):
+    if not item.stash.get(IS_PERF_KEY, False):
         return
-    from pytest_torchperf.run.kinds import resolve_options
-
     try:
-        options, _ = resolve_options(context_of(item.config), {}, marker_options(item), item.nodeid)
+        options, _ = item_options(item)
     except OptionError:
         return  # reported when the test calls the fixture
     from pytest_torchperf.options.values import SEED_OFF
@@ -47,14 +45,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         del item.stash[SEED_KEY]
 
 
-def is_perf(item: pytest.Item) -> bool:
-    """Decided once at collection (``plugin.pytest_collection_modifyitems``): one stash lookup per
-    hook for ordinary tests."""
-    return item.stash.get(IS_PERF_KEY, False)
-
-
 def torch_snapshot(item: pytest.Item) -> TorchState | None:
-    if not is_perf(item):
+    if not item.stash.get(IS_PERF_KEY, False):
         return None
     from pytest_torchperf.measure.torch_state import snapshot
 

@@ -112,20 +112,20 @@ class SummaryReporter:
         return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        settings = self.config.stash[SETTINGS_KEY]
-        if not hasattr(self.config, "workerinput"):
-            from pytest_torchperf.store.record import Record
-
-            # Records no test of this run measured (an A/B run's that only side A has).
-            for module in parts("plugin", having="records_of_run"):
-                self.records.extend(Record.from_json(d) for d in module.records_of_run(self.config))
-        if hasattr(self.config, "workerinput") or not self.records:
+        if hasattr(self.config, "workerinput"):
             return  # xdist workers stay quiet: the controller prints the summary
+        from pytest_torchperf.store.record import Record
+
+        # Records no test of this run measured (an A/B run's that only side A has).
+        for module in parts("plugin", having="records_of_run"):
+            self.records.extend(Record.from_json(d) for d in module.records_of_run(self.config))
+        if not self.records:
+            return
         from pytest_torchperf.report import terminal as _summary
 
         tr = terminalreporter
         tr.write_sep("=", "torchperf")
-        environment_line = _environment_line(settings, self.records)
+        environment_line = _environment_line(self.config.stash[SETTINGS_KEY], self.records)
         tr.write_line(environment_line)
         for line in _summary.render(self.records, width=tr._tw.fullwidth):
             tr.write_line(line)
@@ -155,25 +155,15 @@ class SummaryReporter:
         for line in report_lines(self.config, self.records):
             tr.write_line(line)
 
-    def _html(self, folder: Path, environment_line: str, coverage_lines: list[str]) -> str:
-        from pytest_torchperf.report.html import html_report, run_traces, stored_histories
-
-        settings = self.config.stash[SETTINGS_KEY]
-        return html_report(
-            self.records,
-            environment_line,
-            stored_histories(settings.storage, self.records),
-            run_traces(settings.report_dir, self.started, folder),
-            coverage_lines=coverage_lines,
-        )
-
     def _write_reports(self, environment_line: str, coverage_lines: list[str]) -> list[str]:
         """Write the markdown/JSON reports asked for; return lines saying where they went."""
         from pytest_torchperf.report.benchmark_json import benchmark_json
+        from pytest_torchperf.report.html import html_report, run_traces, stored_histories
         from pytest_torchperf.report.markdown import markdown_report
         from pytest_torchperf.store.environment import commit_info, machine_info
         from pytest_torchperf.store.files import atomic_write_text
 
+        settings = self.config.stash[SETTINGS_KEY]
         written: list[str] = []
         markdown_path = self.config.getoption("torchperf_markdown")
         html_path = self.config.getoption("torchperf_html")
@@ -197,7 +187,14 @@ class SummaryReporter:
                 )
             if html_path:
                 path = Path(html_path).resolve()
-                atomic_write_text(path, self._html(path.parent, environment_line, coverage_lines))
+                page = html_report(
+                    self.records,
+                    environment_line,
+                    stored_histories(settings.storage, self.records),
+                    run_traces(settings.report_dir, self.started, path.parent),
+                    coverage_lines=coverage_lines,
+                )
+                atomic_write_text(path, page)
                 written.append(f"torchperf: HTML report written to {path}")
             if json_path:
                 path = Path(json_path).resolve()

@@ -16,6 +16,8 @@ asks this table, never the run mode.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_torchperf.kinds import parts
@@ -23,17 +25,6 @@ from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.pytest_plugin import child_runs, xdist_runs
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
-
-
-def _settings(session: pytest.Session) -> RunSettings:
-    return session.config.stash[SETTINGS_KEY]
-
-
-def _kinds_schedules() -> tuple[Schedule, ...]:
-    """The schedules the kinds' plugin parts give, in the registry's order."""
-    found: list[Schedule] = [s for module in parts("plugin") for s in module.SCHEDULES]
-    return tuple(found)
-
 
 #: The fresh processes every timed kind uses.
 FRESH_PROCESSES: tuple[Schedule, ...] = (
@@ -46,24 +37,25 @@ FRESH_PROCESSES: tuple[Schedule, ...] = (
     Schedule(
         "fresh processes",
         used=lambda settings, config: settings.processes > 1,
-        run=lambda session: child_runs.run_children(session, _settings(session).processes),
+        run=child_runs.run_children,
     ),
 )
 
 
 def schedules() -> tuple[Schedule, ...]:
-    """Every schedule, in the order a controller runs them: the kinds' own first (A/B pairs:
-    the controller times nothing else; counting: its processes take every core and are done
-    before anything is timed), then the fresh processes. Asked after configure, so kinds other
-    plugins registered are in it."""
-    return (*_kinds_schedules(), *FRESH_PROCESSES)
+    """Every schedule, in the order a controller runs them: the kinds' own (their plugin parts'
+    ``SCHEDULES``, in the registry's order) first (A/B pairs: the controller times nothing else;
+    counting: its processes take every core and are done before anything is timed), then the
+    fresh processes. Asked after configure, so kinds other plugins registered are in it."""
+    return (*(s for module in parts("plugin") for s in module.SCHEDULES), *FRESH_PROCESSES)
 
 
 def configure(config: pytest.Config, settings: RunSettings) -> None:
-    """A child process: set up for every schedule that started it."""
-    if not settings.child:
-        return
-    child_runs.configure_child(config)
+    """A child process: it measures only (no save or compare, whatever the arguments it shares
+    with its controller say), set up for every schedule that started it."""
+    config.stash[SETTINGS_KEY] = replace(
+        settings, save=False, compare=False, reset=False, cross_machine=False
+    )
     for schedule in schedules():
         if schedule.used(settings, config):
             schedule.configure_child(config)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +13,7 @@ from pytest_torchperf.core.errors import OptionError
 
 if TYPE_CHECKING:  # the measuring machinery is imported lazily, on the first measurement
     from pytest_torchperf.measure.exclusive import WorkerGate  # noqa: F401 (named in a key's type)
+    from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.options.settings import RunSettings  # noqa: F401 (named in a key's type)
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.state import TestState
@@ -49,6 +50,17 @@ def marker_options(item: pytest.Item) -> dict[str, object]:
             )
         merged.update(mark.kwargs)
     return merged
+
+
+def item_options(
+    item: pytest.Item, call: Mapping[str, object] | None = None, refused: Collection[str] = ()
+) -> tuple[MeasureOptions, str | None]:
+    """The options of a measurement in ``item`` (and its explicit name): ``call``'s keywords over
+    its markers' and the run's (:func:`pytest_torchperf.run.kinds.resolve_options`)."""
+    from pytest_torchperf.run.kinds import resolve_options
+
+    ctx = context_of(item.config)
+    return resolve_options(ctx, call or {}, marker_options(item), item.nodeid, refused)
 
 
 def context_of(config: pytest.Config) -> "RunContext":

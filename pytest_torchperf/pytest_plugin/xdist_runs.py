@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchperf.pytest_plugin.child_runs import is_xdist, run_fresh_processes
+from pytest_torchperf.pytest_plugin.child_runs import is_xdist, pooled, run_fresh_processes
 from pytest_torchperf.pytest_plugin.stash import (
     COLLECTING_GATE_KEY,
     GATE_KEY,
@@ -59,12 +59,8 @@ def run_children(config: pytest.Config) -> None:
 def pool_children(config: pytest.Config, perf_session: Any) -> None:
     """An xdist worker of a save in several processes: pool the controller's fresh processes."""
     folder = getattr(config, "workerinput", {}).get(XDIST_CHILDREN)
-    if not folder:
-        return
-    from pytest_torchperf.run.children import merge, read_child_file
-
-    files = sorted(Path(folder).glob("child-*.jsonl"))
-    perf_session.process_pool = merge(read_child_file(f) for f in files)
+    if folder:
+        perf_session.process_pool = pooled(Path(folder))
 
 
 def runs_children(config: pytest.Config) -> bool:
@@ -98,14 +94,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def attach_gate(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """An xdist worker of a run that times perf tests: its tests pause while another times."""
-    if not hasattr(config, "workerinput") or config.stash[SETTINGS_KEY].disable:
-        return
-    path = gate_path(config)
-    if path is not None and any(item.stash[IS_PERF_KEY] for item in items):
-        from pytest_torchperf.measure.exclusive import shared_gate
-
-        config.stash[GATE_KEY] = shared_gate(path)
+    """An xdist worker of a run that times perf tests: its tests pause while another times (the
+    lock it holds while it collects: :func:`configure`)."""
+    gate = config.stash.get(COLLECTING_GATE_KEY, None)
+    if gate is not None and any(item.stash[IS_PERF_KEY] for item in items):
+        config.stash[GATE_KEY] = gate
 
 
 @pytest.hookimpl(wrapper=True)
