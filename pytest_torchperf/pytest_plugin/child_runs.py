@@ -25,7 +25,8 @@ from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, cont
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
-    from pytest_torchperf.run.children import Key, ProcessSample
+    from pytest_torchperf.core.child_protocol import SampleLine
+    from pytest_torchperf.run.children import Key
     from pytest_torchperf.run.context import RunContext
 
 #: Most processes accepted: each costs a pytest start-up (torch import, compiles), and each stores
@@ -199,7 +200,7 @@ def run_children(session: pytest.Session) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def pooled(folder: Path) -> dict[Key, list[ProcessSample]]:
+def pooled(folder: Path) -> dict[Key, list[SampleLine]]:
     """What the fresh processes that wrote into ``folder`` measured, by target, in process
     order (at most 9 of them: ``child-1`` to ``child-9`` sort as numbers)."""
     from pytest_torchperf.run.children import merge, read_child_file
