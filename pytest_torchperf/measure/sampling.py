@@ -163,6 +163,13 @@ def _warm_up(run_block: RunBlock, warmup: float, clock: Callable[[], float]) -> 
     return warm
 
 
+def calls_per_block(warm: list[float], block_target: float = BLOCK_TARGET) -> int:
+    """Calls per timed block from the warm-up's single-call times (step 2 of the module
+    docstring): the fastest past the first (which often pays one-off costs: allocator growth,
+    lazy init) is the call's own work; slower ones include other processes' time."""
+    return block_size(min(warm[1:] or warm), block_target)
+
+
 def _calibration_number(calibrate: RunBlock | None) -> int:
     """Calls per calibration block (0: no calibration)."""
     if calibrate is None:
@@ -198,9 +205,7 @@ def collect(
     """
     warm = _warm_up(run_block, warmup, clock)
     if number is None:
-        # The fastest call past the first (which often pays one-off costs: allocator growth, lazy
-        # init) is the call's own work; slower ones include other processes' time (step 2).
-        number = block_size(min(warm[1:] or warm), block_target)
+        number = calls_per_block(warm, block_target)
     cal_number = _calibration_number(calibrate)
     settling: list[float] = []
     settled = None
@@ -287,7 +292,7 @@ def collect_interleaved(
     warm_calls: dict[str, int] = {}
     for name in names:
         warm = _warm_up(runners[name], warmup, clock)
-        numbers[name] = block_size(statistics.median(warm[1:] or warm), block_target)
+        numbers[name] = calls_per_block(warm, block_target)
         warm_calls[name] = len(warm)
     cal_number = _calibration_number(calibrate)
 
