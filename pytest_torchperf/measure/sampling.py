@@ -1,7 +1,12 @@
 """The block-sampling protocol, independent of torch so it can run on a fake clock.
 
 1. Warm up: untimed single calls until at least ``MIN_WARMUP_CALLS`` calls and ``warmup`` seconds.
-2. Size blocks: ``number`` calls per block so that one block takes about ``block_target`` (10 ms).
+2. Size blocks: ``number`` calls per block so that one block takes about ``block_target`` (10 ms)
+   of the call's own work, sized from the fastest warm-up call: a warm-up beside a busy process
+   reads slower calls, and blocks sized from them run shorter than 10 ms. That matters in an A/B
+   run, where each side sizes its own blocks and the pairing assumes both sides' blocks last alike:
+   beside a CPU-bound process on the shared CPU, 0.5 ms blocks ran at full speed while 10 ms ones
+   took twice as long, so identical code read B/A 0.26 or 3.6 by which side had the short blocks.
    This gives 50-100 samples per second even for sub-millisecond models, unlike the power-of-ten
    rule of ``blocked_autorange``.
 3. Collect blocks until ``min_time`` seconds and at least ``MIN_BLOCKS`` blocks.
@@ -158,6 +163,13 @@ def _warm_up(run_block: RunBlock, warmup: float, clock: Callable[[], float]) -> 
     return warm
 
 
+def calls_per_block(warm: list[float], block_target: float = BLOCK_TARGET) -> int:
+    """Calls per timed block from the warm-up's single-call times (step 2 of the module
+    docstring): the fastest past the first (which often pays one-off costs: allocator growth,
+    lazy init) is the call's own work; slower ones include other processes' time."""
+    return block_size(min(warm[1:] or warm), block_target)
+
+
 def _calibration_number(calibrate: RunBlock | None) -> int:
     """Calls per calibration block (0: no calibration)."""
     if calibrate is None:
@@ -193,8 +205,7 @@ def collect(
     """
     warm = _warm_up(run_block, warmup, clock)
     if number is None:
-        # The first call often pays one-off costs (allocator growth, lazy init): size from the rest.
-        number = block_size(statistics.median(warm[1:] or warm), block_target)
+        number = calls_per_block(warm, block_target)
     cal_number = _calibration_number(calibrate)
     settling: list[float] = []
     settled = None
@@ -281,7 +292,7 @@ def collect_interleaved(
     warm_calls: dict[str, int] = {}
     for name in names:
         warm = _warm_up(runners[name], warmup, clock)
-        numbers[name] = block_size(statistics.median(warm[1:] or warm), block_target)
+        numbers[name] = calls_per_block(warm, block_target)
         warm_calls[name] = len(warm)
     cal_number = _calibration_number(calibrate)
 

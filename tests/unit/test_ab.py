@@ -229,6 +229,39 @@ def test_only_one_side_ever_holds_the_token() -> None:
         holder = scheduler.arrive(holder, keys[position[holder]])
 
 
+def test_a_side_that_is_done_tears_down_off_the_shared_cpus(monkeypatch) -> None:
+    """Pinned on its first turn, a side's own affinity is the shared CPUs alone; on its way out
+    it must move to the CPUs it had before (the others), not stay beside the next pair's
+    turns (pair N's teardown ran on the shared CPU while pair N+1, started ahead, timed)."""
+    import os
+
+    from pytest_torchperf.core.child_protocol import Go, encode
+    from pytest_torchperf.kinds.ab import measure_turns
+
+    affinity = {0, 1}  # this fake process's CPUs, as the OS would keep them
+
+    def place(cpus: set[int], pid: int | None = None) -> None:
+        affinity.clear()
+        affinity.update(cpus)
+
+    monkeypatch.setattr(measure_turns, "place", place)
+    monkeypatch.setattr(measure_turns, "allowed_cpus", lambda: set(affinity))
+    to_side_r, to_side_w = os.pipe()
+    from_side_r, from_side_w = os.pipe()
+    os.write(to_side_w, (encode(Go()) + "\n").encode())
+    client = measure_turns.TurnClient(to_side_r, from_side_w, "A", 2, {1})
+    try:
+        client.ready()
+        assert affinity == {1}  # its turns: on the shared CPU
+        client.bye(0)
+        assert affinity == {0}  # its teardown: off it
+    finally:
+        for fd in (to_side_w, from_side_r):
+            os.close(fd)
+        client._in.close()
+        client._out.close()
+
+
 # -- the sides' data --------------------------------------------------------------------------
 
 

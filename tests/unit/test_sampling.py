@@ -139,6 +139,24 @@ def test_block_sizing_ignores_slow_first_call():
     assert raw.number_per_block == 100  # sized from calls 2..3, not the 1 s outlier
 
 
+def test_block_sizing_ignores_warm_up_calls_slowed_by_other_processes():
+    """A warm-up beside a busy process: two calls of three take 3x as long. The blocks are sized
+    from the call's own time (10 ms of work), not the median's 30 % of it: an A/B side whose
+    warm-up was busier would otherwise time shorter blocks than the other side, and short blocks
+    dodge the CPU-bound neighbour that long ones share the CPU with (B/A read 0.26 for identical
+    code)."""
+    fake = FakeClock(1e-4)
+    slowed = iter([1, 3, 3] * 1000)
+
+    def run_block(number: int) -> float:
+        fake.per_call = 1e-4 * (next(slowed) if number == 1 else 1)
+        return fake.run_block(number)
+
+    raw = collect(run_block, clock=fake.clock, cpu_clock=fake.cpu_clock, min_time=0.05, warmup=0.01)
+    assert raw.warmup_calls > 10
+    assert raw.number_per_block == 100
+
+
 # --------------------------------------------------------------------------------------------------
 # Block sizing and collection
 # --------------------------------------------------------------------------------------------------

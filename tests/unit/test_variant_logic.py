@@ -178,6 +178,30 @@ def test_a_slow_variant_does_not_multiply_the_budget() -> None:
     assert raws["amp"].number_per_block == 1
 
 
+def test_interleaved_blocks_are_sized_from_each_variants_fastest_warm_up_call() -> None:
+    """A warm-up beside a busy process (two calls of three 3x slower) sizes 10 ms of each
+    variant's own work, as :func:`collect` does, not the median's third of it."""
+    fake = FakeVariants({"eager": 1e-3, "compiled": 5e-4})
+    slowed = iter([1, 3, 3] * 1000)
+
+    def runner(name: str):
+        def run(number: int) -> float:
+            factor = next(slowed) if number == 1 else 1
+            fake.now += number * fake.per_call[name] * factor
+            return number * fake.per_call[name] * factor
+
+        return run
+
+    raws = collect_interleaved(
+        {n: runner(n) for n in fake.per_call},
+        min_time=0.05,
+        warmup=0.01,
+        clock=fake.clock,
+        cpu_clock=fake.clock,
+    )
+    assert raws["eager"].number_per_block == 10 and raws["compiled"].number_per_block == 20
+
+
 def test_round_ratios_pair_rounds_and_skip_zero() -> None:
     assert round_ratios([2.0, 4.0, 1.0], [1.0, 2.0, 0.0]) == [2.0, 2.0]
 

@@ -66,6 +66,10 @@ class TurnClient:
         self.pair = pair
         #: The CPUs both sides are pinned to on their turns (empty: not pinned).
         self.cpus = cpus or set()
+        #: The CPUs this process could use before its first turn pinned it (:meth:`bye` moves
+        #: onto those of them the sides do not share; once pinned, its own affinity is
+        #: :attr:`cpus` alone).
+        self.unpinned: set[int] = set()
 
     @classmethod
     def from_environment(cls) -> TurnClient | None:
@@ -114,14 +118,17 @@ class TurnClient:
         self._send(Ready(self.side))
         self._wait()
         if self.cpus:
+            self.unpinned = allowed_cpus()
             place(self.cpus)
 
     def bye(self, exitstatus: int) -> None:
         """This side measured and reported everything: give the turn back for good (saying
         its exit status), and leave the shared CPUs to the other side for the rest of this
         process's life (on the CPUs the sides do not share, when there are any)."""
-        others = allowed_cpus() - self.cpus
-        if self.cpus and others:
+        # Not allowed_cpus(): pinned, this process may use only the shared CPUs, and the
+        # teardown stayed on them, beside the next pair's turns.
+        others = self.unpinned - self.cpus
+        if others:
             place(others)
         self._send(Bye(self.side, exitstatus))
 
