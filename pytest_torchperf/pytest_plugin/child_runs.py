@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of
+from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of, ini_value
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
     """
     opt = config.getoption
     on_cli = opt("torchperf_processes")
-    raw = on_cli or config.getini("torchperf_processes")
+    raw = on_cli or ini_value(config, "torchperf_processes")
     if opt("torchperf_child"):
         return 1  # a child measures once; only the controlling run starts processes
     if not raw:
@@ -145,7 +145,9 @@ def start_child_sink(config: pytest.Config) -> None:
 
 def confirm_setting(config: pytest.Config) -> str:
     """``fresh`` or ``same`` (validated; the ini value too)."""
-    value = config.getoption("torchperf_confirm") or config.getini("torchperf_confirm") or "fresh"
+    value = (
+        config.getoption("torchperf_confirm") or ini_value(config, "torchperf_confirm") or "fresh"
+    )
     if value not in CONFIRM_MODES:
         raise pytest.UsageError(
             f"torchperf: torchperf_confirm must be one of {', '.join(CONFIRM_MODES)}, got {value!r}"

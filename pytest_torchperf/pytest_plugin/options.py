@@ -17,6 +17,7 @@ from pytest_torchperf.kinds import parts
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
 from pytest_torchperf.options.values import argparse_type, parse_bool, parse_device
 from pytest_torchperf.pytest_plugin import child_runs
+from pytest_torchperf.pytest_plugin.stash import ini_value
 
 if TYPE_CHECKING:
     from pytest_torchperf.options.settings import RunSettings
@@ -101,8 +102,8 @@ def ini_layer(config: pytest.Config) -> dict[str, Any]:
     """The measurement options set in the ini file, parsed (a bad value is a UsageError)."""
     parsed: dict[str, Any] = {}
     for name in CLI_OPTIONS:
-        value = config.getini(f"torchperf_{name}")
-        if value in ("", None, []):
+        value = ini_value(config, f"torchperf_{name}", names=_METAVARS.get(name) == "NAMES")
+        if value in ("", []):
             continue
         try:
             parsed |= parse_layer({name: value}, "ini file")
@@ -116,7 +117,7 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
     cli = config.getoption(f"torchperf_{name}")
     if cli:
         return Path(cli).expanduser().resolve()
-    ini = config.getini(f"torchperf_{name}")
+    ini = ini_value(config, f"torchperf_{name}")
     if ini:
         base = config.inipath.parent if config.inipath else config.rootpath
         return (base / Path(ini).expanduser()).resolve()
@@ -145,6 +146,8 @@ def check_ini_keys(config: pytest.Config) -> None:
                 config.getini(key)
             except ValueError:  # not registered by this plugin or its kinds
                 unknown.append(key)
+            except TypeError:  # registered; a TOML value of another type: read by ini_value
+                pass
     if not unknown:
         return
     import difflib
@@ -303,7 +306,9 @@ def run_settings(config: pytest.Config) -> RunSettings:
             f"point --torchperf-storage (or ini torchperf_storage) at a folder"
         )
 
-    raw_filter = opt("torchperf_variants") or config.getini("torchperf_variants") or None
+    raw_filter = (
+        opt("torchperf_variants") or ini_value(config, "torchperf_variants", names=True) or None
+    )
     try:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
@@ -339,7 +344,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
 
 def _ini_device(config: pytest.Config) -> str:
     """Ini ``torchperf_device``, checked as ``--torchperf-device`` is (default ``auto``)."""
-    raw = config.getini("torchperf_device")
+    raw = ini_value(config, "torchperf_device")
     try:
         return parse_device(raw) if raw else "auto"
     except OptionError as exc:
@@ -362,7 +367,7 @@ def save_wait_setting(config: pytest.Config) -> float:
 
     raw = config.getoption("torchperf_save_wait")
     if raw is None:
-        raw = config.getini("torchperf_save_wait") or None
+        raw = ini_value(config, "torchperf_save_wait") or None
     if raw is None:
         return DEFAULT_SAVE_WAIT
     text = str(raw).strip().removesuffix("s").strip()

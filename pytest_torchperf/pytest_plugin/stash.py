@@ -1,11 +1,12 @@
-"""What torchperf attaches to pytest items and config: stash keys, marker options, per-test state."""
+"""What torchperf attaches to pytest items and config: stash keys, marker options, ini values
+(read once, for every key: :func:`ini_value`), per-test state."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import pytest
 
@@ -61,6 +62,53 @@ def item_options(
 
     ctx = context_of(item.config)
     return resolve_options(ctx, call or {}, marker_options(item), item.nodeid, refused)
+
+
+@overload
+def ini_value(config: pytest.Config, key: str, names: Literal[False] = False) -> str: ...
+@overload
+def ini_value(config: pytest.Config, key: str, names: bool) -> str | list[str]: ...
+def ini_value(config: pytest.Config, key: str, names: bool = False) -> str | list[str]:
+    """An ini key's value as an ini file gives it: a string, or a list of strings where the key
+    takes ``names`` (``torchperf_variants``, ``torchperf_ignore_counters``).
+
+    Every ``torchperf_*`` key is read here. pytest 9's native ``[tool.pytest]`` table in
+    pyproject.toml keeps TOML's types, and ``getini`` refuses a non-string for a string key with
+    a TypeError (an internal error in every run). A TOML number or boolean is read as its string
+    form (``torchperf_threads = 1`` as ``"1"``, ``true`` as ``"true"``), as
+    ``[tool.pytest.ini_options]`` reads it; anything else is a usage error naming the key, the
+    value and what to write.
+    """
+    try:
+        value: object = config.getini(key)
+    except TypeError as exc:
+        # No public API gives the value getini refused; pytest keeps it in ``_inicfg``.
+        entry = getattr(config, "_inicfg", {}).get(key)
+        if entry is None or not hasattr(entry, "value"):
+            raise pytest.UsageError(
+                f'torchperf: {exc}. Write the value in quotes, e.g. {key} = "1"'
+            ) from None
+        value = entry.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    if names and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [str(v) for v in value]
+    where = f" in {config.inipath}" if config.inipath else ""
+    takes = (
+        "a comma-separated string or a list of strings"
+        if names
+        else "one value (a string, a number or true/false), not a list"
+        if isinstance(value, list)
+        else "a string, a number or true/false"
+    )
+    raise pytest.UsageError(
+        f"torchperf: ini key {key}{where} is {value!r} ({type(value).__name__}); it takes "
+        f"{takes}. pytest --help says what {key} takes"
+    )
 
 
 def context_of(config: pytest.Config) -> "RunContext":

@@ -26,6 +26,7 @@ from pytest_torchperf.report.terminal import (
 )
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.sessions import Session, timed_sessions
+from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 
 @dataclass
@@ -157,6 +158,30 @@ def _figure(value: Any, text: Callable[[Any], str]) -> str:
     return _cell("-" if value is None else text(value), -1 if value is None else value, True)
 
 
+def _not_counted(record: Record) -> str:
+    """A FLOPs, parameters or peak-memory cell the record has no figure for: said, with why in
+    its tooltip, not a bare dash."""
+    once = "FLOPs, parameters and peak memory are counted once per model, on its eager variant"
+    if record.variant in COMPILED_VARIANTS:
+        why = (
+            f"Not counted for the {record.variant} variant: its counters are its graphs, graph "
+            f"breaks and recompiles; {once}."
+        )
+    elif record.variant != "eager":
+        why = f"Not counted for the {record.variant} variant: {once}."
+    else:
+        why = "Not recorded for this measurement (counters=False or ignore_counters)."
+    return f'<span class="muted" title="{html.escape(why, quote=True)}">not counted</span>'
+
+
+def _counter_cell(record: Record, key: str, text: Callable[[Any], str]) -> str:
+    """A counter's cell: ``text(value)``, or :func:`_not_counted` (sorting first)."""
+    value = (record.counters or {}).get(key)
+    if value is None:
+        return _cell(_not_counted(record), -1, True)
+    return _cell(text(value), value, True)
+
+
 def _flops_cell(counters: Mapping[str, object]) -> str:
     """The FLOP figure; a partial one (heavy ops without a formula) is marked, the ops in its
     tooltip (the whole list would widen the table)."""
@@ -219,9 +244,9 @@ def _row(
             True,
             css="wrap",
         ),
-        "flops": _cell(_flops_cell(counters), counters.get("flops", -1), True),
-        "params": _figure(counters.get("params"), "{:,}".format),
-        "memory": _figure(counters.get("peak_memory"), lambda v: format_bytes(json_number(v))),
+        "flops": _counter_cell(record, "flops", lambda _: _flops_cell(counters)),
+        "params": _counter_cell(record, "params", "{:,}".format),
+        "memory": _counter_cell(record, "peak_memory", lambda v: format_bytes(json_number(v))),
         "build": _figure(record.build_time, "{:.1f} s".format),
         "distribution": _cell(
             svg.distribution(

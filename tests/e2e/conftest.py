@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,6 @@ import pytest
 # run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
 # process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
 import torch
-import torch.utils.benchmark
 
 
 def _load_lazy_torch_modules() -> None:
@@ -103,6 +103,43 @@ def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
     monkeypatch.setenv("COLUMNS", "200")
     pytester.makefile(".ini", pytest=FAST_INI)
     return pytester
+
+
+# -- deprecations of the plugin's own code are errors ---------------------------------------------
+#
+# pyproject.toml's filterwarnings makes a DeprecationWarning raised from pytest_torchperf code an
+# error, but only in this suite's own tests: a pytest run an e2e test starts reads the ini file
+# it writes, and wraps each phase in its own warning filters (DeprecationWarning "always", then
+# that ini's filters), so the plugin's warnings there only reached the inner run's summary.
+# Each in-process run gets the same filter added to its ini. Not seen: child processes
+# (runpytest_subprocess, fresh processes), which run the same code as the in-process runs.
+
+OUR_DEPRECATIONS = "error::DeprecationWarning:pytest_torchperf"
+
+
+class _DeprecationGuard:
+    """Registered in each in-process pytest run: our deprecations are errors there too."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("filterwarnings", OUR_DEPRECATIONS)
+
+
+@pytest.fixture(autouse=True)
+def _our_deprecations_are_errors(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process runs of a test using pytester carry :class:`_DeprecationGuard` (a plugin
+    object, so not through ``pytester.plugins``: subprocess runs refuse those)."""
+    if "pytester" not in request.fixturenames:
+        return
+    pytester: pytest.Pytester = request.getfixturevalue("pytester")
+    inline_run = pytester.inline_run
+
+    def guarded(*args: Any, plugins: Sequence[Any] = (), **kwargs: Any) -> pytest.HookRecorder:
+        return inline_run(*args, plugins=[*plugins, _DeprecationGuard()], **kwargs)
+
+    monkeypatch.setattr(pytester, "inline_run", guarded)
 
 
 # -- the accelerator fallback ---------------------------------------------------------------------

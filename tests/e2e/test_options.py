@@ -293,6 +293,47 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     )
 
 
+def test_toml_numbers_flags_and_lists_in_pyproject_are_read_as_their_text(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest 9's native ``[tool.pytest]`` table keeps TOML's types, and pytest's getini refused
+    ``torchperf_threads = 2`` (an int for a string key) with a TypeError: an internal error with
+    our traceback in every run. A number or a flag is read as its string form, a list of names as
+    the names; what cannot be a key's value is a usage error naming the key and what it takes."""
+    pytester.makepyprojecttoml(
+        "[tool.pytest]\ntorchperf_warmup = 0.005\ntorchperf_min_time = 0.02\n"
+        "torchperf_threads = 2\ntorchperf_max_slowdown = 0.25\ntorchperf_instructions = false\n"
+        'torchperf_ignore_counters = ["memory"]\n'
+    )
+    pytester.makepyfile(PRECEDENCE.format(marker="", call=""))
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert (pytester.path / "resolved.txt").read_text().split() == ["0.25", "0.02", "2"]
+
+    def refused(table: str, line: str) -> str:
+        pytester.makepyprojecttoml(f"[{table}]\n{line}\n")
+        result = pytester.runpytest()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert "Traceback" not in result.stdout.str() + result.stderr.str()
+        return result.stderr.str()
+
+    # A bare 20 is as ambiguous as the string "20" (20 % or 2000 %?).
+    assert (
+        "torchperf: ini file: invalid value for max_slowdown: '20' is ambiguous as a relative "
+        "threshold: write a percentage such as '20%' or a fraction below 1 such as 0.1 (ini key "
+        "torchperf_max_slowdown)" in refused("tool.pytest", "torchperf_max_slowdown = 20")
+    )
+    out = refused("tool.pytest", "torchperf_threads = [1]")
+    assert "torchperf: ini key torchperf_threads in " in out
+    assert (
+        "pyproject.toml is [1] (list); it takes one value (a string, a number or true/false), not "
+        "a list. pytest --help says what torchperf_threads takes" in out
+    )
+    # pytest's ini-mode table hands a list over as it is: a folder given as one was a TypeError.
+    out = refused("tool.pytest.ini_options", 'torchperf_storage = ["perf"]')
+    assert "torchperf: ini key torchperf_storage in " in out
+    assert "pyproject.toml is ['perf'] (list); it takes one value" in out
+
+
 def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.Pytester) -> None:
     """Like an unknown marker keyword: pytest itself only warned "Unknown config option", and
     the limit meant kept its default."""

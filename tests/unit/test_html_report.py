@@ -126,6 +126,25 @@ def test_a_partial_flop_figure_is_marked_with_the_ops_in_its_tooltip() -> None:
     assert "&ge; 4,096 (partial)</span>" in page
 
 
+def test_a_compiled_variants_missing_counters_say_why_not_a_bare_dash() -> None:
+    """A compiled variant's counters are its graphs only: its FLOPs, params and peak memory
+    cells read "not counted" and say why in their tooltip (they showed ``-``)."""
+    eager = _record("mlp", "pass", variant="eager")
+    compiled = _record("mlp", "pass", variant="compiled", counters={"graphs": 1, "graph_breaks": 0})
+    amp = _record("mlp", "pass", variant="amp", counters=None)
+    page = html_report(_read([eager, compiled, amp]), "env")
+    cells = re.findall(r'<td data-sec="1" class="num" data-v="([^"]*)">(.*?)</td>', page)
+    assert [text for _, text in cells[:3]] == ["1,000", "10", "2.0 KiB"]  # eager's figures
+    once = "FLOPs, parameters and peak memory are counted once per model, on its eager variant."
+    why = (
+        "Not counted for the compiled variant: its counters are its graphs, graph breaks and "
+        f"recompiles; {once}"
+    )
+    assert cells[3:6] == [("-1", f'<span class="muted" title="{why}">not counted</span>')] * 3
+    assert f"Not counted for the amp variant: {once}" in cells[6][1]
+    assert not [text for _, text in cells if text == "-"]
+
+
 def test_close_speedups_keep_their_figures_apart_from_bars_and_the_x1_line() -> None:
     chart = svg.speedup_bars([("amp", 0.91, 0.88, 0.95), ("fused", 0.89, 0.85, 0.93)])
     figures = re.findall(r'<text x="([\d.]+)" y="[\d.]+" font-size="11">x0\.\d\d', chart)

@@ -18,7 +18,7 @@ from pytest_torchperf.kinds.instructions.run_job_split import CHILD_MEMORY_GIB
 from pytest_torchperf.options.values import parse_bool
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.child_schedule import Schedule
-from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY
+from pytest_torchperf.pytest_plugin.stash import CONTEXT_SETUP_KEY, ini_value
 
 if TYPE_CHECKING:
     from pytest_torchperf.run.context import RunContext
@@ -68,7 +68,7 @@ def _asked(config: pytest.Config) -> bool:
     """``--torchperf-instructions``, else ini ``torchperf_instructions`` (a bad ini value is an
     OptionError)."""
     raw = config.getoption("torchperf_instructions", None)
-    return parse_bool(config.getini("torchperf_instructions") or False) if raw is None else raw
+    return parse_bool(ini_value(config, "torchperf_instructions") or False) if raw is None else raw
 
 
 def instructions_setting(config: pytest.Config) -> bool:
@@ -76,7 +76,7 @@ def instructions_setting(config: pytest.Config) -> bool:
     try:
         asked = _asked(config)
     except OptionError:
-        ini = config.getini("torchperf_instructions")
+        ini = ini_value(config, "torchperf_instructions")
         raise pytest.UsageError(
             f"torchperf: ini torchperf_instructions must be true or false, got {ini!r}"
         ) from None
@@ -99,7 +99,7 @@ def instructions_setting(config: pytest.Config) -> bool:
             "2 --torchperf-skip, then pytest --torchperf-only --torchperf-instructions "
             "--torchperf-compare)" + off
         )
-    processes = config.getoption("torchperf_processes") or config.getini("torchperf_processes")
+    processes = config.getoption("torchperf_processes") or ini_value(config, "torchperf_processes")
     if str(processes).strip() not in ("", "1"):
         raise pytest.UsageError(
             "--torchperf-processes measures time in several processes; instruction counts "
@@ -118,7 +118,7 @@ def fallback_setting(config: pytest.Config) -> str:
     raw = config.getoption("torchperf_fallback")
     where = "--torchperf-fallback"
     if raw is None:
-        raw, where = config.getini("torchperf_fallback") or "", "ini torchperf_fallback"
+        raw, where = ini_value(config, "torchperf_fallback") or "", "ini torchperf_fallback"
     value = str(raw).strip().lower()
     if value in ("", "none", "off"):
         return ""
@@ -172,7 +172,10 @@ def jobs_setting(config: pytest.Config) -> int:
     raw = config.getoption("torchperf_instruction_jobs")
     where = "--torchperf-instruction-jobs"
     if raw is None:
-        raw, where = config.getini("torchperf_instruction_jobs"), "ini torchperf_instruction_jobs"
+        raw, where = (
+            ini_value(config, "torchperf_instruction_jobs"),
+            "ini torchperf_instruction_jobs",
+        )
     text = str(raw or "auto").strip().lower()
     if text == "auto":
         return 0
