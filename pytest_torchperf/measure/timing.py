@@ -1,9 +1,9 @@
-"""Timing a target under the block protocol.
+"""Timing a target with torch.utils.benchmark under the block protocol.
 
 This is the only place that runs user code for timing. It prepares the call (eval mode and
 ``no_grad`` for modules, fixed thread count), checks the outputs once for NaN/inf, and hands
-a ``timeit.Timer``'s ``timeit`` (the loop ``torch.utils.benchmark.Timer`` runs) to
-:func:`pytest_torchperf.measure.sampling.collect` as the block runner. Devices are synchronised around every timed block, never per call: a block
+``torch.utils.benchmark.Timer.timeit`` to :func:`pytest_torchperf.measure.sampling.collect` as
+the block runner. Devices are synchronised around every timed block, never per call: a block
 measures finished work, not asynchronous launches.
 """
 
@@ -215,9 +215,8 @@ class Measurer:
         the device at block boundaries. ``per_block_state`` enters :func:`prepared` around each
         block (for interleaved variants, whose global state differs); otherwise the caller does.
         """
-        import timeit
-
         import torch
+        from torch.utils.benchmark import Timer
 
         use_events = self.device.startswith("cuda") and torch.cuda.is_available()
         clock_name = (
@@ -229,18 +228,23 @@ class Measurer:
                 torch.accelerator.synchronize()
             return time.perf_counter()
 
-        # The timeit.Timer that torch.utils.benchmark.Timer runs its blocks with (same statement,
-        # globals and clock), without torch's wrapper: its Timer.timeit(n) first runs
-        # max(n // 100, 2) untimed warm-up calls (for a model slower than a block, 1 call per
-        # block, that tripled the cost of every block; our protocol warms up once per pass), it
-        # sets threads that ``prepared`` sets, and importing torch.utils.benchmark imports
-        # torch.utils.cpp_extension, which logs "No CUDA runtime is found, using CUDA_HOME=..."
-        # on a CUDA build of torch without a GPU: a line in the output of every run.
-        raw_block = timeit.Timer(
+        timer = Timer(
             stmt="__torchperf_call()",
-            timer=time.perf_counter if clock_name != "sync" else synchronized_clock,
             globals={"__torchperf_call": self.call},
-        ).timeit
+            num_threads=self.options.threads,
+            timer=time.perf_counter if clock_name != "sync" else synchronized_clock,
+        )
+
+        # Timer.timeit(n) first runs max(n // 100, 2) untimed warm-up calls: for a model slower
+        # than a block (1 call per block) that triples the cost of every block. Our protocol warms
+        # up once per pass, so blocks go straight to the compiled timeit.Timer inside the torch
+        # Timer (same statement, globals and clock; threads are set by ``prepared``).
+        inner = getattr(timer, "_timer", None)
+        raw_block = (
+            inner.timeit
+            if inner is not None
+            else (lambda number: timer.timeit(number).raw_times[0])
+        )
 
         def run_block(number: int) -> float:
             return float(raw_block(number))

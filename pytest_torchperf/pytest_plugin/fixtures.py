@@ -227,7 +227,7 @@ def torchperf_variant(request: pytest.FixtureRequest) -> str | None:
 def torchperf(request: pytest.FixtureRequest, torchperf_variant: str | None) -> TorchperfFixture:
     """Measure a model or callable: ``result = torchperf(model, x, name="bs1")``.
 
-    Times ``target(*inputs)`` in ~10 ms blocks (a timeit loop) for ``min_time`` seconds,
+    Times ``target(*inputs)`` with torch.utils.benchmark in ~10 ms blocks for ``min_time`` seconds,
     records FLOPs/op/parameter/memory counters, compares with the stored baseline under
     ``--torchperf-compare`` and records one under ``--torchperf-save``.
     """

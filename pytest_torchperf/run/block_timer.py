@@ -18,7 +18,7 @@ from pytest_torchperf.run.result import Result
 
 
 class BlockTimer:
-    """Times callables in ~10 ms blocks (a ``timeit`` loop), device-synchronised.
+    """Times callables with ``torch.utils.benchmark`` in ~10 ms blocks, device-synchronised.
 
     ``options`` are :class:`~pytest_torchperf.options.measure_options.MeasureOptions` field names (``min_time``,
     ``warmup``, ``threads``, ``inference``, ...). CUDA targets are clocked with CUDA events.

@@ -18,6 +18,7 @@ import pytest
 # run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
 # process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
 import torch
+import torch.utils.benchmark
 
 
 def _load_lazy_torch_modules() -> None:
