@@ -53,3 +53,25 @@ def test_a_function_takes_the_device_of_the_globals_it_names(monkeypatch) -> Non
     monkeypatch.setitem(globals(), "GLOBAL_MODEL", torch.nn.Linear(2, 2))
     assert devices.infer_device(lambda: GLOBAL_MODEL(GLOBAL_X), ()) == "cpu"  # in code order
     assert devices.infer_device(lambda: torch.ones(2), ()) == "cuda:0"  # torch is no tensor
+
+
+def test_timing_prints_no_cuda_home_line() -> None:
+    """Importing torch.utils.benchmark imports torch.utils.cpp_extension, which logs "No CUDA
+    runtime is found, using CUDA_HOME=..." on a CUDA build of torch without a GPU: a line in the
+    captured output of every failing perf test. Timing drops that line, and torch.compile's later
+    import of cpp_extension (inductor) finds the module imported and prints nothing either."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from pytest_torchperf import BlockTimer\n"
+        "BlockTimer(min_time=0.01, warmup=0.001).measure(torch.nn.Linear(4, 4), torch.ones(2, 4))\n"
+        "import torch.utils.cpp_extension\n"
+        "print('torch.utils.benchmark' in sys.modules)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert run.stdout.strip().splitlines()[-1] == "True", run.stdout + run.stderr
+    assert "No CUDA runtime" not in run.stderr, run.stderr
