@@ -374,9 +374,8 @@ def _result(
         processes=[*final.process_statistics, final.summary.p25]
         if final.process_statistics
         else [],
+        **(m.extra.facts() if m.extra is not None else {}),
     )
-    if m.extra is not None:
-        result.variant_facts = m.extra.facts()
     if comparison is not None:
         result.explanation = list(comparison.explanation)
         result.gated = list(comparison.gated)

@@ -17,7 +17,6 @@ from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
-from pytest_torchperf.run.variant_facts import VariantFacts
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
@@ -113,9 +112,28 @@ class Result:
     session: Session | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
     environment: dict[str, Any] | None = field(default=None, repr=False)
-    #: What the variant adds (eager's: its fingerprint and metric); read through the properties
-    #: below (``result.speedup``, ``result.accuracy``, ...).
-    variant_facts: VariantFacts = field(default_factory=lambda: VariantFacts(), repr=False)
+    #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
+    variant: str = "eager"
+    #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for
+    #: eager).
+    speedup: dict[str, float] | None = None
+    #: Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``, ``max_abs``,
+    #: ``top1``).
+    accuracy: dict[str, float] | None = None
+    #: Tolerances the accuracy was checked against.
+    accuracy_limits: dict[str, float] | None = None
+    #: Seconds to build the variant including its first (compiling) call; None for eager.
+    build_time: float | None = None
+    #: How the variant was built (e.g. ``torch.compile(backend='inductor')``).
+    method: str | None = None
+    #: Things worth knowing about how the variant was built (fallbacks, caveats).
+    notes: list[str] = field(default_factory=list)
+    #: The user metric (``metric=fn`` on ``data=``) for this variant, if one was given.
+    metric: float | None = None
+    #: Summary statistics of the outputs (stored with baselines to catch numerics changes).
+    fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+    #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.summary is None and self.samples:
@@ -156,61 +174,6 @@ class Result:
     def mean(self) -> float:
         """Mean per-call time in seconds."""
         return self._stat("mean")
-
-    # The variant's part -------------------------------------------------------------------------
-    @property
-    def variant(self) -> str:
-        """Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``,
-        ``int8``)."""
-        return self.variant_facts.variant
-
-    @property
-    def speedup(self) -> dict[str, float] | None:
-        """Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None
-        for eager)."""
-        return self.variant_facts.speedup
-
-    @property
-    def accuracy(self) -> dict[str, float] | None:
-        """Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``,
-        ``max_abs``, ``top1``)."""
-        return self.variant_facts.accuracy
-
-    @property
-    def accuracy_limits(self) -> dict[str, float] | None:
-        """Tolerances the accuracy was checked against."""
-        return self.variant_facts.accuracy_limits
-
-    @property
-    def build_time(self) -> float | None:
-        """Seconds to build the variant including its first (compiling) call; None for eager."""
-        return self.variant_facts.build_time
-
-    @property
-    def method(self) -> str | None:
-        """How the variant was built (e.g. ``torch.compile(backend='inductor')``)."""
-        return self.variant_facts.method
-
-    @property
-    def notes(self) -> list[str]:
-        """Things worth knowing about how the variant was built (fallbacks, caveats)."""
-        return self.variant_facts.notes
-
-    @property
-    def metric(self) -> float | None:
-        """The user metric (``metric=fn`` on ``data=``) for this variant, if one was given."""
-        return self.variant_facts.metric
-
-    @property
-    def fingerprint(self) -> dict[str, Any] | None:
-        """Summary statistics of the outputs (stored with baselines to catch numerics
-        changes)."""
-        return self.variant_facts.fingerprint
-
-    @property
-    def confirm_speedups(self) -> list[dict[str, float] | None]:
-        """Speedups vs eager measured by the fresh processes that confirmed a suspected fall."""
-        return self.variant_facts.confirm_speedups
 
     @property
     def outcome(self) -> Outcome:

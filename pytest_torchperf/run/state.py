@@ -11,7 +11,7 @@ from pytest_torchperf.core.types import JSONObject, Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result
-from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
+from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class TestState:
             disabled=True,
             options=options,
             source=source,
-            variant_facts=VariantFacts(variant),
+            variant=variant,
         )
         self.results.append(result)
         return result

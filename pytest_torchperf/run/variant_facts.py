@@ -1,7 +1,6 @@
-"""What a measurement of a variant carries beyond its timing: :class:`VariantFacts`, the part a
-:class:`pytest_torchperf.run.result.Result` shows (speedup, accuracy, build facts), and
-:class:`VariantExtra`, what a run gathers for it and hands to the Result and to the saved
-session. Pure.
+"""What a measurement of a variant carries beyond its timing: :class:`VariantExtra`, what a run
+gathers for it and hands to the :class:`pytest_torchperf.run.result.Result` (speedup, accuracy,
+build facts) and to the saved session. Pure.
 """
 
 from __future__ import annotations
@@ -9,22 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass
-class VariantFacts:
-    """The part of a :class:`Result` a variant adds (see the properties of the same names)."""
-
-    variant: str = "eager"
-    speedup: dict[str, float] | None = None
-    accuracy: dict[str, float] | None = None
-    accuracy_limits: dict[str, float] | None = None
-    build_time: float | None = None
-    method: str | None = None
-    notes: list[str] = field(default_factory=list)
-    metric: float | None = None
-    fingerprint: dict[str, Any] | None = None
-    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -46,21 +29,21 @@ class VariantExtra:
     #: Speedups the fresh confirming processes measured (when the speedup check needed them).
     confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
-    def facts(self) -> VariantFacts:
-        """The variant's part of the test's Result."""
+    def facts(self) -> dict[str, Any]:
+        """The variant's fields of the measurement's Result."""
         evidence = ", ".join(f"{k}={v}" for k, v in self.info.items())
-        return VariantFacts(
-            self.variant,
-            self.speedup,
-            self.accuracy,
-            self.limits,
-            self.build_time,
-            self.method,
-            [*self.notes, *([f"evidence: {evidence}"] if evidence else [])],
-            self.metric,
-            self.fingerprint,
-            list(self.confirm_speedups),
-        )
+        return {
+            "variant": self.variant,
+            "speedup": self.speedup,
+            "accuracy": self.accuracy,
+            "accuracy_limits": self.limits,
+            "build_time": self.build_time,
+            "method": self.method,
+            "notes": [*self.notes, *([f"evidence: {evidence}"] if evidence else [])],
+            "metric": self.metric,
+            "fingerprint": self.fingerprint,
+            "confirm_speedups": list(self.confirm_speedups),
+        }
 
     def record(self) -> dict[str, Any]:
         """The keys a saved baseline session holds for this measurement."""

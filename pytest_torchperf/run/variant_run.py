@@ -39,7 +39,7 @@ from pytest_torchperf.run.steps import (
     sampler,
     to_sample,
 )
-from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
+from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 if TYPE_CHECKING:  # torch (which timing imports) is imported lazily
@@ -356,7 +356,7 @@ def failed_variant(
         cpu_share=None,
         group=plan.options.group,
         options=plan.options,
-        variant_facts=VariantFacts(variant),
+        variant=variant,
         failures=[Failure("variant", message)],
         run_id=ctx.run_id,
         run_failures=[Failure("variant", message)],
