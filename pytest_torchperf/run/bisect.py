@@ -34,9 +34,7 @@ from pytest_torchperf.run.revision_probe import (
     Probe,
     Target,
     classifier,
-    default_mode,
     mode_named,
-    modes,
     probe,
 )
 from pytest_torchperf.run.worktree import (
@@ -45,17 +43,6 @@ from pytest_torchperf.run.worktree import (
     resolve_revision,
     run_git,
 )
-
-__all__ = [
-    "BisectError",
-    "Bisection",
-    "Classify",
-    "Probe",
-    "Target",
-    "bisect",
-    "default_mode",
-    "modes",
-]
 
 
 @dataclass(frozen=True)

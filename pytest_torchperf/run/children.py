@@ -30,8 +30,7 @@ from pytest_torchperf.core.child_protocol import (
 )
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON
-from pytest_torchperf.judge.samples import Sample, pooled, trusted
-from pytest_torchperf.store.baselines import same_run
+from pytest_torchperf.judge.samples import Sample, trusted
 from pytest_torchperf.store.sessions import Session
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).
@@ -282,18 +281,3 @@ def child_session_records(
         child = child.updated(sample.beside or {}).without("top_ops")
         records.append(child)
     return records
-
-
-__all__ = [
-    "ChildSink",
-    "FreshRuns",
-    "ProcessSample",
-    "child_session_records",
-    "fresh_confirmer",
-    "fresh_speedups",
-    "merge",
-    "pooled",
-    "read_child_file",
-    "same_run",
-    "trusted",
-]

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf import cli
-from pytest_torchperf.run.bisect import BisectError, Classify, Probe, Target, bisect
+from pytest_torchperf.run.bisect import bisect
+from pytest_torchperf.run.bisect_mode import BisectError, Classify
+from pytest_torchperf.run.revision_probe import Probe, Target
 from tests.e2e.conftest import FAST_INI
 from tests.subprocesses import git
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, pooled
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.judge.verdict import judge
 from pytest_torchperf.run.children import (
@@ -18,10 +18,9 @@ from pytest_torchperf.run.children import (
     ProcessSample,
     child_session_records,
     merge,
-    pooled,
     read_child_file,
-    same_run,
 )
+from pytest_torchperf.store.baselines import same_run
 from pytest_torchperf.store.sessions import Session
 
 
