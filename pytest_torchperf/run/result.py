@@ -8,7 +8,7 @@ workers, through the test report) and what reports read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
@@ -223,18 +223,11 @@ class Result:
         return text + ">"
 
     def to_record(self) -> MeasurementRecord:
-        """JSON-friendly record for summaries and reports (see :mod:`pytest_torchperf.store.records`)."""
-        record: MeasurementRecord = {
-            "nodeid": self.nodeid,
-            "name": self.name,
-            "group": self.group,
-            "device": self.device,
-            "threads": self.threads,
-            "environment_id": self.environment_id,
-            "disabled": self.disabled,
-            "number_per_block": self.number_per_block,
-            "cpu_share": self.cpu_share,
-            "neighbour_load": self.neighbour_load,
+        """JSON-friendly record for summaries and reports (see :mod:`pytest_torchperf.store.records`):
+        in the file format's order (MeasurementRecord), each key the attribute of its name (a
+        list copied) but those worded below, then the measurement kinds' keys (a plugin's
+        last), ``gated``, ``graph`` (where there is one) and ``label``."""
+        worded: dict[str, Any] = {
             "stats": self.summary.to_dict() if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
             "options": {
@@ -244,42 +237,24 @@ class Result:
             if self.options is not None
             else None,
             "verdict": self.verdict.to_dict() if self.verdict else None,
-            "counters": self.counters,
-            "counter_changes": list(self.counter_changes),
             "kind": self.source,
-            "clock": self.clock,
-            "saved": self.saved,
-            "not_saved": self.not_saved,
-            "untimed": self.untimed,
-            "untimed_options": list(self.untimed_options),
-            "stored": self.stored,
-            "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
-            "variant": self.variant,
-            "speedup": self.speedup,
-            "accuracy": self.accuracy,
-            "accuracy_limits": self.accuracy_limits,
-            "build_time": self.build_time,
-            "method": self.method,
-            "notes": list(self.notes),
-            "metric": self.metric,
-            "failures": list(self.failures),
             "failure_kinds": categories_of(self.failures),
-            "run_id": self.run_id,
             # The one conversion of a live session to JSON (a save writes it through the store).
             "session": self.session.to_json() if self.session is not None else None,
-            "environment": self.environment,
-            "run_failures": list(self.run_failures),
             "run_failure_kinds": categories_of(self.run_failures),
-            "passes": self.passes,
-            "processes": list(self.processes),
-            "confirm_speedups": list(self.confirm_speedups),
-            "explanation": list(self.explanation),
-            # In the file format's order (MeasurementRecord), a plugin's kinds' keys last.
-            **{key: self.sections.get(key) for key in in_record_order(result_keys())},  # type: ignore[typeddict-item]
-            "gated": list(self.gated),
-            **({"graph": self.graph} if self.graph is not None else {}),
         }
+        keys = list(MeasurementRecord.__annotations__)
+        values: dict[str, Any] = {}
+        for key in keys[: keys.index("explanation") + 1]:
+            if key != "label":  # worded last, from the record
+                value = worded[key] if key in worded else getattr(self, key)
+                values[key] = list(value) if isinstance(value, list) else value
+        values.update({key: self.sections.get(key) for key in in_record_order(result_keys())})
+        values["gated"] = list(self.gated)
+        if self.graph is not None:
+            values["graph"] = self.graph
+        record = cast(MeasurementRecord, values)
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare),
         # worded from the record being built (read as the reports read it).
         record["label"] = (
