@@ -3,15 +3,10 @@ plugin set up its context before the first measurement (and fixed from then on:
 :func:`pytest_torchperf.run.kinds.role_of`). The pipeline (:mod:`pytest_torchperf.run.pipeline`)
 asks the role, never the run mode. Pytest-free.
 
-- :class:`Timing`: times, judges and saves here (a plain run, an xdist worker).
-- :class:`Disabled`: ``--torchperf-disable``: each target runs once, nothing is timed.
-- :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times and
-  writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
-
-The measurement kinds add roles of their own (a counting child under Valgrind:
-``kinds/instructions/run.py``; an A/B side and the A/B controller:
-``kinds/ab/run.py``), offered by their run parts; which role a process plays is decided by
-:func:`pytest_torchperf.run.kinds.role_of`.
+Here: :class:`Timing` (a plain run, an xdist worker), :class:`Disabled` and
+:class:`FreshProcess` (a child of ``--torchperf-processes`` or a fresh confirmation). The
+measurement kinds' run parts add theirs (a counting child under Valgrind:
+``kinds/instructions/run.py``; an A/B side and the A/B controller: ``kinds/ab/run.py``).
 """
 
 from __future__ import annotations
@@ -132,7 +127,8 @@ def run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, 
 
 
 class FreshProcess(Role):
-    """A fresh child process: times and writes each gated pass for its controller."""
+    """A fresh child process: times and writes each gated pass for its controller, as a
+    ``sample`` line (it judges and saves nothing)."""
 
     name = "fresh process"
     retries_unfit = True

@@ -5,8 +5,8 @@ and its blocks are interleaved with every variant's, so speedups are same-moment
 steps: :func:`_reference` (eager's graph counters, outputs, counters, fingerprint, metric) ->
 :func:`_build` (each variant built, its outputs checked against eager's) -> :func:`_time` (all of
 them timed round-robin) -> each listed variant concluded like a plain measurement
-(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.pipeline.
-VariantExtra` carrying its build facts, speedup, accuracy, fingerprint and metric. Building the
+(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.
+variant_facts.VariantExtra` carrying its build facts, speedup, accuracy, fingerprint and metric. Building the
 variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-free.
 """
 
