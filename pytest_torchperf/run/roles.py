@@ -47,7 +47,6 @@ class Request:
 class Role:
     """The base role: time here, write nothing for anyone else."""
 
-    name = "timing"
     #: A pass unfit to store is measured again after waiting for a quiet machine even when this
     #: run does not save (its passes are someone else's baseline).
     retries_unfit = False
@@ -107,8 +106,6 @@ class Timing(Role):
 class Disabled(Role):
     """``--torchperf-disable``: each target runs once; nothing is timed, judged or stored."""
 
-    name = "disabled"
-
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         asked.measurer.run_once()
         return asked.untimed(state)
@@ -130,7 +127,6 @@ class FreshProcess(Role):
     """A fresh child process: times and writes each gated pass for its controller, as a
     ``sample`` line (it judges and saves nothing)."""
 
-    name = "fresh process"
     retries_unfit = True
 
     def judges(self, ctx: RunContext) -> bool:
