@@ -41,7 +41,7 @@ from pytest_torchperf.run.saving import (
     save_guard,
     session_record,
 )
-from pytest_torchperf.run.state import Call, Measured, TestState
+from pytest_torchperf.run.state import Call, Measured, TestState, VariantExtra
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
@@ -50,7 +50,6 @@ from pytest_torchperf.run.steps import (
     graph_of,
     sampler,
 )
-from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 
 # -- one plain measurement --------------------------------------------------------------------

@@ -5,8 +5,8 @@ and its blocks are interleaved with every variant's, so speedups are same-moment
 steps: :func:`_reference` (eager's graph counters, outputs, counters, fingerprint, metric) ->
 :func:`_build` (each variant built, its outputs checked against eager's) -> :func:`_time` (all of
 them timed round-robin) -> each listed variant concluded like a plain measurement
-(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.
-variant_facts.VariantExtra` carrying its build facts, speedup, accuracy, fingerprint and metric. Building the
+(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.state.
+VariantExtra` carrying its build facts, speedup, accuracy, fingerprint and metric. Building the
 variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-free.
 """
 
@@ -30,6 +30,7 @@ from pytest_torchperf.run.state import (
     Measured,
     MeasurementSkipped,
     TestState,
+    VariantExtra,
     VariantPlan,
 )
 from pytest_torchperf.run.steps import (
@@ -39,7 +40,6 @@ from pytest_torchperf.run.steps import (
     sampler,
     to_sample,
 )
-from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 if TYPE_CHECKING:  # torch (which timing imports) is imported lazily

@@ -252,7 +252,7 @@ def ab_measured(data: ABData, nodeid: str, name: str, measurer: Measurer, source
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.run.state import Measured as ToJudge
-    from pytest_torchperf.run.variant_facts import VariantExtra
+    from pytest_torchperf.run.state import VariantExtra
 
     entry = data.measured.get((nodeid, name))
     if entry is not None and not entry.b_sessions and "B" in entry.skipped:
