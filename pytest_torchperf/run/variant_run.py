@@ -327,8 +327,6 @@ def _conclude_each(
             first,
             sampler(ctx, measurer, clock),
             clock,
-            gate=True,
-            source="torchperf",
             extra=extra,
         )
         # Each variant's own (a GPU's kernels: amp casts, compiled fusions), after the timed rounds.
