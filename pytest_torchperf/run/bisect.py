@@ -142,9 +142,7 @@ def bisect(
         raise BisectError(f"BAD ({bad_commit[:10]}): {bad_run.detail}; {_fix(target, 'BAD')}")
     classify = mode.classifier(good_probe.figures, bad_run.figures)
     verdict, detail = classify(bad_run.figures)
-    bad_probe = Probe(
-        bad_commit, bad_run.subject, verdict, detail, bad_run.figures, bad_run.seconds
-    )
+    bad_probe = replace(bad_run, verdict=verdict, detail=detail)
     say(f"BAD  {bad_commit[:10]}: {detail} ({bad_probe.seconds:.0f} s)")
     if verdict != "bad":
         raise BisectError(
