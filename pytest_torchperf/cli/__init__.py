@@ -251,7 +251,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``torchperf`` console script."""
-    from pytest_torchperf.run.bisect import BisectError
+    from pytest_torchperf.run.bisect_mode import BisectError
     from pytest_torchperf.store.results import ResultsFileError
     from pytest_torchperf.store.sessions import SessionError
 

@@ -182,8 +182,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from pytest_torchperf.run.bisect import Target, bisect, default_mode
-    from pytest_torchperf.run.revision_probe import mode_named
+    from pytest_torchperf.run.bisect import bisect
+    from pytest_torchperf.run.revision_probe import Target, default_mode, mode_named
 
     pytest_args = [*(["-k", args.k] if args.k else []), *args.pytest_args]
     if not pytest_args:

@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_torchperf.run.bisect_mode import BisectError, Classify
 from pytest_torchperf.run.revision_probe import (
     Probe,
     Target,
-    classifier,
-    default_mode,
     mode_named,
-    modes,
     probe,
 )
 from pytest_torchperf.run.worktree import (
@@ -45,17 +42,6 @@ from pytest_torchperf.run.worktree import (
     resolve_revision,
     run_git,
 )
-
-__all__ = [
-    "BisectError",
-    "Bisection",
-    "Classify",
-    "Probe",
-    "Target",
-    "bisect",
-    "default_mode",
-    "modes",
-]
 
 
 @dataclass(frozen=True)
@@ -128,9 +114,7 @@ def bisect(
         commits = commits_between(root, good_commit, bad_commit)
     except WorktreeError as exc:
         raise BisectError(str(exc)) from None
-    target = Target(
-        target.mode, target.pytest_args, target.invocation_dir, good_commit, target.timeout
-    )
+    target = replace(target, good_commit=good_commit)
     say(
         f"torchperf bisect: {len(commits)} commits after {good} ({good_commit[:10]}) up to "
         f"{bad} ({bad_commit[:10]}), by {target.mode}; about {(len(commits) - 1).bit_length()} "
@@ -152,15 +136,13 @@ def bisect(
         target,
         bad_commit,
         _subject(root, bad_commit),
-        None if mode.measures_good else classifier(target.mode, {}, {}),
+        None if mode.measures_good else mode.classifier({}, {}),
     )
     if bad_run.verdict == "skip":
         raise BisectError(f"BAD ({bad_commit[:10]}): {bad_run.detail}; {_fix(target, 'BAD')}")
-    classify = classifier(target.mode, good_probe.figures, bad_run.figures)
+    classify = mode.classifier(good_probe.figures, bad_run.figures)
     verdict, detail = classify(bad_run.figures)
-    bad_probe = Probe(
-        bad_commit, bad_run.subject, verdict, detail, bad_run.figures, bad_run.seconds
-    )
+    bad_probe = replace(bad_run, verdict=verdict, detail=detail)
     say(f"BAD  {bad_commit[:10]}: {detail} ({bad_probe.seconds:.0f} s)")
     if verdict != "bad":
         raise BisectError(

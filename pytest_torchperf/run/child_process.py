@@ -5,11 +5,10 @@ processes of a save and the confirmations of a compare
 (:mod:`pytest_torchperf.kinds.ab.run_pairs`) and a revision of ``torchperf bisect``
 (:mod:`pytest_torchperf.run.revision_probe`, in its own session). Pytest-free.
 
-A child is ``<python> -m pytest <the controller's arguments> <its own> --torchperf-child=FILE``:
-it writes one line per message to FILE (:class:`pytest_torchperf.run.children.ChildSink`; the
-messages: :mod:`pytest_torchperf.core.child_protocol`) and its output to a log, whose
-tail a problem report quotes. What differs between the modes is the schedule: one after
-another, side by side, in pairs taking turns.
+A child writes one line per message to its file (:class:`pytest_torchperf.run.children.
+ChildSink`; the messages: :mod:`pytest_torchperf.core.child_protocol`) and its output to a log
+(:class:`ChildProcess`). What differs between the modes is the schedule: one after another,
+side by side, in pairs taking turns.
 
 Every such command line is built here, by :class:`ChildCommand` (``tests/unit/
 test_child_protocol.py`` fails when another module spells ``--torchperf-child`` or ``-m pytest``).

@@ -29,8 +29,7 @@ from pytest_torchperf.core.child_protocol import (
 )
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON
-from pytest_torchperf.judge.samples import Sample, pooled, trusted
-from pytest_torchperf.store.baselines import same_run
+from pytest_torchperf.judge.samples import Sample, trusted
 from pytest_torchperf.store.sessions import Session
 
 #: Key of one measurement in the children's files: (nodeid, measurement name).
@@ -187,9 +186,12 @@ def child_session_records(
     """Sessions for the trusted child measurements, derived from this process's session.
 
     Counters and fingerprints are deterministic, so they are copied; the timing fields, a
-    variant's speedup and what the kind measured beside the timed pass (``beside_keys`` in this
-    process's record) are the child's own. Each gets its own ``run_id`` suffix so reports can tell
-    the sessions of one multi-process save apart.
+    variant's speedup (each process measures its own, as it measures its own time) and what the
+    kind measured beside the timed pass (``beside_keys`` in this process's record: a GPU's kernel
+    time, whose spread is its process noise; nothing where that process measured none) are the
+    child's own. What only this process measured is not the child's: its GPU clocks while timing,
+    the per-node figures of --torchperf-graph and the op table. Each gets its own ``run_id``
+    suffix so reports can tell the sessions of one multi-process save apart.
     """
     records = []
     beside_keys = tuple(beside_keys)
@@ -211,36 +213,10 @@ def child_session_records(
                 if sample.neighbour_load is None
                 else round(sample.neighbour_load, 3),
                 "process": sample.process,
-            }
-        )
-        # What only this process measured is not the child's: its GPU clocks while timing, and
-        # the per-node figures of --torchperf-graph (stored once, with this process's session).
-        child = child.without("gpu_clock", "nodes", "graph")
-        # A variant's speedup: the child's own (each process measures its own speedup, as each
-        # measures its own time), never this process's copied N-fold. The profile is not repeated.
-        # Likewise what the measurement's kind measured beside the timed pass (a GPU's kernel
-        # time): each process's own (their spread is its process noise), nothing where that
-        # process measured none.
-        child = child.updated(
-            {
                 "speedup": dict(sample.speedup) if sample.speedup else None,
                 **{key: None for key in beside_keys},
+                **(sample.beside or {}),
             }
         )
-        child = child.updated(sample.beside or {}).without("top_ops")
-        records.append(child)
+        records.append(child.without("gpu_clock", "nodes", "graph", "top_ops"))
     return records
-
-
-__all__ = [
-    "ChildSink",
-    "FreshRuns",
-    "child_session_records",
-    "fresh_confirmer",
-    "fresh_speedups",
-    "merge",
-    "pooled",
-    "read_child_file",
-    "same_run",
-    "trusted",
-]

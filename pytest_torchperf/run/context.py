@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_torchperf.measure.exclusive import shared_gate
 from pytest_torchperf.measure.torch_state import quiet_trace_logger
-from pytest_torchperf.options.measure_options import (
-    short_min_time,
-)
+from pytest_torchperf.options.measure_options import short_min_time
 from pytest_torchperf.options.settings import RunSettings
 from pytest_torchperf.run.children import FreshRuns
 from pytest_torchperf.run.quiet import QuietWait

@@ -1,6 +1,9 @@
 """What a measurement kind's run part gives (``RUN`` in each ``kinds/<kind>/run.py``): a
-:class:`KindRun`, with its :class:`Keeping`. Which kind a measurement is, found through these,
-is :mod:`pytest_torchperf.run.kinds`. Pytest-free.
+:class:`KindRun` (when the kind is chosen for a measurement, what it measures beside the timed
+pass, its role, its bisect mode, ...), with its :class:`Keeping` (where its sessions are filed,
+whether the time guards refuse its save, what it adds to the Result or why it must not be
+saved). Which kind a measurement is, found through these, is :mod:`pytest_torchperf.run.kinds`.
+Pytest-free.
 """
 
 from __future__ import annotations

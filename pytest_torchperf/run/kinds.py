@@ -1,11 +1,8 @@
-"""A measurement kind's run part (:class:`KindRun`, what each ``kinds/<kind>/run.py`` gives as
-``RUN``): when the kind is chosen for a measurement, what it measures beside the timed pass,
-where its sessions are filed, whether the time guards refuse its save, and what it adds to the
-Result or why it must not be saved (:class:`Keeping`). Which kind a measurement is, and the gate
-it is judged under, are decided here once (:func:`kind_name`, :func:`gate_of`), by asking the
-kinds in the registry's order (:mod:`pytest_torchperf.kinds`); the pipeline asks the kind's run
-part and never the run mode. Its judging part is :mod:`pytest_torchperf.judge.kinds`.
-Pytest-free.
+"""Which kind a measurement is, and the gate it is judged under, decided here once
+(:func:`kind_name`, :func:`gate_of`) by asking the kinds' run parts
+(:mod:`pytest_torchperf.run.kind_run`) in the registry's order (:mod:`pytest_torchperf.kinds`);
+the pipeline asks the kind's run part and never the run mode. Its judging part is
+:mod:`pytest_torchperf.judge.kinds`. Pytest-free.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from pytest_torchperf.run.saving import (
     save_guard,
     session_record,
 )
-from pytest_torchperf.run.state import Call, Measured, TestState
+from pytest_torchperf.run.state import Call, Measured, TestState, VariantExtra
 from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
@@ -51,7 +51,6 @@ from pytest_torchperf.run.steps import (
     graph_of,
     sampler,
 )
-from pytest_torchperf.run.variant_facts import VariantExtra
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 
 # -- one plain measurement --------------------------------------------------------------------
@@ -224,7 +223,7 @@ def _compare(
 
     role = role_of(ctx)
     sessions = role.baseline(ctx, m.nodeid, m.name, env_id)
-    extra = m.extra
+    extra = m.extra or VariantExtra("eager")  # a torchperf_timer block's has no variant
     # Confirming passes are single fresh processes, pooled mode included: the children already
     # pooled into the first pass cannot confirm it a second time.
     fresh = ctx.fresh_runs
@@ -236,7 +235,7 @@ def _compare(
         confirmed.extend(confirm_speedups() if confirm_speedups is not None else [])
         return confirmed
 
-    run_failures = list(extra.failures) if extra else []
+    run_failures = list(extra.failures)
     # The keys of the measurement's record the engine reads (the session a save would store,
     # the run's own findings), converted as a replay converts them.
     own, own_session = kind_fields(ctx, m)
@@ -246,18 +245,18 @@ def _compare(
             "name": m.name,
             "session": {
                 "counters": m.counters,
-                "variant": extra.variant if extra else "eager",
-                "speedup": extra.speedup if extra else None,
-                "fingerprint": extra.fingerprint if extra else None,
-                "metric": extra.metric if extra else None,
+                "variant": extra.variant,
+                "speedup": extra.speedup,
+                "fingerprint": extra.fingerprint,
+                "metric": extra.metric,
                 "accuracy_limits": (extra.limits or m.options.accuracy_limits(extra.variant))
-                if extra
+                if m.extra
                 else None,
                 "calibration_kernel": CALIBRATION_KERNEL if first.calibration else None,
                 **m.beside,
                 **own_session,
             },
-            "accuracy": extra.accuracy if extra else None,
+            "accuracy": extra.accuracy,
             "run_failures": run_failures,
             "run_failure_kinds": categories_of(run_failures),
             **own,
@@ -280,12 +279,11 @@ def _compare(
         confirm_speedups=recorded_speedups if confirm_speedups else None,
         where=where,
     )
-    if extra is not None:
-        extra.confirm_speedups = confirmed
+    extra.confirm_speedups = confirmed
     state.warnings.extend(comparison.warnings)
     verdict = comparison.verdict
     # The kind whose figure decided says whether a profile of this call explains it.
-    explainable = explains_slowdown(verdict.basis, extra.variant if extra else "eager")
+    explainable = explains_slowdown(verdict.basis, extra.variant)
     if verdict.outcome is Outcome.FAIL and explainable:
         comparison.explanation = explain.explain_slowdown(
             ctx.settings.report_dir,
@@ -375,9 +373,8 @@ def _result(
         processes=[*final.process_statistics, final.summary.p25]
         if final.process_statistics
         else [],
+        **(m.extra.facts() if m.extra is not None else {}),
     )
-    if m.extra is not None:
-        result.variant_facts = m.extra.facts()
     if comparison is not None:
         result.explanation = list(comparison.explanation)
         result.gated = list(comparison.gated)

@@ -8,7 +8,7 @@ workers, through the test report) and what reports read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
@@ -17,7 +17,6 @@ from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
-from pytest_torchperf.run.variant_facts import VariantFacts
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
@@ -113,9 +112,28 @@ class Result:
     session: Session | None = field(default=None, repr=False)
     #: The environment fingerprint of the measurement (``environment.json`` of its folder).
     environment: dict[str, Any] | None = field(default=None, repr=False)
-    #: What the variant adds (eager's: its fingerprint and metric); read through the properties
-    #: below (``result.speedup``, ``result.accuracy``, ...).
-    variant_facts: VariantFacts = field(default_factory=lambda: VariantFacts(), repr=False)
+    #: Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``, ``int8``).
+    variant: str = "eager"
+    #: Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None for
+    #: eager).
+    speedup: dict[str, float] | None = None
+    #: Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``, ``max_abs``,
+    #: ``top1``).
+    accuracy: dict[str, float] | None = None
+    #: Tolerances the accuracy was checked against.
+    accuracy_limits: dict[str, float] | None = None
+    #: Seconds to build the variant including its first (compiling) call; None for eager.
+    build_time: float | None = None
+    #: How the variant was built (e.g. ``torch.compile(backend='inductor')``).
+    method: str | None = None
+    #: Things worth knowing about how the variant was built (fallbacks, caveats).
+    notes: list[str] = field(default_factory=list)
+    #: The user metric (``metric=fn`` on ``data=``) for this variant, if one was given.
+    metric: float | None = None
+    #: Summary statistics of the outputs (stored with baselines to catch numerics changes).
+    fingerprint: dict[str, Any] | None = field(default=None, repr=False)
+    #: Speedups vs eager measured by the fresh processes that confirmed a suspected fall.
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.summary is None and self.samples:
@@ -156,61 +174,6 @@ class Result:
     def mean(self) -> float:
         """Mean per-call time in seconds."""
         return self._stat("mean")
-
-    # The variant's part -------------------------------------------------------------------------
-    @property
-    def variant(self) -> str:
-        """Which variant of the target this is (``eager``, ``compiled``, ``fused``, ``amp``,
-        ``int8``)."""
-        return self.variant_facts.variant
-
-    @property
-    def speedup(self) -> dict[str, float] | None:
-        """Speedup vs eager from interleaved rounds: ``median``, ``p25``, ``p75``, ``n`` (None
-        for eager)."""
-        return self.variant_facts.speedup
-
-    @property
-    def accuracy(self) -> dict[str, float] | None:
-        """Accuracy vs the eager fp32 outputs of the same run (``rel_l2``, ``cosine``,
-        ``max_abs``, ``top1``)."""
-        return self.variant_facts.accuracy
-
-    @property
-    def accuracy_limits(self) -> dict[str, float] | None:
-        """Tolerances the accuracy was checked against."""
-        return self.variant_facts.accuracy_limits
-
-    @property
-    def build_time(self) -> float | None:
-        """Seconds to build the variant including its first (compiling) call; None for eager."""
-        return self.variant_facts.build_time
-
-    @property
-    def method(self) -> str | None:
-        """How the variant was built (e.g. ``torch.compile(backend='inductor')``)."""
-        return self.variant_facts.method
-
-    @property
-    def notes(self) -> list[str]:
-        """Things worth knowing about how the variant was built (fallbacks, caveats)."""
-        return self.variant_facts.notes
-
-    @property
-    def metric(self) -> float | None:
-        """The user metric (``metric=fn`` on ``data=``) for this variant, if one was given."""
-        return self.variant_facts.metric
-
-    @property
-    def fingerprint(self) -> dict[str, Any] | None:
-        """Summary statistics of the outputs (stored with baselines to catch numerics
-        changes)."""
-        return self.variant_facts.fingerprint
-
-    @property
-    def confirm_speedups(self) -> list[dict[str, float] | None]:
-        """Speedups vs eager measured by the fresh processes that confirmed a suspected fall."""
-        return self.variant_facts.confirm_speedups
 
     @property
     def outcome(self) -> Outcome:
@@ -260,18 +223,11 @@ class Result:
         return text + ">"
 
     def to_record(self) -> MeasurementRecord:
-        """JSON-friendly record for summaries and reports (see :mod:`pytest_torchperf.store.records`)."""
-        record: MeasurementRecord = {
-            "nodeid": self.nodeid,
-            "name": self.name,
-            "group": self.group,
-            "device": self.device,
-            "threads": self.threads,
-            "environment_id": self.environment_id,
-            "disabled": self.disabled,
-            "number_per_block": self.number_per_block,
-            "cpu_share": self.cpu_share,
-            "neighbour_load": self.neighbour_load,
+        """JSON-friendly record for summaries and reports (see :mod:`pytest_torchperf.store.records`):
+        in the file format's order (MeasurementRecord), each key the attribute of its name (a
+        list copied) but those worded below, then the measurement kinds' keys (a plugin's
+        last), ``gated``, ``graph`` (where there is one) and ``label``."""
+        worded: dict[str, Any] = {
             "stats": self.summary.to_dict() if self.summary else None,
             "samples": [float(f"{t:.6g}") for t in self.samples],
             "options": {
@@ -281,42 +237,24 @@ class Result:
             if self.options is not None
             else None,
             "verdict": self.verdict.to_dict() if self.verdict else None,
-            "counters": self.counters,
-            "counter_changes": list(self.counter_changes),
             "kind": self.source,
-            "clock": self.clock,
-            "saved": self.saved,
-            "not_saved": self.not_saved,
-            "untimed": self.untimed,
-            "untimed_options": list(self.untimed_options),
-            "stored": self.stored,
-            "calibration": self.calibration,
             "outcome": self.outcome.value if not self.disabled else "disabled",
-            "variant": self.variant,
-            "speedup": self.speedup,
-            "accuracy": self.accuracy,
-            "accuracy_limits": self.accuracy_limits,
-            "build_time": self.build_time,
-            "method": self.method,
-            "notes": list(self.notes),
-            "metric": self.metric,
-            "failures": list(self.failures),
             "failure_kinds": categories_of(self.failures),
-            "run_id": self.run_id,
             # The one conversion of a live session to JSON (a save writes it through the store).
             "session": self.session.to_json() if self.session is not None else None,
-            "environment": self.environment,
-            "run_failures": list(self.run_failures),
             "run_failure_kinds": categories_of(self.run_failures),
-            "passes": self.passes,
-            "processes": list(self.processes),
-            "confirm_speedups": list(self.confirm_speedups),
-            "explanation": list(self.explanation),
-            # In the file format's order (MeasurementRecord), a plugin's kinds' keys last.
-            **{key: self.sections.get(key) for key in in_record_order(result_keys())},  # type: ignore[typeddict-item]
-            "gated": list(self.gated),
-            **({"graph": self.graph} if self.graph is not None else {}),
         }
+        keys = list(MeasurementRecord.__annotations__)
+        values: dict[str, Any] = {}
+        for key in keys[: keys.index("explanation") + 1]:
+            if key != "label":  # worded last, from the record
+                value = worded[key] if key in worded else getattr(self, key)
+                values[key] = list(value) if isinstance(value, list) else value
+        values.update({key: self.sections.get(key) for key in in_record_order(result_keys())})
+        values["gated"] = list(self.gated)
+        if self.graph is not None:
+            values["graph"] = self.graph
+        record = cast(MeasurementRecord, values)
         # The outcome label every report shows (terminal, markdown, HTML, JSON, torchperf compare),
         # worded from the record being built (read as the reports read it).
         record["label"] = (

@@ -120,11 +120,6 @@ def figures_of(mode: str, out: Path) -> dict[Key, Any]:
     return found
 
 
-def classifier(mode: str, good: Mapping[Key, Any], bad: Mapping[Key, Any]) -> Classify:
-    """How a revision's figures are judged, given GOOD's and BAD's."""
-    return mode_named(mode).classifier(good, bad)
-
-
 def _said(tail: str) -> str:
     """The line of pytest's output that says why it stopped: its last error line (a usage
     error prints the rootdir after it), else its last line."""

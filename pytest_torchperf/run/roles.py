@@ -3,15 +3,10 @@ plugin set up its context before the first measurement (and fixed from then on:
 :func:`pytest_torchperf.run.kinds.role_of`). The pipeline (:mod:`pytest_torchperf.run.pipeline`)
 asks the role, never the run mode. Pytest-free.
 
-- :class:`Timing`: times, judges and saves here (a plain run, an xdist worker).
-- :class:`Disabled`: ``--torchperf-disable``: each target runs once, nothing is timed.
-- :class:`FreshProcess`: a child of ``--torchperf-processes`` or a fresh confirmation: times and
-  writes each pass as a ``sample`` line for its controller (it judges and saves nothing).
-
-The measurement kinds add roles of their own (a counting child under Valgrind:
-``kinds/instructions/run.py``; an A/B side and the A/B controller:
-``kinds/ab/run.py``), offered by their run parts; which role a process plays is decided by
-:func:`pytest_torchperf.run.kinds.role_of`.
+Here: :class:`Timing` (a plain run, an xdist worker), :class:`Disabled` and
+:class:`FreshProcess` (a child of ``--torchperf-processes`` or a fresh confirmation). The
+measurement kinds' run parts add theirs (a counting child under Valgrind:
+``kinds/instructions/run.py``; an A/B side and the A/B controller: ``kinds/ab/run.py``).
 """
 
 from __future__ import annotations
@@ -52,7 +47,6 @@ class Request:
 class Role:
     """The base role: time here, write nothing for anyone else."""
 
-    name = "timing"
     #: A pass unfit to store is measured again after waiting for a quiet machine even when this
     #: run does not save (its passes are someone else's baseline).
     retries_unfit = False
@@ -112,8 +106,6 @@ class Timing(Role):
 class Disabled(Role):
     """``--torchperf-disable``: each target runs once; nothing is timed, judged or stored."""
 
-    name = "disabled"
-
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         asked.measurer.run_once()
         return asked.untimed(state)
@@ -132,9 +124,9 @@ def run_once(state: TestState, plan: VariantPlan, eager: Measurer) -> dict[str, 
 
 
 class FreshProcess(Role):
-    """A fresh child process: times and writes each gated pass for its controller."""
+    """A fresh child process: times and writes each gated pass for its controller, as a
+    ``sample`` line (it judges and saves nothing)."""
 
-    name = "fresh process"
     retries_unfit = True
 
     def judges(self, ctx: RunContext) -> bool:

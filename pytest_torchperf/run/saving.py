@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any
 
 from pytest_torchperf import __version__
 from pytest_torchperf.core.child_protocol import SampleLine
@@ -33,7 +33,6 @@ from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import gate_of, run_part
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import Measured, PendingSave, TestState
-from pytest_torchperf.store.records import GateRecord
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 #: The reference a save's processes are held against one another by.
@@ -243,60 +242,37 @@ def untimed_record(record: Session, why: str, options: Sequence[str] = ()) -> Se
     return record.without(*TIMING_KEYS).updated(values)
 
 
-#: The keys of the session a timed measurement stores, in the file's order (the measurement
-#: kinds, a variant and --torchperf-graph add theirs after them).
-SESSION_KEYS = (
-    "timestamp",
-    "run_id",
-    "git_sha",
-    "pytest_torchperf",
-    "statistic",
-    "stats",
-    "times",
-    "number_per_block",
-    "cpu_share",
-    "neighbour_load",
-    "threads",
-    "device",
-    "min_time",
-    "group",
-    "clock",
-    "calibration",
-    "calibration_kernel",
-    "counters",
-    "gate",
-)
-
-
 def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> Session:
     """The session one save stores of a timed measurement."""
     from pytest_torchperf.measure.timing import CALIBRATION_KERNEL
 
     assert result.summary is not None
     stats = {k: v if k == "n" else float(f"{v:.6g}") for k, v in result.summary.to_dict().items()}
-    return Session(
-        timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        run_id=ctx.run_id,
-        git_sha=ctx.git_sha(),
-        pytest_torchperf=__version__,
-        statistic=result.summary.p25,
-        stats=stats,
-        times=tuple(float(f"{t:.6g}") for t in result.samples),
-        number_per_block=result.number_per_block,
-        cpu_share=None if result.cpu_share is None else round(result.cpu_share, 4),
-        neighbour_load=result.neighbour_load,
-        threads=result.threads,
-        device=result.device,
-        min_time=options.min_time,
-        group=result.group,
-        clock=result.clock,
-        calibration=None if result.calibration is None else float(f"{result.calibration:.6g}"),
-        calibration_kernel=CALIBRATION_KERNEL if result.calibration else None,
-        counters=result.counters,
+    # Its keys in the file's order, null ones too (the measurement kinds, a variant and
+    # --torchperf-graph add theirs after them).
+    values: dict[str, Any] = {
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run_id": ctx.run_id,
+        "git_sha": ctx.git_sha(),
+        "pytest_torchperf": __version__,
+        "statistic": result.summary.p25,
+        "stats": stats,
+        "times": tuple(float(f"{t:.6g}") for t in result.samples),
+        "number_per_block": result.number_per_block,
+        "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
+        "neighbour_load": result.neighbour_load,
+        "threads": result.threads,
+        "device": result.device,
+        "min_time": options.min_time,
+        "group": result.group,
+        "clock": result.clock,
+        "calibration": None if result.calibration is None else float(f"{result.calibration:.6g}"),
+        "calibration_kernel": CALIBRATION_KERNEL if result.calibration else None,
+        "counters": result.counters,
         # The gate this measurement ran under, so `torchperf compare` judges it the same way.
-        gate=cast("GateRecord", gate_of(ctx, options, result.device).to_record()),
-        order=SESSION_KEYS,
-    )
+        "gate": gate_of(ctx, options, result.device).to_record(),
+    }
+    return Session(**values, order=tuple(values))
 
 
 def flush(ctx: RunContext, state: TestState) -> list[Path]:

@@ -1,5 +1,7 @@
 """What one test item accumulates while it measures: its results, the baseline writes waiting for
-the test to pass, warnings and failures. Pytest-free."""
+the test to pass, warnings and failures; and what a measurement carries on its way there
+(:class:`Measured`; a variant's build facts, speedup and accuracy: :class:`VariantExtra`).
+Pytest-free."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from pytest_torchperf.core.types import JSONObject, Target, UserValue
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.result import Result
-from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
 from pytest_torchperf.store.sessions import Session
 
 if TYPE_CHECKING:
@@ -103,10 +104,63 @@ class TestState:
             disabled=True,
             options=options,
             source=source,
-            variant_facts=VariantFacts(variant),
+            variant=variant,
         )
         self.results.append(result)
         return result
+
+
+@dataclass
+class VariantExtra:
+    """What a measurement carries beyond its timing: variant facts, accuracy, fingerprint, metric."""
+
+    variant: str
+    counters: dict[str, Any] | None = None
+    build_time: float | None = None
+    method: str | None = None
+    notes: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    speedup: dict[str, float] | None = None
+    accuracy: dict[str, float] | None = None
+    limits: dict[str, float] | None = None
+    fingerprint: dict[str, Any] | None = None
+    metric: float | None = None
+    failures: list[str] = field(default_factory=list)
+    #: Speedups the fresh confirming processes measured (when the speedup check needed them).
+    confirm_speedups: list[dict[str, float] | None] = field(default_factory=list)
+
+    def facts(self) -> dict[str, Any]:
+        """The variant's fields of the measurement's Result."""
+        evidence = ", ".join(f"{k}={v}" for k, v in self.info.items())
+        return {
+            "variant": self.variant,
+            "speedup": self.speedup,
+            "accuracy": self.accuracy,
+            "accuracy_limits": self.limits,
+            "build_time": self.build_time,
+            "method": self.method,
+            "notes": [*self.notes, *([f"evidence: {evidence}"] if evidence else [])],
+            "metric": self.metric,
+            "fingerprint": self.fingerprint,
+            "confirm_speedups": list(self.confirm_speedups),
+        }
+
+    def record(self) -> dict[str, Any]:
+        """The keys a saved baseline session holds for this measurement."""
+
+        def rounded(values: Mapping[str, float] | None) -> dict[str, float] | None:
+            return None if values is None else {k: float(f"{v:.6g}") for k, v in values.items()}
+
+        return {
+            "variant": self.variant,
+            "speedup": rounded(self.speedup),
+            "accuracy": rounded(self.accuracy),
+            "accuracy_limits": rounded(self.limits),
+            "build_time": None if self.build_time is None else round(self.build_time, 3),
+            "method": self.method,
+            "fingerprint": self.fingerprint,
+            "metric": self.metric,
+        }
 
 
 @dataclass

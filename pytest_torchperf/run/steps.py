@@ -1,7 +1,7 @@
 """The steps every measurement shares, plain or side by side with its variants
 (:mod:`pytest_torchperf.run.pipeline`, :mod:`pytest_torchperf.run.variant_run`): refusing to time
 inside a profiler block, one name per measurement, the timed sampler and its Sample, counters,
-the untimed result of ``--torchperf-disable``. Pytest-free."""
+the ``--torchperf-graph`` figures. Pytest-free."""
 
 from __future__ import annotations
 

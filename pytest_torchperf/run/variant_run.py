@@ -5,7 +5,7 @@ and its blocks are interleaved with every variant's, so speedups are same-moment
 steps: :func:`_reference` (eager's graph counters, outputs, counters, fingerprint, metric) ->
 :func:`_build` (each variant built, its outputs checked against eager's) -> :func:`_time` (all of
 them timed round-robin) -> each listed variant concluded like a plain measurement
-(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.pipeline.
+(:func:`pytest_torchperf.run.pipeline.conclude`) with a :class:`~pytest_torchperf.run.state.
 VariantExtra` carrying its build facts, speedup, accuracy, fingerprint and metric. Building the
 variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-free.
 """
@@ -30,6 +30,7 @@ from pytest_torchperf.run.state import (
     Measured,
     MeasurementSkipped,
     TestState,
+    VariantExtra,
     VariantPlan,
 )
 from pytest_torchperf.run.steps import (
@@ -39,7 +40,6 @@ from pytest_torchperf.run.steps import (
     sampler,
     to_sample,
 )
-from pytest_torchperf.run.variant_facts import VariantExtra, VariantFacts
 from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
 if TYPE_CHECKING:  # torch (which timing imports) is imported lazily
@@ -327,8 +327,6 @@ def _conclude_each(
             first,
             sampler(ctx, measurer, clock),
             clock,
-            gate=True,
-            source="torchperf",
             extra=extra,
         )
         # Each variant's own (a GPU's kernels: amp casts, compiled fusions), after the timed rounds.
@@ -356,7 +354,7 @@ def failed_variant(
         cpu_share=None,
         group=plan.options.group,
         options=plan.options,
-        variant_facts=VariantFacts(variant),
+        variant=variant,
         failures=[Failure("variant", message)],
         run_id=ctx.run_id,
         run_failures=[Failure("variant", message)],

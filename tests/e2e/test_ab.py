@@ -196,11 +196,11 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_a_cpu_hog(
     assert records["slow"]["outcome"] == "fail"
     assert records["renamed"]["outcome"] == "new"
     # What torchperf bisect --mode ab reads of a revision's run: this one is bad.
-    from pytest_torchperf.run.revision_probe import classifier, figures_of
+    from pytest_torchperf.run.revision_probe import figures_of, mode_named
 
     by_name = {name: figure for (_, name), figure in figures_of("ab", root / "ab.json").items()}
     assert by_name["slow"][0] == "fail" and by_name["slow"][1].startswith(" (+"), by_name
-    assert classifier("ab", {}, {})(by_name)[0] == "bad"
+    assert mode_named("ab").classifier({}, {})(by_name)[0] == "bad"
     # A variant is judged per variant, both sides' speedups compared (bf16 autocast on CPU).
     variant = records["var[amp]"]
     assert variant["outcome"] in ("pass", "improved", "inconclusive"), variant["verdict"]

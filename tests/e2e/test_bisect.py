@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf import cli
-from pytest_torchperf.run.bisect import BisectError, Classify, Probe, Target, bisect
+from pytest_torchperf.run.bisect import bisect
+from pytest_torchperf.run.bisect_mode import BisectError, Classify
+from pytest_torchperf.run.revision_probe import Probe, Target
 from tests.e2e.conftest import FAST_INI
 from tests.subprocesses import git
 
@@ -147,13 +149,13 @@ def test_the_first_bad_commit_is_found_exactly_for_every_position(tmp_path: Path
 def test_by_instructions_a_commit_that_made_it_faster_is_not_the_bad_one() -> None:
     """Halfway from GOOD's count to BAD's decides, for the measurements BAD made slower: one
     that got faster does not make a revision bad, and BAD faster than GOOD is nothing to bisect."""
-    from pytest_torchperf.run.revision_probe import classifier
+    from pytest_torchperf.run.revision_probe import mode_named
 
     good = {("t", "slow"): 1.0e6, ("t", "fast"): 2.0e6}
     bad = {("t", "slow"): 1.03e6, ("t", "fast"): 1.0e6}
-    classify = classifier("instructions", good, bad)
+    classify = mode_named("instructions").classifier(good, bad)
     assert classify({("t", "slow"): 1.0e6, ("t", "fast"): 1.0e6})[0] == "good"
     assert classify({("t", "slow"): 1.02e6, ("t", "fast"): 2.0e6})[0] == "bad"
     assert classify({("t", "slow"): 1.01e6, ("t", "fast"): 2.0e6})[0] == "good"
     with pytest.raises(BisectError, match="does not count 0.2 % or more instructions"):
-        classifier("instructions", {("t", "x"): 2.0e6}, {("t", "x"): 1.0e6})
+        mode_named("instructions").classifier({("t", "x"): 2.0e6}, {("t", "x"): 1.0e6})

@@ -273,7 +273,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
     assert table["b"].endswith("FAIL (instructions)")
     assert table["a"].rstrip().endswith("pass")
     # What torchperf bisect (instruction mode) reads of a revision's run: each count per call.
-    from pytest_torchperf.run.revision_probe import classifier, figures_of
+    from pytest_torchperf.run.revision_probe import figures_of, mode_named
 
     counted = {
         name: n for (_, name), n in figures_of("instructions", root / "compare.json").items()
@@ -281,7 +281,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
     assert sorted(counted) == ["a", "b"] and min(counted.values()) > 1000, counted
     good = {("t", name): n for name, n in counted.items()}
     bad = {**good, ("t", "b"): counted["b"] * 1.05}
-    assert classifier("instructions", good, bad)({("t", "b"): counted["b"]})[0] == "good"
+    assert mode_named("instructions").classifier(good, bad)({("t", "b"): counted["b"]})[0] == "good"
     html = (root / "report.html").read_text()
     assert "instructions / call" in html and "FAIL (instructions)" in html
     assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in html

@@ -419,7 +419,7 @@ def _result(name: str) -> object:
 
 def test_attach_count_puts_the_count_and_the_ratio_to_eager_on_the_result() -> None:
     from pytest_torchperf.kinds.instructions.run_counting import attach_count
-    from pytest_torchperf.run.variant_facts import VariantExtra
+    from pytest_torchperf.run.state import VariantExtra
 
     key = "t.py::test[amp]"
     ctx = _Ctx({(key, "mlp[amp]"): _count(3e6), (key, "mlp"): _count(1e6)})

@@ -11,17 +11,16 @@ import pytest
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, pooled
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.judge.verdict import judge
 from pytest_torchperf.run.children import (
     ChildSink,
     child_session_records,
     merge,
-    pooled,
     read_child_file,
-    same_run,
 )
+from pytest_torchperf.store.baselines import same_run
 from pytest_torchperf.store.sessions import Session
 
 

@@ -48,8 +48,6 @@ class ABSide(Role):
     """One side of an A/B pair: its blocks alternate with the other side's (the pairing cancels
     the machine's drift, so no calibration blocks, and no waiting for a quiet machine)."""
 
-    name = "A/B side"
-
     def judges(self, ctx: RunContext) -> bool:
         return False
 
@@ -103,8 +101,6 @@ def side_line(result: Result, limit: float, top_ops: list[dict[str, Any]] | None
 class ABController(Role):
     """The controller of an A/B run: the two sides measured each target in their own processes;
     it judges side B against side A."""
-
-    name = "A/B controller"
 
     def judges(self, ctx: RunContext) -> bool:
         return True

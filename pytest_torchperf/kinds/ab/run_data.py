@@ -252,7 +252,7 @@ def ab_measured(data: ABData, nodeid: str, name: str, measurer: Measurer, source
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.judge.samples import Sample
     from pytest_torchperf.run.state import Measured as ToJudge
-    from pytest_torchperf.run.variant_facts import VariantExtra
+    from pytest_torchperf.run.state import VariantExtra
 
     entry = data.measured.get((nodeid, name))
     if entry is not None and not entry.b_sessions and "B" in entry.skipped:
@@ -339,7 +339,6 @@ def removed_result(data: ABData, key: Key) -> Result:
     from pytest_torchperf.core.stats import summarize
     from pytest_torchperf.kinds.ab.judge import ab_verdict
     from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.variant_facts import VariantFacts
 
     entry = data.measured[key]
     latest = entry.a_sessions[-1]
@@ -356,6 +355,6 @@ def removed_result(data: ABData, key: Key) -> Result:
         cpu_share=None,
         verdict=replace(verdict, baseline_statistic=summarize(times).p25 if times else None),
         group=latest.group,
-        variant_facts=VariantFacts(str(latest.variant or "eager")),
+        variant=str(latest.variant or "eager"),
         sections={"ab": ab_record(data, key)},
     )

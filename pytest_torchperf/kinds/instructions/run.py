@@ -106,8 +106,6 @@ class Counting(Role):
     """A child under Valgrind: counts each measurement that is counted and writes a ``count``
     line (what opted out runs once); the controlling run does everything else."""
 
-    name = "counting"
-
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         asked.measurer.check_outputs(asked.name)
         if counted(ctx, asked.options, asked.gate):

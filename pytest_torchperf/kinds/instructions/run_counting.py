@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from pytest_torchperf.options.measure_options import MeasureOptions
     from pytest_torchperf.run.context import RunContext
     from pytest_torchperf.run.result import Result
-    from pytest_torchperf.run.state import Measured
-    from pytest_torchperf.run.variant_facts import VariantExtra
+    from pytest_torchperf.run.state import Measured, VariantExtra
 
 #: Key of one measurement: (nodeid, measurement name).
 Key = tuple[str, str]
