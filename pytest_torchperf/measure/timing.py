@@ -147,7 +147,7 @@ def _without_cuda_home_warning(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("No CUDA runtime is found")
 
 
-def _benchmark_timer() -> type[Any]:
+def benchmark_timer() -> type[Any]:
     """``torch.utils.benchmark.Timer``. Importing it imports ``torch.utils.cpp_extension``, which
     on a CUDA build of torch without a GPU (the default wheel on a CPU-only CI machine) logs "No
     CUDA runtime is found, using CUDA_HOME=..." once, at import: a line about building CUDA
@@ -238,7 +238,7 @@ class Measurer:
         """
         import torch
 
-        Timer = _benchmark_timer()
+        Timer = benchmark_timer()
 
         use_events = self.device.startswith("cuda") and torch.cuda.is_available()
         clock_name = (

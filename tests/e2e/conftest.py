@@ -18,7 +18,10 @@ import pytest
 # run: in-process pytester restores sys.modules after each run, and re-importing torch in the same
 # process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
 import torch
-import torch.utils.benchmark
+
+from pytest_torchperf.measure.timing import benchmark_timer
+
+benchmark_timer()  # torch.utils.benchmark, without the CUDA_HOME line its import logs
 
 
 def _load_lazy_torch_modules() -> None:
