@@ -41,6 +41,9 @@ MIN_BLOCKS = 5
 BLOCK_TARGET = 0.010
 #: Target duration of one calibration block, in seconds (adds ~15 % to the timed phase).
 CALIBRATION_BLOCK_TARGET = 0.0015
+#: The most a warm-up's fastest call may be faster than its median one and still size the
+#: blocks (:func:`calls_per_block`): a busy machine slowed warm-up calls 3x on a 2-core VM.
+MAX_FAST_CALL_RATIO = 4.0
 
 #: Runs ``number`` calls of the target and returns their total duration in seconds.
 RunBlock = Callable[[int], float]
@@ -166,8 +169,12 @@ def _warm_up(run_block: RunBlock, warmup: float, clock: Callable[[], float]) -> 
 def calls_per_block(warm: list[float], block_target: float = BLOCK_TARGET) -> int:
     """Calls per timed block from the warm-up's single-call times (step 2 of the module
     docstring): the fastest past the first (which often pays one-off costs: allocator growth,
-    lazy init) is the call's own work; slower ones include other processes' time."""
-    return block_size(min(warm[1:] or warm), block_target)
+    lazy init) is the call's own work; slower ones include other processes' time. A call more
+    than :data:`MAX_FAST_CALL_RATIO` times faster than the median took another path (a cache
+    hit, an early exit): sized from it, blocks would last seconds, so the median bounds it."""
+    calls = warm[1:] or warm
+    own = max(min(calls), statistics.median(calls) / MAX_FAST_CALL_RATIO)
+    return block_size(own, block_target)
 
 
 def _calibration_number(calibrate: RunBlock | None) -> int:
@@ -175,7 +182,7 @@ def _calibration_number(calibrate: RunBlock | None) -> int:
     if calibrate is None:
         return 0
     cal_warm = [calibrate(1) for _ in range(MIN_WARMUP_CALLS + 2)]
-    return block_size(statistics.median(cal_warm[1:]), CALIBRATION_BLOCK_TARGET)
+    return calls_per_block(cal_warm, CALIBRATION_BLOCK_TARGET)  # sized as the target's blocks
 
 
 def collect(

@@ -157,6 +157,24 @@ def test_block_sizing_ignores_warm_up_calls_slowed_by_other_processes():
     assert raw.number_per_block == 100
 
 
+def test_one_abnormally_fast_warm_up_call_does_not_make_blocks_last_seconds():
+    """A target whose every 50th call is a cache hit 100x faster: sized from that call alone,
+    blocks would hold 1000 calls (1 s each, 5 blocks in a 1 s pass). The median bounds the
+    fastest call at 4x, so a block holds at most 4x its 10 ms."""
+    fake = FakeClock(1e-3)
+    calls = iter(range(10**6))
+
+    def run_block(number: int) -> float:
+        fast = number == 1 and next(calls) % 50 == 49
+        fake.per_call = 1e-5 if fast else 1e-3
+        return fake.run_block(number)
+
+    raw = collect(run_block, clock=fake.clock, cpu_clock=fake.cpu_clock, min_time=0.5, warmup=0.2)
+    assert raw.warmup_calls > 50
+    assert raw.number_per_block == 40  # 10 ms of 1 ms calls, x4 at most
+    assert len(raw.times) >= 10
+
+
 # --------------------------------------------------------------------------------------------------
 # Block sizing and collection
 # --------------------------------------------------------------------------------------------------
