@@ -10,7 +10,6 @@ measures finished work, not asynchronous launches.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +21,7 @@ from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.measure.devices import infer_device
 from pytest_torchperf.measure.sampling import GPU_SETTLE, Neighbours, RawSamples, collect
 from pytest_torchperf.options.measure_options import MeasureOptions
+from pytest_torchperf.variants.compilers import quiet_cpp_extension
 
 if TYPE_CHECKING:  # torch is imported lazily, on the first measurement
     import torch
@@ -143,23 +143,12 @@ def calibration_kernel() -> Callable[[int], float]:
     return run
 
 
-def _without_cuda_home_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("No CUDA runtime is found")
-
-
 def benchmark_timer() -> type[Any]:
-    """``torch.utils.benchmark.Timer``. Importing it imports ``torch.utils.cpp_extension``, which
-    on a CUDA build of torch without a GPU (the default wheel on a CPU-only CI machine) logs "No
-    CUDA runtime is found, using CUDA_HOME=..." once, at import: a line about building CUDA
-    extensions, which timing never does, printed in the captured output of every failing perf
-    test. That one line is dropped while we import it; the module then stays imported, so
-    torch.compile's own import of it later prints nothing either."""
-    cpp_extension_log = logging.getLogger("torch.utils.cpp_extension")
-    cpp_extension_log.addFilter(_without_cuda_home_warning)
-    try:
-        from torch.utils.benchmark import Timer
-    finally:
-        cpp_extension_log.removeFilter(_without_cuda_home_warning)
+    """``torch.utils.benchmark.Timer``, imported without the CUDA_HOME line its import of
+    ``torch.utils.cpp_extension`` logs (:func:`~pytest_torchperf.variants.compilers.quiet_cpp_extension`)."""
+    quiet_cpp_extension()
+    from torch.utils.benchmark import Timer
+
     return Timer
 
 

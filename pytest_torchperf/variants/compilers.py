@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 
 #: Packages that register a ``torch.compile`` backend when imported (backend name -> module).
 BACKEND_PACKAGES = {
@@ -23,6 +24,24 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
+def _without_cuda_home_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("No CUDA runtime is found")
+
+
+def quiet_cpp_extension() -> None:
+    """Import ``torch.utils.cpp_extension`` without the line it logs once, at import, on a CUDA
+    build of torch without a GPU (the default wheel on a CPU-only CI machine): "No CUDA runtime is
+    found, using CUDA_HOME=...". It is about building CUDA extensions, which we never do, but
+    ``torch.utils.benchmark`` and inductor import the module, so the line showed in the captured
+    output of every failing perf test. Imported here first, the module is not imported again."""
+    log = logging.getLogger("torch.utils.cpp_extension")
+    log.addFilter(_without_cuda_home_warning)
+    try:
+        import torch.utils.cpp_extension  # noqa: F401
+    finally:
+        log.removeFilter(_without_cuda_home_warning)
+
+
 @functools.cache
 def inductor_problem(device_type: str) -> str | None:
     """Why inductor cannot compile for ``device_type`` here (None when it can).
@@ -36,6 +55,7 @@ def inductor_problem(device_type: str) -> str | None:
         return "torch.compile on mps is experimental in torch 2.14; not measured"
     if device_type not in ("cpu", "cuda"):
         return f"inductor does not support device type {device_type!r} here"
+    quiet_cpp_extension()  # inductor imports it
     try:
         fn = torch.compile(lambda x: x + 1, backend="inductor", fullgraph=True)
         fn(torch.ones(4, device=device_type))
