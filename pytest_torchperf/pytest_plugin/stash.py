@@ -70,7 +70,8 @@ def ini_value(config: pytest.Config, key: str, names: Literal[False] = False) ->
 def ini_value(config: pytest.Config, key: str, names: bool) -> str | list[str]: ...
 def ini_value(config: pytest.Config, key: str, names: bool = False) -> str | list[str]:
     """An ini key's value as an ini file gives it: a string, or a list of strings where the key
-    takes ``names`` (``torchperf_variants``, ``torchperf_ignore_counters``).
+    takes ``names`` (``torchperf_variants``, ``torchperf_ignore_counters``: comma-separated or
+    one per line in an ini file, a list of strings in TOML).
 
     Every ``torchperf_*`` key is read here. pytest 9's native ``[tool.pytest]`` table in
     pyproject.toml keeps TOML's types, and ``getini`` refuses a non-string for a string key with
@@ -94,7 +95,8 @@ def ini_value(config: pytest.Config, key: str, names: bool = False) -> str | lis
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
-        return value
+        # An ini file's list is one name per line: read as the commas a command line takes.
+        return ",".join(value.splitlines()) if names else value
     if names and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [str(v) for v in value]
     where = f" in {config.inipath}" if config.inipath else ""

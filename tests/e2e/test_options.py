@@ -293,6 +293,7 @@ def test_invalid_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.skipif(pytest.version_tuple < (9,), reason="[tool.pytest] is pytest 9's table")
 def test_toml_numbers_flags_and_lists_in_pyproject_are_read_as_their_text(
     pytester: pytest.Pytester,
 ) -> None:
@@ -332,6 +333,25 @@ def test_toml_numbers_flags_and_lists_in_pyproject_are_read_as_their_text(
     out = refused("tool.pytest.ini_options", 'torchperf_storage = ["perf"]')
     assert "torchperf: ini key torchperf_storage in " in out
     assert "pyproject.toml is ['perf'] (list); it takes one value" in out
+
+
+def test_an_ini_files_list_of_names_may_take_one_line_each(pytester: pytest.Pytester) -> None:
+    """An ini file's usual list form, one name per line, read as one name 'eager\\nfused'
+    (unknown variant) before: it is read as the comma-separated names a command line takes."""
+    pytester.makeini("[pytest]\ntorchperf_variants =\n    eager\n    fused\n")
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.torchperf(variants=["eager", "fused", "compiled"])
+        def test_m(torchperf):
+            pass
+        """
+    )
+    result = pytester.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    result.stdout.fnmatch_lines(["*test_m?eager?", "*test_m?fused?"])
+    assert "test_m[compiled]" not in result.stdout.str()
 
 
 def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.Pytester) -> None:

@@ -160,7 +160,7 @@ SCHEDULES = (
         "A/B pairs",
         used=lambda settings, config: bool(settings.of(ABSettings).against),
         run=plugin_runs.run_ab,
-        configure_child=configure_side,  # pins it; its first turn comes after collection
+        configure_child=configure_side,  # its first turn (which pins it) comes after collection
         alone=True,
     ),
 )
