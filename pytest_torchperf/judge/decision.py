@@ -7,8 +7,9 @@ Pure module (no torch, no pytest). Deciding (:func:`decide`, here) and wording
 1. **Guard.** A pass during which the process did not get the CPU (CPU share < 0.9), other
    processes kept the other CPUs busy, the spread was gross (IQR/median > 25 %) or the machine
    itself ran the calibration kernel clearly slower than when the baseline was saved is measured
-   again; if it is still bad the verdict is *inconclusive*, never *fail*. One exception: on a
-   slower machine, a slowdown that divided by the machine's is still over 3 limits counts.
+   again; if it is still bad the verdict is *inconclusive*, never *fail*. One exception: a
+   slowdown that, divided by the slower machine's or by the 1/(CPU share) that other processes
+   taking the CPU can explain, is still over 3 limits counts.
 2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the
    median of the stored sessions' p25. Timing interference only adds time, so p25 is steadier.
 3. **Widen, never narrow** the limit to three standard deviations of the process-to-process noise
@@ -95,6 +96,9 @@ class Decision:
     #: ``(machine ratio, ratio divided by it)`` of a pass counted although the machine ran slow
     #: (its slowdown exceeded the machine's by over SLOW_MACHINE_MARGIN limits); the slowest such.
     slow_machine: tuple[float, float] | None = None
+    #: ``(slowdown the crowding explains, ratio divided by it, CPU share)`` of a pass counted
+    #: although other processes took its CPU (likewise over SLOW_MACHINE_MARGIN limits).
+    crowded: tuple[float, float, float] | None = None
     #: The limit the confirming passes were judged at, when it differs from ``limit`` (a pooled
     #: first pass, single-process confirmations).
     confirm_limit: float | None = None
@@ -184,6 +188,7 @@ class _Judging:
         self.guard, self.reference = guard, reference
         self.samples = [first]
         self.slow_machine: tuple[float, float] | None = None
+        self.crowded: tuple[float, float, float] | None = None
         self.common: dict[str, Any] = dict(
             baseline=self.baseline,
             sessions=len(baseline_stats),
@@ -200,20 +205,29 @@ class _Judging:
         return effective_tolerance(self.tolerance, self.baseline_stats, sample.processes)[0]
 
     def untrusted(self, sample: Sample) -> str | None:
-        """Why ``sample`` cannot be judged; a slow machine does not hide a larger slowdown."""
+        """Why ``sample`` cannot be judged; a slow machine, or other processes taking the CPU,
+        do not hide a slowdown far larger than they can explain."""
         problem = self.guard.problem(sample, self.reference)
-        calibration = sample.machine_calibration
-        if not (problem and self.reference and calibration):
-            return problem
-        machine = calibration / self.reference
-        normalised = self.ratio(sample) / machine
-        if self.guard.slow_machine_only(
-            sample, self.reference
-        ) and normalised > 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample):
-            # A slowdown far larger than the machine's own is not the machine's doing.
-            if self.slow_machine is None or machine > self.slow_machine[0]:
-                self.slow_machine = (machine, normalised)
+        if not problem:
             return None
+        calibration = sample.machine_calibration
+        machine = calibration / self.reference if calibration and self.reference else None
+        margin = 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample)
+        if machine is not None and self.guard.slow_machine_only(sample, self.reference):
+            normalised = self.ratio(sample) / machine
+            if normalised > margin:  # not the machine's doing
+                if self.slow_machine is None or machine > self.slow_machine[0]:
+                    self.slow_machine = (machine, normalised)
+                return None
+        elif sample.cpu_share and self.guard.crowded_only(sample, self.reference):
+            # A thread that got the CPU for a share s of the wall time took at most 1/s of it
+            # for the same work (its p25 blocks, the least preempted, less), times the machine.
+            explained = max(machine or 1.0, 1.0) / sample.cpu_share
+            normalised = self.ratio(sample) / explained
+            if normalised > margin:
+                if self.crowded is None or explained > self.crowded[0]:
+                    self.crowded = (explained, normalised, sample.cpu_share)
+                return None
         return problem
 
     def decision(
@@ -296,4 +310,5 @@ class _Judging:
             confirmed_in=where,
             confirm_limit=confirm_limit,
             slow_machine=self.slow_machine,
+            crowded=self.crowded,
         )

@@ -306,6 +306,24 @@ class GuardLimits:
         """Why ``sample`` cannot be trusted under these thresholds (:func:`guard_problem`)."""
         return guard_problem(sample, reference_calibration=reference_calibration, **asdict(self))
 
+    def crowded_only(self, sample: Sample, reference_calibration: float | None) -> bool:
+        """The problems with ``sample`` are only that other processes took its CPU (a low CPU
+        share spent queued for a CPU, not a target that sleeps) and, maybe, that the machine ran
+        slower than at save time: what a slowdown divided by both is left with is the code's.
+        Busy neighbours count among them only where the calibration kernel timed alongside says
+        how much they slowed this CPU (a reference to divide by)."""
+        calibrated = bool(reference_calibration and sample.machine_calibration)
+        unshared = replace(
+            self,
+            min_cpu_share=0.0,
+            max_neighbour_load=1.0 if calibrated else self.max_neighbour_load,
+        )
+        return (
+            bool(sample.crowded)
+            and self.problem(sample, reference_calibration) is not None
+            and unshared.problem(sample) is None
+        )
+
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The only problem with ``sample`` is that the machine ran slower than at save time
         (without a reference calibration the machine guard checks nothing)."""

@@ -185,6 +185,15 @@ def word(
                 f"that, its slowdown was still {format_change(normalised)}, over "
                 f"{SLOW_MACHINE_MARGIN:g} times that pass's limit, so it was not the machine's"
             )
+        if d.crowded is not None:
+            explained, normalised, share = d.crowded
+            notes.append(
+                f"the pass at {format_change(normalised * explained)} got the CPU only "
+                f"{format_percent(share)} of the time (other processes took it), which explains "
+                f"at most {format_change(explained)}; divided by that, its slowdown was still "
+                f"{format_change(normalised)}, over {SLOW_MACHINE_MARGIN:g} times that pass's "
+                f"limit, so it was not the crowding"
+            )
     elif d.reason == "noisy-baseline":
         message = _noisy_baseline(label, d, where) + strict
     elif d.reason == "contradicted":

@@ -835,3 +835,45 @@ def test_a_strict_runs_inconclusive_verdict_does_not_say_strict_would_fail_it() 
     assert strict.message == loose.message.replace(
         "; --torchperf-strict turns this into a failure.", "."
     )
+
+
+def crowded(p25: float, share: float, **kw) -> Sample:
+    """A pass whose thread got the CPU ``share`` of the time, queued for it the rest."""
+    return replace(calibrated(p25, 10e-6, cpu_share=share), queued_share=1.0 - share, **kw)
+
+
+def test_a_slowdown_beyond_what_the_crowding_explains_fails():
+    """A newcomer's 4x-work model read +460.9% and 'inconclusive: CPU share 0.69': a thread that
+    got its CPU 69% of the time took at most 1/0.69 (+45%) longer for the same work."""
+    rm = Remeasure(crowded(5.6 * MS, 0.69), crowded(5.5 * MS, 0.7))
+    v = judge("fwd", crowded(5.6 * MS, 0.69), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.FAIL and rm.calls == 2
+    assert any(
+        "got the CPU only 69% of the time (other processes took it), which explains at most "
+        "+44.9%; divided by that, its slowdown was still +286.4%" in n
+        for n in v.notes
+    ), v.notes
+    # Busy neighbours too: the calibration kernel timed alongside says what they cost this CPU.
+    rm = Remeasure(crowded(5.6 * MS, 0.69, neighbour_load=1.0), crowded(5.5 * MS, 0.7))
+    first = crowded(5.6 * MS, 0.69, neighbour_load=1.0)
+    v = judge("fwd", first, BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.FAIL
+
+
+def test_a_slowdown_the_crowding_can_explain_stays_inconclusive():
+    # +40% at CPU share 0.69 (explains +45%): the crowding's.
+    rm = Remeasure(crowded(1.4 * MS, 0.69))
+    v = judge("fwd", crowded(1.4 * MS, 0.69), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and "CPU share 0.69" in v.message
+    # +80% is beyond the +45% but not 3 limits (+30%) beyond it (1.8 / 1.449 = 1.24).
+    rm = Remeasure(crowded(1.8 * MS, 0.69))
+    v = judge("fwd", crowded(1.8 * MS, 0.69), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE
+    # A target that slept (low share, not queued) or busy neighbours without a calibrated
+    # reference: nothing bounds what they explain.
+    slept = replace(crowded(5.6 * MS, 0.69), queued_share=0.0)
+    v = judge("fwd", slept, BASE, 0.1, Remeasure(slept), baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE
+    busy = replace(crowded(5.6 * MS, 0.69), neighbour_load=1.0)
+    v = judge("fwd", busy, BASE, 0.1, Remeasure(busy)).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE
