@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_torchperf.cli.common import candidates, results, selected, table, write_reports
 from pytest_torchperf.core.units import format_change, format_time
-from pytest_torchperf.judge.coverage import coverage, coverage_line, weak_gate_warning
+from pytest_torchperf.judge.coverage import coverage, summary_lines
 from pytest_torchperf.judge.replay import accept_problem
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
@@ -139,12 +139,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
     )
-    cov = coverage(judged, comparing=True)
-    if cov is not None:
-        print(f"torchperf: {coverage_line(cov)}")
-        warning = weak_gate_warning(cov)
-        if warning:
-            print(f"torchperf: warning: {warning}")
+    for line in summary_lines(coverage(judged, comparing=True), None):
+        print(f"torchperf: {line}")
     return 1 if counts["fail"] else 0
 
 

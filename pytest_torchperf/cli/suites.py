@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_torchperf.cli.common import table, write, write_reports
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
-from pytest_torchperf.judge.coverage import coverage_line, weak_gate_warning
+from pytest_torchperf.judge.coverage import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
 
 
@@ -77,11 +77,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "run each shard with pytest --torchperf-compare (docs/merge.md)"
         )
     failure = run_failure(cov, strict_run(records)) if cov is not None else None
-    coverage_lines = [coverage_line(cov)] if cov is not None else []
-    if failure:
-        coverage_lines.append(f"run failed: {failure}")
-    elif cov is not None and weak_gate_warning(cov):
-        coverage_lines.append(f"warning: {weak_gate_warning(cov)}")
+    coverage_lines = summary_lines(cov, failure, stored=False)
     for line in coverage_lines:
         print(f"torchperf: {line}")
     title = (

@@ -275,6 +275,21 @@ def coverage_line(cov: Coverage) -> str:
     return line + _counted_instead(cov)
 
 
+def summary_lines(cov: Coverage | None, failure: str | None, stored: bool = True) -> list[str]:
+    """What a run's summary says under its table (the terminal, ``torchperf merge`` and
+    ``compare``, the markdown and HTML reports): the coverage line, a save's baselines when any
+    is thin or noisy (with ``stored``), then the run failure, else the weak-gate warning."""
+    if cov is None:
+        return []
+    warning = weak_gate_warning(cov)
+    lines = [coverage_line(cov), *(stored_lines(cov) if stored else [])]
+    if failure:
+        lines.append(f"run failed: {failure}")
+    elif warning:
+        lines.append(f"warning: {warning}")
+    return lines
+
+
 def stored_lines(cov: Coverage) -> list[str]:
     """A save's baselines, one line per measurement, when any is thinner than asked (fewer
     sessions stored than processes measured it) or too noisy to gate; nothing otherwise."""

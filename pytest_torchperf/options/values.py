@@ -39,24 +39,20 @@ def parse_fraction(value: object) -> float:
     larger thresholds are written with a percent sign (``150%``).
     """
     text = str(value).strip()
+    percent = text.endswith("%")
     try:
-        if text.endswith("%"):
-            result = float(text[:-1].strip()) / 100.0
-        else:
-            if isinstance(value, bool):
-                raise ValueError
-            result = float(text)
-            if result >= 1.0:
-                raise OptionError(
-                    f"{value!r} is ambiguous as a relative threshold: write a percentage such as "
-                    f"'{text}%' or a fraction below 1 such as 0.1"
-                )
-    except ValueError as exc:
-        if isinstance(exc, OptionError):
-            raise
+        if isinstance(value, bool):
+            raise ValueError
+        result = float(text[:-1]) / 100.0 if percent else float(text)
+    except ValueError:
         raise OptionError(
             f"{value!r} is not a percentage or fraction (examples: '10%', 0.1)"
         ) from None
+    if not percent and result >= 1.0:
+        raise OptionError(
+            f"{value!r} is ambiguous as a relative threshold: write a percentage such as "
+            f"'{text}%' or a fraction below 1 such as 0.1"
+        )
     if not math.isfinite(result) or result <= 0.0:
         raise OptionError(
             f"{value!r} must be a positive percentage or fraction (examples: '10%', 0.1)"
@@ -177,12 +173,10 @@ def parse_seed(value: object) -> int:
     """Parse the per-test RNG seed: a non-negative integer, or ``off`` (:data:`SEED_OFF`)."""
     if value is False or str(value).strip().lower() in ("off", "none", "false"):
         return SEED_OFF
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
     try:
-        seed = int(str(value).strip())
+        seed = -1 if isinstance(value, bool) else int(str(value).strip())
     except ValueError:
-        raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')") from None
+        seed = -1
     if seed < 0:
         raise OptionError(f"{value!r} is not a seed (a non-negative integer, or 'off')")
     return seed

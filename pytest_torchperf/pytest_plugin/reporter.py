@@ -61,22 +61,6 @@ class SummaryReporter:
             return None
         return coverage(self.records, comparing=settings.compares)
 
-    def coverage_lines(self) -> list[str]:
-        """The coverage line, a save's baselines when any is thin or noisy, then the weak-gate
-        warning or the run failure, if any."""
-        from pytest_torchperf.judge.coverage import coverage_line, stored_lines, weak_gate_warning
-
-        cov = self.coverage()
-        if cov is None:
-            return []
-        warning = weak_gate_warning(cov)
-        lines = [coverage_line(cov), *stored_lines(cov)]
-        if self.run_failure:
-            lines.append(f"run failed: {self.run_failure}")
-        elif warning:
-            lines.append(f"warning: {warning}")
-        return lines
-
     # The outermost wrapper of the hook: what it writes after the others ran comes after
     # pytest's own closing line ("6 passed, 9 warnings in 12.3s").
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -145,7 +129,9 @@ class SummaryReporter:
             for line in module.summary_lines(self.config):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
-        coverage_lines = self.coverage_lines()
+        from pytest_torchperf.judge.coverage import summary_lines
+
+        coverage_lines = summary_lines(self.coverage(), self.run_failure)
         for i, line in enumerate(coverage_lines):
             tr.write_line(f"torchperf: {line}", red=i > 0 and bool(self.run_failure), yellow=i > 0)
         for line in self._write_reports(environment_line, coverage_lines):

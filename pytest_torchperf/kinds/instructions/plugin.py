@@ -64,11 +64,18 @@ def _ini_hint(on_cli: bool, name: str, off: str) -> str:
     return f" (set by ini torchperf_{name}: -o torchperf_{name}={off} turns it off for this run)"
 
 
+def _given(config: pytest.Config, name: str) -> tuple[object, str]:
+    """``--torchperf-<name>``, else ini ``torchperf_<name>`` ("" where neither gives it), and
+    where it came from, as its errors name it."""
+    raw = config.getoption(f"torchperf_{name}", None)
+    if raw is not None:
+        return raw, "--torchperf-" + name.replace("_", "-")
+    return ini_value(config, f"torchperf_{name}"), f"ini torchperf_{name}"
+
+
 def _asked(config: pytest.Config) -> bool:
-    """``--torchperf-instructions``, else ini ``torchperf_instructions`` (a bad ini value is an
-    OptionError)."""
-    raw = config.getoption("torchperf_instructions", None)
-    return parse_bool(ini_value(config, "torchperf_instructions") or False) if raw is None else raw
+    """Whether the run asks to count instructions (a bad ini value is an OptionError)."""
+    return parse_bool(_given(config, "instructions")[0] or False)
 
 
 def instructions_setting(config: pytest.Config) -> bool:
@@ -115,10 +122,7 @@ def instructions_setting(config: pytest.Config) -> bool:
 def fallback_setting(config: pytest.Config) -> str:
     """``--torchperf-fallback`` / ini ``torchperf_fallback``: ``instructions`` or "" (off); bad
     values and combinations are usage errors that say why."""
-    raw = config.getoption("torchperf_fallback")
-    where = "--torchperf-fallback"
-    if raw is None:
-        raw, where = ini_value(config, "torchperf_fallback") or "", "ini torchperf_fallback"
+    raw, where = _given(config, "fallback")
     value = str(raw).strip().lower()
     if value in ("", "none", "off"):
         return ""
@@ -169,13 +173,7 @@ def fallback_setting(config: pytest.Config) -> str:
 def jobs_setting(config: pytest.Config) -> int:
     """``--torchperf-instruction-jobs`` / ini ``torchperf_instruction_jobs``: a whole number
     from 1 to :data:`MAX_JOBS`, or ``auto`` (0, the default: :func:`auto_jobs` at run time)."""
-    raw = config.getoption("torchperf_instruction_jobs")
-    where = "--torchperf-instruction-jobs"
-    if raw is None:
-        raw, where = (
-            ini_value(config, "torchperf_instruction_jobs"),
-            "ini torchperf_instruction_jobs",
-        )
+    raw, where = _given(config, "instruction_jobs")
     text = str(raw or "auto").strip().lower()
     if text == "auto":
         return 0
