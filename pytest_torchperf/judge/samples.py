@@ -309,19 +309,13 @@ class GuardLimits:
     def crowded_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The problems with ``sample`` are only that other processes took its CPU (a low CPU
         share spent queued for a CPU, not a target that sleeps) and, maybe, that the machine ran
-        slower than at save time: what a slowdown divided by both is left with is the code's.
-        Busy neighbours count among them only where the calibration kernel timed alongside says
-        how much they slowed this CPU (a reference to divide by)."""
-        calibrated = bool(reference_calibration and sample.machine_calibration)
-        unshared = replace(
-            self,
-            min_cpu_share=0.0,
-            max_neighbour_load=1.0 if calibrated else self.max_neighbour_load,
-        )
+        slower than at save time: both bound the time they added. Busy neighbours do not (a
+        memory-bound model slows more than the calibration kernel beside them), so they still
+        refuse the pass."""
         return (
             bool(sample.crowded)
             and self.problem(sample, reference_calibration) is not None
-            and unshared.problem(sample) is None
+            and replace(self, min_cpu_share=0.0).problem(sample) is None
         )
 
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:

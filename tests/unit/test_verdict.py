@@ -853,11 +853,6 @@ def test_a_slowdown_beyond_what_the_crowding_explains_fails():
         "+44.9%; divided by that, its slowdown was still +286.4%" in n
         for n in v.notes
     ), v.notes
-    # Busy neighbours too: the calibration kernel timed alongside says what they cost this CPU.
-    rm = Remeasure(crowded(5.6 * MS, 0.69, neighbour_load=1.0), crowded(5.5 * MS, 0.7))
-    first = crowded(5.6 * MS, 0.69, neighbour_load=1.0)
-    v = judge("fwd", first, BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
-    assert v.outcome is Outcome.FAIL
 
 
 def test_a_slowdown_the_crowding_can_explain_stays_inconclusive():
@@ -869,11 +864,11 @@ def test_a_slowdown_the_crowding_can_explain_stays_inconclusive():
     rm = Remeasure(crowded(1.8 * MS, 0.69))
     v = judge("fwd", crowded(1.8 * MS, 0.69), BASE, 0.1, rm, baseline_calibrated=CAL_BASE).verdict
     assert v.outcome is Outcome.INCONCLUSIVE
-    # A target that slept (low share, not queued) or busy neighbours without a calibrated
-    # reference: nothing bounds what they explain.
+    # A target that slept (low share, not queued), or busy neighbours beside the crowding (a
+    # memory-bound model slows more than the calibration kernel there): nothing bounds them.
     slept = replace(crowded(5.6 * MS, 0.69), queued_share=0.0)
     v = judge("fwd", slept, BASE, 0.1, Remeasure(slept), baseline_calibrated=CAL_BASE).verdict
     assert v.outcome is Outcome.INCONCLUSIVE
-    busy = replace(crowded(5.6 * MS, 0.69), neighbour_load=1.0)
-    v = judge("fwd", busy, BASE, 0.1, Remeasure(busy)).verdict
+    busy = crowded(5.6 * MS, 0.69, neighbour_load=1.0)
+    v = judge("fwd", busy, BASE, 0.1, Remeasure(busy), baseline_calibrated=CAL_BASE).verdict
     assert v.outcome is Outcome.INCONCLUSIVE
