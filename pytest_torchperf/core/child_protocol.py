@@ -85,6 +85,9 @@ class SampleLine(_Fields):
     #: What its measurement kind measured beside the timed pass in that process, as session
     #: keys (a CUDA measurement's GPU kernel time: ``kernels``, ``unprofiled``).
     beside: Mapping[str, JSON] | None = None
+    #: Share of the timed wall time its timing thread waited on a run queue (None: not
+    #: measured): tells a crowded-out confirmation from a target that slept.
+    queued_share: float | None = None
 
     @property
     def statistic(self) -> float:

@@ -84,6 +84,7 @@ class ChildSink:
                 sample.neighbour_load,
                 speedup,
                 beside,
+                sample.queued_share,
             )
         )
 
@@ -155,6 +156,7 @@ def fresh_confirmer(
             found.calibration,
             neighbour_load=found.neighbour_load if on_cpu else None,
             fresh=True,
+            queued_share=found.queued_share if on_cpu else None,
         )
         passes.append(sample)
         return sample
