@@ -117,8 +117,9 @@ def word(
     if d.sessions == 1 and d.reason in ("within", "contradicted", "improved", "confirmed"):
         notes.append(
             f"one stored session: this machine's process-to-process noise is unknown, so it was "
-            f"judged at the {format_percent(d.tolerance)} asked; a save in several processes "
-            f"(the default five) measures it"
+            f"judged at the {format_percent(d.tolerance)} asked; a save that keeps several "
+            f"processes' timings measures it (it runs five by default, and keeps only those a "
+            f"busy machine did not disturb: save again when it is quieter)"
         )
     machine = d.machine_ratio(d.final)
     figures: dict[str, Any] = dict(

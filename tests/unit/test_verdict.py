@@ -823,7 +823,9 @@ def test_a_verdict_on_one_stored_session_says_its_noise_is_unknown() -> None:
     assert v.outcome is Outcome.PASS
     assert v.notes == (
         "one stored session: this machine's process-to-process noise is unknown, so it was "
-        "judged at the 15% asked; a save in several processes (the default five) measures it",
+        "judged at the 15% asked; a save that keeps several processes' timings measures it (it "
+        "runs five by default, and keeps only those a busy machine did not disturb: save again "
+        "when it is quieter)",
     )
 
 
