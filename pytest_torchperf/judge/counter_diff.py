@@ -137,3 +137,23 @@ def diff_counters(
                 f"peak memory {_relative(old, new)} ({format_bytes(old)} -> {format_bytes(new)})"
             )
     return changes
+
+
+#: A change line's opening words (:func:`diff_counters`) -> the name ``ignore_counters`` takes.
+_IGNORE_NAMES = (
+    ("ops changed", "ops"),
+    ("FLOPs", "flops"),
+    ("parameters", "params"),
+    ("graph", "graphs"),
+    ("recompiles", "graphs"),
+    ("peak memory", "memory"),
+)
+
+
+def ignore_hint(changes: Iterable[str]) -> str:
+    """How to stop gating the counters ``changes`` name: ``ignore_counters=["memory"]``."""
+    names = dict.fromkeys(
+        name for line in changes for start, name in _IGNORE_NAMES if line.startswith(start)
+    )
+    listed = ", ".join(f'"{name}"' for name in names) or "..."
+    return f"to stop gating {'it' if len(names) == 1 else 'them'} pass ignore_counters=[{listed}]"

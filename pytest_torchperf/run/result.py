@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.judge.counter_diff import ignore_hint
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
@@ -196,12 +197,12 @@ class Result:
             return (
                 f"{self.name}: counters changed in B vs side A: "
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
-                f"keeps no baseline); to stop gating a counter pass ignore_counters=[...]"
+                f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
             f"If intended, record a new baseline ({self.save_command} --torchperf-reset); "
-            f"to stop gating a counter pass ignore_counters=[...]"
+            f"{ignore_hint(self.counter_changes)}"
         )
 
     def __repr__(self) -> str:

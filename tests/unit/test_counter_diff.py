@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.judge.counter_diff import diff_counters, ignore_hint
 
 BASE = {
     "ops": {"aten::addmm": 2, "aten::relu": 1},
@@ -69,3 +69,19 @@ def test_flops_counted_before_the_fused_op_formulas_are_not_compared_where_they_
     partial = {**new, "flops_partial": ["aten::_weight_int8pack_mm"]}
     [change] = diff_counters(new, {**partial, "flops": 2232320 * 2})
     assert change.endswith("; partial: no FLOP formula for aten::_weight_int8pack_mm)")
+
+
+def test_the_ignore_hint_names_the_changed_counters_as_ignore_counters_takes_them() -> None:
+    """A newcomer read 'to stop gating a counter pass ignore_counters=[...]' beside a peak memory
+    change and had to find the name 'memory' in the docs."""
+    memory = diff_counters(BASE, {**BASE, "peak_memory": 2000})
+    assert ignore_hint(memory) == 'to stop gating it pass ignore_counters=["memory"]'
+    several = diff_counters(
+        BASE, {**BASE, "ops": {"aten::addmm": 3}, "flops": 1, "params": 1, "graph_breaks": 1}
+    )
+    assert ignore_hint(several) == (
+        'to stop gating them pass ignore_counters=["ops", "flops", "params", "graphs"]'
+    )
+    assert ignore_hint(["something a newer version words"]) == (
+        "to stop gating them pass ignore_counters=[...]"
+    )
