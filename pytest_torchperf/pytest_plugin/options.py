@@ -306,13 +306,13 @@ def run_settings(config: pytest.Config) -> RunSettings:
             f"point --torchperf-storage (or ini torchperf_storage) at a folder"
         )
 
-    raw_filter = (
-        opt("torchperf_variants") or ini_value(config, "torchperf_variants", names=True) or None
-    )
+    on_cli = opt("torchperf_variants")
+    raw_filter = on_cli or ini_value(config, "torchperf_variants", names=True) or None
     try:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
-        raise pytest.UsageError(f"torchperf: --torchperf-variants: {exc}") from None
+        given = "--torchperf-variants" if on_cli else "ini key torchperf_variants"
+        raise pytest.UsageError(f"torchperf: {given}: {exc}") from None
     processes = child_runs.processes_setting(
         config,
         # Asked of each kind before its settings exist: their checks come after the count's.

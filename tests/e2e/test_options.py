@@ -352,6 +352,13 @@ def test_an_ini_files_list_of_names_may_take_one_line_each(pytester: pytest.Pyte
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     result.stdout.fnmatch_lines(["*test_m?eager?", "*test_m?fused?"])
     assert "test_m[compiled]" not in result.stdout.str()
+    # A wrong name there is said to come from the ini key, not from a flag nobody passed.
+    pytester.makeini("[pytest]\ntorchperf_variants =\n    eager\n    fussed\n")
+    result = pytester.runpytest("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*torchperf: ini key torchperf_variants: unknown variant 'fussed'*"]
+    )
 
 
 def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.Pytester) -> None:
