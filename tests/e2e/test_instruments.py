@@ -65,7 +65,7 @@ def test_one_extra_cheap_op_fails_the_counter_gate(perf: pytest.Pytester) -> Non
         [
             "net: counters changed vs baseline: ops changed: new aten::mul x1. If "
             "intended, record a new baseline (pytest --torchperf-save --torchperf-reset); to stop gating "
-            "a counter pass ignore_counters=[[]...[]]",
+            'it pass ignore_counters=[[]"ops"[]]',
         ]
     )
     result.stdout.fnmatch_lines(
