@@ -28,6 +28,7 @@ def _without_cuda_home_warning(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("No CUDA runtime is found")
 
 
+@functools.cache  # once per process: the module is then imported
 def quiet_cpp_extension() -> None:
     """Import ``torch.utils.cpp_extension`` without the line it logs once, at import, on a CUDA
     build of torch without a GPU (the default wheel on a CPU-only CI machine): "No CUDA runtime is
