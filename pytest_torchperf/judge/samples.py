@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pytest_torchperf.core.stats import Summary
+from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.measure.gpu_clocks import MIN_CLOCK_SHARE, ClockSummary
 
@@ -65,6 +66,9 @@ class Sample:
     #: A CUDA pass: the GPU's SM clocks and clock event reasons over its timed blocks (None:
     #: not a GPU pass, or NVML unreadable).
     gpu_clock: ClockSummary | None = None
+    #: A CUDA pass: the untimed blocks it ran first for its times to settle and whether they
+    #: came to rest (``blocks``, ``settled``; False: still moving at the limit); None: no settling.
+    settle: JSONObject | None = None
 
     @property
     def crowded(self) -> bool | None:

@@ -220,5 +220,5 @@ def child_session_records(
                 **(sample.beside or {}),
             }
         )
-        records.append(child.without("gpu_clock", "nodes", "graph", "top_ops"))
+        records.append(child.without("gpu_clock", "settle", "nodes", "graph", "top_ops"))
     return records

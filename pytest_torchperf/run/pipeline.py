@@ -363,6 +363,7 @@ def _result(
                 "neighbour_load": p.neighbour_load,
                 "fresh": p.fresh,
                 "gpu_clock": p.gpu_clock.to_record() if p.gpu_clock else None,
+                "settle": p.settle,
                 "process_statistics": [] if p.fresh else [s.statistic for s in trusted(others)],
                 "process_calibrations": []
                 if p.fresh
@@ -385,6 +386,8 @@ def _result(
         session = session_record(ctx, result, m.options).updated(m.beside)
         if final.gpu_clock is not None:  # the GPU's clocks while it was timed, for the reader
             session = session.updated({"gpu_clock": final.gpu_clock.to_record()})
+        if final.settle is not None:  # and how long it settled first
+            session = session.updated({"settle": final.settle})
         if m.extra is not None:
             session = session.updated(m.extra.record())
         if m.graph is not None and m.graph.get("exported"):

@@ -228,6 +228,7 @@ TIMING_KEYS = (
     "top_ops",
     "clock",
     "gpu_clock",
+    "settle",
     # A variant's speedup vs eager was timed in the same refused rounds.
     "speedup",
 )

@@ -88,6 +88,9 @@ def to_sample(raw: RawSamples, on_cpu: bool) -> Sample:
         neighbour_load=raw.neighbour_load if on_cpu else None,
         queued_share=raw.queued_share if on_cpu else None,
         gpu_clock=raw.gpu_clock,
+        settle=None
+        if raw.settled is None
+        else {"blocks": raw.settle_blocks, "settled": raw.settled},
     )
 
 

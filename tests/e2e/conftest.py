@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 # process crashes it. With torch already in the snapshot, inner runs reuse the loaded module.
 import torch
 
+import pytest_torchperf
 from pytest_torchperf.measure.timing import benchmark_timer
 
 benchmark_timer()  # torch.utils.benchmark, without the CUDA_HOME line its import logs
@@ -115,12 +117,21 @@ def perf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
 # error, but only in this suite's own tests: a pytest run an e2e test starts reads the ini file
 # it writes, and wraps each phase in its own warning filters (DeprecationWarning "always", then
 # that ini's filters), so the plugin's warnings there only reached the inner run's summary.
-# Each in-process run gets the same filter added to its ini. Not seen: child processes
-# (runpytest_subprocess, fresh processes), which run the same code as the in-process runs.
+# Each in-process run gets the same filter added to its ini. The processes a test starts
+# (runpytest_subprocess, an A/B run's controller) and those the plugin starts (fresh processes,
+# counting jobs, A/B sides) get it through PYTHONWARNINGS, which they inherit: some of the
+# plugin's code runs only there (a child's lines, counting under Valgrind, a side's turns), and
+# a warning there reached only the child's log. Its module field names one module exactly (no
+# pattern, unlike the ini's), so it lists every module of the package.
 # A deprecated function an e2e test passes as the target itself warns "from" the plugin line that
 # calls it (stacklevel 2) and fails too: time such a function inside a lambda or module instead.
 
 OUR_DEPRECATIONS = "error::DeprecationWarning:pytest_torchperf"
+_PACKAGE = Path(pytest_torchperf.__file__).parent
+CHILD_DEPRECATIONS = ",".join(
+    f"error::DeprecationWarning:{'.'.join(('pytest_torchperf', *path.parts)).removesuffix('.__init__')}"
+    for path in sorted(p.relative_to(_PACKAGE).with_suffix("") for p in _PACKAGE.rglob("*.py"))
+)
 
 
 class _DeprecationGuard:
@@ -136,7 +147,12 @@ def _our_deprecations_are_errors(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In-process runs of a test using pytester carry :class:`_DeprecationGuard` (a plugin
-    object, so not through ``pytester.plugins``: subprocess runs refuse those)."""
+    object, so not through ``pytester.plugins``: subprocess runs refuse those); the processes
+    any test starts, :data:`CHILD_DEPRECATIONS`."""
+    before = os.environ.get("PYTHONWARNINGS")
+    monkeypatch.setenv(
+        "PYTHONWARNINGS", f"{before},{CHILD_DEPRECATIONS}" if before else CHILD_DEPRECATIONS
+    )
     if "pytester" not in request.fixturenames:
         return
     pytester: pytest.Pytester = request.getfixturevalue("pytester")

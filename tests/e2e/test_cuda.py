@@ -82,6 +82,7 @@ def test_a_cuda_measurement_is_clocked_by_cuda_events_without_the_cpu_guards(
     assert record["device"].startswith("cuda") and record["clock"] == "cuda-events", record
     assert record["cpu_share"] is None and record["calibration"] is None, record
     assert record["counters"]["peak_memory"] > 0, record["counters"]
+    assert record["passes"][0]["settle"]["blocks"] > 0, record["passes"]  # settled first
 
     compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     compare.assert_outcomes(passed=1)

@@ -134,6 +134,21 @@ if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
     assert len(baseline_files(perf.path / ".torchperf")) == 1
 
 
+def test_a_deprecation_of_our_code_in_a_fresh_process_fails_it(perf: pytest.Pytester) -> None:
+    """The suite's guard (our DeprecationWarnings are errors) reaches the plugin's children too:
+    code that runs only there warned into a log nobody read."""
+    perf.makepyfile(MODELS)
+    perf.makeconftest("""
+import os, warnings
+if os.environ.get("PYTEST_TORCHPERF_CHILD_PROCESS") == "1":
+    warnings.warn_explicit("old", DeprecationWarning, "c.py", 1, module="pytest_torchperf.run.children")
+""")
+    result = perf.runpytest("--torchperf-save", "--torchperf-processes", "2")
+    result.stdout.fnmatch_lines(
+        ["torchperf: fresh process 1 exited with code *", "*DeprecationWarning: old*"]
+    )
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -185,3 +185,36 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     assert mlp["verdict"]["message"].splitlines()[0] in offline
     [cli_conv] = [line for line in offline.splitlines() if "::test_conv" in line]
     assert cli_conv.rstrip().endswith(conv_label), cli_conv
+
+
+UNSETTLED = """
+import dataclasses
+import torch
+from pytest_torchperf.measure import timing
+
+def test_lin(torchperf, monkeypatch):
+    collect = timing.collect
+
+    def unsettled(*args, **kwargs):  # as a CUDA pass whose blocks never came to rest
+        return dataclasses.replace(collect(*args, **kwargs), settle_blocks=300, settled=False)
+
+    monkeypatch.setattr(timing, "collect", unsettled)
+    r = torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="lin")
+    assert repr(r).endswith(" unsettled: block times still moving after 300 untimed blocks>")
+"""
+
+
+def test_a_pass_timed_before_its_blocks_settled_says_so(perf: pytest.Pytester) -> None:
+    """Settling (GPU passes) is reported where a measurement's details are read: each pass of
+    the record (so the results file), the stored session and the Result's repr."""
+    from pytest_torchperf.store.results import read_results
+    from tests.e2e.helpers import baseline_files
+
+    perf.makepyfile(UNSETTLED)
+    perf.runpytest("--torchperf-save", "--torchperf-json=r.json").assert_outcomes(passed=1)
+    settle = {"blocks": 300, "settled": False}
+    (record,), _ = read_results(perf.path / "r.json")
+    assert [p.extra("settle") for p in record.passes] == [settle]
+    (path,) = baseline_files(perf.path / ".torchperf")
+    (entry,) = json.loads(path.read_text())["tests"].values()
+    assert entry["lin"]["sessions"][0]["settle"] == settle

@@ -262,6 +262,33 @@ def test_a_side_that_is_done_tears_down_off_the_shared_cpus(monkeypatch) -> None
         client._out.close()
 
 
+def test_a_side_compiles_in_its_own_process_on_its_turn(monkeypatch, tmp_path) -> None:
+    """Inductor's pool of compile processes, started at a side's first Triton compile where the
+    sides share 2+ CPUs, started up in the background for ~3 CPU-s on those CPUs, into the
+    other side's timed blocks: a side compiles in its own process (unless the user chose
+    otherwise)."""
+    from pytest_torchperf.kinds.ab import run_pairs
+    from pytest_torchperf.kinds.ab.run_sides import Side
+    from pytest_torchperf.run.child_process import ChildCommand
+
+    started: list[ChildCommand] = []
+
+    def start(command: ChildCommand, log: object, pass_fds: object = ()) -> object:
+        started.append(command)
+        raise OSError("not started in a unit test")
+
+    monkeypatch.setattr(ChildCommand, "start", start)
+    monkeypatch.delenv(run_pairs.COMPILE_THREADS, raising=False)
+    sides = {"A": Side("a", "python", tmp_path), "B": Side("b", "python", tmp_path)}
+    with pytest.raises(run_pairs.SideError):
+        run_pairs.start_pair(["t.py"], sides, 1, [1])
+    assert started[0].env[run_pairs.COMPILE_THREADS] == "1"
+    monkeypatch.setenv(run_pairs.COMPILE_THREADS, "4")
+    with pytest.raises(run_pairs.SideError):
+        run_pairs.start_pair(["t.py"], sides, 1, [1])
+    assert started[1].env[run_pairs.COMPILE_THREADS] == "4"
+
+
 # -- the sides' data --------------------------------------------------------------------------
 
 

@@ -114,7 +114,9 @@ class TurnClient:
         """Say this side has collected its tests, wait for the first turn, and from then on
         run on the CPUs both sides share. (Pinned only now: both start up at the same time,
         on every CPU. Threads torch starts later inherit the pinning; with the default one
-        thread per measurement there are none before.)"""
+        thread per measurement there are none before. So do processes it starts later: the
+        tests, compiles included, run only from here on, and inductor compiles in this process
+        (``run_pairs.COMPILE_THREADS``).)"""
         self._send(Ready(self.side))
         self._wait()
         if self.cpus:

@@ -47,6 +47,8 @@ from pytest_torchperf.kinds.ab.run_sides import Side, SideError
 from pytest_torchperf.run.child_process import ChildCommand, ChildProcess
 from pytest_torchperf.run.children import concurrent_child_args
 
+#: Inductor's number of compile processes (1: it compiles in the calling process).
+COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
 #: A side that holds the token this long without giving it back (or saying it is ready) is
 #: killed, so a hung test cannot hold the job forever.
 PAIR_TIMEOUT_S = 3600.0
@@ -109,6 +111,11 @@ def start_pair(
                     "--maxfail=1000000000",
                 ),
                 env={
+                    # Inductor compiles in the side itself, on its turn. Where the sides share
+                    # 2+ CPUs, its first Triton compile (a GPU) would start a pool of compile
+                    # processes (on those CPUs: started after the first turn pinned the side),
+                    # whose start-up (~3 CPU-s) ran on in the other side's timed blocks.
+                    COMPILE_THREADS: os.environ.get(COMPILE_THREADS, "1"),
                     **side.env,
                     TURN_FDS_ENV: f"{to_child_r},{from_child_w}",
                     SIDE_ENV: name,
