@@ -8,7 +8,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, results, selected, table, write_reports
+from pytest_torchperf.cli.common import (
+    baseline_store,
+    candidates,
+    results,
+    selected,
+    table,
+    write_reports,
+)
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
 from pytest_torchperf.judge.replay import accept_problem
@@ -20,14 +27,14 @@ from pytest_torchperf.store.sessions import session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows = environment_rows(BaselineStore(Path(args.storage)))
+    rows = environment_rows(baseline_store(args.storage))
     print(table(rows, f"no baselines under {args.storage}"))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     rows = measurement_rows(
-        BaselineStore(Path(args.storage)),
+        baseline_store(args.storage),
         lambda nodeid, name: selected(nodeid, name, args.k),
         args.env,
     )
@@ -46,16 +53,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
-    if not Path(args.baseline).is_dir() and not all(
-        carried_sessions(r) is not None for r in records if r.session
-    ):
-        print(
-            f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
-            f"pytest --torchperf-save wrote (default .torchperf)",
-            file=sys.stderr,
-        )
-        return 2
-    store = BaselineStore(Path(args.baseline))
+    own = all(carried_sessions(r) is not None for r in records if r.session)
+    store = BaselineStore(Path(args.baseline)) if own else baseline_store(args.baseline)
     if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
         # Said once: a folder compared with itself judges each save only against earlier ones.
         print(
@@ -152,7 +151,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print("torchperf report: give --html PATH and/or --markdown PATH", file=sys.stderr)
         return 2  # a usage error, like argparse's
     records = (
-        results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
+        results(args.results, args.any_commit)[0]
+        if args.results
+        else stored_records(baseline_store(args.storage).root)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)
