@@ -15,7 +15,7 @@ names it); CANDIDATE a results file written by ``pytest --torchperf-json`` or an
 folder (its latest sessions). ``compare`` uses
 the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` (without the
 confirming re-measure, which needs the model: the candidate's samples are final). Tables are
-printed with pandas.
+printed with pandas (``show``'s as the run's summary prints long test ids).
 
 Where ``compare``, ``report``, ``accept`` or ``merge`` take several results files (the shards of
 one run split over runners), they read them as ``merge`` joins them

@@ -4,6 +4,7 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,13 +33,38 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+#: A cell that says why at length: ``no timing (other processes kept ... busy ...)``.
+_REASON = re.compile(r"(.+?) \((.+)\)")
+
+
 def cmd_show(args: argparse.Namespace) -> int:
+    """The stored measurements under their environment as a heading, each test id above its
+    measurements, a cell's long reason as a numbered note under the tables: as wide as a
+    terminal however long the ids and reasons."""
+    from pytest_torchperf.report.terminal import grouped_lines
+
     rows = measurement_rows(
         baseline_store(args.storage),
         lambda nodeid, name: selected(nodeid, name, args.k),
         args.env,
     )
-    print(table(rows, "no stored measurement matches"))
+    notes: dict[str, int] = {}
+
+    def cell(text: str) -> str:
+        reason = _REASON.fullmatch(text)
+        if len(text) <= 24 or not reason:  # "3 timed (+2 untimed)" stays whole
+            return text
+        return f"{reason[1]} [{notes.setdefault(reason[2], len(notes) + 1)}]"
+
+    by_env: dict[tuple[str, str], list[list[str]]] = {}
+    for row in rows:
+        key = (row.pop("environment"), row.pop("mode"))
+        by_env.setdefault(key, []).append([cell(str(value)) for value in row.values()])
+    lines = []
+    for (env_id, mode), group in by_env.items():
+        lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
+    lines += [f"[{n}] {note}" for note, n in notes.items()]
+    print("\n".join(lines[1:]) if rows else "no stored measurement matches")
     if any(row.get("speedup", "-") != "-" for row in rows):
         print(
             "speedup: eager over the variant, timed interleaved in the same rounds; the "
