@@ -138,7 +138,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             {
                 "test": record.nodeid,
                 "name": record.name,
-                "outcome": result.outcome,
                 "p25": format_time(record.stats.p25 if record.stats else None),
                 **kind_cells,
                 "change": format_change(result.verdict.ratio),
@@ -159,7 +158,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(table(rows, "no measurement to compare"))
     for line in details:
         print(line)
-    counts = Counter(row["outcome"] for row in rows)
+    counts = Counter(r.outcome for r in judged)
     print(
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
