@@ -95,6 +95,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
+        if not record.samples and not record.passes:  # a folder's: no save of it could time it
+            details.append(
+                f"{record.name}: not compared: no stored session of it holds a timing (latest: "
+                f"{session_of(record).untimed or 'no reason recorded'}); save it again on a "
+                f"quieter machine"
+            )
+            continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
         carried = carried_sessions(record)

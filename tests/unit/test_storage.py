@@ -950,3 +950,21 @@ def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, c
     assert "10% [1]" in lines[3] and "2026-11-29 06:21:36" in lines[3]
     assert lines[4] == NODE and "no timing [2]" in lines[5] and "0 timed (+2 untimed)" in lines[5]
     assert lines[6:] == ["[1] 1 session: noise unknown", f"[2] {busy}"]
+
+
+def test_torchperf_compare_of_a_folder_names_a_measurement_no_save_could_time(
+    tmp_path, capsys
+) -> None:
+    """`torchperf compare .torchperf .torchperf` raised IndexError from the judge where a
+    measurement's every stored session was saved without timing (a busy machine)."""
+    from pytest_torchperf import cli
+
+    busy = "CPU share 0.66 < 0.90"
+    store = BaselineStore(tmp_path)
+    untimed = session().updated({"statistic": None, "times": [], "untimed": busy})
+    store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
+    assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 0
+    assert (
+        f"{NAME}: not compared: no stored session of it holds a timing (latest: {busy}); save it "
+        f"again on a quieter machine"
+    ) in capsys.readouterr().out
