@@ -1,20 +1,21 @@
 """The ``torchperf`` command: the plugin's gate and reports over files it already wrote.
 
-    torchperf list    [--storage DIR]                      environments and what they hold
-    torchperf show    [--storage DIR] [-k TEXT]            stored measurements, one line each
+    torchperf list    [DIR]                                environments and what they hold
+    torchperf show    [DIR] [-k TEXT]                      stored measurements, one line each
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
-    torchperf report  [--storage DIR] [--results FILE...] [--html PATH] [--markdown PATH]
+    torchperf report  [RESULTS...] [DIR] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
     torchperf graph   RESULTS|BASELINE_DIR [-k TEXT] [--out DIR] [--no-browser] [--port N]
 
-BASELINE is a baseline folder (``.torchperf``); CANDIDATE a results file written by
-``pytest --torchperf-json`` or another baseline folder (its latest sessions). ``compare`` uses
+DIR and BASELINE are a baseline folder (``.torchperf``, the default; ``--storage DIR`` also
+names it); CANDIDATE a results file written by ``pytest --torchperf-json`` or another baseline
+folder (its latest sessions). ``compare`` uses
 the same judge, counter diff and drift checks as ``pytest --torchperf-compare`` (without the
 confirming re-measure, which needs the model: the candidate's samples are final). Tables are
-printed with pandas.
+printed with pandas (``show``'s as the run's summary prints long test ids).
 
 Where ``compare``, ``report``, ``accept`` or ``merge`` take several results files (the shards of
 one run split over runners), they read them as ``merge`` joins them
@@ -26,9 +27,12 @@ different commits are refused. ``history`` reads many runs: the files of one com
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from pytest_torchperf.cli.common import PathError
 from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
     cmd_accept,
@@ -45,6 +49,7 @@ from pytest_torchperf.store.baselines import BaselineFileError
 _K = "only tests/measurements containing this text"
 _ANY_COMMIT = "with several results files: read files written at different commits"
 _STORAGE = "baseline folder (default .torchperf)"
+_FOLDER = "baseline folder (default .torchperf), as --storage DIR names it too"
 
 
 def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
@@ -60,10 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
-    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument("folder", nargs="?", metavar="DIR", help=_FOLDER)
+    p.add_argument("--storage", help=_STORAGE)
     p.set_defaults(run=cmd_list)
     p = sub.add_parser("show", help="stored measurements, one line each")
-    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument("folder", nargs="?", metavar="DIR", help=_FOLDER)
+    p.add_argument("--storage", help=_STORAGE)
     p.add_argument("-k", help=_K)
     p.add_argument("--env", help="only this environment id")
     p.set_defaults(run=cmd_show)
@@ -91,7 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_compare)
     p = sub.add_parser("report", help="render HTML/markdown from baselines or a results file")
-    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="RESULTS_OR_DIR",
+        help="results files (pytest --torchperf-json) and/or a baseline folder, told apart by "
+        "what each path is",
+    )
+    p.add_argument("--storage", help=_STORAGE)
     p.add_argument(
         "--results",
         nargs="+",
@@ -211,7 +225,41 @@ def _parser() -> argparse.ArgumentParser:
         help="Model Explorer's port (default 8080: the first free one from there)",
     )
     p.set_defaults(run=cmd_graph)
+    for p in sub.choices.values():
+        p.set_defaults(parser=p)  # the command's own usage, for an error in its words
     return parser
+
+
+def _hint(command: argparse.ArgumentParser, word: str) -> str:
+    """What an unrecognized ``word`` was likely meant as: a misspelt option, a measurement for
+    ``-k``, a second path."""
+    options = [o for action in command._actions for o in action.option_strings]
+    if word.startswith("-"):
+        near = difflib.get_close_matches(word.split("=", 1)[0], options, 1)
+        return f"did you mean {near[0]}?" if near else f"{command.prog} -h lists its options"
+    if "-k" in options and not Path(word).exists():
+        return f"to select measurements by test or name, give -k {word}"
+    return f"{command.prog} reads one path: run it once per path"
+
+
+def _paths(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
+    """The baseline folder and results files given as words (``show DIR``, ``report FILE DIR``),
+    told apart by what each path is, into ``storage`` and ``results``."""
+    folders = [args.folder] if getattr(args, "folder", None) else []
+    for path in getattr(args, "paths", None) or []:
+        if not Path(path).exists():
+            command.error(
+                f"{path} does not exist: give a results file (pytest --torchperf-json PATH wrote "
+                f"it) or the baseline folder (pytest --torchperf-save wrote it, default .torchperf)"
+            )
+        if Path(path).is_dir():
+            folders.append(path)
+        else:
+            args.results = [*(args.results or []), path]
+    named = [*folders, *([args.storage] if args.storage else [])]
+    if len(named) > 1:
+        command.error(f"give one baseline folder, not {' and '.join(named)}")
+    args.storage = named[0] if named else ".torchperf"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -232,7 +280,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare takes the baseline folder first, then the results file: torchperf "
             f"compare .torchperf {positional[0]}"
         )
-    args = parser.parse_args(words)
+    args, extras = parser.parse_known_args(words)
+    if extras:  # in the command's usage, not the top level's (which names no option of it)
+        args.parser.error(
+            f"unrecognized arguments: {' '.join(extras)}; {_hint(args.parser, extras[0])}"
+        )
+    if args.command in ("list", "show", "report"):
+        _paths(args, args.parser)
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):
             parser.error(
@@ -258,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.run(args))
-    except (BaselineFileError, ResultsFileError, BisectError) as exc:
+    except (BaselineFileError, ResultsFileError, BisectError, PathError) as exc:
         print(f"torchperf: {exc}", file=sys.stderr)
         return 2
     except SessionError as exc:  # a results file's record carries a malformed session

@@ -49,6 +49,22 @@ def write_reports(
         write(args.markdown, markdown_report(records, line, coverage_lines), "markdown summary")
 
 
+class PathError(Exception):
+    """A path on the command line is not what the command reads (the message: the remedy)."""
+
+
+def baseline_store(path: str) -> BaselineStore:
+    """The baseline folder at ``path``; a :class:`PathError` naming it and the remedy where there
+    is none."""
+    if not Path(path).is_dir():
+        what = "is a file, not a folder" if Path(path).exists() else "does not exist"
+        raise PathError(
+            f"baseline folder {path} {what}; point at the folder pytest --torchperf-save wrote "
+            f"(default .torchperf)"
+        )
+    return BaselineStore(Path(path))
+
+
 def selected(nodeid: str, name: str, pattern: str | None) -> bool:
     return pattern is None or pattern in nodeid or pattern in name
 
@@ -82,8 +98,8 @@ def candidates(
         }
     folders = [p for p in paths if Path(p).is_dir()]
     if folders:
-        raise SystemExit(
-            f"torchperf compare: {folders[0]} is a folder; give one baseline folder as the "
+        raise PathError(
+            f"compare: {folders[0]} is a folder; give one baseline folder as the "
             f"candidate, or one or more results files (pytest --torchperf-json)"
         )
     return results(paths, any_commit)

@@ -4,11 +4,19 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_torchperf.cli.common import candidates, results, selected, table, write_reports
+from pytest_torchperf.cli.common import (
+    baseline_store,
+    candidates,
+    results,
+    selected,
+    table,
+    write_reports,
+)
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
 from pytest_torchperf.judge.replay import accept_problem
@@ -20,18 +28,43 @@ from pytest_torchperf.store.sessions import session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows = environment_rows(BaselineStore(Path(args.storage)))
+    rows = environment_rows(baseline_store(args.storage))
     print(table(rows, f"no baselines under {args.storage}"))
     return 0
 
 
+#: A cell that says why at length: ``no timing (other processes kept ... busy ...)``.
+_REASON = re.compile(r"(.+?) \((.+)\)")
+
+
 def cmd_show(args: argparse.Namespace) -> int:
+    """The stored measurements under their environment as a heading, each test id above its
+    measurements, a cell's long reason as a numbered note under the tables: as wide as a
+    terminal however long the ids and reasons."""
+    from pytest_torchperf.report.terminal import grouped_lines
+
     rows = measurement_rows(
-        BaselineStore(Path(args.storage)),
+        baseline_store(args.storage),
         lambda nodeid, name: selected(nodeid, name, args.k),
         args.env,
     )
-    print(table(rows, "no stored measurement matches"))
+    notes: dict[str, int] = {}
+
+    def cell(text: str) -> str:
+        reason = _REASON.fullmatch(text)
+        if len(text) <= 24 or not reason:  # "3 timed (+2 untimed)" stays whole
+            return text
+        return f"{reason[1]} [{notes.setdefault(reason[2], len(notes) + 1)}]"
+
+    by_env: dict[tuple[str, str], list[list[str]]] = {}
+    for row in rows:
+        key = (row.pop("environment"), row.pop("mode"))
+        by_env.setdefault(key, []).append([cell(str(value)) for value in row.values()])
+    lines = []
+    for (env_id, mode), group in by_env.items():
+        lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
+    lines += [f"[{n}] {note}" for note, n in notes.items()]
+    print("\n".join(lines[1:]) if rows else "no stored measurement matches")
     if any(row.get("speedup", "-") != "-" for row in rows):
         print(
             "speedup: eager over the variant, timed interleaved in the same rounds; the "
@@ -46,16 +79,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
-    if not Path(args.baseline).is_dir() and not all(
-        carried_sessions(r) is not None for r in records if r.session
-    ):
-        print(
-            f"torchperf: baseline folder {args.baseline} does not exist; point at the folder "
-            f"pytest --torchperf-save wrote (default .torchperf)",
-            file=sys.stderr,
-        )
-        return 2
-    store = BaselineStore(Path(args.baseline))
+    own = all(carried_sessions(r) is not None for r in records if r.session)
+    store = BaselineStore(Path(args.baseline)) if own else baseline_store(args.baseline)
     if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
         # Said once: a folder compared with itself judges each save only against earlier ones.
         print(
@@ -70,6 +95,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
+        if not record.samples and not record.passes:  # a folder's: no save of it could time it
+            details.append(
+                f"{record.name}: not compared: no stored session of it holds a timing (latest: "
+                f"{session_of(record).untimed or 'no reason recorded'}); save it again on a "
+                f"quieter machine"
+            )
+            continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
         carried = carried_sessions(record)
@@ -113,7 +145,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             {
                 "test": record.nodeid,
                 "name": record.name,
-                "outcome": result.outcome,
                 "p25": format_time(record.stats.p25 if record.stats else None),
                 **kind_cells,
                 "change": format_change(result.verdict.ratio),
@@ -134,7 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(table(rows, "no measurement to compare"))
     for line in details:
         print(line)
-    counts = Counter(row["outcome"] for row in rows)
+    counts = Counter(r.outcome for r in judged)
     print(
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
@@ -152,7 +183,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print("torchperf report: give --html PATH and/or --markdown PATH", file=sys.stderr)
         return 2  # a usage error, like argparse's
     records = (
-        results(args.results, args.any_commit)[0] if args.results else stored_records(args.storage)
+        results(args.results, args.any_commit)[0]
+        if args.results
+        else stored_records(baseline_store(args.storage).root)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
     write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)

@@ -71,7 +71,10 @@ def measurement_rows(
                 "rel-L2": f"{latest.accuracy['rel_l2']:.1e}"
                 if latest.accuracy and latest.accuracy.get("rel_l2") is not None
                 else "-",
-                "saved": latest.timestamp if latest.has("timestamp") else "?",
+                # Saves write UTC (``2026-11-29T06:21:36+00:00``): the header says it once.
+                "saved (UTC)": str(latest.timestamp).replace("T", " ").removesuffix("+00:00")
+                if latest.has("timestamp")
+                else "?",
                 "commit": str(latest.git_sha or "-")[:8],
             }
         )

@@ -160,7 +160,12 @@ def render_grouped(records: Sequence[Record]) -> list[str]:
     Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
     severe outcome (the order their first rows come in), so failures still come first.
     """
-    headers, rows = table(records)
+    return grouped_lines(*table(records))
+
+
+def grouped_lines(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (test id, name, figures...) under ``headers``: each test id on its own line, its
+    measurements' rows indented below it, the figures right-aligned, nothing cut."""
     headers = ["test / name", *headers[2:]]
     by_test: dict[str, list[list[str]]] = {}
     for row in rows:

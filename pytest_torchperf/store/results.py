@@ -40,7 +40,15 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ResultsFileError(f"results file {path}: cannot be read ({exc.strerror})") from None
+        remedy = (
+            "; give the file pytest --torchperf-json PATH wrote"
+            + (" (a baseline folder goes after --storage)" if path.is_dir() else "")
+            if isinstance(exc, (FileNotFoundError, IsADirectoryError))
+            else ""
+        )
+        raise ResultsFileError(
+            f"results file {path}: cannot be read ({exc.strerror}){remedy}"
+        ) from None
     except ValueError as exc:
         raise ResultsFileError(f"results file {path}: not valid JSON ({exc})") from None
     ours = doc.get("torchperf") if isinstance(doc, dict) else None

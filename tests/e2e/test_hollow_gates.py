@@ -289,12 +289,13 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
         ]
     )
 
-    # torchperf show says the same of it.
+    # torchperf show says the same of it (the reason as a note under the table).
     shown = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "show")
     shown.stdout.fnmatch_lines(
         [
-            "*no gate (*% > 30%: timing cannot gate here: use --torchperf-instructions or "
-            "--torchperf-ab)*"
+            "  mlp *no gate [[]1]*",
+            "[[]1] *% > 30%: timing cannot gate here: use --torchperf-instructions or "
+            "--torchperf-ab",
         ]
     )
 

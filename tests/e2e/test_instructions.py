@@ -200,8 +200,9 @@ def test_list_and_show_give_each_environment_its_mode_and_unit(
     assert dict(zip(header.split(), row.split(), strict=False))["mode"] == "instructions"
     assert cli.main(["show", "--storage", str(storage), "-k", "test_a"]) == 0
     shown = capsys.readouterr().out
-    rows = [line for line in shown.splitlines() if "::test_a" in line]
-    assert rows and all("instr/call" in line for line in rows), shown
+    lines = shown.splitlines()  # each test id on its own line, its measurements below it
+    rows = [row for line, row in zip(lines, lines[1:], strict=False) if "::test_a" in line]
+    assert rows and all("instr/call" in row for row in rows), shown
     assert not re.search(r"\d (ms|us|s) ", shown), shown
 
 

@@ -181,7 +181,9 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     offline = capsys.readouterr().out
     assert code == 1
     [cli_row] = [line for line in offline.splitlines() if "::test_mlp" in line]
-    assert cli_row.split()[2] == "fail" and cli_row.split()[-2:] == [figure, label], cli_row
+    # One verdict column: the label carries the outcome (an `outcome` column repeated it).
+    assert offline.splitlines()[0].split() == ["test", "name", "p25", "change", "verdict"]
+    assert cli_row.split()[-2:] == [figure, label], cli_row
     assert mlp["verdict"]["message"].splitlines()[0] in offline
     [cli_conv] = [line for line in offline.splitlines() if "::test_conv" in line]
     assert cli_conv.rstrip().endswith(conv_label), cli_conv

@@ -45,3 +45,59 @@ def test_compare_with_only_a_results_file_says_the_baseline_folder_comes_first(c
         "compare takes the baseline folder first, then the results file: torchperf compare "
         ".torchperf results.json"
     ) in capsys.readouterr().err
+
+
+def test_list_and_show_take_the_baseline_folder_as_a_word_or_after_storage(tmp_path, capsys):
+    assert parse_args(["show", str(tmp_path), "-k", "mlp"]).storage == str(tmp_path)
+    assert parse_args(["list", "--storage", str(tmp_path)]).storage == str(tmp_path)
+    assert parse_args(["list"]).storage == ".torchperf"
+    with pytest.raises(SystemExit):
+        parse_args(["show", str(tmp_path), "--storage", "other"])
+    assert f"give one baseline folder, not {tmp_path} and other" in capsys.readouterr().err
+
+
+def test_report_tells_results_files_from_the_baseline_folder_by_what_they_are(tmp_path, capsys):
+    (tmp_path / "r.json").write_text("{}")
+    args = parse_args(["report", str(tmp_path / "r.json"), str(tmp_path), "--html", "x.html"])
+    assert (args.results, args.storage) == ([str(tmp_path / "r.json")], str(tmp_path))
+    assert parse_args(["report", str(tmp_path)]).results is None
+    with pytest.raises(SystemExit):
+        parse_args(["report", str(tmp_path / "nope.json")])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: torchperf report")
+    assert f"{tmp_path / 'nope.json'} does not exist: give a results file" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (
+            ["show", ".", "conv"],
+            "unrecognized arguments: conv; to select measurements by test or name, give -k conv",
+        ),
+        (["show", "--kk", "x"], "unrecognized arguments: --kk; did you mean -k?"),
+        (["list", ".", "."], "unrecognized arguments: .; torchperf list reads one path"),
+    ],
+)
+def test_an_unrecognized_word_gets_the_commands_usage_and_a_hint(argv, hint, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(f"usage: torchperf {argv[0]} "), err
+    assert f"torchperf {argv[0]}: error: {hint}" in err, err
+
+
+def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_path, capsys):
+    from pytest_torchperf import cli
+
+    for argv in (["show", str(tmp_path / "gone")], ["list", "--storage", str(tmp_path / "gone")]):
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err == (
+            f"torchperf: baseline folder {tmp_path / 'gone'} does not exist; point at the folder "
+            f"pytest --torchperf-save wrote (default .torchperf)\n"
+        )
+    assert cli.main(["accept", str(tmp_path), "--storage", str(tmp_path)]) == 2
+    assert (
+        f"results file {tmp_path}: cannot be read (Is a directory); give the file pytest "
+        f"--torchperf-json PATH wrote (a baseline folder goes after --storage)"
+    ) in capsys.readouterr().err

@@ -927,3 +927,44 @@ def test_torchperf_show_says_what_limit_a_compare_holds_each_baseline_to() -> No
     assert compare_limit(steady[:1], "time") == "10% (1 session: noise unknown)"
     untimed = session().updated({"statistic": None, "untimed": "busy"})
     assert compare_limit([untimed], "time") == "-"
+
+
+def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, capsys) -> None:
+    """A newcomer's `torchperf show` was 315 characters wide: the environment and mode in every
+    row, the test id beside the name, a reason's whole sentence in a cell."""
+    from pytest_torchperf import cli
+
+    store = BaselineStore(tmp_path)
+    node = "tests/perf/test_rather_long_module.py::test_transformer_forward[cuda-bf16-batch64]"
+    busy = "other processes kept 99.21% of the other CPUs busy while timing (limit 50%)"
+    store.record(ENV, ENVIRONMENT, node, "tfm", session(timestamp="2026-11-29T06:21:36+00:00"))
+    for _ in range(2):
+        untimed = session().updated({"statistic": None, "untimed": busy})
+        store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
+    assert cli.main(["show", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) < 140, "\n".join(lines)
+    assert lines[:2] == [f"environment {ENV} (mode time)", lines[1]]
+    assert lines[1].split()[:3] == ["test", "/", "name"] and "saved (UTC)" in lines[1]
+    assert lines[2] == node and lines[3].split()[:2] == ["tfm", "eager"]
+    assert "10% [1]" in lines[3] and "2026-11-29 06:21:36" in lines[3]
+    assert lines[4] == NODE and "no timing [2]" in lines[5] and "0 timed (+2 untimed)" in lines[5]
+    assert lines[6:] == ["[1] 1 session: noise unknown", f"[2] {busy}"]
+
+
+def test_torchperf_compare_of_a_folder_names_a_measurement_no_save_could_time(
+    tmp_path, capsys
+) -> None:
+    """`torchperf compare .torchperf .torchperf` raised IndexError from the judge where a
+    measurement's every stored session was saved without timing (a busy machine)."""
+    from pytest_torchperf import cli
+
+    busy = "CPU share 0.66 < 0.90"
+    store = BaselineStore(tmp_path)
+    untimed = session().updated({"statistic": None, "times": [], "untimed": busy})
+    store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
+    assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 0
+    assert (
+        f"{NAME}: not compared: no stored session of it holds a timing (latest: {busy}); save it "
+        f"again on a quieter machine"
+    ) in capsys.readouterr().out
