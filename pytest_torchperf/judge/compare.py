@@ -189,8 +189,6 @@ def compare(
                     f"--torchperf-storage at the folder that holds it",
                 )
             )
-    elif verdict.outcome is Outcome.INCONCLUSIVE:
-        warnings.insert(0, verdict.message)
     return Comparison(
         verdict,
         judgement.sample,

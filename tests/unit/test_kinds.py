@@ -174,7 +174,8 @@ def test_a_slowdown_seen_on_a_trusted_pass_is_never_passed_by_an_unchanged_count
 
     same = compare(candidate(2_000_000.0), sessions, GATE, remeasure=disturbed)
     assert same.outcome == "inconclusive" and same.verdict.basis == "time"
-    assert same.warnings and same.warnings[0] == same.verdict.message
+    # Said once, by the summary from the verdict: not again as one of the engine's warnings.
+    assert same.verdict.message not in same.warnings
     assert same.verdict.notes[-1].startswith(
         "its instruction count does not explain the slowdown: instructions +0.0% per call"
     )
