@@ -119,7 +119,17 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     strict.stdout.fnmatch_lines(["*sleepy: inconclusive*(failing: --torchperf-strict)"])
     ini_strict = perf.path / "pytest.ini"
     ini_strict.write_text(ini_strict.read_text() + "\ntorchperf_strict = true\n")
-    perf.runpytest(*guard_on).assert_outcomes(failed=1)
+    by_ini = perf.runpytest(*guard_on)
+    by_ini.assert_outcomes(failed=1)
+    # Named as the ini key that set it, not a flag this run was never given.
+    by_ini.stdout.fnmatch_lines(
+        [
+            "*sleepy: inconclusive*(failing: ini torchperf_strict)",
+            "torchperf: run failed: timing was judged for only 0 of 1 measurements (1 *), "
+            "failing: ini torchperf_strict. *",
+        ]
+    )
+    assert "failing: --torchperf-strict" not in by_ini.stdout.str()
 
 
 def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(
