@@ -143,6 +143,6 @@ class FreshProcess(Role):
             m.name,
             final,
             GuardLimits.of(m.options).problem(final),
-            m.extra.speedup if m.extra is not None else None,
+            m.extra.speedup if m.extra is not None and not m.extra.speedup_refused else None,
             m.beside,
         )

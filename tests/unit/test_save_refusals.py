@@ -155,6 +155,26 @@ def test_an_untimed_session_says_only_what_it_did_store() -> None:
         )
 
 
+def test_an_untimed_session_keeps_a_speedup_its_rounds_earned() -> None:
+    """A speedup vs eager whose interleaved rounds passed the guards (the variant's own pass was
+    refused later, or for the machine's speed) is a same-moment ratio: stored, and said to be.
+    One whose rounds a guard refused never reaches the session (VariantExtra.record)."""
+    from pytest_torchperf.run.state import VariantExtra
+
+    starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
+    speedup = {"median": 2.0, "p25": 1.9, "p75": 2.1, "n": 8}
+    session = {"accuracy": {"rel_l2": 0.01}, "speedup": speedup}
+    result, state = _save(starved, session=session)
+    assert state.warnings[-1].startswith(
+        "mlp: timing not saved (its numerics and speedup vs eager were): CPU share "
+    ), state.warnings
+    [pending] = state.pending
+    assert pending.record.statistic is None and pending.record.speedup == speedup
+    refused = VariantExtra("amp", speedup=speedup, speedup_refused="CPU share 0.50 < 0.90: x")
+    assert refused.record()["speedup"] is None
+    assert VariantExtra("amp", speedup=speedup).record()["speedup"] == speedup
+
+
 def test_a_refused_save_names_every_guard_its_pass_trips() -> None:
     """A newcomer followed 'store it anyway with --torchperf-min-cpu-share=0' and saved again for
     five minutes, to be refused by the neighbour guard: both tripped the first pass."""
