@@ -230,10 +230,8 @@ def test_the_looser_guards_note_names_every_option_at_once() -> None:
 def test_an_untimed_baseline_names_every_option_the_save_named() -> None:
     """The save said to store it anyway with --torchperf-min-cpu-share=0 and
     --torchperf-max-neighbour-load=100%; the compare named only the first."""
-    from pytest_torchperf.run.saving import untimed_record
-
     options = ["--torchperf-min-cpu-share=0", "--torchperf-max-neighbour-load=100%"]
-    untimed = untimed_record(_session(run_id="r"), "CPU share 0.30 < 0.90", options)
+    untimed = _session(run_id="r").without_timing("CPU share 0.30 < 0.90", options)
     assert untimed.untimed_options == tuple(options)
     assert Session.from_json(untimed.to_json()) == untimed  # as its file holds it
     result = compare(Candidate("mlp", _sample()), [untimed], Gate(), remeasure=never)
