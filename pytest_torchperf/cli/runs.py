@@ -203,7 +203,6 @@ def cmd_accept(args: argparse.Namespace) -> int:
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
-        + (f", {untimed} of them without their timing" if untimed else "")
         + ("" if accepted or refused else " (nothing timed matched -k)")
         + (
             "; accepted sessions carry no op table (explanations of a later slowdown will "
@@ -219,8 +218,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
         )
     if untimed:
         print(
-            f"torchperf: this run's timing of {untimed} of them was left out, as a guard refused "
-            f"it (see above): store it with pytest --torchperf-save on a quiet machine, or "
-            f"accept this run's anyway with --force"
+            f"torchperf: {untimed} of them accepted without their timing, which a guard refused "
+            f"(see above): store it with pytest --torchperf-save on a quiet machine, or accept "
+            f"this run's anyway with --force"
         )
     return 0 if accepted and not refused and not untimed else 1
