@@ -237,7 +237,9 @@ class Candidate:
             first,
             session.counters if session.has("counters") else record.get("counters"),
             variant=session.variant,
-            speedup=session.speedup,
+            # As measured: the session leaves out one a guard refused the rounds of (a save
+            # stores none), which the run judged all the same.
+            speedup=record.get("speedup") or session.speedup,
             fingerprint=session.fingerprint,
             metric=session.metric,
             accuracy_limits=session.accuracy_limits,

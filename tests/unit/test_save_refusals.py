@@ -173,6 +173,11 @@ def test_an_untimed_session_keeps_a_speedup_its_rounds_earned() -> None:
     refused = VariantExtra("amp", speedup=speedup, speedup_refused="CPU share 0.50 < 0.90: x")
     assert refused.record()["speedup"] is None
     assert VariantExtra("amp", speedup=speedup).record()["speedup"] == speedup
+    # `torchperf compare` replays the speedup the run judged, stored or not.
+    from pytest_torchperf.judge.inputs import Candidate
+
+    record = {"name": "mlp[amp]", "speedup": speedup, "session": refused.record()}
+    assert Candidate.from_record(starved, record).speedup == speedup
 
 
 def test_a_refused_save_names_every_guard_its_pass_trips() -> None:
