@@ -19,7 +19,8 @@ from pytest_torchperf.cli.common import (
 )
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
-from pytest_torchperf.judge.replay import accept_problem
+from pytest_torchperf.judge.replay import accept_problem, refused_timing
+from pytest_torchperf.judge.samples import loosening_option
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
@@ -195,7 +196,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_accept(args: argparse.Namespace) -> int:
     records, environments = results(args.results, args.any_commit)
     store = BaselineStore(Path(args.storage))
-    accepted, refused = 0, 0
+    accepted, refused, untimed = 0, 0, 0
     for record in records:
         if not selected(record.nodeid, record.name, args.k):
             continue
@@ -210,19 +211,28 @@ def cmd_accept(args: argparse.Namespace) -> int:
             )
             continue
         session = session_of(record)
-        problem = accept_problem(session)
-        if problem and not args.force:
+        # A timing a guard refused is left out, as a save on that machine leaves it out.
+        guard = None if args.force else refused_timing(session)
+        problem = None if args.force or guard else accept_problem(session)
+        if problem:
             print(
                 f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}; the "
                 f"plugin would not save it either (--force accepts it anyway)"
             )
             refused += 1
             continue
+        what = f"(p25 {format_time(session.statistic)})"
+        if guard:
+            why = guard.split(":")[0]
+            session = session.without_timing(why, [loosening_option(guard)])
+            what = (
+                f"without its timing ({why}; --force accepts it too), its counters and "
+                f"numerics only,"
+            )
         store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
-        accepted += 1
+        accepted, untimed = accepted + 1, untimed + bool(guard)
         print(
-            f"torchperf: accepted {record.nodeid} {record.name} "
-            f"(p25 {format_time(session.statistic)}) into {store.root / env_id}"
+            f"torchperf: accepted {record.nodeid} {record.name} {what} into {store.root / env_id}"
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
@@ -239,4 +249,10 @@ def cmd_accept(args: argparse.Namespace) -> int:
             f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
             f"(see above): the stored baseline still differs from this run there"
         )
-    return 0 if accepted and not refused else 1
+    if untimed:
+        print(
+            f"torchperf: {untimed} of them accepted without their timing, which a guard refused "
+            f"(see above): store it with pytest --torchperf-save on a quiet machine, or accept "
+            f"this run's anyway with --force"
+        )
+    return 0 if accepted and not refused and not untimed else 1

@@ -76,7 +76,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "torchperf: warning: the shards neither compared nor saved, so nothing was gated: "
             "run each shard with pytest --torchperf-compare (docs/merge.md)"
         )
-    failure = run_failure(cov, strict_run(records)) if cov is not None else None
+    strict = "strict, as the shards' runs recorded it" if strict_run(records) else None
+    failure = run_failure(cov, strict) if cov is not None else None
     coverage_lines = summary_lines(cov, failure, stored=False)
     for line in coverage_lines:
         print(f"torchperf: {line}")

@@ -32,14 +32,11 @@ from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 from pytest_torchperf.variants.registry import tolerances
 
-__all__ = ["JUDGED", "STRICT", "Candidate", "Comparison", "Gate", "Where", "compare"]
+__all__ = ["JUDGED", "Candidate", "Comparison", "Gate", "Where", "compare"]
 
 #: Timing outcomes that judged the figure (a verdict that says neither ``new`` nor
 #: ``inconclusive``).
 JUDGED = (Outcome.PASS, Outcome.FAIL, Outcome.IMPROVED)
-
-#: What ``--torchperf-strict`` appends to a verdict that fails only because of it.
-STRICT = "failing: --torchperf-strict"
 
 
 @dataclass
@@ -168,8 +165,9 @@ def compare(
             else []
         ),
     ]
+    strict = f"failing: {gate.strict_by}"  # appended to what fails only because of it
     if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
-        failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))
+        failures.append(Failure("strict", f"{verdict.message} ({strict})"))
     elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline:
         # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
         # every test "new". A run that saves is creating the baseline.
@@ -177,20 +175,18 @@ def compare(
             f"; baselines of it exist only for {', '.join(e for e, _ in others)}" if others else ""
         )
         if where.storage_missing:
-            failures.append(Failure("strict", f"{verdict.message} ({STRICT})"))
+            failures.append(Failure("strict", f"{verdict.message} ({strict})"))
         else:
             failures.append(
                 Failure(
                     "strict",
                     f"{label}: no baseline for this measurement in "
                     f"{where.baseline_file or 'the storage'} (environment "
-                    f"{where.environment_id or '?'}{elsewhere}), {STRICT}. Record one with {save} "
+                    f"{where.environment_id or '?'}{elsewhere}), {strict}. Record one with {save} "
                     f"and commit it (git add {where.storage or '.torchperf'}), or point "
                     f"--torchperf-storage at the folder that holds it",
                 )
             )
-    elif verdict.outcome is Outcome.INCONCLUSIVE:
-        warnings.insert(0, verdict.message)
     return Comparison(
         verdict,
         judgement.sample,

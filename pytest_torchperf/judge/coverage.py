@@ -57,8 +57,11 @@ class Coverage:
     counters: int = 0
     numerics: int = 0
     #: Compare: variants whose speedup vs eager was judged (a same-moment ratio: a speed gate
-    #: that a busy machine does not take away).
+    #: that a busy machine does not take away). Save: variants whose speedup was stored.
     speedups: int = 0
+    #: Save runs: variants whose speedup was not stored (a guard refused the rounds it was
+    #: timed in).
+    no_speedups: list[str] = field(default_factory=list)
     #: Save runs: measurements whose session this save stored with an instruction count for a
     #: ``--torchperf-fallback`` compare to judge by.
     counted: set[str] = field(default_factory=set)
@@ -212,6 +215,11 @@ def _count_save(cov: Coverage, record: Record) -> None:
     )
     if stored and degenerate and record.metric is None and record.name:
         cov.no_numerics.append(f"{record.name} ({_DEGENERATE}: {degenerate})")
+    if stored and record.speedup:  # a variant, timed against eager
+        if session.speedup:
+            cov.speedups += 1
+        else:
+            cov.no_speedups.append(name)
 
 
 def _count_untimed(cov: Coverage, record: Record) -> None:
@@ -260,6 +268,8 @@ def coverage_line(cov: Coverage) -> str:
             f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
             f"{n}{figures}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
+        variants = cov.speedups + len(cov.no_speedups)
+        line += f", speedup vs eager {cov.speedups} of {variants}" if variants else ""
         words = ("timing not stored", "counters not stored", "numerics stored but unable to gate")
     if cov.not_timed:
         line += f"; {words[0]}: {reasons(cov.not_timed, cov.names)}"
@@ -267,6 +277,11 @@ def coverage_line(cov: Coverage) -> str:
         line += f"; {words[1]}: {named(cov.no_counters)}"
     if cov.no_numerics:
         line += f"; {words[2]}: {named(cov.no_numerics)}"
+    if cov.no_speedups:  # a save's only
+        line += (
+            f"; speedup vs eager not stored: {named(cov.no_speedups)} (a guard refused the "
+            f"rounds eager and the variant were timed in)"
+        )
     if cov.no_gate:  # a save's only
         line += (
             f"; the timing sessions stored disagree too much to gate: {len(cov.no_gate)} "

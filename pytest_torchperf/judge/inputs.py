@@ -41,6 +41,8 @@ class Gate:
     #: CUDA passes: the lowest SM clock, as a share of the maximum, a trusted pass may read.
     min_gpu_clock: float = MIN_CLOCK_SHARE
     strict: bool = False
+    #: What set ``strict``, as a strict failure names it (not recorded: a replay has the value).
+    strict_by: str = field(default="strict, as the run recorded it", compare=False)
     ignore_counters: tuple[str, ...] = ()
     #: Where confirming passes were taken: ``fresh`` processes or the ``same`` one.
     confirm: str = "same"
@@ -102,7 +104,7 @@ class Gate:
             **dict(self.limits),
             **dict(self.facts),
         }
-        del record["limits"], record["facts"]
+        del record["limits"], record["facts"], record["strict_by"]
         # The file format's order (a baseline file's gate reads the same after a save); limits
         # a plugin's kind added come last.
         return {k: record[k] for k in sorted(record, key=_record_position)}
@@ -235,7 +237,9 @@ class Candidate:
             first,
             session.counters if session.has("counters") else record.get("counters"),
             variant=session.variant,
-            speedup=session.speedup,
+            # As measured: the session leaves out one a guard refused the rounds of (a save
+            # stores none), which the run judged all the same.
+            speedup=record.get("speedup") or session.speedup,
             fingerprint=session.fingerprint,
             metric=session.metric,
             accuracy_limits=session.accuracy_limits,

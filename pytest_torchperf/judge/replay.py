@@ -112,3 +112,14 @@ def accept_problem(session: Session) -> str | None:
     answer (:meth:`pytest_torchperf.judge.kind_protocol.Kind.accept_problem`: what the save
     guard would refuse, a counted run's missing count, an A/B run's side B)."""
     return judging(recorded_kind(session.gate or {})).accept_problem(session)
+
+
+def refused_timing(session: Session) -> str | None:
+    """Why only a recorded session's timing must not become a baseline (a guard refused its
+    pass; its counters and numerics were measured fine): ``torchperf accept`` stores the rest,
+    as a save on that machine would. None where there is no such problem, or where its figure
+    itself is what is missing or not a baseline (a counted run's count, an A/B run's side B)."""
+    problem = accept_problem(session)
+    kind = judging(recorded_kind(session.gate or {}))
+    timed = session.times and kind.stored_figure == "time" and kind.needs_baseline
+    return problem if timed else None

@@ -21,20 +21,21 @@ from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, 
 from pytest_torchperf.judge.tolerance import no_gate_remedy
 
 
-def run_failure(cov: Coverage, strict: bool) -> str | None:
+def run_failure(cov: Coverage, strict: str | None) -> str | None:
     """Why the run must exit non-zero although its tests passed, or None.
 
     A save that could not store a timing for every measurement (it stored their counters and
     numerics) and no instruction count in its place, or whose stored sessions disagree so much
     that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
-    compare that judged timing for fewer than half of its measurements."""
+    compare (``strict``: what made it strict, as the message names it; None: not strict) that
+    judged timing for fewer than half of its measurements."""
     failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov)) if f]
     if failures:
         return "; and ".join(failures)
     if strict and weak_gate_warning(cov):
         return (
             f"timing was judged for only {cov.timed_total} of {cov.measurements} measurements "
-            f"({reasons(cov.not_timed)}), failing: --torchperf-strict. {remedies(cov)}"
+            f"({reasons(cov.not_timed)}), failing: {strict}. {remedies(cov)}"
         )
     return None
 

@@ -267,12 +267,9 @@ def short_min_time(min_time: float, source: str) -> str | None:
     if min_time >= ADVISED_MIN_TIME:
         return None
     return (
-        f"min_time {format_time(min_time)} ({source}) is below {ADVISED_MIN_TIME:g} s, the "
-        f"least docs/faq.md advises on a noisy runner (docs/reliability.md measured its "
-        f"false-alarm and detection figures at the default 1 s): a shorter pass holds fewer "
-        f"~10 ms blocks, so it says less about the code's speed. Set min_time to "
-        f"{ADVISED_MIN_TIME:g} s or more (e.g. --torchperf-min-time=1s), or, where short "
-        f"timings are meant, filter this warning (filterwarnings = ignore:min_time)"
+        f"min_time {format_time(min_time)} ({source}) is below the {ADVISED_MIN_TIME:g} s "
+        f"docs/faq.md advises: fewer ~10 ms blocks, noisier verdicts. Set {ADVISED_MIN_TIME:g} s "
+        f"or more, or filterwarnings = ignore:min_time where short timings are meant"
     )
 
 

@@ -13,6 +13,10 @@ from typing import Any, TypeVar
 
 S = TypeVar("S")
 
+#: Where a strict measurement's strictness came from when neither the command line nor the ini
+#: file made it strict.
+MARKER_STRICT = "strict=True of a marker or torchperf(...) call"
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -58,6 +62,15 @@ class RunSettings:
         """A kind's run settings (``settings.of(ABSettings)``; its defaults when not set)."""
         found = next((s for s in self.sections if isinstance(s, section)), None)
         return found if found is not None else section()
+
+    @property
+    def strict_by(self) -> str:
+        """What made a measurement strict, as a message names it: the flag, else the ini key,
+        where the one that decides says true; else its marker's or call's ``strict=True``."""
+        for layer, name in ((self.cli, "--torchperf-strict"), (self.ini, "ini torchperf_strict")):
+            if layer.get("strict") is not None:
+                return name if layer["strict"] else MARKER_STRICT
+        return MARKER_STRICT
 
     @property
     def compares(self) -> bool:

@@ -74,7 +74,8 @@ class SummaryReporter:
         from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 
         cov = self.coverage()
-        self.run_failure = run_failure(cov, strict_run(self.records)) if cov else None
+        strict = self.config.stash[SETTINGS_KEY].strict_by if strict_run(self.records) else None
+        self.run_failure = run_failure(cov, strict) if cov else None
         failed_here = bool(self.run_failure) and session.exitstatus == pytest.ExitCode.OK
         if failed_here:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -258,7 +258,9 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         changes = record.counter_changes
         if changes:
             lines.append(f"{record.nodeid}: {record.name}: counters changed: {'; '.join(changes)}")
-        timing_failed = verdict is not None and verdict.outcome == "fail"
+        # Beside changed counters, a timing verdict worth reading is said too (an inconclusive
+        # one's warning points here).
+        timing_said = verdict is not None and verdict.outcome in ("fail", "inconclusive")
         # A strict failure repeats the verdict's message: say it once.
         message = (verdict.message if verdict else None) or ""
         repeated = bool(message) and any(f.startswith(message) for f in record.failures)
@@ -267,7 +269,7 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             and verdict is not None
             and bool(verdict.order)  # an empty verdict, as a falsy {} before
             and not repeated
-            and (not changes or timing_failed)
+            and (not changes or timing_said)
             and (
                 record.outcome in ("fail", "inconclusive", "improved", "new") or verdict.suspicious
             )

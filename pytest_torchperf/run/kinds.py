@@ -120,6 +120,7 @@ def gate_of(ctx: RunContext, options: MeasureOptions, device: str) -> Gate:
         min_gpu_clock=options.min_gpu_clock,
         max_widening=options.max_widening,
         strict=options.strict,
+        strict_by=ctx.settings.strict_by,
         ignore_counters=tuple(options.ignore_counters),
         confirm=ctx.settings.confirm if ctx.fresh_runs else "same",
         saving=ctx.settings.save,

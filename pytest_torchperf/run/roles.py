@@ -138,11 +138,15 @@ class FreshProcess(Role):
         from pytest_torchperf.judge.samples import GuardLimits
 
         assert ctx.child_sink is not None
+        # A save stores no speedup of rounds a guard refused; a compare's confirmation judges it
+        # as the controller judges its own.
+        extra = m.extra
+        untrusted = extra is not None and bool(extra.speedup_refused) and ctx.settings.save
         ctx.child_sink.write(
             m.nodeid,
             m.name,
             final,
             GuardLimits.of(m.options).problem(final),
-            m.extra.speedup if m.extra is not None else None,
+            extra.speedup if extra is not None and not untrusted else None,
             m.beside,
         )

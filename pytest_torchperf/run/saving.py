@@ -171,7 +171,7 @@ def queue_save(
             # are stored and gated; the timing is what is missing, and the run fails for it
             # unless a --torchperf-fallback save stored the instruction count, which then gates
             # instead (judge/run_failure.py).
-            records.append(untimed_record(record, why, anyway))
+            records.append(record.without_timing(why, anyway))
             result.untimed = why
             state.warnings.append(f"{m.name}: timing not saved ({_kept_too(record)}): {detail}")
     else:
@@ -214,33 +214,6 @@ def machine_why(ratio: float, what: str) -> str:
     """``machine +61.0% slower than the fastest of this save's processes``: a session kept out
     for the machine's speed, in a few words."""
     return f"machine {format_change(ratio)} slower than {what}"
-
-
-#: Keys of a session record that describe its timing (left out of an untimed session).
-TIMING_KEYS = (
-    "stats",
-    "times",
-    "number_per_block",
-    "cpu_share",
-    "neighbour_load",
-    "calibration",
-    "calibration_kernel",
-    "top_ops",
-    "clock",
-    "gpu_clock",
-    "settle",
-    # A variant's speedup vs eager was timed in the same refused rounds.
-    "speedup",
-)
-
-
-def untimed_record(record: Session, why: str, options: Sequence[str] = ()) -> Session:
-    """A session without its timing: ``statistic`` null, ``untimed`` saying why and
-    ``untimed_options`` the option of every guard that refused it (a compare names them all)."""
-    values: dict[str, object] = {"statistic": None, "times": [], "untimed": why}
-    if options:
-        values["untimed_options"] = list(options)
-    return record.without(*TIMING_KEYS).updated(values)
 
 
 def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> Session:
@@ -334,6 +307,8 @@ def _kept_too(session: Session) -> str:
         for what, has in (
             ("counters", session.counters is not None),
             ("numerics", numerics),
+            # Where the rounds eager and the variant were timed in passed the guards.
+            ("speedup vs eager", session.speedup is not None),
             ("instruction count", counted),
         )
         if has

@@ -121,6 +121,9 @@ class VariantExtra:
     notes: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     speedup: dict[str, float] | None = None
+    #: Why the rounds that timed ``speedup`` cannot be trusted (a guard refused eager's blocks or
+    #: the variant's): no session stores it then.
+    speedup_refused: str | None = None
     accuracy: dict[str, float] | None = None
     limits: dict[str, float] | None = None
     fingerprint: dict[str, Any] | None = None
@@ -153,7 +156,7 @@ class VariantExtra:
 
         return {
             "variant": self.variant,
-            "speedup": rounded(self.speedup),
+            "speedup": None if self.speedup_refused else rounded(self.speedup),
             "accuracy": rounded(self.accuracy),
             "accuracy_limits": rounded(self.limits),
             "build_time": None if self.build_time is None else round(self.build_time, 3),

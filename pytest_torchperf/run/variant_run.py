@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.judge.failures import Failure
+from pytest_torchperf.judge.samples import GuardLimits
 from pytest_torchperf.measure.accuracy import output_fingerprint, user_metric
 from pytest_torchperf.measure.counters import dynamo_graph_total
 from pytest_torchperf.run.context import RunContext
@@ -284,6 +285,17 @@ def _time(
             turn=turn,
         )
     required = dict(plan.options.min_speedup)
+    # A speedup is as trustworthy as the rounds it was timed in: where a guard refuses eager's
+    # blocks or the variant's, no session stores it (the timing a save then measures again is
+    # the variant's alone, not interleaved). An A/B side's rounds (taking turns) are judged by
+    # their pairs, not by the guards.
+    guard = GuardLimits.of(plan.options).problem
+    on_cpu = eager.device.startswith("cpu")
+
+    def refused(name: str) -> str | None:
+        return None if turn is not None else guard(to_sample(raws[name], on_cpu))
+
+    eager_refused = refused("eager")
     for variant, extra in plan.extras.items():
         plan.measurers[variant].number_per_block = raws[variant].number_per_block
         if extra.counters is not None and variant in COMPILED_VARIANTS:
@@ -297,6 +309,7 @@ def _time(
             "p75": ratios.p75,
             "n": ratios.n,
         }
+        extra.speedup_refused = eager_refused or refused(variant)
         if variant in required and ratios.median < required[variant]:
             extra.failures.append(
                 Failure(

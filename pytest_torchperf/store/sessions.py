@@ -12,7 +12,7 @@ the keys it does not know (another plugin's or a measurement kind's data: ``kern
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_torchperf.core.json_fields import JsonObject, JsonTypeError, json_fields, read_fields
@@ -24,6 +24,22 @@ __all__ = ["Session", "SessionError", "session_of", "timed_sessions"]
 
 class SessionError(JsonTypeError):
     """A session's key holds a value of the wrong type; the message names the key."""
+
+
+#: Keys of a session that describe its timing (left out of one stored without it).
+TIMING_KEYS = (
+    "stats",
+    "times",
+    "number_per_block",
+    "cpu_share",
+    "neighbour_load",
+    "calibration",
+    "calibration_kernel",
+    "top_ops",
+    "clock",
+    "gpu_clock",
+    "settle",
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,16 @@ class Session(JsonObject):
     def without(self, *keys: str) -> Session:
         """This session without ``keys`` (those it does not hold are ignored)."""
         return Session.from_json({k: self.json_value(k) for k in self.order if k not in keys})
+
+    def without_timing(self, why: str, options: Sequence[str] = ()) -> Session:
+        """This session without its timing (a save on a busy machine stores it so, and
+        ``torchperf accept`` a run's): ``statistic`` null, ``untimed`` saying why and
+        ``untimed_options`` the option of every guard that refused it (a compare names them
+        all). Its counters and numerics stay."""
+        values: dict[str, object] = {"statistic": None, "times": [], "untimed": why}
+        if options:
+            values["untimed_options"] = list(options)
+        return self.without(*TIMING_KEYS).updated(values)
 
     @property
     def per_call_instructions(self) -> float | None:

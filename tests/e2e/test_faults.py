@@ -103,19 +103,33 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(
         [
-            # Not blamed on another process: the timing thread never queued for its CPU.
-            f"*TorchperfWarning: sleepy: inconclusive, *% vs baseline cannot be trusted (measured "
-            f"twice, both disturbed): CPU share 0.* < 0.90: {SLEEPY_REASON}*",
+            # The warning points at the summary, which says why once, in full.
+            f"*TorchperfWarning: sleepy: timing inconclusive ({WHY}, *% vs baseline), not "
+            f"failed: the torchperf summary says why and what to do",
             "*test_sleepy*sleepy*INCONCLUSIVE*",
+            # Not blamed on another process: the timing thread never queued for its CPU.
+            f"*test_sleepy: sleepy: inconclusive, *% vs baseline cannot be trusted (measured "
+            f"twice, both disturbed): CPU share 0.* < 0.90: {SLEEPY_REASON}*",
             "torchperf: 1 inconclusive",
         ]
     )
+    assert result.stdout.str().count("cannot be trusted") == 1
     strict = perf.runpytest(*guard_on, "--torchperf-strict")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*sleepy: inconclusive*(failing: --torchperf-strict)"])
     ini_strict = perf.path / "pytest.ini"
     ini_strict.write_text(ini_strict.read_text() + "\ntorchperf_strict = true\n")
-    perf.runpytest(*guard_on).assert_outcomes(failed=1)
+    by_ini = perf.runpytest(*guard_on)
+    by_ini.assert_outcomes(failed=1)
+    # Named as the ini key that set it, not a flag this run was never given.
+    by_ini.stdout.fnmatch_lines(
+        [
+            "*sleepy: inconclusive*(failing: ini torchperf_strict)",
+            "torchperf: run failed: timing was judged for only 0 of 1 measurements (1 *), "
+            "failing: ini torchperf_strict. *",
+        ]
+    )
+    assert "failing: --torchperf-strict" not in by_ini.stdout.str()
 
 
 def test_a_busy_neighbour_makes_a_slowdown_inconclusive_not_a_failure(

@@ -120,11 +120,9 @@ def test_a_min_time_shorter_than_the_docs_advise_warns_once(
     result.assert_outcomes(passed=2, warnings=1)
     result.stdout.fnmatch_lines(
         [
-            f"*TorchperfWarning: min_time {source} is below 0.5 s, the least docs/faq.md "
-            f"advises on a noisy runner (docs/reliability.md measured its false-alarm and "
-            f"detection figures at the default 1 s): * Set min_time to 0.5 s or more (e.g. "
-            f"--torchperf-min-time=1s), or, where short timings are meant, filter this warning "
-            f"(filterwarnings = ignore:min_time)"
+            f"*TorchperfWarning: min_time {source} is below the 0.5 s docs/faq.md advises: "
+            f"fewer ~10 ms blocks, noisier verdicts. Set 0.5 s or more, or filterwarnings = "
+            f"ignore:min_time where short timings are meant"
         ]
     )
 

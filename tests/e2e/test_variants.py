@@ -767,3 +767,57 @@ def test_mlp(torchperf):
             "1,032,256: without VNNI, oneDNN adds pairs of u8 x s8 products in 16 bits)*"
         ]
     )
+
+
+SLEEPY_AMP = """
+import time
+import pytest
+import torch
+
+class Sleepy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        time.sleep(0.002)  # no CPU: the CPU-share guard refuses eager's and amp's rounds alike
+        return self.lin(x)
+
+@pytest.mark.torchperf(variants=["amp"])
+def test_sleepy(torchperf):
+    torchperf(Sleepy(), torch.randn(4, 8), name="sleepy")
+"""
+
+
+def _stored_speedup(perf: pytest.Pytester) -> object:
+    [path] = baseline_files(perf.path / ".torchperf")
+    [entry] = [e for t in json.loads(path.read_text())["tests"].values() for e in t.values()]
+    return entry["sessions"][-1]["speedup"]
+
+
+def test_a_save_stores_a_speedup_only_from_rounds_the_guards_passed(
+    perf: pytest.Pytester,
+) -> None:
+    """A newcomer's busy save kept no speedup and said nothing of it. Eager and the variant are
+    timed in the same rounds: where a guard refuses them the ratio is no more trusted than the
+    times, so it is not stored, and the save says so; where the guards pass, it is stored."""
+    perf.makepyfile(SLEEPY_AMP)
+    refused = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
+    refused.assert_outcomes(passed=1, warnings=1)
+    refused.stdout.fnmatch_lines(
+        [
+            "*sleepy[[]amp]: timing not saved (its numerics were): CPU share 0.* < 0.90*",
+            "torchperf: stored 1 measurement: timing for 0 of 1, counters 0 of 1, numerics 1 of "
+            "1, speedup vs eager 0 of 1; *; speedup vs eager not stored: sleepy[[]amp] (a guard "
+            "refused the rounds eager and the variant were timed in)",
+        ]
+    )
+    assert _stored_speedup(perf) is None
+    # The guards switched off (the suite's ini): the same rounds pass, and the speedup is stored.
+    kept = perf.runpytest("--torchperf-save", "--torchperf-reset")
+    kept.assert_outcomes(passed=1)
+    kept.stdout.fnmatch_lines(
+        ["torchperf: stored 1 measurement: timing for 1 of 1, *, speedup vs eager 1 of 1*"]
+    )
+    speedup = _stored_speedup(perf)
+    assert isinstance(speedup, dict) and speedup["median"] > 0

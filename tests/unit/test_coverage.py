@@ -78,6 +78,24 @@ def test_strict_fails_a_measurement_without_timing_baseline() -> None:
     )
     assert result.outcome == "fail"
     assert any("no timing baseline" in f for f in result.failures)
+    # The failure names what made it strict (a newcomer's ini file read as the flag); the gate
+    # keeps that out of the files, and equal to one without it.
+    gate = Gate(strict=True, strict_by="ini torchperf_strict")
+    by_ini = compare(Candidate("m", first(), COUNTERS), sessions, gate, remeasure=never)
+    assert by_ini.failures[-1].endswith("(failing: ini torchperf_strict)")
+    assert "strict_by" not in gate.to_record() and gate == Gate(strict=True)
+
+
+def test_strictness_is_named_by_the_layer_that_set_it() -> None:
+    from pytest_torchperf.options.settings import MARKER_STRICT, RunSettings
+
+    assert RunSettings(Path("s"), cli={"strict": True}).strict_by == "--torchperf-strict"
+    assert RunSettings(Path("s"), ini={"strict": True}).strict_by == "ini torchperf_strict"
+    flag_over_ini = RunSettings(Path("s"), cli={"strict": True}, ini={"strict": False})
+    assert flag_over_ini.strict_by == "--torchperf-strict"
+    # The ini file says false: a test's strict=True made it strict.
+    assert RunSettings(Path("s"), ini={"strict": False}).strict_by == MARKER_STRICT
+    assert RunSettings(Path("s")).strict_by == MARKER_STRICT
 
 
 def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
@@ -134,8 +152,10 @@ def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
     assert warning is not None
     assert "--torchperf-instructions" in warning and "--torchperf-ab REV" in warning
     assert "Store the missing timings" in warning
-    assert run_failure(cov, strict=False) is None
-    assert "failing: --torchperf-strict" in (run_failure(cov, strict=True) or "")
+    assert run_failure(cov, strict=None) is None
+    # It names what made the run strict: the ini key where that set it, not the flag.
+    failure = run_failure(cov, strict="ini torchperf_strict") or ""
+    assert "failing: ini torchperf_strict." in failure and "--torchperf-strict" not in failure
 
 
 def test_a_measurement_without_any_baseline_says_so_for_counters_and_numerics_too() -> None:
@@ -156,7 +176,7 @@ def test_half_judged_on_time_is_no_warning() -> None:
     records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
     cov = coverage(_read(records), comparing=True)
     assert cov is not None and weak_gate_warning(cov) is None
-    assert run_failure(cov, strict=True) is None
+    assert run_failure(cov, strict="--torchperf-strict") is None
 
 
 def test_instruction_and_ab_verdicts_count_as_judged_timing() -> None:
@@ -184,12 +204,17 @@ def test_a_save_that_could_not_store_a_timing_fails_the_run_naming_the_remedy() 
         "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; timing "
         "not stored: 1 busy machine"
     )
-    failure = run_failure(cov, strict=False)
+    failure = run_failure(cov, strict=None)
     assert failure is not None
     assert "no timing for 1 of 2 measurements" in failure
     assert "--torchperf-save-wait=SECONDS" in failure
     assert "--torchperf-max-neighbour-load=100%" in failure
-    assert run_failure(coverage(_read(records[:1]), comparing=False) or cov, strict=True) is None
+    assert (
+        run_failure(
+            coverage(_read(records[:1]), comparing=False) or cov, strict="--torchperf-strict"
+        )
+        is None
+    )
 
 
 def test_a_run_that_gated_nothing_has_no_coverage_and_strict_is_read_from_the_gate() -> None:
@@ -203,7 +228,7 @@ def test_a_compare_that_also_saved_fails_for_a_timing_it_stored_without() -> Non
     record["untimed"] = "CPU share 0.5 < 0.90"
     cov = coverage(_read([record]), comparing=True)
     assert cov is not None
-    assert "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
+    assert "no timing for 1 of 1" in (run_failure(cov, strict=None) or "")
 
 
 def test_a_fallback_save_stored_timing_with_the_count_beside_it() -> None:
@@ -245,7 +270,7 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
         }
 
     cov = coverage(_read([untimed("time-or-instructions", True)]), comparing=False)
-    assert cov is not None and run_failure(cov, strict=False) is None
+    assert cov is not None and run_failure(cov, strict=None) is None
     assert coverage_line(cov) == (
         "stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 0 of 1; timing not "
         "stored: 1 busy machine; 1 session stored without timing but with the instruction "
@@ -261,7 +286,7 @@ def test_a_fallback_save_without_timing_but_with_its_count_does_not_fail_the_run
     ), line
     for kind, with_count in (("time-or-instructions", False), ("time", True)):
         cov = coverage(_read([untimed(kind, with_count)]), comparing=False)
-        assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=False) or "")
+        assert cov is not None and "no timing for 1 of 1" in (run_failure(cov, strict=None) or "")
 
 
 # -- what a save stored, and a stored baseline too noisy to gate ---------------------------------
@@ -292,7 +317,7 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
         "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; the "
         "timing sessions stored disagree too much to gate: 1 (mlp)"
     )
-    failure = run_failure(cov, strict=False)
+    failure = run_failure(cov, strict=None)
     assert failure is not None
     assert failure.startswith(
         "the timing sessions now stored disagree too much to gate for 1 of 2 "
@@ -312,7 +337,7 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     wavy = [160e-6, 185e-6, 150e-6, 175e-6, 165e-6]
     limit = stored_baseline(wavy, 5, 5, 0.10, MAX_WIDENING).limit
     assert 0.3 < limit < 1.0, limit
-    wide = run_failure(coverage(_read([saved_with("mlp", wavy, 5, 5)]), False), strict=False)
+    wide = run_failure(coverage(_read([saved_with("mlp", wavy, 5, 5)]), False), strict=None)
     assert wide is not None and wide.endswith(
         f"or accept the wider limit with --torchperf-max-widening={math.ceil(limit / 0.1)}"
     ), wide
@@ -332,7 +357,7 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     assert outcome_label(gru) == "measured, saved"
     # Steady sessions alone: the save passes and lists nothing.
     steady = coverage(_read([saved_with("gru", STEADY, 5, 5)]), False)
-    assert steady is not None and run_failure(steady, strict=False) is None
+    assert steady is not None and run_failure(steady, strict=None) is None
     assert stored_lines(steady) == []
 
 
@@ -341,7 +366,7 @@ def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement
         _read([saved_with("mlp", STEADY, 5, 5), saved_with("gru", STEADY[:2], 2, 5)]),
         comparing=False,
     )
-    assert cov is not None and run_failure(cov, strict=False) is None
+    assert cov is not None and run_failure(cov, strict=None) is None
     assert stored_lines(cov)[1:] == [
         "  mlp: timing of 5 of 5 processes stored, baseline p25 160 us, process noise 0.93%; a compare "
         "judges at 10%",
@@ -419,7 +444,7 @@ def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
     records = [untimed_saved("mlp", BUSY, STEADY), untimed_saved("gru", BUSY, [])]
     cov = coverage(_read(records), comparing=False)
     assert cov is not None
-    failure = run_failure(cov, strict=False) or ""
+    failure = run_failure(cov, strict=None) or ""
     assert (
         "what else they record (counters, numerics) was stored and gates from now on, timing sessions of "
         "earlier saves still gate 1 of them (mlp), the timing of the other 1 is not gated."
@@ -438,7 +463,7 @@ def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
     ]
     cov = coverage(_read(records), comparing=False)
     assert cov is not None
-    failure = run_failure(cov, strict=False) or ""
+    failure = run_failure(cov, strict=None) or ""
     assert failure.endswith(
         "store the timing anyway with --torchperf-max-neighbour-load=100% (mlp) and "
         "--torchperf-min-cpu-share=0 (gru, resnet)"
@@ -503,8 +528,8 @@ def test_a_fallback_save_with_the_count_stored_does_not_fail_for_noisy_earlier_t
     }
     cov = coverage(_read([counted]), comparing=False)
     assert cov is not None and cov.no_gate == {}
-    assert run_failure(cov, strict=False) is None, run_failure(cov, strict=False)
+    assert run_failure(cov, strict=None) is None, run_failure(cov, strict=None)
     timing_only = coverage(_read([saved_with("mlp", JUMPY, 5, 5)]), comparing=False)
     assert timing_only is not None and "disagree too much" in (
-        run_failure(timing_only, strict=False) or ""
+        run_failure(timing_only, strict=None) or ""
     )

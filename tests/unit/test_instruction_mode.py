@@ -166,7 +166,7 @@ def test_no_count_fails_with_the_reason_and_no_baseline_is_new() -> None:
 def test_windows_that_disagree_are_inconclusive_and_strict_fails_them() -> None:
     candidate = Candidate("mlp", _sample(), sections={"instructions": _count(200_000.0, 201_000.0)})
     loose = compare(candidate, [_session(_count(200_000.0))], GATE, remeasure=_no_remeasure)
-    assert loose.outcome == "inconclusive" and loose.warnings[0].startswith("mlp: inconclusive")
+    assert loose.outcome == "inconclusive" and loose.verdict.message.startswith("mlp: inconclusive")
     strict = compare(
         candidate,
         [_session(_count(200_000.0))],

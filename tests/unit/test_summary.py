@@ -280,6 +280,20 @@ def test_render_keeps_the_flat_table_when_everything_fits():
     assert render(records, width=120) == render_table(records, width=120)
 
 
+def test_an_inconclusive_timing_beside_changed_counters_is_said_too():
+    """Its warning points at the summary: a newcomer's run whose counters changed and whose
+    timing a busy machine left inconclusive said why only in the warning."""
+    r = rec("t.py::m", "inconclusive", "m", message="m: inconclusive, +460.9% ... (busy machine)")
+    r = Record.from_json({**r.to_json(), "outcome": "fail", "counter_changes": ["FLOPs +300%"]})
+    assert detail_lines([r]) == [
+        "t.py::m: m: counters changed: FLOPs +300%",
+        "t.py::m: m: inconclusive, +460.9% ... (busy machine)",
+    ]
+    passed = rec("t.py::m", "pass", "m", message="m: within the limit")
+    passed = Record.from_json({**passed.to_json(), "outcome": "fail", "counter_changes": ["x"]})
+    assert detail_lines([passed]) == ["t.py::m: m: counters changed: x"]
+
+
 def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
     """A newcomer's strict run printed each message twice, both ending 'turns this into a
     failure'."""
