@@ -138,10 +138,11 @@ class FreshProcess(Role):
         from pytest_torchperf.judge.samples import GuardLimits
 
         assert ctx.child_sink is not None
-        # A save stores no speedup of rounds a guard refused; a compare's confirmation judges it
-        # as the controller judges its own.
+        # A save stores no speedup of rounds a guard refused; a compare's confirmation (process
+        # 0, also in a run that saves too) judges it as the controller judges its own.
         extra = m.extra
-        untrusted = extra is not None and bool(extra.speedup_refused) and ctx.settings.save
+        saved = ctx.settings.save and ctx.child_sink.process > 0
+        untrusted = extra is not None and bool(extra.speedup_refused) and saved
         ctx.child_sink.write(
             m.nodeid,
             m.name,

@@ -243,3 +243,22 @@ def test_an_untimed_session_keeps_the_option_of_every_guard_it_tripped() -> None
     [pending] = state.pending
     assert pending.record.untimed == "CPU share 0.50 < 0.90"
     assert list(pending.record.untimed_options) == both
+
+
+def test_a_fresh_process_leaves_out_a_refused_speedup_only_where_it_is_saved() -> None:
+    """A save's extra process (number 1 and up) writes no speedup of refused rounds: it would be
+    stored. A compare's confirmation (process 0) writes it, also in a run that saves too: the
+    controller judges it as it judges its own (a busy machine keeps the speedup gate)."""
+    from pytest_torchperf.run.roles import FreshProcess
+    from pytest_torchperf.run.state import VariantExtra
+
+    speedup = {"median": 2.0, "p25": 1.9, "p75": 2.1, "n": 8}
+    extra = VariantExtra("amp", speedup=speedup, speedup_refused="CPU share 0.50 < 0.90: x")
+    m = SimpleNamespace(nodeid="t.py::t", name="m[amp]", options=MeasureOptions(), extra=extra)
+    m.beside = None
+    written: list[object] = []
+    for process, saving, kept in [(1, True, None), (0, True, speedup), (1, False, speedup)]:
+        sink = SimpleNamespace(process=process, write=lambda *line: written.append(line[4]))
+        ctx = SimpleNamespace(settings=SimpleNamespace(save=saving), child_sink=sink)
+        FreshProcess().report(ctx, None, m, Sample(SUMMARY), None)  # type: ignore[arg-type]
+        assert written[-1] == kept, (process, saving)
