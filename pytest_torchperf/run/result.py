@@ -217,7 +217,9 @@ class Result:
         )
         settle = self.passes[-1].get("settle") if self.passes else None
         if settle and not settle["settled"]:  # timed while the GPU may still have been ramping
-            text += f" unsettled: block times still moving after {settle['blocks']} untimed blocks"
+            text += (
+                f" (unsettled: block times still moving after {settle['blocks']} untimed blocks)"
+            )
         if self.verdict is not None:
             text += f" {self.verdict.outcome.value}"
             if self.verdict.ratio is not None:

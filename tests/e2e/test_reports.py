@@ -202,7 +202,7 @@ def test_lin(torchperf, monkeypatch):
 
     monkeypatch.setattr(timing, "collect", unsettled)
     r = torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="lin")
-    assert repr(r).endswith(" unsettled: block times still moving after 300 untimed blocks>")
+    assert repr(r).endswith(" (unsettled: block times still moving after 300 untimed blocks)>")
 """
 
 
