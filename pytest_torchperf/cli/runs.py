@@ -96,11 +96,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
-        if not record.samples and not record.passes:  # a folder's: no save of it could time it
+        # A folder's measurement whose latest save stored no timing: an earlier save's samples
+        # would be judged against a baseline that holds them (always a pass).
+        untimed = session_of(record).untimed
+        if untimed or not record.samples and not record.passes:
             details.append(
-                f"{record.name}: not compared: no stored session of it holds a timing (latest: "
-                f"{session_of(record).untimed or 'no reason recorded'}); save it again on a "
-                f"quieter machine"
+                f"{record.name}: not compared: the latest save stored no timing "
+                f"({untimed or 'no reason recorded'}); save it again on a quieter machine"
             )
             continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;

@@ -952,19 +952,26 @@ def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, c
     assert lines[6:] == ["[1] 1 session: noise unknown", f"[2] {busy}"]
 
 
-def test_torchperf_compare_of_a_folder_names_a_measurement_no_save_could_time(
-    tmp_path, capsys
+@pytest.mark.parametrize("timed_before", [0, 2])
+def test_torchperf_compare_of_a_folder_names_a_measurement_its_latest_save_did_not_time(
+    tmp_path, capsys, timed_before
 ) -> None:
     """`torchperf compare .torchperf .torchperf` raised IndexError from the judge where a
-    measurement's every stored session was saved without timing (a busy machine)."""
+    measurement's every stored session was saved without timing (a busy machine); where an
+    earlier save timed it, that save's samples were judged against a baseline holding them: a
+    pass, always."""
     from pytest_torchperf import cli
 
     busy = "CPU share 0.66 < 0.90"
     store = BaselineStore(tmp_path)
-    untimed = session().updated({"statistic": None, "times": [], "untimed": busy})
+    for run in range(timed_before):
+        store.record(ENV, ENVIRONMENT, NODE, NAME, session(1e-3 * (run + 1), run_id=f"r{run}"))
+    untimed = session().updated({"statistic": None, "times": [], "untimed": busy, "run_id": "u"})
     store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
     assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 0
+    out = capsys.readouterr().out
     assert (
-        f"{NAME}: not compared: no stored session of it holds a timing (latest: {busy}); save it "
-        f"again on a quieter machine"
-    ) in capsys.readouterr().out
+        f"{NAME}: not compared: the latest save stored no timing ({busy}); save it again on a "
+        f"quieter machine"
+    ) in out
+    assert "pass" not in out and "nothing compared" in out
