@@ -19,13 +19,12 @@ from pytest_torchperf.cli.common import (
 )
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
-from pytest_torchperf.judge.replay import accept_problem, refused_timing
-from pytest_torchperf.judge.samples import loosening_option
+from pytest_torchperf.judge.replay import accept_problem, untimed_session
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.sessions import session_of
+from pytest_torchperf.store.sessions import session_of, timed_sessions
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -196,6 +195,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
+    from pytest_torchperf.run.saving import kept_too
+
     records, environments = results(args.results, args.any_commit)
     store = BaselineStore(Path(args.storage))
     accepted, refused, untimed = 0, 0, 0
@@ -214,27 +215,31 @@ def cmd_accept(args: argparse.Namespace) -> int:
             continue
         session = session_of(record)
         # A timing a guard refused is left out, as a save on that machine leaves it out.
-        guard = None if args.force else refused_timing(session)
-        problem = None if args.force or guard else accept_problem(session)
-        if problem:
-            print(
-                f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}; the "
-                f"plugin would not save it either (--force accepts it anyway)"
+        left_out = None if args.force else untimed_session(session)
+        problem = None if args.force or left_out else accept_problem(session)
+        problem = problem and f"{problem}; the plugin would not save it either"
+        # --reset would replace the timed sessions with one that cannot gate the timing.
+        stored = store.load_sessions(env_id, record.nodeid, record.name) if args.reset else []
+        if left_out and (timed := len(timed_sessions(stored))):
+            problem = (
+                f"a guard refused its timing ({left_out.untimed}), and --reset would replace "
+                f"its {timed} timed session{'s' if timed != 1 else ''} with one without timing, "
+                f"which cannot gate its timing until a quiet save; accept it without --reset "
+                f"(its timed sessions stay), or save it again on a quiet machine"
             )
+        if problem:
+            print(f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}")
             refused += 1
             continue
-        what = f"(p25 {format_time(session.statistic)})"
-        if guard:
-            why = guard.split(":")[0]
-            session = session.without_timing(why, [loosening_option(guard)])
-            what = (
-                f"without its timing ({why}; --force accepts it too), its counters and "
-                f"numerics only,"
-            )
+        what, kept = f"(p25 {format_time(session.statistic)})", ""
+        if left_out:
+            session, what = left_out, f"without its timing ({left_out.untimed})"
+            kept = f": {kept_too(session)}"
         store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
-        accepted, untimed = accepted + 1, untimed + bool(guard)
+        accepted, untimed = accepted + 1, untimed + bool(left_out)
         print(
-            f"torchperf: accepted {record.nodeid} {record.name} {what} into {store.root / env_id}"
+            f"torchperf: accepted {record.nodeid} {record.name} {what} into "
+            f"{store.root / env_id}{kept}"
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
@@ -249,7 +254,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if refused:
         print(
             f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
-            f"(see above): the stored baseline still differs from this run there"
+            f"(see above): the stored baseline still differs from this run there (--force "
+            f"accepts {'them' if refused != 1 else 'it'} anyway)"
         )
     if untimed:
         print(
