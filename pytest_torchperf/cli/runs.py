@@ -4,7 +4,6 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -33,13 +32,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-#: A cell that says why at length: ``no timing (other processes kept ... busy ...)``.
-_REASON = re.compile(r"(.+?) \((.+)\)")
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     """The stored measurements under their environment as a heading, each test id above its
-    measurements, a cell's long reason as a numbered note under the tables: as wide as a
+    measurements, the reason behind a cell as a numbered note under the tables: as wide as a
     terminal however long the ids and reasons."""
     from pytest_torchperf.report.terminal import grouped_lines
 
@@ -48,18 +43,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         lambda nodeid, name: selected(nodeid, name, args.k),
         args.env,
     )
-    notes: dict[str, int] = {}
-
-    def cell(text: str) -> str:
-        reason = _REASON.fullmatch(text)
-        if len(text) <= 24 or not reason:  # "3 timed (+2 untimed)" stays whole
-            return text
-        return f"{reason[1]} [{notes.setdefault(reason[2], len(notes) + 1)}]"
-
+    notes: dict[str, int] = {}  # a cell's reason, by its number
     by_env: dict[tuple[str, str], list[list[str]]] = {}
     for row in rows:
-        key = (row.pop("environment"), row.pop("mode"))
-        by_env.setdefault(key, []).append([cell(str(value)) for value in row.values()])
+        key, why = (row.pop("environment"), row.pop("mode")), row.pop("notes")
+        by_env.setdefault(key, []).append(
+            [
+                f"{value} [{notes.setdefault(why[column], len(notes) + 1)}]"
+                if why.get(column)
+                else str(value)
+                for column, value in row.items()
+            ]
+        )
     lines = []
     for (env_id, mode), group in by_env.items():
         lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
