@@ -71,10 +71,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
+    from pytest_torchperf.report.terminal import repeats
 
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
-    own = all(carried_sessions(r) is not None for r in records if r.session)
+    own = any(r.session for r in records) and all(
+        carried_sessions(r) is not None for r in records if r.session
+    )
     store = BaselineStore(Path(args.baseline)) if own else baseline_store(args.baseline)
     if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
         # Said once: a folder compared with itself judges each save only against earlier ones.
@@ -149,7 +152,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             }
         )
         if result.outcome in ("fail", "inconclusive", "new"):
-            details.append(result.verdict.message)
+            message = result.verdict.message
+            details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
                 details.append(
                     f"{record.name}: counters changed vs baseline: "

@@ -1,5 +1,5 @@
-"""``torchperf accept`` of a run a guard refused the timing of: what it stores, what it says, and
-the timed sessions it must not replace."""
+"""``torchperf accept`` of a run a guard refused the timing of (what it stores, what it says, the
+timed sessions it must not replace), and ``torchperf compare`` of such a run."""
 
 from __future__ import annotations
 
@@ -101,3 +101,14 @@ def test_accept_reset_refuses_to_replace_timed_sessions_with_an_untimed_one(
     # --force stores the busy timing, as it always did.
     assert accept(tmp_path, busy, "--reset", "--force") == 0
     assert [s.cpu_share for s in sessions(tmp_path)] == [0.5]
+
+
+def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> None:
+    """`torchperf compare` printed a strict inconclusive's ~500-character reason twice: as the
+    verdict's message and again as the strict failure that repeats it."""
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE)) == 0
+    busy = results_file(tmp_path, cpu_share=0.5, gate={**GATE, "strict": True})
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "tp"), busy]) == 1
+    out = capsys.readouterr().out
+    assert out.count("fwd: inconclusive") == 1 and "(failing: strict" in out, out
