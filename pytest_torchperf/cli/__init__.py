@@ -246,6 +246,10 @@ def _paths(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
     """The baseline folder and results files given as words (``show DIR``, ``report FILE DIR``),
     told apart by what each path is, into ``storage`` and ``results``."""
     folders = [args.folder] if getattr(args, "folder", None) else []
+    word = folders[0] if folders else "/"
+    if "/" not in word and not Path(word).exists() and Path(".torchperf").is_dir():
+        if hasattr(args, "k"):  # a measurement's name (show mlp), not a folder
+            command.error(f"baseline folder {word} does not exist; {_hint(command, word)}")
     for path in getattr(args, "paths", None) or []:
         if not Path(path).exists():
             command.error(

@@ -4,7 +4,6 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -19,13 +18,12 @@ from pytest_torchperf.cli.common import (
 )
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
-from pytest_torchperf.judge.replay import accept_problem, refused_timing
-from pytest_torchperf.judge.samples import loosening_option
+from pytest_torchperf.judge.replay import accept_problem, untimed_session
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.sessions import session_of
+from pytest_torchperf.store.sessions import session_of, timed_sessions
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -34,13 +32,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-#: A cell that says why at length: ``no timing (other processes kept ... busy ...)``.
-_REASON = re.compile(r"(.+?) \((.+)\)")
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     """The stored measurements under their environment as a heading, each test id above its
-    measurements, a cell's long reason as a numbered note under the tables: as wide as a
+    measurements, the reason behind a cell as a numbered note under the tables: as wide as a
     terminal however long the ids and reasons."""
     from pytest_torchperf.report.terminal import grouped_lines
 
@@ -49,18 +43,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         lambda nodeid, name: selected(nodeid, name, args.k),
         args.env,
     )
-    notes: dict[str, int] = {}
-
-    def cell(text: str) -> str:
-        reason = _REASON.fullmatch(text)
-        if len(text) <= 24 or not reason:  # "3 timed (+2 untimed)" stays whole
-            return text
-        return f"{reason[1]} [{notes.setdefault(reason[2], len(notes) + 1)}]"
-
+    notes: dict[str, int] = {}  # a cell's reason, by its number
     by_env: dict[tuple[str, str], list[list[str]]] = {}
     for row in rows:
-        key = (row.pop("environment"), row.pop("mode"))
-        by_env.setdefault(key, []).append([cell(str(value)) for value in row.values()])
+        key, why = (row.pop("environment"), row.pop("mode")), row.pop("notes")
+        by_env.setdefault(key, []).append(
+            [
+                f"{value} [{notes.setdefault(why[column], len(notes) + 1)}]"
+                if why.get(column)
+                else str(value)
+                for column, value in row.items()
+            ]
+        )
     lines = []
     for (env_id, mode), group in by_env.items():
         lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
@@ -77,10 +71,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
+    from pytest_torchperf.report.terminal import repeats
 
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
-    own = all(carried_sessions(r) is not None for r in records if r.session)
+    own = any(r.session for r in records) and all(
+        carried_sessions(r) is not None for r in records if r.session
+    )
     store = BaselineStore(Path(args.baseline)) if own else baseline_store(args.baseline)
     if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
         # Said once: a folder compared with itself judges each save only against earlier ones.
@@ -96,11 +93,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
-        if not record.samples and not record.passes:  # a folder's: no save of it could time it
+        # A folder's measurement whose latest save stored no timing: an earlier save's samples
+        # would be judged against a baseline that holds them (always a pass).
+        untimed = session_of(record).untimed
+        if untimed or not record.samples and not record.passes:
             details.append(
-                f"{record.name}: not compared: no stored session of it holds a timing (latest: "
-                f"{session_of(record).untimed or 'no reason recorded'}); save it again on a "
-                f"quieter machine"
+                f"{record.name}: not compared: the latest save stored no timing "
+                f"({untimed or 'no reason recorded'}); save it again on a quieter machine"
             )
             continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
@@ -153,7 +152,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             }
         )
         if result.outcome in ("fail", "inconclusive", "new"):
-            details.append(result.verdict.message)
+            message = result.verdict.message
+            details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
                 details.append(
                     f"{record.name}: counters changed vs baseline: "
@@ -194,6 +194,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
+    from pytest_torchperf.run.saving import kept_too
+
     records, environments = results(args.results, args.any_commit)
     store = BaselineStore(Path(args.storage))
     accepted, refused, untimed = 0, 0, 0
@@ -212,27 +214,31 @@ def cmd_accept(args: argparse.Namespace) -> int:
             continue
         session = session_of(record)
         # A timing a guard refused is left out, as a save on that machine leaves it out.
-        guard = None if args.force else refused_timing(session)
-        problem = None if args.force or guard else accept_problem(session)
-        if problem:
-            print(
-                f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}; the "
-                f"plugin would not save it either (--force accepts it anyway)"
+        left_out = None if args.force else untimed_session(session)
+        problem = None if args.force or left_out else accept_problem(session)
+        problem = problem and f"{problem}; the plugin would not save it either"
+        # --reset would replace the timed sessions with one that cannot gate the timing.
+        stored = store.load_sessions(env_id, record.nodeid, record.name) if args.reset else []
+        if left_out and (timed := len(timed_sessions(stored))):
+            problem = (
+                f"a guard refused its timing ({left_out.untimed}), and --reset would replace "
+                f"its {timed} timed session{'s' if timed != 1 else ''} with one without timing, "
+                f"which cannot gate its timing until a quiet save; accept it without --reset "
+                f"(its timed sessions stay), or save it again on a quiet machine"
             )
+        if problem:
+            print(f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}")
             refused += 1
             continue
-        what = f"(p25 {format_time(session.statistic)})"
-        if guard:
-            why = guard.split(":")[0]
-            session = session.without_timing(why, [loosening_option(guard)])
-            what = (
-                f"without its timing ({why}; --force accepts it too), its counters and "
-                f"numerics only,"
-            )
+        what, kept = f"(p25 {format_time(session.statistic)})", ""
+        if left_out:
+            session, what = left_out, f"without its timing ({left_out.untimed})"
+            kept = f": {kept_too(session)}"
         store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
-        accepted, untimed = accepted + 1, untimed + bool(guard)
+        accepted, untimed = accepted + 1, untimed + bool(left_out)
         print(
-            f"torchperf: accepted {record.nodeid} {record.name} {what} into {store.root / env_id}"
+            f"torchperf: accepted {record.nodeid} {record.name} {what} into "
+            f"{store.root / env_id}{kept}"
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
@@ -247,7 +253,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if refused:
         print(
             f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
-            f"(see above): the stored baseline still differs from this run there"
+            f"(see above): the stored baseline still differs from this run there (--force "
+            f"accepts {'them' if refused != 1 else 'it'} anyway)"
         )
     if untimed:
         print(

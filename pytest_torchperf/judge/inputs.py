@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
+from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.numerics import degenerate_reference
@@ -18,6 +19,7 @@ from pytest_torchperf.judge.samples import (
     MAX_NEIGHBOUR_LOAD,
     MAX_RELATIVE_IQR,
     MIN_CPU_SHARE,
+    GuardLimits,
     Sample,
 )
 from pytest_torchperf.judge.tolerance import MAX_WIDENING
@@ -89,6 +91,17 @@ class Gate:
     def fact(self, name: str) -> JSON:
         """What a kind recorded in the gate (``gate.fact("ab")``: side A)."""
         return dict(self.facts)[name]
+
+    @property
+    def guards(self) -> GuardLimits:
+        """The guards' thresholds this gate sets."""
+        return GuardLimits(
+            self.min_cpu_share,
+            self.max_spread,
+            self.max_neighbour_load,
+            self.max_machine_slowdown,
+            self.min_gpu_clock,
+        )
 
     @property
     def instructions(self) -> bool:
@@ -168,6 +181,18 @@ _RECORD_ORDER = (
 
 def _record_position(key: str) -> int:
     return _RECORD_ORDER.index(key) if key in _RECORD_ORDER else len(_RECORD_ORDER)
+
+
+def recorded_sample(session: Session) -> Sample:
+    """The pass a recorded session holds, as the guards read it (``torchperf accept``)."""
+    times = session.times
+    return Sample(
+        summarize(times),
+        session.cpu_share,
+        times,
+        session.calibration,
+        neighbour_load=session.neighbour_load,
+    )
 
 
 def recorded_kind(gate: Mapping[str, object]) -> str:

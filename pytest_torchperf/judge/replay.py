@@ -11,9 +11,9 @@ from pytest_torchperf.core.json_fields import json_object
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
-from pytest_torchperf.judge.inputs import recorded_kind
+from pytest_torchperf.judge.inputs import recorded_kind, recorded_sample
 from pytest_torchperf.judge.kinds import judging
-from pytest_torchperf.judge.samples import Sample
+from pytest_torchperf.judge.samples import Sample, untimed_reason
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
 from pytest_torchperf.store.record import Record, RecordedPass
 from pytest_torchperf.store.sessions import Session, session_of
@@ -114,12 +114,18 @@ def accept_problem(session: Session) -> str | None:
     return judging(recorded_kind(session.gate or {})).accept_problem(session)
 
 
-def refused_timing(session: Session) -> str | None:
-    """Why only a recorded session's timing must not become a baseline (a guard refused its
-    pass; its counters and numerics were measured fine): ``torchperf accept`` stores the rest,
-    as a save on that machine would. None where there is no such problem, or where its figure
-    itself is what is missing or not a baseline (a counted run's count, an A/B run's side B)."""
+def untimed_session(session: Session) -> Session | None:
+    """What ``torchperf accept`` stores of a recorded session whose timing alone must not become
+    a baseline (a guard refused its pass; its counters and numerics were measured fine): the
+    session without its timing, as a save on that machine stores it. None where there is no such
+    problem, or where its figure itself is what is missing or not a baseline (a counted run's
+    count, an A/B run's side B)."""
     problem = accept_problem(session)
     kind = judging(recorded_kind(session.gate or {}))
-    timed = session.times and kind.stored_figure == "time" and kind.needs_baseline
-    return problem if timed else None
+    if not (problem and session.times and kind.stored_figure == "time" and kind.needs_baseline):
+        return None
+    guards = Gate.from_record(session.gate or {}).guards
+    why, options = untimed_reason(problem, recorded_sample(session), guards)
+    # Nor a variant's speedup: a results file does not say whether the rounds it was timed in
+    # passed the guards (one written before a save left a refused speedup out carries it).
+    return session.without_timing(why, options).without("speedup")

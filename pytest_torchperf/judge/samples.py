@@ -254,6 +254,17 @@ def _round_above(measured: re.Match[str] | None, least: int) -> str:
     return f"{max(least, (math.floor(percent / step) + 1) * step)}%"
 
 
+def untimed_reason(problem: str, sample: Sample, limits: GuardLimits) -> tuple[str, list[str]]:
+    """What a session stored without its timing says of the guard ``problem`` that refused
+    ``sample``: why (the head of its sentence) and the option of every guard of ``limits`` that
+    refuses it (storing the timing anyway needs them all), only the CPU share guard's where the
+    timed code itself left its CPU idle. A save and ``torchperf accept`` store it so."""
+    head = problem.split(":")[0]
+    if refusing_guard(problem) == IDLE:
+        return f"{head}: the timed code left the CPU idle", [loosening_option(problem)]
+    return head, loosening_options(sample, limits) or [loosening_option(problem)]
+
+
 def refusing_guard(problem: str) -> str:
     """Which guard refused a pass: :data:`BUSY` (another process took this CPU or kept the
     others busy), :data:`IDLE` (the timed code left its CPU idle), :data:`SPREAD`,

@@ -49,7 +49,8 @@ def measurement_rows(
     store: BaselineStore, selected: Callable[[str, str], bool], env: str | None = None
 ) -> list[dict[str, Any]]:
     """One row per stored measurement that ``selected(nodeid, name)`` keeps (and of ``env``
-    only, when given)."""
+    only, when given); its ``notes``: the reason behind a cell, by column (a terminal shows it
+    under the table)."""
     rows = []
     for env_id, nodeid, name, sessions in store.measurements():
         if not sessions or not selected(nodeid, name) or (env and env != env_id):
@@ -57,6 +58,8 @@ def measurement_rows(
         latest = sessions[-1]
         speedup = latest.speedup or {}
         mode = environment_mode(env_id)
+        limit, why = compare_limit(sessions, mode)
+        untimed = _own_figures(mode) is None and not latest.statistic
         rows.append(
             {
                 "environment": env_id,
@@ -66,7 +69,7 @@ def measurement_rows(
                 "variant": latest.variant,
                 "sessions": session_count(sessions, mode),
                 **figures(sessions, mode),
-                "compare judges at": compare_limit(sessions, mode),
+                "compare judges at": limit,
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
                 "rel-L2": f"{latest.accuracy['rel_l2']:.1e}"
                 if latest.accuracy and latest.accuracy.get("rel_l2") is not None
@@ -76,6 +79,10 @@ def measurement_rows(
                 if latest.has("timestamp")
                 else "?",
                 "commit": str(latest.git_sha or "-")[:8],
+                "notes": {
+                    "latest": (latest.untimed or "?") if untimed else None,
+                    "compare judges at": why,
+                },
             }
         )
     return rows
@@ -88,13 +95,13 @@ def _own_figures(mode: str) -> Callable[[Sequence[Session]], dict[str, str]] | N
     return report.stored_figures if report is not None else None
 
 
-def compare_limit(sessions: Sequence[Session], mode: str) -> str:
+def compare_limit(sessions: Sequence[Session], mode: str) -> tuple[str, str | None]:
     """The timing limit a compare holds this measurement to (its ``max_slowdown`` widened to
-    the stored sessions' process noise), ``no gate`` where that is widened beyond the bound, or
-    why none is known: what ``torchperf show`` tells of a baseline that cannot gate."""
+    the stored sessions' process noise) or ``no gate`` where that is widened beyond the bound,
+    and a note: why it gates so (what ``torchperf show`` tells of a baseline that cannot gate)."""
     timed = timed_sessions(sessions)
     if _own_figures(mode) is not None or not timed:
-        return "-"
+        return "-", None
     gate = timed[-1].gate or {}
     tolerance = float(gate.get("max_slowdown") or 0.10)
     stored = stored_baseline(
@@ -105,13 +112,13 @@ def compare_limit(sessions: Sequence[Session], mode: str) -> str:
         float(gate.get("max_widening", MAX_WIDENING)),
     )
     if stored.wide:
-        return (
-            f"no gate ({format_percent(stored.limit)} > {format_percent(stored.bound or 0)}: "
-            f"{no_gate_hint(stored.limit, tolerance)})"
+        return "no gate", (
+            f"{format_percent(stored.limit)} > {format_percent(stored.bound or 0)}: "
+            f"{no_gate_hint(stored.limit, tolerance)}"
         )
-    if stored.noise is None:
-        return f"{format_percent(stored.limit)} (1 session: noise unknown)"
-    return format_percent(stored.limit)
+    return format_percent(
+        stored.limit
+    ), "1 session: noise unknown" if stored.noise is None else None
 
 
 def session_count(sessions: Sequence[Session], mode: str) -> str:
@@ -141,7 +148,5 @@ def figures(sessions: Sequence[Session], mode: str) -> dict[str, str]:
             else "no timing"
         )
         + beside,
-        "latest": f"{format_time(latest.statistic)} p25"
-        if latest.statistic
-        else f"no timing ({latest.untimed or '?'})",
+        "latest": f"{format_time(latest.statistic)} p25" if latest.statistic else "no timing",
     }

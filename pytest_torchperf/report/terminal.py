@@ -261,9 +261,8 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         # Beside changed counters, a timing verdict worth reading is said too (an inconclusive
         # one's warning points here).
         timing_said = verdict is not None and verdict.outcome in ("fail", "inconclusive")
-        # A strict failure repeats the verdict's message: say it once.
         message = (verdict.message if verdict else None) or ""
-        repeated = bool(message) and any(f.startswith(message) for f in record.failures)
+        repeated = repeats(message, record.failures)
         if (
             id(record) not in grouped
             and verdict is not None
@@ -281,6 +280,11 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         for failure in record.failures:
             lines.append(f"{record.nodeid}: {failure}")
     return lines
+
+
+def repeats(message: str, failures: Iterable[str]) -> bool:
+    """A failure says the verdict's ``message`` again (a strict one): say it once."""
+    return bool(message) and any(f.startswith(message) for f in failures)
 
 
 def variant_lines(records: Iterable[Record]) -> list[str]:

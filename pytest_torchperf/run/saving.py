@@ -21,9 +21,9 @@ from pytest_torchperf.judge.samples import (
     GuardLimits,
     Sample,
     loosening_option,
-    loosening_options,
     machine_disturbance,
     refusing_guard,
+    untimed_reason,
 )
 from pytest_torchperf.judge.tolerance import stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
@@ -133,21 +133,17 @@ def queue_save(
     if problem:
         # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
         # code; every other guard (a busy neighbour included) blames the machine.
-        if isinstance(problem, str) and refusing_guard(problem) == IDLE:
-            why = f"{problem.split(':')[0]}: the timed code left the CPU idle"
-            anyway = [loosening_option(problem)]
-            detail = f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with {anyway[0]}."
-        elif isinstance(problem, str):
-            why = problem.split(":")[0]
-            anyway = loosening_options(final, GuardLimits.of(m.options)) or [
-                loosening_option(problem)
-            ]
-            result.untimed_options = anyway
-            detail = (
-                f"{problem} ({times}). Save again on a quieter machine, or, where this machine "
-                f"is always this busy, store it anyway with {' and '.join(anyway)}"
-                + (" (every guard this pass trips)." if len(anyway) > 1 else ".")
-            )
+        if isinstance(problem, str):
+            why, anyway = untimed_reason(problem, final, GuardLimits.of(m.options))
+            if refusing_guard(problem) == IDLE:
+                detail = f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with {anyway[0]}."
+            else:
+                result.untimed_options = anyway
+                detail = (
+                    f"{problem} ({times}). Save again on a quieter machine, or, where this "
+                    f"machine is always this busy, store it anyway with {' and '.join(anyway)}"
+                    + (" (every guard this pass trips)." if len(anyway) > 1 else ".")
+                )
         else:
             ratio, reference, what = problem
             why = machine_why(ratio, what)
@@ -173,7 +169,7 @@ def queue_save(
             # instead (judge/run_failure.py).
             records.append(record.without_timing(why, anyway))
             result.untimed = why
-            state.warnings.append(f"{m.name}: timing not saved ({_kept_too(record)}): {detail}")
+            state.warnings.append(f"{m.name}: timing not saved ({kept_too(record)}): {detail}")
     else:
         records.append(record)
     # Every process whose session is not stored, and why (the save's summary lists them).
@@ -297,7 +293,7 @@ def note_stored(
     ).to_dict()
 
 
-def _kept_too(session: Session) -> str:
+def kept_too(session: Session) -> str:
     """What an untimed session still stores, as a clause: only what this measurement has (an
     amp variant records no counters, a test without outputs no numerics)."""
     counted = bool(session.per_call_instructions)

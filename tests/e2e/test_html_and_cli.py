@@ -141,7 +141,8 @@ def test_cli_accept_leaves_out_a_refused_timing_and_force_overrides(
     """A timing the save guard refuses is left out, as a save on that machine leaves it out:
     the counters and numerics, measured fine, are accepted (a newcomer's busy run had none
     accepted but with --force, which accepts the untrusted timing too). A baseline still
-    without that timing must not look like success to a CI script."""
+    without that timing must not look like success to a CI script, and --reset must not
+    silently replace the timed sessions with it."""
     path = regressed_run.path
     storage = path / ".torchperf"
     results = path / "reports" / "results.json"
@@ -154,11 +155,16 @@ def test_cli_accept_leaves_out_a_refused_timing_and_force_overrides(
     results.write_text(json.dumps(doc))
     code = cli.main(["accept", str(results), "--storage", str(storage), "-k", "mlp", "--reset"])
     out = capsys.readouterr().out
-    assert code == 1
+    assert code == 1 and "torchperf: 0 measurements accepted" in out
     assert (
-        "::test_mlp mlp without its timing (CPU share 0.30 < 0.90; --force accepts it too), its "
-        "counters and numerics only, into "
+        "::test_mlp mlp: not accepted: a guard refused its timing (CPU share 0.30 < 0.90), and "
+        "--reset would replace its 2 timed sessions with one without timing"
     ) in out
+    code = cli.main(["accept", str(results), "--storage", str(storage), "-k", "mlp"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "::test_mlp mlp without its timing (CPU share 0.30 < 0.90) into " in out
+    assert ": its counters and numerics were\n" in out and out.count("--force") == 1
     assert "torchperf: 1 measurement accepted;" in out and "NOT accepted" not in out
     assert "torchperf: 1 of them accepted without their timing, which a guard refused" in out
     [stored] = [
@@ -168,7 +174,8 @@ def test_cli_accept_leaves_out_a_refused_timing_and_force_overrides(
         for name, entry in tests.items()
         if name == "mlp"
     ]
-    [untimed] = stored
+    *timed, untimed = stored
+    assert len(timed) == 2 and all(s["statistic"] for s in timed)
     assert untimed["statistic"] is None and untimed["times"] == []
     assert untimed["untimed"] == "CPU share 0.30 < 0.90"
     assert untimed["untimed_options"] == ["--torchperf-min-cpu-share=0"]

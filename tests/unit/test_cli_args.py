@@ -101,3 +101,23 @@ def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_
         f"results file {tmp_path}: cannot be read (Is a directory); give the file pytest "
         f"--torchperf-json PATH wrote (a baseline folder goes after --storage)"
     ) in capsys.readouterr().err
+
+
+def test_show_of_a_measurements_name_hints_at_k_and_compare_needs_its_baseline_folder(
+    tmp_path, capsys, monkeypatch
+):
+    """`torchperf show mlp` said only that folder mlp does not exist; `torchperf compare
+    nonexist EMPTY_FOLDER` said 'nothing compared' and exited 0."""
+    from pytest_torchperf import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".torchperf").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["show", "mlp"])
+    assert stop.value.code == 2
+    assert (
+        "torchperf show: error: baseline folder mlp does not exist; to select measurements by "
+        "test or name, give -k mlp"
+    ) in capsys.readouterr().err
+    assert cli.main(["compare", "nonexist", ".torchperf"]) == 2
+    assert "baseline folder nonexist does not exist" in capsys.readouterr().err

@@ -914,19 +914,19 @@ def test_torchperf_show_says_what_limit_a_compare_holds_each_baseline_to() -> No
     gate = {"gate": {"max_slowdown": 0.10, "max_widening": 3.0}}
     steady = [session(s, **gate) for s in (160e-6, 161e-6, 159e-6, 162e-6, 160e-6)]
     jumpy = [session(s, **gate) for s in (262e-6, 163e-6, 256e-6, 323e-6, 156e-6)]
-    assert compare_limit(steady, "time") == "10%"
+    assert compare_limit(steady, "time") == ("10%", None)
     assert compare_limit(jumpy, "time") == (
-        "no gate (138.07% > 30%: timing cannot gate here: use --torchperf-instructions or "
-        "--torchperf-ab)"
+        "no gate",
+        "138.07% > 30%: timing cannot gate here: use --torchperf-instructions or --torchperf-ab",
     )
     # Under 100 %, the factor that accepts it (as the save and the compare name it).
     tight = {"gate": {"max_slowdown": 0.10, "max_widening": 1.0}}
     wavy = [session(s, **tight) for s in (1.0e-3, 1.05e-3, 0.95e-3, 1.02e-3, 0.98e-3)]
-    assert compare_limit(wavy, "time").startswith("no gate (")
-    assert compare_limit(wavy, "time").endswith(": --torchperf-max-widening=2 accepts it)")
-    assert compare_limit(steady[:1], "time") == "10% (1 session: noise unknown)"
+    limit, why = compare_limit(wavy, "time")
+    assert limit == "no gate" and str(why).endswith(": --torchperf-max-widening=2 accepts it")
+    assert compare_limit(steady[:1], "time") == ("10%", "1 session: noise unknown")
     untimed = session().updated({"statistic": None, "untimed": "busy"})
-    assert compare_limit([untimed], "time") == "-"
+    assert compare_limit([untimed], "time") == ("-", None)
 
 
 def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, capsys) -> None:
@@ -952,19 +952,42 @@ def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, c
     assert lines[6:] == ["[1] 1 session: noise unknown", f"[2] {busy}"]
 
 
-def test_torchperf_compare_of_a_folder_names_a_measurement_no_save_could_time(
-    tmp_path, capsys
+def test_torchperf_show_notes_only_the_reasons_not_names_or_counts(tmp_path, capsys) -> None:
+    """`torchperf show` footnoted any long cell ending in parentheses: a measurement named
+    `conv (batch 8, channels_last)` read `conv [1]`, and a fallback save's stored count was a
+    note too."""
+    from pytest_torchperf import cli
+
+    name = "conv (batch 8, channels_last)"
+    counted = session(instructions={"per_call": 5e6, "windows": [5e6, 5e6], "functions": {}})
+    BaselineStore(tmp_path).record(ENV, ENVIRONMENT, NODE, name, counted)
+    assert cli.main(["show", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].split("  ")[1] == name, lines
+    assert "1 ms p25 (+ 5.00 M instr/call for --torchperf-fallback)" in lines[3]
+    assert lines[4:] == ["[1] 1 session: noise unknown"]
+
+
+@pytest.mark.parametrize("timed_before", [0, 2])
+def test_torchperf_compare_of_a_folder_names_a_measurement_its_latest_save_did_not_time(
+    tmp_path, capsys, timed_before
 ) -> None:
     """`torchperf compare .torchperf .torchperf` raised IndexError from the judge where a
-    measurement's every stored session was saved without timing (a busy machine)."""
+    measurement's every stored session was saved without timing (a busy machine); where an
+    earlier save timed it, that save's samples were judged against a baseline holding them: a
+    pass, always."""
     from pytest_torchperf import cli
 
     busy = "CPU share 0.66 < 0.90"
     store = BaselineStore(tmp_path)
-    untimed = session().updated({"statistic": None, "times": [], "untimed": busy})
+    for run in range(timed_before):
+        store.record(ENV, ENVIRONMENT, NODE, NAME, session(1e-3 * (run + 1), run_id=f"r{run}"))
+    untimed = session().updated({"statistic": None, "times": [], "untimed": busy, "run_id": "u"})
     store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
     assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 0
+    out = capsys.readouterr().out
     assert (
-        f"{NAME}: not compared: no stored session of it holds a timing (latest: {busy}); save it "
-        f"again on a quieter machine"
-    ) in capsys.readouterr().out
+        f"{NAME}: not compared: the latest save stored no timing ({busy}); save it again on a "
+        f"quieter machine"
+    ) in out
+    assert "pass" not in out and "nothing compared" in out

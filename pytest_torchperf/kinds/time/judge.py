@@ -10,17 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.inputs import Candidate, Gate, recorded_sample
 from pytest_torchperf.judge.kind_protocol import Confirm, Kind, Remeasure
 from pytest_torchperf.judge.samples import (
     IDLE,
     IDLE_REMEDY,
-    GuardLimits,
-    Sample,
-    guard_problem,
     loosening_option,
     refusing_guard,
 )
@@ -53,13 +49,7 @@ class TimeKind(Kind):
             [s.statistic for s in timed if s.statistic],
             gate.max_slowdown,
             remeasure,
-            guard=GuardLimits(
-                gate.min_cpu_share,
-                gate.max_spread,
-                gate.max_neighbour_load,
-                gate.max_machine_slowdown,
-                gate.min_gpu_clock,
-            ),
+            guard=gate.guards,
             max_widening=gate.max_widening,
             confirm=confirm,
             modes=self.modes,
@@ -113,20 +103,7 @@ class TimeKind(Kind):
         times = session.times
         if not times:
             return "no timed samples"
-        gate = Gate.from_record(session.gate or {})
-        sample = Sample(
-            summarize(times),
-            session.cpu_share,
-            times,
-            session.calibration,
-            neighbour_load=session.neighbour_load,
-        )
-        return guard_problem(
-            sample,
-            min_cpu_share=gate.min_cpu_share,
-            max_relative_iqr=gate.max_spread,
-            max_neighbour_load=gate.max_neighbour_load,
-        )
+        return Gate.from_record(session.gate or {}).guards.problem(recorded_sample(session))
 
 
 def looser_guards(gate: Gate, timed: Sequence[Session]) -> list[str]:

@@ -1,0 +1,114 @@
+"""``torchperf accept`` of a run a guard refused the timing of (what it stores, what it says, the
+timed sessions it must not replace), and ``torchperf compare`` of such a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_torchperf import cli
+from pytest_torchperf.store.baselines import BaselineStore
+from pytest_torchperf.store.sessions import Session
+
+ENV = "cpu-xeon-torch2.14.1-t1-deadbeef"
+ENVIRONMENT = {"exact": {"device": "cpu", "threads": 1}, "soft": {"hostname": "box"}}
+NODE = "tests/test_model.py::test_forward"
+TIMES = [1e-3, 1.01e-3, 0.99e-3, 1e-3]
+GATE = {"min_cpu_share": 0.9, "max_spread": 0.25, "max_neighbour_load": 0.5}
+
+
+def results_file(tmp_path: Path, **session: object) -> str:
+    """A results file of one measurement (``fwd``) whose session holds ``session``'s keys."""
+    stored = {"statistic": 1e-3, "times": TIMES, "counters": {"flops": 10}, **session}
+    section = {"nodeid": NODE, "measurement": "fwd", "environment_id": ENV, "session": stored}
+    doc = {
+        "benchmarks": [{"name": "fwd", "stats": {"data": TIMES}, "torchperf": section}],
+        "torchperf": {"format": "pytest-torchperf-results", "environments": {ENV: ENVIRONMENT}},
+    }
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def accept(tmp_path: Path, results: str, *flags: str) -> int:
+    return cli.main(["accept", results, "--storage", str(tmp_path / "tp"), *flags])
+
+
+def sessions(tmp_path: Path) -> list[Session]:
+    return BaselineStore(tmp_path / "tp").load_sessions(ENV, NODE, "fwd")
+
+
+def test_accept_stores_every_refusing_guards_option_and_no_untrusted_speedup(
+    tmp_path, capsys
+) -> None:
+    """Accept stored only the first refusing guard's option, where a save stores every one's
+    (storing the timing anyway needs them all), and kept a variant's speedup a results file
+    cannot say was timed in rounds the guards passed."""
+    busy = {"cpu_share": 0.5, "neighbour_load": 1.0, "gate": GATE, "variant": "compiled"}
+    results = results_file(
+        tmp_path, **busy, speedup={"median": 1.5, "p25": 1.4, "p75": 1.6, "n": 20}
+    )
+    assert accept(tmp_path, results) == 1
+    [untimed] = sessions(tmp_path)
+    assert untimed.statistic is None and untimed.untimed == "CPU share 0.50 < 0.90"
+    assert untimed.untimed_options == (
+        "--torchperf-min-cpu-share=0",
+        "--torchperf-max-neighbour-load=100%",
+    )
+    assert untimed.speedup is None and untimed.counters == {"flops": 10}
+    out = capsys.readouterr().out
+    assert (
+        f"fwd without its timing (CPU share 0.50 < 0.90) into {tmp_path / 'tp' / ENV}: its " in out
+    )
+    assert "its counters were\n" in out and "speedup" not in out  # what it kept, no more
+
+
+def test_accept_says_it_kept_a_fallback_instruction_count(tmp_path, capsys) -> None:
+    results = results_file(
+        tmp_path,
+        cpu_share=0.5,
+        gate=GATE,
+        instructions={"per_call": 5e6, "windows": [5e6, 5e6], "functions": {}},
+        metric=0.5,
+    )
+    assert accept(tmp_path, results) == 1
+    assert (
+        "its counters, numerics and instruction count were: a --torchperf-fallback compare "
+        "judges it by the count"
+    ) in capsys.readouterr().out
+
+
+def test_accept_reset_refuses_to_replace_timed_sessions_with_an_untimed_one(
+    tmp_path, capsys
+) -> None:
+    """`accept --reset` of a busy run removed the earlier timed sessions and stored an untimed
+    one, silently: the timing could no longer gate."""
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE)) == 0
+    busy = results_file(tmp_path, cpu_share=0.5, gate=GATE)
+    assert accept(tmp_path, busy, "--reset") == 1
+    assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(1e-3)]  # untouched
+    out = capsys.readouterr().out
+    assert (
+        f"{NODE} fwd: not accepted: a guard refused its timing (CPU share 0.50 < 0.90), and "
+        f"--reset would replace its 1 timed session with one without timing, which cannot gate "
+        f"its timing until a quiet save; accept it without --reset (its timed sessions stay), "
+        f"or save it again on a quiet machine\n"
+    ) in out
+    assert "NOT accepted (see above): the stored baseline still differs from this run there" in out
+    assert out.count("--force") == 1
+    # --force stores the busy timing, as it always did.
+    assert accept(tmp_path, busy, "--reset", "--force") == 0
+    assert [s.cpu_share for s in sessions(tmp_path)] == [0.5]
+
+
+def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> None:
+    """`torchperf compare` printed a strict inconclusive's ~500-character reason twice: as the
+    verdict's message and again as the strict failure that repeats it."""
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE)) == 0
+    busy = results_file(tmp_path, cpu_share=0.5, gate={**GATE, "strict": True})
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "tp"), busy]) == 1
+    out = capsys.readouterr().out
+    assert out.count("fwd: inconclusive") == 1 and "(failing: strict" in out, out
