@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -323,5 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchperf: a measurement's session in the results file: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:
-        print(f"torchperf: {exc}; install pandas (pip install pandas)", file=sys.stderr)
+        hint = "; install pandas (pip install pandas)" if exc.name == "pandas" else ""
+        print(f"torchperf: {exc}{hint}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`torchperf show | head`): no traceback, and none either when
+        # Python flushes stdout at exit. 141 is a shell's status for a process killed by SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -121,3 +121,39 @@ def test_show_of_a_measurements_name_hints_at_k_and_compare_needs_its_baseline_f
     ) in capsys.readouterr().err
     assert cli.main(["compare", "nonexist", ".torchperf"]) == 2
     assert "baseline folder nonexist does not exist" in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(tmp_path) -> None:
+    """`torchperf show | head`: the pipe closes before the command is done writing."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # every write to the command's stdout now fails with EPIPE
+    code = "import sys; from pytest_torchperf.cli import main; sys.exit(main(sys.argv[1:]))"
+    with os.fdopen(write, "wb") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "show", str(tmp_path)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_only_a_missing_pandas_is_told_to_install_pandas(monkeypatch, capsys) -> None:
+    from types import SimpleNamespace
+
+    from pytest_torchperf import cli
+
+    for name, hint in (("pandas", True), ("torch", False)):
+
+        def missing(args: object, name: str = name) -> int:
+            raise ImportError(f"No module named {name!r}", name=name)
+
+        monkeypatch.setattr(cli, "parse_args", lambda argv: SimpleNamespace(run=missing))
+        assert cli.main(["show"]) == 2
+        err = capsys.readouterr().err
+        assert f"No module named '{name}'" in err and ("install pandas" in err) is hint, err
