@@ -233,7 +233,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         what, kept = f"(p25 {format_time(session.statistic)})", ""
         if left_out:
             session, what = left_out, f"without its timing ({left_out.untimed})"
-            kept = f": {kept_too(session)}"
+            kept = f": {kept_too(session, done=' stored')}"
         store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
         accepted, untimed = accepted + 1, untimed + bool(left_out)
         print(

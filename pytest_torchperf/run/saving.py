@@ -293,9 +293,10 @@ def note_stored(
     ).to_dict()
 
 
-def kept_too(session: Session) -> str:
-    """What an untimed session still stores, as a clause: only what this measurement has (an
-    amp variant records no counters, a test without outputs no numerics)."""
+def kept_too(session: Session, done: str = "") -> str:
+    """What an untimed session still stores, as a clause ending in ``was``/``were`` and
+    ``done`` (`` stored``): only what this measurement has (an amp variant records no
+    counters, a test without outputs no numerics)."""
     counted = bool(session.per_call_instructions)
     numerics = bool(session.fingerprint or session.accuracy) or session.metric is not None
     kept = [
@@ -310,9 +311,9 @@ def kept_too(session: Session) -> str:
         if has
     ]
     if not kept:
-        return "nothing else of it was"
+        return f"nothing else of it was{done}"
     said = kept[0] if len(kept) == 1 else ", ".join(kept[:-1]) + " and " + kept[-1]
     verb = "was" if kept == ["instruction count"] else "were"
     if counted:
-        return f"its {said} {verb}: a --torchperf-fallback compare judges it by the count"
-    return f"its {said} {verb}"
+        return f"its {said} {verb}{done}: a --torchperf-fallback compare judges it by the count"
+    return f"its {said} {verb}{done}"

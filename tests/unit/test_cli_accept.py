@@ -62,7 +62,7 @@ def test_accept_stores_every_refusing_guards_option_and_no_untrusted_speedup(
     assert (
         f"fwd without its timing (CPU share 0.50 < 0.90) into {tmp_path / 'tp' / ENV}: its " in out
     )
-    assert "its counters were\n" in out and "speedup" not in out  # what it kept, no more
+    assert "its counters were stored\n" in out and "speedup" not in out  # what it kept, no more
 
 
 def test_accept_says_it_kept_a_fallback_instruction_count(tmp_path, capsys) -> None:
@@ -75,7 +75,7 @@ def test_accept_says_it_kept_a_fallback_instruction_count(tmp_path, capsys) -> N
     )
     assert accept(tmp_path, results) == 1
     assert (
-        "its counters, numerics and instruction count were: a --torchperf-fallback compare "
+        "its counters, numerics and instruction count were stored: a --torchperf-fallback compare "
         "judges it by the count"
     ) in capsys.readouterr().out
 
