@@ -14,6 +14,7 @@ saving run, fails).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,7 +25,7 @@ from pytest_torchperf.judge.drift import drift_checks, speedup_gated
 from pytest_torchperf.judge.failures import Failure, categories_of
 from pytest_torchperf.judge.inputs import Candidate, Gate, Where
 from pytest_torchperf.judge.kinds import kind_of
-from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.labels import inconclusive_head, outcome_label
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.environment import describe_difference, environment_mode
@@ -81,6 +82,25 @@ class Comparison:
                 }
             )
         )
+
+    def pytest_warnings(self, name: str) -> list[str]:
+        """The warnings pytest shows at the test: what the torchperf summary says in full (an
+        inconclusive verdict's reason, a kind's undecided figure among the verdict's notes)
+        only as a short line pointing there; a strict failure says it under FAILURES."""
+        verdict = self.verdict
+        said = []
+        if verdict.outcome is Outcome.INCONCLUSIVE and "strict" not in categories_of(self.failures):
+            said.append(
+                f"{inconclusive_head(name, verdict.guard, verdict.ratio)}, not failed: the "
+                f"torchperf summary says why and what to do"
+            )
+        for warning in self.warnings:
+            label, _, text = warning.partition(": ")
+            if text in verdict.notes:  # an undecided GPU kernel time, say
+                head = re.split(r" \(|: ", text, maxsplit=1)[0]
+                warning = f"{label}: {head}, not failed: the torchperf summary says why"
+            said.append(warning)
+        return said
 
 
 def compare(

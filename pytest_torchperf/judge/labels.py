@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.core.units import format_change, format_percent
 from pytest_torchperf.judge.failures import label_categories
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import label_of
 from pytest_torchperf.store.record import Record, RecordedVerdict
+
+
+def inconclusive_head(name: str, guard: str | None, ratio: float | None) -> str:
+    """``mlp: timing inconclusive (busy machine, +27.9% vs baseline)``: an inconclusive
+    verdict in a few words, where its full reason is said once elsewhere."""
+    change = f"{format_change(ratio)} vs baseline" if ratio else None
+    why = ", ".join(w for w in (guard, change) if w)
+    return f"{name}: timing inconclusive" + (f" ({why})" if why else "")
 
 
 def outcome_label(record: Record) -> str:

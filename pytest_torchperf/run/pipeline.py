@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_torchperf.core.child_protocol import SampleLine
-from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
@@ -282,18 +281,7 @@ def _compare(
     )
     extra.confirm_speedups = confirmed
     verdict = comparison.verdict
-    if verdict.outcome is Outcome.INCONCLUSIVE and "strict" not in categories_of(
-        comparison.failures
-    ):
-        # Why, in full, is said once: in the torchperf summary (and the reports); the warning
-        # in pytest's summary points there.
-        change = f"{format_change(verdict.ratio)} vs baseline" if verdict.ratio else None
-        why = ", ".join(w for w in (verdict.guard, change) if w)
-        state.warnings.append(
-            f"{m.name}: timing inconclusive{f' ({why})' if why else ''}, not failed: the "
-            f"torchperf summary says why and what to do"
-        )
-    state.warnings.extend(comparison.warnings)
+    state.warnings.extend(comparison.pytest_warnings(m.name))
     # The kind whose figure decided says whether a profile of this call explains it.
     explainable = explains_slowdown(verdict.basis, extra.variant)
     if verdict.outcome is Outcome.FAIL and explainable:

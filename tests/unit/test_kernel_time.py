@@ -273,6 +273,24 @@ def test_unchanged_kernels_pass_and_the_verdict_says_so_and_that_it_is_launch_bo
     assert "launch-bound: the kernels filled only 36.68% of the wall time" in notes, notes
 
 
+def test_an_undecided_kernel_time_is_said_once_in_full_and_warned_in_a_few_words() -> None:
+    """A newcomer's GPU run printed an undecided kernel time in full twice: as a pytest warning
+    and as the summary's note. The note keeps it; the warning points there."""
+    kernels = summarize_sessions(
+        [profile(g * US) for g in (55, 50, 56)], calls=4, wall=300 * US
+    ).to_record()
+    bare = Candidate("resnet", wall(), sections={"kernels": kernels})
+    result = compare(bare, GPU_SESSIONS, GPU, remeasure=never)
+    (note,) = [n for n in result.verdict.notes if "sessions disagree" in n]
+    assert note.startswith("GPU kernel time +9.1% vs baseline but its profiler sessions disagree")
+    warnings = result.pytest_warnings("resnet")
+    assert warnings[-1] == (
+        "resnet: GPU kernel time +9.1% vs baseline but its profiler sessions disagree, not "
+        "failed: the torchperf summary says why"
+    )
+    assert not any("did not run the same way" in w for w in warnings), warnings
+
+
 def test_a_measurement_without_kernel_time_says_why() -> None:
     bare = Candidate("resnet", wall(), sections={"unprofiled": "the profiler saw no GPU activity"})
     result = compare(bare, GPU_SESSIONS, GPU, remeasure=never)
