@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_torchperf.core.json_fields import json_number, json_texts
 from pytest_torchperf.core.units import format_change, format_time
-from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.labels import inconclusive_head, outcome_label
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -278,6 +278,10 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         for note in verdict.notes if verdict else ():
             lines.append(f"{record.nodeid}: note: {note}")
         for failure in record.failures:
+            if repeated and failure.startswith(message):
+                # Strict: its reason in full is the test's failure text (under FAILURES); here
+                # what failed in a few words, as a counter change is ("counters changed: ...").
+                failure = f"{_head(record, message)}, {failure[len(message) :].strip(' ()')}"
             lines.append(f"{record.nodeid}: {failure}")
     return lines
 
@@ -285,6 +289,15 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
 def repeats(message: str, failures: Iterable[str]) -> bool:
     """A failure says the verdict's ``message`` again (a strict one): say it once."""
     return bool(message) and any(f.startswith(message) for f in failures)
+
+
+def _head(record: Record, message: str) -> str:
+    """``mlp: timing inconclusive (busy machine, +27.9% vs baseline)``, ``mlp: no timing
+    baseline``: a verdict's message in a few words."""
+    verdict = record.verdict or RecordedVerdict()
+    if verdict.outcome == "inconclusive":
+        return inconclusive_head(record.name, verdict.guard, verdict.ratio)
+    return ": ".join(message.split(": ", 2)[:2])
 
 
 def variant_lines(records: Iterable[Record]) -> list[str]:

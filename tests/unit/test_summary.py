@@ -294,16 +294,33 @@ def test_an_inconclusive_timing_beside_changed_counters_is_said_too():
     assert detail_lines([passed]) == ["t.py::m: m: counters changed: x"]
 
 
-def test_a_strict_failure_is_said_once_not_after_its_own_verdict_message():
-    """A newcomer's strict run printed each message twice, both ending 'turns this into a
-    failure'."""
-    message = "f: inconclusive, +3.0% ... Re-run on a quieter machine."  # worded for strict
-    r = rec("t.py::f", "fail", message=message)
-    r = Record.from_json({**r.to_json(), "failures": [f"{message} (failing: --torchperf-strict)"]})
+def test_a_strict_failure_is_said_in_full_under_failures_and_in_a_few_words_here():
+    """A newcomer's strict run printed each ~500-character reason twice: as the test's failure
+    text and again in the summary. The failure text keeps it; the summary says what failed, as
+    it says a counter change."""
+    message = "f: inconclusive, +3.0% vs baseline cannot be trusted: ... Re-run on a quieter one."
+    r = rec("t.py::f", "fail", "f", message=message, ratio=1.03)
+    r = Record.from_json(
+        {
+            **r.to_json(),
+            "verdict": {**r.to_json()["verdict"], "outcome": "inconclusive", "guard": "spread"},
+            "failures": [f"{message} (failing: --torchperf-strict)"],
+        }
+    )
     assert detail_lines([r]) == [
-        "t.py::f: f: inconclusive, +3.0% ... Re-run on a quieter machine. (failing: "
-        "--torchperf-strict)"
+        "t.py::f: f: timing inconclusive (spread, +3.0% vs baseline), failing: --torchperf-strict"
     ]
+    # No timing baseline (the save could not time it), failing: ini torchperf_strict.
+    untimed = "f: no timing baseline: the save could not time it (busy). Store its timing ..."
+    r = rec("t.py::f", "new", "f", message=untimed, ratio=None)
+    r = Record.from_json(
+        {
+            **r.to_json(),
+            "outcome": "fail",
+            "failures": [f"{untimed} (failing: ini torchperf_strict)"],
+        }
+    )
+    assert detail_lines([r]) == ["t.py::f: f: no timing baseline, failing: ini torchperf_strict"]
 
 
 def test_measurements_without_a_timing_baseline_share_one_line_with_every_remedy():
