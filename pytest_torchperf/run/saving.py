@@ -13,11 +13,10 @@ from typing import Any
 from pytest_torchperf import __version__
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.types import JSONObject
-from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
-    IDLE_REMEDY,
     GuardLimits,
     Sample,
     loosening_option,
@@ -112,15 +111,6 @@ def queue_save(
     """Queue the sessions to store once the test passes: this process's pass and the other
     processes' (``--torchperf-processes``), each only if it is fit to store."""
     problem = unfit(final)
-    times = {1: "measured once", 2: "measured twice"}.get(passes, f"measured {passes} times")
-    if ctx.quiet.last_spent:
-        times += f"; waited {ctx.quiet.last_spent:.0f} s for the machine to quiet down"
-    elif ctx.quiet.budget and not ctx.quiet.left:
-        # Said, or a later measurement's message looks as if it never tried to wait.
-        times += (
-            f"; no time left to wait for the machine to quiet down: this process's share of "
-            f"--torchperf-save-wait ({ctx.quiet.budget:.0f} s) was spent"
-        )
     record = result.session or Session()
     if not problem:
         record = record.updated(
@@ -130,38 +120,22 @@ def queue_save(
     refusals = {o.process: o.problem or unfit(o) for o in others}
     kept = [o for o in others if not refusals[o.process]]
     records = child_session_records(record, kept, ctx.run_id, m.beside)
+    # What is not stored, and why, is said once, by the summary: the table's label, "what the
+    # save stored" (each process left out) and the run's failure line (the remedies); no
+    # warning repeats it.
     if problem:
         # Only the CPU-share guard of a pass that did not queue for its CPU blames the timed
         # code; every other guard (a busy neighbour included) blames the machine.
         if isinstance(problem, str):
             why, anyway = untimed_reason(problem, final, GuardLimits.of(m.options))
-            if refusing_guard(problem) == IDLE:
-                detail = f"{problem} ({times}). {IDLE_REMEDY}, or store it anyway with {anyway[0]}."
-            else:
+            if refusing_guard(problem) != IDLE:
                 result.untimed_options = anyway
-                detail = (
-                    f"{problem} ({times}). Save again on a quieter machine, or, where this "
-                    f"machine is always this busy, store it anyway with {' and '.join(anyway)}"
-                    + (" (every guard this pass trips)." if len(anyway) > 1 else ".")
-                )
         else:
-            ratio, reference, what = problem
+            ratio, _, what = problem
             why = machine_why(ratio, what)
             anyway = [loosening_option(why)]
-            figures = f"({format_time(final.calibration)} vs {format_time(reference)} per call; "
-            detail = (
-                f"the machine ran the calibration kernel {format_change(ratio)} slower than "
-                f"{what} {figures}{times}). Stored now, this baseline would make unchanged code "
-                f"look faster in every later compare. Save again when the machine is quiet, or "
-                f"store it anyway with {anyway[0]}."
-            )
         if records:  # the other processes' sessions are still worth keeping
             result.not_saved = f"this process's session ({why})"
-            stored = "process's session is" if len(records) == 1 else "processes' sessions are"
-            state.warnings.append(
-                f"{m.name}: this process's session not saved: {detail} The other "
-                f"{len(records)} {stored} stored if the test passes"
-            )
         else:
             # Counters, output fingerprint and accuracy do not depend on a busy neighbour: they
             # are stored and gated; the timing is what is missing, and the run fails for it
@@ -169,7 +143,6 @@ def queue_save(
             # instead (judge/run_failure.py).
             records.append(record.without_timing(why, anyway))
             result.untimed = why
-            state.warnings.append(f"{m.name}: timing not saved ({kept_too(record)}): {detail}")
     else:
         records.append(record)
     # Every process whose session is not stored, and why (the save's summary lists them).
@@ -177,11 +150,7 @@ def queue_save(
     why_refused: dict[str, list[str]] = {}
     for process, refused in refusals.items():
         if isinstance(refused, str):
-            # A short head with its figure ("CPU share 0.50 < 0.90"), else the guard in a word
-            # (the neighbour guard's sentence, repeated per process, buried the list).
-            head = refused.split(":")[0]
-            short = head if ":" in refused and len(head) <= 40 else refusing_guard(refused)
-            why_refused.setdefault(short, []).append(str(process))
+            why_refused.setdefault(_short(refused), []).append(str(process))
         elif refused:
             ratio, _, what = refused
             key = f"machine slower than {what}"
@@ -190,16 +159,10 @@ def queue_save(
         f"process{'es' if len(ps) > 1 else ''} {', '.join(ps)} ({reason})"
         for reason, ps in why_refused.items()
     ]
-    result.left_out = [*children, *([f"this process ({why})"] if problem else [])]
-    refused_count = sum(len(ps) for ps in why_refused.values())
-    if children:
-        state.warnings.append(
-            f"{m.name}: {refused_count} of the other processes' sessions not saved: "
-            f"{'; '.join(children)}. A session a guard refused (a busy machine, spread) or "
-            f"taken while the machine ran slow (the calibration kernel more than "
-            f"{format_percent(m.options.max_machine_slowdown)} slower) would make the baseline "
-            f"disagree with itself"
-        )
+    if problem:  # its figures in full are the table's label
+        short = _short(problem) if isinstance(problem, str) else why
+        children.append(f"this process ({short}; {_tries(ctx, passes)})")
+    result.left_out = children
 
     state.pending += [
         PendingSave(env_id, environment, m.nodeid, m.name, r, result) for r in records
@@ -317,3 +280,22 @@ def kept_too(session: Session, done: str = "") -> str:
     if counted:
         return f"its {said} {verb}{done}: a --torchperf-fallback compare judges it by the count"
     return f"its {said} {verb}{done}"
+
+
+def _short(problem: str) -> str:
+    """A guard's problem in a list: its head with the figure (``CPU share 0.50 < 0.90``), else
+    the guard in a word (the neighbour guard's sentence, repeated per process, buried it)."""
+    head = problem.split(":")[0]
+    return head if ":" in problem and len(head) <= 40 else refusing_guard(problem)
+
+
+def _tries(ctx: RunContext, passes: int) -> str:
+    """``measured twice, after waiting 30 s``: what this process tried before it gave up on a
+    pass (``--torchperf-save-wait spent``: an earlier measurement spent the budget, this one did
+    not skip waiting)."""
+    tries = {1: "measured once", 2: "measured twice"}.get(passes, f"measured {passes} times")
+    if ctx.quiet.last_spent:
+        return f"{tries}, after waiting {ctx.quiet.last_spent:.0f} s"
+    if ctx.quiet.budget and not ctx.quiet.left:
+        return f"{tries}, --torchperf-save-wait spent"
+    return tries

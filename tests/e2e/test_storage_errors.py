@@ -50,7 +50,7 @@ def test_storage_path_that_is_a_file_is_a_usage_error(perf: pytest.Pytester) -> 
     result.stderr.fnmatch_lines(["*the storage path * is a file, not a folder*"])
 
 
-def test_save_warning_says_how_often_it_measured(perf: pytest.Pytester) -> None:
+def test_a_refused_save_says_how_often_it_measured(perf: pytest.Pytester) -> None:
     perf.makepyfile("""
         import time
         import torch
@@ -58,11 +58,12 @@ def test_save_warning_says_how_often_it_measured(perf: pytest.Pytester) -> None:
             x = torch.zeros(1)  # captured CPU tensor: a CPU measurement on a GPU machine too
             torchperf(lambda: (time.sleep(0.002), x), name="sleepy")
     """)
-    result = perf.runpytest(
-        "--torchperf-compare", "--torchperf-save", "--torchperf-min-cpu-share=0.9"
-    )
+    result = perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0.9")
     result.stdout.fnmatch_lines(
-        ["*sleepy: timing not saved (its counters and numerics were): CPU share * (measured once)*"]
+        [
+            "torchperf:   sleepy: timing of 0 of 1 processes stored (not: this process (CPU share "
+            "*; measured twice)): no timing stored"
+        ]
     )
     (path,) = baseline_files(perf.path / ".torchperf")
     (measurements,) = json.loads(path.read_text())["tests"].values()
