@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -82,8 +83,12 @@ class SummaryReporter:
         result = yield
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if failed_here and terminal is not None and self.run_failure:
-            # Its first sentence is the reason; the remedy follows it in the summary above.
-            reason = self.run_failure.split(". ", 1)[0]
+            # Each failure's head: its measurements' figures and the remedies are the summary's
+            # line above (a noisy save's list of five measurements' noise was said here again).
+            reason = "; and ".join(
+                re.split(r"(?<=measurements): |; |\. ", failure, maxsplit=1)[0]
+                for failure in self.run_failure.split("; and ")
+            )
             terminal.write_line(
                 f"torchperf: the run FAILED (exit status 1) although its tests passed: {reason}. "
                 f'What to do: the "torchperf: run failed" line above',

@@ -288,6 +288,12 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "--torchperf-reset)",
         ]
     )
+    # The last line says which failure, not each measurement's figures again.
+    assert save.outlines[-1] == (
+        "torchperf: the run FAILED (exit status 1) although its tests passed: the timing sessions "
+        'now stored disagree too much to gate for 1 of 1 measurements. What to do: the "torchperf: '
+        'run failed" line above'
+    )
 
     # torchperf show says the same of it (the reason as a note under the table).
     shown = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "show")
