@@ -114,7 +114,9 @@ def _parser() -> argparse.ArgumentParser:
         "latest stored sessions",
     )
     p.add_argument("--html", help="write the HTML report here")
-    p.add_argument("--markdown", help="write the markdown summary here")
+    p.add_argument(
+        "--markdown", help="write the markdown summary here (neither: printed to the terminal)"
+    )
     _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")

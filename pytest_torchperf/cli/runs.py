@@ -4,7 +4,6 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -180,15 +179,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.html_table import RUN_FIGURES, STORED_FIGURES
     from pytest_torchperf.store.results import stored_records
 
-    if not args.html and not args.markdown:
-        print("torchperf report: give --html PATH and/or --markdown PATH", file=sys.stderr)
-        return 2  # a usage error, like argparse's
     records = (
         results(args.results, args.any_commit)[0]
         if args.results
         else stored_records(baseline_store(args.storage).root)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
+    if not args.html and not args.markdown:  # a look in the terminal: the markdown summary
+        from pytest_torchperf.report.markdown import markdown_report
+
+        print(markdown_report(records, line))
+        return 0
     write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)
     return 0
 

@@ -112,3 +112,13 @@ def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> Non
     assert cli.main(["compare", str(tmp_path / "tp"), busy]) == 1
     out = capsys.readouterr().out
     assert out.count("fwd: inconclusive") == 1 and "(failing: strict" in out, out
+
+
+def test_report_with_no_output_named_prints_the_markdown_summary(tmp_path, capsys) -> None:
+    """`torchperf report results.json`, a look in the terminal: it said only to give --html or
+    --markdown (exit 2)."""
+    results = results_file(tmp_path)
+    assert cli.main(["report", results]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## torchperf") and f"torchperf report of {results}" in out
+    assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob("*.md"))
