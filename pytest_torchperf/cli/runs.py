@@ -78,7 +78,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         carried_sessions(r) is not None for r in records if r.session
     )
     store = BaselineStore(Path(args.baseline)) if own else baseline_store(args.baseline)
-    if len(args.candidate) == 1 and Path(args.candidate[0]).is_dir():
+    folder = len(args.candidate) == 1 and Path(args.candidate[0]).is_dir()
+    if folder:
         # Said once: a folder compared with itself judges each save only against earlier ones.
         print(
             "torchperf: the candidate is a baseline folder: each measurement's latest session is "
@@ -93,8 +94,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
         # A folder's measurement whose latest save stored no timing: an earlier save's samples
-        # would be judged against a baseline that holds them (always a pass).
-        untimed = session_of(record).untimed
+        # would be judged against a baseline that holds them (always a pass). A results file's
+        # record holds the run's own samples, which its run judged: replayed as they were.
+        untimed = session_of(record).untimed if folder else None
         if untimed or not record.samples and not record.passes:
             details.append(
                 f"{record.name}: not compared: the latest save stored no timing "

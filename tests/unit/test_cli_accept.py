@@ -122,3 +122,13 @@ def test_report_with_no_output_named_prints_the_markdown_summary(tmp_path, capsy
     out = capsys.readouterr().out
     assert out.startswith("## torchperf") and f"torchperf report of {results}" in out
     assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob("*.md"))
+
+
+def test_compare_replays_a_results_file_whose_save_stored_no_timing(tmp_path, capsys) -> None:
+    """A run that compared and saved on a busy machine judged its own samples; its results file
+    is replayed so, not skipped as a folder's untimed latest save is."""
+    results = results_file(tmp_path, untimed="CPU share 0.50 < 0.90", gate=GATE)
+    (tmp_path / "tp").mkdir()
+    cli.main(["compare", str(tmp_path / "tp"), results])
+    out = capsys.readouterr().out
+    assert "not compared" not in out and "fwd" in out, out
