@@ -6,9 +6,11 @@ silently measured as eager; these probes supply the reason. Each probe runs once
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
+from collections.abc import Iterator
 
 #: Packages that register a ``torch.compile`` backend when imported (backend name -> module).
 BACKEND_PACKAGES = {
@@ -24,8 +26,16 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def _without_cuda_home_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("No CUDA runtime is found")
+@contextlib.contextmanager
+def without_log_line(logger: str, text: str) -> Iterator[None]:
+    """The records of the logger named ``logger`` whose message contains ``text`` dropped within
+    the block; every other record, and that logger outside the block, untouched."""
+    log = logging.getLogger(logger)
+    log.addFilter(keep := lambda record: text not in record.getMessage())
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
 
 
 @functools.cache  # once per process: the module is then imported
@@ -35,12 +45,8 @@ def quiet_cpp_extension() -> None:
     found, using CUDA_HOME=...". It is about building CUDA extensions, which we never do, but
     ``torch.utils.benchmark`` and inductor import the module, so the line showed in the captured
     output of every failing perf test. Imported here first, the module is not imported again."""
-    log = logging.getLogger("torch.utils.cpp_extension")
-    log.addFilter(_without_cuda_home_warning)
-    try:
+    with without_log_line("torch.utils.cpp_extension", "No CUDA runtime is found"):
         import torch.utils.cpp_extension  # noqa: F401
-    finally:
-        log.removeFilter(_without_cuda_home_warning)
 
 
 @functools.cache

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import Target, UserValue
-from pytest_torchperf.variants.compilers import _first_line, inductor_problem
+from pytest_torchperf.variants.compilers import _first_line, inductor_problem, without_log_line
 from pytest_torchperf.variants.registry import INT8_MODES
 
 if TYPE_CHECKING:  # torch is imported lazily, when a model is quantized
@@ -113,7 +113,10 @@ def quantize_model(
     if mode is not None and mode not in INT8_MODES:
         raise ValueError(f"unknown quantization mode {mode!r}; modes: {', '.join(INT8_MODES)}")
     try:
-        import torchao  # noqa: F401
+        # torch 2.14's pytree logs a deprecation for each Enum torchao 0.18 registers at import
+        # ("Calling register_constant() on Enum subclasses is deprecated"): noise for users.
+        with without_log_line("torch.utils._pytree", "register_constant() on Enum subclasses"):
+            import torchao  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         raise QuantizationUnavailable(
             f"torchao is not importable ({_first_line(exc)}); pip install torchao"

@@ -732,7 +732,9 @@ def test_int8_on_a_saturating_cpu_fails_and_says_why(
     perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """oneDNN capped at AVX2 (no VNNI) runs int8 products as a CPU without VNNI does, on every
-    x86-64 class: the default int8 limit fails, and the failure says the machine is why."""
+    x86-64 class: the default int8 limit fails, and the failure says the machine is why. Its
+    captured output holds no line of torch's that importing torchao logs (torch 2.14's pytree:
+    "Calling register_constant() on Enum subclasses is deprecated"): the probe shows the line."""
     skip_without_torchao()
     perf.makepyfile(
         MLP
@@ -747,6 +749,7 @@ def test_mlp(torchperf):
         [
             sys.executable,
             "-c",
+            "import torchao\n"  # the control: importing torchao itself logs the line
             "from pytest_torchperf.variants.quantization import int8_saturation as s; print(s())",
         ],
         capture_output=True,
@@ -758,8 +761,10 @@ def test_mlp(torchperf):
         "oneDNN capped at AVX2 did not saturate int8 products here (is oneDNN disabled, or "
         f"ONEDNN_MAX_CPU_ISA ignored?): {probe.stdout}{probe.stderr[-1000:]}"
     )
+    assert "register_constant() on Enum subclasses" in probe.stderr, probe.stderr
     result = perf.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
+    assert "register_constant" not in result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
         [
             "*mlp[[]int8[]]: outputs drifted from eager fp32: rel_l2 * above the limit 0.0600* "
