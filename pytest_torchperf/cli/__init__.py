@@ -294,6 +294,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         )
     if args.command in ("list", "show", "report"):
         _paths(args, args.parser)
+    for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
+        if Path(path).is_dir():  # the store's own message names no option of ours
+            args.parser.error(
+                f"results file {path} is a folder: give the file pytest --torchperf-json PATH "
+                f"wrote (a baseline folder goes after --storage)"
+            )
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):
             parser.error(

@@ -40,12 +40,8 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        remedy = (
-            "; give the file pytest --torchperf-json PATH wrote"
-            + (" (a baseline folder goes after --storage)" if path.is_dir() else "")
-            if isinstance(exc, (FileNotFoundError, IsADirectoryError))
-            else ""
-        )
+        missing = isinstance(exc, (FileNotFoundError, IsADirectoryError))
+        remedy = "; give the file pytest --torchperf-json PATH wrote" if missing else ""
         raise ResultsFileError(
             f"results file {path}: cannot be read ({exc.strerror}){remedy}"
         ) from None

@@ -96,11 +96,29 @@ def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_
             f"torchperf: baseline folder {tmp_path / 'gone'} does not exist; point at the folder "
             f"pytest --torchperf-save wrote (default .torchperf)\n"
         )
-    assert cli.main(["accept", str(tmp_path), "--storage", str(tmp_path)]) == 2
-    assert (
-        f"results file {tmp_path}: cannot be read (Is a directory); give the file pytest "
-        f"--torchperf-json PATH wrote (a baseline folder goes after --storage)"
-    ) in capsys.readouterr().err
+    for argv in (["accept", str(tmp_path)], ["merge", str(tmp_path)], ["report", "--results", "."]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(argv)
+        assert stop.value.code == 2
+        assert (
+            f"torchperf {argv[0]}: error: results file {argv[-1]} is a folder: give the file "
+            f"pytest --torchperf-json PATH wrote (a baseline folder goes after --storage)"
+        ) in capsys.readouterr().err
+
+
+def test_the_store_names_no_option_of_a_front_end(tmp_path) -> None:
+    """The store serves the torchperf command (--storage) and pytest (--torchperf-storage): its
+    message says what failed and where; the command adds its own option's words."""
+    from pytest_torchperf.store.results import ResultsFileError, read_results
+
+    for path in (tmp_path, tmp_path / "gone.json"):
+        with pytest.raises(ResultsFileError) as refused:
+            read_results(path)
+        why = "Is a directory" if path.is_dir() else "No such file or directory"
+        assert str(refused.value) == (
+            f"results file {path}: cannot be read ({why}); give the file pytest "
+            f"--torchperf-json PATH wrote"
+        )
 
 
 def test_show_of_a_measurements_name_hints_at_k_and_compare_needs_its_baseline_folder(
