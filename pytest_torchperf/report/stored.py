@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent, format_time
@@ -35,14 +36,30 @@ def environment_rows(store: BaselineStore) -> list[dict[str, Any]]:
                 "tests": set(),
                 "measurements": 0,
                 "sessions": 0,
-                "last saved": "",
+                "last saved (UTC)": "",
             },
         )
         row["tests"].add(nodeid)
         row["measurements"] += 1
         row["sessions"] += len(sessions)
-        row["last saved"] = max([row["last saved"], *(s.timestamp or "" for s in sessions)])
-    return [{**r, "tests": len(r["tests"])} for r in summary.values()]
+        row["last saved (UTC)"] = max(
+            [row["last saved (UTC)"], *(s.timestamp or "" for s in sessions)]
+        )
+    return [
+        {**r, "tests": len(r["tests"]), "last saved (UTC)": saved_time(r["last saved (UTC)"])}
+        for r in summary.values()
+    ]
+
+
+def saved_time(timestamp: str | None) -> str:
+    """A stored session's time as ``torchperf list`` and ``show`` print it, in UTC (their header
+    says so): ``2026-11-29 06:21:36`` (a save writes ``2026-11-29T06:21:36+00:00``); ``?`` where
+    none is stored."""
+    try:
+        moment = datetime.fromisoformat(str(timestamp))
+    except ValueError:
+        return timestamp or "?"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def measurement_rows(
@@ -74,10 +91,7 @@ def measurement_rows(
                 "rel-L2": f"{latest.accuracy['rel_l2']:.1e}"
                 if latest.accuracy and latest.accuracy.get("rel_l2") is not None
                 else "-",
-                # Saves write UTC (``2026-11-29T06:21:36+00:00``): the header says it once.
-                "saved (UTC)": str(latest.timestamp).replace("T", " ").removesuffix("+00:00")
-                if latest.has("timestamp")
-                else "?",
+                "saved (UTC)": saved_time(latest.timestamp),
                 "commit": str(latest.git_sha or "-")[:8],
                 "notes": {
                     "latest": (latest.untimed or "?") if untimed else None,

@@ -950,6 +950,9 @@ def test_torchperf_show_fits_a_terminal_whatever_the_ids_and_reasons(tmp_path, c
     assert "10% [1]" in lines[3] and "2026-11-29 06:21:36" in lines[3]
     assert lines[4] == NODE and "no timing [2]" in lines[5] and "0 timed (+2 untimed)" in lines[5]
     assert lines[6:] == ["[1] 1 session: noise unknown", f"[2] {busy}"]
+    assert cli.main(["list", str(tmp_path)]) == 0  # printed ISO (2026-11-29T06:21:36+00:00)
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.endswith(" last saved (UTC)") and row.endswith(" 2026-11-29 06:21:36"), row
 
 
 def test_torchperf_show_notes_only_the_reasons_not_names_or_counts(tmp_path, capsys) -> None:
