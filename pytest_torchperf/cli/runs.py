@@ -59,6 +59,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
     lines += [f"[{n}] {note}" for note, n in notes.items()]
     print("\n".join(lines[1:]) if rows else "no stored measurement matches")
+    if any(row["sessions"].endswith("u") for row in rows):
+        print("sessions N+Mu: N timed (their median is the baseline), M saved without a timing")
     if any(row.get("speedup", "-") != "-" for row in rows):
         print(
             "speedup: eager over the variant, timed interleaved in the same rounds; the "

@@ -82,11 +82,10 @@ def measurement_rows(
                 "environment": env_id,
                 "mode": mode,
                 "test": nodeid,
-                "name": name,
-                "variant": latest.variant,
+                "name": name,  # a variant's is mlp[int8]
                 "sessions": session_count(sessions, mode),
                 **figures(sessions, mode),
-                "compare judges at": limit,
+                "judged at": limit,
                 "speedup": f"x{speedup['median']:.2f}" if speedup else "-",
                 "rel-L2": f"{latest.accuracy['rel_l2']:.1e}"
                 if latest.accuracy and latest.accuracy.get("rel_l2") is not None
@@ -95,7 +94,7 @@ def measurement_rows(
                 "commit": str(latest.git_sha or "-")[:8],
                 "notes": {
                     "latest": (latest.untimed or "?") if untimed else None,
-                    "compare judges at": why,
+                    "judged at": why,
                 },
             }
         )
@@ -136,12 +135,12 @@ def compare_limit(sessions: Sequence[Session], mode: str) -> tuple[str, str | No
 
 
 def session_count(sessions: Sequence[Session], mode: str) -> str:
-    """``5``, or ``3 timed (+2 untimed)`` where some sessions hold no timing: what a compare
-    counts ('the 3 stored sessions') is the timed ones."""
+    """``5``, or ``3+2u`` where 2 sessions hold no timing (``torchperf show``'s legend says so):
+    what a compare counts ('the 3 stored sessions') is the timed ones."""
     untimed = len(sessions) - len(timed_sessions(sessions))
     if _own_figures(mode) is not None or not untimed:
         return str(len(sessions))
-    return f"{len(sessions) - untimed} timed (+{untimed} untimed)"
+    return f"{len(sessions) - untimed}+{untimed}u"
 
 
 def figures(sessions: Sequence[Session], mode: str) -> dict[str, str]:
