@@ -114,8 +114,13 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
         ]
     )
     assert result.stdout.str().count("cannot be trusted") == 1
-    strict = perf.runpytest(*guard_on, "--torchperf-strict")
+    reports = ["--torchperf-markdown=r.md", "--torchperf-html=r.html"]
+    strict = perf.runpytest(*guard_on, "--torchperf-strict", *reports)
     strict.assert_outcomes(failed=1)
+    # The reports say the reason once: the failure is the verdict's message, failing.
+    for report in ("r.md", "r.html"):
+        text = (perf.path / report).read_text()
+        assert text.count("cannot be trusted") == 1 and "(failing: " in text, text
     strict.stdout.fnmatch_lines(
         [
             # Why, in full, is the test's failure text; the summary says what failed.
