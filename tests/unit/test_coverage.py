@@ -333,6 +333,12 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
         "replacing its sessions (pytest --torchperf-save --torchperf-reset)"
     ), failure
     assert "--torchperf-max-widening" not in failure
+    # Under the save's list of what it stored (a pytest run) the line names them, the remedy once.
+    listed = run_failure(cov, strict=None, listed=True) or ""
+    assert listed.startswith(
+        "the timing sessions now stored disagree too much to gate for 1 of 2 measurements: mlp "
+        '(see "what the save stored" above). Timing cannot gate'
+    ), listed
     # A limit under 100 % can still be accepted with the factor that admits it.
     wavy = [160e-6, 185e-6, 150e-6, 175e-6, 165e-6]
     limit = stored_baseline(wavy, 5, 5, 0.10, MAX_WIDENING).limit
