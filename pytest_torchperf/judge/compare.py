@@ -186,27 +186,20 @@ def compare(
         ),
     ]
     strict = f"failing: {gate.strict_by}"  # appended to what fails only because of it
-    if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed):
-        failures.append(Failure("strict", f"{verdict.message} ({strict})"))
-    elif gate.strict and verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline:
-        # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with
-        # every test "new". A run that saves is creating the baseline.
-        elsewhere = (
-            f"; baselines of it exist only for {', '.join(e for e, _ in others)}" if others else ""
+    # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with every
+    # test "new". A run that saves is creating the baseline.
+    unbased = verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline
+    if gate.strict and unbased and not (verdict.untimed or where.storage_missing or others):
+        # Where it looked, in the verdict its failure says once.
+        verdict = replace(
+            verdict,
+            message=f"{label}: no baseline in {where.baseline_file or 'the storage'} (environment "
+            f"{where.environment_id or '?'}): record one with {save} and commit it (git add "
+            f"{where.storage or '.torchperf'}), or point --torchperf-storage at the folder that "
+            f"holds it",
         )
-        if where.storage_missing:
-            failures.append(Failure("strict", f"{verdict.message} ({strict})"))
-        else:
-            failures.append(
-                Failure(
-                    "strict",
-                    f"{label}: no baseline for this measurement in "
-                    f"{where.baseline_file or 'the storage'} (environment "
-                    f"{where.environment_id or '?'}{elsewhere}), {strict}. Record one with {save} "
-                    f"and commit it (git add {where.storage or '.torchperf'}), or point "
-                    f"--torchperf-storage at the folder that holds it",
-                )
-            )
+    if gate.strict and (verdict.outcome is Outcome.INCONCLUSIVE or verdict.untimed or unbased):
+        failures.append(Failure("strict", f"{verdict.message} ({strict})"))
     return Comparison(
         verdict,
         judgement.sample,

@@ -22,7 +22,7 @@ from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import degenerate_reference
-from pytest_torchperf.judge.samples import refusing_guard
+from pytest_torchperf.judge.samples import GPU_CLOCK, IDLE, refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -42,6 +42,12 @@ NO_TIMING_BASELINE = "no timing baseline"
 REMEDIES = (
     "gate on instruction counts (--torchperf-instructions), compare against the base revision "
     "in alternating process pairs (--torchperf-ab REV), or run the perf tests on a quieter runner"
+)
+#: Why a save stores no timing a guard refused, said once under what it stored.
+BUSY_WHY = (
+    "why not stored: a busy machine's timing, as the baseline, would make unchanged code look "
+    "faster in every compare; on a machine always this busy, gate on instruction counts "
+    "(--torchperf-instructions)"
 )
 
 
@@ -307,12 +313,16 @@ def summary_lines(cov: Coverage | None, failure: str | None, stored: bool = True
 
 def stored_lines(cov: Coverage) -> list[str]:
     """A save's baselines, one line per measurement, when any is thinner than asked (fewer
-    sessions stored than processes measured it) or too noisy to gate; nothing otherwise."""
+    sessions stored than processes measured it) or too noisy to gate; nothing otherwise. Where a
+    guard refused a timing for the machine (not an idle target, nor a GPU's clock), why once."""
     if cov.mode != "save" or not any(b.thin or b.wide for b in cov.stored.values()):
         return []
+    refused = any(b.left_out for name, b in cov.stored.items() if name not in cov.counted)
+    guards = {refusing_guard(why) for why in cov.untimed_reasons} - {IDLE, GPU_CLOCK}
     return [
         "what the save stored, per measurement (some thinner than asked or too noisy to gate):",
         *(f"  {name}: {stored_summary(b)}" for name, b in cov.stored.items()),
+        *([BUSY_WHY] if refused and (guards or not cov.untimed_reasons) else []),
     ]
 
 

@@ -21,15 +21,17 @@ from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, 
 from pytest_torchperf.judge.tolerance import no_gate_remedy
 
 
-def run_failure(cov: Coverage, strict: str | None) -> str | None:
+def run_failure(cov: Coverage, strict: str | None, listed: bool = False) -> str | None:
     """Why the run must exit non-zero although its tests passed, or None.
 
     A save that could not store a timing for every measurement (it stored their counters and
     numerics) and no instruction count in its place, or whose stored sessions disagree so much
     that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
     compare (``strict``: what made it strict, as the message names it; None: not strict) that
-    judged timing for fewer than half of its measurements."""
-    failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov)) if f]
+    judged timing for fewer than half of its measurements. ``listed``: the summary lists what the
+    save stored per measurement (:func:`~pytest_torchperf.judge.coverage.stored_lines`), which
+    this then names only."""
+    failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov, listed)) if f]
     if failures:
         return "; and ".join(failures)
     if strict and weak_gate_warning(cov):
@@ -40,17 +42,21 @@ def run_failure(cov: Coverage, strict: str | None) -> str | None:
     return None
 
 
-def _no_gate_failure(cov: Coverage) -> str | None:
+def _no_gate_failure(cov: Coverage, listed: bool) -> str | None:
     wide = cov.no_gate
     if not wide:
         return None
     # The widest decides: a factor that accepts it accepts them all, and over 100 % none helps.
     worst = max(wide.values(), key=lambda b: b.limit / b.tolerance)
-    each = "; ".join(
-        f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
-        f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
-        f"{format_percent(b.bound or 0.0)})"
-        for name, b in wide.items()
+    each = (
+        f'{named(list(wide))} (see "what the save stored" above)'
+        if listed
+        else "; ".join(
+            f"{name} ({b.sessions} sessions, process noise {format_percent(b.noise or 0.0)}: "
+            f"{format_percent(b.tolerance)} widened to {format_percent(b.limit)}, over "
+            f"{format_percent(b.bound or 0.0)})"
+            for name, b in wide.items()
+        )
     )
     return (
         f"the timing sessions now stored disagree too much to gate for {len(wide)} of "

@@ -76,7 +76,7 @@ class SummaryReporter:
 
         cov = self.coverage()
         strict = self.config.stash[SETTINGS_KEY].strict_by if strict_run(self.records) else None
-        self.run_failure = run_failure(cov, strict) if cov else None
+        self.run_failure = run_failure(cov, strict, listed=True) if cov else None
         failed_here = bool(self.run_failure) and session.exitstatus == pytest.ExitCode.OK
         if failed_here:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

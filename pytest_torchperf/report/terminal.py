@@ -210,10 +210,13 @@ def attention_messages(record: Record, counters: str = "") -> list[str]:
     what explains it, each counter that changed (after ``counters``), each failure."""
     verdict = record.verdict or RecordedVerdict()
     messages = [f"{counters}{change}" for change in record.counter_changes]
-    messages += record.failures
+    failures = list(record.failures)
     if verdict.message and verdict.outcome in ("fail", "inconclusive"):
-        messages.insert(0, "\n".join([verdict.message, *explained(record)]))
-    return messages
+        # A strict failure is the message, failing: said once, in its place.
+        said = next((f for f in failures if f.startswith(verdict.message)), verdict.message)
+        failures = [f for f in failures if f is not said]
+        messages.insert(0, "\n".join([said, *explained(record)]))
+    return messages + failures
 
 
 def detail_lines(records: Iterable[Record]) -> list[str]:

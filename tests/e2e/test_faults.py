@@ -114,8 +114,13 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
         ]
     )
     assert result.stdout.str().count("cannot be trusted") == 1
-    strict = perf.runpytest(*guard_on, "--torchperf-strict")
+    reports = ["--torchperf-markdown=r.md", "--torchperf-html=r.html"]
+    strict = perf.runpytest(*guard_on, "--torchperf-strict", *reports)
     strict.assert_outcomes(failed=1)
+    # The reports say the reason once: the failure is the verdict's message, failing.
+    for report in ("r.md", "r.html"):
+        text = (perf.path / report).read_text()
+        assert text.count("cannot be trusted") == 1 and "(failing: " in text, text
     strict.stdout.fnmatch_lines(
         [
             # Why, in full, is the test's failure text; the summary says what failed.
@@ -213,6 +218,8 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
     # The last line a user reads says the run failed, and why: pytest's own closing line just
     # above it is green ("1 passed"), as in a red save on a busy VM ("6 passed").
     assert re.fullmatch(r"=+ 1 passed in [0-9.]+s =+", result.outlines[-2])
+    # A busy machine is not why: a quieter one will not store this timing.
+    assert ("why not stored" in result.stdout.str()) is not IDLE_SEEN
     # Its head only: the figures and remedies are the "run failed" line's, just above.
     assert result.outlines[-1] == (
         "torchperf: the run FAILED (exit status 1) although its tests passed: the save stored no "
@@ -268,6 +275,10 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
             "torchperf:   lin: timing of 0 of 1 processes stored (not: this process (machine +* "
             "slower than the stored sessions; measured twice)), 1 timing sessions in all with "
             "earlier saves'*",
+            # Why such a timing is not stored, and what works where that is the norm.
+            "torchperf: why not stored: a busy machine's timing, as the baseline, would make "
+            "unchanged code look faster in every compare; on a machine always this busy, gate on "
+            "instruction counts (--torchperf-instructions)",
             # 1000%, or a round value above a slowdown this loaded machine made larger.
             "*store the timing anyway with --torchperf-max-machine-slowdown=*000%",
         ]

@@ -280,9 +280,10 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "torchperf: what the save stored, per measurement*",
             "torchperf:   mlp: timing of 1 of 1 processes stored, 6 timing sessions in all with earlier "
             "saves', baseline p25 *, process noise *; a compare judges at *: no gate (over 30%)",
-            "torchperf: run failed: the timing sessions now stored disagree too much to "
-            "gate for 1 of 1 measurements: mlp (6 sessions*). Timing cannot gate on this "
-            "machine (a limit over 100% lets code twice as slow pass): gate on instruction counts "
+            # Its measurements named, their figures the list's just above (not said again).
+            "torchperf: run failed: the timing sessions now stored disagree too much to gate for "
+            '1 of 1 measurements: mlp (see "what the save stored" above). Timing cannot gate on '
+            "this machine (a limit over 100% lets code twice as slow pass): gate on instruction counts "
             "(--torchperf-instructions) or A/B pairs (--torchperf-ab REV) instead, or save the "
             "baseline again on a quieter machine, replacing its sessions (pytest --torchperf-save "
             "--torchperf-reset)",

@@ -129,12 +129,19 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            f"*fp32: no baseline for this measurement in {typo}/cpu-*/test_strict_fails_a_measurement*"
-            f".json (environment cpu-*), failing: --torchperf-strict. Record one with pytest "
-            f"--torchperf-save and commit it (git add {typo}), or point --torchperf-storage at the "
-            f"folder that holds it*"
+            f"fp32: no baseline in {typo}/cpu-*/test_strict_fails_a_measurement*.json (environment "
+            f"cpu-*): record one with pytest --torchperf-save and commit it (git add {typo}), or "
+            f"point --torchperf-storage at the folder that holds it (failing: --torchperf-strict)",
+            f"*::test_bf16: bf16: no baseline in {typo}/cpu-*.json (environment cpu-*), failing: "
+            f"--torchperf-strict",
+            f"*::test_fp32: fp32: no baseline in {typo}/cpu-*.json (environment cpu-*), failing: "
+            f"--torchperf-strict",
         ]
     )
+    # The summary says it once, in a few words: "no baseline for this environment yet; record
+    # one ..." came before it.
+    summary = result.stdout.str().split("= torchperf =")[1].split("short test summary")[0]
+    assert "record one" not in summary and summary.count("no baseline in") == 2, summary
     # Without strict: new, passing, as before.
     perf.runpytest("--torchperf-compare", "--torchperf-storage", str(typo)).assert_outcomes(
         passed=2

@@ -13,6 +13,7 @@ import pytest
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.coverage import (
+    BUSY_WHY,
     coverage,
     coverage_line,
     stored_lines,
@@ -333,6 +334,12 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
         "replacing its sessions (pytest --torchperf-save --torchperf-reset)"
     ), failure
     assert "--torchperf-max-widening" not in failure
+    # Under the save's list of what it stored (a pytest run) the line names them, the remedy once.
+    listed = run_failure(cov, strict=None, listed=True) or ""
+    assert listed.startswith(
+        "the timing sessions now stored disagree too much to gate for 1 of 2 measurements: mlp "
+        '(see "what the save stored" above). Timing cannot gate'
+    ), listed
     # A limit under 100 % can still be accepted with the factor that admits it.
     wavy = [160e-6, 185e-6, 150e-6, 175e-6, 165e-6]
     limit = stored_baseline(wavy, 5, 5, 0.10, MAX_WIDENING).limit
@@ -388,6 +395,21 @@ def test_a_save_that_stored_fewer_sessions_than_processes_lists_each_measurement
     )
     full = coverage(_read([saved_with("mlp", STEADY, 5, 5)]), comparing=False)
     assert full is not None and thin_save_line(full) is None
+
+
+def test_a_busy_save_says_once_why_it_stores_no_timing_an_idle_target_not() -> None:
+    def refused(name: str, why: str) -> dict[str, Any]:
+        record = saved_with(name, [], 0, 1)
+        left_out = [f"this process ({why.split(':')[0]}; measured twice)"]
+        return {**record, "untimed": why, "stored": {**record["stored"], "left_out": left_out}}
+
+    busy = [refused("mlp", "CPU share 0.64 < 0.90"), refused("gru", "spread IQR/median 80% > 25%")]
+    cov = coverage(_read(busy), comparing=False)
+    assert cov is not None and stored_lines(cov).count(BUSY_WHY) == 1, stored_lines(cov)
+    assert len(BUSY_WHY) <= 200
+    idle = refused("nap", "CPU share 0.08 < 0.90: the timed code left the CPU idle")
+    cov = coverage(_read([idle]), comparing=False)
+    assert cov is not None and BUSY_WHY not in stored_lines(cov), stored_lines(cov)
 
 
 def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
