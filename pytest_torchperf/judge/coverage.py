@@ -45,8 +45,8 @@ REMEDIES = (
 )
 #: Why a save stores no timing a guard refused, said once under what it stored.
 BUSY_WHY = (
-    "why not stored: a busy machine's timing, as the baseline, would make unchanged code look "
-    "faster in every compare; on a machine always this busy, gate on instruction counts "
+    "why not stored: a busy machine's baseline makes unchanged code look faster in every "
+    "compare; if always busy, gate on A/B pairs (--torchperf-ab REV) or CPU instruction counts "
     "(--torchperf-instructions)"
 )
 
