@@ -99,9 +99,14 @@ def _untimed_failure(cov: Coverage) -> str | None:
         steps[0] = steps[0].replace("change that", "change an idle target's")
     # Timing sessions of earlier saves (no --torchperf-reset) still gate; say which.
     earlier = [n for n in names if n and cov.stored.get(n) and cov.stored[n].sessions > 0]
+    rest = missing - len(earlier)
     timing = (
-        f"timing sessions of earlier saves still gate {len(earlier)} of them "
-        f"({named(earlier)}), the timing of the other {missing - len(earlier)} is not gated"
+        "timing sessions of earlier saves still gate "
+        + (
+            f"{len(earlier)} of them ({named(earlier)}), the timing of the other {rest} is not gated"
+            if rest
+            else ("them" if missing > 1 else "it")
+        )
         if earlier
         else ("their timing does not" if missing > 1 else "its timing does not")
     )

@@ -477,6 +477,16 @@ def test_an_untimed_save_says_which_earlier_timing_still_gates() -> None:
     )
 
 
+def test_an_untimed_save_whose_earlier_timing_gates_all_counts_no_other() -> None:
+    """It said 'the timing of the other 0 is not gated'."""
+    for names, words in ((["mlp"], "still gate it."), (["mlp", "gru"], "still gate them.")):
+        cov = coverage(_read([untimed_saved(n, BUSY, STEADY) for n in names]), comparing=False)
+        assert cov is not None
+        failure = run_failure(cov, strict=None) or ""
+        assert f"timing sessions of earlier saves {words}" in failure, failure
+        assert "other 0" not in failure
+
+
 def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
     records = [
         untimed_saved("mlp", BUSY, []),
