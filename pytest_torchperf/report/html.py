@@ -73,8 +73,9 @@ var f=document.getElementById('filter');if(f){f.addEventListener('input',functio
 
 
 #: An option name in a message (``--torchperf-save-wait=SECONDS``), kept on one line: a browser
-#: breaks after a hyphen, which left ``(--`` at a line's end.
-_OPTION = re.compile(r"--[a-z][a-z0-9-]*(?:=[^\s,;)&]+)?")
+#: breaks after a hyphen, which left ``(--`` at a line's end. A value ends before a sentence's
+#: ``:`` or ``.`` (``--torchperf-min-cpu-share=0:`` highlighted the colon).
+_OPTION = re.compile(r"--[a-z][a-z0-9-]*(?:=[^\s,;)&]*[^\s,;)&:.])?")
 
 
 def prose_html(text: str) -> str:

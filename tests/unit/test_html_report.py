@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pytest_torchperf.report import svg
-from pytest_torchperf.report.html import History, history_from_sessions, html_report
+from pytest_torchperf.report.html import History, history_from_sessions, html_report, prose_html
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
 
@@ -185,6 +185,11 @@ def test_ids_wrap_between_their_parts_and_option_names_stay_whole() -> None:
         '<span class="opt">--torchperf-max-neighbour-load=100%</span>; 1 -&gt; 2'
     )
     assert page.count(kept) == 2  # the needs-attention message and the run-failure line
+    # A value ends before a sentence's colon or full stop; a decimal point stays in it.
+    assert prose_html("--torchperf-min-cpu-share=0: x --torchperf-max-spread=2.5.") == (
+        '<span class="opt">--torchperf-min-cpu-share=0</span>: x '
+        '<span class="opt">--torchperf-max-spread=2.5</span>.'
+    )
     # A long label wraps inside its pill in the table (a one-line one widened it off screen).
     assert "td .verdict{display:inline-block;white-space:normal}" in page
 
