@@ -45,7 +45,7 @@ from pytest_torchperf.cli.runs import (
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
 from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
-from pytest_torchperf.store.baselines import BaselineFileError
+from pytest_torchperf.store.baselines import ENVIRONMENT_FILE, BaselineFileError
 
 _K = "only tests/measurements containing this text"
 _ANY_COMMIT = "with several results files: read files written at different commits"
@@ -288,6 +288,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare .torchperf {positional[0]}"
         )
     args, extras = parser.parse_known_args(words)
+    if args.command in ("accept", "merge"):  # results files after the options (no -k word)
+        more = [w for w in extras if w[:1] != "-" and (Path(w).exists() or "k" not in args)]
+        args.results, extras = args.results + more, [w for w in extras if w not in more]
     if extras:  # in the command's usage, not the top level's (which names no option of it)
         args.parser.error(
             f"unrecognized arguments: {' '.join(extras)}; {_hint(args.parser, extras[0])}"
@@ -296,9 +299,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         _paths(args, args.parser)
     for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
         if Path(path).is_dir():  # the store's own message names no option of ours
+            stored = any(Path(path).glob(f"*/{ENVIRONMENT_FILE}"))  # a baseline folder: the flag
             args.parser.error(
                 f"results file {path} is a folder: give the file pytest --torchperf-json PATH "
-                f"wrote (a baseline folder goes after --storage)"
+                f"wrote (a baseline folder goes after --storage{f': --storage {path}' * stored})"
             )
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):

@@ -4,7 +4,9 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_torchperf.cli.common import (
@@ -15,14 +17,15 @@ from pytest_torchperf.cli.common import (
     table,
     write_reports,
 )
-from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.coverage import coverage, summary_lines
 from pytest_torchperf.judge.replay import accept_problem, untimed_session
+from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.sessions import session_of, timed_sessions
+from pytest_torchperf.store.sessions import Session, session_of, timed_sessions
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -198,8 +201,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _too_noisy(stored: Sequence[Session], new: float, after: StoredBaseline) -> str:
+    """Why a session timed at ``new`` appended to the ``stored`` timed ones leaves no gate."""
+    times = sorted(s.statistic for s in stored if s.statistic)
+    median = statistics.median(times)
+    return (
+        f"its {len(times)} stored session{'s' if len(times) != 1 else ''} (p25 "
+        f"{' to '.join(dict.fromkeys([format_time(times[0]), format_time(times[-1])]))}, baseline "
+        f"{format_time(median)}) and this run's (p25 {format_time(new)}, "
+        f"{format_change(new / median)}) would disagree too much to "
+        f"gate: process noise {format_percent(after.noise or 0.0)} widens the "
+        f"{format_percent(after.tolerance)} limit to {format_percent(after.limit)}, beyond the "
+        f"{format_percent(after.bound or 0.0)} allowed, so a compare would judge no timing. A "
+        f"changed speed is accepted with --reset (this run's session replaces the stored ones "
+        f"and becomes the baseline)"
+    )
+
+
 def cmd_accept(args: argparse.Namespace) -> int:
-    from pytest_torchperf.run.saving import kept_too
+    from pytest_torchperf.run.saving import kept_too, timing_baseline
 
     records, environments = results(args.results, args.any_commit)
     store = BaselineStore(Path(args.storage))
@@ -222,15 +242,20 @@ def cmd_accept(args: argparse.Namespace) -> int:
         left_out = None if args.force else untimed_session(session)
         problem = None if args.force or left_out else accept_problem(session)
         problem = problem and f"{problem}; the plugin would not save it either"
+        stored = store.load_sessions(env_id, record.nodeid, record.name)
         # --reset would replace the timed sessions with one that cannot gate the timing.
-        stored = store.load_sessions(env_id, record.nodeid, record.name) if args.reset else []
-        if left_out and (timed := len(timed_sessions(stored))):
+        if left_out and args.reset and (timed := len(timed_sessions(stored))):
             problem = (
                 f"a guard refused its timing ({left_out.untimed}), and --reset would replace "
                 f"its {timed} timed session{'s' if timed != 1 else ''} with one without timing, "
                 f"which cannot gate its timing until a quiet save; accept it without --reset "
                 f"(its timed sessions stay), or save it again on a quiet machine"
             )
+        # Appended, a changed speed leaves sessions that disagree: a save that did so fails.
+        appended, new = [*stored, session][-store.max_history :], session.statistic
+        after = timing_baseline(appended, session, 1, 1)
+        if new and after and after.wide and not (problem or left_out or args.reset or args.force):
+            problem = _too_noisy(timed_sessions(appended[:-1]), new, after)
         if problem:
             print(f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}")
             refused += 1

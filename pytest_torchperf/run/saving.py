@@ -24,7 +24,7 @@ from pytest_torchperf.judge.samples import (
     refusing_guard,
     untimed_reason,
 )
-from pytest_torchperf.judge.tolerance import stored_baseline
+from pytest_torchperf.judge.tolerance import StoredBaseline, stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import child_session_records
@@ -245,15 +245,32 @@ def note_stored(
     compare will apply (:class:`pytest_torchperf.judge.tolerance.StoredBaseline`). Timing kinds
     only: an instruction count is one exact figure."""
     result = pendings[0].result
-    gate = Gate.from_record(pendings[-1].record.gate or {})
-    if not run_part(gate.kind).keeping.guards_time:  # its figure is not a stored timing
-        return
-    stored = [s.statistic for s in timed_sessions(ctx.store.load_sessions(*key)) if s.statistic]
     this_save = sum(1 for p in pendings if p.record.statistic)
     asked = max(ctx.settings.processes, len(result.processes), 1)
-    result.stored = stored_baseline(
-        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
-    ).to_dict()
+    stored = timing_baseline(
+        ctx.store.load_sessions(*key), pendings[-1].record, this_save, asked, result.left_out
+    )
+    if stored:
+        result.stored = stored.to_dict()
+
+
+def timing_baseline(
+    sessions: Sequence[Session],
+    latest: Session,
+    this_save: int,
+    asked: int,
+    left_out: Sequence[str] = (),
+) -> StoredBaseline | None:
+    """What a measurement's stored ``sessions`` (``latest`` the newest) make its timing
+    baseline: a save fails, ``torchperf accept`` refuses, where it is no gate. None for a kind
+    whose figure is no stored timing (an instruction count is one exact figure)."""
+    gate = Gate.from_record(latest.gate or {})
+    if not run_part(gate.kind).keeping.guards_time:
+        return None
+    stored = [s.statistic for s in timed_sessions(sessions) if s.statistic]
+    return stored_baseline(
+        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(left_out)
+    )
 
 
 def kept_too(session: Session, done: str = "") -> str:

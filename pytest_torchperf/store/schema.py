@@ -66,6 +66,10 @@ def validate_document(doc: object, path: Path) -> JSONObject:
             where = f"tests[{nodeid!r}][{name!r}]"
             if not isinstance(entry, dict) or not isinstance(entry.get("sessions"), list):
                 raise BaselineFileError(path, f"key {where}.sessions is missing or not a list")
+            if not entry["sessions"]:  # no baseline, where a compare would pass it as new
+                raise BaselineFileError(
+                    path, f"key {where}.sessions is empty (to drop the baseline, delete its entry)"
+                )
             for i, session in enumerate(entry["sessions"]):
                 validate_session(session, path, f"{where}.sessions[{i}]")
     return doc

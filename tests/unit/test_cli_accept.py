@@ -132,3 +132,31 @@ def test_compare_replays_a_results_file_whose_save_stored_no_timing(tmp_path, ca
     cli.main(["compare", str(tmp_path / "tp"), results])
     out = capsys.readouterr().out
     assert "not compared" not in out and "fwd" in out, out
+
+
+def test_accept_refuses_to_append_a_changed_speed_that_leaves_no_gate(tmp_path, capsys) -> None:
+    """`torchperf accept` (no --reset) of a +165% run appended it to 4 sessions of the old speed
+    and said `accepted`, exit 0: the stored sessions then disagreed so much that every later
+    compare judged no timing (a save that left them so fails). Another measurement of the same
+    accept is still written; --reset makes the new speed the baseline."""
+    gate = {**GATE, "max_slowdown": 0.15, "max_widening": 3.0}
+    for _ in range(4):
+        assert accept(tmp_path, results_file(tmp_path, gate=gate)) == 0
+    slow = json.loads(Path(results_file(tmp_path, gate=gate, statistic=2.65e-3)).read_text())
+    other = json.loads(json.dumps(slow["benchmarks"][0]))
+    other["torchperf"]["measurement"] = other["name"] = "bwd"
+    slow["benchmarks"].append(other)  # no sessions stored: it starts its baseline
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    capsys.readouterr()
+    assert accept(tmp_path, str(tmp_path / "slow.json")) == 1
+    assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(1e-3)] * 4  # untouched
+    assert len(BaselineStore(tmp_path / "tp").load_sessions(ENV, NODE, "bwd")) == 1
+    assert (
+        f"{NODE} fwd: not accepted: its 4 stored sessions (p25 1 ms, baseline 1 ms) and this "
+        f"run's (p25 2.65 ms, +165.0%) would disagree too much to gate: process noise 70.94% "
+        f"widens the 15% limit to 212.81%, beyond the 45% allowed, so a compare would judge no "
+        f"timing. A changed speed is accepted with --reset (this run's session replaces the "
+        f"stored ones and becomes the baseline)\n"
+    ) in capsys.readouterr().out
+    assert accept(tmp_path, str(tmp_path / "slow.json"), "-k", "fwd", "--reset") == 0
+    assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(2.65e-3)]

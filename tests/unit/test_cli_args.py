@@ -106,6 +106,30 @@ def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_
         ) in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("options", [["-k", "mlp", "--reset"], ["-o", "merged.json"]])
+def test_a_baseline_folder_after_the_options_is_told_to_go_after_storage(
+    tmp_path, capsys, options
+) -> None:
+    """`torchperf accept out/r2.json -k mlp --reset BASELINES` answered `torchperf accept reads
+    one path: run it once per path`, though accept (and merge) read several results files: the
+    slip was the baseline folder without --storage. A results file there is one more."""
+    command = "accept" if "-k" in options else "merge"
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "environment.json").write_text("{}")
+    first, second = tmp_path / "r1.json", tmp_path / "r2.json"
+    first.write_text("{}")
+    second.write_text("{}")
+    args = parse_args([command, str(first), *options, str(second)])
+    assert args.results == [str(first), str(second)]
+    with pytest.raises(SystemExit):
+        parse_args([command, str(first), *options, str(tmp_path)])
+    assert (
+        f"torchperf {command}: error: results file {tmp_path} is a folder: give the file pytest "
+        f"--torchperf-json PATH wrote (a baseline folder goes after --storage: --storage "
+        f"{tmp_path})\n"
+    ) in capsys.readouterr().err
+
+
 def test_the_store_names_no_option_of_a_front_end(tmp_path) -> None:
     """The store serves the torchperf command (--storage) and pytest (--torchperf-storage): its
     message says what failed and where; the command adds its own option's words."""

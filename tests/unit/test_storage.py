@@ -296,6 +296,10 @@ CORRUPT = {
         json.dumps(valid_doc(**{NODE: {NAME: {}}})),
         [f"key tests[{NODE!r}][{NAME!r}].sessions is missing or not a list"],
     ),
+    "empty_sessions": (  # compare said "no baseline for this environment yet" and passed
+        json.dumps(valid_doc(**{NODE: {NAME: {"sessions": []}}})),
+        [f"key tests[{NODE!r}][{NAME!r}].sessions is empty (to drop the baseline, delete its"],
+    ),
     "session_not_object": (
         json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [3]}}})),
         [f"key tests[{NODE!r}][{NAME!r}].sessions[0] is not an object"],
