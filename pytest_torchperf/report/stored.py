@@ -58,7 +58,9 @@ def saved_time(timestamp: str | None) -> str:
     try:
         moment = datetime.fromisoformat(str(timestamp))
     except ValueError:
-        return timestamp or "?"
+        return str(timestamp or "?")
+    if moment.tzinfo is None:  # UTC, as torchperf history reads it (not the viewer's zone)
+        moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 

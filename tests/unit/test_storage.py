@@ -1004,3 +1004,23 @@ def test_torchperf_compare_of_a_folder_names_a_measurement_its_latest_save_did_n
         f"quieter machine"
     ) in out
     assert "pass" not in out and "nothing compared" in out
+
+
+def test_a_stored_time_prints_in_utc_whatever_the_viewers_zone(monkeypatch) -> None:
+    """A timestamp without an offset printed shifted by the viewer's zone under '(UTC)', where
+    torchperf history reads it as UTC."""
+    import time
+
+    from pytest_torchperf.report.stored import saved_time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    if hasattr(time, "tzset"):
+        time.tzset()
+    try:
+        assert saved_time("2026-11-29T06:21:36") == "2026-11-29 06:21:36"
+        assert saved_time("2026-11-29T01:21:36-05:00") == "2026-11-29 06:21:36"
+        assert (saved_time("yesterday"), saved_time(None)) == ("yesterday", "?")
+    finally:
+        monkeypatch.undo()
+        if hasattr(time, "tzset"):
+            time.tzset()
