@@ -303,3 +303,28 @@ def test_a_degenerate_reference_is_named_not_a_limit_to_widen() -> None:
         "m[int8]", {**metrics, "ref_max_abs": 3.0, "ref_range": 5.0}, tolerances("int8")
     )
     assert "widen it per test" in usual
+
+
+def test_without_log_line_drops_only_that_loggers_matching_records_inside_the_block(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """How the CUDA_HOME line and torchao's register_constant line are kept out of runs: only
+    records of that logger whose message holds the text, only within the block, even when the
+    block raises."""
+    import logging
+
+    from pytest_torchperf.variants.compilers import without_log_line
+
+    log, other = logging.getLogger("torchperf.test.a"), logging.getLogger("torchperf.test.b")
+    with caplog.at_level(logging.WARNING):
+        with pytest.raises(RuntimeError), without_log_line("torchperf.test.a", "noisy"):
+            log.warning("a noisy line")
+            log.warning("a useful line")
+            other.warning("another noisy line")
+            raise RuntimeError
+        log.warning("noisy again")
+    assert [r.getMessage() for r in caplog.records] == [
+        "a useful line",
+        "another noisy line",
+        "noisy again",
+    ]
