@@ -267,6 +267,17 @@ def _paths(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
     if len(named) > 1:
         command.error(f"give one baseline folder, not {' and '.join(named)}")
     args.storage = named[0] if named else ".torchperf"
+    storage = Path(args.storage)
+    found = sorted(str(f) for f in storage.glob("*.json")) if storage.is_dir() else []
+    if (
+        found
+        and not getattr(args, "results", None)
+        and not any(storage.glob(f"*/{ENVIRONMENT_FILE}"))
+    ):  # e.g. a CI artifact folder
+        command.error(
+            f"{storage} holds results files, not baselines (no <environment>/{ENVIRONMENT_FILE} "
+            f"in it): give one of them as a file, e.g. torchperf report {found[0]}"
+        )
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -299,10 +310,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         _paths(args, args.parser)
     for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
         if Path(path).is_dir():  # the store's own message names no option of ours
-            stored = any(Path(path).glob(f"*/{ENVIRONMENT_FILE}"))  # a baseline folder: the flag
+            found = sorted(str(f) for f in Path(path).glob("*.json"))
+            if any(Path(path).glob(f"*/{ENVIRONMENT_FILE}")):  # a baseline folder: the flag
+                hint = f"a baseline folder goes after --storage: --storage {path}"
+            elif found:  # e.g. a downloaded artifact folder of results files
+                hint = f"the results files in it: {' '.join(found[:3])}{' ...' * (len(found) > 3)}"
+            else:
+                hint = "a baseline folder goes after --storage"
             args.parser.error(
                 f"results file {path} is a folder: give the file pytest --torchperf-json PATH "
-                f"wrote (a baseline folder goes after --storage{f': --storage {path}' * stored})"
+                f"wrote ({hint})"
             )
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):

@@ -60,7 +60,8 @@ def test_report_tells_results_files_from_the_baseline_folder_by_what_they_are(tm
     (tmp_path / "r.json").write_text("{}")
     args = parse_args(["report", str(tmp_path / "r.json"), str(tmp_path), "--html", "x.html"])
     assert (args.results, args.storage) == ([str(tmp_path / "r.json")], str(tmp_path))
-    assert parse_args(["report", str(tmp_path)]).results is None
+    (tmp_path / "baselines").mkdir()
+    assert parse_args(["report", str(tmp_path / "baselines")]).results is None
     with pytest.raises(SystemExit):
         parse_args(["report", str(tmp_path / "nope.json")])
     err = capsys.readouterr().err
@@ -104,6 +105,14 @@ def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_
             f"torchperf {argv[0]}: error: results file {argv[-1]} is a folder: give the file "
             f"pytest --torchperf-json PATH wrote (a baseline folder goes after --storage)"
         ) in capsys.readouterr().err
+    # A folder of results files (a downloaded artifact) is most likely meant as its files.
+    (tmp_path / "shard1.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        cli.main(["merge", str(tmp_path)])
+    assert (
+        f"is a folder: give the file pytest --torchperf-json PATH wrote (the results files in "
+        f"it: {tmp_path / 'shard1.json'})"
+    ) in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("options", [["-k", "mlp", "--reset"], ["-o", "merged.json"]])
@@ -130,7 +139,7 @@ def test_a_baseline_folder_after_the_options_is_told_to_go_after_storage(
     ) in capsys.readouterr().err
 
 
-def test_the_store_names_no_option_of_a_front_end(tmp_path) -> None:
+def test_the_store_names_no_option_of_the_torchperf_command(tmp_path) -> None:
     """The store serves the torchperf command (--storage) and pytest (--torchperf-storage): its
     message says what failed and where; the command adds its own option's words."""
     from pytest_torchperf.store.results import ResultsFileError, read_results
@@ -199,3 +208,20 @@ def test_only_a_missing_pandas_is_told_to_install_pandas(monkeypatch, capsys) ->
         assert cli.main(["show"]) == 2
         err = capsys.readouterr().err
         assert f"No module named '{name}'" in err and ("install pandas" in err) is hint, err
+
+
+def test_a_folder_of_results_files_is_not_read_as_an_empty_baseline_folder(tmp_path, capsys):
+    """`torchperf list rep` / `show rep` on a CI artifact folder of results files printed 'no
+    baselines under rep' and exited 0."""
+    from pytest_torchperf import cli
+
+    (tmp_path / "shard1.json").write_text("{}")
+    for argv in (["list", str(tmp_path)], ["show", "--storage", str(tmp_path)]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(argv)
+        assert stop.value.code == 2
+        assert (
+            f"error: {tmp_path} holds results files, not baselines (no <environment>/"
+            f"environment.json in it): give one of them as a file, e.g. torchperf report "
+            f"{tmp_path / 'shard1.json'}"
+        ) in capsys.readouterr().err
