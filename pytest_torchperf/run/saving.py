@@ -251,8 +251,9 @@ def note_stored(
     stored = [s.statistic for s in timed_sessions(ctx.store.load_sessions(*key)) if s.statistic]
     this_save = sum(1 for p in pendings if p.record.statistic)
     asked = max(ctx.settings.processes, len(result.processes), 1)
+    left_out, speedups = tuple(result.left_out), sum(1 for p in pendings if p.record.speedup)
     result.stored = stored_baseline(
-        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(result.left_out)
+        stored, this_save, asked, gate.max_slowdown, gate.max_widening, left_out, speedups
     ).to_dict()
 
 
