@@ -132,6 +132,10 @@ def compare(
         else []
     )
     save = kind.save
+    # A test renamed or deleted since its baseline was saved: its measurement's name is stored
+    # under a test id that is gone (said, not "no baseline yet": the old gate was lost).
+    unsaved = verdict.outcome is Outcome.NEW and not (others or verdict.untimed or gate.saving)
+    gone = where.gone() if unsaved and kind.needs_baseline else ()
     if others:
         verdict = explain_new(verdict, label, where, others, save)
     elif (
@@ -149,6 +153,14 @@ def compare(
                 f"--torchperf-storage at the folder that holds them, or record them with {save} "
                 f"and commit the folder"
             ),
+        )
+    elif gone:
+        tests = ", ".join(test.split("::", 1)[-1] for test in gone)
+        verdict = replace(
+            verdict,
+            message=f"{label}: no baseline for this test; the baseline file holds {label} under "
+            f"{tests}, which no longer exist{'s' if len(gone) == 1 else ''} here (renamed?): "
+            f"save again ({save}) to start this one's baseline",
         )
     stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
     changes = (
@@ -189,7 +201,7 @@ def compare(
     # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with every
     # test "new". A run that saves is creating the baseline.
     unbased = verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline
-    if gate.strict and unbased and not (verdict.untimed or where.storage_missing or others):
+    if gate.strict and unbased and not (verdict.untimed or where.storage_missing or others or gone):
         # Where it looked, in the verdict its failure says once.
         verdict = replace(
             verdict,

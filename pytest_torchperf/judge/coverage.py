@@ -221,8 +221,8 @@ def _count_save(cov: Coverage, record: Record) -> None:
     )
     if stored and degenerate and record.metric is None and record.name:
         cov.no_numerics.append(f"{record.name} ({_DEGENERATE}: {degenerate})")
-    if stored and record.speedup:  # a variant, timed against eager
-        if session.speedup:
+    if stored and record.speedup:  # a variant, timed against eager: in any session stored?
+        if (baseline and baseline.speedups) or (session.speedup and not record.not_saved):
             cov.speedups += 1
         else:
             cov.no_speedups.append(name)

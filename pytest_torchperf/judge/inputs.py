@@ -294,3 +294,6 @@ class Where:
     #: Finds the other stored environments that hold this measurement, ``(env_id, fingerprint)``
     #: (called only when there is no baseline here: it reads every environment's file).
     others: Callable[[], Sequence[tuple[str, Mapping[str, JSON]]]] = lambda: ()
+    #: The stored test ids of its module that hold this measurement but whose test no longer
+    #: exists (renamed or deleted; called only when there is no baseline here).
+    gone: Callable[[], Sequence[str]] = lambda: ()

@@ -150,6 +150,8 @@ class StoredBaseline:
     bound: float | None
     #: This save's processes whose sessions were not stored, each with why.
     left_out: tuple[str, ...] = ()
+    #: Of this save's sessions stored, those holding a variant's speedup vs eager.
+    speedups: int = 0
 
     @property
     def wide(self) -> bool:
@@ -180,6 +182,7 @@ def stored_baseline(
     tolerance: float,
     max_widening: float,
     left_out: tuple[str, ...] = (),
+    speedups: int = 0,
 ) -> StoredBaseline:
     """The :class:`StoredBaseline` of the timed sessions' statistics now stored."""
     limit, noise = effective_tolerance(tolerance, statistics_stored)
@@ -193,6 +196,7 @@ def stored_baseline(
         limit=limit,
         bound=widening_bound(tolerance, max_widening),
         left_out=left_out,
+        speedups=speedups,
     )
 
 

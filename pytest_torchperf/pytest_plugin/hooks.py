@@ -180,15 +180,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="not a perf test (--torchperf-only)"))
     if bad_markers:
         raise pytest.UsageError("\n".join(bad_markers.values()))
+    variant_items.deselect(config, items)
     if config.stash[SETTINGS_KEY].child:
         child_runs.keep_perf_items(config, items)
     elif not skip_perf:
         xdist_runs.attach_gate(config, items)
-
-
-def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
-    """Say how many variant items ``--torchperf-variants`` kept out of the run."""
-    return variant_items.left_out_line(config)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -149,5 +149,14 @@ def state_of(item: pytest.Item) -> "TestState":
     if state is None:
         from pytest_torchperf.run.state import TestState
 
-        state = item.stash[STATE_KEY] = TestState()
+        state = item.stash[STATE_KEY] = TestState(exists=lambda nodeid: _exists(item, nodeid))
     return state
+
+
+def _exists(item: pytest.Item, nodeid: str) -> bool:
+    """Whether the module of ``item`` still defines the test ``nodeid`` (of the same module):
+    a test deselected (``-k``) or not selected by node id still does; a renamed one does not."""
+    obj = getattr(item, "module", None)
+    for part in nodeid.split("[", 1)[0].split("::")[1:] if obj is not None else ():
+        obj = getattr(obj, part, None)
+    return obj is not None

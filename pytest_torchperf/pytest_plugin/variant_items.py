@@ -13,9 +13,6 @@ from pytest_torchperf.options.variant_options import parse_variants
 from pytest_torchperf.pytest_plugin.fixtures import VARIANT_PARAM
 from pytest_torchperf.pytest_plugin.stash import MARKER, SETTINGS_KEY
 
-#: Variant name -> how many items ``--torchperf-variants`` kept from being generated.
-LEFT_OUT_KEY = pytest.StashKey[dict[str, int]]()
-
 
 def marker_variants(markers: Any) -> Any:
     """The ``variants=`` of the closest torchperf marker that sets it (None when none does)."""
@@ -35,33 +32,28 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
         names = [name for name, _ in parse_variants(raw)]
     except OptionError:
         return  # not parametrized: collection_modifyitems reports it as a usage error
-    selected = metafunc.config.stash[SETTINGS_KEY].selected_variants(tuple(names))
-    left_out = [name for name in names if name not in selected]
-    if left_out:
-        tally = metafunc.config.stash.setdefault(LEFT_OUT_KEY, {})
-        for name in left_out:
-            tally[name] = tally.get(name, 0) + 1
-    if selected:
-        metafunc.parametrize(VARIANT_PARAM, selected, ids=list(selected))
+    metafunc.parametrize(VARIANT_PARAM, names, ids=names)
 
 
-def left_out_line(config: pytest.Config) -> str | None:
-    """``--torchperf-variants eager,compiled: 6 variant items not collected (amp 2, fused 2,
-    int8 2)``, or None when the filter left nothing out (or is not set)."""
-    tally = config.stash.get(LEFT_OUT_KEY, {})
-    settings = config.stash.get(SETTINGS_KEY, None)
-    if not tally or settings is None or settings.variant_filter is None:
-        return None
-    total = sum(tally.values())
-    parts = ", ".join(f"{name} {count}" for name, count in sorted(tally.items()))
-    return (
-        f"torchperf: --torchperf-variants {','.join(settings.variant_filter)}: {total} variant "
-        f"item{'s' if total != 1 else ''} not collected ({parts})"
-    )
+def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--torchperf-variants``: the other variants' items are deselected, as ``-k`` deselects
+    (pytest counts them: ``6 deselected``)."""
+    wanted = config.stash[SETTINGS_KEY].variant_filter
+    if wanted is None:
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        variant = getattr(getattr(item, "callspec", None), "params", {}).get(VARIANT_PARAM)
+        (dropped if variant and variant not in wanted else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
-    """Marker variants need the fixture; a test none of whose variants is selected is skipped."""
+    """Marker variants need the fixture; a marked test without variants (eager) is skipped when
+    eager is not selected."""
     raw = marker_variants(item.iter_markers(MARKER))
     if raw is None:
         names: tuple[str, ...] = ("eager",)

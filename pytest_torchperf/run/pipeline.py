@@ -269,6 +269,9 @@ def _compare(
         str(ctx.store.root),
         storage_missing=not ctx.store.root.exists(),
         others=lambda: ctx.store.environments_with(m.nodeid, m.name),
+        gone=lambda: [
+            t for t in ctx.store.tests_with(env_id, m.nodeid, m.name) if not state.exists(t)
+        ],
     )
     comparison = compare(
         candidate,

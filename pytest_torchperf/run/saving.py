@@ -247,8 +247,14 @@ def note_stored(
     result = pendings[0].result
     this_save = sum(1 for p in pendings if p.record.statistic)
     asked = max(ctx.settings.processes, len(result.processes), 1)
+    speedups = sum(1 for p in pendings if p.record.speedup)
     stored = timing_baseline(
-        ctx.store.load_sessions(*key), pendings[-1].record, this_save, asked, result.left_out
+        ctx.store.load_sessions(*key),
+        pendings[-1].record,
+        this_save,
+        asked,
+        result.left_out,
+        speedups,
     )
     if stored:
         result.stored = stored.to_dict()
@@ -260,6 +266,7 @@ def timing_baseline(
     this_save: int,
     asked: int,
     left_out: Sequence[str] = (),
+    speedups: int = 0,
 ) -> StoredBaseline | None:
     """What a measurement's stored ``sessions`` (``latest`` the newest) make its timing
     baseline: a save fails, ``torchperf accept`` refuses, where it is no gate. None for a kind
@@ -269,7 +276,7 @@ def timing_baseline(
         return None
     stored = [s.statistic for s in timed_sessions(sessions) if s.statistic]
     return stored_baseline(
-        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(left_out)
+        stored, this_save, asked, gate.max_slowdown, gate.max_widening, tuple(left_out), speedups
     )
 
 

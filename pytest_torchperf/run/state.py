@@ -69,6 +69,8 @@ class TestState:
     skipped: dict[str, str] = field(default_factory=dict)
     #: True once this test built compiled/quantized variants (dynamo is reset after the test).
     built_variants: bool = False
+    #: Whether the test of a node id of this test's module still exists there.
+    exists: Callable[[str], bool] = lambda nodeid: True
 
     def failure_messages(self) -> list[str]:
         """Messages of measurements that must fail the test (each with its explanation)."""

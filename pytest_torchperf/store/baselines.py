@@ -121,6 +121,11 @@ class BaselineStore:
         """Stored sessions (oldest first) of one measurement; empty when none are stored."""
         return list(self._read(self.module_file(env_id, nodeid))[1].get((nodeid, name), ()))
 
+    def tests_with(self, env_id: str, nodeid: str, name: str) -> list[str]:
+        """The other test ids of ``nodeid``'s module file that hold measurement ``name``."""
+        sessions = self._read(self.module_file(env_id, nodeid))[1]
+        return [test for test, n in sessions if n == name and test != nodeid]
+
     def record(
         self,
         env_id: str,

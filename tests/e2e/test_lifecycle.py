@@ -47,6 +47,32 @@ def test_compare_without_baseline_reports_new_and_passes(perf: pytest.Pytester) 
     )
 
 
+def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
+    perf: pytest.Pytester,
+) -> None:
+    """A newcomer renamed test_mlp: its compare said `no baseline for this environment yet` and
+    passed, never naming the baseline stored under the old test id. A test only deselected
+    (``-k``) still exists: a new test measuring its name beside it is not said to be renamed."""
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    perf.makepyfile(
+        TWO_MODELS.replace("def test_mlp(", "def test_mlp_renamed(")
+        + "\ndef test_conv_big(torchperf):\n"
+        + "    torchperf(torch.nn.Conv2d(3, 4, 3), torch.randn(2, 3, 16, 16), name='conv')\n"
+    )
+    result = perf.runpytest("--torchperf-compare", "-k", "mlp or big")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*mlp: no baseline for this test; the baseline file holds mlp under test_mlp, which "
+            "no longer exists here (renamed?): save again (pytest --torchperf-save) to start "
+            "this one's baseline",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*conv: no baseline for this environment yet; record one*"])
+    result.stdout.no_fnmatch_line("*holds conv under*")
+
+
 def test_save_then_compare_passes(perf: pytest.Pytester) -> None:
     perf.makepyfile(TWO_MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)

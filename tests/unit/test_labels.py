@@ -157,3 +157,33 @@ def test_the_label_names_the_figure_the_verdicts_kind_names() -> None:
         assert label("energy", "inconclusive") == "FAIL (counters), energy inconclusive"
     finally:
         forget_added()
+
+
+def test_the_docs_list_the_labels_the_code_prints() -> None:
+    """docs/fixtures-and-api.md listed `, saved` and `, not saved: <why>` while a save in several
+    processes printed `measured, saved but not this process's session (...)`."""
+    from pathlib import Path
+
+    from pytest_torchperf.judge.failures import CATEGORIES
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "fixtures-and-api.md"
+    text = " ".join(doc.read_text(encoding="utf-8").split())
+    records = [
+        *(
+            {"outcome": "measured", **save}
+            for save in (
+                {"saved": True},
+                {"saved": True, "untimed": "<why>"},
+                {"saved": True, "not_saved": "this process's session (<why>)"},
+                {"not_saved": "<why>"},
+            )
+        ),
+        {
+            "outcome": "inconclusive",
+            "verdict": {"outcome": "inconclusive", "guard": "noisy baseline"},
+        },
+        {"outcome": "new", "verdict": {"outcome": "new", "untimed": True}},
+    ]
+    labels = [outcome_label(Record.from_json(r)).removeprefix("measured") for r in records]
+    for label in [*labels, *(f"FAIL ({category})" for category in CATEGORIES)]:
+        assert f"`{label}`" in text, label
