@@ -22,7 +22,7 @@ from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import degenerate_reference
-from pytest_torchperf.judge.samples import GPU_CLOCK, IDLE, refusing_guard
+from pytest_torchperf.judge.samples import BUSY, GPU_CLOCK, IDLE, refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -45,9 +45,9 @@ REMEDIES = (
 )
 #: Why a save stores no timing a guard refused, said once under what it stored.
 BUSY_WHY = (
-    "why not stored: a busy machine's baseline makes unchanged code look faster in every "
-    "compare; if always busy, gate on A/B pairs (--torchperf-ab REV) or CPU instruction counts "
-    "(--torchperf-instructions)"
+    "why not stored: a busy machine's baseline makes unchanged code look faster wherever it "
+    "runs quieter; gates that need no quiet machine: A/B pairs (--torchperf-ab REV), CPU "
+    "instruction counts (--torchperf-instructions)"
 )
 
 
@@ -317,12 +317,14 @@ def stored_lines(cov: Coverage) -> list[str]:
     guard refused a timing for the machine (not an idle target, nor a GPU's clock), why once."""
     if cov.mode != "save" or not any(b.thin or b.wide for b in cov.stored.values()):
         return []
-    refused = any(b.left_out for name, b in cov.stored.items() if name not in cov.counted)
-    guards = {refusing_guard(why) for why in cov.untimed_reasons} - {IDLE, GPU_CLOCK}
+    refused = [b for name, b in cov.stored.items() if name not in cov.counted and b.left_out]
+    guards = {guard for b in refused for guard in b.refused_by}
+    if any(not b.refused_by for b in refused):  # a record from before refused_by was kept
+        guards |= {refusing_guard(why) for why in cov.untimed_reasons} or {BUSY}
     return [
         "what the save stored, per measurement (some thinner than asked or too noisy to gate):",
         *(f"  {name}: {stored_summary(b)}" for name, b in cov.stored.items()),
-        *([BUSY_WHY] if refused and (guards or not cov.untimed_reasons) else []),
+        *([BUSY_WHY] if guards - {IDLE, GPU_CLOCK} else []),
     ]
 
 

@@ -152,6 +152,9 @@ class StoredBaseline:
     left_out: tuple[str, ...] = ()
     #: Of this save's sessions stored, those holding a variant's speedup vs eager.
     speedups: int = 0
+    #: The guards that refused the left-out processes' timing (``samples.BUSY``, ``IDLE``...):
+    #: what the save's summary says about them depends on which.
+    refused_by: tuple[str, ...] = ()
 
     @property
     def wide(self) -> bool:
@@ -165,13 +168,14 @@ class StoredBaseline:
 
     def to_dict(self) -> JSONObject:
         record = asdict(self)
-        record["left_out"] = list(self.left_out)
+        record["left_out"], record["refused_by"] = list(self.left_out), list(self.refused_by)
         return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "StoredBaseline":
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         values["left_out"] = tuple(values.get("left_out") or ())
+        values["refused_by"] = tuple(values.get("refused_by") or ())
         return cls(**values)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
+    SLOWER,
     GuardLimits,
     Sample,
     loosening_option,
@@ -148,6 +150,9 @@ def queue_save(
     # Every process whose session is not stored, and why (the save's summary lists them).
     # Processes refused for the same reason share one entry (a busy save refuses most of them).
     why_refused: dict[str, list[str]] = {}
+    guards = [refusing_guard(r) if isinstance(r, str) else SLOWER for r in refusals.values() if r]
+    guards += [refusing_guard(problem) if isinstance(problem, str) else SLOWER] * bool(problem)
+    result.refused_by = sorted(set(guards))
     for process, refused in refusals.items():
         if isinstance(refused, str):
             why_refused.setdefault(_short(refused), []).append(str(process))
@@ -257,7 +262,7 @@ def note_stored(
         speedups,
     )
     if stored:
-        result.stored = stored.to_dict()
+        result.stored = replace(stored, refused_by=tuple(result.refused_by)).to_dict()
 
 
 def timing_baseline(

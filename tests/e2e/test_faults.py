@@ -277,8 +277,8 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
             "earlier saves'*",
             # Why such a timing is not stored, and what works where that is the norm.
             "torchperf: why not stored: a busy machine's baseline makes unchanged code look "
-            "faster in every compare; if always busy, gate on A/B pairs (--torchperf-ab REV) or "
-            "CPU instruction counts (--torchperf-instructions)",
+            "faster wherever it runs quieter; gates that need no quiet machine: A/B pairs "
+            "(--torchperf-ab REV), CPU instruction counts (--torchperf-instructions)",
             # 1000%, or a round value above a slowdown this loaded machine made larger.
             "*store the timing anyway with --torchperf-max-machine-slowdown=*000%",
         ]
