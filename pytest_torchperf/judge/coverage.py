@@ -22,7 +22,7 @@ from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import degenerate_reference
-from pytest_torchperf.judge.samples import BUSY, GPU_CLOCK, IDLE, refusing_guard
+from pytest_torchperf.judge.samples import BUSY, GPU_CLOCK, IDLE, IDLE_REMEDY, refusing_guard
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -382,8 +382,10 @@ def weak_gate_warning(cov: Coverage) -> str | None:
 def remedies(cov: Coverage) -> str:
     reasons = set(cov.not_timed)
     said = []
-    if reasons - {NO_BASELINE, NO_TIMING_BASELINE, NOISY_BASELINE}:
+    if reasons - {NO_BASELINE, NO_TIMING_BASELINE, NOISY_BASELINE, IDLE}:
         said.append(f"On a machine this busy, {REMEDIES}")
+    if IDLE in reasons:  # the timed code waited: no machine is the cause
+        said.append(IDLE_REMEDY)
     if NOISY_BASELINE in reasons:
         said.append(
             "Where the stored sessions disagree too much to gate, save them again on a quieter "

@@ -135,6 +135,15 @@ def compared(basis: str | None, outcome: str, **verdict: Any) -> dict[str, Any]:
     return {"outcome": outcome, "verdict": {"outcome": outcome, **verdict}, "gated": gated}
 
 
+def test_an_idle_target_is_not_told_the_machine_is_busy() -> None:
+    """Review: a strict compare of a target that slept said 'On a machine this busy, gate on
+    instruction counts ...'; a quieter machine changes nothing there."""
+    cov = coverage(_read([compared(None, "inconclusive", guard="idle target")]), comparing=True)
+    warning = weak_gate_warning(cov) if cov else None
+    assert warning is not None and "this busy" not in warning, warning
+    assert "A quieter machine will not change that: time the work without the waiting" in warning
+
+
 def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
     records = [
         compared("time", "pass"),
