@@ -177,9 +177,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
     )
-    for line in summary_lines(coverage(judged, comparing=True), None):
+    from pytest_torchperf.judge.coverage import strict_run
+    from pytest_torchperf.judge.run_failure import run_failure
+
+    # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
+    cov = coverage(judged, comparing=True)
+    strict = "strict, as the run recorded it" if strict_run(records) else None
+    failure = run_failure(cov, strict) if cov is not None else None
+    for line in summary_lines(cov, failure):
         print(f"torchperf: {line}")
-    return 1 if counts["fail"] else 0
+    return 1 if counts["fail"] or failure else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
