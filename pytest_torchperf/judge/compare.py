@@ -205,8 +205,9 @@ def compare(
         # Where it looked, in the verdict its failure says once.
         verdict = replace(
             verdict,
-            message=f"{label}: no baseline in {where.baseline_file or 'the storage'} (environment "
-            f"{where.environment_id or '?'}): record one with {save} and commit it (git add "
+            message=f"{label}: no baseline in "
+            + (where.baseline_file or f"the storage (environment {where.environment_id or '?'})")
+            + f": record one with {save} and commit it (git add "
             f"{where.storage or '.torchperf'}), or point --torchperf-storage at the folder that "
             f"holds it",
         )

@@ -15,6 +15,7 @@ from pytest_torchperf.judge.inputs import recorded_kind, recorded_sample
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample, untimed_reason
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
+from pytest_torchperf.store.baselines import shown
 from pytest_torchperf.store.record import Record, RecordedPass
 from pytest_torchperf.store.sessions import Session, session_of
 
@@ -89,8 +90,8 @@ def replay(
         where = Where(
             env_id,
             exact,
-            str(store.module_file(env_id, record.nodeid)),
-            str(store.root),
+            shown(store.module_file(env_id, record.nodeid)),
+            shown(store.root),
             storage_missing=not store.root.exists(),
             others=lambda: store.environments_with(record.nodeid, record.name),
         )

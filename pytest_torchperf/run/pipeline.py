@@ -51,6 +51,7 @@ from pytest_torchperf.run.steps import (
     graph_of,
     sampler,
 )
+from pytest_torchperf.store.baselines import shown
 from pytest_torchperf.store.graphs import stored_nodes, stored_structure
 
 # -- one plain measurement --------------------------------------------------------------------
@@ -265,8 +266,8 @@ def _compare(
     where = Where(
         env_id,
         environment["exact"],
-        str(ctx.store.module_file(env_id, m.nodeid)),
-        str(ctx.store.root),
+        shown(ctx.store.module_file(env_id, m.nodeid)),
+        shown(ctx.store.root),
         storage_missing=not ctx.store.root.exists(),
         others=lambda: ctx.store.environments_with(m.nodeid, m.name),
         gone=lambda: [

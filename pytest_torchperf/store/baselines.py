@@ -61,6 +61,15 @@ def module_slug(nodeid: str) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+def shown(path: Path) -> str:
+    """A path as a message names it: relative to the working folder where it lies under it
+    (``.torchperf/cpu-.../tests__test_m.py.json``, what ``git add`` takes), else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 class BaselineStore:
     """Reads and writes baseline sessions under one storage folder."""
 

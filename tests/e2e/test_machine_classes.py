@@ -109,7 +109,7 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            f"*fp32: no baseline: the storage folder {typo} does not exist. Is "
+            f"*fp32: no baseline: the storage folder .torchperff does not exist. Is "
             f"--torchperf-storage misspelt, or were the baselines never committed? Point "
             f"--torchperf-storage at the folder that holds them, or record them with pytest "
             f"--torchperf-save and commit the folder (failing: --torchperf-strict)"
@@ -119,9 +119,12 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     lenient = perf.runpytest("--torchperf-compare", "--torchperf-storage", str(typo))
     lenient.assert_outcomes(passed=2)
     lenient.stdout.fnmatch_lines(
-        [f"*fp32: no baseline: the storage folder {typo} does not exist. Is --torchperf-storage*"]
+        [
+            f"*fp32: no baseline: the storage folder .torchperff does not exist. Is --torchperf-storage*"
+        ]
     )
-    # A folder that exists but lacks this measurement: the file and environment it looked for.
+    # A folder that exists but lacks this measurement: the file it looked for (its folder names
+    # the environment), relative to the working folder as git add takes it.
     typo.mkdir()
     result = perf.runpytest(
         "--torchperf-compare", "--torchperf-strict", "--torchperf-storage", str(typo)
@@ -129,13 +132,11 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            f"fp32: no baseline in {typo}/cpu-*/test_strict_fails_a_measurement*.json (environment "
-            f"cpu-*): record one with pytest --torchperf-save and commit it (git add {typo}), or "
-            f"point --torchperf-storage at the folder that holds it (failing: --torchperf-strict)",
-            f"*::test_bf16: bf16: no baseline in {typo}/cpu-*.json (environment cpu-*), failing: "
-            f"--torchperf-strict",
-            f"*::test_fp32: fp32: no baseline in {typo}/cpu-*.json (environment cpu-*), failing: "
-            f"--torchperf-strict",
+            "fp32: no baseline in .torchperff/cpu-*/test_strict_fails_a_measurement*.json: record "
+            "one with pytest --torchperf-save and commit it (git add .torchperff), or point "
+            "--torchperf-storage at the folder that holds it (failing: --torchperf-strict)",
+            "*::test_bf16: bf16: no baseline in .torchperff/cpu-*.json, failing: --torchperf-strict",
+            "*::test_fp32: fp32: no baseline in .torchperff/cpu-*.json, failing: --torchperf-strict",
         ]
     )
     # The summary says it once, in a few words: "no baseline for this environment yet; record
