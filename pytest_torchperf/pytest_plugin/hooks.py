@@ -187,6 +187,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         xdist_runs.attach_gate(config, items)
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """Say what ``--torchperf-variants`` deselected, and why."""
+    return variant_items.left_out_line(config)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """The child processes of the run's schedules (:mod:`.schedules`) go first; a child run

@@ -49,6 +49,25 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+        tally: dict[str, int] = {}
+        for item in dropped:
+            name = item.callspec.params[VARIANT_PARAM]  # type: ignore[attr-defined]
+            tally[name] = tally.get(name, 0) + 1
+        config.stash[LEFT_OUT_KEY] = (
+            f"torchperf: --torchperf-variants {','.join(wanted)}: {len(dropped)} variant "
+            f"item{'s' if len(dropped) != 1 else ''} deselected "
+            f"({', '.join(f'{n} {c}' for n, c in sorted(tally.items()))})"
+        )
+
+
+#: The line saying what ``--torchperf-variants`` deselected (pytest's own count does not say
+#: why, and under xdist its last line has none).
+LEFT_OUT_KEY = pytest.StashKey[str]()
+
+
+def left_out_line(config: pytest.Config) -> str | None:
+    """``torchperf: --torchperf-variants amp: 4 variant items deselected (compiled 2, int8 2)``."""
+    return config.stash.get(LEFT_OUT_KEY, None)
 
 
 def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:
