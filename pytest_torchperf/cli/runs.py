@@ -259,9 +259,19 @@ def cmd_accept(args: argparse.Namespace) -> int:
                 f"(its timed sessions stay), or save it again on a quiet machine"
             )
         # Appended, a changed speed leaves sessions that disagree: a save that did so fails.
+        # (Where the stored sessions could not gate already, this run is not what broke it.)
         appended, new = [*stored, session][-store.max_history :], session.statistic
-        after = timing_baseline(appended, session, 1, 1)
-        if new and after and after.wide and not (problem or left_out or args.reset or args.force):
+        after, before = (
+            timing_baseline(appended, session, 1, 1),
+            timing_baseline(stored, session, 1, 1),
+        )
+        broke = after is not None and after.wide and not (before is not None and before.wide)
+        if (
+            new
+            and after is not None
+            and broke
+            and not (problem or left_out or args.reset or args.force)
+        ):
             problem = _too_noisy(timed_sessions(appended[:-1]), new, after)
         if problem:
             print(f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}")
@@ -290,8 +300,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if refused:
         print(
             f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
-            f"(see above): the stored baseline still differs from this run there (--force "
-            f"accepts {'them' if refused != 1 else 'it'} anyway)"
+            f"(see above): the stored baseline still differs from this run there (each line "
+            f"says how to accept it; --force accepts {'them' if refused != 1 else 'it'} anyway, "
+            f"as {'they are' if refused != 1 else 'it is'})"
         )
     if untimed:
         print(

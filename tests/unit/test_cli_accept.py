@@ -161,5 +161,9 @@ def test_accept_refuses_to_append_a_changed_speed_that_leaves_no_gate(tmp_path, 
         f"timing. A changed speed is accepted with --reset (this run's session replaces the "
         f"stored ones and becomes the baseline)\n"
     ) in capsys.readouterr().out
+    # Where the stored sessions gated nothing already, a run at the usual speed is not blamed.
+    assert accept(tmp_path, str(tmp_path / "slow.json"), "-k", "fwd", "--force") == 0
+    capsys.readouterr()
+    assert accept(tmp_path, results_file(tmp_path, gate=gate)) == 0, capsys.readouterr().out
     assert accept(tmp_path, str(tmp_path / "slow.json"), "-k", "fwd", "--reset") == 0
     assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(2.65e-3)]
