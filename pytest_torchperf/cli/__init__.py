@@ -267,16 +267,17 @@ def _paths(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
     if len(named) > 1:
         command.error(f"give one baseline folder, not {' and '.join(named)}")
     args.storage = named[0] if named else ".torchperf"
-    storage = Path(args.storage)
+    if not getattr(args, "results", None):
+        _not_results(command, Path(args.storage))
+
+
+def _not_results(command: argparse.ArgumentParser, storage: Path, remedy: str = "") -> None:
+    """Refuse a folder of results files (e.g. a CI artifact) given as the baseline folder."""
     found = sorted(str(f) for f in storage.glob("*.json")) if storage.is_dir() else []
-    if (
-        found
-        and not getattr(args, "results", None)
-        and not any(storage.glob(f"*/{ENVIRONMENT_FILE}"))
-    ):  # e.g. a CI artifact folder
+    if found and not any(storage.glob(f"*/{ENVIRONMENT_FILE}")):
         command.error(
             f"{storage} holds results files, not baselines (no <environment>/{ENVIRONMENT_FILE} "
-            f"in it): give one of them as a file, e.g. torchperf report {found[0]}"
+            f"in it): {remedy or f'give one of them as a file, e.g. torchperf report {found[0]}'}"
         )
 
 
@@ -308,6 +309,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         )
     if args.command in ("list", "show", "report"):
         _paths(args, args.parser)
+    if args.command == "accept":  # it would write baselines among them
+        remedy = "point --storage at the baseline folder (pytest --torchperf-save wrote it)"
+        _not_results(args.parser, Path(args.storage), remedy)
     for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
         if Path(path).is_dir():  # the store's own message names no option of ours
             found = sorted(str(f) for f in Path(path).glob("*.json"))

@@ -109,10 +109,10 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            f"*fp32: no baseline: the storage folder .torchperff does not exist. Is "
-            f"--torchperf-storage misspelt, or were the baselines never committed? Point "
-            f"--torchperf-storage at the folder that holds them, or record them with pytest "
-            f"--torchperf-save and commit the folder (failing: --torchperf-strict)"
+            "*fp32: no baseline: the storage folder .torchperff does not exist. Is "
+            "--torchperf-storage misspelt, or were the baselines never committed? Point "
+            "--torchperf-storage at the folder that holds them, or record them with pytest "
+            "--torchperf-save and commit the folder (failing: --torchperf-strict)"
         ]
     )
     # Without --torchperf-strict the run passes, but each measurement says the folder is missing.
@@ -120,7 +120,7 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
     lenient.assert_outcomes(passed=2)
     lenient.stdout.fnmatch_lines(
         [
-            f"*fp32: no baseline: the storage folder .torchperff does not exist. Is --torchperf-storage*"
+            "*fp32: no baseline: the storage folder .torchperff does not exist. Is --torchperf-storage*"
         ]
     )
     # A folder that exists but lacks this measurement: the file it looked for (its folder names

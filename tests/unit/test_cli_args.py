@@ -225,3 +225,10 @@ def test_a_folder_of_results_files_is_not_read_as_an_empty_baseline_folder(tmp_p
             f"environment.json in it): give one of them as a file, e.g. torchperf report "
             f"{tmp_path / 'shard1.json'}"
         ) in capsys.readouterr().err
+    # accept would write baselines among them.
+    with pytest.raises(SystemExit):
+        cli.main(["accept", str(tmp_path / "shard1.json"), "--storage", str(tmp_path)])
+    assert (
+        f"error: {tmp_path} holds results files, not baselines (no <environment>/environment.json "
+        f"in it): point --storage at the baseline folder (pytest --torchperf-save wrote it)"
+    ) in capsys.readouterr().err
