@@ -300,8 +300,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare .torchperf {positional[0]}"
         )
     args, extras = parser.parse_known_args(words)
-    if args.command in ("accept", "merge"):  # results files after the options (no -k word)
-        more = [w for w in extras if w[:1] != "-" and (Path(w).exists() or "k" not in args)]
+    if args.command in ("accept", "merge"):  # results files after the options
+        # merge has no -k, so every word is a file; accept's other words may be a measurement
+        # meant for -k, unless they name a file (missing ones then fail as "cannot be read").
+        more = [
+            w
+            for w in extras
+            if w[:1] != "-" and (Path(w).exists() or w.endswith(".json") or not hasattr(args, "k"))
+        ]
         args.results, extras = args.results + more, [w for w in extras if w not in more]
     if extras:  # in the command's usage, not the top level's (which names no option of it)
         args.parser.error(

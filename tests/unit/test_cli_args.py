@@ -28,6 +28,11 @@ def test_bisects_own_options_after_the_double_dash_are_refused_or_named(
     assert "--timeout after -- goes to each revision's pytest run" in capsys.readouterr().err
 
 
+def test_accept_takes_a_json_word_after_its_options_as_a_results_file() -> None:
+    # A missing one then fails as "cannot be read", not with a hint to give it to -k.
+    assert parse_args(["accept", "a.json", "-k", "mlp", "b.json"]).results == ["a.json", "b.json"]
+
+
 def test_other_commands_keep_the_double_dash_for_file_names() -> None:
     assert parse_args(["history", "--", "-odd.json"]).paths == ["-odd.json"]
     assert parse_args(["accept", "--", "-r.json"]).results == ["-r.json"]
