@@ -192,6 +192,7 @@ def recorded_sample(session: Session) -> Sample:
         times,
         session.calibration,
         neighbour_load=session.neighbour_load,
+        queued_share=session.queued_share,
     )
 
 

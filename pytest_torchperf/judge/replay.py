@@ -60,6 +60,7 @@ def replay(
             () if p.fresh else p.process_calibrations,
             p.neighbour_load,
             p.fresh,
+            queued_share=p.queued_share,
             gpu_clock=ClockSummary.from_record(json_object(p.extra("gpu_clock")))
             if p.extra("gpu_clock")
             else None,

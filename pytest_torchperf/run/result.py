@@ -42,6 +42,9 @@ class Result:
     verdict: Verdict | None = None
     #: Share of the other CPUs other processes kept busy while timing (CPU; None elsewhere).
     neighbour_load: float | None = None
+    #: Share of the timed wall time the timing thread waited for a CPU (Linux, CPU; else None):
+    #: a low CPU share with little queueing is a target that slept, not a busy machine.
+    queued_share: float | None = None
     group: str | None = None
     #: True when ``--torchperf-disable`` ran the target once without timing.
     disabled: bool = False

@@ -199,6 +199,7 @@ def session_record(ctx: RunContext, result: Result, options: MeasureOptions) -> 
         "number_per_block": result.number_per_block,
         "cpu_share": None if result.cpu_share is None else round(result.cpu_share, 4),
         "neighbour_load": result.neighbour_load,
+        "queued_share": result.queued_share,
         "threads": result.threads,
         "device": result.device,
         "min_time": options.min_time,

@@ -90,6 +90,9 @@ class RecordedPass(JsonObject):
     cpu_share: float | None = None
     calibration: float | None = None  #: p25 of the calibration kernel timed alongside (seconds)
     neighbour_load: float | None = None
+    #: Share of the timed wall time the timing thread waited for a CPU: tells a pass crowded
+    #: off its CPU from a target that slept (files before 0.1.0 lack it: read as not measured).
+    queued_share: float | None = None
     fresh: bool = False  #: taken in a fresh process (a confirmation)
     process_statistics: tuple[float, ...] = ()  #: other processes' p25s pooled with it
     process_calibrations: tuple[float, ...] = ()

@@ -33,6 +33,7 @@ TIMING_KEYS = (
     "number_per_block",
     "cpu_share",
     "neighbour_load",
+    "queued_share",
     "calibration",
     "calibration_kernel",
     "top_ops",
@@ -65,6 +66,9 @@ class Session(JsonObject):
     number_per_block: int | None = None
     cpu_share: float | None = None
     neighbour_load: float | None = None
+    #: Share of the timed wall time the timing thread waited for a CPU (None: not measured):
+    #: tells ``torchperf accept`` a target that slept from a busy machine, as the save tells.
+    queued_share: float | None = None
     threads: int | None = None
     device: str | None = None
     min_time: float | None = None

@@ -248,3 +248,18 @@ def test_a_fresh_process_leaves_out_a_refused_speedup_only_where_it_is_saved() -
         ctx = SimpleNamespace(settings=SimpleNamespace(save=saving), child_sink=sink)
         FreshProcess().report(ctx, None, m, Sample(SUMMARY), None)  # type: ignore[arg-type]
         assert written[-1] == kept, (process, saving)
+
+
+def test_accept_tells_a_target_that_slept_from_a_busy_machine_as_the_save_does() -> None:
+    """A results file's session keeps the timed thread's run-queue share: ``torchperf accept``
+    leaves its timing out as "left the CPU idle" (whose remedy is to time the work without the
+    waiting), not as a busy machine's (whose remedy, a quieter machine, would not help)."""
+    from pytest_torchperf.judge.replay import untimed_session
+
+    gate = {"min_cpu_share": 0.9, "max_neighbour_load": 1.0, "max_spread": 10.0}
+    times = (1e-3, 1.01e-3, 1.02e-3, 1.03e-3)
+    slept = Session(statistic=1e-3, times=times, cpu_share=0.1, queued_share=0.001, gate=gate)
+    crowded = Session(statistic=1e-3, times=times, cpu_share=0.1, queued_share=0.8, gate=gate)
+    unread = Session(statistic=1e-3, times=times, cpu_share=0.1, gate=gate)  # an older file
+    whys = [untimed_session(s).untimed for s in (slept, crowded, unread)]  # type: ignore[union-attr]
+    assert [refusing_guard(why) for why in whys] == [IDLE, BUSY, BUSY], whys
