@@ -137,6 +137,9 @@ def _rows(records: list[Record]) -> list[dict[str, object]]:
                 "name": r.name,
                 "variant": r.variant,
                 "outcome": r.outcome if r.has("outcome") else None,
+                # What every report shows (``FAIL (counters)``, ``INCONCLUSIVE (busy machine)``):
+                # the outcome alone says fail, not which gate failed.
+                "label": r.label,
                 "median_s": stats.median,
                 "p25_s": stats.p25,
                 "iqr_s": stats.iqr,

@@ -224,6 +224,8 @@ def test_cli_list_show_report_and_load_results(
     assert {"median_s", "p25_s", "speedup", "rel_l2", "flops", "timestamp"} <= set(frame.columns)
     run = load_results(regressed_run.path / "reports" / "results.json")
     assert dict(zip(run["name"], run["outcome"], strict=False)) == {"mlp": "fail", "conv": "pass"}
+    assert dict(zip(run["name"], run["label"], strict=False)) == {"mlp": "FAIL", "conv": "pass"}
+    assert frame["label"].isna().all()  # stored sessions were not judged
     bad = regressed_run.path / "bad.json"
     bad.write_text("{}")
     assert cli.main(["compare", str(storage), str(bad)]) == 2
