@@ -5,6 +5,7 @@
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
     torchperf report  [RESULTS...] [DIR] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
+    torchperf forget  TEST [NAME] [--storage DIR]             drop a renamed test's baselines
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
@@ -38,6 +39,7 @@ from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
     cmd_accept,
     cmd_compare,
+    cmd_forget,
     cmd_list,
     cmd_report,
     cmd_show,
@@ -127,6 +129,16 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "--force", "accept measurements the save guard would refuse (contention, spread)")
     _flag(p, "--any-commit", _ANY_COMMIT)
     p.set_defaults(run=cmd_accept)
+    p = sub.add_parser(
+        "forget", help="remove a test's stored measurements (a test renamed or deleted)"
+    )
+    p.add_argument(
+        "test",
+        help="the test's id (tests/test_m.py::test_mlp) or its name (test_mlp), matched whole",
+    )
+    p.add_argument("name", nargs="?", help="only this measurement of it (default: all of them)")
+    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.set_defaults(run=cmd_forget)
     p = sub.add_parser(
         "merge",
         help="one results file and report from a run's shards; exit 1 on a failure or a "

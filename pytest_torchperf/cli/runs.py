@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from pytest_torchperf.judge.replay import accept_problem, untimed_session
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
-from pytest_torchperf.store.baselines import BaselineStore, same_run
+from pytest_torchperf.store.baselines import BaselineStore, same_run, shown
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session, session_of, timed_sessions
 
@@ -31,6 +32,35 @@ from pytest_torchperf.store.sessions import Session, session_of, timed_sessions
 def cmd_list(args: argparse.Namespace) -> int:
     rows = environment_rows(baseline_store(args.storage))
     print(table(rows, f"no baselines under {args.storage}"))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Remove one test's stored measurements (or one of them) from every environment: what a
+    renamed or deleted test leaves behind. ``test`` matches a whole test id, or the part after
+    its file (``test_mlp``, ``TestX::test_y``, ``test_p[1]``): never a test whose id merely
+    contains it, as ``-k`` would (``test_mlp`` must not remove ``test_mlp_fast``)."""
+
+    def picked(nodeid: str, name: str) -> bool:
+        return args.test in (nodeid, nodeid.split("::", 1)[-1]) and args.name in (None, name)
+
+    store = baseline_store(args.storage)
+    removed = store.forget(picked)
+    what = f"{args.test} {args.name}" if args.name else args.test
+    if not removed:
+        print(
+            f"torchperf: no stored measurement of {what} in {args.storage} (torchperf show lists "
+            f"the stored test ids and names)",
+            file=sys.stderr,
+        )
+        return 1
+    for path, nodeid, name, sessions in removed:
+        plural = "s" if sessions != 1 else ""
+        print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
+    print(
+        f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
+        f"removed; commit the baseline folder (git checkout -- {args.storage} undoes it)"
+    )
     return 0
 
 

@@ -155,12 +155,15 @@ def compare(
             ),
         )
     elif gone:
-        tests = ", ".join(test.split("::", 1)[-1] for test in gone)
+        olds = [test.split("::", 1)[-1] for test in gone]
+        storage = "" if where.storage in ("", ".torchperf") else f" --storage {where.storage}"
+        forget = f"torchperf forget {olds[0] if len(olds) == 1 else 'TEST'}{storage}"
         verdict = replace(
             verdict,
             message=f"{label}: no baseline for this test; the baseline file holds {label} under "
-            f"{tests}, which no longer exist{'s' if len(gone) == 1 else ''} here (renamed?): "
-            f"save again ({save}) to start this one's baseline",
+            f"{', '.join(olds)}, which no longer exist{'s' if len(gone) == 1 else ''} here "
+            f"(renamed?): save again ({save}) to start this one's baseline, and {forget} drops "
+            f"the old one{'s' if len(gone) > 1 else ''}",
         )
     stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
     changes = (

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +226,60 @@ class BaselineStore:
                 sessions = self._read(path)[1]
                 for nodeid, name in sorted(sessions):
                     yield env_dir.name, nodeid, name, list(sessions[nodeid, name])
+
+    def forget(self, selected: Callable[[str, str], bool]) -> list[tuple[Path, str, str, int]]:
+        """Remove every stored measurement ``selected(nodeid, name)`` picks, in every
+        environment: ``(file, nodeid, name, sessions it held)`` for each one removed.
+
+        A test left without measurements leaves its file; a file left without tests is deleted.
+        Each file is rewritten atomically under the folder's lock (as :meth:`record` writes), so a
+        save running beside it loses nothing; a file that fails validation raises
+        :class:`BaselineFileError` before any file is changed.
+        """
+        removed: list[tuple[Path, str, str, int]] = []
+        if not self.root.is_dir():
+            return removed
+        files = [
+            path
+            for env_dir in sorted(p for p in self.root.iterdir() if p.is_dir())
+            for path in sorted(env_dir.glob("*.json"))
+            if path.name != ENVIRONMENT_FILE
+        ]
+        for path in files:  # every file valid before any is changed
+            self._read(path)
+        for path in files:
+            env_dir = path.parent
+            try:
+                with file_lock(env_dir):
+                    self._cache.pop(path, None)
+                    doc = copy.deepcopy(self._read(path)[0])
+                    if doc is None:
+                        continue
+                    gone = [
+                        (nodeid, name, len(entry["sessions"]))
+                        for nodeid, entries in doc["tests"].items()
+                        for name, entry in entries.items()
+                        if selected(nodeid, name)
+                    ]
+                    if not gone:
+                        continue
+                    for nodeid, name, _ in gone:
+                        del doc["tests"][nodeid][name]
+                        if not doc["tests"][nodeid]:
+                            del doc["tests"][nodeid]
+                    if doc["tests"]:
+                        atomic_write_text(path, dumps(doc) + "\n")
+                    else:
+                        path.unlink()
+            except OSError as exc:
+                raise BaselineFileError(
+                    exc.filename or path,
+                    f"cannot be rewritten ({exc.strerror})",
+                    f"Check free space and permissions of {self.root}.",
+                ) from None
+            self._cache.pop(path, None)
+            removed += [(path, nodeid, name, n) for nodeid, name, n in gone]
+        return removed
 
     def environments_with(self, nodeid: str, name: str) -> list[tuple[str, JSONObject]]:
         """Other environments holding a baseline for this measurement, with their fingerprints.

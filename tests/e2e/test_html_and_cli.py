@@ -151,6 +151,7 @@ def test_cli_accept_leaves_out_a_refused_timing_and_force_overrides(
         if bench["torchperf"]["measurement"] == "mlp":
             session = bench["torchperf"]["session"]
             session["cpu_share"] = 0.3  # contended while measuring, under the default guard
+            session["queued_share"] = 0.6  # crowded off its CPU (not a target that slept)
             session["gate"]["min_cpu_share"] = 0.9
     results.write_text(json.dumps(doc))
     code = cli.main(["accept", str(results), "--storage", str(storage), "-k", "mlp", "--reset"])

@@ -4,6 +4,7 @@ reported as improved -> corrupt file gives a clear error and is left untouched."
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -66,11 +67,31 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
         [
             "*mlp: no baseline for this test; the baseline file holds mlp under test_mlp, which "
             "no longer exists here (renamed?): save again (pytest --torchperf-save) to start "
-            "this one's baseline",
+            "this one's baseline, and torchperf forget test_mlp drops the old one",
         ]
     )
     result.stdout.fnmatch_lines(["*conv: no baseline for this environment yet; record one*"])
     result.stdout.no_fnmatch_line("*holds conv under*")
+    # The remedy, as said: the new name saved, the old one forgotten; nothing else goes.
+    perf.runpytest("--torchperf-save", "-k", "mlp").assert_outcomes(passed=1)
+    forget = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "forget", "test_mlp")
+    assert forget.ret == 0, forget.stdout.str() + forget.stderr.str()
+    forget.stdout.fnmatch_lines(
+        [
+            "removed test_*.py::test_mlp mlp (1 session) from .torchperf/cpu-*/test_*.py.json",
+            "torchperf: 1 measurement of test_mlp removed; commit the baseline folder (git "
+            "checkout -- .torchperf undoes it)",
+        ]
+    )
+    (doc,) = [json.loads(p.read_text()) for p in baseline_files(perf.path / ".torchperf")]
+    assert [t.split("::")[1] for t in doc["tests"]] == ["test_conv", "test_mlp_renamed"]
+    again = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "forget", "test_mlp")
+    assert (
+        again.ret == 1 and "no stored measurement of test_mlp in .torchperf" in again.stderr.str()
+    )
+    result = perf.runpytest("--torchperf-compare", "-k", "mlp", "--torchperf-max-slowdown=900%")
+    result.assert_outcomes(passed=1)
+    assert "(renamed?)" not in result.stdout.str() and "torchperf: 1 pass" in result.stdout.str()
 
 
 def test_save_then_compare_passes(perf: pytest.Pytester) -> None:

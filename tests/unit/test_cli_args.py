@@ -237,3 +237,26 @@ def test_a_folder_of_results_files_is_not_read_as_an_empty_baseline_folder(tmp_p
         f"error: {tmp_path} holds results files, not baselines (no <environment>/environment.json "
         f"in it): point --storage at the baseline folder (pytest --torchperf-save wrote it)"
     ) in capsys.readouterr().err
+
+
+def test_forget_matches_a_whole_test_id_or_name_never_a_part(tmp_path, capsys) -> None:
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    store = BaselineStore(tmp_path)
+    env, stored = "cpu-x-t1-0", Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for nodeid, name in [
+        ("t.py::test_mlp", "mlp"),
+        ("t.py::test_mlp", "mlp-bs64"),
+        ("t.py::test_mlp_fast", "mlp"),
+        ("t.py::test_p[1]", "p"),
+    ]:
+        store.record(env, {}, nodeid, name, stored)
+    storage = ["--storage", str(tmp_path)]
+    assert cli.main(["forget", "mlp", *storage]) == 1  # a measurement's name is not a test
+    assert "no stored measurement of mlp in" in capsys.readouterr().err
+    assert cli.main(["forget", "test_mlp", "mlp-bs64", *storage]) == 0
+    assert cli.main(["forget", "t.py::test_p[1]", *storage]) == 0
+    left = sorted((t, n) for _, t, n, _ in BaselineStore(tmp_path).measurements())
+    assert left == [("t.py::test_mlp", "mlp"), ("t.py::test_mlp_fast", "mlp")]

@@ -1024,3 +1024,44 @@ def test_a_stored_time_prints_in_utc_whatever_the_viewers_zone(monkeypatch) -> N
         monkeypatch.undo()
         if hasattr(time, "tzset"):
             time.tzset()
+
+
+def test_forget_removes_what_it_picks_in_every_environment_and_nothing_else(tmp_path):
+    """``torchperf forget``'s store half: a renamed test's entries go from every environment;
+    a test left without measurements goes, and a file left without tests."""
+    store = BaselineStore(tmp_path)
+    other_env = ENV.replace("deadbeef", "cafef00d")
+    for env in (ENV, other_env):
+        store.record(env, ENVIRONMENT, "t.py::test_a", "a", session())
+        store.record(env, ENVIRONMENT, "t.py::test_a", "a", session())
+        store.record(env, ENVIRONMENT, "t.py::test_a", "a2", session())
+        store.record(env, ENVIRONMENT, "t.py::test_ab", "a", session())
+    store.record(ENV, ENVIRONMENT, "u.py::test_a", "a", session())
+    removed = store.forget(lambda nodeid, name: nodeid.endswith("::test_a") and name == "a")
+    assert [(p.parent.name, p.name, t, n, k) for p, t, n, k in removed] == [
+        (other_env, "t.py.json", "t.py::test_a", "a", 2),
+        (ENV, "t.py.json", "t.py::test_a", "a", 2),
+        (ENV, "u.py.json", "u.py::test_a", "a", 1),
+    ]
+    left = sorted((env, t, n) for env, t, n, _ in BaselineStore(tmp_path).measurements())
+    assert left == sorted(
+        (env, t, n)
+        for env in (ENV, other_env)
+        for t, n in [("t.py::test_a", "a2"), ("t.py::test_ab", "a")]
+    )
+    assert not (tmp_path / ENV / "u.py.json").exists()  # no test left in it
+    assert store.forget(lambda nodeid, name: name == "a2") and not (
+        tmp_path / ENV / "t.py.json"
+    ).read_text().count('"a2"')
+    doc = json.loads((tmp_path / ENV / "t.py.json").read_text())
+    assert list(doc["tests"]) == ["t.py::test_ab"]  # test_a had nothing left
+
+
+def test_forget_leaves_a_damaged_file_and_everything_else_untouched(tmp_path):
+    store = BaselineStore(tmp_path)
+    store.record(ENV, ENVIRONMENT, "t.py::test_a", "a", session())
+    (tmp_path / ENV / "u.py.json").write_text("{")
+    before = snapshot(tmp_path)
+    with pytest.raises(BaselineFileError, match=r"u\.py\.json.*not valid JSON"):
+        store.forget(lambda nodeid, name: True)
+    assert snapshot(tmp_path) == before  # t.py.json, read first, was not changed either
