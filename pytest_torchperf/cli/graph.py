@@ -21,6 +21,7 @@ from urllib.parse import quote
 from pytest_torchperf.cli.common import results, selected, table
 from pytest_torchperf.core.graph_types import GraphRecord
 from pytest_torchperf.core.types import JSONObject
+from pytest_torchperf.judge.node_changes import module_label
 from pytest_torchperf.report.explorer import (
     OVERLAY_FILES,
     GraphView,
@@ -140,7 +141,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     graph_path, overlays, data = write_view(view, out)
     print(f"torchperf graph: {_label(record)}: {view.summary}")
     if graph.get("marked"):
-        print(f"torchperf graph: where the time grew, most first: {', '.join(graph['marked'])}")
+        grew = ", ".join(module_label(m) for m in graph["marked"])
+        print(f"torchperf graph: where the time grew, most first: {grew}")
     if graph.get("no_baseline"):
         print(f"torchperf graph: no change overlay: {graph['no_baseline']}")
     print(f"torchperf graph: wrote {graph_path}")

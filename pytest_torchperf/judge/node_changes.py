@@ -99,6 +99,7 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
     delta: dict[str, float] = {}
     base: dict[str, float] = {}
     own: dict[str, float] = {}
+    own_base: dict[str, float] = {}
 
     def add(module: str, d: float, b: float, direct: bool) -> None:
         for prefix in _prefixes(module):
@@ -106,6 +107,7 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
             base[prefix] = base.get(prefix, 0.0) + b
         if direct:
             own[module] = own.get(module, 0.0) + d
+            own_base[module] = own_base.get(module, 0.0) + b
 
     for node in ops:
         b = node["baseline_time"] or 0.0
@@ -122,7 +124,9 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
         return []
 
     def entry(module: str, d: float) -> Growth:
-        return Growth(module, d, base.get(module, 0.0), min(d / total, 1.0))
+        # The model's own forward ("") counts its own nodes only: its prefix sums are the graph's.
+        b = own_base.get("", 0.0) if module == "" else base.get(module, 0.0)
+        return Growth(module, d, b, min(d / total, 1.0))
 
     # The deepest module that holds nearly all of what its largest enclosing block holds: a
     # block whose two convolutions both grew is named, not one of them.
@@ -132,17 +136,29 @@ def growth(graph: Mapping[str, Any]) -> list[Growth]:
     ]
     holding.sort(key=lambda m: (-m.count("."), -delta[m]))
     named = holding[:1]
+    # The model's own forward, outside every submodule (a loop of ops in the root's forward,
+    # the likeliest place for one), is a block of its own: named where it holds the growth.
+    root = own.get("", 0.0)
+    if root >= HOLDS * total and root > max((delta[m] for m in named), default=0.0):
+        named = [""]
     # Then the modules whose own nodes grew by a share worth naming (on a busy machine every
     # module's nodes move a little).
     others = sorted(
         (
             m
             for m, d in own.items()
-            if m and d >= WORTH_NAMING * total and m not in named and not _within(named, m)
+            if d >= WORTH_NAMING * total and m not in named and not _within(named, m)
         ),
         key=lambda m: -own[m],
     )
-    return [entry(m, delta[m]) for m in named] + [entry(m, own[m]) for m in others[:4]]
+    return [entry(m, own[m] if m == "" else delta[m]) for m in named] + [
+        entry(m, own[m]) for m in others[:4]
+    ]
+
+
+def module_label(module: str) -> str:
+    """A module as messages name it: its dotted path, or the root module's own forward."""
+    return module or "the model's own forward (outside its submodules)"
 
 
 def growth_line(name: str, graph: Mapping[str, Any]) -> str | None:
@@ -158,11 +174,14 @@ def growth_line(name: str, graph: Mapping[str, Any]) -> str | None:
             f"across the model ({_node_total(graph)})"
         )
     nodes = [
-        n for n in graph["nodes"] if n.get("kind") == "op" and _within([top.module], n["module"])
+        n
+        for n in graph["nodes"]
+        if n.get("kind") == "op"
+        and (n["module"] == "" if top.module == "" else _within([top.module], n["module"]))
     ]
     change = f", {format_change(1 + top.change)}" if top.change is not None else ""
     line = (
-        f"{name}: on the graph, {top.module} grew by {format_time(top.delta)}{change} "
+        f"{name}: on the graph, {module_label(top.module)} grew by {format_time(top.delta)}{change} "
         f"({format_percent(top.share)} of the nodes' growth; {_node_total(graph)})"
     )
     return line + "".join(f"; {part}" for part in _what_grew(nodes))

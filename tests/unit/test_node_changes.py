@@ -146,3 +146,21 @@ def test_a_growth_spread_over_the_model_marks_no_block_for_the_view() -> None:
         for n in _scaled(1.0)
     ]
     assert with_baseline(_graph(*spread), stored_nodes(BASE))["marked"] == []
+
+
+def test_ops_added_to_the_models_own_forward_are_named_there() -> None:
+    """A loop of ops in the root module's forward (module ``""``), the likeliest place for one,
+    was named nowhere: neither the why line nor the view's marked block."""
+    root_base = _graph(*BASE["nodes"][1:-1], _op("", "aten.mul", 0, 5e-6))
+    now = _graph(*_scaled(1.0), *[_op("", "aten.mul", i, 5e-6) for i in range(30)])
+    judged = with_baseline(now, stored_nodes(root_base))
+    assert judged["marked"][:1] == [""]
+    [top, *_] = growth(judged)
+    assert top.module == "" and abs(top.delta - 145e-6) < 1e-12 and abs(top.change - 29) < 1e-9
+    line = growth_line("mlp", judged)
+    assert line is not None
+    assert line.startswith(
+        "mlp: on the graph, the model's own forward (outside its submodules) grew by 145 us, "
+        "+2900.0% (100% of the nodes' growth;"
+    ), line
+    assert "29 new nodes (aten.mul x29: 145 us)" in line, line
