@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import table, write, write_reports
+from pytest_torchperf.cli.common import PathError, table, write, write_reports
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
@@ -21,6 +21,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_torchperf.report import terminal
     from pytest_torchperf.report.merge import merge_results, missing_measurements
 
+    if args.output and any(Path(args.output).resolve() == Path(r).resolve() for r in args.results):
+        raise PathError(
+            f"merge -o {args.output} names one of the shards it merges: writing it would replace "
+            f"that shard's results; write the merged file elsewhere (e.g. -o merged.json)"
+        )
+    storage = Path(args.storage)
+    if not storage.is_dir() and not args.allow_missing:  # said before the tables, not after
+        print(
+            f"torchperf: no baseline folder at {storage}: without it the merge cannot tell "
+            f"whether a shard's results are missing. Give the folder the shards compared "
+            f"against with --storage (check out the repository in the merge job), or pass "
+            f"--allow-missing",
+            file=sys.stderr,
+        )
+        return 2
     merged = merge_results(args.results, any_commit=args.any_commit)
     records = merged.records
     shards = ", ".join(f"{file}: {n}" for file, n in merged.shards)
@@ -38,18 +53,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(line)
     for duplicate in merged.duplicates:
         print(f"torchperf: warning: {duplicate.line()}")
-    storage = Path(args.storage)
     missing = missing_measurements(records, BaselineStore(storage)) if storage.is_dir() else []
     if not storage.is_dir():
-        if not args.allow_missing:
-            print(
-                f"torchperf: no baseline folder at {storage}: without it the merge cannot tell "
-                f"whether a shard's results are missing. Give the folder the shards compared "
-                f"against with --storage (check out the repository in the merge job), or pass "
-                f"--allow-missing",
-                file=sys.stderr,
-            )
-            return 2
         print(
             f"torchperf: warning: no baseline folder at {storage}: measurements that no shard "
             f"ran are not listed (--allow-missing)"
