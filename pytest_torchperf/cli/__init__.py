@@ -123,7 +123,11 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_report)
     p = sub.add_parser("accept", help="promote a run's results to baselines (intended slowdowns)")
     p.add_argument("results", nargs="+", help="results file(s) written by pytest --torchperf-json")
-    p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    p.add_argument(
+        "--storage",
+        help="baseline folder (default .torchperf; a run that read another folder on this "
+        "machine must name it)",
+    )
     p.add_argument("-k", help=_K)
     _flag(p, "--reset", "replace the history instead of appending")
     _flag(p, "--force", "accept measurements the save guard would refuse (contention, spread)")
@@ -329,7 +333,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         _paths(args, args.parser)
     if args.command == "accept":  # it would write baselines among them
         remedy = "point --storage at the baseline folder (pytest --torchperf-save wrote it)"
-        _not_results(args.parser, Path(args.storage), remedy)
+        _not_results(args.parser, Path(args.storage or ".torchperf"), remedy)
     for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
         if Path(path).is_dir():  # the store's own message names no option of ours
             found = sorted(str(f) for f in Path(path).glob("*.json"))

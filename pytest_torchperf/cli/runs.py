@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_torchperf.cli.common import (
+    PathError,
     baseline_store,
     candidates,
     results,
@@ -257,9 +258,22 @@ def _too_noisy(stored: Sequence[Session], new: float, after: StoredBaseline) -> 
 
 def cmd_accept(args: argparse.Namespace) -> int:
     from pytest_torchperf.run.saving import kept_too, timing_baseline
+    from pytest_torchperf.store.results import recorded_storage
 
     records, environments = results(args.results, args.any_commit)
-    store = BaselineStore(Path(args.storage))
+    if args.storage is None:
+        # The run's own folder, where it is on this machine and is not the default: accepting
+        # into .torchperf would change baselines that run never read.
+        default = Path(".torchperf").resolve()
+        for path in args.results:
+            used = recorded_storage(path)
+            if used and Path(used).is_dir() and Path(used).resolve() != default:
+                raise PathError(
+                    f"{path} was judged against the baselines in {used}, not .torchperf: give "
+                    f"--storage {used} (or --storage .torchperf to accept into that folder "
+                    f"anyway)"
+                )
+    store = BaselineStore(Path(args.storage or ".torchperf"))
     accepted, refused, untimed = 0, 0, 0
     for record in records:
         if not selected(record.nodeid, record.name, args.k):

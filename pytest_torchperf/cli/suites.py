@@ -53,6 +53,19 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(line)
     for duplicate in merged.duplicates:
         print(f"torchperf: warning: {duplicate.line()}")
+    read: dict[
+        str, list[str]
+    ] = {}  # the baseline folder each shard's run read (files before 0.1.0 do not say)
+    for note in merged.document["torchperf"]["shards"]:
+        if note.get("storage"):
+            read.setdefault(note["storage"], []).append(note["file"])
+    if len(read) > 1:
+        folders = "; ".join(f"{', '.join(files)} read {folder}" for folder, files in read.items())
+        print(
+            f"torchperf: warning: the shards were judged against different baseline folders "
+            f"({folders}): their verdicts are not one run's; compare every shard against the same "
+            f"folder"
+        )
     missing = missing_measurements(records, BaselineStore(storage)) if storage.is_dir() else []
     if not storage.is_dir():
         print(

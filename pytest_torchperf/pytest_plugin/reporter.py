@@ -196,6 +196,7 @@ class SummaryReporter:
                     machine_info(),
                     commit_info(),
                     cov.to_dict() if cov is not None else None,
+                    str(Path(settings.storage).resolve()),
                 )
                 atomic_write_text(path, json.dumps(data, indent=2) + "\n")
                 written.append(f"torchperf: results file (pytest-benchmark JSON) written to {path}")

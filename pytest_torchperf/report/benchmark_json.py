@@ -63,9 +63,12 @@ def benchmark_json(
     machine_info: Mapping[str, Any],
     commit_info: Mapping[str, Any],
     coverage: Mapping[str, Any] | None = None,
+    storage: str | None = None,
 ) -> dict[str, Any]:
     """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section;
-    ``coverage``: what the run gated (:meth:`pytest_torchperf.judge.coverage.Coverage.to_dict`)."""
+    ``coverage``: what the run gated (:meth:`pytest_torchperf.judge.coverage.Coverage.to_dict`);
+    ``storage``: the baseline folder the run read (``torchperf accept`` checks it is given the
+    same one)."""
     benchmarks = []
     for record in records:
         stats = _benchmark_stats(record)
@@ -112,5 +115,6 @@ def benchmark_json(
             "format": RESULTS_FORMAT,
             "environments": environments,
             "coverage": dict(coverage) if coverage else None,
+            "storage": storage,
         },
     }

@@ -107,6 +107,11 @@ def test_merged_shards_give_one_unsplit_runs_verdicts_and_labels_and_keep_every_
     assert "torchperf: 1 fail, 3 pass" in out
     assert "gated 4 measurements: timing judged for 4 of 4" in out
     assert "no shard" not in out and "measured in 2 shards" not in out
+    assert "different baseline folders" not in out
+    # Each shard's run says which baseline folder it read, and so does the merge of them.
+    [read] = {json.loads(Path(s).read_text())["torchperf"]["storage"] for s in shards}
+    assert read.endswith(".torchperf")
+    assert json.loads((sharded / "merged.json").read_text())["torchperf"]["storage"] == read
 
     merged, unsplit = _benchmarks(sharded / "merged.json"), _benchmarks(sharded / "all.json")
     assert merged.keys() == unsplit.keys()
@@ -157,6 +162,24 @@ def test_a_measurement_in_two_files_is_counted_once_and_named(
         "torchperf: warning: test_two.py::test_conv conv: measured in 2 shards (all.json: "
         "pass, shard-2.json: pass); the merge keeps all.json's" in out
     )
+
+
+def test_shards_judged_against_different_baseline_folders_are_said_to_be(
+    sharded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = sharded / "shard-3.json"
+    doc = json.loads(other.read_text())
+    doc["torchperf"]["storage"] = "/elsewhere/.torchperf"
+    other.write_text(json.dumps(doc))
+    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    cli.main(["merge", *shards, "--storage", str(sharded / ".torchperf"), "-o", "m.json"])
+    out = capsys.readouterr().out
+    assert (
+        "torchperf: warning: the shards were judged against different baseline folders (shard-1"
+        ".json, shard-2.json read " in out
+    ), out
+    assert "; shard-3.json read /elsewhere/.torchperf): their verdicts are not one run's" in out
+    assert json.loads(Path("m.json").read_text())["torchperf"]["storage"] is None
 
 
 def test_accept_and_report_take_a_runs_shards(

@@ -167,3 +167,32 @@ def test_accept_refuses_to_append_a_changed_speed_that_leaves_no_gate(tmp_path, 
     assert accept(tmp_path, results_file(tmp_path, gate=gate)) == 0, capsys.readouterr().out
     assert accept(tmp_path, str(tmp_path / "slow.json"), "-k", "fwd", "--reset") == 0
     assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(2.65e-3)]
+
+
+def test_accept_without_storage_refuses_to_guess_when_the_run_read_another_folder(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """A newcomer's run compared against --torchperf-storage=gbase; a bare `torchperf accept`
+    wrote into the project's committed .torchperf, which that run never read."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gbase").mkdir()
+    path = Path(results_file(tmp_path, gate=GATE))
+    doc = json.loads(path.read_text())
+    doc["torchperf"]["storage"] = str(tmp_path / "gbase")
+    path.write_text(json.dumps(doc))
+    assert cli.main(["accept", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"torchperf: {path} was judged against the baselines in {tmp_path / 'gbase'}, not "
+        f".torchperf: give --storage {tmp_path / 'gbase'} (or --storage .torchperf to accept "
+        f"into that folder anyway)\n"
+    )
+    assert not (tmp_path / ".torchperf").exists()
+    assert cli.main(["accept", str(path), "--storage", "gbase"]) == 0
+    assert BaselineStore(tmp_path / "gbase").load_sessions(ENV, NODE, "fwd")
+    # The folder it read is the default one, or is not on this machine (a CI runner's path):
+    # the default, as before.
+    for elsewhere in (str(tmp_path / ".torchperf"), "/home/runner/work/p/p/.torchperf"):
+        doc["torchperf"]["storage"] = elsewhere
+        path.write_text(json.dumps(doc))
+        assert cli.main(["accept", str(path)]) == 0
+    assert len(BaselineStore(tmp_path / ".torchperf").load_sessions(ENV, NODE, "fwd")) == 2
