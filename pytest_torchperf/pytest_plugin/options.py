@@ -295,6 +295,17 @@ def run_settings(config: pytest.Config) -> RunSettings:
             raise pytest.UsageError(
                 f"--torchperf-{name} only makes sense with --torchperf-{needed}"
             )
+    for report, example in (
+        ("json", "results.json"),
+        ("html", "report.html"),
+        ("markdown", "summary.md"),
+    ):
+        where = opt(f"torchperf_{report}")
+        if where and Path(where).is_dir():  # found before the run, not after its measurements
+            raise pytest.UsageError(
+                f"--torchperf-{report} {where}: is a folder; give the file to write, e.g. "
+                f"--torchperf-{report}={Path(where) / example}"
+            )
     storage = folder(config, "storage", ".torchperf")
     if (
         (opt("torchperf_save") or opt("torchperf_compare"))

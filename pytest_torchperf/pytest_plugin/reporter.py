@@ -7,7 +7,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,8 @@ class SummaryReporter:
         #: Why the run fails although its tests passed (a save that stored no timing for some
         #: measurements, a strict run that judged timing for under half): set at session finish.
         self.run_failure: str | None = None
+        #: The reports asked for that could not be written (option and path): they fail the run.
+        self.unwritten: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -99,6 +101,17 @@ class SummaryReporter:
             thin = thin_save_line(cov)
             if thin:  # passed, but stored less than asked: not the last line to miss
                 terminal.write_line(thin, yellow=True, bold=True)
+        # A CI job whose report or results file is missing must not be green (its artifact
+        # upload or a later merge would fail far from the cause).
+        if self.unwritten and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            if terminal is not None:
+                terminal.write_line(
+                    f"torchperf: the run FAILED (exit status 1) although its tests passed: "
+                    f"could not write {', '.join(self.unwritten)} (the line above says why)",
+                    red=True,
+                    bold=True,
+                )
         return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -166,45 +179,66 @@ class SummaryReporter:
             if markdown_path or step_summary
             else None
         )
-        try:
-            if markdown_path and markdown is not None:
-                path = Path(markdown_path).resolve()
-                atomic_write_text(path, markdown)
-                written.append(f"torchperf: markdown summary written to {path}")
-            if step_summary and markdown is not None:
-                with open(step_summary, "a", encoding="utf-8") as handle:
-                    handle.write(markdown + "\n")
-                written.append(
-                    f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})"
-                )
-            if html_path:
-                path = Path(html_path).resolve()
-                page = html_report(
+        cov = self.coverage()
+        # Each report on its own: one that cannot be written (a folder made since the run
+        # started, a full disk) is named by its option and path, the others still written.
+        reports: list[tuple[str, str | None, str, Callable[[Path], str]]] = [
+            ("--torchperf-markdown", markdown_path, "markdown summary", lambda _: markdown or ""),
+            (
+                "--torchperf-html",
+                html_path,
+                "HTML report",
+                lambda path: html_report(
                     self.records,
                     environment_line,
                     stored_histories(settings.storage, self.records),
                     run_traces(settings.report_dir, self.started, path.parent),
                     coverage_lines=coverage_lines,
+                ),
+            ),
+            (
+                "--torchperf-json",
+                json_path,
+                "results file (pytest-benchmark JSON)",
+                lambda _: (
+                    json.dumps(
+                        benchmark_json(
+                            self.records,
+                            machine_info(),
+                            commit_info(),
+                            cov.to_dict() if cov is not None else None,
+                            str(Path(settings.storage).resolve()),
+                        ),
+                        indent=2,
+                    )
+                    + "\n"
+                ),
+            ),
+        ]
+        for option, where, what, text in reports:
+            path = Path(where).resolve() if where else None
+            try:
+                if path is not None:
+                    atomic_write_text(path, text(path))
+                    written.append(f"torchperf: {what} written to {path}")
+            except OSError as exc:
+                self.unwritten.append(f"{option} {where}")
+                written.append(
+                    f"torchperf: could not write the {what} to {path} ({option}): "
+                    f"{exc.strerror}; check the path and its folder's permissions"
                 )
-                atomic_write_text(path, page)
-                written.append(f"torchperf: HTML report written to {path}")
-            if json_path:
-                path = Path(json_path).resolve()
-                cov = self.coverage()
-                data = benchmark_json(
-                    self.records,
-                    machine_info(),
-                    commit_info(),
-                    cov.to_dict() if cov is not None else None,
-                    str(Path(settings.storage).resolve()),
-                )
-                atomic_write_text(path, json.dumps(data, indent=2) + "\n")
-                written.append(f"torchperf: results file (pytest-benchmark JSON) written to {path}")
-        except OSError as exc:
-            written.append(
-                f"torchperf: could not write a report ({exc.filename}: {exc.strerror}); "
-                f"check the path and its folder's permissions"
-            )
+            if option == "--torchperf-markdown" and step_summary and markdown is not None:
+                try:
+                    with open(step_summary, "a", encoding="utf-8") as handle:
+                        handle.write(markdown + "\n")
+                    written.append(
+                        f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})"
+                    )
+                except OSError as exc:
+                    written.append(
+                        f"torchperf: could not append the summary to $GITHUB_STEP_SUMMARY "
+                        f"({step_summary}): {exc.strerror}"
+                    )
         return written
 
 

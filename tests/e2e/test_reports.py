@@ -95,12 +95,34 @@ def test_pytest_benchmark_compare_reads_our_json(perf: pytest.Pytester) -> None:
 
 
 def test_report_path_that_cannot_be_written_is_reported(perf: pytest.Pytester) -> None:
+    """Named by its option and its path (it named a temporary file), the other reports still
+    written, and the run fails: a CI job without its results file must not be green."""
     perf.makepyfile(MODELS)
     (perf.path / "blocker").write_text("a file, not a folder")
-    result = perf.runpytest("--torchperf-markdown", "blocker/summary.md")
+    result = perf.runpytest(
+        "--torchperf-markdown", "blocker/summary.md", "--torchperf-json", "r.json"
+    )
     result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["torchperf: could not write a report (*blocker: *); check the path*"]
+        [
+            "torchperf: could not write the markdown summary to */blocker/summary.md "
+            "(--torchperf-markdown): *; check the path and its folder's permissions",
+            "torchperf: results file (pytest-benchmark JSON) written to */r.json",
+            "*torchperf: the run FAILED (exit status 1) although its tests passed: could not "
+            "write --torchperf-markdown blocker/summary.md (the line above says why)",
+        ]
+    )
+    assert ".tmp" not in result.stdout.str()
+    # A folder given for a report is refused before anything runs.
+    (perf.path / "out").mkdir()
+    refused = perf.runpytest("--torchperf-json", "out")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        [
+            "*--torchperf-json out: is a folder; give the file to write, e.g. "
+            "--torchperf-json=out/results.json"
+        ]
     )
 
 
