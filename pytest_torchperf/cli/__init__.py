@@ -200,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the first commit between GOOD and BAD where the selected perf tests got slower",
     )
     p.add_argument("good", help="a revision where the tests were fast (older)")
-    p.add_argument("bad", help="a revision where they are slow (newer)")
+    # Optional to argparse only: a missing BAD is named below (argparse named the optional
+    # pytest_args "required" beside it).
+    p.add_argument("bad", nargs="?", help="a revision where they are slow (newer)")
     p.add_argument("-k", help="the perf tests to run at each revision (pytest -k)")
     p.add_argument(
         "--mode",
@@ -316,6 +318,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare .torchperf {positional[0]}"
         )
     args, extras = parser.parse_known_args(words)
+    if args.command == "bisect" and args.bad is None:
+        args.parser.error(
+            "give GOOD and BAD: two revisions, e.g. torchperf bisect v1.4 main -k TEST"
+        )
     if args.command in ("accept", "merge"):  # results files after the options
         # merge has no -k, so every word is a file; accept's other words may be a measurement
         # meant for -k, unless they name a file (missing ones then fail as "cannot be read").

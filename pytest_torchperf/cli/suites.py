@@ -201,11 +201,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_torchperf.run.revision_probe import Target, default_mode, mode_named
 
     pytest_args = [*(["-k", args.k] if args.k else []), *args.pytest_args]
-    if not pytest_args:
-        raise SystemExit(
+    if not pytest_args:  # it cannot start: exit 2, as for an unknown revision
+        print(
             "torchperf bisect: select the perf tests to run at each revision with -k TEST (or "
-            "give pytest arguments after --): bisecting the whole suite takes hours"
+            "give pytest arguments after --): bisecting the whole suite takes hours",
+            file=sys.stderr,
         )
+        return 2
     mode = args.mode or default_mode()
     target = Target(mode, tuple(pytest_args), Path.cwd(), timeout=args.timeout)
     found = bisect(target, args.good, args.bad)

@@ -260,3 +260,18 @@ def test_forget_matches_a_whole_test_id_or_name_never_a_part(tmp_path, capsys) -
     assert cli.main(["forget", "t.py::test_p[1]", *storage]) == 0
     left = sorted((t, n) for _, t, n, _ in BaselineStore(tmp_path).measurements())
     assert left == [("t.py::test_mlp", "mlp"), ("t.py::test_mlp_fast", "mlp")]
+
+
+def test_bisect_names_a_missing_revision_or_test_selection_and_exits_2(capsys) -> None:
+    """`bisect GOOD -k t` said 'the following arguments are required: bad, pytest_args' (the
+    pytest arguments are optional), and a bisect without -k exited 1, not the 2 of one that
+    cannot start."""
+    from pytest_torchperf import cli
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["bisect", "v1", "-k", "t"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "pytest_args" not in err.split("error:", 1)[1]
+    assert "error: give GOOD and BAD: two revisions, e.g. torchperf bisect v1.4 main -k TEST" in err
+    assert cli.main(["bisect", "v1", "main"]) == 2
+    assert "select the perf tests to run at each revision with -k TEST" in capsys.readouterr().err
