@@ -94,10 +94,15 @@ def noise(values: Sequence[float]) -> float:
 
 def _either(value: float, own: float, other: float, sigma: float) -> bool:
     """Whether a run next to a step (log ``value``, on the side of level ``own``) could as well
-    be the other side's: it lies :data:`OUTLIER` noise units or more from its own level (an
-    outlier), or within :data:`AMBIGUOUS` noise units of being as near the other level."""
+    be the other side's: it lies :data:`OUTLIER` noise units or more from its own level toward
+    the other, or above both (a disturbance only ever adds time, so a slow outlier may be a run
+    of either side), or within :data:`AMBIGUOUS` noise units of being as near the other level.
+    An outlier below both levels is the faster side's own: no run of slower code measures
+    faster than the fast level (a newcomer's history offered a run 80 % under the slow level as
+    where a slowdown may have begun)."""
     near, far = abs(value - own), abs(value - other)
-    return near >= OUTLIER * sigma or far - near < AMBIGUOUS * sigma
+    possible = (value - own) * (other - own) > 0 or value > max(own, other)
+    return (possible and near >= OUTLIER * sigma) or far - near < AMBIGUOUS * sigma
 
 
 def _deviation(values: Sequence[float]) -> float:
