@@ -258,3 +258,14 @@ def test_a_valgrind_helper_that_hangs_or_is_missing_is_a_clear_error() -> None:
         callgrind._tool(["sleep", "30"], timeout=1.0)
     with pytest.raises(CallgrindError, match="no-such-valgrind-tool is not on PATH: it comes with"):
         callgrind._tool(["no-such-valgrind-tool"], timeout=5.0)
+
+
+def test_a_count_without_its_baseline_says_how_to_save_one() -> None:
+    """A newcomer who had saved a timing baseline read `(no baseline yet)` and `Record baselines
+    with pytest --torchperf-save`, which stores no count."""
+    verdict = judge_instructions("conv", _count(1_130_000.0), None)
+    assert verdict.outcome is Outcome.NEW
+    assert verdict.message == (
+        "conv: 1.13 M instructions per call (no instruction-count baseline yet; save one with "
+        "pytest --torchperf-instructions --torchperf-save: a timing baseline is not one)"
+    )

@@ -103,7 +103,12 @@ def word_instructions(
             f"Create inputs once outside the timed call"
         )
     if decision.case == "new" or baseline is None or decision.change is None:
-        return f"{label}: {format_count(second)} instructions per call (no baseline yet)"
+        # A timing baseline of the same test is not one: counts live in their own environment.
+        return (
+            f"{label}: {format_count(second)} instructions per call (no instruction-count "
+            f"baseline yet; save one with pytest --torchperf-instructions --torchperf-save: a "
+            f"timing baseline is not one)"
+        )
     floor = (
         f", at least {format_count(MIN_CHANGE)} per call: smaller changes are process-to-process "
         f"noise"
