@@ -39,9 +39,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     merged = merge_results(args.results, any_commit=args.any_commit)
     records = merged.records
     shards = ", ".join(f"{file}: {n}" for file, n in merged.shards)
+    given = f"{len(merged.shards)} results file{'s' if len(merged.shards) != 1 else ''}"
     print(
-        f"torchperf: merged {len(merged.shards)} results files ({shards} measurements) into "
-        f"{len(records)} measurements"
+        f"torchperf: merged {given} ({shards} measurements) into {len(records)} "
+        f"measurement{'s' if len(records) != 1 else ''}"
     )
     for env_id, files in merged.environments.items():
         group = [r for r in records if r.environment_id == env_id]

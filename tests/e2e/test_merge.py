@@ -238,3 +238,15 @@ def test_bad_shard_files_are_clear_errors(
         == 2
     )
     assert "different commits" in capsys.readouterr().err
+
+
+def test_one_file_merged_is_said_in_the_singular(
+    sharded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = str(sharded / "shard-1.json")
+    cli.main(["merge", one, "--storage", str(sharded / ".torchperf"), "--allow-missing"])
+    out = capsys.readouterr().out
+    assert (
+        "torchperf: merged 1 results file (shard-1.json: 1 measurements) into 1 measurement\n"
+        in out
+    )

@@ -122,6 +122,11 @@ def test_a_commit_measured_twice_counts_once_as_the_median_of_its_figures(tmp_pa
     # A file named twice (a folder and the file in it) is read once: no repeat.
     again, _ = read_runs([folder, folder / "0-a.json"])
     assert again[0].files == ("0-a.json",) and again[0].repeated == 0
+    # Shards' files of one name are told apart by their folders (a note listed "results.json,
+    # results.json").
+    _run_file(folder / "s2" / "3-a.json", "03" + "f" * 38, time, {"conv": 2e-3})
+    runs, _ = read_runs([folder])
+    assert [Path(f).parent.name for f in runs[3].files] == ["history", "history", "s2"]
 
 
 def test_a_retry_without_the_machines_speed_keeps_the_series_over_the_speed(
