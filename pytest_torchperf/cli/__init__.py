@@ -230,9 +230,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "results",
+        nargs="?",
         help="results file written by pytest --torchperf-json, or a baseline folder (the "
-        "latest saved graph of each measurement)",
+        "latest saved graph of each measurement; default .torchperf)",
     )
+    p.add_argument("--storage", help="the baseline folder, as the other commands name it")
     p.add_argument("-k", help="the measurement: a part of its test id or name")
     p.add_argument(
         "--out",
@@ -337,6 +339,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         )
     if args.command in ("list", "show", "report"):
         _paths(args, args.parser)
+    if args.command == "graph":
+        if args.results and args.storage:
+            args.parser.error(f"give one of {args.results} and --storage {args.storage}")
+        args.results = args.results or args.storage or ".torchperf"
     if args.command == "accept":  # it would write baselines among them
         remedy = "point --storage at the baseline folder (pytest --torchperf-save wrote it)"
         _not_results(args.parser, Path(args.storage or ".torchperf"), remedy)

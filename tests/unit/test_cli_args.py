@@ -275,3 +275,12 @@ def test_bisect_names_a_missing_revision_or_test_selection_and_exits_2(capsys) -
     assert "error: give GOOD and BAD: two revisions, e.g. torchperf bisect v1.4 main -k TEST" in err
     assert cli.main(["bisect", "v1", "main"]) == 2
     assert "select the perf tests to run at each revision with -k TEST" in capsys.readouterr().err
+
+
+def test_graph_takes_the_baseline_folder_after_storage_as_the_other_commands_do(capsys) -> None:
+    assert parse_args(["graph", "--storage", "gbase", "-k", "conv"]).results == "gbase"
+    assert parse_args(["graph", "-k", "conv"]).results == ".torchperf"
+    assert parse_args(["graph", "r.json"]).results == "r.json"
+    with pytest.raises(SystemExit):
+        parse_args(["graph", "r.json", "--storage", "gbase"])
+    assert "give one of r.json and --storage gbase" in capsys.readouterr().err
