@@ -39,6 +39,8 @@ class RunSettings:
     cross_machine: bool = False
     #: ``--torchperf-graph``: each measurement's per-node figures on its exported graph.
     graph: bool = False
+    #: ``--torchperf-json PATH`` as given: the results file (a graph's why line says to draw it).
+    results_file: str | None = None
     #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
     variant_filter: tuple[str, ...] | None = None
     #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).

@@ -342,6 +342,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         variant_filter=variant_filter,
         cross_machine=opt("torchperf_cross_machine"),
         graph=opt("torchperf_graph"),
+        results_file=opt("torchperf_json"),
         processes=processes,
         confirm=child_runs.confirm_setting(config),
         child=child_runs.child_output(config) is not None,

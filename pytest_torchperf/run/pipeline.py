@@ -304,7 +304,14 @@ def _compare(
         m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)
         grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
         if grew and explainable:
-            comparison.explanation = [*comparison.explanation, grew]
+            # Where to see it: the run's graph travels in its results file only.
+            results = ctx.settings.results_file
+            draw = (
+                f"torchperf graph {results} -k {m.name} draws it"
+                if results
+                else "add --torchperf-json PATH to draw it with torchperf graph PATH"
+            )
+            comparison.explanation = [*comparison.explanation, f"{grew} ({draw})"]
     if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
         changes, notes, warnings = explain.cross_machine(
             ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options

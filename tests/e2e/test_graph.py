@@ -122,7 +122,7 @@ def test_graph_figures_are_saved_and_a_compare_names_the_block_that_grew(
         [
             r".*net: on the graph, layer2\.1 grew by \S+ \S+, \+\S+% \(\S+% of the nodes' growth; "
             r"all nodes \S+ \S+ -> \S+ \S+[^)]*\); 60 new nodes \(aten\.\w+ x20, aten\.\w+ x20, "
-            r"aten\.\w+ x20: \S+ \S+\).*"
+            r"aten\.\w+ x20: \S+ \S+\).* \(torchperf graph compared\.json -k net draws it\)$"
         ]
     )
     graph = _records(perf.path / "compared.json")["net"]["graph"]
