@@ -59,7 +59,8 @@ class KindReport:
     carried_sessions: Callable[[Record], list[Session] | None] = lambda record: None
     #: ``torchperf show``'s baseline and latest figures of an environment filed under this
     #: kind's name (:func:`pytest_torchperf.store.environment.environment_mode`), where they are
-    #: not times: every session counts and no timing limit applies. None: timed environment.
+    #: not times: every session counts and no timing limit applies; with ``judged at``, the
+    #: limit a compare holds the figure to. None: timed environment.
     stored_figures: Callable[[Sequence[Session]], dict[str, str]] | None = None
     #: What ``torchperf show`` adds to a timed environment's baseline from this kind's figures
     #: stored beside the timing, or "".

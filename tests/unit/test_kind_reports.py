@@ -96,11 +96,15 @@ def test_an_instruction_environment_shows_counts_in_torchperf_show() -> None:
     assert INSTRUCTIONS.stored_figures(sessions) == {
         "baseline": "198 k instr/call",
         "latest": "197 k instr/call",
+        "judged at": "1%",  # the default max_instruction_increase (show printed "-")
     }
     assert INSTRUCTIONS.stored_figures([Session(statistic=1e-3)]) == {
         "baseline": "no count",
         "latest": "no count",
+        "judged at": "1%",
     }
+    loose = Session(instructions=COUNT, gate={"max_instruction_increase": 0.025})
+    assert INSTRUCTIONS.stored_figures([loose])["judged at"] == "2.5%"
 
 
 def test_a_fallback_save_names_the_count_stored_beside_the_timing() -> None:

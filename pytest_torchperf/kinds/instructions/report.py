@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pytest_torchperf.core.json_fields import json_number, json_object
 from pytest_torchperf.core.units import format_count
+from pytest_torchperf.kinds.instructions.options import DEFAULT_MAX_INCREASE
 from pytest_torchperf.report.kind_report import Column, KindReport
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX
 from pytest_torchperf.store.record import Record
@@ -44,15 +45,18 @@ def _baseline(value: float | None) -> str:
 
 
 def stored_figures(sessions: Sequence[Session]) -> dict[str, str]:
-    """The median stored count and the latest one: an instruction environment's sessions were
-    timed only as the counting run was (under Valgrind), never judged on time."""
+    """The median stored count and the latest one (an instruction environment's sessions were
+    timed only as the counting run was, under Valgrind, never judged on time), and the limit a
+    compare holds the count to: the latest session's ``max_instruction_increase``."""
     counts = [s.instructions["per_call"] for s in sessions if s.instructions]
     last = sessions[-1].per_call_instructions
+    limit = json_number((sessions[-1].gate or {}).get("max_instruction_increase"))
     return {
         "baseline": f"{format_count(statistics.median(counts))} instr/call"
         if counts
         else "no count",
         "latest": f"{format_count(last)} instr/call" if last else "no count",
+        "judged at": f"{(limit if limit is not None else DEFAULT_MAX_INCREASE) * 100:g}%",
     }
 
 
