@@ -5,11 +5,11 @@
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
     torchperf report  [RESULTS...] [DIR] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
-    torchperf forget  TEST [NAME] [--storage DIR]             drop a renamed test's baselines
+    torchperf forget  TEST [NAME] [--storage DIR]          drop a renamed test's baselines
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
-    torchperf graph   RESULTS|BASELINE_DIR [-k TEXT] [--out DIR] [--no-browser] [--port N]
+    torchperf graph   [RESULTS|DIR] [--storage DIR] [-k TEXT] [--out DIR] [--no-browser]
 
 DIR and BASELINE are a baseline folder (``.torchperf``, the default; ``--storage DIR`` also
 names it); CANDIDATE a results file written by ``pytest --torchperf-json`` or another baseline
@@ -320,6 +320,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare .torchperf {positional[0]}"
         )
     args, extras = parser.parse_known_args(words)
+    # An optional positional after an option (bisect v1 -k t main, forget t --storage d mlp):
+    # argparse filled it with None from the first words and left the word among the extras.
+    late = {"bisect": "bad", "forget": "name"}.get(args.command)
+    if late and getattr(args, late) is None:
+        word = next((w for w in extras if w[:1] != "-"), None)
+        if word is not None:
+            setattr(args, late, word)
+            extras.remove(word)
     if args.command == "bisect" and args.bad is None:
         args.parser.error(
             "give GOOD and BAD: two revisions, e.g. torchperf bisect v1.4 main -k TEST"

@@ -4,6 +4,7 @@ results files of one run (or its shards)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 from collections import Counter
@@ -46,6 +47,17 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return args.test in (nodeid, nodeid.split("::", 1)[-1]) and args.name in (None, name)
 
     store = baseline_store(args.storage)
+    # A name after the file can be the same in several files (test_forward): only a whole id
+    # picks one of them.
+    ids = sorted({nodeid for _, nodeid, name, _ in store.measurements() if picked(nodeid, name)})
+    if len({nodeid.split("::", 1)[0] for nodeid in ids}) > 1:
+        quoted = " ".join(shlex.quote(nodeid) for nodeid in ids)
+        print(
+            f"torchperf: {args.test} names tests in {len(ids)} files ({quoted}): give the whole "
+            f"test id of the one to forget",
+            file=sys.stderr,
+        )
+        return 2
     removed = store.forget(picked)
     what = f"{args.test} {args.name}" if args.name else args.test
     if not removed:
@@ -58,9 +70,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     for path, nodeid, name, sessions in removed:
         plural = "s" if sessions != 1 else ""
         print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
+    # Only these files: the folder may hold a save not committed yet (the new name's).
+    files = " ".join(shlex.quote(shown(p)) for p in dict.fromkeys(p for p, *_ in removed))
     print(
         f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
-        f"removed; commit the baseline folder (git checkout -- {args.storage} undoes it)"
+        f"removed; commit the baseline folder (git checkout -- {files} undoes it)"
     )
     return 0
 

@@ -15,6 +15,7 @@ saving run, fails).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -157,7 +158,8 @@ def compare(
     elif gone:
         olds = [test.split("::", 1)[-1] for test in gone]
         storage = "" if where.storage in ("", ".torchperf") else f" --storage {where.storage}"
-        forget = f"torchperf forget {olds[0] if len(olds) == 1 else 'TEST'}{storage}"
+        # The whole id: a name after the file may be the same in other files (test_forward).
+        forget = f"torchperf forget {shlex.quote(gone[0]) if len(gone) == 1 else 'TEST'}{storage}"
         verdict = replace(
             verdict,
             message=f"{label}: no baseline for this test; the baseline file holds {label} under "

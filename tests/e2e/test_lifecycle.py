@@ -67,20 +67,22 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
         [
             "*mlp: no baseline for this test; the baseline file holds mlp under test_mlp, which "
             "no longer exists here (renamed?): save again (pytest --torchperf-save) to start "
-            "this one's baseline, and torchperf forget test_mlp drops the old one",
+            "this one's baseline, and torchperf forget test_*.py::test_mlp drops the old one",
         ]
     )
     result.stdout.fnmatch_lines(["*conv: no baseline for this environment yet; record one*"])
     result.stdout.no_fnmatch_line("*holds conv under*")
     # The remedy, as said: the new name saved, the old one forgotten; nothing else goes.
     perf.runpytest("--torchperf-save", "-k", "mlp").assert_outcomes(passed=1)
-    forget = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "forget", "test_mlp")
+    old = next(line for line in result.outlines if "torchperf forget " in line)
+    old = old.split("torchperf forget ", 1)[1].split(" drops", 1)[0]  # the whole id, as said
+    forget = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "forget", old)
     assert forget.ret == 0, forget.stdout.str() + forget.stderr.str()
     forget.stdout.fnmatch_lines(
         [
             "removed test_*.py::test_mlp mlp (1 session) from .torchperf/cpu-*/test_*.py.json",
-            "torchperf: 1 measurement of test_mlp removed; commit the baseline folder (git "
-            "checkout -- .torchperf undoes it)",
+            "torchperf: 1 measurement of test_*.py::test_mlp removed; commit the baseline folder "
+            "(git checkout -- .torchperf/cpu-*/test_*.py.json undoes it)",
         ]
     )
     (doc,) = [json.loads(p.read_text()) for p in baseline_files(perf.path / ".torchperf")]

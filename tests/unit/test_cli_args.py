@@ -284,3 +284,35 @@ def test_graph_takes_the_baseline_folder_after_storage_as_the_other_commands_do(
     with pytest.raises(SystemExit):
         parse_args(["graph", "r.json", "--storage", "gbase"])
     assert "give one of r.json and --storage gbase" in capsys.readouterr().err
+
+
+def test_an_optional_word_after_the_options_is_still_read_as_itself() -> None:
+    """`bisect v1 -k t main` parsed before BAD became optional to argparse; forget's NAME after
+    --storage was refused as a second path."""
+    assert parse_args(["bisect", "v1", "-k", "t", "main"]).bad == "main"
+    args = parse_args(["bisect", "v1", "--mode", "counters", "main", "-k", "t"])
+    assert (args.good, args.bad, args.k, args.pytest_args) == ("v1", "main", "t", [])
+    assert parse_args(["forget", "test_a", "--storage", "d", "mlp"]).name == "mlp"
+
+
+def test_forget_refuses_a_name_that_tests_of_several_files_share(tmp_path, capsys) -> None:
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    store = BaselineStore(tmp_path)
+    stored = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for nodeid in ("a.py::test_forward", "b.py::test_forward"):
+        store.record("cpu-x-t1-0", {}, nodeid, "fwd", stored)
+    assert cli.main(["forget", "test_forward", "--storage", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "torchperf: test_forward names tests in 2 files (a.py::test_forward b.py::test_forward): "
+        "give the whole test id of the one to forget\n"
+    )
+    assert cli.main(["forget", "a.py::test_forward", "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        f"removed; commit the baseline folder (git checkout -- {tmp_path / 'cpu-x-t1-0' / 'a.py.json'} "
+        f"undoes it)\n"
+    ), out
+    assert [t for _, t, _, _ in store.measurements()] == ["b.py::test_forward"]
