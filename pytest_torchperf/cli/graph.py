@@ -51,6 +51,10 @@ def pick(records: list[Record], pattern: str | None, path: str) -> Record | str:
     """The one selected measurement that has a graph, or the error that says why there is none."""
     chosen = [r for r in records if selected(r.nodeid, r.name, pattern)]
     graphs = [r for r in chosen if r.graph is not None]
+    # A whole name or test id picks it among those that merely contain it (-k mlp beside
+    # mlp[int8] and mlp-bs64: what a failure's "draws it" hint gives).
+    exact = [r for r in graphs if pattern in (r.name, r.nodeid)]
+    graphs = exact if len(exact) == 1 else graphs
     which = f" matching -k {pattern!r}" if pattern else ""
     if len(graphs) == 1:
         return graphs[0]

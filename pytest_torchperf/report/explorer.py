@@ -224,7 +224,9 @@ def _marked_namespace(nodes: Sequence[GraphNode], module: str) -> str | None:
 
 def _group_configs(nodes: Sequence[GraphNode], marked: Sequence[str]) -> list[JSON]:
     """The first marked module's group filled and bordered, the groups above it bordered."""
-    if not marked:
+    if not marked or marked[0] == "":
+        # The model's own forward is no group of its own: its namespace holds every submodule
+        # too, and filling it would mark the whole model (its ops' colours mark them).
         return []
     namespace = _marked_namespace(nodes, marked[0])
     if not namespace:

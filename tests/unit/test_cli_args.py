@@ -316,3 +316,20 @@ def test_forget_refuses_a_name_that_tests_of_several_files_share(tmp_path, capsy
         f"undoes it)\n"
     ), out
     assert [t for _, t, _, _ in store.measurements()] == ["b.py::test_forward"]
+
+
+def test_graph_picks_the_measurement_a_whole_name_names_among_those_containing_it() -> None:
+    """A failure's hint says `torchperf graph r.json -k mlp`; mlp[int8] and mlp-bs64 have
+    graphs too, and -k matches a part of a name."""
+    from pytest_torchperf.cli.graph import pick
+    from pytest_torchperf.store.record import Record
+
+    records = [
+        Record(nodeid=f"t.py::test_{n}", name=n, graph={"nodes": []})
+        for n in ("mlp", "mlp[int8]", "mlp-bs64")
+    ]
+    chosen = pick(records, "mlp", "r.json")
+    assert isinstance(chosen, Record) and chosen.name == "mlp"
+    assert isinstance(pick(records, "mlp-", "r.json"), Record)  # one contains it: as before
+    many = pick(records, "ml", "r.json")
+    assert isinstance(many, str) and many.startswith("3 measurements matching -k 'ml'")

@@ -259,3 +259,15 @@ def test_a_node_new_since_the_baseline_is_coloured_as_grown_and_says_so() -> Non
     assert change["results"]["linear_1"]["value"] == explorer.NEW_NODE_PCT
     assert change["results"]["linear_1"]["bgColor"] == MARKED_BG  # inside the marked module
     assert _attrs(_nodes(view)["linear_1"])["change"] == "new: not in the baseline"
+
+
+def test_the_models_own_forward_marked_fills_no_group() -> None:
+    """Marked ``""`` (ops of the root's forward grew): its namespace is the whole model's, so a
+    filled group would mark every submodule; the view opens on the root's own op instead."""
+    record = _record()
+    record["graph"]["marked"] = [""]
+
+    view = graph_view(record)
+
+    assert view.graph["graphs"][0].get("groupNodeConfigs", []) == []
+    assert focus(view)[0] == "sum_1"
