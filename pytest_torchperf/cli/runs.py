@@ -280,11 +280,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
         # into .torchperf would change baselines that run never read.
         default = Path(".torchperf").resolve()
         for path in args.results:
-            used = recorded_storage(path)
-            if used and Path(used).is_dir() and Path(used).resolve() != default:
+            used, relative = recorded_storage(path)
+            here = used if used and Path(used).is_dir() else None
+            if here is None and relative not in (None, ".torchperf"):
+                here = relative  # another checkout's run (CI): its folder within the project
+            if here and Path(here).resolve() != default:
                 raise PathError(
-                    f"{path} was judged against the baselines in {used}, not .torchperf: give "
-                    f"--storage {used} (or --storage .torchperf to accept into that folder "
+                    f"{path} was judged against the baselines in {here}, not .torchperf: give "
+                    f"--storage {here} (or --storage .torchperf to accept into that folder "
                     f"anyway)"
                 )
     store = BaselineStore(Path(args.storage or ".torchperf"))

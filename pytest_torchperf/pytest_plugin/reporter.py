@@ -207,7 +207,7 @@ class SummaryReporter:
                             machine_info(),
                             commit_info(),
                             cov.to_dict() if cov is not None else None,
-                            str(Path(settings.storage).resolve()),
+                            _storage_read(settings.storage, self.config.rootpath),
                         ),
                         indent=2,
                     )
@@ -240,6 +240,18 @@ class SummaryReporter:
                         f"({step_summary}): {exc.strerror}"
                     )
         return written
+
+
+def _storage_read(storage: Path, rootdir: Path) -> dict[str, str | None]:
+    """The baseline folder a run read, as its results file keeps it: absolute (this machine's
+    path) and relative to the rootdir where it lies under it (the same on every checkout: a CI
+    runner's results file downloaded to a laptop)."""
+    folder = Path(storage).resolve()
+    try:
+        relative: str | None = folder.relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        relative = None
+    return {"path": str(folder), "relative": relative}
 
 
 def _environment_line(settings: "RunSettings", records: list[Record]) -> str:

@@ -63,7 +63,7 @@ def benchmark_json(
     machine_info: Mapping[str, Any],
     commit_info: Mapping[str, Any],
     coverage: Mapping[str, Any] | None = None,
-    storage: str | None = None,
+    storage: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section;
     ``coverage``: what the run gated (:meth:`pytest_torchperf.judge.coverage.Coverage.to_dict`);
@@ -115,6 +115,6 @@ def benchmark_json(
             "format": RESULTS_FORMAT,
             "environments": environments,
             "coverage": dict(coverage) if coverage else None,
-            "storage": storage,
+            "storage": dict(storage) if storage else None,
         },
     }

@@ -153,7 +153,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
                 "environments": shard_envs,
                 "node": (doc.get("machine_info") or {}).get("node"),
                 "commit": (doc.get("commit_info") or {}).get("id"),
-                "storage": doc["torchperf"].get("storage"),
+                "storage": _folder_read(doc["torchperf"].get("storage")),
             }
         )
     by_environment: dict[str, list[str]] = {}
@@ -168,7 +168,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     modes = {(doc["torchperf"].get("coverage") or {}).get("mode") for doc in documents} - {None}
     cov = coverage(records, comparing="compare" in modes) if modes else None
     first = documents[0]
-    storages = {note["storage"] for note in shard_notes}
+    folders = {note["storage"] for note in shard_notes}
     document = {
         **{k: v for k, v in first.items() if k not in ("benchmarks", "torchperf")},
         "benchmarks": benchmarks,
@@ -177,15 +177,24 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             "format": RESULTS_FORMAT,
             "environments": environments,
             "coverage": cov.to_dict() if cov is not None else None,
-            # The folder every shard read; None where they read different ones (or older
-            # files do not say).
-            "storage": storages.pop() if len(storages) == 1 else None,
+            # The folder every shard read (the first's paths); None where they read different
+            # ones (or older files do not say).
+            "storage": first["torchperf"].get("storage") if len(folders) == 1 else None,
             # Where each part came from (the machine_info and commit_info above are the
             # first shard's).
             "shards": shard_notes,
         },
     }
     return MergedResults(document, records, tuple(shards), duplicates, by_environment, cov)
+
+
+def _folder_read(storage: object) -> str | None:
+    """A shard's baseline folder as shards are compared: relative to its rootdir where it has one
+    (runners check the project out to different paths), else its absolute path."""
+    if not isinstance(storage, dict):
+        return None
+    folder = storage.get("relative") or storage.get("path")
+    return folder if isinstance(folder, str) else None
 
 
 def _short_names(paths: Sequence[Path]) -> list[str]:

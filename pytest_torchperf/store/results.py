@@ -34,12 +34,18 @@ def read_results(path: Path | str) -> tuple[list[Record], dict[str, Any]]:
     return records_of(doc), dict(doc["torchperf"].get("environments") or {})
 
 
-def recorded_storage(path: Path | str) -> str | None:
-    """The baseline folder a ``--torchperf-json`` file's run read (absolute, as that machine
-    named it); None in files written before it was recorded, and in a merge of shards that read
-    different folders."""
+def recorded_storage(path: Path | str) -> tuple[str | None, str | None]:
+    """The baseline folder a ``--torchperf-json`` file's run read: absolute (as that machine
+    named it) and relative to its rootdir (None where it lay outside); (None, None) in files
+    written before it was recorded, and in a merge of shards that read different folders."""
     storage = read_results_document(path)["torchperf"].get("storage")
-    return storage if isinstance(storage, str) else None
+    if not isinstance(storage, dict):
+        return None, None
+    absolute, relative = storage.get("path"), storage.get("relative")
+    return (
+        absolute if isinstance(absolute, str) else None,
+        relative if isinstance(relative, str) else None,
+    )
 
 
 def read_results_document(path: Path | str) -> dict[str, Any]:

@@ -178,7 +178,7 @@ def test_accept_without_storage_refuses_to_guess_when_the_run_read_another_folde
     (tmp_path / "gbase").mkdir()
     path = Path(results_file(tmp_path, gate=GATE))
     doc = json.loads(path.read_text())
-    doc["torchperf"]["storage"] = str(tmp_path / "gbase")
+    doc["torchperf"]["storage"] = {"path": str(tmp_path / "gbase"), "relative": "gbase"}
     path.write_text(json.dumps(doc))
     assert cli.main(["accept", str(path)]) == 2
     assert capsys.readouterr().err == (
@@ -189,10 +189,20 @@ def test_accept_without_storage_refuses_to_guess_when_the_run_read_another_folde
     assert not (tmp_path / ".torchperf").exists()
     assert cli.main(["accept", str(path), "--storage", "gbase"]) == 0
     assert BaselineStore(tmp_path / "gbase").load_sessions(ENV, NODE, "fwd")
-    # The folder it read is the default one, or is not on this machine (a CI runner's path):
-    # the default, as before.
-    for elsewhere in (str(tmp_path / ".torchperf"), "/home/runner/work/p/p/.torchperf"):
-        doc["torchperf"]["storage"] = elsewhere
+    # A CI runner's run: its absolute path is not here; its folder within the project says.
+    ci = "/home/runner/work/p/p"
+    doc["torchperf"]["storage"] = {"path": f"{ci}/perf/baselines", "relative": "perf/baselines"}
+    path.write_text(json.dumps(doc))
+    assert cli.main(["accept", str(path)]) == 2
+    assert "judged against the baselines in perf/baselines, not .torchperf" in (
+        capsys.readouterr().err
+    )
+    # The folder it read is the default one, here or on the runner: the default, as before.
+    for read in (
+        {"path": str(tmp_path / ".torchperf")},
+        {"path": f"{ci}/.torchperf", "relative": ".torchperf"},
+    ):
+        doc["torchperf"]["storage"] = read
         path.write_text(json.dumps(doc))
         assert cli.main(["accept", str(path)]) == 0
     assert len(BaselineStore(tmp_path / ".torchperf").load_sessions(ENV, NODE, "fwd")) == 2
