@@ -92,16 +92,19 @@ def noise(values: Sequence[float]) -> float:
     return max(1.4826 * statistics.median(diffs) / math.sqrt(2), NOISE_FLOOR)
 
 
-def _either(value: float, own: float, other: float, sigma: float) -> bool:
+def _either(value: float, own: float, other: float, sigma: float, one_sided: bool) -> bool:
     """Whether a run next to a step (log ``value``, on the side of level ``own``) could as well
     be the other side's: it lies :data:`OUTLIER` noise units or more from its own level toward
-    the other, or above both (a disturbance only ever adds time, so a slow outlier may be a run
-    of either side), or within :data:`AMBIGUOUS` noise units of being as near the other level.
-    An outlier below both levels is the faster side's own: no run of slower code measures
-    faster than the fast level (a newcomer's history offered a run 80 % under the slow level as
-    where a slowdown may have begun)."""
+    the other, or beyond both on the side ``one_sided`` noise adds to, or either way where it is
+    not one-sided, or within :data:`AMBIGUOUS` noise units of being as near the other level.
+
+    Raw times are one-sided: a disturbance only ever adds time, so a slow outlier may be a run of
+    either side, while one below both levels is the faster side's own (a newcomer's history
+    offered a run 80 % under the slow level as where a slowdown may have begun). Instruction
+    counts, and times over the machine's speed (a slowed calibration kernel reads them low),
+    are not."""
     near, far = abs(value - own), abs(value - other)
-    possible = (value - own) * (other - own) > 0 or value > max(own, other)
+    possible = (value - own) * (other - own) > 0 or not one_sided or value > max(own, other)
     return (possible and near >= OUTLIER * sigma) or far - near < AMBIGUOUS * sigma
 
 
@@ -116,8 +119,11 @@ def change_points(
     threshold: float = THRESHOLD,
     min_step: float = MIN_STEP,
     min_segment: int = MIN_SEGMENT,
+    one_sided: bool = False,
 ) -> list[Step]:
-    """The steps of a series of positive values (times, instruction counts), in run order."""
+    """The steps of a series of positive values (times, instruction counts), in run order;
+    ``one_sided``: its noise only adds (raw times), which decides which outliers next to a step
+    may be the other side's."""
     if any(not (v > 0) or math.isinf(v) for v in values):
         raise ValueError("change points need positive, finite values")
     logs = [math.log(v) for v in values]
@@ -161,8 +167,14 @@ def change_points(
             # level (a slow spell of the runner, a retried job) could as well be the other
             # side's: one run of the history said so, and the commit range should too.
             k = step.index
-            earliest = k - 1 if k - 1 > lo and _either(logs[k - 1], left, right, sigma) else None
-            latest = k + 1 if k + 1 < hi and _either(logs[k], right, left, sigma) else None
+            earliest = (
+                k - 1
+                if k - 1 > lo and _either(logs[k - 1], left, right, sigma, one_sided)
+                else None
+            )
+            latest = (
+                k + 1 if k + 1 < hi and _either(logs[k], right, left, sigma, one_sided) else None
+            )
             steps.append(
                 Step(k, math.exp(left), math.exp(right), score, earliest=earliest, latest=latest)
             )

@@ -244,7 +244,11 @@ def series_of(
         else:
             values = [v for _, v, _ in triples]
         steps = change_points(
-            values, threshold=threshold, min_step=min_step, min_segment=min_segment
+            values,
+            threshold=threshold,
+            min_step=min_step,
+            min_segment=min_segment,
+            one_sided=unit == "s" and not normalised,  # raw times: noise only adds
         )
         found.append(
             Series(
