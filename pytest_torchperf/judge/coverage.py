@@ -87,6 +87,8 @@ class Coverage:
     #: were not gated (with why, where it is known), so a line can name them.
     names: dict[str, list[str]] = field(default_factory=dict)
     no_counters: list[str] = field(default_factory=list)
+    #: The commands that record the missing baselines (their kinds' :attr:`Kind.save`).
+    saves: set[str] = field(default_factory=set)
     no_numerics: list[str] = field(default_factory=list)
     #: Save runs: what each timed measurement's baseline now is, by measurement name.
     stored: dict[str, StoredBaseline] = field(default_factory=dict)
@@ -170,6 +172,10 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
     cov.not_timed[why] += 1
     if record.name:
         cov.names.setdefault(why, []).append(record.name)
+    if why == NO_BASELINE:  # the command that records its kind's baseline (a count's differs)
+        save = judging(recorded_kind(session_of(record).gate or {})).save
+        if save:
+            cov.saves.add(save)
 
 
 def _why_no_counters(record: Record) -> str:
@@ -398,7 +404,8 @@ def remedies(cov: Coverage) -> str:
             "counters and numerics are stored already)"
         )
     if NO_BASELINE in reasons:
-        said.append("Record baselines with pytest --torchperf-save and commit the storage folder")
+        commands = " or ".join(sorted(cov.saves)) or "pytest --torchperf-save"
+        said.append(f"Record baselines with {commands} and commit the storage folder")
     return ". ".join(said)  # sentences: each starts with a capital
 
 

@@ -182,6 +182,23 @@ def test_a_measurement_without_any_baseline_says_so_for_counters_and_numerics_to
     )
 
 
+def test_a_missing_count_baseline_is_told_the_command_that_records_counts() -> None:
+    """Review: an instruction compare without a count baseline was told to record baselines
+    with pytest --torchperf-save, which stores a timing, not a count."""
+    counted = compared(None, "new")
+    counted.update(name="conv", session={"gate": {"kind": "instructions"}})
+    cov = coverage(_read([counted]), comparing=True)
+    assert cov is not None
+    assert "Record baselines with pytest --torchperf-instructions --torchperf-save and commit" in (
+        weak_gate_warning(cov) or ""
+    )
+    timed = coverage(_read([compared(None, "new")]), comparing=True)
+    assert timed is not None
+    assert "Record baselines with pytest --torchperf-save and commit" in (
+        weak_gate_warning(timed) or ""
+    )
+
+
 def test_half_judged_on_time_is_no_warning() -> None:
     records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
     cov = coverage(_read(records), comparing=True)
