@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, cast
 from urllib.parse import quote
 
-from pytest_torchperf.cli.common import results, selected, table
+from pytest_torchperf.cli.common import PathError, results, selected, table
 from pytest_torchperf.core.graph_types import GraphRecord
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.node_changes import module_label
@@ -123,6 +123,11 @@ def stored_graphs(storage: Path) -> list[Record]:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
+    if not Path(args.results).exists():  # the default folder too: not "results file .torchperf"
+        raise PathError(
+            f"{args.results} does not exist: give a results file (pytest --torchperf-json PATH "
+            f"wrote it) or the baseline folder (--storage DIR; default .torchperf)"
+        )
     if Path(args.results).is_dir():
         records = stored_graphs(Path(args.results))
     else:

@@ -333,3 +333,14 @@ def test_graph_picks_the_measurement_a_whole_name_names_among_those_containing_i
     assert isinstance(pick(records, "mlp-", "r.json"), Record)  # one contains it: as before
     many = pick(records, "ml", "r.json")
     assert isinstance(many, str) and many.startswith("3 measurements matching -k 'ml'")
+
+
+def test_graph_without_a_path_or_baseline_folder_says_what_to_give(tmp_path, capsys, monkeypatch):
+    from pytest_torchperf import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["graph", "-k", "x"]) == 2
+    assert capsys.readouterr().err == (
+        "torchperf: .torchperf does not exist: give a results file (pytest --torchperf-json PATH "
+        "wrote it) or the baseline folder (--storage DIR; default .torchperf)\n"
+    )
