@@ -28,11 +28,9 @@ different commits are refused. ``history`` reads many runs: the files of one com
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from pytest_torchperf.cli.common import PathError
 from pytest_torchperf.cli.graph import cmd_graph
@@ -45,9 +43,10 @@ from pytest_torchperf.cli.runs import (
     cmd_show,
 )
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
+from pytest_torchperf.cli.words import hint, placed, resolve_paths
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
 from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
-from pytest_torchperf.store.baselines import ENVIRONMENT_FILE, BaselineFileError
+from pytest_torchperf.store.baselines import BaselineFileError
 
 _K = "only tests/measurements containing this text"
 _ANY_COMMIT = "with several results files: read files written at different commits"
@@ -253,54 +252,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _hint(command: argparse.ArgumentParser, word: str) -> str:
-    """What an unrecognized ``word`` was likely meant as: a misspelt option, a measurement for
-    ``-k``, a second path."""
-    options = [o for action in command._actions for o in action.option_strings]
-    if word.startswith("-"):
-        near = difflib.get_close_matches(word.split("=", 1)[0], options, 1)
-        return f"did you mean {near[0]}?" if near else f"{command.prog} -h lists its options"
-    if "-k" in options and not Path(word).exists():
-        return f"to select measurements by test or name, give -k {word}"
-    return f"{command.prog} reads one path: run it once per path"
-
-
-def _paths(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
-    """The baseline folder and results files given as words (``show DIR``, ``report FILE DIR``),
-    told apart by what each path is, into ``storage`` and ``results``."""
-    folders = [args.folder] if getattr(args, "folder", None) else []
-    word = folders[0] if folders else "/"
-    if "/" not in word and not Path(word).exists() and Path(".torchperf").is_dir():
-        if hasattr(args, "k"):  # a measurement's name (show mlp), not a folder
-            command.error(f"baseline folder {word} does not exist; {_hint(command, word)}")
-    for path in getattr(args, "paths", None) or []:
-        if not Path(path).exists():
-            command.error(
-                f"{path} does not exist: give a results file (pytest --torchperf-json PATH wrote "
-                f"it) or the baseline folder (pytest --torchperf-save wrote it, default .torchperf)"
-            )
-        if Path(path).is_dir():
-            folders.append(path)
-        else:
-            args.results = [*(args.results or []), path]
-    named = [*folders, *([args.storage] if args.storage else [])]
-    if len(named) > 1:
-        command.error(f"give one baseline folder, not {' and '.join(named)}")
-    args.storage = named[0] if named else ".torchperf"
-    if not getattr(args, "results", None):
-        _not_results(command, Path(args.storage))
-
-
-def _not_results(command: argparse.ArgumentParser, storage: Path, remedy: str = "") -> None:
-    """Refuse a folder of results files (e.g. a CI artifact) given as the baseline folder."""
-    found = sorted(str(f) for f in storage.glob("*.json")) if storage.is_dir() else []
-    if found and not any(storage.glob(f"*/{ENVIRONMENT_FILE}")):
-        command.error(
-            f"{storage} holds results files, not baselines (no <environment>/{ENVIRONMENT_FILE} "
-            f"in it): {remedy or f'give one of them as a file, e.g. torchperf report {found[0]}'}"
-        )
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line's arguments; what follows ``--`` is ``bisect``'s pytest arguments.
 
@@ -320,53 +271,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"compare .torchperf {positional[0]}"
         )
     args, extras = parser.parse_known_args(words)
-    # An optional positional after an option (bisect v1 -k t main, forget t --storage d mlp):
-    # argparse filled it with None from the first words and left the word among the extras.
-    late = {"bisect": "bad", "forget": "name"}.get(args.command)
-    if late and getattr(args, late) is None:
-        word = next((w for w in extras if w[:1] != "-"), None)
-        if word is not None:
-            setattr(args, late, word)
-            extras.remove(word)
+    extras = placed(args, extras)
     if args.command == "bisect" and args.bad is None:
         args.parser.error(
             "give GOOD and BAD: two revisions, e.g. torchperf bisect v1.4 main -k TEST"
         )
-    if args.command in ("accept", "merge"):  # results files after the options
-        # merge has no -k, so every word is a file; accept's other words may be a measurement
-        # meant for -k, unless they name a file (missing ones then fail as "cannot be read").
-        more = [
-            w
-            for w in extras
-            if w[:1] != "-" and (Path(w).exists() or w.endswith(".json") or not hasattr(args, "k"))
-        ]
-        args.results, extras = args.results + more, [w for w in extras if w not in more]
     if extras:  # in the command's usage, not the top level's (which names no option of it)
         args.parser.error(
-            f"unrecognized arguments: {' '.join(extras)}; {_hint(args.parser, extras[0])}"
+            f"unrecognized arguments: {' '.join(extras)}; {hint(args.parser, extras[0])}"
         )
-    if args.command in ("list", "show", "report"):
-        _paths(args, args.parser)
-    if args.command == "graph":
-        if args.results and args.storage:
-            args.parser.error(f"give one of {args.results} and --storage {args.storage}")
-        args.results = args.results or args.storage or ".torchperf"
-    if args.command == "accept":  # it would write baselines among them
-        remedy = "point --storage at the baseline folder (pytest --torchperf-save wrote it)"
-        _not_results(args.parser, Path(args.storage or ".torchperf"), remedy)
-    for path in (args.results or []) if args.command in ("accept", "merge", "report") else []:
-        if Path(path).is_dir():  # the store's own message names no option of ours
-            found = sorted(str(f) for f in Path(path).glob("*.json"))
-            if any(Path(path).glob(f"*/{ENVIRONMENT_FILE}")):  # a baseline folder: the flag
-                hint = f"a baseline folder goes after --storage: --storage {path}"
-            elif found:  # e.g. a downloaded artifact folder of results files
-                hint = f"the results files in it: {' '.join(found[:3])}{' ...' * (len(found) > 3)}"
-            else:
-                hint = "a baseline folder goes after --storage"
-            args.parser.error(
-                f"results file {path} is a folder: give the file pytest --torchperf-json PATH "
-                f"wrote ({hint})"
-            )
+    resolve_paths(args)
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):
             parser.error(
