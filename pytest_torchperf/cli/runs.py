@@ -21,8 +21,9 @@ from pytest_torchperf.cli.common import (
     write_reports,
 )
 from pytest_torchperf.core.units import format_change, format_percent, format_time
-from pytest_torchperf.judge.coverage import coverage, summary_lines
+from pytest_torchperf.judge.coverage import coverage, strict_run, summary_lines
 from pytest_torchperf.judge.replay import accept_problem, untimed_session
+from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
@@ -222,9 +223,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
     )
-    from pytest_torchperf.judge.coverage import strict_run
-    from pytest_torchperf.judge.run_failure import run_failure
-
     # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
     cov = coverage(judged, comparing=True)
     strict = "strict, as the run recorded it" if strict_run(records) else None
@@ -321,19 +319,13 @@ def cmd_accept(args: argparse.Namespace) -> int:
             )
         # Appended, a changed speed leaves sessions that disagree: a save that did so fails.
         # (Where the stored sessions could not gate already, this run is not what broke it.)
-        appended, new = [*stored, session][-store.max_history :], session.statistic
-        after, before = (
-            timing_baseline(appended, session, 1, 1),
-            timing_baseline(stored, session, 1, 1),
-        )
-        broke = after is not None and after.wide and not (before is not None and before.wide)
-        if (
-            new
-            and after is not None
-            and broke
-            and not (problem or left_out or args.reset or args.force)
-        ):
-            problem = _too_noisy(timed_sessions(appended[:-1]), new, after)
+        new = session.statistic
+        if new and not (problem or left_out or args.reset or args.force):
+            appended = [*stored, session][-store.max_history :]
+            after = timing_baseline(appended, session, 1, 1)
+            before = timing_baseline(stored, session, 1, 1)
+            if after is not None and after.wide and not (before is not None and before.wide):
+                problem = _too_noisy(timed_sessions(appended[:-1]), new, after)
         if problem:
             print(f"torchperf: {record.nodeid} {record.name}: not accepted: {problem}")
             refused += 1
