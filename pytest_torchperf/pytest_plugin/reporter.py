@@ -161,7 +161,9 @@ class SummaryReporter:
             tr.write_line(line)
 
     def _write_reports(self, environment_line: str, coverage_lines: list[str]) -> list[str]:
-        """Write the markdown/JSON reports asked for; return lines saying where they went."""
+        """Write the markdown/HTML/JSON reports asked for; return lines saying where they went.
+        Each on its own: one that cannot be written (a folder made since the run started, a
+        full disk) is named by its option and path, the others are still written."""
         from pytest_torchperf.report.benchmark_json import benchmark_json
         from pytest_torchperf.report.html import html_report, run_traces, stored_histories
         from pytest_torchperf.report.markdown import markdown_report
@@ -170,75 +172,68 @@ class SummaryReporter:
 
         settings = self.config.stash[SETTINGS_KEY]
         written: list[str] = []
-        markdown_path = self.config.getoption("torchperf_markdown")
-        html_path = self.config.getoption("torchperf_html")
-        json_path = self.config.getoption("torchperf_json")
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        markdown = (
-            markdown_report(self.records, environment_line, coverage_lines)
-            if markdown_path or step_summary
-            else None
-        )
-        cov = self.coverage()
-        # Each report on its own: one that cannot be written (a folder made since the run
-        # started, a full disk) is named by its option and path, the others still written.
-        reports: list[tuple[str, str | None, str, Callable[[Path], str]]] = [
-            ("--torchperf-markdown", markdown_path, "markdown summary", lambda _: markdown or ""),
-            (
-                "--torchperf-html",
-                html_path,
-                "HTML report",
-                lambda path: html_report(
-                    self.records,
-                    environment_line,
-                    stored_histories(settings.storage, self.records),
-                    run_traces(settings.report_dir, self.started, path.parent),
-                    coverage_lines=coverage_lines,
-                ),
-            ),
-            (
-                "--torchperf-json",
-                json_path,
-                "results file (pytest-benchmark JSON)",
-                lambda _: (
-                    json.dumps(
-                        benchmark_json(
-                            self.records,
-                            machine_info(),
-                            commit_info(),
-                            cov.to_dict() if cov is not None else None,
-                            _storage_read(settings.storage, self.config.rootpath),
-                        ),
-                        indent=2,
-                    )
-                    + "\n"
-                ),
-            ),
-        ]
-        for option, where, what, text in reports:
-            path = Path(where).resolve() if where else None
+
+        def write(option: str, what: str, text: Callable[[Path], str]) -> None:
+            where = self.config.getoption(option.lstrip("-").replace("-", "_"))
+            if not where:
+                return
+            path = Path(where).resolve()
             try:
-                if path is not None:
-                    atomic_write_text(path, text(path))
-                    written.append(f"torchperf: {what} written to {path}")
+                atomic_write_text(path, text(path))
             except OSError as exc:
                 self.unwritten.append(f"{option} {where}")
                 written.append(
                     f"torchperf: could not write the {what} to {path} ({option}): "
                     f"{exc.strerror}; check the path and its folder's permissions"
                 )
-            if option == "--torchperf-markdown" and step_summary and markdown is not None:
-                try:
-                    with open(step_summary, "a", encoding="utf-8") as handle:
-                        handle.write(markdown + "\n")
-                    written.append(
-                        f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})"
-                    )
-                except OSError as exc:
-                    written.append(
-                        f"torchperf: could not append the summary to $GITHUB_STEP_SUMMARY "
-                        f"({step_summary}): {exc.strerror}"
-                    )
+                return
+            written.append(f"torchperf: {what} written to {path}")
+
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        wanted = self.config.getoption("torchperf_markdown") or step_summary
+        markdown = markdown_report(self.records, environment_line, coverage_lines) if wanted else ""
+        write("--torchperf-markdown", "markdown summary", lambda _: markdown)
+        if step_summary:
+            try:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write(markdown + "\n")
+                written.append(
+                    f"torchperf: summary appended to $GITHUB_STEP_SUMMARY ({step_summary})"
+                )
+            except OSError as exc:
+                written.append(
+                    f"torchperf: could not append the summary to $GITHUB_STEP_SUMMARY "
+                    f"({step_summary}): {exc.strerror}"
+                )
+        write(
+            "--torchperf-html",
+            "HTML report",
+            lambda path: html_report(
+                self.records,
+                environment_line,
+                stored_histories(settings.storage, self.records),
+                run_traces(settings.report_dir, self.started, path.parent),
+                coverage_lines=coverage_lines,
+            ),
+        )
+        cov = self.coverage()
+        write(
+            "--torchperf-json",
+            "results file (pytest-benchmark JSON)",
+            lambda _: (
+                json.dumps(
+                    benchmark_json(
+                        self.records,
+                        machine_info(),
+                        commit_info(),
+                        cov.to_dict() if cov is not None else None,
+                        _storage_read(settings.storage, self.config.rootpath),
+                    ),
+                    indent=2,
+                )
+                + "\n"
+            ),
+        )
         return written
 
 
