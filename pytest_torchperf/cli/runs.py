@@ -21,7 +21,8 @@ from pytest_torchperf.cli.common import (
     write_reports,
 )
 from pytest_torchperf.core.units import format_change, format_percent, format_time
-from pytest_torchperf.judge.coverage import coverage, strict_run, summary_lines
+from pytest_torchperf.judge.coverage import coverage, strict_run
+from pytest_torchperf.judge.coverage_lines import summary_lines
 from pytest_torchperf.judge.replay import accept_problem, untimed_session
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.judge.tolerance import StoredBaseline

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_torchperf.cli.common import PathError, table, write, write_reports
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
-from pytest_torchperf.judge.coverage import summary_lines
+from pytest_torchperf.judge.coverage_lines import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
 
 

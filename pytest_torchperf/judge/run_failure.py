@@ -10,13 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 from pytest_torchperf.core.units import format_percent
-from pytest_torchperf.judge.coverage import (
-    Coverage,
-    named,
-    reasons,
-    remedies,
-    weak_gate_warning,
-)
+from pytest_torchperf.judge.coverage import Coverage
+from pytest_torchperf.judge.coverage_lines import named, reasons, remedies, weak_gate_warning
 from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
 from pytest_torchperf.judge.tolerance import no_gate_remedy
 
@@ -29,7 +24,7 @@ def run_failure(cov: Coverage, strict: str | None, listed: bool = False) -> str 
     that a compare's limit would be no gate: a CI job built on it would gate nothing. A strict
     compare (``strict``: what made it strict, as the message names it; None: not strict) that
     judged timing for fewer than half of its measurements. ``listed``: the summary lists what the
-    save stored per measurement (:func:`~pytest_torchperf.judge.coverage.stored_lines`), which
+    save stored per measurement (:func:`~pytest_torchperf.judge.coverage_lines.stored_lines`), which
     this then names only."""
     failures = [f for f in (_untimed_failure(cov), _no_gate_failure(cov, listed)) if f]
     if failures:

@@ -148,7 +148,7 @@ class SummaryReporter:
             for line in module.summary_lines(self.config):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
-        from pytest_torchperf.judge.coverage import summary_lines
+        from pytest_torchperf.judge.coverage_lines import summary_lines
 
         coverage_lines = summary_lines(self.coverage(), self.run_failure)
         for i, line in enumerate(coverage_lines):

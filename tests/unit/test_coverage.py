@@ -1,4 +1,4 @@
-"""What a run gated or stored (judge/coverage.py), the engine's verdict against sessions without
+"""What a run gated or stored (judge/coverage.py, worded by judge/coverage_lines.py), the engine's verdict against sessions without
 timing (judge/compare.py), and the baseline schema's untimed sessions."""
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import pytest
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Gate, compare
-from pytest_torchperf.judge.coverage import (
+from pytest_torchperf.judge.coverage import coverage, strict_run
+from pytest_torchperf.judge.coverage_lines import (
     BUSY_WHY,
-    coverage,
     coverage_line,
     stored_lines,
-    strict_run,
     weak_gate_warning,
 )
 from pytest_torchperf.judge.decision import Outcome
@@ -552,7 +551,7 @@ def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
 
 
 def test_a_list_of_names_names_a_last_one_rather_than_counting_it() -> None:
-    from pytest_torchperf.judge.coverage import named
+    from pytest_torchperf.judge.coverage_lines import named
 
     assert named(list("abcde")) == "a, b, c, d, e"
     assert named(list("abcdef")) == "a, b, c, d and 2 more"

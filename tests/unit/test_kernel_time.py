@@ -206,7 +206,8 @@ def test_sessions_cover_twenty_milliseconds_within_bounds() -> None:
 
 from pytest_torchperf.core.stats import summarize  # noqa: E402
 from pytest_torchperf.judge.compare import Candidate, Gate, compare  # noqa: E402
-from pytest_torchperf.judge.coverage import coverage, coverage_line  # noqa: E402
+from pytest_torchperf.judge.coverage import coverage  # noqa: E402
+from pytest_torchperf.judge.coverage_lines import coverage_line  # noqa: E402
 from pytest_torchperf.judge.labels import outcome_label  # noqa: E402
 from pytest_torchperf.judge.replay import replay  # noqa: E402
 from pytest_torchperf.judge.samples import Sample  # noqa: E402
