@@ -1,5 +1,6 @@
 """What a live run adds to a verdict beyond the comparison engine: the profiled op diff of a
-confirmed slowdown, the op table stored with a baseline, and the opt-in cross-machine comparison.
+confirmed slowdown, where on the graph the time grew (``--torchperf-graph``), the op table
+stored with a baseline, and the opt-in cross-machine comparison.
 Each function takes what it needs explicitly (the store, the report folder, the measurer).
 Pytest-free; torch is imported lazily by the profiling it calls.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +21,63 @@ from pytest_torchperf.options.values import COUNTER_NAMES
 from pytest_torchperf.store.sessions import Session, timed_sessions
 
 if TYPE_CHECKING:
+    from pytest_torchperf.judge.compare import Comparison
     from pytest_torchperf.measure.timing import Measurer
-    from pytest_torchperf.run.state import TestState
+    from pytest_torchperf.run.context import RunContext
+    from pytest_torchperf.run.state import Measured, TestState
     from pytest_torchperf.store.baselines import BaselineStore
+
+
+def add_live(
+    ctx: RunContext,
+    state: TestState,
+    m: Measured,
+    comparison: Comparison,
+    sessions: Sequence[Session],
+    first: Sample,
+    environment: dict[str, Any],
+    explainable: bool,
+) -> None:
+    """Add to ``comparison`` what only a live run can, once the engine has judged: a profile of
+    a confirmed slowdown and where on the graph it grew (``explainable``: the kind whose figure
+    decided says a profile of this call explains it), and the other machine's counters
+    (``--torchperf-cross-machine``) of a measurement new here."""
+    from pytest_torchperf.judge.decision import Outcome
+    from pytest_torchperf.judge.node_changes import growth_line
+    from pytest_torchperf.run.steps import graph_beside_baseline
+
+    verdict = comparison.verdict
+    if verdict.outcome is Outcome.FAIL and explainable:
+        comparison.explanation = explain_slowdown(
+            ctx.settings.report_dir,
+            m.measurer,
+            sessions,
+            m.nodeid,
+            m.name,
+            comparison.sample,
+            m.counters,
+            # A kind that keeps no baseline (an A/B run) was judged against side A.
+            against="baseline" if comparison.save else "side A",
+        )
+    if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
+        m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)
+        grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
+        if grew and explainable:
+            # Where to see it: the run's graph travels in its results file only.
+            results = ctx.settings.results_file
+            draw = (
+                f"torchperf graph {results} -k {m.name} draws it"
+                if results
+                else "add --torchperf-json PATH to draw it with torchperf graph PATH"
+            )
+            comparison.explanation = [*comparison.explanation, f"{grew} ({draw})"]
+    if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
+        changes, notes, warnings = cross_machine(
+            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
+        )
+        comparison.counter_changes = changes
+        comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
+        state.warnings.extend(warnings)
 
 
 def profile_iterations(sample: Sample) -> int:

@@ -5,21 +5,19 @@ inputs (a :class:`~pytest_torchperf.run.context.RunContext`, the test's
 :func:`measure`: [compiled target: graph counters] -> outputs checked once -> counters -> first
 timed pass (calibration blocks interleaved, under the cross-worker timing lock) ->
 :func:`conclude`: pooled with other processes -> compared (:func:`pytest_torchperf.judge.compare`)
--> explained -> written for a controlling process (child runs) -> Result -> save queued. Warnings
+-> explained (:func:`pytest_torchperf.run.explain.add_live`) -> written for a controlling process (child runs) -> Result -> save queued. Warnings
 are queued on the test's state; the plugin emits them at the test's location.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
 from pytest_torchperf.judge.failures import categories_of
-from pytest_torchperf.judge.node_changes import growth_line
 from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
@@ -47,7 +45,6 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
-    graph_beside_baseline,
     graph_of,
     sampler,
 )
@@ -288,37 +285,7 @@ def _compare(
     state.warnings.extend(comparison.pytest_warnings(m.name))
     # The kind whose figure decided says whether a profile of this call explains it.
     explainable = explains_slowdown(verdict.basis, extra.variant)
-    if verdict.outcome is Outcome.FAIL and explainable:
-        comparison.explanation = explain.explain_slowdown(
-            ctx.settings.report_dir,
-            m.measurer,
-            sessions,
-            m.nodeid,
-            m.name,
-            comparison.sample,
-            m.counters,
-            # A kind that keeps no baseline (an A/B run) was judged against side A.
-            against="baseline" if comparison.save else "side A",
-        )
-    if m.graph is not None:  # --torchperf-graph: the baseline's node figures beside this run's
-        m.graph = graph_beside_baseline(ctx, m.graph, m.name, sessions)
-        grew = growth_line(m.name, m.graph) if verdict.outcome is Outcome.FAIL else None
-        if grew and explainable:
-            # Where to see it: the run's graph travels in its results file only.
-            results = ctx.settings.results_file
-            draw = (
-                f"torchperf graph {results} -k {m.name} draws it"
-                if results
-                else "add --torchperf-json PATH to draw it with torchperf graph PATH"
-            )
-            comparison.explanation = [*comparison.explanation, f"{grew} ({draw})"]
-    if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
-        changes, notes, warnings = explain.cross_machine(
-            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
-        )
-        comparison.counter_changes = changes
-        comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
-        state.warnings.extend(warnings)
+    explain.add_live(ctx, state, m, comparison, sessions, first, environment, explainable)
     return comparison
 
 
