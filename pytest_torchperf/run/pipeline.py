@@ -5,8 +5,9 @@ inputs (a :class:`~pytest_torchperf.run.context.RunContext`, the test's
 :func:`measure`: [compiled target: graph counters] -> outputs checked once -> counters -> first
 timed pass (calibration blocks interleaved, under the cross-worker timing lock) ->
 :func:`conclude`: pooled with other processes -> compared (:func:`pytest_torchperf.judge.compare`)
--> explained (:func:`pytest_torchperf.run.explain.add_live`) -> written for a controlling process (child runs) -> Result -> save queued. Warnings
-are queued on the test's state; the plugin emits them at the test's location.
+-> explained (:func:`pytest_torchperf.run.explain.add_live`) -> written for a controlling process
+(child runs) -> Result -> save queued. Warnings are queued on the test's state; the plugin emits
+them at the test's location.
 """
 
 from __future__ import annotations
