@@ -54,9 +54,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(line)
     for duplicate in merged.duplicates:
         print(f"torchperf: warning: {duplicate.line()}")
-    read: dict[
-        str, list[str]
-    ] = {}  # the baseline folder each shard's run read (files before 0.1.0 do not say)
+    # The baseline folder each shard's run read (files before 0.1.0 do not say).
+    read: dict[str, list[str]] = {}
     for note in merged.document["torchperf"]["shards"]:
         if note.get("storage"):
             read.setdefault(note["storage"], []).append(note["file"])

@@ -33,7 +33,7 @@ from pytest_torchperf.judge.change_points import (
 )
 from pytest_torchperf.report import svg
 from pytest_torchperf.report.kinds import report_parts
-from pytest_torchperf.store.baselines import shown
+from pytest_torchperf.report.merge import short_names
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import ResultsFileError, read_results_document, records_of
 
@@ -135,9 +135,7 @@ def read_runs(paths: Sequence[Path | str]) -> tuple[list[Run], list[str]]:
         info = docs[0].get("commit_info") or {}
         written = max(str(doc.get("datetime") or "") for doc in docs)
         records = [record for doc in docs for record in records_of(doc)]
-        names = [p.name for p, _ in parts]
-        if len(set(names)) < len(names):  # shards' results.json each: their folders tell them apart
-            names = [shown(p) for p, _ in parts]
+        names = short_names([p for p, _ in parts])  # shards' results.json: by their folders
         run = Run(
             None if commit.startswith("file:") else commit,
             str(info.get("time") or written) or None,

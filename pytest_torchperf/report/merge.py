@@ -94,7 +94,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     """
     if not paths:
         raise ResultsFileError("no results file to merge: give the shards' --torchperf-json files")
-    names = _short_names([Path(p) for p in paths])
+    names = short_names([Path(p) for p in paths])
     seen_paths: dict[Path, str] = {}
     for path in paths:
         resolved = Path(path).resolve()
@@ -197,9 +197,9 @@ def _folder_read(storage: object) -> str | None:
     return folder if isinstance(folder, str) else None
 
 
-def _short_names(paths: Sequence[Path]) -> list[str]:
-    """The names the merge's messages use for the files: the file name, or the path where two
-    files share a name (``shard-1/results.json``)."""
+def short_names(paths: Sequence[Path]) -> list[str]:
+    """The names messages use for files read together (a merge's shards, a history run's files):
+    the file name, or the path where two files share a name (``shard-1/results.json``)."""
     names = [p.name for p in paths]
     return [p.name if names.count(p.name) == 1 else str(p) for p in paths]
 

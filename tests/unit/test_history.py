@@ -126,7 +126,11 @@ def test_a_commit_measured_twice_counts_once_as_the_median_of_its_figures(tmp_pa
     # results.json").
     _run_file(folder / "s2" / "3-a.json", "03" + "f" * 38, time, {"conv": 2e-3})
     runs, _ = read_runs([folder])
-    assert [Path(f).parent.name for f in runs[3].files] == ["history", "history", "s2"]
+    assert runs[3].files == (
+        str(folder / "3-a.json"),
+        "3-retry.json",
+        str(folder / "s2" / "3-a.json"),
+    )
 
 
 def test_a_retry_without_the_machines_speed_keeps_the_series_over_the_speed(
