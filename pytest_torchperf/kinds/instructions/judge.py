@@ -14,7 +14,11 @@ from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Kind
 from pytest_torchperf.judge.verdict import Verdict
-from pytest_torchperf.kinds.instructions.judge_counts import effective_limit, judge_instructions
+from pytest_torchperf.kinds.instructions.judge_counts import (
+    SAVE,
+    effective_limit,
+    judge_instructions,
+)
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
 from pytest_torchperf.store.sessions import Session
 
@@ -48,7 +52,7 @@ class InstructionKind(Kind):
     """Instructions per call under Valgrind against the latest stored count."""
 
     name = "instructions"
-    save = "pytest --torchperf-instructions --torchperf-save"
+    save = SAVE
     # Timed speedups are reported only in an instruction-count run, like time itself.
     judges_timed_speedups = False
     needs_baseline = True

@@ -41,6 +41,9 @@ MIN_CHANGE = 4_000.0
 #: Functions named in a verdict's "why" line.
 TOP_FUNCTIONS = 3
 
+#: The command that records an instruction-count baseline (the kind's ``save``).
+SAVE = "pytest --torchperf-instructions --torchperf-save"
+
 
 @dataclass(frozen=True)
 class InstructionVerdict:
@@ -106,8 +109,7 @@ def word_instructions(
         # A timing baseline of the same test is not one: counts live in their own environment.
         return (
             f"{label}: {format_count(second)} instructions per call (no instruction-count "
-            f"baseline yet; save one with pytest --torchperf-instructions --torchperf-save: a "
-            f"timing baseline is not one)"
+            f"baseline yet; save one with {SAVE}: a timing baseline is not one)"
         )
     floor = (
         f", at least {format_count(MIN_CHANGE)} per call: smaller changes are process-to-process "
