@@ -8,6 +8,16 @@ import pytest
 from pytest_torchperf.cli import parse_args
 
 
+def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``torchperf ARGV`` printed on stderr, having refused it as a usage error (exit 2)."""
+    from pytest_torchperf import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    return capsys.readouterr().err
+
+
 def test_bisect_passes_everything_after_the_double_dash_to_pytest() -> None:
     args = parse_args(["bisect", "v1", "main", "-k", "mlp", "--", "-p", "no:x", "tests/perf"])
     assert (args.good, args.bad, args.k) == ("v1", "main", "mlp")
@@ -103,13 +113,10 @@ def test_a_missing_baseline_folder_or_results_file_is_named_with_the_remedy(tmp_
             f"pytest --torchperf-save wrote (default .torchperf)\n"
         )
     for argv in (["accept", str(tmp_path)], ["merge", str(tmp_path)], ["report", "--results", "."]):
-        with pytest.raises(SystemExit) as stop:
-            cli.main(argv)
-        assert stop.value.code == 2
         assert (
             f"torchperf {argv[0]}: error: results file {argv[-1]} is a folder: give the file "
             f"pytest --torchperf-json PATH wrote (a baseline folder goes after --storage)"
-        ) in capsys.readouterr().err
+        ) in _usage_error(argv, capsys)
     # A folder of results files (a downloaded artifact) is most likely meant as its files.
     (tmp_path / "shard1.json").write_text("{}")
     with pytest.raises(SystemExit):
@@ -222,14 +229,11 @@ def test_a_folder_of_results_files_is_not_read_as_an_empty_baseline_folder(tmp_p
 
     (tmp_path / "shard1.json").write_text("{}")
     for argv in (["list", str(tmp_path)], ["show", "--storage", str(tmp_path)]):
-        with pytest.raises(SystemExit) as stop:
-            cli.main(argv)
-        assert stop.value.code == 2
         assert (
             f"error: {tmp_path} holds results files, not baselines (no <environment>/"
             f"environment.json in it): give one of them as a file, e.g. torchperf report "
             f"{tmp_path / 'shard1.json'}"
-        ) in capsys.readouterr().err
+        ) in _usage_error(argv, capsys)
     # accept would write baselines among them.
     with pytest.raises(SystemExit):
         cli.main(["accept", str(tmp_path / "shard1.json"), "--storage", str(tmp_path)])
