@@ -38,10 +38,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
         return 2
     merged = merge_results(args.results, any_commit=args.any_commit)
     records = merged.records
-    shards = ", ".join(f"{file}: {n}" for file, n in merged.shards)
+    # The unit goes with the first count: "1 measurement from a.json, 2 from b.json".
+    shards = ", ".join(
+        f"{n} measurement{'s' if n != 1 else ''} from {file}" if i == 0 else f"{n} from {file}"
+        for i, (file, n) in enumerate(merged.shards)
+    )
     given = f"{len(merged.shards)} results file{'s' if len(merged.shards) != 1 else ''}"
     print(
-        f"torchperf: merged {given} ({shards} measurements) into {len(records)} "
+        f"torchperf: merged {given} ({shards}) into {len(records)} "
         f"measurement{'s' if len(records) != 1 else ''}"
     )
     for env_id, files in merged.environments.items():

@@ -100,8 +100,8 @@ def test_merged_shards_give_one_unsplit_runs_verdicts_and_labels_and_keep_every_
     out = capsys.readouterr().out
     assert code == 1, out  # as the compare: slow failed
     assert (
-        "torchperf: merged 3 results files (shard-1.json: 1, shard-2.json: 2, shard-3.json: 1 "
-        "measurements) into 4 measurements" in out
+        "torchperf: merged 3 results files (1 measurement from shard-1.json, 2 from "
+        "shard-2.json, 1 from shard-3.json) into 4 measurements" in out
     )
     assert "test_one.py::test_slow: slow: " in out and "slower than baseline" in out
     assert "torchperf: 1 fail, 3 pass" in out
@@ -252,6 +252,6 @@ def test_one_file_merged_is_said_in_the_singular(
     cli.main(["merge", one, "--storage", str(sharded / ".torchperf"), "--allow-missing"])
     out = capsys.readouterr().out
     assert (
-        "torchperf: merged 1 results file (shard-1.json: 1 measurements) into 1 measurement\n"
+        "torchperf: merged 1 results file (1 measurement from shard-1.json) into 1 measurement\n"
         in out
     )
