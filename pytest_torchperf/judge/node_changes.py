@@ -208,8 +208,10 @@ def _what_grew(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     grown = [n for n in nodes if n.get("baseline_time") is not None]
     worst = max(grown, key=lambda n: n["time"] - n["baseline_time"], default=None)
     if worst is not None and worst["time"] > worst["baseline_time"]:
+        # The root's own nodes need no module: the line has named that block already.
+        where = f"{worst['module']} " if worst["module"] else ""
         parts.append(
-            f"{worst['module'] or 'top level'} {worst['label']} "
+            f"{where}{worst['label']} "
             f"{format_time(worst['baseline_time'])} -> {format_time(worst['time'])}"
         )
     return parts

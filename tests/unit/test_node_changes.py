@@ -164,3 +164,14 @@ def test_ops_added_to_the_models_own_forward_are_named_there() -> None:
         "+2900.0% (100% of the nodes' growth;"
     ), line
     assert "29 new nodes (aten.mul x29: 145 us)" in line, line
+
+
+def test_a_grown_op_of_the_models_own_forward_is_named_without_a_module() -> None:
+    """The block is already named "the model's own forward": its op that grew read
+    "top level aten.mul", a name the line had not used."""
+    root_base = _graph(*BASE["nodes"][1:-1], _op("", "aten.mul", 0, 5e-6))
+    now = _graph(*_scaled(1.0), _op("", "aten.mul", 0, 150e-6))
+    line = growth_line("mlp", with_baseline(now, stored_nodes(root_base)))
+    assert line is not None
+    assert line.startswith("mlp: on the graph, the model's own forward (outside"), line
+    assert line.endswith("; aten.mul 5 us -> 150 us"), line
