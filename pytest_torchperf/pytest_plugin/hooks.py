@@ -21,6 +21,7 @@ from pytest_torchperf.pytest_plugin import (
     extensions,
     isolation,
     schedules,
+    spelling,
     variant_items,
     xdist_runs,
 )
@@ -75,6 +76,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     plugin_options.add_options(parser)
 
 
+def pytest_load_initial_conftests(args: list[str]) -> None:
+    """A misspelt ``--torchperf-*`` option is refused naming the one meant, before pytest parses
+    the command line (its own error names no option)."""
+    spelling.check_flags(args)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, check option combinations and record the run's settings."""
     config.addinivalue_line(
@@ -85,7 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "itself is timed.",
     )
     plugin_options.check_rootdir(config)
-    plugin_options.check_ini_keys(config)
+    spelling.check_ini_keys(config)
     extensions.register_kinds(config)
     _register_kinds_plugins(config)
     settings = plugin_options.run_settings(config)

@@ -6,7 +6,6 @@ the table in :mod:`pytest_torchperf.options.measure_options`, shared with marker
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,54 +123,6 @@ def folder(config: pytest.Config, name: str, default: str) -> Path:
     return config.rootpath / default
 
 
-def _ini_file_keys(config: pytest.Config) -> list[str]:
-    """The keys the ini file (and ``-o``) set. pytest 9 deprecated ``Config.inicfg`` (a warning
-    in every run that reads it) and offers no public list of them; its own unknown-key check
-    reads ``_inicfg``, so that is read where it exists, ``inicfg`` before pytest 9, and nothing
-    (no check) where neither does."""
-    keys = getattr(config, "_inicfg", None)
-    if keys is None and not hasattr(type(config), "inicfg"):  # an attribute before pytest 9
-        keys = getattr(config, "inicfg", None)
-    return list(keys) if isinstance(keys, Mapping) else []
-
-
-def check_ini_keys(config: pytest.Config) -> None:
-    """Refuse an unknown ``torchperf_*`` ini key, naming the closest known one, as an unknown
-    marker keyword is refused: pytest itself only warns ``Unknown config option``, and the
-    setting the user meant silently keeps its default."""
-    unknown = []
-    for key in _ini_file_keys(config):
-        if key.startswith("torchperf_"):
-            try:
-                config.getini(key)
-            except ValueError:  # not registered by this plugin or its kinds
-                unknown.append(key)
-            except TypeError:  # registered; a TOML value of another type: read by ini_value
-                pass
-    if not unknown:
-        return
-    import difflib
-
-    known = sorted(f"torchperf_{name}" for name in _ini_keys())
-    overrides = [o.split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
-    lines = []  # every unknown key at once, as every bad marker is named at once
-    for key in unknown:
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        where = (
-            " in -o/--override-ini"
-            if key in overrides
-            else f" in {config.inipath}"
-            if config.inipath
-            else ""
-        )
-        lines.append(f"torchperf: unknown ini key {key!r}{where}.{hint}")
-    raise pytest.UsageError(
-        "\n".join(lines) + f" Known torchperf keys: {', '.join(known)} (pytest --help lists "
-        f"them with their meaning)."
-    )
-
-
 def check_rootdir(config: pytest.Config) -> None:
     """Refuse a run whose rootdir pytest chose from an option's value.
 
@@ -236,9 +187,24 @@ def _declared(table: str) -> dict[str, Any]:
     return {k: v for owner in owners for k, v in getattr(owner, table, {}).items()}
 
 
-def _ini_keys() -> dict[str, str]:
+def ini_keys() -> dict[str, str]:
     """Every ``torchperf_<name>`` ini key: name -> help."""
     return _declared("INI_HELP") | _INI_HELP
+
+
+def _cli_help() -> dict[str, str]:
+    """Every ``--torchperf-<name>`` option: name -> help."""
+    return _CLI_HELP | _declared("CLI_HELP")
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of option ``name``: ``max_slowdown`` -> ``--torchperf-max-slowdown``."""
+    return f"--torchperf-{name.replace('_', '-')}"
+
+
+def flags() -> list[str]:
+    """Every ``--torchperf-*`` option :func:`add_options` registers, in ``--help`` order."""
+    return [flag(name) for name in _cli_help()]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -248,28 +214,28 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup(
         "torchperf", "performance regressions of PyTorch models (pytest-torchperf)"
     )
-    cli = _CLI_HELP | _declared("CLI_HELP")
+    cli = _cli_help()
     metavars = _METAVARS | _declared("METAVARS")
-    ini = _ini_keys()
+    ini = ini_keys()
     choices = _declared("CHOICES")
     for name, text in cli.items():
-        flag = f"--torchperf-{name.replace('_', '-')}"
+        spelt = flag(name)
         if name not in CLI_OPTIONS and name not in metavars:
             # An on/off switch; one an ini key sets too is None where not given.
             default = None if name in ini else False
-            group.addoption(flag, action="store_true", default=default, help=text)
+            group.addoption(spelt, action="store_true", default=default, help=text)
         elif name not in CLI_OPTIONS:
             metavar, allowed = metavars[name], choices.get(name)
             convert = argparse_type(parse_device) if name == "device" else None
             group.addoption(
-                flag, metavar=metavar, type=convert, default=None, choices=allowed, help=text
+                spelt, metavar=metavar, type=convert, default=None, choices=allowed, help=text
             )
         elif OPTIONS[name].parse is parse_bool:
-            group.addoption(flag, action="store_const", const=True, default=None, help=text)
+            group.addoption(spelt, action="store_const", const=True, default=None, help=text)
         else:
             metavar = metavars.get(name, "VALUE")
             convert = argparse_type(OPTIONS[name].parse)
-            group.addoption(flag, metavar=metavar, type=convert, default=None, help=text)
+            group.addoption(spelt, metavar=metavar, type=convert, default=None, help=text)
     for name, text in ini.items():
         parser.addini(f"torchperf_{name}", text)
 

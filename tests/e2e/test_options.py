@@ -419,6 +419,36 @@ def test_unknown_ini_key_is_a_usage_error_with_the_closest_key(pytester: pytest.
     )
 
 
+def test_a_misspelt_option_is_a_usage_error_naming_the_one_meant(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest's own error named no option (``unrecognized arguments: --torchperf-comapre``);
+    every misspelt torchperf option is named at once, with the value given, from the command
+    line and from addopts alike."""
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--torchperf-comapre", "--torchperf-max-slowdow=5%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*torchperf: unknown option --torchperf-comapre. Did you mean --torchperf-compare?",
+            "torchperf: unknown option --torchperf-max-slowdow=5%. Did you mean "
+            "--torchperf-max-slowdown=5%?",
+            "(pytest --help lists the torchperf options with their meaning)",
+        ]
+    )
+    pytester.makefile(".ini", pytest="[pytest]\naddopts = --torchperf-instruction\n")
+    addopts = pytester.runpytest()
+    assert addopts.ret == pytest.ExitCode.USAGE_ERROR
+    addopts.stderr.fnmatch_lines(["*Did you mean --torchperf-instructions?"])
+    # A word close to no option of the plugin is left to pytest, as is what follows "--".
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    other = pytester.runpytest("--torchperf-zzzzzz")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Did you mean" not in other.stderr.str()
+    other.stderr.fnmatch_lines(["*unrecognized arguments: --torchperf-zzzzzz*"])
+    pytester.runpytest("--torchperf-skip").assert_outcomes(passed=1)
+
+
 def test_invalid_ini_device_is_a_usage_error(pytester: pytest.Pytester) -> None:
     """Refused when pytest starts: before, a misspelt device failed each test using the
     torchperf_device fixture with torch's traceback, and the others passed on CPU."""
