@@ -23,7 +23,12 @@ from pytest_torchperf.cli.common import (
 from pytest_torchperf.core.units import format_change, format_percent, format_time
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import summary_lines
-from pytest_torchperf.judge.replay import accept_problem, untimed_session
+from pytest_torchperf.judge.replay import (
+    accept_problem,
+    already_stored,
+    other_code,
+    untimed_session,
+)
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.report.kinds import carried_sessions, columns
@@ -274,23 +279,29 @@ def cmd_accept(args: argparse.Namespace) -> int:
     from pytest_torchperf.store.results import recorded_storage
 
     records, environments = results(args.results, args.any_commit)
-    if args.storage is None:
-        # The run's own folder, where it is on this machine and is not the default: accepting
-        # into .torchperf would change baselines that run never read.
-        default = Path(".torchperf").resolve()
-        for path in args.results:
-            used, relative = recorded_storage(path)
-            here = used if used and Path(used).is_dir() else None
-            if here is None and relative not in (None, ".torchperf"):
-                here = relative  # another checkout's run (CI): its folder within the project
-            if here and Path(here).resolve() != default:
-                raise PathError(
-                    f"{path} was judged against the baselines in {here}, not .torchperf: give "
-                    f"--storage {here} (or --storage .torchperf to accept into that folder "
-                    f"anyway)"
-                )
+    target = Path(args.storage or ".torchperf").resolve()
+    for path in args.results:
+        used, relative = recorded_storage(path)
+        here = used if used and Path(used).is_dir() else None
+        if here is None and relative not in (None, ".torchperf"):
+            here = relative  # another checkout's run (CI): its folder within the project
+        if not here or Path(here).resolve() == target:
+            continue
+        if args.storage is None:
+            # Accepting into .torchperf would change baselines that run never read.
+            raise PathError(
+                f"{path} was judged against the baselines in {here}, not .torchperf: give "
+                f"--storage {here} (or --storage .torchperf to accept into that folder anyway)"
+            )
+        # A misspelt --storage would start a folder no run reads (.torchperf is no typo).
+        if not target.exists() and target != Path(".torchperf").resolve():
+            raise PathError(
+                f"baseline folder {args.storage} does not exist, and {path} was judged against "
+                f"the baselines in {here}: give --storage {here}, or create {args.storage} "
+                f"first to start a baseline folder there"
+            )
     store = BaselineStore(Path(args.storage or ".torchperf"))
-    accepted, refused, untimed = 0, 0, 0
+    accepted, refused, untimed, already = 0, 0, 0, 0
     for record in records:
         if not selected(record.nodeid, record.name, args.k):
             continue
@@ -310,6 +321,21 @@ def cmd_accept(args: argparse.Namespace) -> int:
         problem = None if args.force or left_out else accept_problem(session)
         problem = problem and f"{problem}; the plugin would not save it either"
         stored = store.load_sessions(env_id, record.nodeid, record.name)
+        if already_stored(stored, session) and not (args.reset or args.force):
+            print(
+                f"torchperf: {record.nodeid} {record.name}: already stored (run "
+                f"{session.run_id}, accepted or saved before): nothing appended (--reset makes "
+                f"it the only session)"
+            )
+            already += 1
+            continue
+        changed = None if problem or args.reset or args.force else other_code(stored, session)
+        if changed:
+            problem = (
+                f"its counters differ from the stored sessions' ({changed}): it timed other code "
+                f"than they did, and appended its time would read as noise and widen the limit; "
+                f"accept it with --reset (this run's session replaces the stored ones)"
+            )
         # --reset would replace the timed sessions with one that cannot gate the timing.
         if left_out and args.reset and (timed := len(timed_sessions(stored))):
             problem = (
@@ -343,7 +369,13 @@ def cmd_accept(args: argparse.Namespace) -> int:
         )
     print(
         f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
-        + ("" if accepted or refused else " (nothing timed matched -k)")
+        + (
+            ""
+            if accepted or refused or already
+            else f" (nothing timed matched -k {shlex.quote(args.k)})"
+            if args.k
+            else " (nothing in the results was timed)"
+        )
         + (
             "; accepted sessions carry no op table (explanations of a later slowdown will "
             "list the top ops without a diff)"
@@ -364,4 +396,4 @@ def cmd_accept(args: argparse.Namespace) -> int:
             f"(see above): store it with pytest --torchperf-save on a quiet machine, or accept "
             f"this run's anyway with --force"
         )
-    return 0 if accepted and not refused and not untimed else 1
+    return 0 if (accepted or already) and not refused and not untimed else 1

@@ -131,3 +131,23 @@ def untimed_session(session: Session) -> Session | None:
     # Nor a variant's speedup: a results file does not say whether the rounds it was timed in
     # passed the guards (one written before a save left a refused speedup out carries it).
     return session.without_timing(why, options).without("speedup")
+
+
+def already_stored(stored: Sequence[Session], session: Session) -> bool:
+    """Whether ``session`` is among the ``stored`` ones already (the same run's, accepted
+    before): appended again, one run would count twice in the baseline and its noise."""
+    return session.run_id is not None and any(s.run_id == session.run_id for s in stored)
+
+
+def other_code(stored: Sequence[Session], session: Session) -> str | None:
+    """Why ``session`` timed other code than the ``stored`` sessions did: its counters differ
+    from the latest stored counters (the changes the compare failed on), where they gate. Its
+    time appended to theirs would read as process noise and widen the limit. None: the same."""
+    from pytest_torchperf.judge.counter_diff import diff_counters
+
+    latest = next((s.counters for s in reversed(stored) if s.counters), None)
+    if latest is None or not session.counters:
+        return None
+    ignore = (session.gate or {}).get("ignore_counters") or ()
+    changes = diff_counters(latest, session.counters, ignore=ignore)
+    return "; ".join(changes) or None

@@ -206,3 +206,69 @@ def test_accept_without_storage_refuses_to_guess_when_the_run_read_another_folde
         path.write_text(json.dumps(doc))
         assert cli.main(["accept", str(path)]) == 0
     assert len(BaselineStore(tmp_path / ".torchperf").load_sessions(ENV, NODE, "fwd")) == 2
+
+
+def test_accept_appends_a_run_once(tmp_path, capsys) -> None:
+    """Accepting the same results file twice (once whole, once with -k) appended its session
+    twice: one run counted twice in the baseline's median and noise."""
+    results = results_file(tmp_path, gate=GATE, run_id="89330950fca2")
+    assert accept(tmp_path, results) == 0
+    capsys.readouterr()
+    assert accept(tmp_path, results, "-k", "fwd") == 0
+    out = capsys.readouterr().out
+    assert (
+        f"{NODE} fwd: already stored (run 89330950fca2, accepted or saved before): nothing "
+        f"appended (--reset makes it the only session)\n"
+    ) in out
+    assert "0 measurements accepted\n" in out
+    assert len(sessions(tmp_path)) == 1
+    # --reset replaces the history with it, as asked.
+    assert accept(tmp_path, results, "--reset") == 0
+    assert len(sessions(tmp_path)) == 1
+
+
+def test_accept_of_changed_code_needs_reset(tmp_path, capsys) -> None:
+    """A run that failed on its counters (a new op) was appended to the old code's sessions:
+    its time then read as process noise in the next compare and widened the limit."""
+    gate = {**GATE, "max_slowdown": 0.15}
+    assert accept(tmp_path, results_file(tmp_path, gate=gate)) == 0
+    changed = results_file(tmp_path, gate=gate, counters={"flops": 12}, statistic=1.05e-3)
+    capsys.readouterr()
+    assert accept(tmp_path, changed) == 1
+    assert (
+        f"{NODE} fwd: not accepted: its counters differ from the stored sessions' (FLOPs +20.0% "
+        f"(10 -> 12)): it timed other code than they did, and appended its time would read as "
+        f"noise and widen the limit; accept it with --reset (this run's session replaces the "
+        f"stored ones)\n"
+    ) in capsys.readouterr().out
+    assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(1e-3)]
+    # Counters the test does not gate do not count.
+    ignored = results_file(
+        tmp_path, gate={**gate, "ignore_counters": ["flops"]}, counters={"flops": 12}
+    )
+    assert accept(tmp_path, ignored) == 0
+    changed = results_file(tmp_path, gate=gate, counters={"flops": 12}, statistic=1.05e-3)
+    assert accept(tmp_path, changed, "--reset") == 0
+    assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(1.05e-3)]
+
+
+def test_accept_into_a_missing_folder_the_run_did_not_read_is_refused(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """`accept --storage nosuchdir` (a typo) created that folder and said `accepted`, exit 0,
+    leaving the baselines the run read untouched."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".torchperf").mkdir()
+    path = Path(results_file(tmp_path, gate=GATE))
+    doc = json.loads(path.read_text())
+    doc["torchperf"]["storage"] = {"path": str(tmp_path / ".torchperf"), "relative": ".torchperf"}
+    path.write_text(json.dumps(doc))
+    assert cli.main(["accept", str(path), "--storage", "nosuchdir"]) == 2
+    assert capsys.readouterr().err == (
+        f"torchperf: baseline folder nosuchdir does not exist, and {path} was judged against the "
+        f"baselines in {tmp_path / '.torchperf'}: give --storage {tmp_path / '.torchperf'}, or "
+        f"create nosuchdir first to start a baseline folder there\n"
+    )
+    assert not (tmp_path / "nosuchdir").exists()
+    (tmp_path / "nosuchdir").mkdir()  # meant: a new folder
+    assert cli.main(["accept", str(path), "--storage", "nosuchdir"]) == 0

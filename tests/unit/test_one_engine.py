@@ -27,11 +27,13 @@ ALLOWED = {
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},
     "speedup_check": {"judge/drift.py"},
-    # torchperf bisect tells a revision's counters from GOOD's to pick the next revision; its
-    # good/bad is no verdict of a measurement.
+    # torchperf bisect tells a revision's counters from GOOD's to pick the next revision, and
+    # accept a run of other code from the stored sessions' (judge/replay.py: other_code): no
+    # verdict of a measurement either.
     "diff_counters": {
         "judge/compare.py",
         "judge/counter_diff.py",
+        "judge/replay.py",
         "run/explain.py",
         "run/bisect_mode.py",
     },
