@@ -43,7 +43,7 @@ from pytest_torchperf.cli.runs import (
     cmd_show,
 )
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
-from pytest_torchperf.cli.words import hint, placed, resolve_paths
+from pytest_torchperf.cli.words import check_outputs, hint, placed, resolve_paths
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
 from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
 from pytest_torchperf.store.baselines import BaselineFileError
@@ -281,6 +281,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"unrecognized arguments: {' '.join(extras)}; {hint(args.parser, extras[0])}"
         )
     resolve_paths(args)
+    check_outputs(args)
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):
             parser.error(

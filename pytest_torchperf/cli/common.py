@@ -25,7 +25,13 @@ def table(rows: list[dict[str, Any]], empty: str) -> str:
 def write(path: str, text: str, what: str) -> None:
     """Write ``text`` to ``path`` atomically and say so (``torchperf: WHAT written to PATH``)."""
     resolved = Path(path).resolve()
-    atomic_write_text(resolved, text)
+    try:
+        atomic_write_text(resolved, text)
+    except OSError as exc:
+        raise PathError(
+            f"cannot write the {what} to {resolved}: {exc.strerror or exc}; give a path in a "
+            f"folder you can write"
+        ) from None
     print(f"torchperf: {what} written to {resolved}")
 
 

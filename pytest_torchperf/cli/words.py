@@ -79,6 +79,26 @@ def resolve_paths(args: argparse.Namespace) -> None:
             )
 
 
+#: The files a command writes: option (its ``args`` name, its spelling) -> an example name.
+OUTPUTS = (
+    ("output", "-o", "merged.json"),
+    ("html", "--html", "report.html"),
+    ("markdown", "--markdown", "summary.md"),
+)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that is a folder before the command reads anything: written at the
+    end, it failed with a traceback after the tables had printed."""
+    for attr, option, example in OUTPUTS:
+        path = getattr(args, attr, None)
+        if path and Path(path).is_dir():
+            args.parser.error(
+                f"{option} {path} is a folder; give the file to write, e.g. "
+                f"{option} {Path(path) / example}"
+            )
+
+
 def _folder(path: Path) -> tuple[bool, list[str]]:
     """Whether folder ``path`` holds baselines (an ``<environment>/environment.json``), and the
     results files (``*.json``) directly in it."""

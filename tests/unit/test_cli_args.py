@@ -348,3 +348,39 @@ def test_graph_without_a_path_or_baseline_folder_says_what_to_give(tmp_path, cap
         "torchperf: .torchperf does not exist: give a results file (pytest --torchperf-json PATH "
         "wrote it) or the baseline folder (--storage DIR; default .torchperf)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["merge", "a.json", "-o", "{out}"],
+            "-o {out} is a folder; give the file to write, e.g. -o {out}/merged.json",
+        ),
+        (
+            ["merge", "a.json", "--html", "{out}"],
+            "--html {out} is a folder; give the file to write, e.g. --html {out}/report.html",
+        ),
+        (["history", "a.json", "--html", "{out}"], "--html {out} is a folder"),
+        (
+            ["merge", "a.json", "--markdown", "{out}"],
+            "--markdown {out} is a folder; give the "
+            "file to write, e.g. --markdown {out}/summary.md",
+        ),
+    ],
+)
+def test_an_output_path_that_is_a_folder_is_refused_before_anything_is_read(
+    argv, said, tmp_path, capsys
+) -> None:
+    """Written at the end, it failed with IsADirectoryError's traceback after the tables."""
+    out = str(tmp_path)
+    err = _usage_error([word.format(out=out) for word in argv], capsys)
+    assert said.format(out=out) in err, err
+
+
+def test_a_report_that_cannot_be_written_is_named_without_a_traceback(tmp_path) -> None:
+    from pytest_torchperf.cli.common import PathError, write
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(PathError, match=r"cannot write the HTML report to .*/file/r\.html: "):
+        write(str(tmp_path / "file" / "r.html"), "<html>", "HTML report")
