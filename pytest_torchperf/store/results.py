@@ -69,7 +69,49 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
         )
     if not isinstance(doc.get("benchmarks", []), list):
         raise ResultsFileError(f"results file {path}: 'benchmarks' is not a list")
+    problem = _damaged(doc)
+    if problem:
+        raise ResultsFileError(
+            f"results file {path}: {problem}: the file is damaged; write it again with pytest "
+            f"--torchperf-json PATH (or restore it from where it came from)"
+        )
     return cast("dict[str, Any]", doc)
+
+
+def _damaged(doc: dict[str, Any]) -> str | None:
+    """Where a results document's shape is not what every reader relies on (each benchmark an
+    object, its ``stats.data`` numbers, each ``torchperf`` section and environment an object),
+    or None. Deeper values are checked by the typed records that read them."""
+    environments = doc["torchperf"].get("environments", {})
+    if not isinstance(environments, dict):
+        return f"torchperf.environments is a JSON {_kind(environments)}, not an object"
+    for env_id, environment in environments.items():
+        if not isinstance(environment, dict):
+            return f"torchperf.environments.{env_id} is a JSON {_kind(environment)}, not an object"
+    for i, bench in enumerate(doc.get("benchmarks", [])):
+        where = f"benchmarks[{i}]"
+        if not isinstance(bench, dict):
+            return f"{where} is a JSON {_kind(bench)}, not an object"
+        for key in ("stats", "torchperf"):
+            if bench.get(key) is not None and not isinstance(bench[key], dict):
+                return f"{where}.{key} is a JSON {_kind(bench[key])}, not an object"
+        data = (bench.get("stats") or {}).get("data") or []
+        if not isinstance(data, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in data
+        ):
+            return f"{where}.stats.data is not a list of numbers"
+    return None
+
+
+def _kind(value: object) -> str:
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+    }.get(type(value), type(value).__name__)
 
 
 def records_of(doc: dict[str, Any]) -> list[Record]:

@@ -182,3 +182,39 @@ def test_benchmarks_of_other_tools_are_kept_as_they_are(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     merged = merge_results([path, _write(tmp_path / "b.json", [record("slow", "pass")])])
     assert foreign in merged.document["benchmarks"] and len(merged.records) == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda d: d["benchmarks"].__setitem__(0, 5), "benchmarks[0] is a JSON number"),
+        (lambda d: d["benchmarks"][0].__setitem__("stats", 5), "benchmarks[0].stats is a JSON"),
+        (
+            lambda d: d["benchmarks"][0]["stats"].__setitem__("data", "x"),
+            "benchmarks[0].stats.data is not a list of numbers",
+        ),
+        (
+            lambda d: d["benchmarks"][0].__setitem__("torchperf", []),
+            "benchmarks[0].torchperf is a JSON array",
+        ),
+        (
+            lambda d: d["torchperf"].__setitem__("environments", [1]),
+            "torchperf.environments is a JSON array, not an object",
+        ),
+    ],
+)
+def test_a_damaged_results_file_is_named_not_a_traceback(tmp_path: Path, damage, said) -> None:
+    """A benchmark that is not an object (5) made every command that reads results files fail
+    with AttributeError's traceback: the file's damage is named where it is."""
+    from pytest_torchperf.store.results import read_results
+
+    path = _write(tmp_path / "r.json", [record("fast", "pass")])
+    doc = json.loads(path.read_text())
+    damage(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsFileError) as refused:
+        read_results(path)
+    assert f"r.json: {said}" in str(refused.value)
+    assert "the file is damaged; write it again with pytest --torchperf-json PATH" in str(
+        refused.value
+    )
