@@ -75,6 +75,22 @@ def selected(nodeid: str, name: str, pattern: str | None) -> bool:
     return pattern is None or pattern in nodeid or pattern in name
 
 
+def no_match(pattern: str, measured: Sequence[tuple[str, str]], where: str) -> str:
+    """What a command says (on stderr, exit 1) where ``-k pattern`` selected nothing of the
+    ``measured`` (test id, name) pairs in ``where``: a misspelt ``-k`` must not read as a
+    clean run in CI. A few of them are named, to check the spelling against."""
+    import shlex
+
+    pairs = sorted(set(measured))
+    listed = ", ".join(f"{nodeid} {name}" for nodeid, name in pairs[:4])
+    more = f" and {len(pairs) - 4} more" if len(pairs) > 4 else ""
+    held = f"it holds {listed}{more}" if pairs else "it holds none"
+    return (
+        f"torchperf: -k {shlex.quote(pattern)} matches no measurement in {where} ({held}); "
+        f"-k matches a part of a test id or a measurement's name"
+    )
+
+
 def results(paths: Sequence[str], any_commit: bool = False) -> tuple[list[Record], dict[str, Any]]:
     """Records and environments of one results file, or of several merged (shards of a run)."""
     from pytest_torchperf.store.results import read_results

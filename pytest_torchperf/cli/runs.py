@@ -15,6 +15,7 @@ from pytest_torchperf.cli.common import (
     PathError,
     baseline_store,
     candidates,
+    no_match,
     results,
     selected,
     table,
@@ -92,11 +93,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     terminal however long the ids and reasons."""
     from pytest_torchperf.report.terminal import grouped_lines
 
-    rows = measurement_rows(
-        baseline_store(args.storage),
-        lambda nodeid, name: selected(nodeid, name, args.k),
-        args.env,
-    )
+    store = baseline_store(args.storage)
+    rows = measurement_rows(store, lambda nodeid, name: selected(nodeid, name, args.k), args.env)
+    if not rows and (args.k or args.env):  # a misspelt filter: said, never a clean empty table
+        stored = [(env_id, nodeid, name) for env_id, nodeid, name, _ in store.measurements()]
+        if args.env and args.env not in {env_id for env_id, _, _ in stored}:
+            print(
+                f"torchperf: no environment {args.env} in {args.storage} (torchperf list "
+                f"names its environments)",
+                file=sys.stderr,
+            )
+        elif args.k:
+            held = [(n, m) for env_id, n, m in stored if args.env in (None, env_id)]
+            print(no_match(args.k, held, args.storage), file=sys.stderr)
+        else:
+            print(f"torchperf: environment {args.env} holds no stored measurement", file=sys.stderr)
+        return 1
     notes: dict[str, int] = {}  # a cell's reason, by its number
     by_env: dict[tuple[str, str], list[list[str]]] = {}
     for row in rows:
@@ -113,7 +125,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for (env_id, mode), group in by_env.items():
         lines += ["", f"environment {env_id} (mode {mode})", *grouped_lines(list(rows[0]), group)]
     lines += [f"[{n}] {note}" for note, n in notes.items()]
-    print("\n".join(lines[1:]) if rows else "no stored measurement matches")
+    print("\n".join(lines[1:]) if rows else f"no stored measurement in {args.storage}")
     if any(row["sessions"].endswith("u") for row in rows):
         print("sessions N+Mu: N timed (their median is the baseline), M saved without a timing")
     if any(row.get("speedup", "-") != "-" for row in rows):
@@ -143,6 +155,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "judged against the sessions stored before the save that wrote it (a save's own "
             "sessions are never its baseline)"
         )
+    if args.k and not any(selected(r.nodeid, r.name, args.k) for r in records):
+        where = " ".join(args.candidate)
+        print(no_match(args.k, [(r.nodeid, r.name) for r in records], where), file=sys.stderr)
+        return 1
     rows, details = [], []
     judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import PathError, table, write, write_reports
+from pytest_torchperf.cli.common import PathError, no_match, table, write, write_reports
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage_lines import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
@@ -146,6 +146,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         min_step=args.min_step,
         normalise=not args.raw,
     )
+    if args.k and not series:  # a misspelt -k: said, never a clean empty history
+        held = [(s.nodeid, s.name) for s in series_of(runs, normalise=not args.raw)]
+        print(no_match(args.k, held, " ".join(args.paths)), file=sys.stderr)
+        return 1
     first, last = runs[0], runs[-1]
     environments = {s.environment_id for s in series}
     normalised = sum(1 for s in series if s.normalised)

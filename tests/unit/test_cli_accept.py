@@ -272,3 +272,29 @@ def test_accept_into_a_missing_folder_the_run_did_not_read_is_refused(
     assert not (tmp_path / "nosuchdir").exists()
     (tmp_path / "nosuchdir").mkdir()  # meant: a new folder
     assert cli.main(["accept", str(path), "--storage", "nosuchdir"]) == 0
+
+
+def test_a_k_that_matches_nothing_is_said_and_fails(tmp_path, capsys) -> None:
+    """`compare ... -k nosuch` printed `nothing compared` and exited 0: in CI a misspelt -k
+    turned the gate green. show and history said as little."""
+    results = results_file(tmp_path, gate=GATE)
+    assert accept(tmp_path, results) == 0
+    capsys.readouterr()
+    storage = str(tmp_path / "tp")
+    said = (
+        f"-k nosuch matches no measurement in {{where}} (it holds {NODE} fwd); -k matches a part "
+        f"of a test id or a measurement's name\n"
+    )
+    assert cli.main(["compare", storage, results, "-k", "nosuch"]) == 1
+    assert capsys.readouterr().err == "torchperf: " + said.format(where=results)
+    assert cli.main(["show", storage, "-k", "nosuch"]) == 1
+    assert capsys.readouterr().err == "torchperf: " + said.format(where=storage)
+    assert cli.main(["history", results, "-k", "nosuch"]) == 1
+    assert said.format(where=results) in capsys.readouterr().err
+    assert cli.main(["show", storage, "--env", "nosuch"]) == 1
+    assert capsys.readouterr().err == (
+        f"torchperf: no environment nosuch in {storage} (torchperf list names its environments)\n"
+    )
+    # A -k that matches still works.
+    assert cli.main(["show", storage, "-k", "fwd"]) == 0
+    assert cli.main(["compare", storage, results, "-k", "fwd"]) == 0
