@@ -170,3 +170,27 @@ def test_the_same_calls_doing_more_work_are_not_called_a_slower_op() -> None:
     assert diff_top_ops(BASE, now, counters=added) == [
         "aten::addmm self time +1000% (+200 us), the same calls: this op got slower"
     ]
+
+
+def test_an_ops_runs_are_the_counters_where_they_counted_it() -> None:
+    """20 x `h @ torch.eye(128)` added: the why line said `aten::eye runs 0 -> 40 times` (the
+    profiler keys aten::eye and its nested eye.m_out both as aten::eye) and `aten::resolve_conj
+    runs 4 -> 64` (run inside aten::matmul), while the counters line said `new aten::eye x20`.
+    The counts come from the counters, and an op they do not count whose calls follow a
+    counted op's is not named as running more often."""
+    base = [*BASE, _row("aten::resolve_conj", 2, 4)]
+    now = [
+        _row(OUTSIDE_OPS, 100),
+        _row("aten::addmm", 20, 3),
+        _row("aten::mm", 15),
+        _row("aten::bmm", 8, 2),
+        _row("aten::eye", 400, 40),
+        _row("aten::matmul", 300, 20),
+        _row("aten::resolve_conj", 30, 64),
+    ]
+    then = {"ops": {"aten::addmm": 3, "aten::mm": 1, "aten::bmm": 2}, "flops": 1000}
+    counted = {"ops": {**then["ops"], "aten::eye": 20, "aten::matmul": 20}, "flops": 2000}
+    phrases = diff_top_ops(base, now, counters=(then, counted))
+    assert "aten::eye runs 0 -> 20 times per call (+398 us)" in phrases, phrases
+    assert "aten::matmul runs 0 -> 20 times per call (+298 us)" in phrases, phrases
+    assert not any("resolve_conj" in p for p in phrases), phrases
