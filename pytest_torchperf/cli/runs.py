@@ -179,14 +179,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
         carried = carried_sessions(record)
+        stored = (
+            [] if carried is not None else store.load_sessions(env_id, record.nodeid, record.name)
+        )
         sessions = (
             carried
             if carried is not None
-            else [
-                s
-                for s in store.load_sessions(env_id, record.nodeid, record.name)
-                if not same_run(s.run_id, record.run_id)
-            ]
+            else [s for s in stored if not same_run(s.run_id, record.run_id)]
         )
         result = replay(
             record,
@@ -227,6 +226,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         if result.outcome in ("fail", "inconclusive", "new"):
             message = result.verdict.message
+            if result.outcome == "new" and stored and not sessions:  # "no baseline" is untrue
+                message = (
+                    f"{record.name}: new: its {len(stored)} stored session"
+                    f"{'s are' if len(stored) != 1 else ' is'} this run's own (saved or accepted "
+                    f"from it), and a run is never judged against itself"
+                )
             details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
                 details.append(

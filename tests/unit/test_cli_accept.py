@@ -298,3 +298,18 @@ def test_a_k_that_matches_nothing_is_said_and_fails(tmp_path, capsys) -> None:
     # A -k that matches still works.
     assert cli.main(["show", storage, "-k", "fwd"]) == 0
     assert cli.main(["compare", storage, results, "-k", "fwd"]) == 0
+
+
+def test_compare_of_a_run_against_only_its_own_sessions_says_so(tmp_path, capsys) -> None:
+    """After `accept results.json --reset`, `compare` of that file said `no baseline for this
+    environment yet; record one with pytest --torchperf-save`: one was stored, the run's own."""
+    results = results_file(tmp_path, gate=GATE, run_id="89330950fca2")
+    assert accept(tmp_path, results, "--reset") == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "tp"), results]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "fwd: new: its 1 stored session is this run's own (saved or accepted from it), and a run "
+        "is never judged against itself\n"
+    ) in out
+    assert "record one with pytest --torchperf-save" not in out
