@@ -44,6 +44,10 @@ class SummaryReporter:
         self.run_failure: str | None = None
         #: The reports asked for that could not be written (option and path): they fail the run.
         self.unwritten: list[str] = []
+        #: Perf tests that failed although none of their measurements did (a misused fixture,
+        #: an assert after the measurement): test id and pytest's one-line reason. Their rows
+        #: read ``new`` or ``pass``; the summary says the test failed all the same.
+        self.failed_otherwise: list[tuple[str, str]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -52,7 +56,13 @@ class SummaryReporter:
             if key == RECORDS_PROPERTY and isinstance(value, str):
                 from pytest_torchperf.store.record import Record
 
-                self.records.extend(Record.from_json(data) for data in json.loads(value))
+                records = [Record.from_json(data) for data in json.loads(value)]
+                self.records.extend(records)
+                if report.failed and not any(r.outcome == "fail" for r in records):
+                    crash = getattr(report.longrepr, "reprcrash", None)
+                    why = str(getattr(crash, "message", "") or report.longreprtext).strip()
+                    why = why.removeprefix("Failed: ").removeprefix(f"torchperf: {report.nodeid}: ")
+                    self.failed_otherwise.append((report.nodeid, why.splitlines()[0]))
 
     def coverage(self) -> Coverage | None:
         """What this run gated or stored (:class:`pytest_torchperf.judge.coverage.Coverage`),
@@ -148,6 +158,8 @@ class SummaryReporter:
             for line in module.summary_lines(self.config):
                 tr.write_line(line)
         tr.write_line(f"torchperf: {_summary.count_line(self.records)}")
+        for nodeid, why in self.failed_otherwise:
+            tr.write_line(f"torchperf: {nodeid} FAILED, not on a verdict above: {why}", red=True)
         from pytest_torchperf.judge.coverage_lines import summary_lines
 
         coverage_lines = summary_lines(self.coverage(), self.run_failure)

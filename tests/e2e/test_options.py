@@ -553,6 +553,15 @@ def test_duplicate_measurement_names_fail_with_a_hint(perf: pytest.Pytester) -> 
             "own name="
         ]
     )
+    # The first call's row reads `measured` (`new` in a compare): the summary says the test failed
+    # all the same (it said `torchperf: 1 measured` and nothing of the failure).
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: 1 measured",
+            "torchperf: test_duplicate_measurement_names_fail_with_a_hint.py::test_twice FAILED, "
+            "not on a verdict above: measurement name 'Linear' is used twice in this test; *",
+        ]
+    )
 
 
 def test_result_repr_is_unit_aware(perf: pytest.Pytester) -> None:
