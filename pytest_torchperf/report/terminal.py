@@ -232,14 +232,25 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
         reason = record.verdict.new_reason if record.verdict else None
         if reason and record.outcome == "new":
             by_reason.setdefault(reason, []).append(record)
-    grouped = {id(r) for group in by_reason.values() if len(group) > 1 for r in group}
+    # New for a reason the message alone says (no baseline folder at all, none stored yet):
+    # grouped by the message after the measurement's label.
+    by_message: dict[str, list[Record]] = {}
+    for record in ordered:
+        verdict = record.verdict
+        message = (verdict.message or "") if verdict else ""
+        if record.outcome != "new" or not verdict or verdict.new_reason:
+            continue
+        _, said, rest = message.partition(": ")
+        if said and not repeats(message, record.failures):
+            by_message.setdefault(rest, []).append(record)
+    groups = [*by_reason.values(), *by_message.values()]
+    grouped = {id(r) for group in groups if len(group) > 1 for r in group}
+    for rest, group in by_message.items():
+        if len(group) > 1:
+            lines.append(f"{len(group)} measurements ({_some(group)}): {rest}")
     for reason, group in by_reason.items():
         if len(group) > 1:
-            names = [f"{r.nodeid.rsplit('/', 1)[-1]} {r.name}" for r in group]
-            shown = ", ".join(names[:NEW_GROUP_NAMES])
-            more = (
-                f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
-            )
+            shown, more = _some(group), ""
             if group[0].verdict and group[0].verdict.untimed:
                 # The options every guard that refused the save needs, as its verdict says them.
                 message = group[0].verdict.message or ""
@@ -287,6 +298,13 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
                 failure = f"{_head(record, message)}, {failure[len(message) :].strip(' ()')}"
             lines.append(f"{record.nodeid}: {failure}")
     return lines
+
+
+def _some(group: Sequence[Record]) -> str:
+    """The first :data:`NEW_GROUP_NAMES` of a group of measurements, then how many more."""
+    names = [f"{r.nodeid.rsplit('/', 1)[-1]} {r.name}" for r in group]
+    more = f" and {len(names) - NEW_GROUP_NAMES} more" if len(names) > NEW_GROUP_NAMES else ""
+    return ", ".join(names[:NEW_GROUP_NAMES]) + more
 
 
 def repeats(message: str, failures: Iterable[str]) -> bool:

@@ -38,8 +38,10 @@ def test_compare_without_baseline_reports_new_and_passes(perf: pytest.Pytester) 
             "torchperf: compare; device=cpu, torch *, threads=1, storage=*, env=cpu-*",
             "*test_conv*conv*new*",
             # No folder at all: a first compare, a misspelt --torchperf-storage or an uncommitted
-            # folder; the message names it (a folder without this test: test_machine_classes.py).
-            "*mlp: no baseline: the storage folder * does not exist. Is --torchperf-storage "
+            # folder; the message names it (a folder without this test: test_machine_classes.py),
+            # once for the measurements it holds for.
+            "2 measurements (*::test_*, *::test_*): no baseline: the storage folder * does not "
+            "exist. Is --torchperf-storage "
             "misspelt, or were the baselines never committed? Point --torchperf-storage at the "
             "folder that holds them, or record them with pytest --torchperf-save and commit the "
             "folder",

@@ -115,12 +115,14 @@ def test_strict_fails_a_measurement_without_a_baseline_naming_folder_and_environ
             "--torchperf-save and commit the folder (failing: --torchperf-strict)"
         ]
     )
-    # Without --torchperf-strict the run passes, but each measurement says the folder is missing.
+    # Without --torchperf-strict the run passes, and says once for both that the folder is
+    # missing.
     lenient = perf.runpytest("--torchperf-compare", "--torchperf-storage", str(typo))
     lenient.assert_outcomes(passed=2)
     lenient.stdout.fnmatch_lines(
         [
-            "*fp32: no baseline: the storage folder .torchperff does not exist. Is --torchperf-storage*"
+            "2 measurements (*bf16, *fp32): no baseline: the storage folder .torchperff does not "
+            "exist. Is --torchperf-storage*"
         ]
     )
     # A folder that exists but lacks this measurement: the file it looked for (its folder names
