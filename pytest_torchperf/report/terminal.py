@@ -245,6 +245,11 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             by_message.setdefault(rest, []).append(record)
     groups = [*by_reason.values(), *by_message.values()]
     grouped = {id(r) for group in groups if len(group) > 1 for r in group}
+    # A note several measurements share (one stored session each): said once, naming them.
+    noted: dict[str, list[Record]] = {}
+    for record in ordered:
+        for note in dict.fromkeys(record.verdict.notes if record.verdict else ()):
+            noted.setdefault(note, []).append(record)
     for rest, group in by_message.items():
         if len(group) > 1:
             lines.append(f"{len(group)} measurements ({_some(group)}): {rest}")
@@ -290,7 +295,11 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             lines.append(f"{record.nodeid}: {message}")
             lines += list(record.explanation)
         for note in verdict.notes if verdict else ():
-            lines.append(f"{record.nodeid}: note: {note}")
+            sharing = noted.get(note, [])
+            if len(sharing) == 1:
+                lines.append(f"{record.nodeid}: note: {note}")
+            elif sharing and sharing[0] is record:  # said once, where it is first said
+                lines.append(f"note for {len(sharing)} measurements ({_some(sharing)}): {note}")
         for failure in record.failures:
             if repeated and failure.startswith(message):
                 # Strict: its reason in full is the test's failure text (under FAILURES); here

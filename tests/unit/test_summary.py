@@ -247,6 +247,23 @@ def test_detail_lines_notes_follow_their_message_even_for_pass():
     ]
 
 
+def test_a_note_or_new_reason_several_measurements_share_is_said_once():
+    """Three unchanged measurements saved in one process each printed the same four-line note,
+    and three new ones the same missing-folder message: each is said once, naming them."""
+    unknown = "one stored session: this machine's process-to-process noise is unknown"
+    records = [
+        rec("t.py::a", "pass", name="a", message="a: ok", notes=(unknown,)),
+        rec("t.py::b", "pass", name="b", message="b: ok", notes=(unknown, "b's own")),
+        rec("t.py::c", "new", name="c", message="c: no baseline: the folder x does not exist"),
+        rec("t.py::d", "new", name="d", message="d: no baseline: the folder x does not exist"),
+    ]
+    assert detail_lines(records) == [
+        "2 measurements (t.py::c c, t.py::d d): no baseline: the folder x does not exist",
+        f"note for 2 measurements (t.py::a a, t.py::b b): {unknown}",
+        "t.py::b: note: b's own",
+    ]
+
+
 def test_detail_lines_without_verdict_or_message():
     r = rec("t.py::x", "inconclusive", verdict=False)
     assert detail_lines([r]) == []  # nothing to explain: no empty "t.py::x: " line
