@@ -160,10 +160,15 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
 
 
 def _why_no_counters(record: Record) -> str:
+    from pytest_torchperf.variants.registry import COMPILED_VARIANTS
+
     if record.counters is not None:
         return "no counters stored"
-    if record.variant not in ("eager", "compiled"):
-        return "only eager and compiled variants record counters"
+    if record.variant in COMPILED_VARIANTS:  # they record dynamo's graphs, unless ignored
+        return "graph counters off"
+    if record.variant != "eager":
+        compiled = " and ".join(COMPILED_VARIANTS)
+        return f"only eager (ops, FLOPs) and {compiled} (graphs) record counters"
     return "counters off"
 
 
