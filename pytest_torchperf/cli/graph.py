@@ -33,7 +33,9 @@ from pytest_torchperf.report.explorer import (
 from pytest_torchperf.store.files import atomic_write_text
 from pytest_torchperf.store.record import Record
 
-EXTRA = 'pip install "pytest-torchperf[explorer]"'
+#: How to install it: the ``explorer`` extra is one package (the plugin is installed from a
+#: checkout, not from PyPI, so ``pip install "pytest-torchperf[explorer]"`` would not find it).
+EXTRA = 'pip install "ai-edge-model-explorer>=0.1.30"'
 OPTION = "--torchperf-graph"
 
 
@@ -165,8 +167,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         import model_explorer
     except ImportError:
         print(
-            f"torchperf graph: opening the graph needs Model Explorer: {EXTRA} "
-            f"(or --no-browser writes the files only)",
+            f"torchperf graph: opening the graph needs Model Explorer (the explorer extra): "
+            f"{EXTRA}; --no-browser writes the files only",
             file=sys.stderr,
         )
         return 2

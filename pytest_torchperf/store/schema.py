@@ -44,7 +44,8 @@ def validate_document(doc: object, path: Path) -> JSONObject:
             path,
             f"not a pytest-torchperf baseline file (key 'format' is {doc.get('format')!r}, "
             f"expected {FORMAT!r})",
-            "Move it out of the storage folder, or point --torchperf-storage at another folder.",
+            "Move it out of the baseline folder, or use another folder (pytest "
+            "--torchperf-storage DIR, torchperf ... --storage DIR).",
         )
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
@@ -54,7 +55,8 @@ def validate_document(doc: object, path: Path) -> JSONObject:
             path,
             f"written by a newer pytest-torchperf (schema_version {version} > {SCHEMA_VERSION} "
             f"understood here)",
-            "Upgrade pytest-torchperf (pip install -U pytest-torchperf); the file was left untouched.",
+            "Upgrade pytest-torchperf (git pull in its checkout, then pip install -e of it); the "
+            "file was left untouched.",
         )
     tests = doc.get("tests")
     if not isinstance(tests, dict):

@@ -159,8 +159,8 @@ def test_without_the_extra_a_one_line_error_names_it(
 
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [
-        "torchperf graph: opening the graph needs Model Explorer: pip install "
-        '"pytest-torchperf[explorer]" (or --no-browser writes the files only)'
+        "torchperf graph: opening the graph needs Model Explorer (the explorer extra): pip "
+        'install "ai-edge-model-explorer>=0.1.30"; --no-browser writes the files only'
     ]
     assert "Traceback" not in captured.out + captured.err
     assert (tmp_path / "o" / "graph.json").exists()  # the files are there to open elsewhere

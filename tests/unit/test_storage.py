@@ -264,7 +264,7 @@ CORRUPT = {
         [
             "not a pytest-torchperf baseline file",
             "key 'format' is 'something-else'",
-            "Move it out of the storage folder",
+            "Move it out of the baseline folder, or use another folder (pytest --torchperf-storage DIR",
         ],
     ),
     "no_format": (json.dumps({"schema_version": 1, "tests": {}}), ["key 'format' is None"]),
