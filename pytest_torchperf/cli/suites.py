@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_torchperf.cli.common import PathError, no_match, table, write, write_reports
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage_lines import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
@@ -115,7 +116,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.history import (
-        counted,
         format_figure,
         history_html,
         read_runs,
@@ -158,8 +158,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         f"{last.short} {last.time or ''}), {counted(len(series), 'measurement')} in "
         f"{counted(len(environments), 'environment')}"
         + (
-            f"; times of {normalised} over the machine's speed (calibration kernel; --raw: as "
-            f"measured)"
+            f"; the times of {normalised if normalised < len(series) else 'each'} divided by the "
+            f"machine's speed that run (its calibration kernel's time; --raw: as measured)"
             if normalised
             else ""
         )

@@ -65,3 +65,8 @@ def format_count(n: float) -> str:
         value = n / 1e3
         return f"{value:.{2 if abs(value) < 10 else (1 if abs(value) < 100 else 0)}f} k"
     return f"{n:.0f}"
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 run``, ``2 runs``: a count and its noun (plural by an ``s``)."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

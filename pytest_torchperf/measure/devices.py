@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import UserValue
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.options.values import parse_device
 
 if TYPE_CHECKING:  # torch is imported lazily, when a device is chosen
@@ -64,7 +65,7 @@ def select_device(requested: str = "auto") -> torch.device:
             return torch.device("cuda", int(worker.group(1)) % count if worker else 0)
         if device.index >= count:
             raise DeviceUnavailable(
-                f"device {requested!r} requested but only {count} CUDA device(s) exist"
+                f"device {requested!r} requested but only {counted(count, 'CUDA device')} exist"
             )
         return device
     if device.type == "mps":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.pytest_plugin.stash import IS_PERF_KEY, SETTINGS_KEY, context_of, ini_value
 from pytest_torchperf.run.child_process import CHILD_PROCESS_ENV, ChildCommand, ChildProcess
 
@@ -196,7 +197,7 @@ def run_children(session: pytest.Session) -> None:
         return
     folder = Path(tempfile.mkdtemp(prefix="torchperf-processes-"))
     try:
-        run_fresh_processes(config, count, folder, f"{len(perf)} perf test(s)")
+        run_fresh_processes(config, count, folder, counted(len(perf), "perf test"))
         context_of(config).process_pool = pooled(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -256,8 +257,8 @@ def run_fresh_processes(
             return
         say(
             terminal,
-            f"torchperf: fresh process {process} of {count}: {len(measured)} "
-            f"measurement(s) in {took:.1f} s",
+            f"torchperf: fresh process {process} of {count}: "
+            f"{counted(len(measured), 'measurement')} in {took:.1f} s",
         )
         if code not in (0, 1) or not measured:
             problems.append(_child_problem(process, child, bool(measured)))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_torchperf.core.units import format_time
+from pytest_torchperf.core.units import counted, format_time
 from pytest_torchperf.judge.change_points import (
     MIN_SEGMENT,
     MIN_STEP,
@@ -85,11 +85,6 @@ class Series:
         """The noise between runs as the tables show it; ``-`` for a series of one run (its
         :attr:`noise` is then only the floor, no measured figure)."""
         return f"{self.noise * 100:.2g}%" if len(self.values) > 1 else "-"
-
-
-def counted(number: int, noun: str) -> str:
-    """``1 run``, ``2 runs``."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def result_files(paths: Sequence[Path | str]) -> list[Path]:

@@ -82,7 +82,7 @@ def test_a_child_that_dies_under_valgrind_fails_the_tests_with_its_log_and_comma
     result.stdout.fnmatch_lines(
         [
             "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
-            "counted 0 measurement(s). Command: valgrind --tool=callgrind *",
+            "counted 0 measurements. Command: valgrind --tool=callgrind *",
             "*valgrind: the impossible happened: simulated crash",
             "*a: no instruction count: the pytest process under Valgrind exited with code 7*",
         ]
@@ -126,14 +126,14 @@ def test_processes_side_by_side_each_count_their_share_and_a_dead_one_fails_only
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "torchperf: counting instructions of 2 perf test(s) in 2 pytest processes side by "
+            "torchperf: counting instructions of 2 perf tests in 2 pytest processes side by "
             "side under valgrind-* (the start-up alone takes minutes on a small machine; timed "
             "below) ...",
-            "torchperf: 1 instruction count(s) in * s under Valgrind",
-            "  process 1 (1 test(s), 1 count(s)) in * s: * s to the first count *",
-            "  process 2 (1 test(s), 0 count(s)) in * s",
+            "torchperf: 1 instruction count in * s under Valgrind",
+            "  process 1 (1 test, 1 count) in * s: * s to the first count *",
+            "  process 2 (1 test, 0 counts) in * s",
             "torchperf: the pytest process under Valgrind exited with code 7 after * s and "
-            "counted 0 measurement(s). Command: valgrind --tool=callgrind *"
+            "counted 0 measurements. Command: valgrind --tool=callgrind *"
             "--torchperf-child-items=*job-2/items.json*",
             "*simulated crash of job 2",
             "*b: no instruction count: the pytest process under Valgrind exited with code 7*",

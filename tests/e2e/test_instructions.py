@@ -139,7 +139,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_save_stores_counts_in_their_own_environment(saved: tuple[Path, str]) -> None:
     root, out = saved
     assert (
-        "torchperf: counting instructions of 6 perf test(s) in a pytest process under valgrind-"
+        "torchperf: counting instructions of 6 perf tests in a pytest process under valgrind-"
         in out
     )
     assert "5 passed, 1 skipped" in out
@@ -346,7 +346,7 @@ def test_fallback_judges_a_measurement_whose_timing_cannot_decide_by_its_count(
     )
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
-    assert "torchperf: counting instructions of 2 perf test(s)" in out
+    assert "torchperf: counting instructions of 2 perf tests" in out
     assert "1 failed, 1 passed" in out and "FAILED test_models.py::test_b" in out
     assert re.search(
         r"b: timing could not decide \(spread\), judged by its instruction count instead: "

@@ -42,9 +42,9 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     save.assert_outcomes(passed=2)
     save.stdout.fnmatch_lines(
         [
-            "torchperf: fresh process 1 of 3: measuring 1 perf test(s) ...",
-            "torchperf: fresh process 1 of 3: 1 measurement(s) in *",
-            "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
+            "torchperf: fresh process 1 of 3: measuring 1 perf test ...",
+            "torchperf: fresh process 1 of 3: 1 measurement in *",
+            "torchperf: fresh process 2 of 3: 1 measurement in *",
             "torchperf: process 3 of 3: this run",
             "*processes=3 (one session stored per process)*",
         ]
@@ -184,7 +184,7 @@ def test_processes_under_xdist_run_first_and_each_worker_pools_them(
     result.stdout.fnmatch_lines(
         [
             "torchperf: fresh process 1 of 3: measuring the perf tests ...",
-            "torchperf: fresh process 2 of 3: 1 measurement(s) in *",
+            "torchperf: fresh process 2 of 3: 1 measurement in *",
             "*processes=3 (one session stored per process)*",
         ]
     )
@@ -201,7 +201,7 @@ def test_ini_sets_the_process_count(perf: pytest.Pytester) -> None:
     (perf.path / "pytest.ini").write_text(ini)
     result = perf.runpytest("--torchperf-save")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["torchperf: fresh process 1 of 2: 1 measurement(s) in *"])
+    result.stdout.fnmatch_lines(["torchperf: fresh process 1 of 2: 1 measurement in *"])
     assert len(sessions(perf)) == 2
 
 
@@ -214,7 +214,7 @@ def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pyteste
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            "torchperf: fresh process 4 of 5: 1 measurement(s) in *",
+            "torchperf: fresh process 4 of 5: 1 measurement in *",
             "*processes=5 (one session stored per process)*",
         ]
     )

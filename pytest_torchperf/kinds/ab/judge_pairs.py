@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.core.units import format_time
+from pytest_torchperf.core.units import counted, format_time
 from pytest_torchperf.judge.decision import Outcome
 
 #: Default limit of an A/B run: both sides ran side by side, so a tighter limit than a stored
@@ -240,7 +240,7 @@ def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str
     )
     if iv is None:
         return (
-            f"{label}: inconclusive: {len(usable)} process pair(s) measured both sides, an "
+            f"{label}: inconclusive: {counted(len(usable), 'process pair')} measured both sides, an "
             f"interval needs at least 2 ({figures}). Run more pairs (--torchperf-ab-max-pairs)"
         )
     spread = ", ".join(f"{(p.ratio - 1) * 100:+.1f}%" for p in usable)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.kinds.ab import plugin_runs
 from pytest_torchperf.kinds.ab.options import ABSettings
 from pytest_torchperf.pytest_plugin import child_runs
@@ -60,7 +61,7 @@ def summary_lines(config: pytest.Config) -> list[str]:
     lines = [
         f"A/B: side A = {s.label} (torch {s.torch})"
         if n == "A"
-        else f"     side B = {s.label} (torch {s.torch}); {data.pairs_run} process pair(s)"
+        else f"     side B = {s.label} (torch {s.torch}); {counted(data.pairs_run, 'process pair')}"
         for n, s in data.sides.items()
     ]
     for (nodeid, name), entry in sorted(data.measured.items()):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.kinds.ab.options import DEFAULT_MAX_PAIRS, DEFAULT_PAIRS, ABSettings
 from pytest_torchperf.pytest_plugin import child_runs
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY, context_of
@@ -188,7 +189,7 @@ def _measure(
     child_runs.say(
         terminal,
         f"torchperf: A/B: side A = {a_side.label}, torch {a_side.torch}; side B = "
-        f"{b_side.label}, torch {b_side.torch}; {len(perf)} perf test(s), "
+        f"{b_side.label}, torch {b_side.torch}; {counted(len(perf), 'perf test')}, "
         f"{settings.of(ABSettings).pairs} process pairs taking turns"
         + (f" on CPU {','.join(map(str, cpus))}" if cpus else "")
         + " ...",
@@ -201,7 +202,7 @@ def _measure(
         reap(lingering)
     child_runs.say(
         terminal,
-        f"torchperf: A/B: {data.pairs_run} pair(s) in {time.perf_counter() - start:.1f} s",
+        f"torchperf: A/B: {counted(data.pairs_run, 'pair')} in {time.perf_counter() - start:.1f} s",
     )
     context_of(config).state(ABState).data = data
 
@@ -250,7 +251,7 @@ def _pairs(
             )
             child_runs.say(
                 terminal,
-                f"torchperf: A/B pair {number}: {took_a} measurement(s) in A, {took_b} in B, "
+                f"torchperf: A/B pair {number}: {counted(took_a, 'measurement')} in A, {took_b} in B, "
                 f"{took:.1f} s" + (f"; {len(undecided)} still undecided" if undecided else ""),
             )
             if data.pairs_run < settings.pairs:

@@ -34,6 +34,7 @@ from pytest_torchperf.core.child_protocol import (
     decode,
     encode,
 )
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.kinds.ab.measure_turns import (
     CPUS_ENV,
     PAIR_ENV,
@@ -205,7 +206,7 @@ def run_pair(pair: StartedPair, only: Sequence[str] | None) -> PairOutcome:
             if codes[name] not in (0, 1, 5) or (codes[name] == 1 and name == "A"):
                 problems.append(
                     f"torchperf: side {name} ({sides[name].label}), pair {number}: pytest exited "
-                    f"with code {codes[name]} after measuring {len(found[name])} target(s). "
+                    f"with code {codes[name]} after measuring {counted(len(found[name]), 'target')}. "
                     + child.told(15, f" (in {sides[name].cwd})")
                 )
         return PairOutcome(found, dict(scheduler.tests), codes, problems, lingering)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.kinds.instructions.options import CountSettings
 from pytest_torchperf.kinds.instructions.run_job_split import auto_jobs, split_contiguous
 from pytest_torchperf.pytest_plugin import child_runs
@@ -79,7 +80,7 @@ def run_counting_children(session: pytest.Session) -> None:
         ) + _start_up_note(config, len(children))
         child_runs.say(
             terminal,
-            f"torchperf: counting instructions of {len(perf)} perf test(s) in {where} ...",
+            f"torchperf: counting instructions of {counted(len(perf), 'perf test')} in {where} ...",
         )
         for child in children:  # one limit for them all: they run at the same time
             child.wait(CHILD_TIMEOUT_S)
@@ -88,11 +89,11 @@ def run_counting_children(session: pytest.Session) -> None:
             "valgrind": version,
             "kernel_caps": " ".join(f"{name}={value}" for name, value in sorted(caps.items())),
         }
-        counted = 0
+        n_counted = 0
         for child in children:
             counts, capability = read_counts(child.out)
             counting.counts.update(counts)
-            counted += len(counts)
+            n_counted += len(counts)
             if capability:
                 counting.counted_with.setdefault("counted_capability", capability)
             child.counted = len(counts)
@@ -103,7 +104,7 @@ def run_counting_children(session: pytest.Session) -> None:
         took = max(child.process.took for child in children)
         child_runs.say(
             terminal,
-            f"torchperf: {counted} instruction count(s) in {took:.1f} s under Valgrind"
+            f"torchperf: {counted(n_counted, 'instruction count')} in {took:.1f} s under Valgrind"
             + (
                 f": {children[0].split.describe()}"
                 if len(children) == 1 and children[0].split
@@ -114,13 +115,14 @@ def run_counting_children(session: pytest.Session) -> None:
             for index, child in enumerate(children, 1):
                 child_runs.say(
                     terminal,
-                    f"  process {index} ({len(child.nodeids)} test(s), {child.counted} count(s)) "
+                    f"  process {index} ({counted(len(child.nodeids), 'test')}, "
+                    f"{counted(child.counted, 'count')}) "
                     f"in {child.process.took:.1f} s"
                     + (f": {child.split.describe()}" if child.split else ""),
                 )
         _remember_start_up(config, children)
         for child in children:
-            _report_child(ctx, terminal, child, alone=counted == 0)
+            _report_child(ctx, terminal, child, alone=n_counted == 0)
     finally:
         # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
         for child in children:
@@ -243,7 +245,7 @@ def _report_child(
     if code not in (0, 1) or (alone and not child.counted):
         what = (
             f"the pytest process under Valgrind exited with code {code} after "
-            f"{child.process.took:.0f} s and counted {child.counted} measurement(s)"
+            f"{child.process.took:.0f} s and counted {counted(child.counted, 'measurement')}"
         )
         # The command and the log once, at the top; each measurement's failure refers to it.
         child_runs.say(
