@@ -154,8 +154,10 @@ def parse_counter_names(value: object) -> tuple[str, ...]:
         )
     unknown = [n for n in names if n not in COUNTER_NAMES]
     if unknown:
+        close = difflib.get_close_matches(unknown[0], COUNTER_NAMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise OptionError(
-            f"unknown counter {unknown[0]!r}; counters are {', '.join(COUNTER_NAMES)}"
+            f"unknown counter {unknown[0]!r}{hint}; counters are {', '.join(COUNTER_NAMES)}"
         )
     return tuple(sorted(set(names)))
 

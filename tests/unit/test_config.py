@@ -584,3 +584,17 @@ def test_a_min_time_below_the_advised_figure_gets_a_warning_naming_it() -> None:
         "~10 ms blocks, noisier verdicts. Set 0.5 s or more, or filterwarnings = "
         "ignore:min_time where short timings are meant"
     )
+
+
+def test_a_misspelt_counter_name_is_told_the_one_meant() -> None:
+    from pytest_torchperf.options.values import parse_counter_names
+
+    assert parse_counter_names(["ops", "memory"]) == ("memory", "ops")
+    with pytest.raises(OptionError) as refused:
+        parse_counter_names(["op"])
+    assert str(refused.value) == (
+        "unknown counter 'op' (did you mean 'ops'?); counters are flops, ops, params, memory, "
+        "graphs"
+    )
+    with pytest.raises(OptionError, match=r"^unknown counter 'xyz'; counters are flops"):
+        parse_counter_names("xyz")
