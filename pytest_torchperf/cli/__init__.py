@@ -28,6 +28,7 @@ different commits are refused. ``history`` reads many runs: the files of one com
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -65,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchperf", description=__doc__.split("\n\n")[0].replace("``", "")
     )
+    from pytest_torchperf import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="environments in a baseline folder and what they hold")
     p.add_argument("folder", nargs="?", metavar="DIR", help=_FOLDER)
@@ -263,6 +267,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if words[:1] == ["bisect"] and "--" in words:  # other commands keep -- (a file named -x)
         cut = words.index("--")
         words, passed = words[:cut], words[cut + 1 :]
+    commands = next(
+        (list(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+        [],
+    )
+    if words and not words[0].startswith("-") and words[0] not in commands:
+        # argparse lists every command: the one meant is named first.
+        close = difflib.get_close_matches(words[0], commands, n=1)
+        meant = f" (did you mean {close[0]!r}?)" if close else ""
+        parser.error(f"unknown command {words[0]!r}{meant}; commands: {', '.join(commands)}")
     positional = [w for w in words[1:] if not w.startswith("-")]
     if words[:1] == ["compare"] and len(positional) == 1 and positional[0].endswith(".json"):
         # The likeliest slip: the results file alone, without the baseline folder first.

@@ -384,3 +384,14 @@ def test_a_report_that_cannot_be_written_is_named_without_a_traceback(tmp_path) 
     (tmp_path / "file").write_text("")
     with pytest.raises(PathError, match=r"cannot write the HTML report to .*/file/r\.html: "):
         write(str(tmp_path / "file" / "r.html"), "<html>", "HTML report")
+
+
+def test_the_command_says_its_version_and_the_command_a_misspelt_one_meant(capsys) -> None:
+    from pytest_torchperf import __version__, cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"torchperf {__version__}\n"
+    err = _usage_error(["lst"], capsys)
+    assert "torchperf: error: unknown command 'lst' (did you mean 'list'?); commands: list, " in err
+    assert "did you mean" not in _usage_error(["xyz"], capsys)
