@@ -106,6 +106,21 @@ def parse_min_speedup(value: object) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def unrun_speedups(layer: dict[str, Any]) -> str | None:
+    """Why a marker's ``min_speedup`` names a variant its ``variants`` do not run (a limit that
+    would gate nothing, silently), or None."""
+    asked = [variant for variant, _ in layer.get("min_speedup") or ()]
+    run = [name for name, _ in layer.get("variants") or ()]
+    missing = [v for v in asked if v not in run]
+    if not missing:
+        return None
+    listed = f"its marker runs variants={run}" if run else "its marker lists no variants="
+    return (
+        f"min_speedup names {', '.join(repr(v) for v in missing)}, which this test does not run "
+        f"({listed}): add {missing[0]!r} to variants=, or drop it from min_speedup"
+    )
+
+
 def parse_accuracy(value: object) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
     """Parse ``accuracy={"int8": {"rel_l2": 0.1, "cosine": 0.99}}`` (tolerance overrides)."""
     parsed = []

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.options.measure_options import OPTIONS, parse_layer
+from pytest_torchperf.options.variant_options import unrun_speedups
 from pytest_torchperf.pytest_plugin import (
     child_runs,
     extensions,
@@ -174,11 +175,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"or call pytest_torchperf.BlockTimer inside the method"
             )
         if marked:
+            where = f"{item.nodeid}: @pytest.mark.torchperf"
             try:
-                parse_layer(marker_options(item), f"{item.nodeid}: @pytest.mark.torchperf")
+                unrun = unrun_speedups(parse_layer(marker_options(item), where))
+                if unrun:
+                    raise OptionError(f"{where}: {unrun}")
             except OptionError as exc:
                 test = item.nodeid.split("[", 1)[0]
-                bad_markers.setdefault(str(exc).replace(item.nodeid, test), str(exc))
+                said = str(exc).replace(item.nodeid, test)  # the test's marker, not an item's
+                bad_markers.setdefault(said, said)
                 continue
             variant_items.check_variant_item(config, item, FIXTURE in names)
         if skip_perf and perf:

@@ -179,6 +179,34 @@ def test_invalid_marker_value_quotes_it(perf: pytest.Pytester) -> None:
     )
 
 
+def test_a_min_speedup_for_a_variant_the_test_does_not_run_is_refused(
+    perf: pytest.Pytester,
+) -> None:
+    """min_speedup={"compiled": 1.2} on a test without that variant gated nothing, silently."""
+    perf.makepyfile("""
+        import pytest
+        @pytest.mark.torchperf(min_speedup={"compiled": 1.2})
+        def test_none():
+            pass
+
+        @pytest.mark.torchperf(variants=["eager", "amp"], min_speedup={"amp": 1.1, "int8": 2})
+        def test_other(torchperf_variant):
+            pass
+    """)
+    result = perf.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*::test_none: @pytest.mark.torchperf: min_speedup names 'compiled', which this test "
+            "does not run (its marker lists no variants=): add 'compiled' to variants=, or drop it "
+            "from min_speedup",
+            "*::test_other: @pytest.mark.torchperf: min_speedup names 'int8', which this test "
+            "does not run (its marker runs variants=?'eager', 'amp'?): add 'int8' to variants=, "
+            "or drop it from min_speedup",  # ? for [ and ]: fnmatch reads [...] as a set
+        ]
+    )
+
+
 def test_every_bad_marker_is_named_in_one_run_each_test_once(perf: pytest.Pytester) -> None:
     """A newcomer fixed one marker per run: the second error showed only after the first was
     fixed. A parametrized test's items share its marker: named once."""
@@ -196,7 +224,9 @@ def test_every_bad_marker_is_named_in_one_run_each_test_once(perf: pytest.Pytest
     result = perf.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert "test_variants[1]: @pytest.mark.torchperf: " in err and "compield" in err, err
+    # Named by the test the marker is on, not by one of its items.
+    assert "::test_variants: @pytest.mark.torchperf: " in err and "compield" in err, err
+    assert "test_variants[" not in err, err
     assert "test_limit: @pytest.mark.torchperf: invalid value for max_slowdown: 'ten'" in err, err
     assert "test_variants[2]" not in err and "test_variants[3]" not in err, err
 
