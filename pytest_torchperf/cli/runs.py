@@ -69,9 +69,15 @@ def cmd_forget(args: argparse.Namespace) -> int:
     removed = store.forget(picked)
     what = f"{args.test} {args.name}" if args.name else args.test
     if not removed:
+        import difflib
+
+        stored = {nodeid for _, nodeid, _, _ in store.measurements()}
+        short = {nodeid.split("::", 1)[-1] for nodeid in stored}
+        close = difflib.get_close_matches(args.test, sorted(stored | short), n=1)
+        meant = f"; did you mean {close[0]}?" if close else ""
         print(
-            f"torchperf: no stored measurement of {what} in {args.storage} (torchperf show lists "
-            f"the stored test ids and names)",
+            f"torchperf: no stored measurement of {what} in {args.storage}{meant} (torchperf "
+            f"show lists the stored test ids and names)",
             file=sys.stderr,
         )
         return 1

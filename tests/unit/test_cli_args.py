@@ -264,6 +264,12 @@ def test_forget_matches_a_whole_test_id_or_name_never_a_part(tmp_path, capsys) -
     assert cli.main(["forget", "t.py::test_p[1]", *storage]) == 0
     left = sorted((t, n) for _, t, n, _ in BaselineStore(tmp_path).measurements())
     assert left == [("t.py::test_mlp", "mlp"), ("t.py::test_mlp_fast", "mlp")]
+    # A misspelt test is told the stored one it is closest to.
+    capsys.readouterr()
+    assert cli.main(["forget", "test_mlp_fsat", *storage]) == 1
+    assert "no stored measurement of test_mlp_fsat in " in capsys.readouterr().err
+    assert cli.main(["forget", "t.py::test_mlp_fsat", *storage]) == 1
+    assert "; did you mean t.py::test_mlp_fast? (torchperf show" in capsys.readouterr().err
 
 
 def test_bisect_names_a_missing_revision_or_test_selection_and_exits_2(capsys) -> None:
