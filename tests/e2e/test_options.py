@@ -594,7 +594,7 @@ def test_duplicate_measurement_names_fail_with_a_hint(perf: pytest.Pytester) -> 
     )
 
 
-def test_result_repr_is_unit_aware(perf: pytest.Pytester) -> None:
+def test_result_repr_is_unit_aware(perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     perf.makepyfile("""
         import torch
         def test_repr(torchperf):
@@ -605,6 +605,19 @@ def test_result_repr_is_unit_aware(perf: pytest.Pytester) -> None:
             assert len(r.samples) >= 5 and r.iqr >= 0 and r.min <= r.p25 <= r.median <= r.p75
     """)
     perf.runpytest().assert_outcomes(passed=1)
+    # A measurement that fails on what it computes says so, not a plain "pass -2.4%".
+    perf.makepyfile("""
+        import os, torch
+        def test_repr(torchperf):
+            model = torch.nn.Linear(4, 4)
+            model.weight.data *= float(os.environ.get("SCALE", "1"))
+            print(repr(torchperf(model, torch.randn(1, 4), name="lin")))
+    """)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    monkeypatch.setenv("SCALE", "2")
+    drifted = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%", "-s")
+    drifted.assert_outcomes(failed=1)
+    drifted.stdout.fnmatch_lines(["*<torchperf Result 'lin': median * pass *; FAIL (numerics)>"])
 
 
 def test_storage_option_and_ini(perf: pytest.Pytester) -> None:
