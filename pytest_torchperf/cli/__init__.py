@@ -267,10 +267,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if words[:1] == ["bisect"] and "--" in words:  # other commands keep -- (a file named -x)
         cut = words.index("--")
         words, passed = words[:cut], words[cut + 1 :]
-    commands = next(
-        (list(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
-        [],
+    subparsers = next(
+        (dict(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+        {},
     )
+    commands = list(subparsers)
     if words and not words[0].startswith("-") and words[0] not in commands:
         # argparse lists every command: the one meant is named first.
         close = difflib.get_close_matches(words[0], commands, n=1)
@@ -279,7 +280,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     positional = [w for w in words[1:] if not w.startswith("-")]
     if words[:1] == ["compare"] and len(positional) == 1 and positional[0].endswith(".json"):
         # The likeliest slip: the results file alone, without the baseline folder first.
-        parser.error(
+        subparsers["compare"].error(
             f"compare takes the baseline folder first, then the results file: torchperf "
             f"compare .torchperf {positional[0]}"
         )
@@ -293,8 +294,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.parser.error(
             f"unrecognized arguments: {' '.join(extras)}; {hint(args.parser, extras[0])}"
         )
-    resolve_paths(args)
     check_outputs(args)
+    resolve_paths(args)
     if passed:
         if any(w.split("=", 1)[0] == "--mode" for w in passed):
             parser.error(

@@ -124,6 +124,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         still_slower,
     )
 
+    for path in args.paths:  # else "results file DIR: cannot be read"
+        if not Path(path).exists():
+            raise PathError(
+                f"{path} does not exist: give results files (pytest --torchperf-json PATH wrote "
+                f"them) or folders holding them"
+            )
     runs, left_out = read_runs(args.paths)
     for why in left_out:
         print(f"torchperf: warning: left out: {why}")

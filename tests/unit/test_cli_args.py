@@ -56,10 +56,23 @@ def test_compare_with_only_a_results_file_says_the_baseline_folder_comes_first(c
     with _pytest.raises(SystemExit) as stop:
         parse_args(["compare", "results.json"])
     assert stop.value.code == 2
+    err = capsys.readouterr().err
     assert (
-        "compare takes the baseline folder first, then the results file: torchperf compare "
-        ".torchperf results.json"
-    ) in capsys.readouterr().err
+        "torchperf compare: error: compare takes the baseline folder first, then the results "
+        "file: torchperf compare .torchperf results.json"
+    ) in err
+    assert "usage: torchperf compare " in err  # compare's usage, not the top level's
+
+
+def test_history_of_a_path_that_is_not_there_says_so(tmp_path, capsys) -> None:
+    """It said `results file DIR: cannot be read (No such file or directory)` of a folder."""
+    from pytest_torchperf import cli
+
+    assert cli.main(["history", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (
+        f"torchperf: {tmp_path / 'runs'} does not exist: give results files (pytest "
+        f"--torchperf-json PATH wrote them) or folders holding them\n"
+    )
 
 
 def test_list_and_show_take_the_baseline_folder_as_a_word_or_after_storage(tmp_path, capsys):
