@@ -46,6 +46,8 @@ class Coverage:
     #: Compare: variants whose speedup vs eager was judged (a same-moment ratio: a speed gate
     #: that a busy machine does not take away). Save: variants whose speedup was stored.
     speedups: int = 0
+    #: Compare: the variants' measurements (each could have its speedup judged).
+    variants: int = 0
     #: Save runs: variants whose speedup was not stored (a guard refused the rounds it was
     #: timed in).
     no_speedups: list[str] = field(default_factory=list)
@@ -129,6 +131,7 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
     cov.speedups += "speedup" in gated
+    cov.variants += record.variant != "eager"
     # Nothing stored for this environment: that, not what a baseline lacks, is why.
     unstored = NO_BASELINE if verdict.outcome == "new" and not verdict.untimed else None
     if "counters" not in gated and name:

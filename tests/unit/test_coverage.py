@@ -574,14 +574,18 @@ def test_a_variants_speedup_judged_is_counted_as_a_speed_gate() -> None:
     ended 'this run did not gate speed'."""
     variant = compared(None, "inconclusive", guard="busy machine")
     variant["gated"].append("speedup")
+    variant["variant"] = "compiled"
+    unjudged = {**compared(None, "inconclusive", guard="busy machine"), "variant": "amp"}
     cov = coverage(
-        _read([variant, compared(None, "inconclusive", guard="busy machine")]), comparing=True
+        _read([variant, unjudged, compared(None, "inconclusive", guard="busy machine")]),
+        comparing=True,
     )
     assert cov is not None
+    # Said as a save says it: of how many variants (it said "speedup vs eager for 1").
     assert coverage_line(cov).startswith(
-        "gated 2 measurements: timing judged for 0 of 2, counters 2 of 2, numerics 2 of 2, "
-        "speedup vs eager for 1;"
-    )
+        "gated 3 measurements: timing judged for 0 of 3, counters 3 of 3, numerics 3 of 3, "
+        "speedup vs eager 1 of 2;"
+    ), coverage_line(cov)
     assert "this run did not gate their time (it did gate the speedup vs eager of 1 variant)." in (
         weak_gate_warning(cov) or ""
     )
