@@ -92,7 +92,7 @@ def main() -> int:
                 "-k",
                 args.k,
             )
-            split = re.search(r"torchperf: \d+ instruction count\(s\) in .*", out)
+            split = re.search(r"torchperf: \d+ instruction counts? in .*", out)
             # With several counting processes side by side, one line per process follows.
             processes = re.findall(r"^  process \d+ \(.*", out, flags=re.MULTILINE)
             tally = [line for line in out.splitlines() if re.match(r"torchperf: \d+ \w", line)]
