@@ -19,14 +19,17 @@ TIMES = [1e-3, 1.01e-3, 0.99e-3, 1e-3]
 GATE = {"min_cpu_share": 0.9, "max_spread": 0.25, "max_neighbour_load": 0.5}
 
 
-def results_file(tmp_path: Path, **session: object) -> str:
-    """A results file of one measurement (``fwd``) whose session holds ``session``'s keys."""
+def results_file(tmp_path: Path, read: Path | None = None, **session: object) -> str:
+    """A results file of one measurement (``fwd``) whose session holds ``session``'s keys, of
+    a run that read the baseline folder ``read`` (the file records it)."""
     stored = {"statistic": 1e-3, "times": TIMES, "counters": {"flops": 10}, **session}
     section = {"nodeid": NODE, "measurement": "fwd", "environment_id": ENV, "session": stored}
-    doc = {
+    doc: dict = {
         "benchmarks": [{"name": "fwd", "stats": {"data": TIMES}, "torchperf": section}],
         "torchperf": {"format": "pytest-torchperf-results", "environments": {ENV: ENVIRONMENT}},
     }
+    if read is not None:
+        doc["torchperf"]["storage"] = {"path": str(read), "relative": read.name}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
     return str(path)
@@ -176,10 +179,8 @@ def test_accept_without_storage_refuses_to_guess_when_the_run_read_another_folde
     wrote into the project's committed .torchperf, which that run never read."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "gbase").mkdir()
-    path = Path(results_file(tmp_path, gate=GATE))
+    path = Path(results_file(tmp_path, read=tmp_path / "gbase", gate=GATE))
     doc = json.loads(path.read_text())
-    doc["torchperf"]["storage"] = {"path": str(tmp_path / "gbase"), "relative": "gbase"}
-    path.write_text(json.dumps(doc))
     assert cli.main(["accept", str(path)]) == 2
     assert capsys.readouterr().err == (
         f"torchperf: {path} was judged against the baselines in {tmp_path / 'gbase'}, not "
@@ -259,10 +260,7 @@ def test_accept_into_a_missing_folder_the_run_did_not_read_is_refused(
     leaving the baselines the run read untouched."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".torchperf").mkdir()
-    path = Path(results_file(tmp_path, gate=GATE))
-    doc = json.loads(path.read_text())
-    doc["torchperf"]["storage"] = {"path": str(tmp_path / ".torchperf"), "relative": ".torchperf"}
-    path.write_text(json.dumps(doc))
+    path = Path(results_file(tmp_path, read=tmp_path / ".torchperf", gate=GATE))
     assert cli.main(["accept", str(path), "--storage", "nosuchdir"]) == 2
     assert capsys.readouterr().err == (
         f"torchperf: baseline folder nosuchdir does not exist, and {path} was judged against the "
