@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import replace
 
 import pytest
@@ -77,10 +77,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     plugin_options.add_options(parser)
 
 
-def pytest_load_initial_conftests(args: list[str]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(parser: pytest.Parser, args: list[str]) -> Generator[None]:
     """A misspelt ``--torchperf-*`` option is refused naming the one meant, before pytest parses
-    the command line (its own error names no option)."""
-    spelling.check_flags(args)
+    the command line (its own error names no option); after the initial conftests load, so the
+    options they add are known."""
+    result = yield
+    spelling.check_flags(parser, args)
+    return result
 
 
 def pytest_configure(config: pytest.Config) -> None:

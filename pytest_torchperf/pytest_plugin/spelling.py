@@ -17,22 +17,24 @@ from pytest_torchperf.pytest_plugin import options
 PREFIX = "--torchperf-"
 
 
-def check_flags(args: Sequence[str]) -> None:
+def check_flags(parser: pytest.Parser, args: Sequence[str]) -> None:
     """Refuse a misspelt ``--torchperf-*`` option among ``args`` (the command line with
-    ``addopts`` and ``PYTEST_ADDOPTS``), naming the option meant. Called before pytest parses
-    them, so the user reads this rather than pytest's bare ``unrecognized arguments``. A word
-    close to none of the plugin's options is left to pytest (another plugin or a conftest may
-    own it)."""
+    ``addopts`` and ``PYTEST_ADDOPTS``), naming the option meant, so the user reads this
+    rather than pytest's bare ``unrecognized arguments``. Only a word no plugin or conftest
+    registered (``parser``: every option so far) and close to one of this plugin's is refused;
+    pytest reports the rest as it always does."""
+    try:
+        _, unknown = parser.parse_known_and_unknown_args(list(args))
+    except pytest.UsageError:  # a bad value of a known option: pytest says so itself
+        return
     known = options.flags()
+    # Compared after the prefix, which would make every name look close.
+    names = {name.removeprefix(PREFIX): name for name in known}
     lines = []
-    for word in args:
-        if word == "--":  # what follows is not pytest's
-            break
+    for word in unknown:
         spelt = word.split("=", 1)[0]
         if not spelt.startswith(PREFIX) or spelt in known:
             continue
-        # Compared after the prefix, which would make every name look close.
-        names = {name.removeprefix(PREFIX): name for name in known}
         close = get_close_matches(spelt.removeprefix(PREFIX), list(names), n=1)
         if close:  # said with the value given, ready to paste
             meant = names[close[0]] + word[len(spelt) :]

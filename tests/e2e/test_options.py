@@ -477,6 +477,12 @@ def test_a_misspelt_option_is_a_usage_error_naming_the_one_meant(
     assert "Did you mean" not in other.stderr.str()
     other.stderr.fnmatch_lines(["*unrecognized arguments: --torchperf-zzzzzz*"])
     pytester.runpytest("--torchperf-skip").assert_outcomes(passed=1)
+    # An option a conftest (or another plugin) adds is its own, however close to one of ours.
+    pytester.makeconftest(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--torchperf-compares', action='store_true')\n"
+    )
+    pytester.runpytest("--torchperf-compares").assert_outcomes(passed=1)
 
 
 def test_invalid_ini_device_is_a_usage_error(pytester: pytest.Pytester) -> None:
