@@ -16,6 +16,7 @@ import pytest
 from pytest_torchperf.core.errors import OptionError
 from pytest_torchperf.core.types import Target, UserValue
 from pytest_torchperf.options.values import parse_bool
+from pytest_torchperf.options.variant_options import unrun_speedups
 from pytest_torchperf.pytest_plugin.stash import context_of, item_options, state_of
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class TorchperfFixture:
                 name or (explicit if not self._state.names else None) or _target_name(target)
             )
             variants = self._variants(resolved, "variants" in options)
+            unrun = unrun_speedups(resolved.min_speedup, resolved.variant_names())
+            if unrun:
+                self._state.warnings.append(f"{measurement_name}: {unrun}")
             if kwargs is not None and not isinstance(kwargs, Mapping):  # before it is copied
                 raise TargetError(
                     f"kwargs= must be a mapping (a dict) of keyword arguments for the target, "
