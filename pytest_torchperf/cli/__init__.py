@@ -59,7 +59,8 @@ def _flag(p: argparse.ArgumentParser, name: str, help: str) -> None:
     p.add_argument(name, action="store_true", help=help)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command's parser, and each command's by name."""
     from pytest_torchperf.run.revision_probe import modes  # bisect's: the kinds' and the counters
 
     fraction, share = argparse_type(parse_fraction), argparse_type(parse_share)
@@ -253,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_graph)
     for p in sub.choices.values():
         p.set_defaults(parser=p)  # the command's own usage, for an error in its words
-    return parser
+    return parser, dict(sub.choices)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -262,15 +263,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     Split off before argparse sees them: argparse matches GOOD, BAD and the ``*`` positional in
     one go, so the positional gets nothing and ``-- -p no:x`` (or ``-- tests/perf`` after
     ``-k``) would be refused as unrecognized."""
-    parser = _parser()
+    parser, subparsers = _parser()
     words, passed = list(argv), []
     if words[:1] == ["bisect"] and "--" in words:  # other commands keep -- (a file named -x)
         cut = words.index("--")
         words, passed = words[:cut], words[cut + 1 :]
-    subparsers = next(
-        (dict(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
-        {},
-    )
     commands = list(subparsers)
     if words and not words[0].startswith("-") and words[0] not in commands:
         # argparse lists every command: the one meant is named first.

@@ -310,7 +310,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     for path in args.results:
         used, relative = recorded_storage(path)
         here = used if used and Path(used).is_dir() else None
-        if here is None and relative not in (None, ".torchperf"):
+        if here is None and relative is not None:
             here = relative  # another checkout's run (CI): its folder within the project
         if not here or Path(here).resolve() == target:
             continue
@@ -348,7 +348,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         problem = None if args.force or left_out else accept_problem(session)
         problem = problem and f"{problem}; the plugin would not save it either"
         stored = store.load_sessions(env_id, record.nodeid, record.name)
-        if already_stored(stored, session) and not (args.reset or args.force):
+        if already_stored(stored, left_out or session) and not args.reset:
             print(
                 f"torchperf: {record.nodeid} {record.name}: already stored (run "
                 f"{session.run_id}, accepted or saved before): nothing appended (--reset makes "

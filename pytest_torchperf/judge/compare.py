@@ -185,6 +185,7 @@ def compare(
         confirm_speedups=confirm_speedups,
         save=save,
         max_widening=gate.max_widening,
+        variant=candidate.variant,
     )
     checks = kind.extra_checks(candidate, sessions, gate)
     failures = [*candidate.run_failures, *drift_failures, *checks.failures]

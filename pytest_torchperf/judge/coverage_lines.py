@@ -57,7 +57,7 @@ def coverage_line(cov: Coverage) -> str:
             f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "
             f"{cov.timed_total} of {n}{figures}"
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
-            + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.variants else "")
+            + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.speedups else "")
         )
         words = ("timing not judged", "counters not gated", "numerics not gated")
     else:

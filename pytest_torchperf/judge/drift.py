@@ -37,13 +37,6 @@ def _remedy(save: str) -> str:
     return REMEDY.replace("pytest --torchperf-save", save)
 
 
-def _variant(label: str) -> str:
-    """The variant of a measurement's label (``mlp[amp]``: ``amp``; ``mlp``: ``eager``), as
-    ``accuracy=`` keys its limits."""
-    name, bracket, rest = label.rpartition("[")
-    return rest.rstrip("]") if bracket and name and rest.endswith("]") else "eager"
-
-
 def _since(save: str) -> str:
     """What a change is measured against: the baseline, or side A in an A/B run (no ``save``)."""
     return "since the baseline" if save else "in B vs side A"
@@ -142,6 +135,7 @@ def drift_checks(
     confirm_speedups: Callable[[], Sequence[Mapping[str, float] | None]] | None = None,
     save: str = "pytest --torchperf-save",
     max_widening: float = MAX_WIDENING,
+    variant: str = "eager",
 ) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one measurement against its stored ``sessions``.
 
@@ -174,7 +168,7 @@ def drift_checks(
                     "numerics",
                     f"{label}: numerics changed {_since(save)}: outputs moved by {drift:.2e} "
                     f"(relative; limit {limits['rel_l2']:.2e}, from accuracy rel_l2: "
-                    f"accuracy={{{_variant(label)!r}: {{'rel_l2': {drift * 2:.0e}}}}} admits "
+                    f"accuracy={{{variant!r}: {{'rel_l2': {drift * 2:.0e}}}}} admits "
                     f"it). {_remedy(save)}. "
                     f"Random models/inputs must be created inside the test or its function-scoped "
                     f"fixtures (torchperf seeds them with seed=0) or seeded by you",

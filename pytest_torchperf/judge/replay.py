@@ -15,7 +15,7 @@ from pytest_torchperf.judge.inputs import recorded_kind, recorded_sample
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.samples import Sample, untimed_reason
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
-from pytest_torchperf.store.baselines import shown
+from pytest_torchperf.store.baselines import same_run, shown
 from pytest_torchperf.store.record import Record, RecordedPass
 from pytest_torchperf.store.sessions import Session, session_of
 
@@ -134,9 +134,16 @@ def untimed_session(session: Session) -> Session | None:
 
 
 def already_stored(stored: Sequence[Session], session: Session) -> bool:
-    """Whether ``session`` is among the ``stored`` ones already (the same run's, accepted
-    before): appended again, one run would count twice in the baseline and its noise."""
-    return session.run_id is not None and any(s.run_id == session.run_id for s in stored)
+    """Whether ``session``'s run is among the ``stored`` ones already (accepted before, or
+    saved by that run or one of its fresh processes, ``<run id>-p<k>``): appended again, one
+    run would count twice in the baseline and its noise."""
+    # Its timing where only its counters and numerics are stored (a guard refused the timing,
+    # --force accepts it) is not stored yet.
+    return any(
+        same_run(s.run_id, session.run_id)
+        and (s.statistic is not None or session.statistic is None)
+        for s in stored
+    )
 
 
 def other_code(stored: Sequence[Session], session: Session) -> str | None:

@@ -62,7 +62,9 @@ class SummaryReporter:
                     crash = getattr(report.longrepr, "reprcrash", None)
                     why = str(getattr(crash, "message", "") or report.longreprtext).strip()
                     why = why.removeprefix("Failed: ").removeprefix(f"torchperf: {report.nodeid}: ")
-                    self.failed_otherwise.append((report.nodeid, why.splitlines()[0]))
+                    self.failed_otherwise.append(
+                        (report.nodeid, (why or "(no message)").splitlines()[0])
+                    )
 
     def coverage(self) -> Coverage | None:
         """What this run gated or stored (:class:`pytest_torchperf.judge.coverage.Coverage`),

@@ -82,7 +82,7 @@ def _damaged(doc: dict[str, Any]) -> str | None:
     """Where a results document's shape is not what every reader relies on (each benchmark an
     object, its ``stats.data`` numbers, each ``torchperf`` section and environment an object),
     or None. Deeper values are checked by the typed records that read them."""
-    environments = doc["torchperf"].get("environments", {})
+    environments = doc["torchperf"].get("environments") or {}  # null: none, as readers take it
     if not isinstance(environments, dict):
         return f"torchperf.environments is a JSON {_kind(environments)}, not an object"
     for env_id, environment in environments.items():
@@ -111,6 +111,7 @@ def _kind(value: object) -> str:
         bool: "boolean",
         int: "number",
         float: "number",
+        type(None): "null",
     }.get(type(value), type(value).__name__)
 
 

@@ -223,9 +223,19 @@ def test_accept_appends_a_run_once(tmp_path, capsys) -> None:
     ) in out
     assert "0 measurements accepted\n" in out
     assert len(sessions(tmp_path)) == 1
+    # --force is for what a guard refused, not for counting a run twice.
+    assert accept(tmp_path, results, "--force") == 0
+    assert len(sessions(tmp_path)) == 1
     # --reset replaces the history with it, as asked.
     assert accept(tmp_path, results, "--reset") == 0
     assert len(sessions(tmp_path)) == 1
+    # A session a save's fresh process stored (<run id>-p<k>) is that run's too.
+    child = results_file(tmp_path, gate=GATE, run_id="5e55aa11-p2")
+    assert accept(tmp_path, child) == 0
+    capsys.readouterr()
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE, run_id="5e55aa11")) == 0
+    assert "already stored (run 5e55aa11, " in capsys.readouterr().out
+    assert len(sessions(tmp_path)) == 2
 
 
 def test_accept_of_changed_code_needs_reset(tmp_path, capsys) -> None:
@@ -266,6 +276,13 @@ def test_accept_into_a_missing_folder_the_run_did_not_read_is_refused(
         f"torchperf: baseline folder nosuchdir does not exist, and {path} was judged against the "
         f"baselines in {tmp_path / '.torchperf'}: give --storage {tmp_path / '.torchperf'}, or "
         f"create nosuchdir first to start a baseline folder there\n"
+    )
+    assert not (tmp_path / "nosuchdir").exists()
+    # A CI runner's file: its absolute path is not here, its folder within the project is.
+    ci = Path(results_file(tmp_path, read=Path("/home/runner/work/p/.torchperf"), gate=GATE))
+    assert cli.main(["accept", str(ci), "--storage", "nosuchdir"]) == 2
+    assert "judged against the baselines in .torchperf: give --storage .torchperf" in (
+        capsys.readouterr().err
     )
     assert not (tmp_path / "nosuchdir").exists()
     (tmp_path / "nosuchdir").mkdir()  # meant: a new folder
