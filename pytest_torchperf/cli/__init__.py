@@ -33,10 +33,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pytest_torchperf.cli.accept import cmd_accept
 from pytest_torchperf.cli.common import PathError
 from pytest_torchperf.cli.graph import cmd_graph
 from pytest_torchperf.cli.runs import (
-    cmd_accept,
     cmd_compare,
     cmd_forget,
     cmd_list,

@@ -82,6 +82,7 @@ def test_the_report_layer_names_no_kind() -> None:
     found = kind_name_literals(PACKAGE)
     assert {f: n for f, n in found.items() if f.startswith("pytest_torchperf/report/")} == {}
     assert found.get("pytest_torchperf/cli/runs.py", 0) == 0
+    assert found.get("pytest_torchperf/cli/accept.py", 0) == 0
 
 
 def test_keys_and_comparisons_count_and_a_kinds_package_does_not(tmp_path: Path) -> None:
