@@ -23,6 +23,8 @@ def check_flags(parser: pytest.Parser, args: Sequence[str]) -> None:
     rather than pytest's bare ``unrecognized arguments``. Only a word no plugin or conftest
     registered (``parser``: every option so far) and close to one of this plugin's is refused;
     pytest reports the rest as it always does."""
+    if not any(word.startswith(PREFIX) for word in args):  # most runs: nothing to parse
+        return
     try:
         _, unknown = parser.parse_known_and_unknown_args(list(args))
     except pytest.UsageError:  # a bad value of a known option: pytest says so itself
