@@ -255,20 +255,20 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             lines.append(f"{len(group)} measurements ({_some(group)}): {rest}")
     for reason, group in by_reason.items():
         if len(group) > 1:
-            shown, more = _some(group), ""
+            shown = _some(group)
             if group[0].verdict and group[0].verdict.untimed:
                 # The options every guard that refused the save needs, as its verdict says them.
                 message = group[0].verdict.message or ""
                 anyway = "".join(message.rpartition(", or store it anyway")[1:])
                 lines.append(
-                    f"no timing baseline for {len(group)} measurements ({shown}{more}): "
+                    f"no timing baseline for {len(group)} measurements ({shown}): "
                     f"{reason.replace('could not time it', 'could not time them')}; what else "
                     f"of them was stored (counters, numerics) was gated. Store their timing "
                     f"with pytest --torchperf-save on a quiet machine{anyway}"
                 )
                 continue
             lines.append(
-                f"no comparable baseline for {len(group)} measurements ({shown}{more}): "
+                f"no comparable baseline for {len(group)} measurements ({shown}): "
                 f"{reason}; record them for this environment with pytest "
                 f"--torchperf-save"
             )
