@@ -229,11 +229,10 @@ class Result:
             text += f" {self.verdict.outcome.value}"
             if self.verdict.ratio is not None:
                 text += f" {format_change(self.verdict.ratio)}"
-        # What fails it besides the time (the test fails at its end): not a plain "pass".
-        failed = ["counters"] if self.counter_changes else []
-        failed += [c for c in dict.fromkeys(categories_of(self.failures)) if c and c not in failed]
-        if failed or self.failures:
-            text += f"; FAIL ({', '.join(failed)})" if failed else "; FAIL"
+        # What else fails it (the test fails at its end), as every report labels it: not a plain
+        # "pass".
+        if self.failures or self.counter_changes:
+            text += f"; {self.to_record()['label']}"
         if self.speedup is not None:
             text += f" speedup x{self.speedup['median']:.2f}"
         return text + ">"
