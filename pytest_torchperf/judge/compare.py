@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.judge.counter_diff import changes_since_stored
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks, speedup_gated
 from pytest_torchperf.judge.failures import Failure, categories_of
@@ -167,11 +167,8 @@ def compare(
             f"(renamed?): save again ({save}) to start this one's baseline, and {forget} drops "
             f"the old one{'s' if len(gone) > 1 else ''}",
         )
-    stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
-    changes = (
-        diff_counters(stored_counters, candidate.counters, gate.ignore_counters)
-        if candidate.counters is not None and stored_counters is not None
-        else []
+    changes = changes_since_stored(
+        [s.counters for s in sessions], candidate.counters, gate.ignore_counters
     )
     limits = candidate.accuracy_limits or tolerances(candidate.variant)
     drift_failures, warnings = drift_checks(

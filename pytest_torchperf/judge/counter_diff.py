@@ -6,7 +6,7 @@ diffed (``ops changed: aten::addmm 2 -> 3, new aten::copy_ x4; FLOPs +33.1%``) a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_torchperf.core.units import format_bytes
@@ -148,6 +148,21 @@ _IGNORE_NAMES = (
     ("recompiles", "graphs"),
     ("peak memory", "memory"),
 )
+
+
+def changes_since_stored(
+    stored: Sequence[Mapping[str, Any] | None],
+    current: Mapping[str, Any] | None,
+    ignore: Iterable[str] = (),
+) -> list[str]:
+    """The changes of ``current`` against the newest of the ``stored`` sessions' counters
+    (oldest first; sessions without counters are skipped): what a compare gates, and what tells
+    a save or ``torchperf accept`` that the stored sessions measured other code. Empty where
+    either side has no counters."""
+    latest = next((c for c in reversed(stored) if c), None)
+    if latest is None or not current:
+        return []
+    return diff_counters(latest, current, ignore)
 
 
 def ignore_hint(changes: Iterable[str]) -> str:

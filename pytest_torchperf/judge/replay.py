@@ -150,11 +150,8 @@ def other_code(stored: Sequence[Session], session: Session) -> str | None:
     """Why ``session`` timed other code than the ``stored`` sessions did: its counters differ
     from the latest stored counters (the changes the compare failed on), where they gate. Its
     time appended to theirs would read as process noise and widen the limit. None: the same."""
-    from pytest_torchperf.judge.counter_diff import diff_counters
+    from pytest_torchperf.judge.counter_diff import changes_since_stored
 
-    latest = next((s.counters for s in reversed(stored) if s.counters), None)
-    if latest is None or not session.counters:
-        return None
     ignore = (session.gate or {}).get("ignore_counters") or ()
-    changes = diff_counters(latest, session.counters, ignore=ignore)
+    changes = changes_since_stored([s.counters for s in stored], session.counters, ignore)
     return "; ".join(changes) or None

@@ -37,6 +37,7 @@ from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.roles import Request
 from pytest_torchperf.run.saving import (
     calibration_references,
+    other_code,
     queue_save,
     save_guard,
     session_record,
@@ -198,6 +199,8 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         result.not_saved = unsaved[0]
         if unsaved[1]:
             state.warnings.append(unsaved[1])
+    elif saving and comparison is None and (changed := other_code(ctx, m, env_id)):
+        result.counter_changes = changed  # the test fails on them, so it stores nothing
     elif saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):

@@ -204,10 +204,17 @@ class Result:
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
+        # Without a verdict, a plain save found them (run/saving.py: other_code).
+        unsaved = (
+            "Nothing of this test was saved: the stored sessions measured other code, and this "
+            "save's times appended to theirs would read as process noise and widen the limit. "
+            if self.verdict is None
+            else ""
+        )
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
-            f"If intended, record a new baseline ({self.save_command} --torchperf-reset); "
-            f"{ignore_hint(self.counter_changes)}"
+            f"{unsaved}If intended, record a new baseline ({self.save_command} "
+            f"--torchperf-reset); {ignore_hint(self.counter_changes)}"
         )
 
     def __repr__(self) -> str:

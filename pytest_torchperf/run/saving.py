@@ -98,6 +98,25 @@ def calibration_references(
     return references
 
 
+def other_code(ctx: RunContext, m: Measured, env_id: str) -> list[str]:
+    """How a plain save's measurement differs from its stored sessions' counters (the newest
+    that has them), where they gate: the stored sessions measured other code. Its time appended
+    to theirs would read as process noise and widen the limit (a +60 % layer read as 35 % noise,
+    103.7 % limit, "no gate" blamed on the machine), so the save refuses it and the test fails
+    on the change, as a compare does. Empty where the counters match, or where nothing is
+    appended to (--torchperf-reset, a first save, a child process, which stores nothing)."""
+    from pytest_torchperf.judge.counter_diff import changes_since_stored
+    from pytest_torchperf.store.baselines import BaselineFileError
+
+    if ctx.settings.reset or ctx.settings.child:
+        return []
+    try:
+        stored = ctx.store.load_sessions(env_id, m.nodeid, m.name)
+    except BaselineFileError:
+        return []  # the save itself reports the bad file
+    return changes_since_stored([s.counters for s in stored], m.counters, m.options.ignore_counters)
+
+
 def queue_save(
     ctx: RunContext,
     state: TestState,

@@ -233,6 +233,39 @@ def test_saving_again_appends_a_session_and_reset_replaces(perf: pytest.Pytester
     assert all(len(m["sessions"]) == 1 for t in sessions.values() for m in t.values())
 
 
+def test_a_save_after_a_code_change_fails_on_the_counters_and_appends_nothing(
+    perf: pytest.Pytester,
+) -> None:
+    """A plain save after a change appended the new code's time to the old code's sessions: the
+    next save blamed the machine's noise for the difference ("no gate", save on a quieter
+    machine). It now fails the changed test on its counters, as a compare does, and stores
+    nothing of it; the unchanged test appends as before, and --torchperf-reset records the new
+    code."""
+    perf.makepyfile(TWO_MODELS)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    perf.makepyfile(TWO_MODELS.replace("torch.nn.Linear(64, 4))", "torch.nn.Linear(64, 64))"))
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "mlp: counters changed vs baseline: FLOPs +* Nothing of this test "
+            "was saved: the stored sessions measured other code, and this save's times appended "
+            "to theirs would read as process noise and widen the limit. If intended, record a new "
+            "baseline (pytest --torchperf-save --torchperf-reset); *",
+            "*mlp * FAIL (counters)",
+        ]
+    )
+    (path,) = baseline_files(perf.path / ".torchperf")
+    counts = {
+        name: len(m["sessions"])
+        for t in json.loads(path.read_text())["tests"].values()
+        for name, m in t.items()
+    }
+    assert counts == {"mlp": 1, "conv": 2}
+    perf.runpytest("--torchperf-save", "--torchperf-reset").assert_outcomes(passed=2)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+
+
 def test_compare_and_save_together_record_only_passing_measurements(perf: pytest.Pytester) -> None:
     perf.makepyfile(TWO_MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.judge.counter_diff import diff_counters, ignore_hint
+from pytest_torchperf.judge.counter_diff import changes_since_stored, diff_counters, ignore_hint
 
 BASE = {
     "ops": {"aten::addmm": 2, "aten::relu": 1},
@@ -85,3 +85,16 @@ def test_the_ignore_hint_names_the_changed_counters_as_ignore_counters_takes_the
     assert ignore_hint(["something a newer version words"]) == (
         "to stop gating them pass ignore_counters=[...]"
     )
+
+
+def test_changes_since_stored_read_the_newest_session_with_counters() -> None:
+    """A save and a compare hold a measurement against the newest stored counters; sessions
+    without counters (a variant that records none, an old file) are skipped, and either side
+    without any compares nothing."""
+    old, new = {"ops": {"aten::addmm": 1}}, {"ops": {"aten::addmm": 2}}
+    assert changes_since_stored([old, new, None], new) == []
+    assert changes_since_stored([new, old, None], new) == ["ops changed: aten::addmm 1 -> 2"]
+    assert changes_since_stored([new, old], new, ignore=["ops"]) == []
+    assert changes_since_stored([None], new) == []
+    assert changes_since_stored([old], None) == []
+    assert changes_since_stored([old], {}) == []
