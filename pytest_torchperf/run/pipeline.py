@@ -199,7 +199,12 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         result.not_saved = unsaved[0]
         if unsaved[1]:
             state.warnings.append(unsaved[1])
-    elif saving and comparison is None and (changed := other_code(ctx, m, env_id)):
+    elif (
+        saving
+        and comparison is None
+        and keeping.guards_time  # a count's baseline is the latest count alone
+        and (changed := other_code(ctx, m, env_id))
+    ):
         result.counter_changes = changed  # the test fails on them, so it stores nothing
     elif saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
