@@ -82,34 +82,35 @@ def gated_across(
 
 
 def normalised_check(
-    label: str,
     statistic: float,
     calibration: float | None,
     sessions: Sequence[Session],
     env_id: str,
     tolerance: float = CROSS_MACHINE_TOLERANCE,
-) -> str:
-    """A sentence comparing this run with another machine's sessions, normalised by calibration."""
+) -> tuple[str, bool]:
+    """This run's time against another machine's sessions, normalised by the calibration kernel,
+    in words (without the measurement's name), and whether it is a warning: beyond
+    ``tolerance`` slower. Otherwise it is a note of the figure, a hint that fails nothing."""
     calibrated = [(s.statistic, s.calibration) for s in sessions if s.calibration and s.statistic]
     if not calibration or not calibrated:
         return (
-            f"{label}: cross-machine: no calibration kernel on one side (GPU measurement or an "
-            f"older baseline), so times from {env_id} cannot be normalised; record a baseline "
-            f"here with pytest --torchperf-save"
-        )
+            f"cross-machine: no calibration kernel on one side (GPU measurement or an older "
+            f"baseline), so times from {env_id} cannot be normalised; record a baseline here "
+            f"with pytest --torchperf-save"
+        ), False
     stored = statistics.median(stat / cal for stat, cal in calibrated)
     machine = calibration / statistics.median(cal for _, cal in calibrated)
     ratio = (statistic / calibration) / stored
     speed = f"this machine runs the calibration kernel x{1 / machine:.2f} as fast as {env_id}"
     if ratio > 1.0 + tolerance:
         return (
-            f"{label}: cross-machine warning: {(ratio - 1) * 100:.0f}% slower than the "
-            f"baseline of {env_id} after normalising by the calibration kernel ({speed}; "
-            f"warning limit {tolerance:.0%}). Normalised times are a hint across machines, "
-            f"never a verdict: record a baseline here with pytest --torchperf-save"
-        )
+            f"cross-machine warning: {(ratio - 1) * 100:.0f}% slower than the baseline of "
+            f"{env_id} after normalising by the calibration kernel ({speed}; warning limit "
+            f"{tolerance:.0%}). Normalised times are a hint across machines, never a verdict: "
+            f"record a baseline here with pytest --torchperf-save"
+        ), True
     return (
-        f"{label}: cross-machine: {(ratio - 1) * 100:+.0f}% vs the baseline of {env_id} after "
-        f"normalising by the calibration kernel ({speed}); within the warning limit "
-        f"{tolerance:.0%}"
-    )
+        f"cross-machine: time {(ratio - 1) * 100:+.0f}% vs the baseline of {env_id} after "
+        f"normalising by the calibration kernel ({speed}): a hint, not judged (a warning beyond "
+        f"{tolerance:.0%} slower)"
+    ), False

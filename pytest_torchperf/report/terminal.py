@@ -296,8 +296,9 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             lines += list(record.explanation)
         for note in verdict.notes if verdict else ():
             sharing = noted.get(note, [])
-            if len(sharing) == 1:
-                lines.append(f"{record.nodeid}: note: {note}")
+            if len(sharing) == 1:  # named: a test's measurements may each have one
+                named = f"{record.name}: " if record.name else ""
+                lines.append(f"{record.nodeid}: {named}note: {note}")
             elif sharing and sharing[0] is record:  # said once, where it is first said
                 lines.append(f"note for {len(sharing)} measurements ({_some(sharing)}): {note}")
         for failure in record.failures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,12 +72,33 @@ def add_live(
             )
             comparison.explanation = [*comparison.explanation, f"{grew} ({draw})"]
     if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
-        changes, notes, warnings = cross_machine(
+        across = cross_machine(
             ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
         )
-        comparison.counter_changes = changes
-        comparison.verdict = replace(verdict, notes=(*verdict.notes, *notes))
-        state.warnings.extend(warnings)
+        comparison.counter_changes = across.changes
+        if across.counters_gated and "counters" not in comparison.gated:
+            comparison.gated = [*comparison.gated, "counters"]
+        verdict = replace(verdict, notes=(*verdict.notes, *across.notes))
+        if across.env_id and verdict.new_reason:
+            # The measurement is still new here, but not uncompared: say what was compared.
+            gated = (
+                "counters gated (same torch build)"
+                if across.counters_gated
+                else "counters not compared (another torch build, or none stored)"
+            )
+            reason = (
+                f"{verdict.new_reason}; --torchperf-cross-machine compared with "
+                f"{across.env_id} instead: {gated}, time only a hint"
+            )
+            message = f"{m.name}: no comparable baseline: {reason}; record one for this "
+            verdict = replace(
+                verdict,
+                new_reason=reason,
+                message=message
+                + f"environment with {comparison.save or 'pytest --torchperf-save'}",
+            )
+        comparison.verdict = verdict
+        state.warnings.extend(across.warnings)
 
 
 def profile_iterations(sample: Sample) -> int:
@@ -147,6 +168,22 @@ def explain_slowdown(
     return [*lines, f"  trace: {path}"]
 
 
+@dataclass
+class CrossMachine:
+    """What ``--torchperf-cross-machine`` found for a measurement new here."""
+
+    #: The stored environment compared with (None: none holds this measurement).
+    env_id: str | None = None
+    #: Counter changes against it, which fail the test as within one environment.
+    changes: list[str] = field(default_factory=list)
+    #: Whether its counters were compared (same torch build, counters on both sides).
+    counters_gated: bool = False
+    #: The normalised time (a hint) and the changes reported but not gated.
+    notes: list[str] = field(default_factory=list)
+    #: A normalised slowdown beyond the warning limit, or why nothing could be compared.
+    warnings: list[str] = field(default_factory=list)
+
+
 def cross_machine(
     store: "BaselineStore",
     environment: dict[str, Any],
@@ -155,13 +192,10 @@ def cross_machine(
     sample: Sample,
     counters: dict[str, Any] | None,
     options: MeasureOptions,
-) -> tuple[list[str], list[str], list[str]]:
-    """``--torchperf-cross-machine``: warn on normalised time, gate counters of the same build.
-
-    Returns the counter changes (which fail the test, as within one environment), notes on the
-    changes reported but not gated (CPU-class-dependent counters, see
-    :func:`~pytest_torchperf.judge.cross_machine.gated_across`) and warnings.
-    """
+) -> CrossMachine:
+    """``--torchperf-cross-machine``: note (or, beyond its limit, warn on) the normalised time,
+    gate counters of the same build; changes of CPU-class-dependent counters are noted, not
+    gated (:func:`~pytest_torchperf.judge.cross_machine.gated_across`)."""
     from pytest_torchperf.judge.cross_machine import (
         cpu_class_difference,
         gated_across,
@@ -173,15 +207,17 @@ def cross_machine(
 
     picked = pick_environment(environment["exact"], store.environments_with(nodeid, name))
     if picked is None:
-        return [], [], []
+        return CrossMachine()
     env_id, stored_env = picked
     try:
         sessions = store.load_sessions(env_id, nodeid, name)
     except BaselineFileError as exc:
-        return [], [], [f"{name}: cross-machine comparison skipped: {exc}"]
+        return CrossMachine(warnings=[f"{name}: cross-machine comparison skipped: {exc}"])
     if not sessions:
-        return [], [], []
-    warnings = [normalised_check(name, sample.statistic, sample.calibration, sessions, env_id)]
+        return CrossMachine()
+    across = CrossMachine(env_id)
+    timing, warn = normalised_check(sample.statistic, sample.calibration, sessions, env_id)
+    (across.warnings if warn else across.notes).append(f"{name}: {timing}" if warn else timing)
     stored_exact = stored_env.get("exact")
     if not isinstance(stored_exact, Mapping):
         stored_exact = {}
@@ -191,25 +227,25 @@ def cross_machine(
         or stored_counters is None
         or not same_torch_build(environment["exact"], stored_exact)
     ):
-        return [], [], warnings
+        return across
+    across.counters_gated = True
     class_difference = cpu_class_difference(environment["exact"], stored_exact)
     informational = gated_across(counters, class_difference)
-    notes = []
     if informational:
         shown = diff_counters(
             stored_counters, counters, [c for c in COUNTER_NAMES if c not in informational]
         )
         if shown:
-            notes.append(
+            across.notes.append(
                 f"not gated: {'; '.join(shown)} vs {env_id}: this measurement runs low-precision or "
                 f"quantized code, whose ops and kernels torch and torchao choose by the CPU's "
                 f"instruction sets, and the CPU class differs ({class_difference}). Save a "
                 f"baseline on this machine class (pytest --torchperf-save) to gate them"
             )
-    changes = [
+    across.changes = [
         f"{change} (vs {env_id}, same torch build)"
         for change in diff_counters(
             stored_counters, counters, (*options.ignore_counters, *informational)
         )
     ]
-    return changes, notes, warnings
+    return across

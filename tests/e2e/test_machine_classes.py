@@ -70,6 +70,18 @@ def test_another_cpu_class_gates_fp32_counters_and_reports_low_precision_ones(
             f"same torch build)*"
         ]
     )
+    # What was compared is said: the summary counted the counters as not gated ("no baseline")
+    # and said nothing was compared, beside the very counter failure above. The normalised
+    # time of unchanged code is a note, not a warning (it warns only beyond 50 % slower).
+    result.stdout.fnmatch_lines(
+        [
+            f"*--torchperf-cross-machine compared with {other} instead: counters gated (same "
+            f"torch build), time only a hint; record * for this environment with *",
+            "*: note: cross-machine: time *% vs the baseline of * a hint, not judged *",
+            "torchperf: gated 2 measurements: timing judged for 0 of 2, counters 2 of 2, *",
+        ]
+    )
+    assert "TorchperfWarning: fp32: cross-machine" not in result.stdout.str()
     # bf16 code's ops depend on the CPU class: reported with the reason, not failed.
     text = result.stdout.str()
     assert "::test_bf16 - " not in text and "bf16: counters changed" not in text

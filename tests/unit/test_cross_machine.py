@@ -28,13 +28,15 @@ def test_normalised_check_factors_out_machine_speed() -> None:
     # The other machine: 1 ms per call with a 5 us kernel. Here the kernel takes 10 us (a machine
     # half as fast) and the call 2 ms: the same code, normalised -> +0 %, no warning.
     sessions = [Session.from_json({"statistic": 1e-3, "calibration": 5e-6})] * 3
-    same = normalised_check("m", 2e-3, 10e-6, sessions, "other")
-    assert "m: cross-machine: +0% vs the baseline of other" in same
-    assert "x0.50 as fast as other" in same
-    slow = normalised_check("m", 4e-3, 10e-6, sessions, "other")
-    assert "m: cross-machine warning: 100% slower than the baseline of other" in slow
-    none = normalised_check("m", 4e-3, None, sessions, "other")
-    assert "cannot be normalised" in none
+    same, warn = normalised_check(2e-3, 10e-6, sessions, "other")
+    assert "cross-machine: time +0% vs the baseline of other" in same and not warn
+    assert "x0.50 as fast as other" in same and "a hint, not judged" in same
+    slow, warn = normalised_check(4e-3, 10e-6, sessions, "other")
+    assert "cross-machine warning: 100% slower than the baseline of other" in slow and warn
+    faster, warn = normalised_check(0.5e-3, 10e-6, sessions, "other")
+    assert "time -75%" in faster and not warn  # a faster machine-normalised time warns nothing
+    none, warn = normalised_check(4e-3, None, sessions, "other")
+    assert "cannot be normalised" in none and not warn
 
 
 # Two environments that differ only in the CPU's instruction sets (AVX-512 VNNI vs AVX-512

@@ -241,9 +241,9 @@ def test_detail_lines_notes_follow_their_message_even_for_pass():
     ]
     assert detail_lines(records) == [
         "t.py::b: b: slow",
-        "t.py::b: note: n1",
-        "t.py::b: note: n2",
-        "t.py::a: note: noise widened",
+        "t.py::b: fwd: note: n1",
+        "t.py::b: fwd: note: n2",
+        "t.py::a: fwd: note: noise widened",
     ]
 
 
@@ -260,7 +260,7 @@ def test_a_note_or_new_reason_several_measurements_share_is_said_once():
     assert detail_lines(records) == [
         "2 measurements (t.py::c c, t.py::d d): no baseline: the folder x does not exist",
         f"note for 2 measurements (t.py::a a, t.py::b b): {unknown}",
-        "t.py::b: note: b's own",
+        "t.py::b: b: note: b's own",
     ]
 
 
