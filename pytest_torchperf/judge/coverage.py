@@ -73,6 +73,8 @@ class Coverage:
     #: The commands that record the missing baselines (their kinds' :attr:`Kind.save`).
     saves: set[str] = field(default_factory=set)
     no_numerics: list[str] = field(default_factory=list)
+    #: Save runs: measurements of which nothing was stored (their test failed).
+    unsaved: int = 0
     #: Save runs: what each timed measurement's baseline now is, by measurement name.
     stored: dict[str, StoredBaseline] = field(default_factory=dict)
 
@@ -103,7 +105,9 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
     """The run's coverage (None when it neither compared nor saved anything)."""
     cov = Coverage("compare" if comparing else "save")
     for record in records:
-        if record.disabled or record.source == "timer":
+        # A torchperf_timer block is counted where gate=True made it judged or stored; an
+        # ungated one has no verdict and stores nothing, so the checks below leave it out.
+        if record.disabled:
             continue
         verdict = record.verdict
         if comparing:
@@ -112,7 +116,7 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
             _count_compare(cov, record, verdict)
         else:
             if not (record.saved or record.not_saved):
-                continue  # a failing test stores nothing, and says so itself
+                continue  # measured without a gate
             _count_save(cov, record)
     return cov if cov.measurements else None
 
@@ -207,6 +211,7 @@ def _count_save(cov: Coverage, record: Record) -> None:
     else:  # not stored by design (a test timed in an instruction-count run) or for its count
         _not_timed(cov, record.not_saved or "not stored", record)
     stored = record.saved
+    cov.unsaved += not stored
     cov.counters += stored and record.counters is not None
     if stored and record.counters is None and record.name:
         cov.no_counters.append(f"{record.name} ({_why_no_counters(record)})")

@@ -61,8 +61,10 @@ def coverage_line(cov: Coverage) -> str:
         )
         words = ("timing not judged", "counters not gated", "numerics not gated")
     else:
+        # Of how many, where some stored nothing (their test failed).
+        stored = f"{n - cov.unsaved} of {n}" if cov.unsaved else str(n)
         line = (
-            f"stored {n} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
+            f"stored {stored} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
             f"{n}{figures}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
         variants = cov.speedups + len(cov.no_speedups)

@@ -66,6 +66,10 @@ def _junit_figures(record: Record) -> dict[str, object]:
     }
 
 
+#: Why a saving run stored nothing of a measurement: its test failed.
+TEST_FAILED = "the test failed"
+
+
 def finish(item: pytest.Item, passed: bool) -> str | None:
     """After the test body: failure message (if any), baseline writes, records and warnings."""
     state = item.stash.get(STATE_KEY, None)
@@ -82,6 +86,11 @@ def finish(item: pytest.Item, passed: bool) -> str | None:
     if not passed or failures:
         state.pending.clear()  # a failing test never updates its baseline
         message = "\n".join(failures) or None
+        if context is not None and context.settings.save:
+            # Its label and the save's coverage line say so: "FAIL (counters), not saved: ...".
+            for result in state.results:
+                if result.session is not None and not result.saved:
+                    result.not_saved = result.not_saved or TEST_FAILED
     else:
         from pytest_torchperf.run.saving import flush
         from pytest_torchperf.store.baselines import BaselineFileError

@@ -253,7 +253,10 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
     """)
     result = perf.runpytest("--torchperf-save")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_timer*matmul*measured*"])
+    # The gated block is stored and counted; the ungated one neither.
+    result.stdout.fnmatch_lines(
+        ["*test_timer*matmul*measured*", "torchperf: stored 1 measurement: timing for 1 of 1, *"]
+    )
     (path,) = baseline_files(perf.path / ".torchperf")
     stored = json.loads(path.read_text())["tests"]
     assert list(stored) == [
@@ -262,6 +265,7 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
     compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     compare.stdout.fnmatch_lines(["*gated-matmul*pass*"])
     compare.stdout.fnmatch_lines(["*test_timer*matmul*measured*"])
+    compare.stdout.fnmatch_lines(["torchperf: gated 1 measurement: timing judged for 1 of 1, *"])
 
 
 def test_block_timer_works_without_pytest() -> None:

@@ -618,3 +618,27 @@ def test_a_fallback_save_with_the_count_stored_does_not_fail_for_noisy_earlier_t
     assert timing_only is not None and "disagree too much" in (
         run_failure(timing_only, strict=None) or ""
     )
+
+
+def test_a_save_counts_gated_timer_blocks_and_says_what_a_failed_test_did_not_store() -> None:
+    """A newcomer's save printed `2 measured` but `stored 1 measurement` (a torchperf_timer
+    block with gate=True was stored, not counted), and a test that failed stored nothing while
+    the line said nothing of it (or was missing where every test failed)."""
+    session = {"fingerprint": {"leaves": []}}
+    stored = {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": session}
+    records = [
+        {**stored, "name": "a"},
+        {**stored, "name": "mm", "kind": "timer", "counters": None},
+        {"outcome": "fail", "name": "b", "not_saved": "the test failed", "session": session},
+        {"outcome": "measured", "name": "ungated", "kind": "timer"},  # neither judged nor stored
+    ]
+    cov = coverage(_read(records), comparing=False)
+    assert cov is not None
+    assert coverage_line(cov) == (
+        "stored 2 of 3 measurements: timing for 2 of 3, counters 1 of 3, numerics 2 of 3; timing "
+        "not stored: 1 the test failed (b); counters not stored: mm (counters off)"
+    )
+    assert run_failure(cov, strict=None) is None  # the failed test fails the run already
+    timer = {**compared("time", "pass"), "kind": "timer"}
+    compare_cov = coverage(_read([compared("time", "pass"), timer]), comparing=True)
+    assert compare_cov is not None and compare_cov.measurements == 2
