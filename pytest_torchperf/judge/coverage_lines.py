@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from pytest_torchperf.core.units import format_percent, format_time
 from pytest_torchperf.judge.coverage import NO_BASELINE, NO_TIMING_BASELINE, Coverage
-from pytest_torchperf.judge.samples import BUSY, GPU_CLOCK, IDLE, IDLE_REMEDY, refusing_guard
+from pytest_torchperf.judge.samples import (
+    BUSY,
+    GPU_CLOCK,
+    IDLE,
+    IDLE_REMEDY,
+    SPREAD,
+    refusing_guard,
+)
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
 from pytest_torchperf.kinds import figure_names
 
@@ -27,6 +34,15 @@ REMEDIES = (
 BUSY_WHY = (
     "why not stored: a busy machine's baseline makes unchanged code look faster wherever it "
     "runs quieter; gates that need no quiet machine: A/B pairs (--torchperf-ab REV), CPU "
+    "instruction counts (--torchperf-instructions)"
+)
+
+#: The same, where only the spread guard refused: the machine may be quiet and the call itself
+#: uneven, so the machine is not blamed.
+SPREAD_WHY = (
+    "why not stored: a pass whose blocks spread that much gives a baseline that moves from one "
+    "save to the next; where the call's own time varies that much, a wider --torchperf-max-spread "
+    "stores it; gates that need no steady timing: A/B pairs (--torchperf-ab REV), CPU "
     "instruction counts (--torchperf-instructions)"
 )
 
@@ -114,10 +130,12 @@ def stored_lines(cov: Coverage) -> list[str]:
     guards = {guard for b in refused for guard in b.refused_by}
     if any(not b.refused_by for b in refused):  # a record from before refused_by was kept
         guards |= {refusing_guard(why) for why in cov.untimed_reasons} or {BUSY}
+    # Which sentence says why: the machine's guards blame it, spread alone may be the call's own.
+    machine = guards - {IDLE, GPU_CLOCK}
     return [
         "what the save stored, per measurement (some thinner than asked or too noisy to gate):",
         *(f"  {name}: {stored_summary(b)}" for name, b in cov.stored.items()),
-        *([BUSY_WHY] if guards - {IDLE, GPU_CLOCK} else []),
+        *([BUSY_WHY] if machine - {SPREAD} else [SPREAD_WHY] if machine else []),
     ]
 
 

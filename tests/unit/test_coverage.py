@@ -15,6 +15,7 @@ from pytest_torchperf.judge.compare import Candidate, Gate, compare
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import (
     BUSY_WHY,
+    SPREAD_WHY,
     coverage_line,
     stored_lines,
     weak_gate_warning,
@@ -458,6 +459,14 @@ def test_the_busy_why_line_follows_the_guards_that_refused_the_left_out_processe
     }
     mixed = coverage(_read([nap, left_out("mlp", ["busy machine"])]), comparing=False)
     assert mixed is not None and stored_lines(mixed).count(BUSY_WHY) == 1, stored_lines(mixed)
+    # Spread alone may be the call's own: not blamed on the machine (a newcomer's save whose
+    # processes were each refused for spread read "a busy machine's baseline ...").
+    spread = coverage(_read([left_out("mlp", ["spread"])]), comparing=False)
+    assert spread is not None
+    assert BUSY_WHY not in stored_lines(spread) and SPREAD_WHY in stored_lines(spread)
+    both = coverage(_read([left_out("mlp", ["spread", "busy machine"])]), comparing=False)
+    assert both is not None and SPREAD_WHY not in stored_lines(both)
+    assert BUSY_WHY in stored_lines(both)
 
 
 def test_a_compare_names_what_each_gate_left_out_and_why() -> None:
