@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_torchperf.report.html_table import RUN_FIGURES, Figures
 from pytest_torchperf.store.baselines import BaselineStore
-from pytest_torchperf.store.files import atomic_write_text
+from pytest_torchperf.store.files import atomic_write_text, why_unwritable
 from pytest_torchperf.store.record import Record
 
 
@@ -29,7 +29,7 @@ def write(path: str, text: str, what: str) -> None:
         atomic_write_text(resolved, text)
     except OSError as exc:
         raise PathError(
-            f"cannot write the {what} to {resolved}: {exc.strerror or exc}; give a path in a "
+            f"cannot write the {what} to {resolved}: {why_unwritable(resolved, exc)}; give a path in a "
             f"folder you can write"
         ) from None
     print(f"torchperf: {what} written to {resolved}")

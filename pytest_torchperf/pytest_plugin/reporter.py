@@ -182,7 +182,7 @@ class SummaryReporter:
         from pytest_torchperf.report.html import html_report, run_traces, stored_histories
         from pytest_torchperf.report.markdown import markdown_report
         from pytest_torchperf.store.environment import commit_info, machine_info
-        from pytest_torchperf.store.files import atomic_write_text
+        from pytest_torchperf.store.files import atomic_write_text, why_unwritable
 
         settings = self.config.stash[SETTINGS_KEY]
         written: list[str] = []
@@ -198,7 +198,7 @@ class SummaryReporter:
                 self.unwritten.append(f"{option} {where}")
                 written.append(
                     f"torchperf: could not write the {what} to {path} ({option}): "
-                    f"{exc.strerror}; check the path and its folder's permissions"
+                    f"{why_unwritable(path, exc)}; check the path and its folder's permissions"
                 )
                 return
             written.append(f"torchperf: {what} written to {path}")

@@ -57,6 +57,17 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def why_unwritable(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be written, in words: a folder on its way that is a file (the
+    error itself says only ``File exists`` or ``Not a directory``), else the error's."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, not a folder"
+            break
+    return exc.strerror or str(exc)
+
+
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Exclusive advisory lock on ``path`` (a file or a folder, created as a file if missing).

@@ -1065,3 +1065,16 @@ def test_forget_leaves_a_damaged_file_and_everything_else_untouched(tmp_path):
     with pytest.raises(BaselineFileError, match=r"u\.py\.json.*not valid JSON"):
         store.forget(lambda nodeid, name: True)
     assert snapshot(tmp_path) == before  # t.py.json, read first, was not changed either
+
+
+def test_an_unwritable_path_names_the_file_in_the_way(tmp_path: Path) -> None:
+    """``--torchperf-html afile/report.html`` said only ``File exists`` (mkdir's errno)."""
+    from pytest_torchperf.store.files import why_unwritable
+
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "sub" / "report.html"
+    with pytest.raises(OSError) as raised:
+        atomic_write_text(target, "x")
+    assert why_unwritable(target, raised.value) == f"{tmp_path / 'afile'} is a file, not a folder"
+    denied = OSError(13, "Permission denied")
+    assert why_unwritable(tmp_path / "ok.html", denied) == "Permission denied"
