@@ -235,6 +235,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
+            if result.outcome == "fail" and record.verdict and record.verdict.outcome == "fail":
+                # The run's profile of the slowdown it failed on (why, trace), as it printed it.
+                details += list(record.explanation)
+        # A limit widened by noise, one stored session, a looser guard: as the run noted them.
+        details += [f"{record.name}: note: {note}" for note in result.verdict.notes]
         details += [w for w in result.warnings if w not in details]
     # A kind's column some rows have (an instruction-count run's records): "-" in the others.
     rows = [{**row, **{h: "-" for h in kind_headers if h not in row}} for row in rows]
@@ -257,7 +262,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from pytest_torchperf.report.html_table import RUN_FIGURES, STORED_FIGURES
-    from pytest_torchperf.store.results import stored_records
+    from pytest_torchperf.store.results import recorded_mode, stored_records
 
     records = (
         results(args.results, args.any_commit)[0]
@@ -265,10 +270,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         else stored_records(baseline_store(args.storage).root)
     )
     line = f"torchperf report of {' '.join(args.results or [args.storage])}"
+    # What the run gated, as its own reports said it (a baseline folder was gated by no run).
+    modes = {recorded_mode(path) for path in args.results or []} - {None}
+    cov = coverage(records, comparing="compare" in modes) if modes else None
+    strict = "strict, as the run recorded it" if strict_run(records) else None
+    lines = summary_lines(cov, run_failure(cov, strict) if cov else None, stored=False)
     if not args.html and not args.markdown:  # a look in the terminal: the markdown summary
         from pytest_torchperf.report.markdown import markdown_report
 
-        print(markdown_report(records, line))
+        print(markdown_report(records, line, lines))
         return 0
-    write_reports(args, records, line, figures=RUN_FIGURES if args.results else STORED_FIGURES)
+    figures = RUN_FIGURES if args.results else STORED_FIGURES
+    write_reports(args, records, line, lines, figures=figures)
     return 0

@@ -48,6 +48,14 @@ def recorded_storage(path: Path | str) -> tuple[str | None, str | None]:
     )
 
 
+def recorded_mode(path: Path | str) -> str | None:
+    """Whether the run of a ``--torchperf-json`` file compared or saved (``compare``,
+    ``save``), as its coverage recorded it; None where it did neither."""
+    cov = read_results_document(path)["torchperf"].get("coverage")
+    mode = cov.get("mode") if isinstance(cov, dict) else None
+    return mode if isinstance(mode, str) else None
+
+
 def read_results_document(path: Path | str) -> dict[str, Any]:
     """A ``--torchperf-json`` file as it is written, checked to be one of ours."""
     path = Path(path)

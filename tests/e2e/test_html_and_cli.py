@@ -92,6 +92,8 @@ def test_cli_compare_gives_the_plugins_verdicts(
     }
     assert rows == plugin
     assert "mlp: " in out and "slower than baseline" in out
+    # The run's profile of the slowdown, as the run printed it (the replay left it out).
+    assert "  why (profiled" in out and "  trace: " in out
     assert out.rstrip().endswith(
         "torchperf: 1 fail, 1 pass\n"
         "torchperf: gated 2 measurements: timing judged for 2 of 2, counters 2 of 2, "
@@ -432,6 +434,8 @@ def test_lenient(torchperf):
     code = cli.main(["compare", str(perf.path / ".torchperf"), str(perf.path / "r.json")])
     out = capsys.readouterr().out
     assert code == 0 and "torchperf: 1 pass" in out
+    # The verdict's notes, as the run printed them (the replay left them out).
+    assert "lenient: note: one stored session: " in out
     # Overriding the recorded limit on the command line is still possible.
     assert (
         cli.main(

@@ -206,7 +206,10 @@ def test_accept_and_report_take_a_runs_shards(
         )
         == 0
     )
-    assert "1 fail, 3 pass" in (sharded / "r.md").read_text()
+    report = (sharded / "r.md").read_text()
+    assert "1 fail, 3 pass" in report
+    # What the runs gated, as the run's own reports say it (the command's left it out).
+    assert "gated 4 measurements: timing judged for 4 of 4, " in report, report
     # Accepting the shards makes the slowdown the baseline: a compare passes again.
     assert cli.main(["accept", *shards, "--storage", storage, "--reset"]) == 0
     assert "torchperf: 4 measurements accepted" in capsys.readouterr().out
