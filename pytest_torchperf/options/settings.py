@@ -43,6 +43,8 @@ class RunSettings:
     results_file: str | None = None
     #: ``--torchperf-variants`` / ini ``torchperf_variants``: only these variants run (None = all).
     variant_filter: tuple[str, ...] | None = None
+    #: Where the filter was set, as its messages name it (the option, or the ini key).
+    variant_filter_from: str = "--torchperf-variants"
     #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).
     processes: int = 1
     #: This run is a child of a ``--torchperf-processes`` run: it only measures (see

@@ -103,7 +103,8 @@ class TorchperfFixture:
                 return measure(self._ctx, self._state, call, gate=gate, source=self.source)
             if not variants:
                 skip = (
-                    f"no variant of this measurement is selected by --torchperf-variants "
+                    f"no variant of this measurement is selected by "
+                    f"{self._ctx.settings.variant_filter_from} "
                     f"(asked for: {', '.join(resolved.variant_names())})"
                 )
             else:

@@ -285,10 +285,10 @@ def run_settings(config: pytest.Config) -> RunSettings:
 
     on_cli = opt("torchperf_variants")
     raw_filter = on_cli or ini_value(config, "torchperf_variants", names=True) or None
+    given = "--torchperf-variants" if on_cli else "ini key torchperf_variants"
     try:
         variant_filter = parse_variant_filter(raw_filter) if raw_filter else None
     except OptionError as exc:
-        given = "--torchperf-variants" if on_cli else "ini key torchperf_variants"
         raise pytest.UsageError(f"torchperf: {given}: {exc}") from None
     processes = child_runs.processes_setting(
         config,
@@ -306,6 +306,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         cli={n: v for n in CLI_OPTIONS if (v := opt(f"torchperf_{n}")) is not None},
         ini=ini_layer(config),
         variant_filter=variant_filter,
+        variant_filter_from=given,
         cross_machine=opt("torchperf_cross_machine"),
         graph=opt("torchperf_graph"),
         results_file=opt("torchperf_json"),

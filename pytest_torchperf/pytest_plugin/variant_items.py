@@ -53,8 +53,9 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
         for item in dropped:
             name = item.callspec.params[VARIANT_PARAM]  # type: ignore[attr-defined]
             tally[name] = tally.get(name, 0) + 1
+        given = config.stash[SETTINGS_KEY].variant_filter_from
         config.stash[LEFT_OUT_KEY] = (
-            f"torchperf: --torchperf-variants {','.join(wanted)}: {len(dropped)} variant "
+            f"torchperf: {given} {','.join(wanted)}: {len(dropped)} variant "
             f"item{'s' if len(dropped) != 1 else ''} deselected "
             f"({', '.join(f'{n} {c}' for n, c in sorted(tally.items()))})"
         )
@@ -92,6 +93,7 @@ def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: b
     if not settings.selected_variants(names):
         item.add_marker(
             pytest.mark.skip(
-                reason=f"no variant of this test ({', '.join(names)}) is selected by --torchperf-variants"
+                reason=f"no variant of this test ({', '.join(names)}) is selected by "
+                f"{config.stash[SETTINGS_KEY].variant_filter_from}"
             )
         )

@@ -395,6 +395,12 @@ def test_an_ini_files_list_of_names_may_take_one_line_each(pytester: pytest.Pyte
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     result.stdout.fnmatch_lines(["*test_m?eager?", "*test_m?fused?"])
     assert "test_m[compiled]" not in result.stdout.str()
+    # The line saying what it deselected names the ini key too, not a flag nobody passed.
+    result.stdout.fnmatch_lines(
+        [
+            "torchperf: ini key torchperf_variants eager,fused: 1 variant item deselected (compiled 1)"
+        ]
+    )
     # A wrong name there is said to come from the ini key, not from a flag nobody passed.
     pytester.makeini("[pytest]\ntorchperf_variants =\n    eager\n    fussed\n")
     result = pytester.runpytest("--collect-only", "-q")
