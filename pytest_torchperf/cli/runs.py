@@ -20,7 +20,7 @@ from pytest_torchperf.cli.common import (
 )
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.coverage import coverage, strict_run
-from pytest_torchperf.judge.coverage_lines import summary_lines
+from pytest_torchperf.judge.coverage_lines import named, summary_lines
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
@@ -156,6 +156,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(no_match(args.k, [(r.nodeid, r.name) for r in records], where), file=sys.stderr)
         return 1
     rows, details = [], []
+    notes: dict[str, list[str]] = {}
     judged: list[Record] = []
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
@@ -235,17 +236,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
-            if result.outcome == "fail" and record.verdict and record.verdict.outcome == "fail":
-                # The run's profile of the slowdown it failed on (why, trace), as it printed it.
+            replayed = result.verdict.outcome.value
+            if replayed == "fail" and record.verdict and record.verdict.outcome == "fail":
+                # The run's profile of the slowdown both failed on (why, trace), as it printed it.
                 details += list(record.explanation)
-        # A limit widened by noise, one stored session, a looser guard: as the run noted them.
-        details += [f"{record.name}: note: {note}" for note in result.verdict.notes]
+        # A limit widened by noise, one stored session, a looser guard: as the run noted them,
+        # a note several measurements share once (after the table).
+        for note in result.verdict.notes:
+            notes.setdefault(note, []).append(record.name)
         details += [w for w in result.warnings if w not in details]
     # A kind's column some rows have (an instruction-count run's records): "-" in the others.
     rows = [{**row, **{h: "-" for h in kind_headers if h not in row}} for row in rows]
     print(table(rows, "no measurement to compare"))
     for line in details:
         print(line)
+    for note, names in notes.items():
+        shared = f"note for {len(names)} measurements ({named(names)})" if len(names) > 1 else ""
+        print(f"{shared}: {note}" if shared else f"{names[0]}: note: {note}")
     counts = Counter(r.outcome for r in judged)
     print(
         "torchperf: "

@@ -249,6 +249,12 @@ def explain_new(
             ),
         )
     reason = f"{describe_difference(where.exact, exact)} (stored under {folder})"
+    return no_comparable_baseline(verdict, label, reason, save)
+
+
+def no_comparable_baseline(verdict: Verdict, label: str, reason: str, save: str) -> Verdict:
+    """``verdict`` (new) saying why only other environments' baselines hold it (``reason``),
+    which the terminal groups measurements by."""
     return replace(
         verdict,
         new_reason=reason,

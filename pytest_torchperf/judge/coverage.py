@@ -73,7 +73,8 @@ class Coverage:
     #: The commands that record the missing baselines (their kinds' :attr:`Kind.save`).
     saves: set[str] = field(default_factory=set)
     no_numerics: list[str] = field(default_factory=list)
-    #: Save runs: measurements of which nothing was stored (their test failed).
+    #: Save runs: measurements of which nothing was stored (their test failed or skipped, a
+    #: guard refused every process, a test only timed in an instruction-count run).
     unsaved: int = 0
     #: Save runs: what each timed measurement's baseline now is, by measurement name.
     stored: dict[str, StoredBaseline] = field(default_factory=dict)

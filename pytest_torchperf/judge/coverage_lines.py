@@ -77,7 +77,7 @@ def coverage_line(cov: Coverage) -> str:
         )
         words = ("timing not judged", "counters not gated", "numerics not gated")
     else:
-        # Of how many, where some stored nothing (their test failed).
+        # Of how many, where some stored nothing (the line then says why).
         stored = f"{n - cov.unsaved} of {n}" if cov.unsaved else str(n)
         line = (
             f"stored {stored} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "

@@ -81,6 +81,21 @@ def gated_across(
     return CPU_DEPENDENT_COUNTERS
 
 
+def compared_instead(reason: str, env_id: str, not_compared: str | None) -> str:
+    """A measurement's "no comparable baseline" ``reason``, with what
+    ``--torchperf-cross-machine`` compared instead: the counters of ``env_id`` (or why not,
+    ``not_compared``) and the time only as a hint."""
+    counters = (
+        f"counters not compared ({not_compared})"
+        if not_compared
+        else "counters gated (same torch build)"
+    )
+    return (
+        f"{reason}; --torchperf-cross-machine compared with {env_id} instead: {counters}, time "
+        f"only a hint"
+    )
+
+
 def normalised_check(
     statistic: float,
     calibration: float | None,

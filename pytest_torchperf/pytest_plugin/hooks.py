@@ -56,7 +56,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     marker_options,
     state_of,
 )
-from pytest_torchperf.pytest_plugin.test_outcome import finish
+from pytest_torchperf.pytest_plugin.test_outcome import TEST_FAILED, finish
 from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of this plugin
     pytest_collection_finish,
     pytest_configure_node,
@@ -282,9 +282,11 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     saved = isolation.torch_snapshot(item)
     try:
         result = yield
-    except BaseException:
+    except BaseException as exc:
         isolation.restore_torch(item, saved)
-        finish(item, passed=False)
+        # What a save then stored of it says why not (a skip is no failure).
+        skipped = isinstance(exc, pytest.skip.Exception)
+        finish(item, passed=False, why="the test was skipped" if skipped else TEST_FAILED)
         raise
     isolation.restore_torch(item, saved)
     message = finish(item, passed=True)

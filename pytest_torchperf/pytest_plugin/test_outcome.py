@@ -70,8 +70,9 @@ def _junit_figures(record: Record) -> dict[str, object]:
 TEST_FAILED = "the test failed"
 
 
-def finish(item: pytest.Item, passed: bool) -> str | None:
-    """After the test body: failure message (if any), baseline writes, records and warnings."""
+def finish(item: pytest.Item, passed: bool, why: str = TEST_FAILED) -> str | None:
+    """After the test body: failure message (if any), baseline writes, records and warnings.
+    ``why``: where the body did not pass, why a save stores nothing of it."""
     state = item.stash.get(STATE_KEY, None)
     if state is None:
         return None
@@ -90,7 +91,7 @@ def finish(item: pytest.Item, passed: bool) -> str | None:
             # Its label and the save's coverage line say so: "FAIL (counters), not saved: ...".
             for result in state.results:
                 if result.session is not None and not result.saved:
-                    result.not_saved = result.not_saved or TEST_FAILED
+                    result.not_saved = result.not_saved or (why if not passed else TEST_FAILED)
     else:
         from pytest_torchperf.run.saving import flush
         from pytest_torchperf.store.baselines import BaselineFileError

@@ -35,13 +35,16 @@ def add_live(
     comparison: Comparison,
     sessions: Sequence[Session],
     first: Sample,
+    env_id: str,
     environment: dict[str, Any],
     explainable: bool,
 ) -> None:
     """Add to ``comparison`` what only a live run can, once the engine has judged: a profile of
     a confirmed slowdown and where on the graph it grew (``explainable``: the kind whose figure
-    decided says a profile of this call explains it), and the other machine's counters
-    (``--torchperf-cross-machine``) of a measurement new here."""
+    decided says a profile of this call explains it), and another machine's counters
+    (``--torchperf-cross-machine``) of a measurement new in this environment (``env_id``)."""
+    from pytest_torchperf.judge.compare import no_comparable_baseline
+    from pytest_torchperf.judge.cross_machine import compared_instead
     from pytest_torchperf.judge.decision import Outcome
     from pytest_torchperf.judge.node_changes import growth_line
     from pytest_torchperf.run.steps import graph_beside_baseline
@@ -73,30 +76,18 @@ def add_live(
             comparison.explanation = [*comparison.explanation, f"{grew} ({draw})"]
     if verdict.outcome is Outcome.NEW and ctx.settings.cross_machine:
         across = cross_machine(
-            ctx.store, environment, m.nodeid, m.name, first, m.counters, m.options
+            ctx.store, env_id, environment, m.nodeid, m.name, first, m.counters, m.options
         )
         comparison.counter_changes = across.changes
         if across.counters_gated and "counters" not in comparison.gated:
             comparison.gated = [*comparison.gated, "counters"]
         verdict = replace(verdict, notes=(*verdict.notes, *across.notes))
-        if across.env_id and verdict.new_reason:
-            # The measurement is still new here, but not uncompared: say what was compared.
-            gated = (
-                "counters gated (same torch build)"
-                if across.counters_gated
-                else "counters not compared (another torch build, or none stored)"
-            )
-            reason = (
-                f"{verdict.new_reason}; --torchperf-cross-machine compared with "
-                f"{across.env_id} instead: {gated}, time only a hint"
-            )
-            message = f"{m.name}: no comparable baseline: {reason}; record one for this "
-            verdict = replace(
-                verdict,
-                new_reason=reason,
-                message=message
-                + f"environment with {comparison.save or 'pytest --torchperf-save'}",
-            )
+        # Only a measurement whose baselines are all another environment's ("no comparable
+        # baseline"): one stored here without timing was compared here, as it says.
+        if across.env_id and verdict.new_reason and not verdict.untimed:
+            reason = compared_instead(verdict.new_reason, across.env_id, across.not_compared)
+            save = comparison.save or "pytest --torchperf-save"
+            verdict = no_comparable_baseline(verdict, m.name, reason, save)
         comparison.verdict = verdict
         state.warnings.extend(across.warnings)
 
@@ -178,6 +169,8 @@ class CrossMachine:
     changes: list[str] = field(default_factory=list)
     #: Whether its counters were compared (same torch build, counters on both sides).
     counters_gated: bool = False
+    #: Why they were not, where they were not.
+    not_compared: str | None = None
     #: The normalised time (a hint) and the changes reported but not gated.
     notes: list[str] = field(default_factory=list)
     #: A normalised slowdown beyond the warning limit, or why nothing could be compared.
@@ -186,6 +179,7 @@ class CrossMachine:
 
 def cross_machine(
     store: "BaselineStore",
+    env_id: str,
     environment: dict[str, Any],
     nodeid: str,
     name: str,
@@ -205,28 +199,30 @@ def cross_machine(
     )
     from pytest_torchperf.store.baselines import BaselineFileError
 
-    picked = pick_environment(environment["exact"], store.environments_with(nodeid, name))
+    # Another environment's: this one's sessions (stored without timing) were compared already.
+    others = [(e, env) for e, env in store.environments_with(nodeid, name) if e != env_id]
+    picked = pick_environment(environment["exact"], others)
     if picked is None:
         return CrossMachine()
-    env_id, stored_env = picked
+    other, stored_env = picked
     try:
-        sessions = store.load_sessions(env_id, nodeid, name)
+        sessions = store.load_sessions(other, nodeid, name)
     except BaselineFileError as exc:
         return CrossMachine(warnings=[f"{name}: cross-machine comparison skipped: {exc}"])
     if not sessions:
         return CrossMachine()
-    across = CrossMachine(env_id)
-    timing, warn = normalised_check(sample.statistic, sample.calibration, sessions, env_id)
+    across = CrossMachine(other)
+    timing, warn = normalised_check(sample.statistic, sample.calibration, sessions, other)
     (across.warnings if warn else across.notes).append(f"{name}: {timing}" if warn else timing)
     stored_exact = stored_env.get("exact")
     if not isinstance(stored_exact, Mapping):
         stored_exact = {}
     stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
-    if (
-        counters is None
-        or stored_counters is None
-        or not same_torch_build(environment["exact"], stored_exact)
-    ):
+    if counters is None or stored_counters is None:
+        across.not_compared = "no counters on one side"
+        return across
+    if not same_torch_build(environment["exact"], stored_exact):
+        across.not_compared = "another torch build"
         return across
     across.counters_gated = True
     class_difference = cpu_class_difference(environment["exact"], stored_exact)
@@ -237,13 +233,13 @@ def cross_machine(
         )
         if shown:
             across.notes.append(
-                f"not gated: {'; '.join(shown)} vs {env_id}: this measurement runs low-precision or "
+                f"not gated: {'; '.join(shown)} vs {other}: this measurement runs low-precision or "
                 f"quantized code, whose ops and kernels torch and torchao choose by the CPU's "
                 f"instruction sets, and the CPU class differs ({class_difference}). Save a "
                 f"baseline on this machine class (pytest --torchperf-save) to gate them"
             )
     across.changes = [
-        f"{change} (vs {env_id}, same torch build)"
+        f"{change} (vs {other}, same torch build)"
         for change in diff_counters(
             stored_counters, counters, (*options.ignore_counters, *informational)
         )

@@ -37,7 +37,7 @@ from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.roles import Request
 from pytest_torchperf.run.saving import (
     calibration_references,
-    other_code,
+    changed_counters,
     queue_save,
     save_guard,
     session_record,
@@ -203,7 +203,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         saving
         and comparison is None
         and keeping.guards_time  # a count's baseline is the latest count alone
-        and (changed := other_code(ctx, m, env_id))
+        and (changed := changed_counters(ctx, m, env_id))
     ):
         result.counter_changes = changed  # the test fails on them, so it stores nothing
     elif saving and not result.failures and (comparison is None or _saveable(comparison)):
@@ -294,7 +294,7 @@ def _compare(
     state.warnings.extend(comparison.pytest_warnings(m.name))
     # The kind whose figure decided says whether a profile of this call explains it.
     explainable = explains_slowdown(verdict.basis, extra.variant)
-    explain.add_live(ctx, state, m, comparison, sessions, first, environment, explainable)
+    explain.add_live(ctx, state, m, comparison, sessions, first, env_id, environment, explainable)
     return comparison
 
 

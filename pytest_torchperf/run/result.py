@@ -7,6 +7,7 @@ workers, through the test report) and what reports read.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -204,17 +205,21 @@ class Result:
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
-        # Without a verdict, a plain save found them (run/saving.py: other_code).
-        unsaved = (
-            "Nothing of this test was saved: the stored sessions measured other code, and this "
-            "save's times appended to theirs would read as process noise and widen the limit. "
-            if self.verdict is None
-            else ""
-        )
+        # Without a verdict, a plain save found them (run/saving.py: changed_counters).
+        save = f"{self.save_command} --torchperf-reset"
+        unsaved = ""
+        if self.verdict is None:  # a plain save found them: it appends to the stored sessions
+            unsaved = (
+                "Nothing of this test was saved: the stored sessions measured other code, and "
+                "this save's times appended to theirs would read as process noise and widen the "
+                "limit. "
+            )
+            # This test's only: a bare --torchperf-reset would replace every saved test's.
+            save = f"pytest {shlex.quote(self.nodeid)} --torchperf-save --torchperf-reset"
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
-            f"{unsaved}If intended, record a new baseline ({self.save_command} "
-            f"--torchperf-reset); {ignore_hint(self.counter_changes)}"
+            f"{unsaved}If intended, record a new baseline ({save}); "
+            f"{ignore_hint(self.counter_changes)}"
         )
 
     def __repr__(self) -> str:

@@ -98,7 +98,7 @@ def calibration_references(
     return references
 
 
-def other_code(ctx: RunContext, m: Measured, env_id: str) -> list[str]:
+def changed_counters(ctx: RunContext, m: Measured, env_id: str) -> list[str]:
     """How a plain save's measurement differs from its stored sessions' counters (the newest
     that has them), where they gate: the stored sessions measured other code. Its time appended
     to theirs would read as process noise and widen the limit (a +60 % layer read as 35 % noise,

@@ -251,7 +251,7 @@ def test_a_save_after_a_code_change_fails_on_the_counters_and_appends_nothing(
             "mlp: counters changed vs baseline: FLOPs +* Nothing of this test "
             "was saved: the stored sessions measured other code, and this save's times appended "
             "to theirs would read as process noise and widen the limit. If intended, record a new "
-            "baseline (pytest --torchperf-save --torchperf-reset); *",
+            "baseline (pytest *::test_mlp --torchperf-save --torchperf-reset); *",
             "*mlp * FAIL (counters), not saved: the test failed",
             "torchperf: stored 1 of 2 measurements: *; timing not stored: 1 the test failed (mlp)",
         ]
@@ -292,4 +292,27 @@ def test_compare_and_save_together_record_only_passing_measurements(perf: pytest
             ]["sessions"]
         )
         == 2
+    )
+
+
+def test_a_save_says_a_skipped_test_stored_nothing_as_a_skip(perf: pytest.Pytester) -> None:
+    """A test that measured and then skipped read `not saved: the test failed` (review)."""
+    perf.makepyfile("""
+        import pytest, torch
+
+        def test_sk(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="sk")
+            pytest.skip("not today")
+
+        def test_ok(torchperf):
+            torchperf(torch.nn.Linear(8, 8), torch.randn(2, 8), name="ok")
+    """)
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*sk * measured, not saved: the test was skipped",
+            "torchperf: stored 1 of 2 measurements: *; timing not stored: 1 the test was "
+            "skipped (sk)",
+        ]
     )

@@ -184,3 +184,22 @@ def test_new_measurements_of_one_other_environment_share_one_reason_line(
             f"(stored under *{other}); record them for this environment with pytest --torchperf-save"
         ]
     )
+
+
+def test_cross_machine_leaves_a_baseline_stored_here_without_timing_as_it_is(
+    perf: pytest.Pytester,
+) -> None:
+    """Review: a save that stored no timing here (spread refused it) left a `new (no timing
+    baseline)` verdict, which --torchperf-cross-machine rewrote into `no comparable baseline:
+    ...; compared with <this very environment> instead`, dropping the option that stores it."""
+    perf.makepyfile(PROJECT)
+    perf.runpytest("--torchperf-save", "-k", "fp32", "--torchperf-max-spread=0.0001%")
+    result = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine", "-k", "fp32")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*fp32: no timing baseline: the save could not time it (spread *); its counters and "
+            "numerics were gated against the 1 stored session. * --torchperf-max-spread *"
+        ]
+    )
+    assert "--torchperf-cross-machine compared with" not in result.stdout.str()
