@@ -206,6 +206,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         and (changed := changed_counters(ctx, m, env_id))
     ):
         result.counter_changes = changed  # the test fails on them, so it stores nothing
+        result.other_code = True
     elif saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):

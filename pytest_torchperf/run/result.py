@@ -22,6 +22,7 @@ from pytest_torchperf.kinds import result_keys
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
+from pytest_torchperf.variants.registry import VARIANTS
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Result:
     saved: bool = False
     #: Why a saving run did not store this measurement (``machine +61% slower``), else None.
     not_saved: str | None = None
+    #: A plain save found its counters changed against the stored sessions' (other code), so
+    #: its test fails and stores nothing (:func:`pytest_torchperf.run.saving.changed_counters`).
+    other_code: bool = False
     #: Why a saving run stored this measurement without its timing (every pass refused by a
     #: guard: ``busy neighbour``); its counters and numerics were stored. None when timed.
     untimed: str | None = None
@@ -205,17 +209,21 @@ class Result:
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
-        # Without a verdict, a plain save found them (run/saving.py: changed_counters).
         save = f"{self.save_command} --torchperf-reset"
         unsaved = ""
-        if self.verdict is None:  # a plain save found them: it appends to the stored sessions
+        if self.other_code:  # a plain save, which appends to the stored sessions
             unsaved = (
                 "Nothing of this test was saved: the stored sessions measured other code, and "
                 "this save's times appended to theirs would read as process noise and widen the "
                 "limit. "
             )
-            # This test's only: a bare --torchperf-reset would replace every saved test's.
-            save = f"pytest {shlex.quote(self.nodeid)} --torchperf-save --torchperf-reset"
+            # This test's only: a bare --torchperf-reset would replace every saved test's. A
+            # variant item's whole test: its other variants were saved beside it, and a compiled
+            # variant's own counters (its graphs) may not have changed.
+            test, bracket, param = self.nodeid.partition("[")
+            if not (bracket and param.rstrip("]") in VARIANTS):
+                test = self.nodeid
+            save = f"pytest {shlex.quote(test)} --torchperf-save --torchperf-reset"
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
             f"{unsaved}If intended, record a new baseline ({save}); "

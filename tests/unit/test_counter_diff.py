@@ -98,3 +98,37 @@ def test_changes_since_stored_read_the_newest_session_with_counters() -> None:
     assert changes_since_stored([None], new) == []
     assert changes_since_stored([old], None) == []
     assert changes_since_stored([old], {}) == []
+
+
+def test_a_saves_counter_failure_resets_that_test_alone_and_a_variant_items_whole_test() -> None:
+    """A plain save's counter failure named a bare --torchperf-reset (in CI: every test's
+    sessions replaced); a variant item's remedy resets its test's other variants too (they were
+    saved beside it, and a compiled variant's own counters may not have changed)."""
+    from pytest_torchperf.run.result import Result
+
+    def message(nodeid: str, other_code: bool) -> str:
+        result = Result(
+            name="m",
+            nodeid=nodeid,
+            samples=[1e-3],
+            number_per_block=1,
+            device="cpu",
+            threads=1,
+            cpu_share=1.0,
+            other_code=other_code,
+        )
+        result.counter_changes = ["FLOPs +5.0% (100 -> 105)"]
+        return result.counter_message or ""
+
+    assert "(pytest t.py::test_m --torchperf-save --torchperf-reset)" in message(
+        "t.py::test_m", other_code=True
+    )
+    assert "Nothing of this test was saved" in message("t.py::test_m", other_code=True)
+    assert "(pytest t.py::test_m --torchperf-save --torchperf-reset)" in message(
+        "t.py::test_m[eager]", other_code=True
+    )
+    assert "(pytest 't.py::test_m[bs1]' --torchperf-save" in message("t.py::test_m[bs1]", True)
+    # A compare's: the run's own save command, nothing said of saving.
+    compare = message("t.py::test_m", other_code=False)
+    assert "(pytest --torchperf-save --torchperf-reset)" in compare
+    assert "Nothing of this test" not in compare
