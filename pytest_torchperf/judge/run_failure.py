@@ -12,7 +12,13 @@ from collections import Counter
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.coverage import Coverage
 from pytest_torchperf.judge.coverage_lines import named, reasons, remedies, weak_gate_warning
-from pytest_torchperf.judge.samples import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
+from pytest_torchperf.judge.samples import (
+    IDLE,
+    IDLE_REMEDY,
+    SPREAD,
+    loosening_option,
+    refusing_guard,
+)
 from pytest_torchperf.judge.tolerance import no_gate_remedy
 
 
@@ -85,7 +91,10 @@ def _untimed_failure(cov: Coverage) -> str | None:
     steps = []
     if IDLE in kinds:
         steps.append(IDLE_REMEDY)
-    if set(kinds) - {IDLE}:
+    always = "the machine or the call is" if set(kinds) == {SPREAD} else "this machine is"
+    if set(kinds) == {SPREAD}:  # the call's own spread, or a machine's: not told which
+        steps.append("Save again when the machine is quiet, if the spread was the machine's")
+    elif set(kinds) - {IDLE}:
         steps.append(
             "Save again when the machine is quiet, give the save longer to wait for it "
             "(--torchperf-save-wait=SECONDS)"
@@ -110,7 +119,7 @@ def _untimed_failure(cov: Coverage) -> str | None:
         f"the save stored no timing for {missing} of {cov.measurements} measurements "
         f"({reasons(kinds)}); what else {they} "
         f"(counters, numerics) was stored and gates from now on, {timing}. "
-        f"{'; '.join(steps)}, or, where this machine is always like that, store the timing "
+        f"{'; '.join(steps)}, or, where {always} always like that, store the timing "
         f"anyway with {options}"
     )
 

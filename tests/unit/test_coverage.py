@@ -651,3 +651,21 @@ def test_a_save_counts_gated_timer_blocks_and_says_what_a_failed_test_did_not_st
     timer = {**compared("time", "pass"), "kind": "timer"}
     compare_cov = coverage(_read([compared("time", "pass"), timer]), comparing=True)
     assert compare_cov is not None and compare_cov.measurements == 2
+
+
+def test_a_save_refused_by_spread_alone_does_not_blame_the_machine_in_its_failure() -> None:
+    session = {"fingerprint": {"leaves": []}}
+    record = {
+        "outcome": "measured",
+        "saved": True,
+        "untimed": "spread IQR/median 1.41% > 0.01%",
+        "counters": COUNTERS,
+        "session": session,
+    }
+    cov = coverage(_read([record]), comparing=False)
+    assert cov is not None
+    failure = run_failure(cov, strict=None) or ""
+    assert "(1 spread)" in failure
+    assert "Save again when the machine is quiet, if the spread was the machine's, or" in failure
+    assert "--torchperf-max-spread" in failure and "--torchperf-save-wait" not in failure
+    assert "where the machine or the call is always like that" in failure
