@@ -153,8 +153,17 @@ class Result:
     # Convenience accessors -------------------------------------------------------------------
     def _stat(self, attr: str) -> float:
         if self.summary is None:
-            raise ValueError(f"measurement {self.name!r} was not timed (--torchperf-disable)")
+            raise ValueError(f"measurement {self.name!r} was {self._untimed_why()}")
         return float(getattr(self.summary, attr))
+
+    def _untimed_why(self) -> str:
+        """Why there is no timing: the run did not time (``--torchperf-disable``), or the
+        measurement failed before it was timed (a variant whose outputs were NaN)."""
+        if self.disabled:
+            return "not timed (--torchperf-disable)"
+        if self.failures:
+            return f"not timed: it failed first ({self.failures[0]})"
+        return "not timed"
 
     @property
     def median(self) -> float:
@@ -232,7 +241,7 @@ class Result:
 
     def __repr__(self) -> str:
         if self.summary is None:
-            return f"<torchperf Result {self.name!r}: not timed (--torchperf-disable)>"
+            return f"<torchperf Result {self.name!r}: {self._untimed_why()}>"
         s = self.summary
         text = (
             f"<torchperf Result {self.name!r}: median {format_time(s.median)} "

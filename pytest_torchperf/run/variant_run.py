@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import Target, UserValue
+from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.samples import GuardLimits
 from pytest_torchperf.measure.accuracy import output_fingerprint, user_metric
@@ -233,8 +234,8 @@ def _build(
             extra.failures.append(
                 Failure(
                     "compile time",
-                    f"{label}: building the variant took {built.build_time:.1f} s ({built.method}), "
-                    f"above max_compile_time {options.max_compile_time:.0f} s. A cold inductor "
+                    f"{label}: building the variant took {format_time(built.build_time)} ({built.method}), "
+                    f"above max_compile_time {format_time(options.max_compile_time)}. A cold inductor "
                     f"compile of resnet18 takes ~25 s on 2 CPU cores; raise max_compile_time if "
                     f"this model is expected to compile slowly",
                 )
