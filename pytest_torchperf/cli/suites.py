@@ -99,6 +99,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "torchperf: warning: the shards neither compared nor saved, so nothing was gated: "
             "run each shard with pytest --torchperf-compare (docs/merge.md)"
         )
+    elif merged.ungated:  # some shards gated, these did not: a job that lost its flag
+        shards = ", ".join(merged.ungated)
+        print(
+            f"torchperf: warning: shard{'s' if len(merged.ungated) > 1 else ''} {shards} "
+            f"neither compared nor saved, so {'their' if len(merged.ungated) > 1 else 'its'} "
+            f"measurements were not gated: run every shard with pytest --torchperf-compare "
+            f"(docs/merge.md)"
+        )
     strict = "strict, as the shards' runs recorded it" if strict_run(records) else None
     failure = run_failure(cov, strict) if cov is not None else None
     coverage_lines = summary_lines(cov, failure, stored=False)

@@ -79,6 +79,9 @@ class MergedResults:
     environments: dict[str, list[str]]
     #: What the merged run gated (None: the shards neither compared nor saved).
     coverage: Coverage | None
+    #: Shards (file names) whose run measured but neither compared nor saved: their
+    #: measurements gated nothing (a shard job that lost its --torchperf-compare).
+    ungated: tuple[str, ...] = ()
 
 
 def _exact(fingerprint: Any) -> Any:
@@ -165,7 +168,13 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     duplicates = tuple(
         Duplicate(key, tuple(files), kept[key][1]) for key, files in seen.items() if len(files) > 1
     )
-    modes = {(doc["torchperf"].get("coverage") or {}).get("mode") for doc in documents} - {None}
+    shard_modes = [(doc["torchperf"].get("coverage") or {}).get("mode") for doc in documents]
+    modes = set(shard_modes) - {None}
+    ungated = tuple(
+        name
+        for (name, count), mode in zip(shards, shard_modes, strict=True)
+        if count and mode is None
+    )
     cov = coverage(records, comparing="compare" in modes) if modes else None
     first = documents[0]
     folders = {note["storage"] for note in shard_notes}
@@ -185,7 +194,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             "shards": shard_notes,
         },
     }
-    return MergedResults(document, records, tuple(shards), duplicates, by_environment, cov)
+    return MergedResults(document, records, tuple(shards), duplicates, by_environment, cov, ungated)
 
 
 def _folder_read(storage: object) -> str | None:

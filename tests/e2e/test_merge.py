@@ -258,3 +258,22 @@ def test_one_file_merged_is_said_in_the_singular(
         "torchperf: merged 1 results file (1 measurement from shard-1.json) into 1 measurement\n"
         in out
     )
+
+
+def test_a_shard_that_only_measured_is_named_beside_shards_that_compared(
+    sharded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Newcomer: a shard job run without --torchperf-compare merged silently beside shards that
+    compared (only a merge of shards that all only measured said so)."""
+    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    measured_only = json.loads(Path(shards[2]).read_text())
+    measured_only["torchperf"]["coverage"] = (
+        None  # what a run that neither compared nor saved writes
+    )
+    Path(shards[2]).write_text(json.dumps(measured_only))
+    cli.main(["merge", *shards, "--storage", str(sharded / ".torchperf")])
+    out = capsys.readouterr().out
+    assert (
+        "torchperf: warning: shard shard-3.json neither compared nor saved, so its measurements "
+        "were not gated: run every shard with pytest --torchperf-compare (docs/merge.md)" in out
+    ), out
