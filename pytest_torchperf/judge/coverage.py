@@ -46,8 +46,11 @@ class Coverage:
     #: Compare: variants whose speedup vs eager was judged (a same-moment ratio: a speed gate
     #: that a busy machine does not take away). Save: variants whose speedup was stored.
     speedups: int = 0
-    #: Compare: the variants' measurements (each could have its speedup judged).
+    #: Compare: the variants' measurements whose kind judges a timed speedup (time).
     variants: int = 0
+    #: Compare: those whose speedup was not judged, each with why (a save that stored none
+    #: leaves the one speed gate a busy runner keeps off, and the line must say so).
+    unjudged_speedups: list[str] = field(default_factory=list)
     #: Save runs: variants whose speedup was not stored (a guard refused the rounds it was
     #: timed in).
     no_speedups: list[str] = field(default_factory=list)
@@ -136,9 +139,12 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     cov.counters += "counters" in gated
     cov.numerics += "numerics" in gated
     cov.speedups += "speedup" in gated
-    cov.variants += record.variant != "eager"
     # Nothing stored for this environment: that, not what a baseline lacks, is why.
     unstored = NO_BASELINE if verdict.outcome == "new" and not verdict.untimed else None
+    if record.variant != "eager" and judging(_gate_kind(record)).judges_timed_speedups:
+        cov.variants += 1
+        if "speedup" not in gated and name:
+            cov.unjudged_speedups.append(f"{name} ({_why_no_speedup(record, unstored)})")
     if "counters" not in gated and name:
         cov.no_counters.append(f"{name} ({unstored or _why_no_counters(record)})")
     if "numerics" not in gated and name:
@@ -165,6 +171,14 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
         save = judging(recorded_kind(session_of(record).gate or {})).save
         if save:
             cov.saves.add(save)
+
+
+def _why_no_speedup(record: Record, unstored: str | None) -> str:
+    if unstored:
+        return unstored
+    if not record.speedup:
+        return "this run timed none: a guard refused its rounds"
+    return "the baseline holds none, or ones too noisy to gate; save again"
 
 
 def _why_no_counters(record: Record) -> str:

@@ -73,7 +73,7 @@ def coverage_line(cov: Coverage) -> str:
             f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "
             f"{cov.timed_total} of {n}{figures}"
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
-            + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.speedups else "")
+            + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.variants else "")
         )
         words = ("timing not judged", "counters not gated", "numerics not gated")
     else:
@@ -92,6 +92,8 @@ def coverage_line(cov: Coverage) -> str:
         line += f"; {words[1]}: {named(cov.no_counters)}"
     if cov.no_numerics:
         line += f"; {words[2]}: {named(cov.no_numerics)}"
+    if cov.unjudged_speedups:  # a compare's only
+        line += f"; speedup vs eager not judged: {named(cov.unjudged_speedups)}"
     if cov.no_speedups:  # a save's only
         line += (
             f"; speedup vs eager not stored: {named(cov.no_speedups)} (a guard refused the "

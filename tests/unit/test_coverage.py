@@ -669,3 +669,25 @@ def test_a_save_refused_by_spread_alone_does_not_blame_the_machine_in_its_failur
     assert "Save again when the machine is quiet, if the spread was the machine's, or" in failure
     assert "--torchperf-max-spread" in failure and "--torchperf-save-wait" not in failure
     assert "where the machine or the call is always like that" in failure
+
+
+def test_a_compare_names_the_variants_whose_speedup_it_did_not_judge() -> None:
+    """Newcomer: a compiled variant whose baseline held no speedup fell from x0.49 to x0.20 and
+    passed at a wide time limit, and the line left the speedup out altogether."""
+    judged = {**compared("time", "pass"), "name": "a[compiled]", "variant": "compiled"}
+    judged["gated"] = [*judged["gated"], "speedup"]
+    judged["speedup"] = {"median": 1.2}
+    unstored = {**compared("time", "pass"), "name": "b[compiled]", "variant": "compiled"}
+    unstored["speedup"] = {"median": 0.2}
+    untimed = {**compared("time", "pass"), "name": "c[amp]", "variant": "amp"}
+    eager = {**compared("time", "pass"), "name": "d"}
+    cov = coverage(_read([judged, unstored, untimed, eager]), comparing=True)
+    assert cov is not None
+    line = coverage_line(cov)
+    assert ", speedup vs eager 1 of 3;" in line, line
+    assert line.endswith(
+        "; speedup vs eager not judged: b[compiled] (the baseline holds none, or ones too noisy "
+        "to gate; save again), c[amp] (this run timed none: a guard refused its rounds)"
+    ), line
+    nothing = coverage(_read([unstored]), comparing=True)
+    assert nothing is not None and ", speedup vs eager 0 of 1;" in coverage_line(nothing)
