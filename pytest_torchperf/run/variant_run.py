@@ -54,7 +54,8 @@ class VariantSkipped(MeasurementSkipped):
 
 
 class VariantFailed(Exception):
-    """The only variant a test asked for could not be built from the user's model."""
+    """The only variant a test asked for could not be built from the user's model, or its
+    outputs were NaN/inf."""
 
 
 def _counting_recompiles(
@@ -206,8 +207,8 @@ def _build(
             output = measurer.check_outputs(label)
         except NonFiniteOutputError as exc:
             plan.failed[variant] = failed_variant(ctx, state, plan, variant, eager.device, str(exc))
-            if len(plan.variants) == 1:
-                raise
+            if len(plan.variants) == 1:  # the model's bug in one line, not our frames
+                raise VariantFailed(str(exc)) from None
             continue
         extra = VariantExtra(
             variant,
