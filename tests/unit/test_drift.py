@@ -97,6 +97,20 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
         "m: numerics changed since the baseline: outputs moved by 1.00e-01"
     )
     assert failures[1].startswith("m: metric changed since the baseline: 0.9 -> 0.8 (-0.1; limit")
+    # Outputs that moved by 10 % are other outputs (another seed or model): no tolerance is
+    # offered for them (a newcomer's other seed was told rel_l2 5 "admits it").
+    assert "admits it" not in failures[0] and "--torchperf-seed" in failures[0]
+    small = {"leaves": [{"path": "out", "shape": [2], "l2": 1.0 + 1e-4, "probe": [1.0001, 0.0]}]}
+    rounding, _ = drift_checks(
+        "m",
+        stored,
+        speedup=None,
+        fingerprint=small,
+        metric=None,
+        limits={"rel_l2": 1e-5},
+        max_slowdown=0.1,
+    )
+    assert "accuracy={'eager': {'rel_l2': " in rounding[0] and "admits it" in rounding[0]
     # An A/B run keeps no baseline (no save command): the change is B's against side A.
     ab, _ = drift_checks(
         "m",
