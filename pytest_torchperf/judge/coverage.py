@@ -232,7 +232,8 @@ def _count_save(cov: Coverage, record: Record) -> None:
         cov.no_counters.append(f"{record.name} ({_why_no_counters(record)})")
     degenerate = degenerate_reference(record.accuracy or {})
     cov.numerics += stored and bool(
-        (not degenerate and (session.fingerprint or record.accuracy)) or record.metric is not None
+        (not degenerate and ((session.fingerprint or {}).get("leaves") or record.accuracy))
+        or record.metric is not None
     )
     if stored and degenerate and record.metric is None and record.name:
         cov.no_numerics.append(f"{record.name} ({_DEGENERATE}: {degenerate})")

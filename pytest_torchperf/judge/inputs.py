@@ -238,7 +238,11 @@ class Candidate:
         the engine gates and what a message may say was gated, decided once."""
         counters = self.counters is not None and any(s.counters for s in sessions)
         outputs = self.degenerate_reference is None and (
-            (self.fingerprint is not None and any(s.fingerprint for s in sessions))
+            # A fingerprint of no values (the target returned None) checks nothing.
+            (
+                bool(self.fingerprint and self.fingerprint.get("leaves"))
+                and any(s.fingerprint for s in sessions)
+            )
             or self.variant != "eager"
         )
         numerics = outputs or (

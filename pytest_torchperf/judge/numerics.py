@@ -63,6 +63,11 @@ def unjudged_numerics(label: str, metrics: Mapping[str, float]) -> str | None:
     degenerate = degenerate_reference(metrics)
     if degenerate is None:
         return None
+    if degenerate == NO_VALUES:
+        return (
+            f"{label}: numerics not judged: the target's {degenerate}: return the model's "
+            f"outputs from it to have them checked"
+        )
     return (
         f"{label}: numerics not judged: the eager fp32 reference is degenerate ({degenerate}), "
         f"so its outputs matching the variant's compares rounding noise, not the variant. "
@@ -75,10 +80,16 @@ def unjudged_numerics(label: str, metrics: Mapping[str, float]) -> str | None:
 NEAR_ZERO = 1e-6
 
 
+#: A reference with nothing to compare: the target returned None, or no floating tensor.
+NO_VALUES = "outputs hold no floating-point values (None, or no tensor)"
+
+
 def degenerate_reference(metrics: Mapping[str, float]) -> str | None:
     """What makes the eager reference unfit to judge a variant by relative metrics (its
     non-finite values, all of it near zero, or one constant value), or None."""
     n = int(metrics.get("n", 0))
+    if "n" in metrics and n == 0:  # compared, but nothing to compare (a target returning None)
+        return NO_VALUES
     nonfinite = int(metrics.get("ref_nonfinite", 0))
     if nonfinite:
         return f"{nonfinite} of its {n} output values are not finite (inf or NaN)"

@@ -36,6 +36,8 @@ def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
 
 
 COUNTERS = {"flops": 100, "ops": {"aten::addmm": 1}}
+#: An output fingerprint of one value (one of no values, a target returning None, checks nothing).
+FINGERPRINT = {"leaves": [{"path": "out", "shape": [1], "l2": 1.0, "probe": [1.0]}]}
 TIMES = (1e-3,) * 8
 
 
@@ -214,7 +216,7 @@ def test_instruction_and_ab_verdicts_count_as_judged_timing() -> None:
 
 
 def test_a_save_that_could_not_store_a_timing_fails_the_run_naming_the_remedy() -> None:
-    session = {"fingerprint": {"leaves": []}}
+    session = {"fingerprint": FINGERPRINT}
     records = [
         {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": session},
         {
@@ -327,7 +329,7 @@ def saved_with(name: str, stats: list[float], this_save: int, asked: int) -> dic
         "outcome": "measured",
         "saved": True,
         "counters": COUNTERS,
-        "session": {"fingerprint": {"leaves": []}},
+        "session": {"fingerprint": FINGERPRINT},
         "stored": stored.to_dict(),
     }
 
@@ -633,7 +635,7 @@ def test_a_save_counts_gated_timer_blocks_and_says_what_a_failed_test_did_not_st
     """A newcomer's save printed `2 measured` but `stored 1 measurement` (a torchperf_timer
     block with gate=True was stored, not counted), and a test that failed stored nothing while
     the line said nothing of it (or was missing where every test failed)."""
-    session = {"fingerprint": {"leaves": []}}
+    session = {"fingerprint": FINGERPRINT}
     stored = {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": session}
     records = [
         {**stored, "name": "a"},
@@ -654,7 +656,7 @@ def test_a_save_counts_gated_timer_blocks_and_says_what_a_failed_test_did_not_st
 
 
 def test_a_save_refused_by_spread_alone_does_not_blame_the_machine_in_its_failure() -> None:
-    session = {"fingerprint": {"leaves": []}}
+    session = {"fingerprint": FINGERPRINT}
     record = {
         "outcome": "measured",
         "saved": True,
@@ -691,3 +693,18 @@ def test_a_compare_names_the_variants_whose_speedup_it_did_not_judge() -> None:
     ), line
     nothing = coverage(_read([unstored]), comparing=True)
     assert nothing is not None and ", speedup vs eager 0 of 1;" in coverage_line(nothing)
+
+
+def test_outputs_of_no_values_are_not_counted_as_numerics_gated() -> None:
+    """Newcomer: a target returning None got `rel-L2 nan` and `numerics 5 of 5`."""
+    from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, unjudged_numerics
+
+    assert degenerate_reference({"n": 0.0, "int_mismatch": 0.0}) == NO_VALUES
+    assert degenerate_reference({}) is None  # eager itself: no accuracy compared
+    assert "return the model's outputs" in (unjudged_numerics("m[amp]", {"n": 0.0}) or "")
+    empty = {"fingerprint": {"leaves": []}}
+    record = {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": empty}
+    cov = coverage(_read([record]), comparing=False)
+    assert cov is not None and cov.numerics == 0
+    candidate = Candidate("m", first(), COUNTERS, fingerprint={"leaves": []})
+    assert "numerics" not in candidate.gates_besides_time([Session.from_json(empty)])
