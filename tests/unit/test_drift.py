@@ -83,15 +83,22 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
         )
     ]
     moved = {"leaves": [{"path": "out", "shape": [2], "l2": 1.1, "probe": [1.1, 0.0]}]}
-    failures, warnings = drift_checks(
-        "m",
-        stored,
-        speedup=None,
-        fingerprint=moved,
-        metric=0.8,
-        limits={"rel_l2": 1e-5, "metric": 0.02},
-        max_slowdown=0.1,
-    )
+
+    def check(fingerprint: dict, metric: float | None = None, save: str | None = None) -> tuple:
+        limits = {"rel_l2": 1e-5, **({"metric": 0.02} if metric is not None else {})}
+        saved = {} if save is None else {"save": save}
+        return drift_checks(
+            "m",
+            stored,
+            speedup=None,
+            fingerprint=fingerprint,
+            metric=metric,
+            limits=limits,
+            max_slowdown=0.1,
+            **saved,
+        )
+
+    failures, warnings = check(moved, metric=0.8)
     assert warnings == []
     assert failures[0].startswith(
         "m: numerics changed since the baseline: outputs moved by 1.00e-01"
@@ -101,50 +108,17 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
     # offered for them (a newcomer's other seed was told rel_l2 5 "admits it").
     assert "admits it" not in failures[0] and "--torchperf-seed" in failures[0]
     small = {"leaves": [{"path": "out", "shape": [2], "l2": 1.0 + 1e-4, "probe": [1.0001, 0.0]}]}
-    rounding, _ = drift_checks(
-        "m",
-        stored,
-        speedup=None,
-        fingerprint=small,
-        metric=None,
-        limits={"rel_l2": 1e-5},
-        max_slowdown=0.1,
-    )
+    rounding, _ = check(small)
     assert "accuracy={'eager': {'rel_l2': " in rounding[0] and "admits it" in rounding[0]
     # An A/B run keeps no baseline (no save command): the change is B's against side A.
-    ab, _ = drift_checks(
-        "m",
-        stored,
-        speedup=None,
-        fingerprint=moved,
-        metric=0.8,
-        limits={"rel_l2": 1e-5, "metric": 0.02},
-        max_slowdown=0.1,
-        save="",
-    )
+    ab, _ = check(moved, metric=0.8, save="")
     assert ab[0].startswith("m: numerics changed in B vs side A: outputs moved by 1.00e-01"), ab
     assert ab[1].startswith("m: metric changed in B vs side A: 0.9 -> 0.8"), ab
     assert "an A/B run keeps no baseline" in ab[0]
-    same, _ = drift_checks(
-        "m",
-        stored,
-        speedup=None,
-        fingerprint=stored[0].fingerprint,
-        metric=0.9,
-        limits={"rel_l2": 1e-5, "metric": 0.02},
-        max_slowdown=0.1,
-    )
+    same, _ = check(dict(stored[0].fingerprint or {}), metric=0.9)
     assert same == []
     reshaped = {"leaves": [{"path": "out", "shape": [3], "l2": 1.0, "probe": [1.0, 0.0, 0.0]}]}
-    [shape], _ = drift_checks(
-        "m",
-        stored,
-        speedup=None,
-        fingerprint=reshaped,
-        metric=None,
-        limits={"rel_l2": 1e-5},
-        max_slowdown=0.1,
-    )
+    [shape], _ = check(reshaped)
     assert "out: shape (3,) in this run vs (2,) in the baseline" in shape
 
 
