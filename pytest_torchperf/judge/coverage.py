@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
-from pytest_torchperf.judge.numerics import degenerate_reference
+from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference
 from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -148,13 +148,7 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     if "counters" not in gated and name:
         cov.no_counters.append(f"{name} ({unstored or _why_no_counters(record)})")
     if "numerics" not in gated and name:
-        degenerate = degenerate_reference(record.accuracy or {})
-        why = (
-            f"{_DEGENERATE}: {degenerate}"
-            if degenerate
-            else unstored or "no output fingerprint or metric stored"
-        )
-        cov.no_numerics.append(f"{name} ({why})")
+        cov.no_numerics.append(f"{name} ({unstored or _why_no_numerics(record)})")
 
 
 #: Why a variant's numerics are not gated although its outputs were compared.
@@ -171,6 +165,19 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
         save = judging(recorded_kind(session_of(record).gate or {})).save
         if save:
             cov.saves.add(save)
+
+
+def _why_no_numerics(record: Record) -> str:
+    """One reason, the same in a save and a compare: a target whose outputs hold no tensor
+    values (eager's empty fingerprint, a variant's reference of none), a degenerate eager
+    reference, or nothing stored."""
+    degenerate = degenerate_reference(record.accuracy or {})
+    empty = (session_of(record).fingerprint or {}).get("leaves") == []
+    if degenerate == NO_VALUES or (empty and not record.accuracy):
+        return f"the target's {NO_VALUES}"
+    if degenerate:
+        return f"{_DEGENERATE}: {degenerate}"
+    return "no output fingerprint or metric stored"
 
 
 def _why_no_speedup(record: Record, unstored: str | None) -> str:
@@ -235,8 +242,9 @@ def _count_save(cov: Coverage, record: Record) -> None:
         (not degenerate and ((session.fingerprint or {}).get("leaves") or record.accuracy))
         or record.metric is not None
     )
-    if stored and degenerate and record.metric is None and record.name:
-        cov.no_numerics.append(f"{record.name} ({_DEGENERATE}: {degenerate})")
+    empty = (session.fingerprint or {}).get("leaves") == [] and not record.accuracy
+    if stored and (degenerate or empty) and record.metric is None and record.name:
+        cov.no_numerics.append(f"{record.name} ({_why_no_numerics(record)})")
     if stored and record.speedup:  # a variant, timed against eager: in any session stored?
         if (baseline and baseline.speedups) or (session.speedup and not record.not_saved):
             cov.speedups += 1

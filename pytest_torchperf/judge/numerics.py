@@ -80,16 +80,18 @@ def unjudged_numerics(label: str, metrics: Mapping[str, float]) -> str | None:
 NEAR_ZERO = 1e-6
 
 
-#: A reference with nothing to compare: the target returned None, or no floating tensor.
-NO_VALUES = "outputs hold no floating-point values (None, or no tensor)"
+#: A reference with nothing to compare: the target returned None, or no tensor.
+NO_VALUES = "outputs hold no tensor values (None, or no tensor)"
 
 
 def degenerate_reference(metrics: Mapping[str, float]) -> str | None:
     """What makes the eager reference unfit to judge a variant by relative metrics (its
     non-finite values, all of it near zero, or one constant value), or None."""
     n = int(metrics.get("n", 0))
-    if "n" in metrics and n == 0:  # compared, but nothing to compare (a target returning None)
+    if n == 0 and metrics.get("n_int") == 0:  # nothing compared (a target returning None)
         return NO_VALUES
+    if n == 0:  # integer or bool outputs only: compared exactly, no reference scale to judge
+        return None
     nonfinite = int(metrics.get("ref_nonfinite", 0))
     if nonfinite:
         return f"{nonfinite} of its {n} output values are not finite (inf or NaN)"

@@ -101,13 +101,13 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
     reference's scale (``ref_max_abs``, ``ref_range``, ``ref_nonfinite``) and,
     when a leaf is classifier-shaped (at least 2-D, last dim >= 2), ``top1`` (argmax agreement
     over the last dim of the first such leaf). Integer leaves must match exactly
-    (``int_mismatch`` counts the values that do not).
+    (``int_mismatch`` counts the values that do not, ``n_int`` those compared).
     """
     import torch
 
     refs, cands = [], []
     top1: float | None = None
-    int_mismatch = 0
+    int_mismatch = int_values = 0
     ref, cand = leaves(reference), leaves(candidate)
     problem = leaf_difference(
         [(p, tuple(t.shape)) for p, t in ref],
@@ -130,9 +130,13 @@ def compare_outputs(reference: UserValue, candidate: UserValue) -> dict[str, flo
                 top1 = float(agree.float().mean().item())
         else:
             int_mismatch += int((r.detach().cpu() != c.detach().cpu()).sum().item())
+            int_values += r.numel()
     metrics: dict[str, float] = {
         "n": float(sum(t.numel() for t in refs)),
         "int_mismatch": float(int_mismatch),
+        # Integer and bool values compared exactly (labels, masks): outputs of neither kind
+        # (a target returning None) compare nothing at all.
+        "n_int": float(int_values),
     }
     if refs:
         r = torch.cat(refs)

@@ -93,3 +93,16 @@ def test_compare_outputs_reports_the_reference_scale() -> None:
     assert metrics["ref_nonfinite"] == 1.0
     assert metrics["ref_max_abs"] == pytest.approx(2e-9)
     assert metrics["ref_range"] == pytest.approx(3e-9)
+
+
+def test_integer_outputs_are_counted_as_compared_and_none_compares_nothing() -> None:
+    """A variant returning labels was called "no values" (n counts floating values only)."""
+    import torch
+
+    from pytest_torchperf.judge.numerics import degenerate_reference
+
+    labels = compare_outputs(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]))
+    assert labels["n_int"] == 3 and labels["int_mismatch"] == 1
+    assert degenerate_reference(labels) is None
+    nothing = compare_outputs(None, None)
+    assert nothing["n"] == 0 and nothing["n_int"] == 0 and degenerate_reference(nothing)

@@ -699,9 +699,13 @@ def test_outputs_of_no_values_are_not_counted_as_numerics_gated() -> None:
     """Newcomer: a target returning None got `rel-L2 nan` and `numerics 5 of 5`."""
     from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, unjudged_numerics
 
-    assert degenerate_reference({"n": 0.0, "int_mismatch": 0.0}) == NO_VALUES
+    assert degenerate_reference({"n": 0.0, "int_mismatch": 0.0, "n_int": 0.0}) == NO_VALUES
     assert degenerate_reference({}) is None  # eager itself: no accuracy compared
-    assert "return the model's outputs" in (unjudged_numerics("m[amp]", {"n": 0.0}) or "")
+    # Labels or a mask are compared exactly: judged (review), as in files without n_int.
+    assert degenerate_reference({"n": 0.0, "int_mismatch": 3.0, "n_int": 8.0}) is None
+    assert degenerate_reference({"n": 0.0, "int_mismatch": 0.0}) is None
+    none = {"n": 0.0, "n_int": 0.0}
+    assert "return the model's outputs" in (unjudged_numerics("m[amp]", none) or "")
     empty = {"fingerprint": {"leaves": []}}
     record = {"outcome": "measured", "saved": True, "counters": COUNTERS, "session": empty}
     cov = coverage(_read([record]), comparing=False)

@@ -110,6 +110,19 @@ def test_drift_checks_gate_fingerprint_and_metric() -> None:
     small = {"leaves": [{"path": "out", "shape": [2], "l2": 1.0 + 1e-4, "probe": [1.0001, 0.0]}]}
     rounding, _ = check(small)
     assert "accuracy={'eager': {'rel_l2': " in rounding[0] and "admits it" in rounding[0]
+    # A variant with a wider limit (amp's 3e-2) is offered one up to 3x its limit (review).
+    amp_drift = {"leaves": [{"path": "out", "shape": [2], "l2": 1.05, "probe": [1.05, 0.0]}]}
+    [amp], _ = drift_checks(
+        "m[amp]",
+        stored,
+        speedup=None,
+        fingerprint=amp_drift,
+        metric=None,
+        limits={"rel_l2": 3e-2},
+        max_slowdown=0.1,
+        variant="amp",
+    )
+    assert "accuracy={'amp': {'rel_l2': 1e-01}} admits it" in amp, amp
     # An A/B run keeps no baseline (no save command): the change is B's against side A.
     ab, _ = check(moved, metric=0.8, save="")
     assert ab[0].startswith("m: numerics changed in B vs side A: outputs moved by 1.00e-01"), ab
