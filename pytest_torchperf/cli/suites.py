@@ -101,11 +101,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
         )
     elif merged.ungated:  # some shards gated, these did not: a job that lost its flag
         shards = ", ".join(merged.ungated)
+        # Its file says only that nothing of it was gated: a compare whose tests all failed
+        # before their verdicts writes the same as a run without --torchperf-compare.
         print(
             f"torchperf: warning: shard{'s' if len(merged.ungated) > 1 else ''} {shards} "
-            f"neither compared nor saved, so {'their' if len(merged.ungated) > 1 else 'its'} "
-            f"measurements were not gated: run every shard with pytest --torchperf-compare "
-            f"(docs/merge.md)"
+            f"gated none of {'their' if len(merged.ungated) > 1 else 'its'} measurements (run "
+            f"without --torchperf-compare, or its tests failed before their verdicts): run "
+            f"every shard with pytest --torchperf-compare (docs/merge.md)"
         )
     strict = "strict, as the shards' runs recorded it" if strict_run(records) else None
     failure = run_failure(cov, strict) if cov is not None else None

@@ -79,8 +79,8 @@ class MergedResults:
     environments: dict[str, list[str]]
     #: What the merged run gated (None: the shards neither compared nor saved).
     coverage: Coverage | None
-    #: Shards (file names) whose run measured but neither compared nor saved: their
-    #: measurements gated nothing (a shard job that lost its --torchperf-compare).
+    #: Shards (file names) that measured but gated none of it: a shard job that lost its
+    #: --torchperf-compare (or whose tests all failed before their verdicts).
     ungated: tuple[str, ...] = ()
 
 

@@ -274,6 +274,7 @@ def test_a_shard_that_only_measured_is_named_beside_shards_that_compared(
     cli.main(["merge", *shards, "--storage", str(sharded / ".torchperf")])
     out = capsys.readouterr().out
     assert (
-        "torchperf: warning: shard shard-3.json neither compared nor saved, so its measurements "
-        "were not gated: run every shard with pytest --torchperf-compare (docs/merge.md)" in out
+        "torchperf: warning: shard shard-3.json gated none of its measurements (run without "
+        "--torchperf-compare, or its tests failed before their verdicts): run every shard with "
+        "pytest --torchperf-compare (docs/merge.md)" in out
     ), out
