@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kinds import judging
-from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference
+from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, empty_fingerprint
 from pytest_torchperf.judge.samples import refusing_guard
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.store.record import Record, RecordedVerdict
@@ -172,8 +172,8 @@ def _why_no_numerics(record: Record) -> str:
     values (eager's empty fingerprint, a variant's reference of none), a degenerate eager
     reference, or nothing stored."""
     degenerate = degenerate_reference(record.accuracy or {})
-    empty = (session_of(record).fingerprint or {}).get("leaves") == []
-    if degenerate == NO_VALUES or (empty and not record.accuracy):
+    empty = empty_fingerprint(session_of(record).fingerprint) and not record.accuracy
+    if degenerate == NO_VALUES or empty:
         return f"the target's {NO_VALUES}"
     if degenerate:
         return f"{_DEGENERATE}: {degenerate}"
@@ -238,11 +238,11 @@ def _count_save(cov: Coverage, record: Record) -> None:
     if stored and record.counters is None and record.name:
         cov.no_counters.append(f"{record.name} ({_why_no_counters(record)})")
     degenerate = degenerate_reference(record.accuracy or {})
+    empty = empty_fingerprint(session.fingerprint) and not record.accuracy
     cov.numerics += stored and bool(
-        (not degenerate and ((session.fingerprint or {}).get("leaves") or record.accuracy))
+        (not degenerate and not empty and (session.fingerprint or record.accuracy))
         or record.metric is not None
     )
-    empty = (session.fingerprint or {}).get("leaves") == [] and not record.accuracy
     if stored and (degenerate or empty) and record.metric is None and record.name:
         cov.no_numerics.append(f"{record.name} ({_why_no_numerics(record)})")
     if stored and record.speedup:  # a variant, timed against eager: in any session stored?

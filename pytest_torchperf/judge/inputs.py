@@ -13,7 +13,7 @@ from typing import Any
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON, JSONObject
 from pytest_torchperf.judge.failures import restore
-from pytest_torchperf.judge.numerics import degenerate_reference
+from pytest_torchperf.judge.numerics import degenerate_reference, empty_fingerprint
 from pytest_torchperf.judge.samples import (
     MAX_MACHINE_SLOWDOWN,
     MAX_NEIGHBOUR_LOAD,
@@ -238,9 +238,9 @@ class Candidate:
         the engine gates and what a message may say was gated, decided once."""
         counters = self.counters is not None and any(s.counters for s in sessions)
         outputs = self.degenerate_reference is None and (
-            # A fingerprint of no values (the target returned None) checks nothing.
             (
-                bool(self.fingerprint and self.fingerprint.get("leaves"))
+                self.fingerprint is not None
+                and not empty_fingerprint(self.fingerprint)
                 and any(s.fingerprint for s in sessions)
             )
             or self.variant != "eager"

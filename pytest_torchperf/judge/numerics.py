@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from pytest_torchperf.variants.registry import LOWER_LIMITS
 
@@ -82,6 +83,12 @@ NEAR_ZERO = 1e-6
 
 #: A reference with nothing to compare: the target returned None, or no tensor.
 NO_VALUES = "outputs hold no tensor values (None, or no tensor)"
+
+
+def empty_fingerprint(fingerprint: Mapping[str, Any] | None) -> bool:
+    """Whether an output fingerprint was taken of outputs holding no tensor (the target
+    returned None): it checks nothing. A missing one is not empty, it is absent."""
+    return fingerprint is not None and fingerprint.get("leaves") == []
 
 
 def degenerate_reference(metrics: Mapping[str, float]) -> str | None:

@@ -91,8 +91,9 @@ def _untimed_failure(cov: Coverage) -> str | None:
     steps = []
     if IDLE in kinds:
         steps.append(IDLE_REMEDY)
-    always = "the machine or the call is" if set(kinds) == {SPREAD} else "this machine is"
-    if set(kinds) == {SPREAD}:  # the call's own spread, or a machine's: not told which
+    spread_only = set(kinds) == {SPREAD}  # the call's own spread, or a machine's: not told which
+    always = "the machine or the call is" if spread_only else "this machine is"
+    if spread_only:
         steps.append("Save again when the machine is quiet, if the spread was the machine's")
     elif set(kinds) - {IDLE}:
         steps.append(
