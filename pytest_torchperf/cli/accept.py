@@ -99,7 +99,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         changed = None if problem or args.reset or args.force else other_code(stored, session)
         if changed:
             problem = (
-                f"its counters differ from the stored sessions' ({changed}): it timed other code "
+                f"it differs from the stored sessions ({changed}): it timed other code "
                 f"than they did, and appended its time would read as noise and widen the limit; "
                 f"accept it with --reset (this run's session replaces the stored ones)"
             )

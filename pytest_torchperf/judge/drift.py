@@ -7,10 +7,12 @@ Pure module shared by the plugin (``--torchperf-compare``) and ``torchperf compa
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent
+from pytest_torchperf.judge.counter_diff import changes_since_stored
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
@@ -200,3 +202,53 @@ def drift_checks(
                 )
             )
     return failures, warnings
+
+
+@dataclass(frozen=True)
+class OtherCode:
+    """What tells that a run measured other code than the stored sessions did: the counter
+    changes or, where the counters cannot tell (``counted`` says why), how far the outputs
+    ``moved``."""
+
+    changes: list[str]
+    moved: str | None = None
+    counted: str = ""
+
+    def __str__(self) -> str:
+        return "; ".join(self.changes) or f"outputs {self.moved}, and {self.counted}"
+
+
+def other_code(
+    stored: Sequence[Session],
+    counters: Mapping[str, Any] | None,
+    fingerprint: Mapping[str, Any] | None,
+    rel_l2: float | None,
+    ignore: Iterable[str] = (),
+) -> OtherCode | None:
+    """Whether a measurement (its ``counters`` and output ``fingerprint``) measured other code
+    than the ``stored`` sessions (oldest first). Its time appended to theirs would read as process
+    noise and widen the limit (a +60 % layer read as 35 % noise, a 103.7 % limit, "no gate"
+    blamed on the machine), so a plain save and ``torchperf accept`` refuse it. The newest stored
+    counters tell, where they count ops; a variant item's counters are its graphs or nothing (a
+    compiled-only test of a model with one more Linear kept ``graphs 1``), so there the
+    fingerprint tells, against the newest stored one and the ``rel_l2`` limit. None: the same."""
+    changes = changes_since_stored([s.counters for s in stored], counters, ignore)
+    if changes:
+        return OtherCode(changes)
+    if any("ops" in (c or {}) for c in (counters, *(s.counters for s in stored))):
+        return None
+    then = next((s.fingerprint for s in reversed(stored) if s.fingerprint), None)
+    if not fingerprint or then is None or rel_l2 is None:
+        return None
+    drift, moved = fingerprint_drift(then, fingerprint)
+    if not moved and drift > rel_l2:
+        moved = f"moved by {drift:.2e} relative, above the limit {rel_l2:.2e} (accuracy rel_l2)"
+    if not moved:
+        return None
+    held = ", ".join(c for c in (counters or {}) if c != "break_reasons")
+    counted = (
+        f"its counters ({held}) cannot tell whether the code changed"
+        if held
+        else "it records no counters that would tell whether the code changed"
+    )
+    return OtherCode([], moved, counted)

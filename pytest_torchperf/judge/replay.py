@@ -147,11 +147,12 @@ def already_stored(stored: Sequence[Session], session: Session) -> bool:
 
 
 def other_code(stored: Sequence[Session], session: Session) -> str | None:
-    """Why ``session`` timed other code than the ``stored`` sessions did: its counters differ
-    from the latest stored counters (the changes the compare failed on), where they gate. Its
-    time appended to theirs would read as process noise and widen the limit. None: the same."""
-    from pytest_torchperf.judge.counter_diff import changes_since_stored
+    """Why ``session`` timed other code than the ``stored`` sessions did (its counters, or where
+    they cannot tell its outputs: :func:`pytest_torchperf.judge.drift.other_code`). Its time
+    appended to theirs would read as process noise and widen the limit. None: the same."""
+    from pytest_torchperf.judge.drift import other_code as differs
 
+    limits = session.accuracy_limits or {}
     ignore = (session.gate or {}).get("ignore_counters") or ()
-    changes = changes_since_stored([s.counters for s in stored], session.counters, ignore)
-    return "; ".join(changes) or None
+    found = differs(stored, session.counters, session.fingerprint, limits.get("rel_l2"), ignore)
+    return str(found) if found else None

@@ -18,7 +18,7 @@ from typing import Any
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
-from pytest_torchperf.judge.failures import categories_of
+from pytest_torchperf.judge.failures import Failure, categories_of
 from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
@@ -37,7 +37,7 @@ from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.roles import Request
 from pytest_torchperf.run.saving import (
     calibration_references,
-    changed_counters,
+    other_code_since_stored,
     queue_save,
     save_guard,
     session_record,
@@ -203,10 +203,13 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         saving
         and comparison is None
         and keeping.guards_time  # a count's baseline is the latest count alone
-        and (changed := changed_counters(ctx, m, env_id))
+        and (other := other_code_since_stored(ctx, m, env_id))
     ):
-        result.counter_changes = changed  # the test fails on them, so it stores nothing
-        result.other_code = True
+        # The test fails on them, so it stores nothing.
+        result.counter_changes, result.other_code = other.changes, True
+        if other.moved:
+            moved = result.other_outputs_message(other.moved, other.counted)
+            result.failures.append(Failure("numerics", moved))
     elif saving and not result.failures and (comparison is None or _saveable(comparison)):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):

@@ -24,6 +24,22 @@ from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
 from pytest_torchperf.variants.registry import VARIANTS
 
+#: Why a plain save that found other code than its stored sessions' stored nothing.
+_OTHER_CODE = (
+    "Nothing of this test was saved: the stored sessions measured other code, and this save's "
+    "times appended to theirs would read as process noise and widen the limit. "
+)
+
+
+def reset_this_test(nodeid: str) -> str:
+    """The save that replaces this test's stored sessions alone (a bare --torchperf-reset would
+    replace every saved test's). A variant item's whole test: its other variants were saved
+    beside it, and a variant's own counters (a compiled one's graphs) may not have changed."""
+    test, bracket, param = nodeid.partition("[")
+    if not (bracket and param.rstrip("]") in VARIANTS):
+        test = nodeid
+    return f"pytest {shlex.quote(test)} --torchperf-save --torchperf-reset"
+
 
 @dataclass
 class Result:
@@ -221,22 +237,21 @@ class Result:
         save = f"{self.save_command} --torchperf-reset"
         unsaved = ""
         if self.other_code:  # a plain save, which appends to the stored sessions
-            unsaved = (
-                "Nothing of this test was saved: the stored sessions measured other code, and "
-                "this save's times appended to theirs would read as process noise and widen the "
-                "limit. "
-            )
-            # This test's only: a bare --torchperf-reset would replace every saved test's. A
-            # variant item's whole test: its other variants were saved beside it, and a compiled
-            # variant's own counters (its graphs) may not have changed.
-            test, bracket, param = self.nodeid.partition("[")
-            if not (bracket and param.rstrip("]") in VARIANTS):
-                test = self.nodeid
-            save = f"pytest {shlex.quote(test)} --torchperf-save --torchperf-reset"
+            unsaved, save = _OTHER_CODE, reset_this_test(self.nodeid)
         return (
             f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
             f"{unsaved}If intended, record a new baseline ({save}); "
             f"{ignore_hint(self.counter_changes)}"
+        )
+
+    def other_outputs_message(self, moved: str, counted: str) -> str:
+        """Failure message of a plain save whose outputs ``moved`` since the stored sessions,
+        where the counters cannot tell whether the code changed (``counted`` says why)."""
+        return (
+            f"{self.name}: outputs changed since the stored sessions ({moved}), and {counted}. "
+            f"{_OTHER_CODE}If intended (a model edit, other weights or inputs), record a new "
+            f"baseline ({reset_this_test(self.nodeid)}); a save must use the seed the stored "
+            f"sessions used (seed=, --torchperf-seed, ini torchperf_seed)"
         )
 
     def __repr__(self) -> str:

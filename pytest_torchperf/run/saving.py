@@ -15,6 +15,7 @@ from pytest_torchperf import __version__
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.core.units import format_change
+from pytest_torchperf.judge.drift import OtherCode, other_code
 from pytest_torchperf.judge.inputs import Gate
 from pytest_torchperf.judge.samples import (
     IDLE,
@@ -98,23 +99,27 @@ def calibration_references(
     return references
 
 
-def changed_counters(ctx: RunContext, m: Measured, env_id: str) -> list[str]:
-    """How a plain save's measurement differs from its stored sessions' counters (the newest
-    that has them), where they gate: the stored sessions measured other code. Its time appended
-    to theirs would read as process noise and widen the limit (a +60 % layer read as 35 % noise,
-    103.7 % limit, "no gate" blamed on the machine), so the save refuses it and the test fails
-    on the change, as a compare does. Empty where the counters match, or where nothing is
-    appended to (--torchperf-reset, a first save, a child process, which stores nothing)."""
-    from pytest_torchperf.judge.counter_diff import changes_since_stored
+def other_code_since_stored(ctx: RunContext, m: Measured, env_id: str) -> OtherCode | None:
+    """Whether a plain save's measurement measured other code than its stored sessions
+    (:func:`pytest_torchperf.judge.drift.other_code`): the save refuses it and the test fails, as
+    a compare does. None where it did not, or where nothing is appended to (--torchperf-reset, a
+    first save, a child process, which stores nothing)."""
     from pytest_torchperf.store.baselines import BaselineFileError
 
     if ctx.settings.reset or ctx.settings.child:
-        return []
+        return None
     try:
         stored = ctx.store.load_sessions(env_id, m.nodeid, m.name)
     except BaselineFileError:
-        return []  # the save itself reports the bad file
-    return changes_since_stored([s.counters for s in stored], m.counters, m.options.ignore_counters)
+        return None  # the save itself reports the bad file
+    extra = m.extra
+    return other_code(
+        stored,
+        m.counters,
+        extra.fingerprint if extra else None,
+        (extra.limits or {}).get("rel_l2") if extra else None,
+        m.options.ignore_counters,
+    )
 
 
 def queue_save(

@@ -267,6 +267,39 @@ def test_a_save_after_a_code_change_fails_on_the_counters_and_appends_nothing(
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
 
 
+def test_a_save_of_a_variant_item_tells_other_code_by_its_outputs(perf: pytest.Pytester) -> None:
+    """A variant item records no op counters (amp none, compiled its graphs), so a plain save
+    after the model changed appended the new code's time to the old code's sessions. Its outputs
+    tell instead: the save fails the item and stores nothing of it."""
+    model = """
+import pytest, torch
+
+@pytest.mark.torchperf(variants=["amp"])
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    torchperf(model, torch.randn(8, 32), name="mlp")
+"""
+    perf.makepyfile(model)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    perf.makepyfile(model.replace("torch.nn.ReLU(), ", "torch.nn.Tanh(), "))
+    result = perf.runpytest("--torchperf-save")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "mlp[[]amp[]]: outputs changed since the stored sessions (moved by * relative, above "
+            "the limit * (accuracy rel_l2)), and it records no counters that would tell whether "
+            "the code changed. Nothing of this test was saved: *(pytest *::test_mlp "
+            "--torchperf-save --torchperf-reset)*",
+            "*mlp[[]amp[]] * FAIL (numerics), not saved: the test failed",
+        ]
+    )
+    (path,) = baseline_files(perf.path / ".torchperf")
+    [measurement] = json.loads(path.read_text())["tests"].values()
+    assert len(measurement["mlp[amp]"]["sessions"]) == 1
+    perf.runpytest("--torchperf-save", "--torchperf-reset").assert_outcomes(passed=1)
+
+
 def test_compare_and_save_together_record_only_passing_measurements(perf: pytest.Pytester) -> None:
     perf.makepyfile(TWO_MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)

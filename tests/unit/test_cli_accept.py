@@ -247,12 +247,23 @@ def test_accept_of_changed_code_needs_reset(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert accept(tmp_path, changed) == 1
     assert (
-        f"{NODE} fwd: not accepted: its counters differ from the stored sessions' (FLOPs +20.0% "
+        f"{NODE} fwd: not accepted: it differs from the stored sessions (FLOPs +20.0% "
         f"(10 -> 12)): it timed other code than they did, and appended its time would read as "
         f"noise and widen the limit; accept it with --reset (this run's session replaces the "
         f"stored ones)\n"
     ) in capsys.readouterr().out
     assert [s.statistic for s in sessions(tmp_path)] == [pytest.approx(1e-3)]
+    # Counters that count no ops (a compiled variant's graphs) cannot tell: the outputs do.
+    compiled = {"gate": gate, "counters": {"graphs": 1}, "accuracy_limits": {"rel_l2": 1e-5}}
+    leaf = {"path": "out", "shape": [2], "l2": 1.0, "probe": [1.0, 0.0]}
+    out, moved = {"leaves": [leaf]}, {"leaves": [{**leaf, "l2": 2.0, "probe": [2.0, 0.0]}]}
+    assert accept(tmp_path, results_file(tmp_path, **compiled, fingerprint=out), "--reset") == 0
+    capsys.readouterr()
+    assert accept(tmp_path, results_file(tmp_path, **compiled, fingerprint=moved)) == 1
+    assert "not accepted: it differs from the stored sessions (outputs moved by 1.00e+00" in (
+        capsys.readouterr().out
+    )
+    accept(tmp_path, results_file(tmp_path, gate=gate, statistic=1e-3), "--reset")
     # Counters the test does not gate do not count.
     ignored = results_file(
         tmp_path, gate={**gate, "ignore_counters": ["flops"]}, counters={"flops": 12}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.judge.drift import drift_checks, speedup_check
+from pytest_torchperf.judge.drift import drift_checks, other_code, speedup_check
 from pytest_torchperf.store.sessions import Session
 
 
@@ -146,3 +146,35 @@ def test_no_stored_speedup_means_no_speedup_check(stored: list) -> None:
         limits={},
         max_slowdown=0.1,
     ) == ([], [])
+
+
+def test_other_code_is_told_by_ops_counters_else_by_the_outputs() -> None:
+    """A compiled-only test of a model with one more Linear kept `graphs 1`: a plain save
+    appended the new code's time to the old code's sessions. Where the counters count no ops,
+    the outputs tell."""
+    out = {"leaves": [{"path": "out", "shape": [2], "l2": 1.0, "probe": [1.0, 0.0]}]}
+    moved = {"leaves": [{"path": "out", "shape": [2], "l2": 2.0, "probe": [2.0, 0.0]}]}
+    graphs = {"graphs": 1, "graph_breaks": 0, "break_reasons": [], "recompiles": 0}
+    stored = [Session.from_json({"counters": graphs, "fingerprint": out})]
+    found = other_code(stored, graphs, moved, 1e-5)
+    assert found is not None and found.changes == []
+    assert str(found) == (
+        "outputs moved by 1.00e+00 relative, above the limit 1.00e-05 (accuracy rel_l2), and its "
+        "counters (graphs, graph_breaks, recompiles) cannot tell whether the code changed"
+    )
+    # The same outputs, or a drift within the limit: the same code as far as anyone can tell.
+    assert other_code(stored, graphs, out, 1e-5) is None
+    assert other_code(stored, graphs, moved, 2.0) is None
+    # No counters at all (an amp item): said so.
+    bare = [Session.from_json({"fingerprint": out})]
+    assert "it records no counters that would" in str(other_code(bare, None, moved, 1e-5))
+    # Op counters tell: equal ones are the same code even with other outputs (new weights).
+    ops = {"ops": {"aten::addmm": 1}, "flops": 10}
+    counted = [Session.from_json({"counters": ops, "fingerprint": out})]
+    assert other_code(counted, ops, moved, 1e-5) is None
+    changed = other_code(counted, {"ops": {"aten::addmm": 2}, "flops": 20}, out, 1e-5)
+    assert changed is not None and changed.moved is None
+    assert str(changed).startswith("ops changed: aten::addmm 1 -> 2")
+    # Nothing to hold the outputs against: no verdict.
+    assert other_code([Session.from_json({"counters": graphs})], graphs, moved, 1e-5) is None
+    assert other_code(stored, graphs, None, 1e-5) is None
