@@ -47,8 +47,11 @@ def _other_cpu_class(storage: Path, direction: str) -> tuple[str, str]:
 
 
 def _other_class_counted_other_ops(_nodeid: str, _name: str, session: dict) -> None:
-    """What the other class's torch counted: one op more (as int8/bf16 decompositions differ)."""
+    """What the other class's torch counted: one op more (as int8/bf16 decompositions differ).
+    Its time: 100x this machine's, so the normalised time is a note whatever this machine's load
+    (unchanged code read 85 % slower beside a busy neighbour and warned)."""
     session["counters"]["ops"]["aten::sub_"] = 3
+    session["statistic"] *= 100
 
 
 @pytest.mark.parametrize("direction", ["more", "fewer"])

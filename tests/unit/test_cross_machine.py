@@ -35,6 +35,14 @@ def test_normalised_check_factors_out_machine_speed() -> None:
     assert "cross-machine warning: 100% slower than the baseline of other" in slow and warn
     faster, warn = normalised_check(0.5e-3, 10e-6, sessions, "other")
     assert "time -75%" in faster and not warn  # a faster machine-normalised time warns nothing
+    # A pass a guard found disturbed: not even a hint (unchanged code read +85 % beside a
+    # CPU-bound neighbour while the calibration kernel ran as fast as ever).
+    busy, warn = normalised_check(4e-3, 10e-6, sessions, "other", disturbed="CPU share 0.55")
+    assert not warn and busy == (
+        "cross-machine: time +100% vs the baseline of other after normalising by the calibration "
+        "kernel (this machine runs the calibration kernel x0.50 as fast as other), but this pass "
+        "was disturbed (CPU share 0.55), so it is not even a hint: compare on a quiet machine"
+    )
     none, warn = normalised_check(4e-3, None, sessions, "other")
     assert "cannot be normalised" in none and not warn
 
