@@ -5,7 +5,7 @@
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
     torchperf report  [RESULTS...] [DIR] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
-    torchperf forget  TEST [NAME] [--storage DIR]          drop a renamed test's baselines
+    torchperf forget  TEST [NAME] [--storage DIR] [--force] drop a renamed test's baselines
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
@@ -146,6 +146,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     p.add_argument("name", nargs="?", help="only this measurement of it (default: all of them)")
     p.add_argument("--storage", default=".torchperf", help=_STORAGE)
+    _flag(p, "--force", "forget even from a file with changes git has not committed")
     p.set_defaults(run=cmd_forget)
     p = sub.add_parser(
         "merge",

@@ -56,6 +56,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    files = {
+        store.module_file(env, n) for env, n, name, _ in store.measurements() if picked(n, name)
+    }
+    undo = _undo(sorted(files)) if files else None
+    if files and undo is None and not args.force:
+        return 2
     removed = store.forget(picked)
     what = f"{args.test} {args.name}" if args.name else args.test
     if not removed:
@@ -74,13 +80,41 @@ def cmd_forget(args: argparse.Namespace) -> int:
     for path, nodeid, name, sessions in removed:
         plural = "s" if sessions != 1 else ""
         print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
-    # Only these files: the folder may hold a save not committed yet (the new name's).
-    files = " ".join(shlex.quote(shown(p)) for p in dict.fromkeys(p for p, *_ in removed))
     print(
         f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
-        f"removed; commit the baseline folder (git checkout -- {files} undoes it)"
+        f"removed; {undo or 'nothing can undo it (--force)'}"
     )
     return 0
+
+
+def _undo(files: list[Path]) -> str | None:
+    """How to undo forgetting from ``files``: ``git checkout`` where git holds each one as it is
+    (then commit the folder). Where it does not, git cannot bring it back: a file with changes
+    not committed (an accepted session) or not committed at all is refused with why (None; --force
+    forgets anyway), and outside a repository the user is told nothing can undo it."""
+    from pytest_torchperf.store.environment import GitError, run_git
+
+    folder = files[0].parent
+    try:
+        inside = run_git(["rev-parse", "--is-inside-work-tree"], cwd=folder).returncode == 0
+        # --ignored: a file git ignores is not one it could check out either.
+        status = run_git(["status", "--porcelain", "--ignored", "--", *map(str, files)], folder)
+    except GitError:
+        inside = False
+    if not inside:
+        return "not in a git repository, so nothing can undo it"
+    # Only these files: the folder may hold a save not committed yet (the new name's).
+    listed = " ".join(shlex.quote(shown(p)) for p in files)
+    if status.returncode == 0 and not status.stdout.strip():
+        return f"commit the baseline folder (git checkout -- {listed} undoes it)"
+    print(
+        f"torchperf: not forgotten: {listed} holds changes git has not committed (git status: "
+        f"{status.stdout.strip() or status.stderr.strip()}), which git checkout could not bring "
+        f"back; commit the folder first (then git checkout undoes the forget), or pass --force "
+        f"to forget anyway",
+        file=sys.stderr,
+    )
+    return None
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@ arguments; every other command keeps ``--`` as argparse reads it (a file named `
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_torchperf.cli import parse_args
@@ -333,12 +335,58 @@ def test_forget_refuses_a_name_that_tests_of_several_files_share(tmp_path, capsy
         "give the whole test id of the one to forget\n"
     )
     assert cli.main(["forget", "a.py::test_forward", "--storage", str(tmp_path)]) == 0
+    # Not in a git repository: no git checkout to offer.
     out = capsys.readouterr().out
-    assert out.endswith(
-        f"removed; commit the baseline folder (git checkout -- {tmp_path / 'cpu-x-t1-0' / 'a.py.json'} "
-        f"undoes it)\n"
-    ), out
+    assert out.endswith("removed; not in a git repository, so nothing can undo it\n"), out
     assert [t for _, t, _, _ in store.measurements()] == ["b.py::test_forward"]
+
+
+def _git(folder: Path, *args: str) -> None:
+    import subprocess
+
+    ident = ["-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run(["git", *ident, *args], cwd=folder, check=True, capture_output=True)
+
+
+def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
+    tmp_path, capsys
+) -> None:
+    """`forget` said `git checkout -- FILE undoes it` of a file holding a session accepted and
+    not committed: the checkout brought back one session of two, and the other was lost."""
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    _git(tmp_path, "init", "-q")
+    store = BaselineStore(tmp_path / "tp")
+    stored = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for nodeid in ("a.py::test_m", "b.py::test_m2"):
+        store.record("cpu-x-t1-0", {}, nodeid, "fwd", stored)
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "baselines")
+    path = tmp_path / "tp" / "cpu-x-t1-0" / "a.py.json"
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)  # accepted, not committed
+    before = path.read_bytes()
+    forget = ["forget", "a.py::test_m", "--storage", str(tmp_path / "tp")]
+    capsys.readouterr()
+    assert cli.main(forget) == 2
+    err = capsys.readouterr().err
+    assert f"torchperf: not forgotten: {path} holds changes git has not committed" in err, err
+    assert "commit the folder first (then git checkout undoes the forget), or pass --force" in err
+    assert path.read_bytes() == before
+    # Committed: the checkout brings it back whole. Another file's changes do not count.
+    _git(tmp_path, "commit", "-q", "-am", "accepted")
+    store.record("cpu-x-t1-0", {}, "b.py::test_m2", "fwd", stored)
+    assert cli.main(forget) == 0
+    assert f"removed; commit the baseline folder (git checkout -- {path} undoes it)" in (
+        capsys.readouterr().out
+    )
+    _git(tmp_path, "checkout", "--", str(path))
+    assert path.read_bytes() == before
+    # --force forgets anyway, and says nothing brings it back.
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)
+    assert cli.main([*forget, "--force"]) == 0
+    assert "removed; nothing can undo it (--force)" in capsys.readouterr().out
 
 
 def test_graph_picks_the_measurement_a_whole_name_names_among_those_containing_it() -> None:
