@@ -107,9 +107,10 @@ def processes_setting(config: pytest.Config, repeats_exactly: bool = False) -> i
     except ValueError:
         count = 0
     if not 1 <= count <= MAX_PROCESSES:
+        given = "--torchperf-processes" if on_cli else "ini key torchperf_processes"
         raise pytest.UsageError(
-            f"torchperf: --torchperf-processes must be a whole number from 1 to {MAX_PROCESSES}, "
-            f"got {raw!r}. 3 is a good start for a 5-10% gate on a dedicated runner"
+            f"torchperf: {given} must be a whole number from 1 to {MAX_PROCESSES}, got {raw!r}. "
+            f"3 is a good start for a 5-10% gate on a dedicated runner"
         )
     if count == 1 or opt("torchperf_skip") or (opt("torchperf_disable") and not on_cli):
         return 1
@@ -146,12 +147,12 @@ def start_child_sink(config: pytest.Config) -> None:
 
 def confirm_setting(config: pytest.Config) -> str:
     """``fresh`` or ``same`` (validated; the ini value too)."""
-    value = (
-        config.getoption("torchperf_confirm") or ini_value(config, "torchperf_confirm") or "fresh"
-    )
+    on_cli = config.getoption("torchperf_confirm")
+    value = on_cli or ini_value(config, "torchperf_confirm") or "fresh"
     if value not in CONFIRM_MODES:
+        given = "--torchperf-confirm" if on_cli else "ini key torchperf_confirm"
         raise pytest.UsageError(
-            f"torchperf: torchperf_confirm must be one of {', '.join(CONFIRM_MODES)}, got {value!r}"
+            f"torchperf: {given} must be one of {', '.join(CONFIRM_MODES)}, got {value!r}"
         )
     return value
 

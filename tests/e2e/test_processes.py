@@ -172,6 +172,26 @@ def test_bad_process_options_are_usage_errors(
     result.stderr.fnmatch_lines([message])
 
 
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("torchperf_processes = lots", "*ini key torchperf_processes must be a whole number*"),
+        ("torchperf_confirm = later", "*ini key torchperf_confirm must be one of fresh, same*"),
+    ],
+)
+def test_a_bad_ini_value_names_its_ini_key(perf: pytest.Pytester, key: str, message: str) -> None:
+    """An ini value was reported as the command-line option (`--torchperf-processes must be
+    ...`), naming neither the key nor the file."""
+    perf.makepyfile(MODELS)
+    ini = perf.path / "pytest.ini"
+    name = key.split(" = ")[0]
+    lines = [line for line in ini.read_text().splitlines() if not line.startswith(f"{name} ")]
+    ini.write_text("\n".join([*lines, key, ""]))
+    result = perf.runpytest("--torchperf-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
 def test_processes_under_xdist_run_first_and_each_worker_pools_them(
     perf: pytest.Pytester,
 ) -> None:

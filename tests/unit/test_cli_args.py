@@ -348,9 +348,7 @@ def _git(folder: Path, *args: str) -> None:
     subprocess.run(["git", *ident, *args], cwd=folder, check=True, capture_output=True)
 
 
-def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
-    tmp_path, capsys
-) -> None:
+def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(tmp_path, capsys) -> None:
     """`forget` said `git checkout -- FILE undoes it` of a file holding a session accepted and
     not committed: the checkout brought back one session of two, and the other was lost."""
     from pytest_torchperf import cli

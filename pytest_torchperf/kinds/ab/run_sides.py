@@ -110,7 +110,7 @@ def probe_python(python: str, cwd: Path) -> dict[str, str | None]:
     except (FileNotFoundError, PermissionError, OSError) as exc:
         raise SideError(
             f"side A: cannot run the interpreter {python!r} ({exc}). Pass the path of a Python "
-            f"executable, e.g. --torchperf-ab-python /path/to/venv/bin/python"
+            f"executable, e.g. --torchperf-ab-python=/path/to/venv/bin/python"
         ) from None
     try:
         found: dict[str, str | None] = json.loads(result.stdout.strip().splitlines()[-1])
