@@ -298,7 +298,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     failure = run_failure(cov, strict) if cov is not None else None
     for line in summary_lines(cov, failure):
         print(f"torchperf: {line}")
-    return 1 if counts["fail"] or failure else 0
+    if not judged:  # every measurement left out (above), or none to compare: not a pass
+        print(
+            "torchperf: error: the compare judged no measurement, so it cannot pass; the lines "
+            "above say why each was left out",
+            file=sys.stderr,
+        )
+    return 1 if counts["fail"] or failure or not judged else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

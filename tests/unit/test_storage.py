@@ -997,13 +997,16 @@ def test_torchperf_compare_of_a_folder_names_a_measurement_its_latest_save_did_n
         store.record(ENV, ENVIRONMENT, NODE, NAME, session(1e-3 * (run + 1), run_id=f"r{run}"))
     untimed = session().updated({"statistic": None, "times": [], "untimed": busy, "run_id": "u"})
     store.record(ENV, ENVIRONMENT, NODE, NAME, untimed)
-    assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    # A compare that judged nothing exits 1: in CI it must not read as a clean compare.
+    assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
     assert (
         f"{NAME}: not compared: the latest save stored no timing ({busy}); save it again on a "
         f"quieter machine"
     ) in out
     assert "pass" not in out and "nothing compared" in out
+    assert "the compare judged no measurement, so it cannot pass" in captured.err
 
 
 def test_a_stored_time_prints_in_utc_whatever_the_viewers_zone(monkeypatch) -> None:
