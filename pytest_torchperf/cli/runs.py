@@ -30,8 +30,13 @@ from pytest_torchperf.store.sessions import session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows = environment_rows(baseline_store(args.storage))
+    store = baseline_store(args.storage)
+    rows = environment_rows(store)
     print(table(rows, f"no baselines under {args.storage}"))
+    for row in rows:
+        problem = store.environment_problem(row["environment"])
+        if problem:
+            print(f"torchperf: warning: {problem}", file=sys.stderr)
     return 0
 
 

@@ -173,8 +173,10 @@ class BaselineStore:
                 entry["sessions"] = sessions[-self.max_history :]
                 text = dumps(doc) + "\n"  # serialise before touching the file: bad values fail here
                 atomic_write_text(path, text)
+                # Written once; again where it is no fingerprint (damaged): reports and
+                # cross-machine read it.
                 env_path = path.parent / ENVIRONMENT_FILE
-                if not env_path.exists():
+                if not self.environment(env_id).get("exact"):
                     atomic_write_text(env_path, dumps(dict(environment)) + "\n")
         except PermissionError as exc:
             raise BaselineFileError(
@@ -211,6 +213,18 @@ class BaselineStore:
         except (OSError, ValueError):
             return {}
         return env if isinstance(env, dict) else {}
+
+    def environment_problem(self, env_id: str) -> str | None:
+        """Why an environment's stored fingerprint cannot be read (None: it can, or there is
+        none), with the remedy: reports show its fields as ``?``."""
+        path = self.root / env_id / ENVIRONMENT_FILE
+        if not path.exists() or self.environment(env_id).get("exact"):
+            return None
+        return (
+            f"{shown(path)}: not a fingerprint (unreadable, not JSON, or no 'exact' fields), so "
+            f"its machine shows as ?; restore it (git checkout -- {shown(path)}), or the next "
+            f"save in that environment rewrites it"
+        )
 
     def measurements(self) -> Iterator[tuple[str, str, str, list[Session]]]:
         """Every stored measurement: ``(env_id, nodeid, name, sessions)``.

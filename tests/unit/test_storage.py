@@ -1081,3 +1081,27 @@ def test_an_unwritable_path_names_the_file_in_the_way(tmp_path: Path) -> None:
     assert why_unwritable(target, raised.value) == f"{tmp_path / 'afile'} is a file, not a folder"
     denied = OSError(13, "Permission denied")
     assert why_unwritable(tmp_path / "ok.html", denied) == "Permission denied"
+
+
+@pytest.mark.parametrize("damage", ["{", '{"soft": {}}', "[]"])
+def test_a_damaged_environment_file_is_named_by_list_and_rewritten_by_a_save(
+    tmp_path, capsys, damage
+) -> None:
+    """A truncated environment.json was used without a word: `torchperf list` showed `?` for
+    the machine, and saves never rewrote it. (A readable one is the user's: written once.)"""
+    from pytest_torchperf import cli
+
+    store = BaselineStore(tmp_path)
+    store.record(ENV, ENVIRONMENT, NODE, NAME, session())
+    env_file = tmp_path / ENV / "environment.json"
+    env_file.write_text(damage)
+    assert cli.main(["list", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert f"torchperf: warning: {env_file}: not a fingerprint (unreadable, not JSON" in err
+    assert "or the next save in that environment rewrites it" in err
+    BaselineStore(tmp_path).record(ENV, ENVIRONMENT, NODE, NAME, session())
+    assert json.loads(env_file.read_text()) == ENVIRONMENT
+    # An intact one is left as it is (written once).
+    before = env_file.stat().st_mtime_ns
+    BaselineStore(tmp_path).record(ENV, ENVIRONMENT, NODE, NAME, session())
+    assert env_file.stat().st_mtime_ns == before
