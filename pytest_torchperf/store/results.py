@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,7 +32,20 @@ class ResultsFileError(ValueError):
 def read_results(path: Path | str) -> tuple[list[Record], dict[str, Any]]:
     """Records and environment fingerprints (id -> fingerprint) of a ``--torchperf-json`` file."""
     doc = read_results_document(path)
-    return records_of(doc), dict(doc["torchperf"].get("environments") or {})
+    environments = dict(doc["torchperf"].get("environments") or {})
+    return with_environments(records_of(doc), environments), environments
+
+
+def with_environments(records: list[Record], environments: dict[str, Any]) -> list[Record]:
+    """Each record with its environment's fingerprint (id -> fingerprint: a results file's
+    ``environments``), as the run's own records carry it: the HTML report's environment section
+    reads it there."""
+    return [
+        replace(r, environment=environments.get(r.environment_id or ""))
+        if r.environment is None
+        else r
+        for r in records
+    ]
 
 
 def recorded_storage(path: Path | str) -> tuple[str | None, str | None]:

@@ -130,6 +130,18 @@ def test_report_with_no_output_named_prints_the_markdown_summary(tmp_path, capsy
     assert not list(tmp_path.glob("*.html")) and not list(tmp_path.glob("*.md"))
 
 
+def test_an_html_report_of_a_results_file_shows_its_environment(tmp_path) -> None:
+    """The HTML `torchperf report RESULTS --html` wrote had no environment fingerprint, where the
+    run's own --torchperf-html had it: the file's environments were not given to the records."""
+    results = results_file(tmp_path)
+    (tmp_path / "b").mkdir()
+    for files in ([results], [results, results_file(tmp_path / "b")]):
+        page = tmp_path / "r.html"
+        assert cli.main(["report", *files, "--html", str(page)]) == 0
+        text = page.read_text()
+        assert f"environment {ENV}" in text and "box" in text, files
+
+
 def test_compare_replays_a_results_file_whose_save_stored_no_timing(tmp_path, capsys) -> None:
     """A run that compared and saved on a busy machine judged its own samples; its results file
     is replayed so, not skipped as a folder's untimed latest save is."""
