@@ -75,6 +75,9 @@ class Coverage:
     no_counters: list[str] = field(default_factory=list)
     #: The commands that record the missing baselines (their kinds' :attr:`Kind.save`).
     saves: set[str] = field(default_factory=set)
+    #: Some measurement's kind keeps no baseline (an A/B run: both sides measured now), so
+    #: neither recording a baseline nor running such a kind is a remedy to offer it.
+    baseline_free: bool = False
     no_numerics: list[str] = field(default_factory=list)
     #: Save runs: measurements of which nothing was stored (their test failed or skipped, a
     #: guard refused every process, a test only timed in an instruction-count run).
@@ -127,6 +130,7 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
 
 def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> None:
     cov.measurements += 1
+    cov.baseline_free |= not judging(_gate_kind(record)).save
     if record.untimed:  # a compare that also saved stored it without timing
         _count_untimed(cov, record)
     gated = record.gated

@@ -30,6 +30,11 @@ REMEDIES = (
     "gate on instruction counts (--torchperf-instructions), compare against the base revision "
     "in alternating process pairs (--torchperf-ab REV), or run the perf tests on a quieter runner"
 )
+#: The same in a run whose kind keeps no baseline (alternating process pairs already).
+BASELINE_FREE_REMEDIES = (
+    "gate on instruction counts (--torchperf-instructions) or run the perf tests on a quieter "
+    "runner"
+)
 #: Why a save stores no timing a guard refused, said once under what it stored.
 BUSY_WHY = (
     "why not stored: a busy machine's baseline makes unchanged code look faster wherever it "
@@ -196,7 +201,10 @@ def remedies(cov: Coverage) -> str:
     reasons = set(cov.not_timed)
     said = []
     if reasons - {NO_BASELINE, NO_TIMING_BASELINE, NOISY_BASELINE, IDLE}:
-        said.append(f"On a machine this busy, {REMEDIES}")
+        # A run of alternating process pairs already is the remedy it would offer.
+        said.append(
+            f"On a machine this busy, {BASELINE_FREE_REMEDIES if cov.baseline_free else REMEDIES}"
+        )
     if IDLE in reasons:  # the timed code waited: no machine is the cause
         said.append(IDLE_REMEDY)
     if NOISY_BASELINE in reasons:
@@ -210,7 +218,8 @@ def remedies(cov: Coverage) -> str:
             "Store the missing timings with pytest --torchperf-save on a quiet machine (their "
             "counters and numerics are stored already)"
         )
-    if NO_BASELINE in reasons:
+    if NO_BASELINE in reasons and (cov.saves or not cov.baseline_free):
+        # A kind that keeps no baseline (a measurement new in B) has nothing to record.
         commands = " or ".join(sorted(cov.saves)) or "pytest --torchperf-save"
         said.append(f"Record baselines with {commands} and commit the storage folder")
     return ". ".join(said)  # sentences: each starts with a capital

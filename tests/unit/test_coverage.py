@@ -201,6 +201,22 @@ def test_a_missing_count_baseline_is_told_the_command_that_records_counts() -> N
     )
 
 
+def test_an_ab_run_is_not_told_to_record_baselines_or_run_ab_pairs() -> None:
+    """A newcomer's A/B run (one test new in B, one inconclusive on a busy machine) closed with
+    "compare against the base revision in alternating process pairs (--torchperf-ab REV)" and
+    "Record baselines with pytest --torchperf-save": the first is what it was doing, and an A/B
+    run keeps no baselines."""
+    new_in_b = compared(None, "new")
+    new_in_b.update(name="new", session={"gate": {"kind": "ab"}})
+    busy = compared(None, "inconclusive", guard="busy machine")
+    busy.update(name="keep", session={"gate": {"kind": "ab"}})
+    cov = coverage(_read([new_in_b, busy]), comparing=True)
+    warning = weak_gate_warning(cov) if cov else None
+    assert warning is not None and "--torchperf-ab REV" not in warning, warning
+    assert "Record baselines" not in warning
+    assert "On a machine this busy, gate on instruction counts" in warning
+
+
 def test_half_judged_on_time_is_no_warning() -> None:
     records = [compared("time", "pass"), compared(None, "inconclusive", guard="spread")]
     cov = coverage(_read(records), comparing=True)
