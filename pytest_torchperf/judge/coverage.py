@@ -66,6 +66,9 @@ class Coverage:
     untimed_names: list[str] = field(default_factory=list)
     #: Each one's options of every guard its pass tripped (empty: only its reason's is known).
     untimed_options: list[list[str]] = field(default_factory=list)
+    #: What else of each was stored and gates (``counters``, ``numerics``): an amp item records
+    #: no counters, a target returning None no numerics.
+    untimed_kept: list[list[str]] = field(default_factory=list)
     #: Save runs of ``--torchperf-fallback instructions``: sessions stored without timing but
     #: with their instruction count, which a fallback compare judges instead (no failure).
     counted_instead: int = 0
@@ -266,6 +269,21 @@ def _count_untimed(cov: Coverage, record: Record) -> None:
         cov.untimed_reasons.append(str(record.untimed))
         cov.untimed_names.append(record.name)
         cov.untimed_options.append(list(record.untimed_options))
+        session = session_of(record)
+        numerics = not degenerate_reference(record.accuracy or {}) and (
+            bool(record.accuracy)
+            or (session.fingerprint is not None and not empty_fingerprint(session.fingerprint))
+        )
+        cov.untimed_kept.append(
+            [
+                gate
+                for gate, kept in (
+                    ("counters", record.counters is not None),
+                    ("numerics", numerics or record.metric is not None),
+                )
+                if kept
+            ]
+        )
 
 
 def strict_run(records: Sequence[Record]) -> bool:

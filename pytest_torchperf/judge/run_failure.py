@@ -115,11 +115,18 @@ def _untimed_failure(cov: Coverage) -> str | None:
         if earlier
         else ("their timing does not" if missing > 1 else "its timing does not")
     )
+    # What else of them was stored (an amp item records no counters, a target returning None
+    # no numerics).
+    kept = [g for g in ("counters", "numerics") if any(g in each for each in cov.untimed_kept)]
     they = "they record" if missing > 1 else "it records"
+    stored = (
+        f"what else {they} ({', '.join(kept)}) was stored and gates from now on"
+        if kept
+        else f"nothing else of {'them' if missing > 1 else 'it'} gates (no counters or numerics)"
+    )
     return (
         f"the save stored no timing for {missing} of {cov.measurements} measurements "
-        f"({reasons(kinds)}); what else {they} "
-        f"(counters, numerics) was stored and gates from now on, {timing}. "
+        f"({reasons(kinds)}); {stored}, {timing}. "
         f"{'; '.join(steps)}, or, where {always} always like that, store the timing "
         f"anyway with {options}"
     )

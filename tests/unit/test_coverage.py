@@ -527,9 +527,24 @@ def untimed_saved(name: str, why: str, earlier: list[float]) -> dict[str, Any]:
         "saved": True,
         "untimed": why,
         "counters": COUNTERS,
-        "session": {},
+        "session": {"fingerprint": FINGERPRINT},
         "stored": stored.to_dict(),
     }
+
+
+def test_an_untimed_save_names_only_what_else_it_stored() -> None:
+    """A save that stored no timing for an amp item (no counters) of a target returning None
+    (no values) said its counters and numerics were stored and gate from now on."""
+    bare = untimed_saved("mlp[amp]", BUSY, [])
+    bare.update(counters=None, session={"fingerprint": {"leaves": []}})
+    cov = coverage(_read([bare]), comparing=False)
+    failure = (run_failure(cov, strict=None) if cov else None) or ""
+    assert "; nothing else of it gates (no counters or numerics), its timing does not." in failure
+    numerics_only = untimed_saved("mlp[amp]", BUSY, [])
+    numerics_only.update(counters=None)
+    cov = coverage(_read([numerics_only]), comparing=False)
+    failure = (run_failure(cov, strict=None) if cov else None) or ""
+    assert "what else it records (numerics) was stored and gates from now on" in failure
 
 
 BUSY = "other processes kept 99% of the other CPUs busy while timing (limit 50%)"
