@@ -84,9 +84,12 @@ def coverage_line(cov: Coverage) -> str:
     else:
         # Of how many, where some stored nothing (the line then says why).
         stored = f"{n - cov.unsaved} of {n}" if cov.unsaved else str(n)
+        # Timing stored too noisy to gate is stored all the same: "timing for 0 of 1" alone
+        # read as nothing stored beside "timing of 4 of 4 processes stored" (a newcomer).
+        noisy = f" (+{len(cov.no_gate)} stored, unable to gate)" if cov.no_gate else ""
         line = (
             f"stored {stored} measurement{'s' if n != 1 else ''}: timing for {cov.timed_total} of "
-            f"{n}{figures}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
+            f"{n}{figures}{noisy}, counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
         )
         variants = cov.speedups + len(cov.no_speedups)
         line += f", speedup vs eager {cov.speedups} of {variants}" if variants else ""

@@ -275,8 +275,9 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
     )
     save.stdout.fnmatch_lines(
         [
-            "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "
-            "1; the timing sessions stored disagree too much to gate: 1 (mlp)",
+            "torchperf: stored 1 measurement: timing for 0 of 1 (+1 stored, unable to gate), "
+            "counters 1 of 1, numerics 1 of 1; the timing sessions stored disagree too much to "
+            "gate: 1 (mlp)",
             "torchperf: what the save stored, per measurement*",
             "torchperf:   mlp: timing of 1 of 1 processes stored, 6 timing sessions in all with earlier "
             "saves', baseline p25 *, process noise *; a compare judges at *: no gate (over 30%)",

@@ -359,7 +359,8 @@ def test_a_save_whose_sessions_imply_no_gate_fails_naming_them_and_the_fix() -> 
     cov = coverage(_read([saved_with("mlp", JUMPY, 5, 5), saved_with("gru", STEADY, 5, 5)]), False)
     assert cov is not None
     assert coverage_line(cov) == (
-        "stored 2 measurements: timing for 1 of 2, counters 2 of 2, numerics 2 of 2; the "
+        "stored 2 measurements: timing for 1 of 2 (+1 stored, unable to gate), counters 2 of 2, "
+        "numerics 2 of 2; the "
         "timing sessions stored disagree too much to gate: 1 (mlp)"
     )
     failure = run_failure(cov, strict=None)
