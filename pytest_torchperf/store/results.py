@@ -10,17 +10,19 @@ measurement's verdict, variant facts and the baseline session it would save.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_torchperf.core.json_fields import json_object, json_texts
+from pytest_torchperf.core.json_fields import is_number, json_object, json_texts
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.records import record_from_benchmark
-from pytest_torchperf.store.sessions import session_of, timed_sessions
+from pytest_torchperf.store.schema import session_problem, short_repr
+from pytest_torchperf.store.sessions import Session, SessionError, session_of, timed_sessions
 
 RESULTS_FORMAT = "pytest-torchperf-results"
 
@@ -95,15 +97,18 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
     if problem:
         raise ResultsFileError(
             f"results file {path}: {problem}: the file is damaged; write it again with pytest "
-            f"--torchperf-json PATH (or restore it from where it came from)"
+            f"--torchperf-json PATH (or fix that value, or restore the file from where it came "
+            f"from); nothing was read from it"
         )
     return cast("dict[str, Any]", doc)
 
 
 def _damaged(doc: dict[str, Any]) -> str | None:
     """Where a results document's shape is not what every reader relies on (each benchmark an
-    object, its ``stats.data`` numbers, each ``torchperf`` section and environment an object),
-    or None. Deeper values are checked by the typed records that read them."""
+    object, its ``stats.data`` positive numbers, each ``torchperf`` section and environment an
+    object, a measurement's session and passes what judging and storing it read: its
+    :func:`_section_problem`), or None. Other values are read by the typed records, which
+    read one of the wrong type as absent."""
     environments = doc["torchperf"].get("environments") or {}  # null: none, as readers take it
     if not isinstance(environments, dict):
         return f"torchperf.environments is a JSON {_kind(environments)}, not an object"
@@ -122,7 +127,59 @@ def _damaged(doc: dict[str, Any]) -> str | None:
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in data
         ):
             return f"{where}.stats.data is not a list of numbers"
+        for j, block in enumerate(data):
+            if not _seconds(block):
+                return (
+                    f"{where}.stats.data[{j}] is {block!r}, expected a positive number of seconds"
+                )
+        problem = _section_problem(bench.get("torchperf") or {}, f"{where}.torchperf")
+        if problem:
+            return problem
     return None
+
+
+def _section_problem(section: dict[str, Any], where: str) -> str | None:
+    """What is wrong with a measurement's ``torchperf`` section where ``torchperf compare``
+    replays it and ``torchperf accept`` stores it, or None: its ``session`` must be one a
+    baseline file may hold (``store/schema.py``: a hand-edited time or counter would otherwise
+    crash the replay, or be found bad only when appended, and blamed on the baseline file), its
+    ``passes`` each a list of positive per-call seconds (what the replay judges)."""
+    session = section.get("session")
+    if session is not None:
+        problem = session_problem(session, f"{where}.session")
+        if problem:
+            return problem
+        try:
+            Session.from_json(session)
+        except SessionError as exc:
+            return f"key {where}.session.{exc.problem}"
+    passes = section.get("passes")
+    if passes is None:
+        return None
+    if not isinstance(passes, list):
+        return f"key {where}.passes is {short_repr(passes)}, expected a list of sampling passes"
+    for i, recorded in enumerate(passes):
+        at = f"{where}.passes[{i}]"
+        if not isinstance(recorded, dict):
+            return f"key {at} is {short_repr(recorded)}, expected an object"
+        times = recorded.get("times")
+        if not isinstance(times, list) or not times:
+            return (
+                f"key {at}.times is {short_repr(times)}, expected a list of per-call seconds (one "
+                f"per timed block)"
+            )
+        for key in ("times", "process_statistics"):
+            for j, value in enumerate(recorded.get(key) or ()):
+                if not _seconds(value):
+                    return (
+                        f"key {at}.{key}[{j}] is {value!r}, expected a positive number of seconds"
+                    )
+    return None
+
+
+def _seconds(value: object) -> bool:
+    """A time as a results file must hold one: a finite positive number."""
+    return is_number(value) and math.isfinite(value) and value > 0
 
 
 def _kind(value: object) -> str:

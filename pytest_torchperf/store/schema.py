@@ -78,8 +78,53 @@ def validate_document(doc: object, path: Path) -> JSONObject:
 
 
 def validate_session(session: object, path: Path, where: str) -> None:
+    """Check one session of a baseline file; raise :class:`BaselineFileError` naming the key."""
+    problem = session_problem(session, where)
+    if problem is not None:
+        raise BaselineFileError(path, problem)
+
+
+class _Malformed(Exception):
+    """A session's key holds a value a baseline must not: the message names the key."""
+
+
+def session_problem(session: object, where: str) -> str | None:
+    """What is wrong with a session a baseline file holds, or a results file carries for
+    ``torchperf accept`` to store (``key <where>.times ...``: the key, and the value where one
+    is at fault), or None where it may be stored. Shared by both files' readers, so a session
+    is refused where it is read, with its own file named."""
+    try:
+        _check_session(session, where)
+    except _Malformed as exc:
+        return str(exc)
+    return None
+
+
+def _first_bad(name: str, values: object, fits: Callable[[Any], bool]) -> str:
+    """Where the list ``name`` (an object for ``ops``) first holds a value that does not fit, as
+    ``, but times[3] is -1.0`` or ``, but ops['aten::mm'] is 'x'``, or what it holds instead of
+    a list or an object; empty where every value fits."""
+    if name == "ops" and isinstance(values, dict):
+        items: list[tuple[object, object]] = list(values.items())
+    elif name != "ops" and isinstance(values, list):
+        items = list(enumerate(values))
+    else:
+        return f", but it is {short_repr(values)}"
+    for key, value in items:
+        if not (isinstance(key, (str, int)) and fits(value)):
+            return f", but {name}[{key!r}] is {short_repr(value)}"
+    return ""
+
+
+def short_repr(value: object) -> str:
+    """A value as an error quotes it: its repr, cut at 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _check_session(session: object, where: str) -> None:
     def bad(problem: str) -> NoReturn:
-        raise BaselineFileError(path, f"key {where}{problem}")
+        raise _Malformed(f"key {where}{problem}")
 
     if not isinstance(session, dict):
         bad(" is not an object")
@@ -96,23 +141,32 @@ def validate_session(session: object, path: Path, where: str) -> None:
         )
     times = session.get("times")
     if not isinstance(times, list) or not all(_positive_number(t) for t in times):
-        bad(".times must be a list of positive numbers (per-call seconds)")
+        bad(
+            ".times must be a list of positive numbers (per-call seconds)"
+            + _first_bad("times", times, _positive_number)
+        )
     calibration = session.get("calibration")
     if calibration is not None and not _positive_number(calibration):
         bad(f".calibration is {calibration!r}, expected a positive number of seconds or null")
     counters = session.get("counters")
     if counters is not None:
         if not isinstance(counters, dict):
-            bad(".counters must be an object")
+            bad(f".counters must be an object, but it is {short_repr(counters)}")
         for key, value in counters.items():
             if key == "ops":
                 if not isinstance(value, dict) or not all(
                     isinstance(k, str) and _count(v) for k, v in value.items()
                 ):
-                    bad(".counters.ops must map op names to non-negative integers")
+                    bad(
+                        ".counters.ops must map op names to non-negative integers"
+                        + _first_bad("ops", value, _count)
+                    )
             elif key in ("break_reasons", "dtypes", "flops_partial"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    bad(f".counters.{key} must be a list of strings")
+                    bad(
+                        f".counters.{key} must be a list of strings"
+                        + _first_bad(key, value, lambda v: isinstance(v, str))
+                    )
             elif not _count(value):
                 bad(f".counters.{key} is {value!r}, expected a non-negative integer")
     for key, fits, problem in _SHAPES:

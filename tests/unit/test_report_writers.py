@@ -126,6 +126,10 @@ def test_a_record_round_trips_through_the_results_file(tmp_path) -> None:
             if "dict" in text or "Record" in text
             else f"{key}-value"
         )
+    # The two a results file's reader checks (what accept stores, what compare replays) hold
+    # values of their real shape.
+    values["session"] = {"statistic": 1e-3, "times": samples, "session": "session-value"}
+    values["passes"] = [{"times": samples, "pass": "passes-1"}]
     values["extension_field"] = {"from": "another plugin"}
     doc = benchmark_json(_read([values]), {}, {})
     path = tmp_path / "results.json"

@@ -329,7 +329,13 @@ CORRUPT = {
         json.dumps(
             valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3, "times": [1e-3, 0]}]}}})
         ),
-        [".sessions[0].times must be a list of positive numbers"],
+        [".sessions[0].times must be a list of positive numbers", "but times[1] is 0"],
+    ),
+    "ops_not_counts": (
+        json.dumps(
+            valid_doc(**{NODE: {NAME: {"sessions": [raw(counters={"ops": {"aten::mm": "x"}})]}}})
+        ),
+        [".sessions[0].counters.ops must map op names", "but ops['aten::mm'] is 'x'"],
     ),
     "times_missing": (
         json.dumps(valid_doc(**{NODE: {NAME: {"sessions": [{"statistic": 1e-3}]}}})),
