@@ -110,6 +110,12 @@ def normalised_check(
     pass a guard found ``disturbed`` (its reason) warns nothing: unchanged code read 85 % slower
     beside a CPU-bound neighbour while the calibration kernel ran as fast as ever."""
     calibrated = [(s.statistic, s.calibration) for s in sessions if s.calibration and s.statistic]
+    if not any(s.statistic for s in sessions):  # every save there was refused its timing
+        return (
+            f"cross-machine: the baseline of {env_id} holds no timing (its saves stored none: a "
+            f"guard refused it), so there is no time to compare; record a baseline here with "
+            f"pytest --torchperf-save"
+        ), False
     if not calibration or not calibrated:
         return (
             f"cross-machine: no calibration kernel on one side (GPU measurement or an older "

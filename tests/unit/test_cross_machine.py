@@ -43,6 +43,9 @@ def test_normalised_check_factors_out_machine_speed() -> None:
         "kernel (this machine runs the calibration kernel x0.50 as fast as other), but this pass "
         "was disturbed (CPU share 0.55), so it is not even a hint: compare on a quiet machine"
     )
+    untimed = [Session.from_json({"statistic": None, "times": [], "untimed": "busy"})]
+    nothing, warn = normalised_check(4e-3, 10e-6, untimed, "other")
+    assert "the baseline of other holds no timing (its saves stored none" in nothing and not warn
     none, warn = normalised_check(4e-3, None, sessions, "other")
     assert "cannot be normalised" in none and not warn
 
