@@ -93,7 +93,7 @@ def no_match(pattern: str, measured: Sequence[tuple[str, str]], where: str) -> s
 
 def results(paths: Sequence[str], any_commit: bool = False) -> tuple[list[Record], dict[str, Any]]:
     """Records and environments of one results file, or of several merged (shards of a run)."""
-    from pytest_torchperf.store.results import read_results, with_environments
+    from pytest_torchperf.store.results import read_results
 
     if len(paths) == 1:
         return read_results(paths[0])
@@ -102,8 +102,7 @@ def results(paths: Sequence[str], any_commit: bool = False) -> tuple[list[Record
     merged = merge_results(paths, any_commit=any_commit)
     for duplicate in merged.duplicates:
         print(f"torchperf: warning: {duplicate.line()}")
-    environments = dict(merged.document["torchperf"]["environments"])
-    return with_environments(list(merged.records), environments), environments
+    return list(merged.records), dict(merged.document["torchperf"]["environments"])
 
 
 def candidates(

@@ -64,7 +64,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     files = {
         store.module_file(env, n) for env, n, name, _ in store.measurements() if picked(n, name)
     }
-    undo = _undo(sorted(files)) if files else None
+    undo = _undo(sorted(files), args.force) if files else None
     if files and undo is None and not args.force:
         return 2
     removed = store.forget(picked)
@@ -87,36 +87,44 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
     print(
         f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
-        f"removed; {undo or 'nothing can undo it (--force)'}"
+        f"removed; {undo}"
     )
     return 0
 
 
-def _undo(files: list[Path]) -> str | None:
+def _undo(files: list[Path], force: bool) -> str | None:
     """How to undo forgetting from ``files``: ``git checkout`` where git holds each one as it is
     (then commit the folder). Where it does not, git cannot bring it back: a file with changes
-    not committed (an accepted session) or not committed at all is refused with why (None; --force
-    forgets anyway), and outside a repository the user is told nothing can undo it."""
+    not committed (an accepted session), untracked or ignored is refused with why (None), unless
+    ``force``; without git or a repository the user is told nothing can undo it."""
     from pytest_torchperf.store.environment import GitError, run_git
 
-    folder = files[0].parent
+    # Absolute: git runs in the files' folder, and --storage may be relative to this one.
+    paths = [str(p.resolve()) for p in files]
     try:
-        inside = run_git(["rev-parse", "--is-inside-work-tree"], cwd=folder).returncode == 0
+        inside = run_git(["rev-parse", "--is-inside-work-tree"], files[0].parent).returncode == 0
         # --ignored: a file git ignores is not one it could check out either.
-        status = run_git(["status", "--porcelain", "--ignored", "--", *map(str, files)], folder)
-    except GitError:
-        inside = False
+        status = run_git(["status", "--porcelain", "--ignored", "--", *paths], files[0].parent)
+    except GitError as exc:
+        return f"{exc}, so nothing here can undo it"
     if not inside:
         return "not in a git repository, so nothing can undo it"
     # Only these files: the folder may hold a save not committed yet (the new name's).
     listed = " ".join(shlex.quote(shown(p)) for p in files)
-    if status.returncode == 0 and not status.stdout.strip():
+    held = status.stdout.strip()
+    if status.returncode == 0 and not held:
         return f"commit the baseline folder (git checkout -- {listed} undoes it)"
+    if force:
+        return "git could not bring it back (--force)"
+    what = (
+        "is ignored by git, which could not bring it back; commit it first (git add -f)"
+        if all(line.startswith("!!") for line in held.splitlines())
+        else "holds changes git has not committed, which git checkout could not bring back; "
+        "commit the folder first (then git checkout undoes the forget)"
+    )
     print(
-        f"torchperf: not forgotten: {listed} holds changes git has not committed (git status: "
-        f"{status.stdout.strip() or status.stderr.strip()}), which git checkout could not bring "
-        f"back; commit the folder first (then git checkout undoes the forget), or pass --force "
-        f"to forget anyway",
+        f"torchperf: not forgotten: {listed} {what}, or pass --force to forget anyway (git "
+        f"status: {held or status.stderr.strip()})",
         file=sys.stderr,
     )
     return None

@@ -35,6 +35,7 @@ from pytest_torchperf.store.results import (
     ResultsFileError,
     read_results_document,
     record_of,
+    with_environments,
 )
 
 #: A measurement across shards: environment id, test id, measurement name.
@@ -165,6 +166,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             by_environment.setdefault(env_id, []).append(note["file"])
     benchmarks = [others[item] if isinstance(item, int) else kept[item][2] for item in order]
     records = [kept[item][3] for item in order if not isinstance(item, int)]
+    records = with_environments(records, environments)  # as one results file's are read
     duplicates = tuple(
         Duplicate(key, tuple(files), kept[key][1]) for key, files in seen.items() if len(files) > 1
     )

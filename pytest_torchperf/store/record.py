@@ -149,7 +149,9 @@ class Record(JsonObject, Mapping[str, object]):
     failure_kinds: tuple[str | None, ...] = ()
     run_id: str | None = None
     session: Mapping[str, object] | None = None
-    environment: Mapping[str, object] | None = None
+    #: Its environment's fingerprint, shared by every record of it: not the record's own data,
+    #: so not compared (shards of one run differ in soft fields such as the host name).
+    environment: Mapping[str, object] | None = field(default=None, compare=False)
     run_failures: tuple[str, ...] = ()
     run_failure_kinds: tuple[str | None, ...] = ()
     passes: tuple[RecordedPass, ...] = ()

@@ -76,6 +76,10 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
     result.stdout.no_fnmatch_line("*holds conv under*")
     # The remedy, as said: the new name saved, the old one forgotten; nothing else goes.
     perf.runpytest("--torchperf-save", "-k", "mlp").assert_outcomes(passed=1)
+    # Committed, as a project's baselines are: git checkout then brings the file back whole.
+    ident = ("-c", "user.email=t@example.com", "-c", "user.name=t")
+    for args in (("init", "-q"), ("add", "-A"), (*ident, "commit", "-q", "-m", "baselines")):
+        assert perf.run("git", *args).ret == 0
     old = next(line for line in result.outlines if "torchperf forget " in line)
     old = old.split("torchperf forget ", 1)[1].split(" drops", 1)[0]  # the whole id, as said
     forget = perf.run(sys.executable, "-m", "pytest_torchperf.cli", "forget", old)

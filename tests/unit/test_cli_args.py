@@ -348,7 +348,9 @@ def _git(folder: Path, *args: str) -> None:
     subprocess.run(["git", *ident, *args], cwd=folder, check=True, capture_output=True)
 
 
-def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(tmp_path, capsys) -> None:
+def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
+    tmp_path, capsys, monkeypatch
+) -> None:
     """`forget` said `git checkout -- FILE undoes it` of a file holding a session accepted and
     not committed: the checkout brought back one session of two, and the other was lost."""
     from pytest_torchperf import cli
@@ -381,10 +383,28 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(tmp_path,
     )
     _git(tmp_path, "checkout", "--", str(path))
     assert path.read_bytes() == before
-    # --force forgets anyway, and says nothing brings it back.
+    # --force forgets anyway, and says nothing brings it back (no refusal printed).
     store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)
     assert cli.main([*forget, "--force"]) == 0
-    assert "removed; nothing can undo it (--force)" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "removed; git could not bring it back (--force)" in captured.out
+    assert "not forgotten" not in captured.err
+    # A relative --storage (the default .torchperf is one): git asked of the right files
+    # (review: relative to the folder git ran in, they matched nothing and read as clean).
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "forgotten")
+    store.record("cpu-x-t1-0", {}, "b.py::test_m2", "fwd", stored)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["forget", "b.py::test_m2", "--storage", "tp"]) == 2
+    assert "holds changes git has not committed" in capsys.readouterr().err
+    # An ignored file: git add -f commits it.
+    (tmp_path / ".gitignore").write_text("tp/\n")
+    _git(tmp_path, "rm", "-r", "-q", "--cached", "tp")
+    _git(tmp_path, "commit", "-q", "-m", "ignore the baselines")
+    assert cli.main(["forget", "b.py::test_m2", "--storage", "tp"]) == 2
+    assert "is ignored by git, which could not bring it back; commit it first (git add -f)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_graph_picks_the_measurement_a_whole_name_names_among_those_containing_it() -> None:
