@@ -212,7 +212,7 @@ def decide_ab(
     if one_sided == "B" or (b_all and not a_all):
         return ABDecision(Outcome.NEW, "new", None, None, b_time)
     if one_sided == "A" or not b_all:
-        return ABDecision(Outcome.NEW, "removed", None, a_time, None)
+        return ABDecision(Outcome.REMOVED, "removed", None, a_time, None)
     usable = tuple(p for p in pairs if p.rounds)
     iv = interval([p.ratio for p in usable])
     if iv is None:
