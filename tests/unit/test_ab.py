@@ -155,6 +155,19 @@ def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
     assert "removed in B" in removed.message
 
 
+def test_a_measurement_new_in_b_is_worded_with_its_time_in_b() -> None:
+    """No pair holds a measurement only side B took: its figure is B's own blocks (the table's
+    p25), not a ``?``."""
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "HEAD (abc)"),))
+    candidate = Candidate(
+        "fresh", Sample(summarize(A_TIMES), None, A_TIMES), sections={"ab": {"one_sided": "B"}}
+    )
+    verdict = compare(candidate, [], gate, remeasure=_never).verdict
+    assert verdict.outcome is Outcome.NEW
+    assert verdict.message.endswith("; 1 ms per call in B"), verdict.message
+    assert verdict.candidate_statistic == pytest.approx(summarize(A_TIMES).p25)
+
+
 def _removed_record() -> Record:
     """The record an A/B run reports of a measurement only side A took (renamed in B)."""
     from pytest_torchperf.kinds.ab.run_data import removed_result
