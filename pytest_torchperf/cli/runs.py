@@ -19,6 +19,7 @@ from pytest_torchperf.cli.common import (
     write_reports,
 )
 from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
 from pytest_torchperf.judge.labels import outcome_label, outcome_word
@@ -249,8 +250,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
+                # Against side A where the kind keeps no baseline (no save command), as the
+                # run worded it.
                 details.append(
-                    f"{record.name}: counters changed vs baseline: "
+                    f"{changed_head(record.name, side_a=not result.save)}: "
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
