@@ -19,8 +19,10 @@ from pytest_torchperf.cli.common import (
     write_reports,
 )
 from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
+from pytest_torchperf.judge.labels import outcome_label, outcome_word
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
@@ -208,7 +210,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
         env_id = record.environment_id
-        if not selected(record.nodeid, record.name, args.k) or not env_id or not record.session:
+        if not selected(record.nodeid, record.name, args.k):
+            continue
+        if record.verdict is not None and record.verdict.outcome == "removed":
+            # Only its baseline has it (side A's, removed in B): no pass of the run to judge
+            # again (the run judged none either), so it is said as the run said it.
+            judged.append(record)
+            rows.append(
+                {
+                    "test": record.nodeid,
+                    "name": record.name,
+                    "p25": "-",
+                    "change": "-",
+                    "verdict": record.label or outcome_label(record),
+                }
+            )
+            details.append(record.verdict.message or "")
+            continue
+        if not env_id or not record.session:
             continue  # no session: not gated (torchperf_timer without gate=True) or not timed
         # A folder's measurement whose latest save stored no timing: an earlier save's samples
         # would be judged against a baseline that holds them (always a pass). A results file's
@@ -278,8 +297,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
+                # Against side A where the kind keeps no baseline (no save command), as the
+                # run worded it.
                 details.append(
-                    f"{record.name}: counters changed vs baseline: "
+                    f"{changed_head(record.name, side_a=not result.save)}: "
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
@@ -300,7 +321,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for note, names in notes.items():
         shared = f"note for {len(names)} measurements ({named(names)})" if len(names) > 1 else ""
         print(f"{shared}: {note}" if shared else f"{names[0]}: note: {note}")
-    counts = Counter(r.outcome for r in judged)
+    counts = Counter(outcome_word(r) for r in judged)
     print(
         "torchperf: "
         + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")

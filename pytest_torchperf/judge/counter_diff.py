@@ -165,6 +165,13 @@ def changes_since_stored(
     return diff_counters(latest, current, ignore)
 
 
+def changed_head(name: str, side_a: bool) -> str:
+    """``mlp: counters changed vs baseline``, or ``... in B vs side A`` where the baseline is
+    side A of an A/B run, measured now (``side_a``): the head of a counter change's message,
+    worded once for the live run and ``torchperf compare``'s replay of it."""
+    return f"{name}: counters changed {'in B vs side A' if side_a else 'vs baseline'}"
+
+
 def ignore_hint(changes: Iterable[str]) -> str:
     """How to stop gating the counters ``changes`` name: ``ignore_counters=["memory"]``."""
     names = dict.fromkeys(

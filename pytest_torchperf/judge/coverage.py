@@ -120,6 +120,10 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
         if record.disabled:
             continue
         verdict = record.verdict
+        if verdict is not None and verdict.outcome == "removed":
+            # Only the baseline has it (side A's, removed in B): this run measured nothing of
+            # it to gate, and its timing not judged is no sign of a run that gated too little.
+            continue
         if comparing:
             if verdict is None or not verdict.order:
                 continue  # measured without a gate (a test that failed before its verdict)

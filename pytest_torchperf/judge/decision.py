@@ -59,6 +59,9 @@ class Outcome(str, enum.Enum):
     INCONCLUSIVE = "inconclusive"
     IMPROVED = "improved"
     NEW = "new"  #: no baseline for this environment yet
+    #: only the baseline has it: this run no longer measures it (side A's measurement of an A/B
+    #: run, removed or renamed in B); nothing of it is judged
+    REMOVED = "removed"
     MEASURED = "measured"  #: measured without comparing (no --torchperf-compare)
 
     def __str__(self) -> str:  # "fail", not "Outcome.FAIL", in messages and JSON

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pytest_torchperf.core.units import format_change, format_percent
 from pytest_torchperf.judge.failures import label_categories
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE, StoredBaseline
-from pytest_torchperf.kinds import label_of
+from pytest_torchperf.kinds import label_of, removed_label_of
 from pytest_torchperf.store.record import Record, RecordedVerdict
 
 
@@ -24,7 +24,8 @@ def outcome_label(record: Record) -> str:
     ``FAIL`` (time), ``FAIL (counters)``, ``FAIL (time, counters)``, ``FAIL (accuracy)``,
     ``FAIL (counters, numerics), time inconclusive``, ``FAIL (strict)``, ``INCONCLUSIVE``,
     ``INCONCLUSIVE (noisy baseline)`` (a limit widened beyond ``max_widening``),
-    ``improved``, ``new``, ``pass``, ``pass (re-measured)``, ``measured``, ``disabled``
+    ``improved``, ``new``, ``removed in B`` (:func:`outcome_word`), ``pass``, ``pass
+    (re-measured)``, ``measured``, ``disabled``
     (``new (no timing baseline)``: stored sessions without timing): a failure names every kind
     that failed, the timed figure (``time`` or ``instructions``) first, then the counters, then
     the kinds of :data:`pytest_torchperf.judge.failures.CATEGORIES` in that order; then ``, saved``,
@@ -35,7 +36,7 @@ def outcome_label(record: Record) -> str:
     """
     verdict = record.verdict or RecordedVerdict()
     outcome = record.outcome
-    label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome
+    label = outcome.upper() if outcome in ("fail", "inconclusive") else outcome_word(record)
     timing = verdict.outcome
     # The kind the verdict was judged on names its figure: an instruction-count verdict
     # compares instructions, not time.
@@ -69,6 +70,15 @@ def outcome_label(record: Record) -> str:
     elif record.not_saved:
         label += f", not saved: {record.not_saved}"
     return label
+
+
+def outcome_word(record: Record) -> str:
+    """What a run's count of outcomes (``1 fail, 1 new, 1 removed in B``) calls ``record``'s:
+    its outcome, and for a measurement only its baseline has, the words of the kind its verdict
+    was judged on (``removed in B``: side A's of an A/B run)."""
+    if record.outcome != "removed":
+        return record.outcome
+    return removed_label_of((record.verdict or RecordedVerdict()).basis)
 
 
 def _no_gate(record: Record) -> str:

@@ -76,6 +76,12 @@ def label_of(basis: object) -> str:
     return next((spec.label for spec in specs() if spec.name == basis), "time")
 
 
+def removed_label_of(basis: object) -> str:
+    """What the one label calls a measurement only its baseline has, judged on ``basis``: that
+    kind's :attr:`KindSpec.removed`; ``removed`` for a basis no kind here has."""
+    return next((spec.removed for spec in specs() if spec.name == basis), "removed")
+
+
 def spec_named(name: str) -> KindSpec:
     """The kind a gate names; an unknown name is a clear error (a results file written with a
     plugin's kind read where that plugin is not installed)."""

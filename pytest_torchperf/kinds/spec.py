@@ -47,6 +47,10 @@ class KindSpec:
     #: is this kind's name (``FAIL (instructions)``, ``FAIL (time, counters)``, ``instructions
     #: inconclusive``): ``time`` for every kind whose verdict times.
     label: str = "time"
+    #: What the one label, and a run's count of outcomes, call a measurement only its baseline
+    #: has (outcome ``removed``) where a verdict's basis is this kind's name: ``removed in B``,
+    #: side A's measurement of an A/B run that the working tree no longer has.
+    removed: str = "removed"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

@@ -72,8 +72,11 @@ def benchmark_json(
     benchmarks = []
     for record in records:
         stats = _benchmark_stats(record)
-        if not stats:
+        removed = record.verdict is not None and record.verdict.outcome == "removed"
+        if not stats and not removed:
             continue  # --torchperf-disable: nothing was timed
+        # A measurement only the baseline has (side A's, removed in B) has no times of this run
+        # (empty ``stats``), but is kept: its record says so, and torchperf compare replays it.
         # The record leaves here: the file holds its JSON form, keys and values as they came.
         data = record.to_json()
         test = record.nodeid.split("::")[-1]

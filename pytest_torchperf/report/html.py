@@ -39,7 +39,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
 .badges span{display:inline-block;padding:2px 10px;border-radius:10px;margin:8px 6px 0 0;font-weight:600}
 .fail{background:#fee2e2;color:#991b1b} .inconclusive{background:#fef3c7;color:#92400e}
 .improved{background:#dbeafe;color:#1e40af} .new{background:#ede9fe;color:#5b21b6}
-.pass{background:#dcfce7;color:#166534} .measured,.disabled{background:#f3f4f6;color:#374151}
+.pass{background:#dcfce7;color:#166534} .measured,.disabled,.removed{background:#f3f4f6;color:#374151}
 table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 6px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:middle}
 th{cursor:pointer;background:#f9fafb;position:sticky;top:0;user-select:none} th:hover{background:#eef2ff}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}

@@ -19,9 +19,14 @@ def _md(text: str) -> str:
 
 def _verdict_label(record: Record) -> str:
     """The terminal table's label behind an icon."""
-    icon = {"fail": "❌", "inconclusive": "⚠️", "improved": "🚀", "new": "🆕", "pass": "✅"}.get(
-        record.outcome, ""
-    )
+    icon = {
+        "fail": "❌",
+        "inconclusive": "⚠️",
+        "improved": "🚀",
+        "new": "🆕",
+        "removed": "🗑️",
+        "pass": "✅",
+    }.get(record.outcome, "")
     return f"{icon} {outcome_label(record)}".strip()
 
 

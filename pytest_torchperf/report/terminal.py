@@ -12,13 +12,22 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_torchperf.core.json_fields import json_number, json_texts
 from pytest_torchperf.core.units import format_change, format_time
-from pytest_torchperf.judge.labels import inconclusive_head, outcome_label
+from pytest_torchperf.judge.labels import inconclusive_head, outcome_label, outcome_word
 from pytest_torchperf.report import kinds
 from pytest_torchperf.report.kind_report import Column
 from pytest_torchperf.store.record import Record, RecordedVerdict
 
 #: Row order of outcomes: what needs attention first.
-OUTCOME_ORDER = ("fail", "inconclusive", "improved", "new", "pass", "measured", "disabled")
+OUTCOME_ORDER = (
+    "fail",
+    "inconclusive",
+    "improved",
+    "new",
+    "removed",
+    "pass",
+    "measured",
+    "disabled",
+)
 
 
 def severity(outcome: str) -> int:
@@ -188,9 +197,11 @@ def render(records: Sequence[Record], width: int = 120) -> list[str]:
 
 
 def count_line(records: Iterable[Record]) -> str:
-    """``1 fail, 3 pass, 1 new`` in severity order."""
+    """``1 fail, 3 pass, 1 new, 1 removed in B`` in severity order."""
+    records = list(records)
     counts = Counter(r.outcome for r in records)
-    return ", ".join(f"{counts[o]} {o}" for o in OUTCOME_ORDER if counts[o])
+    words = {r.outcome: outcome_word(r) for r in records}
+    return ", ".join(f"{counts[o]} {words[o]}" for o in OUTCOME_ORDER if counts[o])
 
 
 #: Measurements named in a grouped "no comparable baseline" line before "and N more".
@@ -289,7 +300,8 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
             and not repeated
             and (not changes or timing_said)
             and (
-                record.outcome in ("fail", "inconclusive", "improved", "new") or verdict.suspicious
+                record.outcome in ("fail", "inconclusive", "improved", "new", "removed")
+                or verdict.suspicious
             )
         ):
             lines.append(f"{record.nodeid}: {message}")

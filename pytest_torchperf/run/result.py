@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
-from pytest_torchperf.judge.counter_diff import ignore_hint
+from pytest_torchperf.judge.counter_diff import changed_head, ignore_hint
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
@@ -230,7 +230,7 @@ class Result:
             return None
         if self.verdict is not None and self.verdict.basis == "ab":
             return (
-                f"{self.name}: counters changed in B vs side A: "
+                f"{changed_head(self.name, side_a=True)}: "
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
@@ -239,7 +239,7 @@ class Result:
         if self.other_code:  # a plain save, which appends to the stored sessions
             unsaved, save = _OTHER_CODE, reset_this_test(self.nodeid)
         return (
-            f"{self.name}: counters changed vs baseline: {'; '.join(self.counter_changes)}. "
+            f"{changed_head(self.name, side_a=False)}: {'; '.join(self.counter_changes)}. "
             f"{unsaved}If intended, record a new baseline ({save}); "
             f"{ignore_hint(self.counter_changes)}"
         )

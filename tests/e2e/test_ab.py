@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -194,7 +195,14 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_a_cpu_hog(
         "verdict"
     ]
     assert records["slow"]["outcome"] == "fail"
-    assert records["renamed"]["outcome"] == "new"
+    # Both tests measure "renamed": the file holds each, by its test.
+    renamed = {
+        b["torchperf"]["nodeid"]: b["torchperf"]
+        for b in json.loads((root / "ab.json").read_text())["benchmarks"]
+        if b["torchperf"]["measurement"] == "renamed"
+    }
+    assert renamed["test_models.py::test_new_name"]["outcome"] == "new"
+    assert renamed["test_models.py::test_old_name"]["outcome"] == "removed"
     # What torchperf bisect --mode ab reads of a revision's run: this one is bad.
     from pytest_torchperf.run.revision_probe import figures_of, mode_named
 
@@ -206,7 +214,7 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_a_cpu_hog(
     assert variant["outcome"] in ("pass", "improved", "inconclusive"), variant["verdict"]
     assert variant["ab"]["pairs"] and variant["speedup"]
     assert variant["ab"]["a_sessions"][0]["speedup"]
-    assert "new in B" in records["renamed"]["verdict"]["message"]
+    assert "new in B" in renamed["test_models.py::test_new_name"]["verdict"]["message"]
     # Broken on side A: not "new in B" (that would pass a test the base branch cannot run).
     assert records["fixed"]["outcome"] == "inconclusive", records["fixed"]["verdict"]
     assert "side A (HEAD (" in records["fixed"]["verdict"]["message"]
@@ -340,6 +348,86 @@ def test_ab_python_compares_two_environments_on_the_working_tree(
 
 
 # -- bad input: one clear error naming the side and the fix -----------------------------------
+
+
+#: Version A of the renamed-test run: ``gone`` is renamed ``new`` in the working tree, and
+#: ``keep``'s model computes with another op there (its counters change, so it fails whatever
+#: its timing reads).
+RENAMED = """
+import pytest
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(32, 64), nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+@pytest.mark.torchperf(name="keep")
+def test_keep():
+    MLP()(torch.randn(8, 32))
+
+
+@pytest.mark.torchperf(name="gone")
+def test_gone():
+    nn.Linear(32, 32)(torch.randn(8, 32))
+"""
+
+
+@pytest.mark.slow  # process pairs: 20-30 s
+def test_a_measurement_removed_in_b_reads_so_in_every_report_and_the_replay(
+    tmp_path: Path,
+) -> None:
+    working = RENAMED.replace("torch.relu", "torch.tanh").replace("gone", "new")
+    root = _repository(
+        tmp_path / "repo",
+        {"test_renamed.py": RENAMED, "pytest.ini": INI},
+        {"test_renamed.py": working},
+    )
+    result = _run(
+        root, "--torchperf-ab", "HEAD", "--torchperf-json=ab.json", "--torchperf-markdown=ab.md"
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    # Side A's measurement is removed in B, not new: its row, the count and the summary say so.
+    # (Its row, in the table's flat layout or under its test's line.)
+    assert re.search(r"^\s*(test_renamed\.py::test_gone\s+)?gone\s.*\sremoved in B$", out, re.M), (
+        out
+    )
+    assert "torchperf: 1 fail, 1 new, 1 removed in B" in out, out
+    assert "removed in B: test_renamed.py::test_gone gone" in out, out
+    markdown = (root / "ab.md").read_text()
+    assert "## torchperf: 1 fail, 1 new, 1 removed in B" in markdown, markdown
+    assert "removed in B | `test_renamed.py::test_gone` | gone |" in markdown, markdown
+    # The results file holds it, with side A's record, and what gated nothing is not counted.
+    document = json.loads((root / "ab.json").read_text())
+    records = _records(root / "ab.json")
+    assert records["gone"]["outcome"] == "removed", records["gone"]
+    assert records["gone"]["ab"]["one_sided"] == "A"
+    assert records["gone"]["label"] == "removed in B"
+    assert document["torchperf"]["coverage"]["measurements"] == 2
+    # New in B: its time in B, not a placeholder.
+    message = records["new"]["verdict"]["message"]
+    assert "per call in B" in message and "?" not in message, message
+    assert records["new"]["verdict"]["candidate_statistic"], records["new"]["verdict"]
+    # The replay says what the run said, counter change included.
+    replay = subprocess.run(
+        [sys.executable, "-m", "pytest_torchperf.cli", "compare", ".torchperf", "ab.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    said = replay.stdout + replay.stderr
+    assert replay.returncode == 1, said
+    assert "torchperf: 1 fail, 1 new, 1 removed in B" in said, said
+    assert "gone: removed in B: only side A (HEAD (" in said, said
+    assert "keep: counters changed in B vs side A: ops changed" in said, said
+    assert message in said, said
 
 
 def test_outside_a_git_repository(tmp_path: Path) -> None:

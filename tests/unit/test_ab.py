@@ -151,8 +151,67 @@ def test_one_sided_measurements_are_new_or_removed_not_errors() -> None:
     assert new.outcome is Outcome.NEW
     assert "new in B" in new.message
     removed = judge_ab("old", [], 0.05, "HEAD", one_sided="A")
-    assert removed.outcome is Outcome.NEW
+    assert removed.outcome is Outcome.REMOVED
     assert "removed in B" in removed.message
+
+
+def test_a_measurement_new_in_b_is_worded_with_its_time_in_b() -> None:
+    """No pair holds a measurement only side B took: its figure is B's own blocks (the table's
+    p25), not a ``?``."""
+    gate = Gate(max_slowdown=0.05, kind="ab", facts=(("ab", "HEAD (abc)"),))
+    candidate = Candidate(
+        "fresh", Sample(summarize(A_TIMES), None, A_TIMES), sections={"ab": {"one_sided": "B"}}
+    )
+    verdict = compare(candidate, [], gate, remeasure=_never).verdict
+    assert verdict.outcome is Outcome.NEW
+    assert verdict.message.endswith("; 1 ms per call in B"), verdict.message
+    assert verdict.candidate_statistic == pytest.approx(summarize(A_TIMES).p25)
+
+
+def _removed_record() -> Record:
+    """The record an A/B run reports of a measurement only side A took (renamed in B)."""
+    from pytest_torchperf.kinds.ab.run_data import removed_result
+
+    data = ABData("HEAD (abc)")
+    for _ in range(2):
+        data.add_pair(
+            {("t::old", "m"): SideLine(A_TIMES, Session.from_json({"times": A_TIMES}))}, {}
+        )
+    return Record.from_json(removed_result(data, ("t::old", "m")).to_record())
+
+
+def test_a_measurement_removed_in_b_is_labelled_and_counted_so_everywhere() -> None:
+    from pytest_torchperf.report.markdown import markdown_report
+    from pytest_torchperf.report.terminal import count_line
+
+    removed = _removed_record()
+    assert removed.outcome == "removed" and removed.label == "removed in B"
+    assert outcome_label(removed) == "removed in B"
+    assert removed.extra("ab")["one_sided"] == "A"
+    assert count_line([removed, removed]) == "2 removed in B"
+    markdown = markdown_report([removed], "env")
+    assert markdown.startswith("## torchperf: 1 removed in B")
+    assert "| 🗑️ removed in B | `t::old` | m |" in markdown, markdown
+
+
+def test_a_measurement_removed_in_b_is_kept_in_the_results_file() -> None:
+    """Untimed in B, it is still a record of the file (not left out as a disabled run's), and
+    the file reads back to the same record; it gated nothing, so it is no measurement the run's
+    coverage counts."""
+    from pytest_torchperf.judge.coverage import coverage
+    from pytest_torchperf.report.benchmark_json import benchmark_json
+    from pytest_torchperf.store.results import records_of
+
+    removed = _removed_record()
+    document = benchmark_json([removed], {}, {})
+    assert [b["torchperf"]["measurement"] for b in document["benchmarks"]] == ["m"]
+    (back,) = records_of(document)
+    assert (back.outcome, back.label, back.extra("ab")["one_sided"]) == (
+        "removed",
+        "removed in B",
+        "A",
+    )
+    assert coverage([removed], comparing=True) is None
 
 
 # -- the turn scheduler -----------------------------------------------------------------------

@@ -15,5 +15,6 @@ SPEC = KindSpec(
     result_keys=("ab",),
     gate_facts=(("ab", ""),),
     figures=(("ab", "A/B pairs"),),
+    removed="removed in B",
     parts=("options", "judge", "report", "run", "plugin"),
 )

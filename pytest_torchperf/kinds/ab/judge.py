@@ -52,7 +52,12 @@ class ABKind(Kind):
     def verdict(self, candidate: Candidate, sessions: Sequence[Session], gate: Gate) -> Verdict:
         data = PairsData.of(candidate)
         return ab_verdict(
-            candidate.label, data.pairs, data.one_sided, gate.max_slowdown, str(gate.fact("ab"))
+            candidate.label,
+            data.pairs,
+            data.one_sided,
+            gate.max_slowdown,
+            str(gate.fact("ab")),
+            b_times=candidate.first.times,  # side B's blocks: all its pairs', or its own alone
         )
 
     def accept_problem(self, session: Session) -> str | None:
@@ -83,12 +88,13 @@ def ab_verdict(
     one_sided: str | None,
     max_slowdown: float,
     against: str,
+    b_times: Sequence[float] = (),
 ) -> Verdict:
     """The timing verdict of an A/B run: side B's paired interval (``ab_pairs``, each pair's
     block times) against side A (the sessions the engine checks counters and numerics against
-    are side A's)."""
+    are side A's); ``b_times``, side B's block times, give its figure where no pair holds it."""
     pairs = [PairResult.from_record(p) for p in ab_pairs]
-    judged = judge_ab(label, pairs, max_slowdown, against, one_sided)
+    judged = judge_ab(label, pairs, max_slowdown, against, one_sided, b_times)
     iv = judged.interval
     ratio = None if iv is None else 1.0 + iv.change
     return Verdict(

@@ -199,11 +199,17 @@ class ABDecision:
 
 
 def decide_ab(
-    pairs: Sequence[PairResult], limit: float, one_sided: str | None = None
+    pairs: Sequence[PairResult],
+    limit: float,
+    one_sided: str | None = None,
+    b_times: Sequence[float] = (),
 ) -> ABDecision:
-    """The outcome of side B against side A (see :func:`judge_ab` for ``one_sided``)."""
+    """The outcome of side B against side A (see :func:`judge_ab` for ``one_sided`` and
+    ``b_times``)."""
     a_all = [t for p in pairs for t in p.a]
-    b_all = [t for p in pairs for t in p.b]
+    # A pair holds a measurement only both sides took: one new in B is in none, and its time is
+    # B's own blocks (``b_times``), which the reports show as its p25 too.
+    b_all = [t for p in pairs for t in p.b] or list(b_times)
     # p25, the statistic every report shows for a measurement (the verdict rests on the pairs).
     a_time = summarize(a_all).p25 if a_all else None
     b_time = summarize(b_all).p25 if b_all else None
@@ -212,7 +218,7 @@ def decide_ab(
     if one_sided == "B" or (b_all and not a_all):
         return ABDecision(Outcome.NEW, "new", None, None, b_time)
     if one_sided == "A" or not b_all:
-        return ABDecision(Outcome.NEW, "removed", None, a_time, None)
+        return ABDecision(Outcome.REMOVED, "removed", None, a_time, None)
     usable = tuple(p for p in pairs if p.rounds)
     iv = interval([p.ratio for p in usable])
     if iv is None:
@@ -273,15 +279,17 @@ def judge_ab(
     limit: float,
     against: str,
     one_sided: str | None = None,
+    b_times: Sequence[float] = (),
 ) -> ABVerdict:
     """The verdict of side B against side A (``against`` names A: ``origin/main (abc1234)``):
     :func:`decide_ab`, then :func:`word_ab`.
 
     ``one_sided``: ``"B"`` when only the working tree has this measurement (new in B), ``"A"``
     when only the revision has it (removed in B), ``"A-failed"`` when side A ran its test but did
-    not measure it (inconclusive, so strict mode fails it).
+    not measure it (inconclusive, so strict mode fails it). ``b_times``: side B's per-call block
+    times, its figure where no pair holds it (new in B).
     """
-    decision = decide_ab(pairs, limit, one_sided)
+    decision = decide_ab(pairs, limit, one_sided, b_times)
     return ABVerdict(
         decision.outcome,
         word_ab(label, decision, limit, against),

@@ -40,7 +40,7 @@ def _data(config: pytest.Config) -> ABData | None:
 
 def records_of_run(config: pytest.Config) -> list[MeasurementRecord]:
     """Records of the measurements only side A has (removed or renamed in B): no test of this
-    run measures them, so they join the reports here (``new`` rows whose message says so)."""
+    run measures them, so they join the reports here (``removed in B`` rows)."""
     from pytest_torchperf.kinds.ab.run_data import removed_result
 
     data = _data(config)
