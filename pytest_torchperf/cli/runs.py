@@ -271,6 +271,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     "outcome": result.outcome,
                     "verdict": result.verdict.to_dict(),
                     "gated": result.gated,
+                    # Its kind (in the gate): what the coverage's remedies depend on.
+                    "session": record.session,
                 }
             )
         )
@@ -333,9 +335,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for line in summary_lines(cov, failure):
         print(f"torchperf: {line}")
     if not judged:  # every measurement left out (above), or none to compare: not a pass
+        why = (
+            "the lines above say why each was left out"
+            if details
+            else "the candidate holds no gated measurement (a --torchperf-disable run, or only "
+            "torchperf_timer blocks without gate=True)"
+        )
         print(
-            "torchperf: error: the compare judged no measurement, so it cannot pass; the lines "
-            "above say why each was left out",
+            f"torchperf: error: the compare judged no measurement, so it cannot pass; {why}",
             file=sys.stderr,
         )
     return 1 if counts["fail"] or failure or not judged else 0

@@ -195,8 +195,8 @@ def weak_gate_warning(cov: Coverage) -> str | None:
             if cov.speedups
             else ""
         )
-        + f". {remedies(cov)}. "
-        f"--torchperf-strict fails such a run"
+        + "".join(f". {said}" for said in [remedies(cov)] if said)  # none: an A/B run's new
+        + ". --torchperf-strict fails such a run"
     )
 
 

@@ -26,8 +26,8 @@ from pytest_torchperf.variants.registry import VARIANTS
 
 #: Why a plain save that found other code than its stored sessions' stored nothing.
 _OTHER_CODE = (
-    "Nothing of this test was saved: the stored sessions measured other code, and this save's "
-    "times appended to theirs would read as process noise and widen the limit. "
+    "Nothing of this measurement was saved: the stored sessions measured other code, and this "
+    "save's times appended to theirs would read as process noise and widen the limit. "
 )
 
 

@@ -252,7 +252,7 @@ def test_a_save_after_a_code_change_fails_on_the_counters_and_appends_nothing(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "mlp: counters changed vs baseline: FLOPs +* Nothing of this test "
+            "mlp: counters changed vs baseline: FLOPs +* Nothing of this measurement "
             "was saved: the stored sessions measured other code, and this save's times appended "
             "to theirs would read as process noise and widen the limit. If intended, record a new "
             "baseline (pytest *::test_mlp --torchperf-save --torchperf-reset); *",
@@ -293,7 +293,7 @@ def test_mlp(torchperf):
         [
             "mlp[[]amp[]]: outputs changed since the stored sessions (moved by * relative, above "
             "the limit * (accuracy rel_l2)), and it records no counters that would tell whether "
-            "the code changed. Nothing of this test was saved: *(pytest *::test_mlp "
+            "the code changed. Nothing of this measurement was saved: *(pytest *::test_mlp "
             "--torchperf-save --torchperf-reset)*",
             "*mlp[[]amp[]] * FAIL (numerics), not saved: the test failed",
         ]

@@ -351,3 +351,29 @@ def test_compare_of_a_run_against_only_its_own_sessions_says_so(tmp_path, capsys
         "is never judged against itself\n"
     ) in out
     assert "record one with pytest --torchperf-save" not in out
+
+
+def test_compare_of_a_results_file_with_nothing_gated_exits_1_saying_so(tmp_path, capsys) -> None:
+    """A compare that judged nothing said 'the lines above say why' where no line was printed
+    (a --torchperf-disable run's file: no session in it)."""
+    results = results_file(tmp_path)
+    doc = json.loads(Path(results).read_text())
+    del doc["benchmarks"][0]["torchperf"]["session"]
+    Path(results).write_text(json.dumps(doc))
+    (tmp_path / "tp").mkdir()
+    assert cli.main(["compare", str(tmp_path / "tp"), results]) == 1
+    assert "the candidate holds no gated measurement (a --torchperf-disable run" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_replay_of_an_ab_run_is_not_told_to_run_ab_pairs(tmp_path, capsys) -> None:
+    """The replay built its coverage records without the session, so an A/B run's kind was
+    read as time: a measurement new in B was told to record baselines (an A/B run keeps none)."""
+    gate = {**GATE, "kind": "ab", "ab": "rev:HEAD"}
+    results = results_file(tmp_path, gate=gate, cpu_share=0.3)
+    (tmp_path / "tp").mkdir()
+    cli.main(["compare", str(tmp_path / "tp"), results])
+    out = capsys.readouterr().out
+    assert "Record baselines" not in out and ". ." not in out, out
+    assert "this run did not gate their time. --torchperf-strict fails such a run" in out

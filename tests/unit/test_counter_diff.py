@@ -123,7 +123,7 @@ def test_a_saves_counter_failure_resets_that_test_alone_and_a_variant_items_whol
     assert "(pytest t.py::test_m --torchperf-save --torchperf-reset)" in message(
         "t.py::test_m", other_code=True
     )
-    assert "Nothing of this test was saved" in message("t.py::test_m", other_code=True)
+    assert "Nothing of this measurement was saved" in message("t.py::test_m", other_code=True)
     assert "(pytest t.py::test_m --torchperf-save --torchperf-reset)" in message(
         "t.py::test_m[eager]", other_code=True
     )
@@ -131,4 +131,4 @@ def test_a_saves_counter_failure_resets_that_test_alone_and_a_variant_items_whol
     # A compare's: the run's own save command, nothing said of saving.
     compare = message("t.py::test_m", other_code=False)
     assert "(pytest --torchperf-save --torchperf-reset)" in compare
-    assert "Nothing of this test" not in compare
+    assert "Nothing of this measurement" not in compare
