@@ -262,13 +262,19 @@ def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str
     if decision.outcome is Outcome.IMPROVED:
         return f"{label}: improved {head} ({detail})"
     if decision.outcome is Outcome.INCONCLUSIVE:
+        # Which it is: pairs that disagree by more than the limit, or a change on the limit
+        # (a spread of 1.6 % beside a 5 % limit was told the processes differ too much).
+        why = (
+            "The processes differ more than the limit allows: a dedicated or quieter runner, or "
+            "a larger max_slowdown for this test"
+            if iv.spread > limit
+            else "The pairs agree, and the change sits near the limit: more pairs "
+            "(--torchperf-ab-max-pairs) narrow the interval, or a larger max_slowdown for this "
+            "test if the change is intended"
+        )
         return (
             f"{label}: inconclusive: {head}: the interval straddles the limit after "
-            f"{len(usable)} process pairs ({detail}; their spread {iv.spread * 100:.1f}%). "
-            f"The processes differ more than the limit allows (no pair was added once more "
-            f"could not decide it): a dedicated or quieter runner, more pairs "
-            f"(--torchperf-ab-max-pairs) when the spread is small, or a larger max_slowdown "
-            f"for this test"
+            f"{len(usable)} process pairs ({detail}; their spread {iv.spread * 100:.1f}%). {why}"
         )
     return f"{label}: {head} ({detail})"  # fail or pass: the figure says which
 
