@@ -84,6 +84,7 @@ def test_outcome_order():
         "inconclusive",
         "improved",
         "new",
+        "removed",
         "pass",
         "measured",
         "disabled",

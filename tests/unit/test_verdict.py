@@ -590,6 +590,7 @@ def test_outcome_str_is_value():
         "inconclusive",
         "improved",
         "new",
+        "removed",
         "measured",
     }
 
