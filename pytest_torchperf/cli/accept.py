@@ -77,10 +77,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
             env_id or ""
         )
         if not record.session or not env_id or not environment:
-            print(
-                f"torchperf: {record.nodeid} {record.name}: nothing to accept (not timed, "
-                f"e.g. --torchperf-disable, or an ungated torchperf_timer)"
+            why = (
+                record.verdict.message  # only the baseline has it (side A's, removed in B)
+                if record.verdict is not None and record.verdict.outcome == "removed"
+                else "not timed, e.g. --torchperf-disable, or an ungated torchperf_timer"
             )
+            print(f"torchperf: {record.nodeid} {record.name}: nothing to accept ({why})")
             continue
         session = session_of(record)
         # A timing a guard refused is left out, as a save on that machine leaves it out.

@@ -22,7 +22,7 @@ from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
-from pytest_torchperf.judge.labels import outcome_label, outcome_word
+from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
@@ -184,7 +184,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
-    from pytest_torchperf.report.terminal import repeats
+    from pytest_torchperf.report.terminal import count_line, repeats
 
     records, environments = candidates(args.candidate, args.any_commit)
     # Records that carry their own baseline (an A/B run's side A) need no baseline folder.
@@ -207,6 +207,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows, details = [], []
     notes: dict[str, list[str]] = {}
     judged: list[Record] = []
+    said: list[Record] = []  # as the run said them, judged by no one: removed in B
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
     for record in records:
         env_id = record.environment_id
@@ -214,8 +215,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue
         if record.verdict is not None and record.verdict.outcome == "removed":
             # Only its baseline has it (side A's, removed in B): no pass of the run to judge
-            # again (the run judged none either), so it is said as the run said it.
-            judged.append(record)
+            # again (the run judged none either), so it is said as the run said it; counted, but
+            # not judged (a compare of nothing else judged nothing).
+            said.append(record)
             rows.append(
                 {
                     "test": record.nodeid,
@@ -299,10 +301,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )
             details += [] if repeats(message, result.failures) else [message]
             if result.counter_changes:
-                # Against side A where the kind keeps no baseline (no save command), as the
-                # run worded it.
+                # Against what the verdict's kind says (side A in an A/B run), as the run
+                # worded it.
                 details.append(
-                    f"{changed_head(record.name, side_a=not result.save)}: "
+                    f"{changed_head(record.name, result.verdict.basis)}: "
                     f"{'; '.join(result.counter_changes)}"
                 )
             details += [f for f in result.failures if f not in details]
@@ -323,11 +325,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for note, names in notes.items():
         shared = f"note for {len(names)} measurements ({named(names)})" if len(names) > 1 else ""
         print(f"{shared}: {note}" if shared else f"{names[0]}: note: {note}")
-    counts = Counter(outcome_word(r) for r in judged)
-    print(
-        "torchperf: "
-        + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing compared")
-    )
+    counts = Counter(r.outcome for r in judged)
+    # In severity order, as the run's own count line (an unsorted one differed from it).
+    print(f"torchperf: {count_line([*judged, *said]) or 'nothing compared'}")
     # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
     cov = coverage(judged, comparing=True)
     strict = "strict, as the run recorded it" if strict_run(records) else None

@@ -55,6 +55,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
             print(f"environment {env_id} ({len(group)} measurements, from {', '.join(files)}):")
         for line in terminal.render(group):
             print(line)
+    # No environment measured them here (only the baseline has them: removed in B).
+    loose = [r for r in records if not r.environment_id]
+    for line in terminal.render(loose) if loose else ():
+        print(line)
     for line in terminal.detail_lines(records):
         print(line)
     for duplicate in merged.duplicates:

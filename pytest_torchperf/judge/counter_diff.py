@@ -165,11 +165,13 @@ def changes_since_stored(
     return diff_counters(latest, current, ignore)
 
 
-def changed_head(name: str, side_a: bool) -> str:
-    """``mlp: counters changed vs baseline``, or ``... in B vs side A`` where the baseline is
-    side A of an A/B run, measured now (``side_a``): the head of a counter change's message,
+def changed_head(name: str, basis: object) -> str:
+    """``mlp: counters changed vs baseline``, or what else the kind of the verdict's ``basis``
+    says its changes are against (``in B vs side A``): the head of a counter change's message,
     worded once for the live run and ``torchperf compare``'s replay of it."""
-    return f"{name}: counters changed {'in B vs side A' if side_a else 'vs baseline'}"
+    from pytest_torchperf.kinds import against_of
+
+    return f"{name}: counters changed {against_of(basis)}"
 
 
 def ignore_hint(changes: Iterable[str]) -> str:

@@ -82,6 +82,12 @@ def removed_label_of(basis: object) -> str:
     return next((spec.removed for spec in specs() if spec.name == basis), "removed")
 
 
+def against_of(basis: object) -> str:
+    """What a change of a verdict judged on ``basis`` is against, in words: that kind's
+    :attr:`KindSpec.against`; ``vs baseline`` for a basis no kind here has."""
+    return next((spec.against for spec in specs() if spec.name == basis), "vs baseline")
+
+
 def spec_named(name: str) -> KindSpec:
     """The kind a gate names; an unknown name is a clear error (a results file written with a
     plugin's kind read where that plugin is not installed)."""

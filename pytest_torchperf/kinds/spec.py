@@ -51,6 +51,9 @@ class KindSpec:
     #: has (outcome ``removed``) where a verdict's basis is this kind's name: ``removed in B``,
     #: side A's measurement of an A/B run that the working tree no longer has.
     removed: str = "removed"
+    #: What a change of a verdict whose basis is this kind's name is against, as messages say
+    #: it (``counters changed in B vs side A``): ``vs baseline`` for a kind that keeps one.
+    against: str = "vs baseline"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PART_LAYERS))

@@ -70,13 +70,18 @@ def benchmark_json(
     ``storage``: the baseline folder the run read (``torchperf accept`` checks it is given the
     same one)."""
     benchmarks = []
+    removed = []
     for record in records:
         stats = _benchmark_stats(record)
-        removed = record.verdict is not None and record.verdict.outcome == "removed"
-        if not stats and not removed:
+        if record.verdict is not None and record.verdict.outcome == "removed":
+            # Only the baseline has it (side A's, removed in B): no times of this run, so not
+            # a benchmark (pytest-benchmark reads none without stats: "Failed to load ...:
+            # 'mean'" dropped the whole file); its record says so beside them.
+            data = {k: v for k, v in record.to_json().items() if k != "environment"}
+            removed.append({**data, "label": record.label or outcome_label(record)})
+            continue
+        if not stats:
             continue  # --torchperf-disable: nothing was timed
-        # A measurement only the baseline has (side A's, removed in B) has no times of this run
-        # (empty ``stats``), but is kept: its record says so, and torchperf compare replays it.
         # The record leaves here: the file holds its JSON form, keys and values as they came.
         data = record.to_json()
         test = record.nodeid.split("::")[-1]
@@ -119,5 +124,7 @@ def benchmark_json(
             "environments": environments,
             "coverage": dict(coverage) if coverage else None,
             "storage": dict(storage) if storage else None,
+            # Records of measurements only the baseline has (side A's, removed in B).
+            **({"removed": removed} if removed else {}),
         },
     }

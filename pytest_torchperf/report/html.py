@@ -169,7 +169,9 @@ def html_report(
     ordered = sort_records(records)
     counts = count_line(records) or "no measurements"
     badges = "".join(
-        f'<span class="{html.escape(part.split(" ", 1)[1])}">{html.escape(part)}</span>'
+        # The class is the outcome's first word: "removed in B" styles as removed (a class
+        # attribute of "removed in B" named three classes).
+        f'<span class="{html.escape(part.split(" ")[1])}">{html.escape(part)}</span>'
         for part in counts.split(", ")
         if " " in part
     )

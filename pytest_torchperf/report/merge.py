@@ -35,6 +35,7 @@ from pytest_torchperf.store.results import (
     ResultsFileError,
     read_results_document,
     record_of,
+    removed_records,
     with_environments,
 )
 
@@ -167,6 +168,13 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     benchmarks = [others[item] if isinstance(item, int) else kept[item][2] for item in order]
     records = [kept[item][3] for item in order if not isinstance(item, int)]
     records = with_environments(records, environments)  # as one results file's are read
+    # Measurements only the baseline had (side A's, removed in B): each once, after the rest.
+    removed = {
+        (r.nodeid, r.name): (r, raw)
+        for doc in documents
+        for r, raw in zip(removed_records(doc), doc["torchperf"].get("removed") or (), strict=True)
+    }
+    records += [r for r, _ in removed.values()]
     duplicates = tuple(
         Duplicate(key, tuple(files), kept[key][1]) for key, files in seen.items() if len(files) > 1
     )
@@ -194,6 +202,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             # Where each part came from (the machine_info and commit_info above are the
             # first shard's).
             "shards": shard_notes,
+            **({"removed": [raw for _, raw in removed.values()]} if removed else {}),
         },
     }
     return MergedResults(document, records, tuple(shards), duplicates, by_environment, cov, ungated)

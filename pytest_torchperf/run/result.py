@@ -230,7 +230,7 @@ class Result:
             return None
         if self.verdict is not None and self.verdict.basis == "ab":
             return (
-                f"{changed_head(self.name, side_a=True)}: "
+                f"{changed_head(self.name, self.verdict.basis)}: "
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
@@ -239,7 +239,8 @@ class Result:
         if self.other_code:  # a plain save, which appends to the stored sessions
             unsaved, save = _OTHER_CODE, reset_this_test(self.nodeid)
         return (
-            f"{changed_head(self.name, side_a=False)}: {'; '.join(self.counter_changes)}. "
+            f"{changed_head(self.name, self.verdict.basis if self.verdict else None)}: "
+            f"{'; '.join(self.counter_changes)}. "
             f"{unsaved}If intended, record a new baseline ({save}); "
             f"{ignore_hint(self.counter_changes)}"
         )

@@ -142,10 +142,7 @@ def record_from_benchmark(
     section = dict(bench.get("torchperf") or {})
     timed = bench.get("stats") or {}
     data = list(timed.get("data") or [])
-    # Untimed, but a record all the same: a measurement only the baseline has (side A's, removed
-    # in B), which the run reported and torchperf compare must say again.
-    removed = section.get("outcome") == "removed"
-    if "nodeid" not in section or not (data or removed):
+    if "nodeid" not in section or not data:
         return None
     record = {k: v for k, v in section.items() if k != "measurement"}
     extra_info = bench.get("extra_info") or {}

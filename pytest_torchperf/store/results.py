@@ -109,6 +109,9 @@ def _damaged(doc: dict[str, Any]) -> str | None:
     object, a measurement's session and passes what judging and storing it read: its
     :func:`_section_problem`), or None. Other values are read by the typed records, which
     read one of the wrong type as absent."""
+    removed = doc["torchperf"].get("removed") or []
+    if not isinstance(removed, list) or not all(isinstance(r, dict) for r in removed):
+        return "torchperf.removed is not a list of objects (records of removed measurements)"
     environments = doc["torchperf"].get("environments") or {}  # null: none, as readers take it
     if not isinstance(environments, dict):
         return f"torchperf.environments is a JSON {_kind(environments)}, not an object"
@@ -196,8 +199,15 @@ def _kind(value: object) -> str:
 
 def records_of(doc: dict[str, Any]) -> list[Record]:
     """The records of a results document's benchmarks (others' benchmarks and untimed ones are
-    left out)."""
-    return [r for r in map(record_of, doc.get("benchmarks", [])) if r is not None]
+    left out), then those of its measurements only the baseline has (``torchperf.removed``:
+    side A's of an A/B run, removed in B), which are no benchmarks (no times of this run)."""
+    timed = [r for r in map(record_of, doc.get("benchmarks", [])) if r is not None]
+    return timed + removed_records(doc)
+
+
+def removed_records(doc: dict[str, Any]) -> list[Record]:
+    """The records of a results document's ``torchperf.removed`` (checked a list of objects)."""
+    return [Record.from_json(r) for r in doc["torchperf"].get("removed") or ()]
 
 
 def record_of(bench: dict[str, Any]) -> Record | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -139,8 +140,10 @@ def _run(
 
 
 def _records(path: Path) -> dict[str, dict]:
+    """The file's records by measurement: its benchmarks', then those only side A has."""
     data = json.loads(path.read_text())
-    return {b["torchperf"]["measurement"]: b["torchperf"] for b in data["benchmarks"]}
+    timed = {b["torchperf"]["measurement"]: b["torchperf"] for b in data["benchmarks"]}
+    return {**timed, **{r["name"]: r for r in data["torchperf"].get("removed") or ()}}
 
 
 @pytest.mark.slow
@@ -411,6 +414,13 @@ def test_a_measurement_removed_in_b_reads_so_in_every_report_and_the_replay(
     assert records["gone"]["ab"]["one_sided"] == "A"
     assert records["gone"]["label"] == "removed in B"
     assert document["torchperf"]["coverage"]["measurements"] == 2
+    # No benchmark of pytest-benchmark's: one without stats made it drop the whole file.
+    assert "gone" not in {b["torchperf"]["measurement"] for b in document["benchmarks"]}
+    if shutil.which("pytest-benchmark"):
+        read = subprocess.run(
+            ["pytest-benchmark", "compare", "ab.json"], cwd=root, capture_output=True, text=True
+        )
+        assert "Failed to load" not in read.stdout + read.stderr, read.stdout + read.stderr
     # New in B: its time in B, not a placeholder.
     message = records["new"]["verdict"]["message"]
     assert "per call in B" in message and "?" not in message, message

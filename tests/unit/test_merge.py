@@ -218,3 +218,31 @@ def test_a_damaged_results_file_is_named_not_a_traceback(tmp_path: Path, damage,
     assert "the file is damaged; write it again with pytest --torchperf-json PATH" in str(
         refused.value
     )
+
+
+def test_a_measurement_removed_in_b_survives_a_merge_once(tmp_path: Path, capsys) -> None:
+    """A/B shards' records of a measurement only side A had (no environment: B never measured
+    it) were filed under environment "" and printed in no table (review)."""
+    from pytest_torchperf import cli
+
+    gone = {
+        "name": "gone",
+        "nodeid": "t.py::test_gone",
+        "outcome": "removed",
+        "verdict": {"outcome": "removed", "basis": "ab", "message": "gone: removed in B"},
+        "ab": {"one_sided": "A"},
+    }
+    files = [
+        _write(tmp_path / "a.json", [_records()[0], gone]),
+        _write(tmp_path / "b.json", [_records()[1], gone]),
+    ]
+    merged = merge_results(files)
+    assert [r.name for r in merged.records if r.outcome == "removed"] == ["gone"]
+    assert [r["name"] for r in merged.document["torchperf"]["removed"]] == ["gone"]
+    assert all("" not in note["environments"] for note in merged.document["torchperf"]["shards"])
+    out_file = tmp_path / "m.json"
+    merge = ["merge", *map(str, files), "-o", str(out_file), "--allow-missing"]
+    assert cli.main(merge) in (0, 1)
+    out = capsys.readouterr().out
+    assert "removed in B" in out and "gone" in out, out
+    assert "environment  (" not in out

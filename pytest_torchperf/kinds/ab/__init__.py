@@ -16,5 +16,6 @@ SPEC = KindSpec(
     gate_facts=(("ab", ""),),
     figures=(("ab", "A/B pairs"),),
     removed="removed in B",
+    against="in B vs side A",
     parts=("options", "judge", "report", "run", "plugin"),
 )

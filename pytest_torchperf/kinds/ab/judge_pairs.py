@@ -262,16 +262,26 @@ def word_ab(label: str, decision: ABDecision, limit: float, against: str) -> str
     if decision.outcome is Outcome.IMPROVED:
         return f"{label}: improved {head} ({detail})"
     if decision.outcome is Outcome.INCONCLUSIVE:
-        # Which it is: pairs that disagree by more than the limit, or a change on the limit
-        # (a spread of 1.6 % beside a 5 % limit was told the processes differ too much).
-        why = (
-            "The processes differ more than the limit allows: a dedicated or quieter runner, or "
-            "a larger max_slowdown for this test"
-            if iv.spread > limit
-            else "The pairs agree, and the change sits near the limit: more pairs "
-            "(--torchperf-ab-max-pairs) narrow the interval, or a larger max_slowdown for this "
-            "test if the change is intended"
-        )
+        # Which it is: pairs that disagree by more than the limit, a change within the pairs'
+        # spread of the limit, or too few pairs for an interval as narrow as the pairs agree
+        # (a spread of 1.6 % beside a 5 % limit was told the processes differ too much; a
+        # +0.1 % change after 2 pairs, t = 12.7, is not "near" a 5 % limit).
+        if iv.spread > limit:
+            why = (
+                "The processes differ more than the limit allows: a dedicated or quieter runner, "
+                "or a larger max_slowdown for this test"
+            )
+        elif abs(iv.change - limit) <= iv.spread:
+            why = (
+                "The pairs agree, and the change sits near the limit: more pairs "
+                "(--torchperf-ab-max-pairs) narrow the interval, or a larger max_slowdown for "
+                "this test if the change is intended"
+            )
+        else:
+            why = (
+                f"The pairs agree, but {len(usable)} leave the interval wide: more pairs "
+                f"(--torchperf-ab-max-pairs) narrow it"
+            )
         return (
             f"{label}: inconclusive: {head}: the interval straddles the limit after "
             f"{len(usable)} process pairs ({detail}; their spread {iv.spread * 100:.1f}%). {why}"
