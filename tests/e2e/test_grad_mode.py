@@ -51,3 +51,28 @@ def test_state_built_while_measuring_is_usable_for_training(perf: pytest.Pyteste
             model(torch.randn(2, 8)).sum().backward()
     """)
     perf.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_module_that_refuses_eval_is_measured_under_no_grad(perf: pytest.Pytester) -> None:
+    """torchperf_quantized_model's static PT2E int8 model is an exported program's module,
+    whose train()/eval() raise NotImplementedError: timing it raised that from the plugin's own
+    prepared() (newcomer pass). It is measured as it is, under no_grad."""
+    perf.makepyfile("""
+        import torch
+
+        class Exported(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 8)
+
+            def train(self, mode=True):
+                raise NotImplementedError("Calling train() or eval() is not supported for exported models.")
+
+            def forward(self, x):
+                assert not torch.is_grad_enabled()
+                return self.lin(x)
+
+        def test_exported(torchperf):
+            torchperf(Exported(), torch.randn(2, 8), name="exported")
+    """)
+    perf.runpytest().assert_outcomes(passed=1)
