@@ -123,9 +123,16 @@ class Profiler:
     ) -> None:
         try:
             self.profile.__exit__(kind, error, traceback)
-            if self.trace is not None and kind is None:
-                self.trace.parent.mkdir(parents=True, exist_ok=True)
-                self.profile.export_chrome_trace(str(self.trace))
+            # Also where the block raised: the trace of what ran up to the error is the one a
+            # failing test's report points at (it named a path never written).
+            if self.trace is not None:
+                try:
+                    self.trace.parent.mkdir(parents=True, exist_ok=True)
+                    self.profile.export_chrome_trace(str(self.trace))
+                except Exception:
+                    if kind is None:
+                        raise
+                    # The block's own error is the one to report; the section says no trace.
         finally:
             if self._on_exit:
                 self._on_exit(self)

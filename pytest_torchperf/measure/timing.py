@@ -86,12 +86,10 @@ def prepared(target: object, options: MeasureOptions, module: UserValue = None) 
     modes: list[tuple[torch.nn.Module, bool]] = []
     if inferred is not None:
         modes = [(m, m.training) for m in inferred.modules()]
-        try:
+        # An exported program's module (torchperf_quantized_model's PT2E static int8) refuses
+        # train()/eval(): it was exported for inference already; no_grad still holds.
+        with contextlib.suppress(NotImplementedError):
             inferred.eval()
-        except NotImplementedError:
-            # An exported program's module (torchperf_quantized_model's PT2E static int8)
-            # refuses train()/eval(): it was exported for inference already; no_grad still holds.
-            pass
     try:
         with torch.no_grad() if inferred is not None else contextlib.nullcontext():
             yield

@@ -99,9 +99,9 @@ class ProfilerFixture:
             table = profiler.table()
         except Exception as exc:  # noqa: BLE001 - a report section must never fail the test
             table = f"(no op table: {exc})"
-        self._item.add_report_section(
-            "call", "torchperf profiler", f"trace: {profiler.trace}\n{table}"
-        )
+        trace = profiler.trace
+        where = trace if trace is not None and trace.exists() else "(not written)"
+        self._item.add_report_section("call", "torchperf profiler", f"trace: {where}\n{table}")
 
 
 def _default_device(ctx: RunContext) -> str:

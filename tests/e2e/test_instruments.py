@@ -4,6 +4,7 @@ profiler and NVTX fixtures, all on CPU."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -346,3 +347,18 @@ def test_python_overhead_is_named_as_outside_torch_ops() -> None:
         after, _ = profile_call(slow, "cpu", 20)
     assert any(row["op"] == OUTSIDE_OPS for row in before)
     assert diff_top_ops(before, after)[0].startswith(f"{OUTSIDE_OPS} self time +")
+
+
+def test_a_failing_profiler_block_still_writes_the_trace_it_names(perf: pytest.Pytester) -> None:
+    """A block that raised named `trace: <path>` in the failure's report, a file never written
+    (newcomer pass): the trace of what ran up to the error is written."""
+    perf.makepyfile("""
+        import torch
+        def test_prof_raises(torchperf_profiler):
+            with torchperf_profiler as prof:
+                torch.randn(3, 4) @ torch.randn(5, 6)
+    """)
+    result = perf.runpytest()
+    result.assert_outcomes(failed=1)
+    line = next(line for line in result.outlines if line.startswith("trace: "))
+    assert Path(line.removeprefix("trace: ")).is_file(), line
