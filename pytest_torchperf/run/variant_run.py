@@ -39,6 +39,7 @@ from pytest_torchperf.run.steps import (
     check_not_profiling,
     claim_name,
     counters_of,
+    graph_of,
     sampler,
     to_sample,
 )
@@ -346,6 +347,18 @@ def _conclude_each(
         )
         # Each variant's own (a GPU's kernels: amp casts, compiled fusions), after the timed rounds.
         measure_beside(ctx, measured)
+        if ctx.settings.graph and not ctx.settings.child:
+            # --torchperf-graph: the model's own graph is eager's; another variant runs another
+            # program (compiled, autocast, frozen, quantized), which it does not draw.
+            if variant == "eager":
+                measured.graph = dict(graph_of(measurer))
+            elif "eager" not in plan.variants:
+                test = plan.nodeid.partition("[")[0]
+                ctx.warn_once(
+                    f"{test}: no graph recorded: --torchperf-graph draws a variants test's eager "
+                    f"item only (the model as written); add \"eager\" to its variants for one",
+                    topic=f"graph {test}",
+                )
         results[variant] = conclude(ctx, state, measured)
     return {
         v: results.get(v) or plan.failed[v]

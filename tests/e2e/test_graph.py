@@ -160,3 +160,32 @@ def test_without_the_option_nothing_is_exported_or_stored(perf: pytest.Pytester)
     graph = _records(perf.path / "c.json")["net"]["graph"]
     assert graph["no_baseline"].startswith("its baseline was saved without --torchperf-graph")
     assert "marked" in graph and graph["marked"] == []
+
+
+def test_a_variants_tests_eager_item_records_its_graph(perf: pytest.Pytester) -> None:
+    """A `variants=` test recorded no graph for any item, eager included, and said nothing;
+    `torchperf graph` then asked for the option the run had (newcomer pass)."""
+    perf.makepyfile(
+        test_v="""
+import pytest, torch
+
+@pytest.mark.torchperf(variants=["eager", "amp"])
+def test_mlp(torchperf):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    torchperf(model, torch.randn(4, 16), name="mlp")
+
+@pytest.mark.torchperf(variants=["amp"])
+def test_amp_only(torchperf):
+    torchperf(torch.nn.Linear(16, 4), torch.randn(4, 16), name="lin")
+"""
+    )
+    result = perf.runpytest("--torchperf-graph", "--torchperf-json=g.json")
+    result.assert_outcomes(passed=3)
+    records = _records(perf.path / "g.json")
+    assert records["mlp"].get("graph") and not records["mlp[amp]"].get("graph")
+    result.stdout.fnmatch_lines(
+        [
+            "*test_v.py::test_amp_only: no graph recorded: --torchperf-graph draws a variants test's "
+            "eager item only*"
+        ]
+    )
