@@ -77,7 +77,7 @@ def measure(
 
     nodeid, name, target, options = call.nodeid, call.name, call.target, call.options
     check_not_profiling(ctx, nodeid, name)
-    claim_name(state, nodeid, name)
+    claim_name(state, nodeid, name, source)
     # Ungated timer measurements are never compared, so they skip the calibration blocks.
     measurer = Measurer(
         target, call.inputs, dict(call.kwargs), options, device=device, calibrate=gate

@@ -32,12 +32,14 @@ def check_not_profiling(ctx: RunContext, nodeid: str, name: str) -> None:
         )
 
 
-def claim_name(state: TestState, nodeid: str, name: str) -> None:
-    """Each measurement of a test needs its own name (it is its baseline key)."""
+def claim_name(state: TestState, nodeid: str, name: str, source: str = "torchperf") -> None:
+    """Each measurement of a test needs its own name (it is its baseline key); ``source``
+    names the fixture whose call is told to give one (``torchperf``, ``timer``)."""
     if name in state.names:
+        call = "torchperf_timer(...) block" if source == "timer" else "torchperf(...) call"
         raise OptionError(
             f"{nodeid}: measurement name {name!r} is used twice in this test; give each "
-            f"torchperf(...) call its own name="
+            f"{call} its own name="
         )
     state.names.add(name)
 

@@ -59,9 +59,20 @@ def test_bad_fixture_arguments_fail_clearly(perf: pytest.Pytester) -> None:
         def test_gate_words(torchperf_timer):
             r = torchperf_timer(lambda: None, gate="no", name="n")
             assert r.verdict is None
+
+        def test_timer_twice(torchperf_timer):
+            torchperf_timer(lambda: None, name="dup")
+            torchperf_timer(lambda: None, name="dup")
     """)
     result = perf.runpytest("--torchperf-compare")
-    result.assert_outcomes(failed=3, passed=1)
+    result.assert_outcomes(failed=4, passed=1)
+    # The timer's own call is named, not torchperf(...) (newcomer pass).
+    result.stdout.fnmatch_lines(
+        [
+            "*measurement name 'dup' is used twice in this test; give each torchperf_timer(...) "
+            "block its own name="
+        ]
+    )
     result.stdout.fnmatch_lines(
         [
             "*the target must be an nn.Module or a callable, got Tensor: pass the model or a function, "
