@@ -356,7 +356,7 @@ def _conclude_each(
                 test = plan.nodeid.partition("[")[0]
                 ctx.warn_once(
                     f"{test}: no graph recorded: --torchperf-graph draws a variants test's eager "
-                    f"item only (the model as written); add \"eager\" to its variants for one",
+                    f'item only (the model as written); add "eager" to its variants for one',
                     topic=f"graph {test}",
                 )
         results[variant] = conclude(ctx, state, measured)

@@ -199,11 +199,12 @@ def test_a_slower_working_tree_fails_only_that_test_even_beside_a_cpu_hog(
     ]
     assert records["slow"]["outcome"] == "fail"
     # Both tests measure "renamed": the file holds each, by its test.
-    renamed = {
-        b["torchperf"]["nodeid"]: b["torchperf"]
-        for b in json.loads((root / "ab.json").read_text())["benchmarks"]
-        if b["torchperf"]["measurement"] == "renamed"
-    }
+    document = json.loads((root / "ab.json").read_text())
+    sections = [
+        *(b["torchperf"] for b in document["benchmarks"]),
+        *document["torchperf"].get("removed", ()),  # side A's only: no benchmark
+    ]
+    renamed = {s["nodeid"]: s for s in sections if s.get("measurement", s.get("name")) == "renamed"}
     assert renamed["test_models.py::test_new_name"]["outcome"] == "new"
     assert renamed["test_models.py::test_old_name"]["outcome"] == "removed"
     # What torchperf bisect --mode ab reads of a revision's run: this one is bad.
