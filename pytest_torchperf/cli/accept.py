@@ -79,7 +79,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if not record.session or not env_id or not environment:
             why = (
                 record.verdict.message  # only the baseline has it (side A's, removed in B)
-                if record.verdict is not None and record.verdict.outcome == "removed"
+                if record.baseline_only and record.verdict is not None
                 else "not timed, e.g. --torchperf-disable, or an ungated torchperf_timer"
             )
             print(f"torchperf: {record.nodeid} {record.name}: nothing to accept ({why})")

@@ -120,7 +120,7 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
         if record.disabled:
             continue
         verdict = record.verdict
-        if verdict is not None and verdict.outcome == "removed":
+        if record.baseline_only:
             # Only the baseline has it (side A's, removed in B): this run measured nothing of
             # it to gate, and its timing not judged is no sign of a run that gated too little.
             continue
@@ -137,7 +137,8 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
 
 def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> None:
     cov.measurements += 1
-    cov.baseline_free |= not judging(_gate_kind(record)).save
+    kind = judging(_gate_kind(record))
+    cov.baseline_free |= not kind.save
     if record.untimed:  # a compare that also saved stored it without timing
         _count_untimed(cov, record)
     gated = record.gated
@@ -152,7 +153,7 @@ def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> N
     cov.speedups += "speedup" in gated
     # Nothing stored for this environment: that, not what a baseline lacks, is why.
     unstored = NO_BASELINE if verdict.outcome == "new" and not verdict.untimed else None
-    if record.variant != "eager" and judging(_gate_kind(record)).judges_timed_speedups:
+    if record.variant != "eager" and kind.judges_timed_speedups:
         cov.variants += 1
         if "speedup" not in gated and name:
             cov.unjudged_speedups.append(f"{name} ({_why_no_speedup(record, unstored)})")
@@ -176,6 +177,20 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
         save = judging(recorded_kind(session_of(record).gate or {})).save
         if save:
             cov.saves.add(save)
+
+
+def _numerics_stored(record: Record) -> bool:
+    """Whether a saved measurement's numerics gate from now on: a user metric, or outputs
+    compared (a variant's accuracy) or fingerprinted that hold values and a fit reference."""
+    fingerprint = session_of(record).fingerprint
+    compared = bool(record.accuracy) or bool(fingerprint and not empty_fingerprint(fingerprint))
+    return record.metric is not None or (compared and not _unjudgeable(record))
+
+
+def _unjudgeable(record: Record) -> bool:
+    """Its outputs cannot be judged: a degenerate eager reference, or outputs of no values."""
+    empty = empty_fingerprint(session_of(record).fingerprint) and not record.accuracy
+    return empty or degenerate_reference(record.accuracy or {}) is not None
 
 
 def _why_no_numerics(record: Record) -> str:
@@ -248,13 +263,9 @@ def _count_save(cov: Coverage, record: Record) -> None:
     cov.counters += stored and record.counters is not None
     if stored and record.counters is None and record.name:
         cov.no_counters.append(f"{record.name} ({_why_no_counters(record)})")
-    degenerate = degenerate_reference(record.accuracy or {})
-    empty = empty_fingerprint(session.fingerprint) and not record.accuracy
-    cov.numerics += stored and bool(
-        (not degenerate and not empty and (session.fingerprint or record.accuracy))
-        or record.metric is not None
-    )
-    if stored and (degenerate or empty) and record.metric is None and record.name:
+    numerics = _numerics_stored(record)
+    cov.numerics += stored and numerics
+    if stored and not numerics and _unjudgeable(record) and record.name:
         cov.no_numerics.append(f"{record.name} ({_why_no_numerics(record)})")
     if stored and record.speedup:  # a variant, timed against eager: in any session stored?
         if (baseline and baseline.speedups) or (session.speedup and not record.not_saved):
@@ -273,17 +284,12 @@ def _count_untimed(cov: Coverage, record: Record) -> None:
         cov.untimed_reasons.append(str(record.untimed))
         cov.untimed_names.append(record.name)
         cov.untimed_options.append(list(record.untimed_options))
-        session = session_of(record)
-        numerics = not degenerate_reference(record.accuracy or {}) and (
-            bool(record.accuracy)
-            or (session.fingerprint is not None and not empty_fingerprint(session.fingerprint))
-        )
         cov.untimed_kept.append(
             [
                 gate
                 for gate, kept in (
                     ("counters", record.counters is not None),
-                    ("numerics", numerics or record.metric is not None),
+                    ("numerics", _numerics_stored(record)),
                 )
                 if kept
             ]

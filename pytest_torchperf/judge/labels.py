@@ -76,7 +76,7 @@ def outcome_word(record: Record) -> str:
     """What a run's count of outcomes (``1 fail, 1 new, 1 removed in B``) calls ``record``'s:
     its outcome, and for a measurement only its baseline has, the words of the kind its verdict
     was judged on (``removed in B``: side A's of an A/B run)."""
-    if record.outcome != "removed":
+    if not record.baseline_only:
         return record.outcome
     return removed_label_of((record.verdict or RecordedVerdict()).basis)
 

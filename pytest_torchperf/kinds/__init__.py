@@ -69,23 +69,34 @@ def figure_names() -> dict[str, str]:
     return {basis: name for spec in specs() for basis, name in spec.figures}
 
 
+def declared(basis: object) -> KindSpec:
+    """The kind a verdict's ``basis`` names, for the words it declares (:attr:`KindSpec.label`,
+    ``removed``, ``against``); for a basis no kind here has (a record written before verdicts
+    recorded their basis, or by a plugin's kind that is not installed), the declaration's
+    defaults: ``time``, ``removed``, ``vs baseline``."""
+    return next((spec for spec in specs() if spec.name == basis), _UNDECLARED)
+
+
+#: What a basis no kind here has reads as: :class:`KindSpec`'s defaults.
+_UNDECLARED = KindSpec(name="", package="", summary="")
+
+
 def label_of(basis: object) -> str:
-    """What the one label calls the figure of a verdict judged on ``basis`` (a kind's name):
-    that kind's :attr:`KindSpec.label`; ``time`` for a basis no kind here has (a record written
-    before verdicts recorded their basis, or by a plugin's kind that is not installed)."""
-    return next((spec.label for spec in specs() if spec.name == basis), "time")
+    """What the one label calls the figure of a verdict judged on ``basis``: ``time``,
+    ``instructions`` (:func:`declared`)."""
+    return declared(basis).label
 
 
 def removed_label_of(basis: object) -> str:
-    """What the one label calls a measurement only its baseline has, judged on ``basis``: that
-    kind's :attr:`KindSpec.removed`; ``removed`` for a basis no kind here has."""
-    return next((spec.removed for spec in specs() if spec.name == basis), "removed")
+    """What the one label calls a measurement only its baseline has, judged on ``basis``:
+    ``removed in B`` (:func:`declared`)."""
+    return declared(basis).removed
 
 
 def against_of(basis: object) -> str:
-    """What a change of a verdict judged on ``basis`` is against, in words: that kind's
-    :attr:`KindSpec.against`; ``vs baseline`` for a basis no kind here has."""
-    return next((spec.against for spec in specs() if spec.name == basis), "vs baseline")
+    """What a change of a verdict judged on ``basis`` is against: ``in B vs side A``
+    (:func:`declared`)."""
+    return declared(basis).against
 
 
 def spec_named(name: str) -> KindSpec:

@@ -73,7 +73,7 @@ def benchmark_json(
     removed = []
     for record in records:
         stats = _benchmark_stats(record)
-        if record.verdict is not None and record.verdict.outcome == "removed":
+        if record.baseline_only:
             # Only the baseline has it (side A's, removed in B): no times of this run, so not
             # a benchmark (pytest-benchmark reads none without stats: "Failed to load ...:
             # 'mean'" dropped the whole file); its record says so beside them.

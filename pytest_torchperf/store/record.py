@@ -161,6 +161,12 @@ class Record(JsonObject, Mapping[str, object]):
     gated: tuple[str, ...] = ()
     graph: Mapping[str, object] | None = None  #: raw JSON (docs/graph.md)
 
+    @property
+    def baseline_only(self) -> bool:
+        """Only its baseline has it (outcome ``removed``: side A's of an A/B run, removed in
+        B): this run timed nothing of it, and nothing of it is judged."""
+        return self.outcome == "removed"
+
     def to_json(self) -> dict[str, object]:
         """Its JSON form: the keys, values and key order it came with (a new dict each call)."""
         return dict(self._json)

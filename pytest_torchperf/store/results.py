@@ -10,18 +10,17 @@ measurement's verdict, variant facts and the baseline session it would save.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_torchperf.core.json_fields import is_number, json_object, json_texts
+from pytest_torchperf.core.json_fields import json_object, json_texts
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.record import Record, RecordedVerdict, Stats
 from pytest_torchperf.store.records import record_from_benchmark
-from pytest_torchperf.store.schema import session_problem, short_repr
+from pytest_torchperf.store.schema import positive_number, session_problem, short_repr
 from pytest_torchperf.store.sessions import Session, SessionError, session_of, timed_sessions
 
 RESULTS_FORMAT = "pytest-torchperf-results"
@@ -131,7 +130,7 @@ def _damaged(doc: dict[str, Any]) -> str | None:
         ):
             return f"{where}.stats.data is not a list of numbers"
         for j, block in enumerate(data):
-            if not _seconds(block):
+            if not positive_number(block):
                 return (
                     f"{where}.stats.data[{j}] is {block!r}, expected a positive number of seconds"
                 )
@@ -173,16 +172,11 @@ def _section_problem(section: dict[str, Any], where: str) -> str | None:
             )
         for key in ("times", "process_statistics"):
             for j, value in enumerate(recorded.get(key) or ()):
-                if not _seconds(value):
+                if not positive_number(value):
                     return (
                         f"key {at}.{key}[{j}] is {value!r}, expected a positive number of seconds"
                     )
     return None
-
-
-def _seconds(value: object) -> bool:
-    """A time as a results file must hold one: a finite positive number."""
-    return is_number(value) and math.isfinite(value) and value > 0
 
 
 def _kind(value: object) -> str:

@@ -134,19 +134,19 @@ def _check_session(session: object, where: str) -> None:
         bad(f".untimed is {untimed!r}, expected the reason (text) or null")
     # A session whose timing could not be trusted keeps its counters and numerics, with
     # statistic null and the reason in untimed.
-    if not (_positive_number(stat) or (stat is None and untimed)):
+    if not (positive_number(stat) or (stat is None and untimed)):
         bad(
             f".statistic is {stat!r}, expected a positive number of seconds (or null, with the "
             f"reason in {where}.untimed)"
         )
     times = session.get("times")
-    if not isinstance(times, list) or not all(_positive_number(t) for t in times):
+    if not isinstance(times, list) or not all(positive_number(t) for t in times):
         bad(
             ".times must be a list of positive numbers (per-call seconds)"
-            + _first_bad("times", times, _positive_number)
+            + _first_bad("times", times, positive_number)
         )
     calibration = session.get("calibration")
-    if calibration is not None and not _positive_number(calibration):
+    if calibration is not None and not positive_number(calibration):
         bad(f".calibration is {calibration!r}, expected a positive number of seconds or null")
     counters = session.get("counters")
     if counters is not None:
@@ -197,13 +197,14 @@ def _non_negative(value: object) -> bool:
     return is_number(value) and math.isfinite(value) and value >= 0
 
 
-def _positive_number(value: object) -> bool:
+def positive_number(value: object) -> bool:
+    """A time or a size as a file must hold one: a finite positive number."""
     return is_number(value) and math.isfinite(value) and value > 0
 
 
 def _speedup(value: object) -> bool:
     return isinstance(value, dict) and all(
-        _positive_number(value.get(k)) for k in ("median", "p25", "p75")
+        positive_number(value.get(k)) for k in ("median", "p25", "p75")
     )
 
 
@@ -248,10 +249,10 @@ def _instructions(value: object) -> bool:
     windows = value.get("windows")
     functions = value.get("functions", {})
     return (
-        _positive_number(value.get("per_call"))
+        positive_number(value.get("per_call"))
         and isinstance(windows, list)
         and len(windows) == 2
-        and all(_positive_number(w) for w in windows)
+        and all(positive_number(w) for w in windows)
         and isinstance(functions, dict)
         and all(isinstance(k, str) and _non_negative(v) for k, v in functions.items())
     )
@@ -262,8 +263,8 @@ def _kernels(value: object) -> bool:
     top kernels as ``[name, launches per call, seconds per call]``."""
     return (
         isinstance(value, dict)
-        and _positive_number(value.get("per_call"))
-        and all(_positive_number(s) for s in value.get("sessions") or ())
+        and positive_number(value.get("per_call"))
+        and all(positive_number(s) for s in value.get("sessions") or ())
         and all(
             isinstance(row, list)
             and len(row) == 3
