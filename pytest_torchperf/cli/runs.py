@@ -54,7 +54,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
     store = baseline_store(args.storage)
     # A name after the file can be the same in several files (test_forward): only a whole id
     # picks one of them.
-    ids = sorted({nodeid for _, nodeid, name, _ in store.measurements() if picked(nodeid, name)})
+    chosen = [
+        (env, nodeid) for env, nodeid, name, _ in store.measurements() if picked(nodeid, name)
+    ]
+    ids = sorted({nodeid for _, nodeid in chosen})
     if len({nodeid.split("::", 1)[0] for nodeid in ids}) > 1:
         quoted = " ".join(shlex.quote(nodeid) for nodeid in ids)
         print(
@@ -63,9 +66,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    files = {
-        store.module_file(env, n) for env, n, name, _ in store.measurements() if picked(n, name)
-    }
+    files = {store.module_file(env, nodeid) for env, nodeid in chosen}
     undo = _undo(sorted(files), args.force) if files else None
     if files and undo is None and not args.force:
         return 2
@@ -213,7 +214,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k):
             continue
-        if record.verdict is not None and record.verdict.outcome == "removed":
+        if record.baseline_only and record.verdict is not None:
             # Only its baseline has it (side A's, removed in B): no pass of the run to judge
             # again (the run judged none either), so it is said as the run said it; counted, but
             # not judged (a compare of nothing else judged nothing).

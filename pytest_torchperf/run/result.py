@@ -83,8 +83,9 @@ class Result:
     saved: bool = False
     #: Why a saving run did not store this measurement (``machine +61% slower``), else None.
     not_saved: str | None = None
-    #: A plain save found its counters changed against the stored sessions' (other code), so
-    #: its test fails and stores nothing (:func:`pytest_torchperf.run.saving.changed_counters`).
+    #: A plain save found other code than the stored sessions' (its counters, or where they
+    #: cannot tell its outputs), so its test fails and stores nothing
+    #: (:func:`pytest_torchperf.run.saving.other_code_since_stored`).
     other_code: bool = False
     #: Why a saving run stored this measurement without its timing (every pass refused by a
     #: guard: ``busy neighbour``); its counters and numerics were stored. None when timed.
