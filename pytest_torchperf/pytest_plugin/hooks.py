@@ -61,6 +61,7 @@ from pytest_torchperf.pytest_plugin.xdist_runs import (  # noqa: F401 - hooks of
     pytest_collection_finish,
     pytest_configure_node,
     pytest_runtest_protocol,
+    pytest_testnodedown,
 )
 
 

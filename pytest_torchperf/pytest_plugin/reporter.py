@@ -15,6 +15,7 @@ import pytest
 
 from pytest_torchperf.kinds import parts
 from pytest_torchperf.pytest_plugin.stash import SETTINGS_KEY
+from pytest_torchperf.pytest_plugin.variant_items import unsaid_left_out_line
 
 if TYPE_CHECKING:
     from pytest_torchperf.judge.coverage import Coverage
@@ -134,12 +135,18 @@ class SummaryReporter:
         # Records no test of this run measured (an A/B run's that only side A has).
         for module in parts("plugin", having="records_of_run"):
             self.records.extend(Record.from_json(d) for d in module.records_of_run(self.config))
+        tr = terminalreporter
+        # Under xdist, what --torchperf-variants deselected (the workers' headers are not shown).
+        left_out = unsaid_left_out_line(self.config)
         if not self.records:
+            if left_out:
+                tr.write_line(left_out)
             return
         from pytest_torchperf.report import terminal as _summary
 
-        tr = terminalreporter
         tr.write_sep("=", "torchperf")
+        if left_out:
+            tr.write_line(left_out)
         environment_line = _environment_line(self.config.stash[SETTINGS_KEY], self.records)
         tr.write_line(environment_line)
         for line in _summary.render(self.records, width=tr._tw.fullwidth):

@@ -54,21 +54,43 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
             name = item.callspec.params[VARIANT_PARAM]  # type: ignore[attr-defined]
             tally[name] = tally.get(name, 0) + 1
         given = config.stash[SETTINGS_KEY].variant_filter_from
-        config.stash[LEFT_OUT_KEY] = (
+        line = (
             f"torchperf: {given} {','.join(wanted)}: {len(dropped)} variant "
             f"item{'s' if len(dropped) != 1 else ''} deselected "
             f"({', '.join(f'{n} {c}' for n, c in sorted(tally.items()))})"
         )
+        config.stash[LEFT_OUT_KEY] = line
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker's header is not shown: the controller's is
+            workeroutput[LEFT_OUT_WORKER] = line
 
 
 #: The line saying what ``--torchperf-variants`` deselected (pytest's own count does not say
 #: why, and under xdist its last line has none).
 LEFT_OUT_KEY = pytest.StashKey[str]()
+#: ``workeroutput`` key: that line, from an xdist worker to the controller, which collects nothing.
+LEFT_OUT_WORKER = "torchperf_left_out"
+#: The controller of an xdist run has not said that line yet (its header came before any worker
+#: collected): its summary says it.
+LEFT_OUT_UNSAID_KEY = pytest.StashKey[str]()
 
 
 def left_out_line(config: pytest.Config) -> str | None:
     """``torchperf: --torchperf-variants amp: 4 variant items deselected (compiled 2, int8 2)``."""
     return config.stash.get(LEFT_OUT_KEY, None)
+
+
+def worker_left_out(config: pytest.Config, workeroutput: dict[str, Any]) -> None:
+    """The controller of an xdist run: keep a worker's line for the summary (every worker
+    collects the same items, so the first one's is the run's)."""
+    line = workeroutput.get(LEFT_OUT_WORKER)
+    if line and LEFT_OUT_UNSAID_KEY not in config.stash:
+        config.stash[LEFT_OUT_UNSAID_KEY] = line
+
+
+def unsaid_left_out_line(config: pytest.Config) -> str | None:
+    """The line an xdist controller's summary says (None outside xdist: the header said it)."""
+    return config.stash.get(LEFT_OUT_UNSAID_KEY, None)
 
 
 def check_variant_item(config: pytest.Config, item: pytest.Item, uses_fixture: bool) -> None:

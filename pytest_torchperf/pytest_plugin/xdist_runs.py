@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_torchperf.pytest_plugin import variant_items
 from pytest_torchperf.pytest_plugin.child_runs import is_xdist, pooled, run_fresh_processes
 from pytest_torchperf.pytest_plugin.stash import (
     COLLECTING_GATE_KEY,
@@ -121,6 +122,13 @@ def pytest_configure_node(node: Any) -> None:
     folder = node.config.stash.get(XDIST_CHILDREN_KEY, None)
     if folder is not None:
         node.workerinput[XDIST_CHILDREN] = str(folder)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller: what a worker has to say that the worker's own terminal would have shown
+    (its collection's header line: :func:`variant_items.worker_left_out`)."""
+    variant_items.worker_left_out(node.config, getattr(node, "workeroutput", None) or {})
 
 
 def unconfigure(config: pytest.Config) -> None:

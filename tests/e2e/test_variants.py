@@ -126,6 +126,17 @@ def test_plain(torchperf):
     none.stdout.fnmatch_lines(
         ["*no variant of this measurement is selected by --torchperf-variants*"]
     )
+    # Under pytest-xdist the workers collect, and a worker's header is never shown: the
+    # controller says it (skipped perf tests: the line is collection's, not timing's).
+    spread = perf.runpytest_subprocess(
+        "-n", "2", "--torchperf-variants=eager,amp", "--torchperf-skip", "-p", "no:randomly"
+    )
+    spread.stdout.fnmatch_lines(
+        [
+            "torchperf: --torchperf-variants eager,amp: 3 variant items deselected (compiled 1, "
+            "fused 1, int8 1)"
+        ]
+    )
     bad = perf.runpytest("--torchperf-variants=eager,int4")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(
