@@ -68,6 +68,30 @@ def _recounted(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     return old != new and bool(FORMULA_OPS & set(baseline.get("ops") or {}))
 
 
+#: The op-count counters and how their changes are headed: a measurement's own, and the ops of
+#: the model a variant (compiled, amp, ...) was built from (eager's, kept with the variant:
+#: its own counters cannot see an edit of the model).
+_OP_COUNTS = (("ops", "ops changed"), ("model_ops", "the model's eager ops changed"))
+#: The counters that count ops: where a measurement has one, its counters tell other code.
+OP_KEYS = tuple(key for key, _ in _OP_COUNTS)
+
+
+def _op_changes(old_ops: Mapping[str, int], new_ops: Mapping[str, int]) -> list[str]:
+    """``aten::addmm 2 -> 3``, ``new aten::tanh x1``, ``removed aten::relu x1``, by op name."""
+    parts = []
+    for op in sorted(set(old_ops) | set(new_ops)):
+        old, new = old_ops.get(op, 0), new_ops.get(op, 0)
+        if old == new:
+            continue
+        if old == 0:
+            parts.append(f"new {op} x{new}")
+        elif new == 0:
+            parts.append(f"removed {op} x{old}")
+        else:
+            parts.append(f"{op} {old} -> {new}")
+    return parts
+
+
 def diff_counters(
     baseline: Mapping[str, Any],
     current: Mapping[str, Any],
@@ -80,21 +104,11 @@ def diff_counters(
     """
     skip = set(ignore)
     changes: list[str] = []
-    if "ops" not in skip and "ops" in baseline and "ops" in current:
-        old_ops, new_ops = baseline["ops"], current["ops"]
-        parts = []
-        for op in sorted(set(old_ops) | set(new_ops)):
-            old, new = old_ops.get(op, 0), new_ops.get(op, 0)
-            if old == new:
-                continue
-            if old == 0:
-                parts.append(f"new {op} x{new}")
-            elif new == 0:
-                parts.append(f"removed {op} x{old}")
-            else:
-                parts.append(f"{op} {old} -> {new}")
-        if parts:
-            changes.append("ops changed: " + ", ".join(parts))
+    for key, head in _OP_COUNTS:
+        if "ops" not in skip and key in baseline and key in current:
+            parts = _op_changes(baseline[key], current[key])
+            if parts:
+                changes.append(f"{head}: {', '.join(parts)}")
     if (
         "flops" not in skip
         and "flops" in baseline
@@ -142,6 +156,7 @@ def diff_counters(
 #: A change line's opening words (:func:`diff_counters`) -> the name ``ignore_counters`` takes.
 _IGNORE_NAMES = (
     ("ops changed", "ops"),
+    ("the model's eager ops changed", "ops"),
     ("FLOPs", "flops"),
     ("parameters", "params"),
     ("graph", "graphs"),

@@ -219,11 +219,12 @@ def _why_no_counters(record: Record) -> str:
 
     if record.counters is not None:
         return "no counters stored"
-    if record.variant in COMPILED_VARIANTS:  # they record dynamo's graphs, unless ignored
-        return "graph counters off"
-    if record.variant != "eager":
-        compiled = " and ".join(COMPILED_VARIANTS)
-        return f"only eager (ops, FLOPs) and {compiled} (graphs) record counters"
+    if record.variant != "eager":  # its model's eager ops (run.steps.model_ops), its graphs
+        graphs = ", graphs ignored" if record.variant in COMPILED_VARIANTS else ""
+        return (
+            f"counters off, ops ignored{graphs}, or a low-precision model, whose ops depend on "
+            f"the CPU class"
+        )
     return "counters off"
 
 

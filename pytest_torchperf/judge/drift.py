@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent
-from pytest_torchperf.judge.counter_diff import changes_since_stored
+from pytest_torchperf.judge.counter_diff import OP_KEYS, changes_since_stored
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
@@ -237,14 +237,17 @@ def other_code(
     than the ``stored`` sessions (oldest first). Its time appended to theirs would read as process
     noise and widen the limit (a +60 % layer read as 35 % noise, a 103.7 % limit, "no gate"
     blamed on the machine), so a plain save and ``torchperf accept`` refuse it. The newest stored
-    counters tell, where they count ops; a variant item's counters are its graphs or nothing (a
-    compiled-only test of a model with one more Linear kept ``graphs 1``), so there the
-    fingerprint tells, against the newest stored one and the ``rel_l2`` limit. None: the same."""
+    counters tell, where both sides count ops (a variant's: its model's eager ops); where they
+    do not (ops ignored, a low-precision model, sessions saved before variants kept their model's
+    ops: a compiled-only test of a model with one more Linear kept ``graphs 1``), the fingerprint
+    tells, against the newest stored one and the ``rel_l2`` limit. None: the same."""
+    ignore = tuple(ignore)
     changes = changes_since_stored([s.counters for s in stored], counters, ignore)
     if changes:
         return OtherCode(changes)
-    if any("ops" in (c or {}) for c in (counters, *(s.counters for s in stored))):
-        return None
+    latest = next((s.counters for s in reversed(stored) if s.counters), None) or {}
+    if "ops" not in ignore and any(k in latest and k in (counters or {}) for k in OP_KEYS):
+        return None  # the same ops
     then = next((s.fingerprint for s in reversed(stored) if s.fingerprint), None)
     if not fingerprint or then is None or rel_l2 is None:
         return None

@@ -109,6 +109,16 @@ def collect_counters(
     }
 
 
+def collect_op_counts(call: Callable[[], UserValue]) -> tuple[dict[str, Any], UserValue]:
+    """Run ``call`` once and count only its ATen ops and the dtypes they produced (a variant keeps
+    its model's ops: no FLOP formulas, parameters or memory, so the count costs about a call);
+    returns them and the call's output."""
+    tally = _Tally()
+    with _counting(tally):
+        output = call()
+    return {"ops": dict(sorted(tally.counts.items())), "dtypes": sorted(tally.dtypes)}, output
+
+
 def compiled_original(target: object) -> Target | None:
     """The eager callable behind a ``torch.compile``d module or function, else None."""
     original = getattr(target, "_orig_mod", None)

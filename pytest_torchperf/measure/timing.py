@@ -325,15 +325,17 @@ class Measurer:
                 self._clock_reader = found
         return self._clock_reader
 
-    def counters(self, eager: Target | None = None) -> tuple[dict[str, Any], UserValue]:
+    def counters(
+        self, eager: Target | None = None, ops_only: bool = False
+    ) -> tuple[dict[str, Any], UserValue]:
         """FLOPs, ATen op counts, parameters and peak tensor memory of one call (no timing), and
-        that call's output.
+        that call's output; ``ops_only``: the op counts and dtypes alone.
 
         ``eager`` replaces the target for counting: compiled code runs fused kernels that dispatch
         modes cannot see, so a ``torch.compile``d target is counted on its eager original.
         """
         __tracebackhide__ = True
-        from pytest_torchperf.measure.counters import collect_counters
+        from pytest_torchperf.measure.counters import collect_counters, collect_op_counts
 
         fn = eager or self.target
         outputs: list[UserValue] = []
@@ -344,6 +346,8 @@ class Measurer:
             return out
 
         with self.prepared():
+            if ops_only:
+                return collect_op_counts(call)
             counted = collect_counters(call, self.device, module=fn)
         return counted, outputs[0]
 

@@ -205,6 +205,9 @@ class VariantPlan:
     failed: dict[str, Result] = field(default_factory=dict)
     graph: dict[str, Any] = field(default_factory=dict)
     count_graphs: bool = False
+    #: Eager's op counts, kept in every other variant's counters as ``model_ops``
+    #: (:func:`pytest_torchperf.run.variant_run.model_ops`); None where they are not kept.
+    model_ops: dict[str, int] | None = None
     #: How blocks are clocked (``cpu``, ``cuda-events`` or ``sync``).
     clock_name: str = "cpu"
 

@@ -5,7 +5,7 @@ the ``--torchperf-graph`` figures. Pytest-free."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.errors import OptionError
@@ -110,11 +110,29 @@ def sampler(ctx: RunContext, measurer: "Measurer", clock: list[str]) -> Callable
 
 
 def counters_of(
-    measurer: "Measurer", options: MeasureOptions, eager: Target | None = None
+    measurer: "Measurer",
+    options: MeasureOptions,
+    eager: Target | None = None,
+    ops_only: bool = False,
 ) -> tuple[dict[str, Any] | None, UserValue]:
-    """Counters of one call (None when off) and that call's output (for a determinism check)."""
+    """Counters of one call (None when off; ``ops_only``: its ops and dtypes alone) and that
+    call's output (for a determinism check)."""
     from pytest_torchperf.measure.accuracy import NO_OUTPUT
 
     if not options.counters:
         return None, NO_OUTPUT
-    return measurer.counters(eager)
+    return measurer.counters(eager, ops_only)
+
+
+def model_ops(counters: Mapping[str, Any] | None, options: MeasureOptions) -> dict[str, int] | None:
+    """Eager's op counts, as every other variant of the call keeps them (``model_ops`` in its
+    counters): a variant's own counters count its graphs (compiled) or nothing (amp, fused,
+    int8), so without them an edit of the model that leaves its outputs alone (``h + 0 * a(x)``)
+    went unseen by a variant item's save, which appended the new code's time to the old code's
+    sessions, and by its compare. None where counters are off, ops ignored, or eager itself runs
+    low-precision code (whose ops depend on the CPU class)."""
+    from pytest_torchperf.judge.counter_diff import low_precision
+
+    if not counters or "ops" in options.ignore_counters or low_precision(counters):
+        return None
+    return dict(counters.get("ops") or {}) or None

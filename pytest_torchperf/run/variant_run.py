@@ -13,7 +13,6 @@ variants themselves is :mod:`pytest_torchperf.variants.builders`' job. Pytest-fr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.stats import summarize
@@ -40,6 +39,7 @@ from pytest_torchperf.run.steps import (
     claim_name,
     counters_of,
     graph_of,
+    model_ops,
     sampler,
     to_sample,
 )
@@ -131,13 +131,15 @@ def _reference(plan: VariantPlan, eager: Measurer, target: Target) -> UserValue:
     plan.graph = eager.graph_counters(target) if plan.count_graphs else {}
     label = plan.labels.get("eager", f"{plan.name}[eager reference]")
     reference = eager.check_outputs(label)
-    # Eager's counters are judged only where eager is one of the listed variants: a variant-only
-    # test (``test_x[amp]``) does not pay for the profiled call.
-    counted = options if "eager" in plan.variants else replace(options, counters=False)
-    counters, again = counters_of(eager, counted)
+    # The counted call is the fingerprint's second (determinism): counting costs only the
+    # dispatch modes' overhead. Eager's counters are judged where eager is listed; the other
+    # variants keep its ops (``model_ops``), which a variant-only test (``test_x[amp]``) counts
+    # alone (no FLOP formulas: the ops cost about a call; all counters cost about two).
+    counters, again = counters_of(eager, options, ops_only="eager" not in plan.variants)
+    plan.model_ops = model_ops(counters, options)
     plan.extras["eager"] = VariantExtra(
         "eager",
-        counters=counters,
+        counters=counters if "eager" in plan.variants else None,
         fingerprint=output_fingerprint(reference, again, eager),
         metric=user_metric(eager, options, label),
         limits=options.accuracy_limits("eager"),
@@ -246,6 +248,8 @@ def _build(
         extra.metric = user_metric(measurer, options, label)
         if variant in COMPILED_VARIANTS and plan.count_graphs:
             extra.counters = dict(plan.graph)
+        if plan.model_ops is not None:
+            extra.counters = {**(extra.counters or {}), "model_ops": plan.model_ops}
         plan.measurers[variant] = measurer
         plan.extras[variant] = extra
 
@@ -301,7 +305,7 @@ def _time(
     eager_refused = refused("eager")
     for variant, extra in plan.extras.items():
         plan.measurers[variant].number_per_block = raws[variant].number_per_block
-        if extra.counters is not None and variant in COMPILED_VARIANTS:
+        if plan.count_graphs and extra.counters is not None and variant in COMPILED_VARIANTS:
             extra.counters["recompiles"] = recompiles[variant]
         if variant == "eager":
             continue

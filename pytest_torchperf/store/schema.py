@@ -100,13 +100,17 @@ def session_problem(session: object, where: str) -> str | None:
     return None
 
 
+#: The counters that map op names to counts: a measurement's own, and a variant's model's.
+_OP_MAPS = ("ops", "model_ops")
+
+
 def _first_bad(name: str, values: object, fits: Callable[[Any], bool]) -> str:
     """Where the list ``name`` (an object for ``ops``) first holds a value that does not fit, as
     ``, but times[3] is -1.0`` or ``, but ops['aten::mm'] is 'x'``, or what it holds instead of
     a list or an object; empty where every value fits."""
-    if name == "ops" and isinstance(values, dict):
+    if name in _OP_MAPS and isinstance(values, dict):
         items: list[tuple[object, object]] = list(values.items())
-    elif name != "ops" and isinstance(values, list):
+    elif name not in _OP_MAPS and isinstance(values, list):
         items = list(enumerate(values))
     else:
         return f", but it is {short_repr(values)}"
@@ -153,13 +157,13 @@ def _check_session(session: object, where: str) -> None:
         if not isinstance(counters, dict):
             bad(f".counters must be an object, but it is {short_repr(counters)}")
         for key, value in counters.items():
-            if key == "ops":
+            if key in _OP_MAPS:
                 if not isinstance(value, dict) or not all(
                     isinstance(k, str) and _count(v) for k, v in value.items()
                 ):
                     bad(
-                        ".counters.ops must map op names to non-negative integers"
-                        + _first_bad("ops", value, _count)
+                        f".counters.{key} must map op names to non-negative integers"
+                        + _first_bad(key, value, _count)
                     )
             elif key in ("break_reasons", "dtypes", "flops_partial"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

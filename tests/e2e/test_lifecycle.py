@@ -271,14 +271,67 @@ def test_a_save_after_a_code_change_fails_on_the_counters_and_appends_nothing(
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
 
 
-def test_a_save_of_a_variant_item_tells_other_code_by_its_outputs(perf: pytest.Pytester) -> None:
-    """A variant item records no op counters (amp none, compiled its graphs), so a plain save
-    after the model changed appended the new code's time to the old code's sessions. Its outputs
-    tell instead: the save fails the item and stores nothing of it."""
+def test_a_variant_item_keeps_its_models_ops_so_an_edit_that_keeps_outputs_is_seen(
+    perf: pytest.Pytester,
+) -> None:
+    """A variant's own counters are its graphs (compiled) or none (amp): an edit of the model
+    that left its outputs alone (``h + 0 * h``) went unseen, so a plain save appended the new
+    code's time to the old code's sessions and the compare blamed the mix on the machine's noise.
+    The model's eager ops, kept with the variant, tell: the save refuses, the compare fails."""
     model = """
 import pytest, torch
 
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h
+
 @pytest.mark.torchperf(variants=["amp"])
+def test_mlp(torchperf):
+    torch.manual_seed(0)
+    torchperf(Net(), torch.randn(8, 32), name="mlp")
+"""
+    perf.makepyfile(model)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    (path,) = baseline_files(perf.path / ".torchperf")
+    [measurement] = json.loads(path.read_text())["tests"].values()
+    [session] = measurement["mlp[amp]"]["sessions"]
+    assert session["counters"]["model_ops"]["aten::addmm"] == 1, session["counters"]
+    perf.makepyfile(model.replace("return h\n", "return h + 0 * h\n"))
+    save = perf.runpytest("--torchperf-save")
+    save.assert_outcomes(failed=1)
+    save.stdout.fnmatch_lines(
+        [
+            "mlp[[]amp[]]: counters changed vs baseline: the model's eager ops changed: new "
+            "aten::add x1, new aten::mul x1. Nothing of this measurement was saved*",
+        ]
+    )
+    [measurement] = json.loads(path.read_text())["tests"].values()
+    assert len(measurement["mlp[amp]"]["sessions"]) == 1
+    compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
+    compare.assert_outcomes(failed=1)
+    compare.stdout.fnmatch_lines(
+        ["*mlp[[]amp[]]: counters changed vs baseline: the model's eager ops changed: *"]
+    )
+    # Gated as the eager item's ops are: ignore_counters=["ops"] stops it.
+    ignored = model.replace('variants=["amp"]', 'variants=["amp"], ignore_counters=["ops"]')
+    perf.makepyfile(ignored.replace("return h\n", "return h + 0 * h\n"))
+    perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%").assert_outcomes(passed=1)
+
+
+def test_a_save_of_a_variant_item_tells_other_code_by_its_outputs(perf: pytest.Pytester) -> None:
+    """Where no op counts tell (ops ignored here; a low-precision model; sessions saved before
+    variants kept their model's ops), a plain save after the model changed appended the new
+    code's time to the old code's sessions. Its outputs tell instead: the save fails the item
+    and stores nothing of it."""
+    model = """
+import pytest, torch
+
+@pytest.mark.torchperf(variants=["amp"], ignore_counters=["ops"])
 def test_mlp(torchperf):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))

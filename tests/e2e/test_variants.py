@@ -832,7 +832,7 @@ def test_a_save_stores_a_speedup_only_from_rounds_the_guards_passed(
     refused.stdout.fnmatch_lines(
         [
             "*sleepy[[]amp]*measured, saved without timing: CPU share 0.* < 0.90*",
-            "torchperf: stored 1 measurement: timing for 0 of 1, counters 0 of 1, numerics 1 of "
+            "torchperf: stored 1 measurement: timing for 0 of 1, counters 1 of 1, numerics 1 of "
             "1, speedup vs eager 0 of 1; *; speedup vs eager not stored: sleepy[[]amp] (a guard "
             "refused the rounds eager and the variant were timed in)",
         ]
