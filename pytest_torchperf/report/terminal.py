@@ -163,18 +163,10 @@ def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
     return [_line([*headers, ""], widths, len(headers)), *(_line(r, widths, 2) for r in rows)]
 
 
-def render_grouped(records: Sequence[Record]) -> list[str]:
-    """Table with each test id on its own line and its measurements indented below it.
-
-    Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
-    severe outcome (the order their first rows come in), so failures still come first.
-    """
-    return grouped_lines(*table(records))
-
-
 def grouped_lines(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """``rows`` (test id, name, figures...) under ``headers``: each test id on its own line, its
-    measurements' rows indented below it, the figures right-aligned, nothing cut."""
+    measurements' rows indented below it, the figures right-aligned, nothing cut. Tests keep the
+    order their first rows come in (of :func:`table`'s rows: their most severe outcome first)."""
     headers = ["test / name", *headers[2:]]
     by_test: dict[str, list[list[str]]] = {}
     for row in rows:
@@ -192,7 +184,7 @@ def render(records: Sequence[Record], width: int = 120) -> list[str]:
     widest = max((len(r.nodeid) for r in records), default=0)
     test_column = flat[0].index("name") - 2  # render_table shortens ids wider than this column
     if widest > test_column or any(len(line) > width for line in flat):
-        return render_grouped(records)
+        return grouped_lines(*table(records))
     return flat
 
 
