@@ -18,7 +18,7 @@ from pytest_torchperf.cli.common import (
     table,
     write_reports,
 )
-from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.core.units import counted, format_change, format_time
 from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
@@ -86,12 +86,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         )
         return 1
     for path, nodeid, name, sessions in removed:
-        plural = "s" if sessions != 1 else ""
-        print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
-    print(
-        f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
-        f"removed; {undo}"
-    )
+        print(f"removed {nodeid} {name} ({counted(sessions, 'session')}) from {shown(path)}")
+    print(f"torchperf: {counted(len(removed), 'measurement')} of {what} removed; {undo}")
     return 0
 
 
