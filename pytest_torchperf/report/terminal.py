@@ -231,18 +231,17 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
     lines = []
     ordered = sort_records(records)
     by_reason: dict[str, list[Record]] = {}
-    for record in ordered:
-        reason = record.verdict.new_reason if record.verdict else None
-        if reason and record.outcome == "new":
-            by_reason.setdefault(reason, []).append(record)
-    # New for a reason the message alone says (no baseline folder at all, none stored yet):
-    # grouped by the message after the measurement's label.
     by_message: dict[str, list[Record]] = {}
     for record in ordered:
         verdict = record.verdict
-        message = (verdict.message or "") if verdict else ""
-        if record.outcome != "new" or not verdict or verdict.new_reason:
+        if record.outcome != "new" or not verdict:
             continue
+        if verdict.new_reason:
+            by_reason.setdefault(verdict.new_reason, []).append(record)
+            continue
+        # New for a reason the message alone says (no baseline folder at all, none stored yet):
+        # grouped by the message after the measurement's label.
+        message = verdict.message or ""
         _, said, rest = message.partition(": ")
         if said and not repeats(message, record.failures):
             by_message.setdefault(rest, []).append(record)
