@@ -28,7 +28,7 @@ from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run, shown
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.sessions import session_of
+from pytest_torchperf.store.sessions import Session, session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -240,15 +240,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
-        carried = carried_sessions(record)
-        stored = (
-            [] if carried is not None else store.load_sessions(env_id, record.nodeid, record.name)
-        )
-        sessions = (
-            carried
-            if carried is not None
-            else [s for s in stored if not same_run(s.run_id, record.run_id)]
-        )
+        stored: list[Session] = []
+        sessions = carried_sessions(record)
+        if sessions is None:
+            stored = store.load_sessions(env_id, record.nodeid, record.name)
+            sessions = [s for s in stored if not same_run(s.run_id, record.run_id)]
         result = replay(
             record,
             sessions,
