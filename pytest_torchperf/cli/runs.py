@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections import Counter
 from pathlib import Path
 
 from pytest_torchperf.cli.common import (
@@ -318,7 +317,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for note, names in notes.items():
         shared = f"note for {len(names)} measurements ({named(names)})" if len(names) > 1 else ""
         print(f"{shared}: {note}" if shared else f"{names[0]}: note: {note}")
-    counts = Counter(r.outcome for r in judged)
     # In severity order, as the run's own count line (an unsorted one differed from it).
     print(f"torchperf: {count_line([*judged, *said]) or 'nothing compared'}")
     # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
@@ -338,7 +336,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"torchperf: error: the compare judged no measurement, so it cannot pass; {why}",
             file=sys.stderr,
         )
-    return 1 if counts["fail"] or failure or not judged else 0
+    failed = any(r.outcome == "fail" for r in judged)
+    return 1 if failed or failure or not judged else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
