@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_torchperf.cli.common import PathError, results, selected
-from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.core.units import counted, format_change, format_percent, format_time
 from pytest_torchperf.judge.replay import (
     accept_problem,
     already_stored,
@@ -29,15 +29,14 @@ def _too_noisy(stored: Sequence[Session], new: float, after: StoredBaseline) -> 
     times = sorted(s.statistic for s in stored if s.statistic)
     median = statistics.median(times)
     return (
-        f"its {len(times)} stored session{'s' if len(times) != 1 else ''} (p25 "
+        f"its {counted(len(times), 'stored session')} (p25 "
         f"{' to '.join(dict.fromkeys([format_time(times[0]), format_time(times[-1])]))}, baseline "
         f"{format_time(median)}) and this run's (p25 {format_time(new)}, "
-        f"{format_change(new / median)}) would disagree too much to "
-        f"gate: process noise {format_percent(after.noise or 0.0)} widens the "
-        f"{format_percent(after.tolerance)} limit to {format_percent(after.limit)}, beyond the "
-        f"{format_percent(after.bound or 0.0)} allowed, so a compare would judge no timing. A "
-        f"changed speed is accepted with --reset (this run's session replaces the stored ones "
-        f"and becomes the baseline)"
+        f"{format_change(new / median)}) would disagree too much to gate: process noise "
+        f"{format_percent(after.noise or 0.0)} widens the {format_percent(after.tolerance)} limit "
+        f"to {format_percent(after.limit)}, beyond the {format_percent(after.bound or 0.0)} "
+        f"allowed, so a compare would judge no timing. A changed speed is accepted with --reset "
+        f"(this run's session replaces the stored ones and becomes the baseline)"
     )
 
 
@@ -109,7 +108,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if left_out and args.reset and (timed := len(timed_sessions(stored))):
             problem = (
                 f"a guard refused its timing ({left_out.untimed}), and --reset would replace "
-                f"its {timed} timed session{'s' if timed != 1 else ''} with one without timing, "
+                f"its {counted(timed, 'timed session')} with one without timing, "
                 f"which cannot gate its timing until a quiet save; accept it without --reset "
                 f"(its timed sessions stay), or save it again on a quiet machine"
             )
@@ -137,7 +136,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             f"{store.root / env_id}{kept}"
         )
     print(
-        f"torchperf: {accepted} measurement{'s' if accepted != 1 else ''} accepted"
+        f"torchperf: {counted(accepted, 'measurement')} accepted"
         + (
             ""
             if accepted or refused or already
@@ -154,7 +153,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     )
     if refused:
         print(
-            f"torchperf: {refused} matching measurement{'s' if refused != 1 else ''} NOT accepted "
+            f"torchperf: {counted(refused, 'matching measurement')} NOT accepted "
             f"(see above): the stored baseline still differs from this run there (each line "
             f"says how to accept it; --force accepts {'them' if refused != 1 else 'it'} anyway, "
             f"as {'they are' if refused != 1 else 'it is'})"

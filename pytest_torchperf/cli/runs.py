@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections import Counter
 from pathlib import Path
 
 from pytest_torchperf.cli.common import (
@@ -18,7 +17,7 @@ from pytest_torchperf.cli.common import (
     table,
     write_reports,
 )
-from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.core.units import counted, format_change, format_time
 from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage, strict_run
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
@@ -28,7 +27,7 @@ from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
 from pytest_torchperf.store.baselines import BaselineStore, same_run, shown
 from pytest_torchperf.store.record import Record
-from pytest_torchperf.store.sessions import session_of
+from pytest_torchperf.store.sessions import Session, session_of
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -86,12 +85,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         )
         return 1
     for path, nodeid, name, sessions in removed:
-        plural = "s" if sessions != 1 else ""
-        print(f"removed {nodeid} {name} ({sessions} session{plural}) from {shown(path)}")
-    print(
-        f"torchperf: {len(removed)} measurement{'s' if len(removed) != 1 else ''} of {what} "
-        f"removed; {undo}"
-    )
+        print(f"removed {nodeid} {name} ({counted(sessions, 'session')}) from {shown(path)}")
+    print(f"torchperf: {counted(len(removed), 'measurement')} of {what} removed; {undo}")
     return 0
 
 
@@ -244,15 +239,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             continue
         # A record that carries its own baseline (an A/B run's side A) is judged against it;
         # stored baselines play no part.
-        carried = carried_sessions(record)
-        stored = (
-            [] if carried is not None else store.load_sessions(env_id, record.nodeid, record.name)
-        )
-        sessions = (
-            carried
-            if carried is not None
-            else [s for s in stored if not same_run(s.run_id, record.run_id)]
-        )
+        stored: list[Session] = []
+        sessions = carried_sessions(record)
+        if sessions is None:
+            stored = store.load_sessions(env_id, record.nodeid, record.name)
+            sessions = [s for s in stored if not same_run(s.run_id, record.run_id)]
         result = replay(
             record,
             sessions,
@@ -326,7 +317,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for note, names in notes.items():
         shared = f"note for {len(names)} measurements ({named(names)})" if len(names) > 1 else ""
         print(f"{shared}: {note}" if shared else f"{names[0]}: note: {note}")
-    counts = Counter(r.outcome for r in judged)
     # In severity order, as the run's own count line (an unsorted one differed from it).
     print(f"torchperf: {count_line([*judged, *said]) or 'nothing compared'}")
     # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
@@ -346,7 +336,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"torchperf: error: the compare judged no measurement, so it cannot pass; {why}",
             file=sys.stderr,
         )
-    return 1 if counts["fail"] or failure or not judged else 0
+    failed = any(r.outcome == "fail" for r in judged)
+    return 1 if failed or failure or not judged else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -41,14 +41,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
     records = merged.records
     # The unit goes with the first count: "1 measurement from a.json, 2 from b.json".
     shards = ", ".join(
-        f"{n} measurement{'s' if n != 1 else ''} from {file}" if i == 0 else f"{n} from {file}"
+        f"{counted(n, 'measurement')} from {file}" if i == 0 else f"{n} from {file}"
         for i, (file, n) in enumerate(merged.shards)
     )
-    given = f"{len(merged.shards)} results file{'s' if len(merged.shards) != 1 else ''}"
-    print(
-        f"torchperf: merged {given} ({shards}) into {len(records)} "
-        f"measurement{'s' if len(records) != 1 else ''}"
-    )
+    given = counted(len(merged.shards), "results file")
+    print(f"torchperf: merged {given} ({shards}) into {counted(len(records), 'measurement')}")
     for env_id, files in merged.environments.items():
         group = [r for r in records if r.environment_id == env_id]
         if len(merged.environments) > 1:
@@ -84,7 +81,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if missing:
         shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
         print(
-            f"torchperf: {len(missing)} measurement{'s' if len(missing) != 1 else ''} with a "
+            f"torchperf: {counted(len(missing), 'measurement')} with a "
             f"baseline in {storage} {'have' if len(missing) != 1 else 'has'} a result in no "
             f"shard: {', '.join(shown[:10])}{f' and {len(shown) - 10} more' if len(shown) > 10 else ''}. "
             f"A shard's results file is missing (a runner failed, or its file was not collected) "
@@ -151,7 +148,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         if run.repeated:
             print(
                 f"torchperf: note: commit {run.short} was measured more than once "
-                f"({run.repeated} measurement{'s' if run.repeated != 1 else ''} in several of "
+                f"({counted(run.repeated, 'measurement')} in several of "
                 f"{', '.join(run.files)}: a job retried?); each counts as the median of its figures"
             )
     if len(runs) < 2 * MIN_SEGMENT:
@@ -205,9 +202,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     steps = [(s, step) for s in series for step in s.steps]
     slower = sum(1 for _, step in steps if step.change > 0)
     print(
-        f"torchperf: {len(steps)} step{'s' if len(steps) != 1 else ''} in "
-        f"{sum(1 for s in series if s.steps)} of {len(series)} measurements ({slower} slower, "
-        f"{len(steps) - slower} faster)"
+        f"torchperf: {counted(len(steps), 'step')} in {sum(1 for s in series if s.steps)} of "
+        f"{len(series)} measurements ({slower} slower, {len(steps) - slower} faster)"
     )
     if args.html:
         title = f"torchperf history: {counted(len(runs), 'run')}"
@@ -257,7 +253,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         + (f" ({last.detail})" if last.detail else "")
     )
     print(
-        f"torchperf bisect: {len(found.steps)} step{'s' if len(found.steps) != 1 else ''} "
+        f"torchperf bisect: {counted(len(found.steps), 'step')} "
         f"(+ GOOD and BAD), {runs} pytest runs in {found.seconds:.0f} s; every worktree removed"
     )
     return 1 if found.skipped_between else 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_torchperf.judge.inputs import recorded_kind
+from pytest_torchperf.judge.kind_protocol import Kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, empty_fingerprint
 from pytest_torchperf.judge.samples import refusing_guard
@@ -137,7 +138,7 @@ def coverage(records: Iterable[Record], comparing: bool) -> Coverage | None:
 
 def _count_compare(cov: Coverage, record: Record, verdict: RecordedVerdict) -> None:
     cov.measurements += 1
-    kind = judging(_gate_kind(record))
+    kind = _kind(record)
     cov.baseline_free |= not kind.save
     if record.untimed:  # a compare that also saved stored it without timing
         _count_untimed(cov, record)
@@ -174,7 +175,7 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
     if record.name:
         cov.names.setdefault(why, []).append(record.name)
     if why == NO_BASELINE:  # the command that records its kind's baseline (a count's differs)
-        save = judging(recorded_kind(session_of(record).gate or {})).save
+        save = _kind(record).save
         if save:
             cov.saves.add(save)
 
@@ -234,9 +235,9 @@ def _why_not_judged(verdict: RecordedVerdict) -> str:
     return str(verdict.guard or verdict.outcome or "not judged")
 
 
-def _gate_kind(record: Record) -> str:
-    """The kind the gate recorded with the record's session names."""
-    return recorded_kind(session_of(record).gate or {})
+def _kind(record: Record) -> Kind:
+    """The kind (its judge part) the gate recorded with the record's session names."""
+    return judging(recorded_kind(session_of(record).gate or {}))
 
 
 def _count_save(cov: Coverage, record: Record) -> None:
@@ -246,12 +247,12 @@ def _count_save(cov: Coverage, record: Record) -> None:
     if baseline is not None:
         cov.stored[name] = baseline
     session = session_of(record)
-    if record.saved and judging(_gate_kind(record)).gates_untimed(session):
+    if record.saved and _kind(record).gates_untimed(session):
         cov.counted.add(name)
     if record.saved and not record.untimed:
         # What the save stored as the figure: counts in an instruction run; time otherwise (a
         # fallback run stores its count beside the timing).
-        basis = judging(_gate_kind(record)).stored_figure
+        basis = _kind(record).stored_figure
         if baseline is None or not baseline.wide:  # else stored, but no gate (no_gate)
             cov.timed[basis] += 1
     elif record.untimed:  # refused by a guard: stored without its timing
@@ -279,22 +280,14 @@ def _count_untimed(cov: Coverage, record: Record) -> None:
     """A session stored without its timing: a failure of the save, unless a fallback save stored
     its instruction count there (a ``--torchperf-fallback`` compare judges it by that count, so
     the measurement is still gated: docs/instructions.md)."""
-    if judging(_gate_kind(record)).gates_untimed(session_of(record)):
+    if _kind(record).gates_untimed(session_of(record)):
         cov.counted_instead += 1
     else:
         cov.untimed_reasons.append(str(record.untimed))
         cov.untimed_names.append(record.name)
         cov.untimed_options.append(list(record.untimed_options))
-        cov.untimed_kept.append(
-            [
-                gate
-                for gate, kept in (
-                    ("counters", record.counters is not None),
-                    ("numerics", _numerics_stored(record)),
-                )
-                if kept
-            ]
-        )
+        kept = {"counters": record.counters is not None, "numerics": _numerics_stored(record)}
+        cov.untimed_kept.append([gate for gate, stored in kept.items() if stored])
 
 
 def strict_run(records: Sequence[Record]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from pytest_torchperf.core.units import format_percent, format_time
+from pytest_torchperf.core.units import counted, format_percent, format_time
 from pytest_torchperf.judge.coverage import NO_BASELINE, NO_TIMING_BASELINE, Coverage
 from pytest_torchperf.judge.samples import (
     BUSY,
@@ -75,7 +75,7 @@ def coverage_line(cov: Coverage) -> str:
     figures = f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else ""
     if cov.mode == "compare":
         line = (
-            f"gated {n} measurement{'s' if n != 1 else ''}: timing judged for "
+            f"gated {counted(n, 'measurement')}: timing judged for "
             f"{cov.timed_total} of {n}{figures}"
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
             + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.variants else "")
@@ -176,7 +176,7 @@ def _counted_instead(cov: Coverage) -> str:
         return ""
     n = cov.counted_instead
     return (
-        f"; {n} session{'s' if n != 1 else ''} stored without timing but with the instruction "
+        f"; {counted(n, 'session')} stored without timing but with the instruction "
         f"count, which a --torchperf-fallback compare judges instead"
     )
 
@@ -190,8 +190,7 @@ def weak_gate_warning(cov: Coverage) -> str | None:
         f"({reasons(cov.not_timed)}): this run "
         f"{'did not gate' if not cov.timed_total else 'hardly gated'} their time"
         + (
-            f" (it did gate the speedup vs eager of {cov.speedups} variant"
-            f"{'s' if cov.speedups != 1 else ''})"
+            f" (it did gate the speedup vs eager of {counted(cov.speedups, 'variant')})"
             if cov.speedups
             else ""
         )

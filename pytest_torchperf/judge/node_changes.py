@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.core.units import counted, format_change, format_percent, format_time
 
 #: The share of the graph's net growth a block must hold to be named as where it grew.
 HOLDS = 0.5
@@ -202,9 +202,7 @@ def _what_grew(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
         )
         more = ", ..." if len(new) > 3 else ""
         total = sum(sum(t) for t in new.values())
-        parts.append(
-            f"{count} new node{'s' if count > 1 else ''} ({ops}{more}: {format_time(total)})"
-        )
+        parts.append(f"{counted(count, 'new node')} ({ops}{more}: {format_time(total)})")
     grown = [n for n in nodes if n.get("baseline_time") is not None]
     worst = max(grown, key=lambda n: n["time"] - n["baseline_time"], default=None)
     if worst is not None and worst["time"] > worst["baseline_time"]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_torchperf.core.json_fields import NOT_JSON, json_fields
-from pytest_torchperf.core.units import format_change, format_percent, format_time
+from pytest_torchperf.core.units import counted, format_change, format_percent, format_time
 from pytest_torchperf.judge.decision import (
     DEFAULT_GUARD,
     SLOW_MACHINE_MARGIN,
@@ -274,7 +274,7 @@ def _confidence_line(d: Decision) -> str:
             f"baseline: median of {d.sessions} sessions, process noise {format_percent(d.noise)}"
         )
     else:
-        parts.append(f"baseline: {d.sessions} saved session{'s' if d.sessions != 1 else ''}")
+        parts.append(f"baseline: {counted(d.sessions, 'saved session')}")
     shares = [s.cpu_share for s in (d.first, d.final) if s.cpu_share is not None]
     if shares:
         parts.append(f"CPU share {min(shares):.2f}")

@@ -175,7 +175,7 @@ def html_report(
         for part in counts.split(", ")
         if " " in part
     )
-    table, toggle = measurements_table(records, ordered, histories, figures)
+    table, toggle = measurements_table(ordered, histories, figures)
     trace_items = "".join(
         f'<li><a href="{html.escape(href, quote=True)}">{html.escape(label)}</a></li>'
         for label, href in traces

@@ -272,21 +272,20 @@ def _row(
 
 
 def measurements_table(
-    records: Sequence[Record],
     ordered: Sequence[Record],
     histories: Mapping[tuple[str, str], History],
     figures: Figures = RUN_FIGURES,
 ) -> tuple[str, str]:
     """The table of all measurements (``ordered``: its rows in order) and the switch that shows
     its secondary columns on a narrow screen (empty when it has none)."""
-    columns = _columns(records)
+    columns = _columns(ordered)
     rows = "".join(
         _row(r, histories.get((r.nodeid, r.name)), i, columns, figures)
         for i, r in enumerate(ordered)
     )
     renamed = {
         "distribution": f"{figures.current} vs {figures.earlier}",
-        **kinds.renamed_headers(records, html=True),
+        **kinds.renamed_headers(ordered, html=True),
     }
     headers = "".join(
         f'<th data-col="{i}"{SECONDARY if c.secondary else ""}>{renamed.get(c.key, c.header)}</th>'

@@ -137,9 +137,8 @@ def compare_limit(sessions: Sequence[Session], mode: str) -> tuple[str, str | No
             f"{format_percent(stored.limit)} > {format_percent(stored.bound or 0)}: "
             f"{no_gate_hint(stored.limit, tolerance)}"
         )
-    return format_percent(
-        stored.limit
-    ), "1 session: noise unknown" if stored.noise is None else None
+    note = "1 session: noise unknown" if stored.noise is None else None
+    return format_percent(stored.limit), note
 
 
 def session_count(sessions: Sequence[Session], mode: str) -> str:

@@ -163,18 +163,10 @@ def render_table(records: Sequence[Record], width: int = 120) -> list[str]:
     return [_line([*headers, ""], widths, len(headers)), *(_line(r, widths, 2) for r in rows)]
 
 
-def render_grouped(records: Sequence[Record]) -> list[str]:
-    """Table with each test id on its own line and its measurements indented below it.
-
-    Used when test ids are too long for one row: nothing is cut. Tests are ordered by their most
-    severe outcome (the order their first rows come in), so failures still come first.
-    """
-    return grouped_lines(*table(records))
-
-
 def grouped_lines(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """``rows`` (test id, name, figures...) under ``headers``: each test id on its own line, its
-    measurements' rows indented below it, the figures right-aligned, nothing cut."""
+    measurements' rows indented below it, the figures right-aligned, nothing cut. Tests keep the
+    order their first rows come in (of :func:`table`'s rows: their most severe outcome first)."""
     headers = ["test / name", *headers[2:]]
     by_test: dict[str, list[list[str]]] = {}
     for row in rows:
@@ -192,7 +184,7 @@ def render(records: Sequence[Record], width: int = 120) -> list[str]:
     widest = max((len(r.nodeid) for r in records), default=0)
     test_column = flat[0].index("name") - 2  # render_table shortens ids wider than this column
     if widest > test_column or any(len(line) > width for line in flat):
-        return render_grouped(records)
+        return grouped_lines(*table(records))
     return flat
 
 
@@ -239,18 +231,17 @@ def detail_lines(records: Iterable[Record]) -> list[str]:
     lines = []
     ordered = sort_records(records)
     by_reason: dict[str, list[Record]] = {}
-    for record in ordered:
-        reason = record.verdict.new_reason if record.verdict else None
-        if reason and record.outcome == "new":
-            by_reason.setdefault(reason, []).append(record)
-    # New for a reason the message alone says (no baseline folder at all, none stored yet):
-    # grouped by the message after the measurement's label.
     by_message: dict[str, list[Record]] = {}
     for record in ordered:
         verdict = record.verdict
-        message = (verdict.message or "") if verdict else ""
-        if record.outcome != "new" or not verdict or verdict.new_reason:
+        if record.outcome != "new" or not verdict:
             continue
+        if verdict.new_reason:
+            by_reason.setdefault(verdict.new_reason, []).append(record)
+            continue
+        # New for a reason the message alone says (no baseline folder at all, none stored yet):
+        # grouped by the message after the measurement's label.
+        message = verdict.message or ""
         _, said, rest = message.partition(": ")
         if said and not repeats(message, record.failures):
             by_message.setdefault(rest, []).append(record)
