@@ -47,6 +47,10 @@ class RunSettings:
     variant_filter_from: str = "--torchperf-variants"
     #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).
     processes: int = 1
+    #: A plain save, which appends to the stored sessions (no ``--torchperf-reset``, no compare):
+    #: a measurement of other code than theirs is refused. A fresh process keeps its
+    #: controller's (its own save is off), so it times no retry of what will be refused.
+    appends: bool = False
     #: This run is a child of a ``--torchperf-processes`` run: it only measures (see
     #: :mod:`pytest_torchperf.pytest_plugin.child_runs`).
     child: bool = False

@@ -303,6 +303,9 @@ def run_settings(config: pytest.Config) -> RunSettings:
         compare=opt("torchperf_compare"),
         disable=opt("torchperf_disable"),
         reset=opt("torchperf_reset"),
+        appends=opt("torchperf_save")
+        and not opt("torchperf_reset")
+        and not opt("torchperf_compare"),
         cli={n: v for n in CLI_OPTIONS if (v := opt(f"torchperf_{n}")) is not None},
         ini=ini_layer(config),
         variant_filter=variant_filter,

@@ -172,13 +172,23 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         else []
     )
     unfit = save_guard(m.options, references) if keeping.guards_time else (lambda sample: None)
+    # A save of other code than the stored sessions' fails and stores nothing (nor does one whose
+    # variant failed its checks): known before a retry would wait up to --torchperf-save-wait for
+    # a quiet machine to time what is not kept (a changed MLP's save took 68 s beside load, 8 s
+    # without the wait), in this process and in each of the save's fresh processes.
+    other = (
+        other_code_since_stored(ctx, m, env_id)
+        if m.gate and not comparing and keeping.guards_time
+        else None
+    )
+    doomed = other is not None or bool(m.extra and m.extra.failures)
     final, comparison = first, None
     if comparing:
         comparison = _compare(
             ctx, state, m, first, take_sample, passes, env_id, environment, others
         )
         final = comparison.sample
-    elif (saving or role.retries_unfit) and unfit(first):
+    elif (saving or role.retries_unfit) and not doomed and unfit(first):
         # A contaminated baseline would poison every later comparison: measure again, after
         # waiting for a busy machine to quiet down (within the save's budget).
         # Under xdist it waits holding the workers' lock, so the other workers' tests (which
@@ -199,13 +209,9 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         result.not_saved = unsaved[0]
         if unsaved[1]:
             state.warnings.append(unsaved[1])
-    elif (
-        saving
-        and comparison is None
-        and keeping.guards_time  # a count's baseline is the latest count alone
-        and (other := other_code_since_stored(ctx, m, env_id))
-    ):
-        # The test fails on them, so it stores nothing.
+    elif other is not None and not ctx.settings.child:  # a child's controller says it
+        # The test fails on them, so it stores nothing. (A count's baseline is the latest count
+        # alone: not checked.)
         result.counter_changes, result.other_code = other.changes, True
         if other.moved:
             moved = result.other_outputs_message(other.moved, other.counted)

@@ -102,11 +102,11 @@ def calibration_references(
 def other_code_since_stored(ctx: RunContext, m: Measured, env_id: str) -> OtherCode | None:
     """Whether a plain save's measurement measured other code than its stored sessions
     (:func:`pytest_torchperf.judge.drift.other_code`): the save refuses it and the test fails, as
-    a compare does. None where it did not, or where nothing is appended to (--torchperf-reset, a
-    first save, a child process, which stores nothing)."""
+    a compare does (a save's fresh process asks too: it then times no retry). None where it did
+    not, or where nothing is appended to (--torchperf-reset, a compare, a first save)."""
     from pytest_torchperf.store.baselines import BaselineFileError
 
-    if ctx.settings.reset or ctx.settings.child:
+    if not ctx.settings.appends:
         return None
     try:
         stored = ctx.store.load_sessions(env_id, m.nodeid, m.name)

@@ -323,6 +323,39 @@ def test_mlp(torchperf):
     perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%").assert_outcomes(passed=1)
 
 
+def test_a_save_refusing_other_code_times_no_retry(perf: pytest.Pytester) -> None:
+    """A save that will refuse a changed test waited for a quiet machine and timed it again
+    first (a guard refused its pass): 68 s of a 8 s save beside load, and as long again in each
+    of the save's fresh processes. A target that sleeps leaves the CPU idle, so the CPU-share
+    guard refuses every pass of it: the refusing save takes one pass, not two."""
+    sleepy = """
+import time, torch
+
+class Sleepy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        time.sleep(0.002)  # no CPU: the CPU-share guard refuses each pass
+        return self.lin(x)
+
+def test_sleepy(torchperf):
+    torchperf(Sleepy(), torch.randn(4, 8), name="sleepy")
+"""
+    perf.makepyfile(sleepy)
+    # Stored whatever the guards say, so the next save appends.
+    perf.runpytest("--torchperf-save", "--torchperf-min-cpu-share=0").assert_outcomes(passed=1)
+    perf.makepyfile(sleepy.replace("return self.lin(x)", "return torch.relu(self.lin(x))"))
+    result = perf.runpytest(
+        "--torchperf-save", "--torchperf-min-cpu-share=0.9", "--torchperf-json=results.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["sleepy: counters changed vs baseline: ops changed: *"])
+    [record] = json.loads((perf.path / "results.json").read_text())["benchmarks"]
+    assert len(record["torchperf"]["passes"]) == 1, record["torchperf"]["passes"]
+
+
 def test_a_save_of_a_variant_item_tells_other_code_by_its_outputs(perf: pytest.Pytester) -> None:
     """Where no op counts tell (ops ignored here; a low-precision model; sessions saved before
     variants kept their model's ops), a plain save after the model changed appended the new
