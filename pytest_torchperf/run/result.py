@@ -31,14 +31,17 @@ _OTHER_CODE = (
 )
 
 
-def reset_this_test(nodeid: str) -> str:
-    """The save that replaces this test's stored sessions alone (a bare --torchperf-reset would
-    replace every saved test's). A variant item's whole test: its other variants were saved
-    beside it, and a variant's own counters (a compiled one's graphs) may not have changed."""
+def reset_this_test(nodeid: str, save: str = "pytest --torchperf-save") -> str:
+    """The save (``save``: the kind's command) that replaces this test's stored sessions alone (a
+    bare --torchperf-reset would replace every saved test's). A variant item's whole test: its
+    other variants were saved beside it, and a variant's own counters (a compiled one's graphs)
+    may not have changed."""
     test, bracket, param = nodeid.partition("[")
     if not (bracket and param.rstrip("]") in VARIANTS):
         test = nodeid
-    return f"pytest {shlex.quote(test)} --torchperf-save --torchperf-reset"
+    if not test:
+        return f"{save} --torchperf-reset"
+    return f"pytest {shlex.quote(test)} {save.removeprefix('pytest ')} --torchperf-reset"
 
 
 @dataclass
@@ -235,10 +238,9 @@ class Result:
                 f"{'; '.join(self.counter_changes)}. If intended, nothing to record (an A/B run "
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
-        save = f"{self.save_command} --torchperf-reset"
-        unsaved = ""
-        if self.other_code:  # a plain save, which appends to the stored sessions
-            unsaved, save = _OTHER_CODE, reset_this_test(self.nodeid)
+        # This test's sessions alone: a bare --torchperf-reset replaces every saved test's.
+        save = reset_this_test(self.nodeid, self.save_command)
+        unsaved = _OTHER_CODE if self.other_code else ""  # a plain save appends
         return (
             f"{changed_head(self.name, self.verdict.basis if self.verdict else None)}: "
             f"{'; '.join(self.counter_changes)}. "

@@ -65,7 +65,8 @@ def test_one_extra_cheap_op_fails_the_counter_gate(perf: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(
         [
             "net: counters changed vs baseline: ops changed: new aten::mul x1. If "
-            "intended, record a new baseline (pytest --torchperf-save --torchperf-reset); to stop gating "
+            "intended, record a new baseline (pytest *::test_* --torchperf-save --torchperf-reset); "
+            "to stop gating "
             'it pass ignore_counters=[[]"ops"[]]',
         ]
     )

@@ -482,12 +482,14 @@ def test_a_counter_change_names_the_save_of_the_runs_own_kind() -> None:
 
     result = _result("gru")
     result.counter_changes = ["FLOPs +5.0% (100 -> 105)"]
-    assert "(pytest --torchperf-save --torchperf-reset)" in (result.counter_message or "")
+    test = result.nodeid.partition("[")[0]  # a variant item: its whole test
+    assert f"(pytest {test} --torchperf-save --torchperf-reset)" in (result.counter_message or "")
     result.save_command = judging("time-or-instructions").save
-    assert "(pytest --torchperf-fallback instructions --torchperf-save --torchperf-reset)" in (
-        result.counter_message or ""
+    assert (
+        f"(pytest {test} --torchperf-fallback instructions --torchperf-save --torchperf-reset)"
+        in (result.counter_message or "")
     )
     result.save_command = judging("instructions").save
-    assert "(pytest --torchperf-instructions --torchperf-save --torchperf-reset)" in (
+    assert f"(pytest {test} --torchperf-instructions --torchperf-save --torchperf-reset)" in (
         result.counter_message or ""
     )
