@@ -129,7 +129,16 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if left_out:
             session, what = left_out, f"without its timing ({left_out.untimed})"
             kept = f": {kept_too(session, done=' stored')}"
-        store.record(env_id, environment, record.nodeid, record.name, session, reset=args.reset)
+        store.record(
+            env_id,
+            environment,
+            record.nodeid,
+            record.name,
+            session,
+            reset=args.reset,
+            # --force after a plain accept stored it without its timing: one session a run.
+            timing_of_stored=args.force and session.statistic is not None,
+        )
         accepted, untimed = accepted + 1, untimed + bool(left_out)
         print(
             f"torchperf: accepted {record.nodeid} {record.name} {what} into "

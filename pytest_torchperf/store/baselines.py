@@ -144,8 +144,12 @@ class BaselineStore:
         session: Session,
         *,
         reset: bool = False,
+        timing_of_stored: bool = False,
     ) -> Path:
         """Append ``session`` to a measurement's history (or replace it when ``reset``); return the file.
+        ``timing_of_stored``: ``session`` is the timing of a session stored without it (``torchperf
+        accept --force`` of a pass a guard refused): it replaces that session, so one process's
+        run is one session.
 
         Read-modify-write happens under an exclusive lock; the write is atomic. An existing file that
         fails validation is left untouched and :class:`BaselineFileError` is raised.
@@ -167,6 +171,12 @@ class BaselineStore:
                 }
                 entry = doc["tests"].setdefault(nodeid, {}).setdefault(name, {"sessions": []})
                 sessions = [] if reset else list(entry["sessions"])
+                if timing_of_stored:
+                    sessions = [
+                        s
+                        for s in sessions
+                        if s.get("statistic") is not None or s.get("run_id") != new.get("run_id")
+                    ]
                 if session.has("graph"):  # the graph's structure: only the latest keeps it
                     sessions = [{k: v for k, v in s.items() if k != "graph"} for s in sessions]
                 sessions.append(new)

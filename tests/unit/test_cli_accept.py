@@ -106,6 +106,22 @@ def test_accept_reset_refuses_to_replace_timed_sessions_with_an_untimed_one(
     assert [s.cpu_share for s in sessions(tmp_path)] == [0.5]
 
 
+def test_forcing_a_refused_timing_replaces_that_runs_untimed_session(tmp_path, capsys) -> None:
+    """A busy run accepted as the tool said (without its timing), then with --force as the
+    message offers, left two sessions of one run: one untimed, one timed."""
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE, run_id="0a0a0a0a0a0a")) == 0
+    busy = results_file(tmp_path, cpu_share=0.5, gate=GATE, run_id="ebe82d5e5c1b")
+    assert accept(tmp_path, busy) == 1
+    assert [s.statistic is None for s in sessions(tmp_path)] == [False, True]
+    assert accept(tmp_path, busy, "--force") == 0
+    stored = sessions(tmp_path)
+    assert [(s.run_id, s.cpu_share) for s in stored] == [
+        ("0a0a0a0a0a0a", None),
+        ("ebe82d5e5c1b", 0.5),
+    ]
+    assert stored[1].statistic is not None
+
+
 def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> None:
     """`torchperf compare` printed a strict inconclusive's ~500-character reason twice: as the
     verdict's message and again as the strict failure that repeats it."""
