@@ -194,8 +194,9 @@ def test_a_compare_names_the_looser_guards_its_baseline_was_saved_with() -> None
     )
     assert result.verdict.outcome.value == "inconclusive"
     assert (
-        "its baseline was saved with --torchperf-max-neighbour-load=100%: pass the same to this "
-        "compare to judge it the way its baseline was taken"
+        "its baseline was saved with --torchperf-max-neighbour-load=100%: passing the same to "
+        "this compare judges it the way its baseline was taken, and then a pass slowed by a "
+        "busier machine than at save time fails as a slower model would"
     ) in result.verdict.notes
     same = compare(Candidate("mlp", busy), [saved], Gate(max_neighbour_load=1.0), remeasure=never)
     assert same.verdict.outcome.value == "pass" and not any(
@@ -222,8 +223,9 @@ def test_the_looser_guards_note_names_every_option_at_once() -> None:
     assert result.verdict.outcome.value == "inconclusive"
     assert (
         "its baseline was saved with --torchperf-min-cpu-share=0 and "
-        "--torchperf-max-neighbour-load=100%: pass the same to this compare to judge it the "
-        "way its baseline was taken"
+        "--torchperf-max-neighbour-load=100%: passing the same to this compare judges it the "
+        "way its baseline was taken, and then a pass slowed by a busier machine than at save "
+        "time fails as a slower model would"
     ) in result.verdict.notes, result.verdict.notes
 
 

@@ -76,8 +76,10 @@ class TimeKind(Kind):
                 verdict,
                 notes=(
                     *verdict.notes,
-                    f"its baseline was saved with {' and '.join(looser)}: pass the same to this "
-                    f"compare to judge it the way its baseline was taken",
+                    f"its baseline was saved with {' and '.join(looser)}: passing the same to "
+                    f"this compare judges it the way its baseline was taken, and then a pass "
+                    f"slowed by a busier machine than at save time fails as a slower model "
+                    f"would",
                 ),
             )
         if judgement.verdict.outcome is Outcome.NEW and sessions:
