@@ -72,15 +72,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
     removed = store.forget(picked)
     what = f"{args.test} {args.name}" if args.name else args.test
     if not removed:
-        import difflib
-
-        stored = {nodeid for _, nodeid, _, _ in store.measurements()}
-        short = {nodeid.split("::", 1)[-1] for nodeid in stored}
-        close = difflib.get_close_matches(args.test, sorted(stored | short), n=1)
-        meant = f"; did you mean {close[0]}?" if close else ""
         print(
-            f"torchperf: no stored measurement of {what} in {args.storage}{meant} (torchperf "
-            f"show lists the stored test ids and names)",
+            f"torchperf: no stored measurement of {what} in {args.storage}"
+            f"{_meant(args.test, args.name, store)} (torchperf show lists the stored test ids "
+            f"and names)",
             file=sys.stderr,
         )
         return 1
@@ -88,6 +83,30 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(f"removed {nodeid} {name} ({counted(sessions, 'session')}) from {shown(path)}")
     print(f"torchperf: {counted(len(removed), 'measurement')} of {what} removed; {undo}")
     return 0
+
+
+def _meant(test: str, name: str | None, store: BaselineStore) -> str:
+    """What ``forget TEST [NAME]`` that removed nothing may have meant: the names the test holds
+    where only ``NAME`` is not stored, its parametrized ids (``TEST[...]``), or the stored test
+    closest in spelling."""
+    import difflib
+
+    stored = [(nodeid, held) for _, nodeid, held, _ in store.measurements()]
+    names = sorted({held for nodeid, held in stored if test in (nodeid, nodeid.split("::", 1)[-1])})
+    if names:  # the test is stored: only its measurement's name is not
+        return f"; {test} holds the measurements {_some(names)}"
+    ids = {nodeid for nodeid, _ in stored} | {nodeid.split("::", 1)[-1] for nodeid, _ in stored}
+    items = sorted(i for i in ids if i.startswith(f"{test}["))
+    if items:  # forget takes one item of a parametrized test at a time
+        return f"; its parametrized ids are {_some(items)}: forget each one"
+    close = difflib.get_close_matches(test, sorted(ids), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _some(words: list[str]) -> str:
+    """The first four ``words``, and how many more."""
+    more = f" and {len(words) - 4} more" if len(words) > 4 else ""
+    return ", ".join(words[:4]) + more
 
 
 def _undo(files: list[Path], force: bool) -> str | None:

@@ -287,6 +287,42 @@ def test_forget_matches_a_whole_test_id_or_name_never_a_part(tmp_path, capsys) -
     assert "; did you mean t.py::test_mlp_fast? (torchperf show" in capsys.readouterr().err
 
 
+def test_forget_of_a_parametrized_test_or_a_wrong_name_suggests_what_is_stored(
+    tmp_path, capsys
+) -> None:
+    """`forget test_p` of a parametrized test said `did you mean test_mlp?`, and `forget
+    test_mlp_speed nosuch` said `did you mean test_mlp_speed?`, the test it had given."""
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    store = BaselineStore(tmp_path)
+    stored = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for nodeid, name in [
+        ("t.py::test_p[1]", "p"),
+        ("t.py::test_p[2]", "p"),
+        ("t.py::test_mlp", "mlp"),
+        ("t.py::test_mlp_speed", "mlp-bs64"),
+        ("t.py::test_mlp_speed", "mlp-bs32"),
+    ]:
+        store.record("cpu-x-t1-0", {}, nodeid, name, stored)
+    storage = ["--storage", str(tmp_path)]
+    show = " (torchperf show lists the stored test ids and names)\n"
+    assert cli.main(["forget", "test_p", *storage]) == 1
+    assert capsys.readouterr().err == (
+        f"torchperf: no stored measurement of test_p in {tmp_path}; its parametrized ids are "
+        f"test_p[1], test_p[2]: forget each one{show}"
+    )
+    assert cli.main(["forget", "t.py::test_p", *storage]) == 1
+    assert "its parametrized ids are t.py::test_p[1], t.py::test_p[2]:" in capsys.readouterr().err
+    assert cli.main(["forget", "test_mlp_speed", "nosuch", *storage]) == 1
+    assert capsys.readouterr().err == (
+        f"torchperf: no stored measurement of test_mlp_speed nosuch in {tmp_path}; "
+        f"test_mlp_speed holds the measurements mlp-bs32, mlp-bs64{show}"
+    )
+    assert len(list(store.measurements())) == 5
+
+
 def test_bisect_names_a_missing_revision_or_test_selection_and_exits_2(capsys) -> None:
     """`bisect GOOD -k t` said 'the following arguments are required: bad, pytest_args' (the
     pytest arguments are optional), and a bisect without -k exited 1, not the 2 of one that
