@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import shlex
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_torchperf.cli.common import PathError, results, selected
+from pytest_torchperf.cli.common import PathError, no_match, results, selected
 from pytest_torchperf.core.units import counted, format_change, format_percent, format_time
 from pytest_torchperf.judge.replay import (
     accept_problem,
@@ -66,6 +67,11 @@ def cmd_accept(args: argparse.Namespace) -> int:
                 f"the baselines in {here}: give --storage {here}, or create {args.storage} "
                 f"first to start a baseline folder there"
             )
+    if args.k and not any(selected(r.nodeid, r.name, args.k) for r in records):
+        # Said as compare, show and history say it: a misspelt -k, with what the file holds.
+        where = " ".join(args.results)
+        print(no_match(args.k, [(r.nodeid, r.name) for r in records], where), file=sys.stderr)
+        return 1
     store = BaselineStore(Path(args.storage or ".torchperf"))
     accepted, refused, untimed, already = 0, 0, 0, 0
     for record in records:

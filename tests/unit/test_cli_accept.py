@@ -345,6 +345,9 @@ def test_a_k_that_matches_nothing_is_said_and_fails(tmp_path, capsys) -> None:
     assert capsys.readouterr().err == "torchperf: " + said.format(where=storage)
     assert cli.main(["history", results, "-k", "nosuch"]) == 1
     assert said.format(where=results) in capsys.readouterr().err
+    # accept said only `0 measurements accepted (nothing timed matched -k nosuch)`, on stdout.
+    assert accept(tmp_path, results, "-k", "nosuch") == 1
+    assert capsys.readouterr() == ("", "torchperf: " + said.format(where=results))
     assert cli.main(["show", storage, "--env", "nosuch"]) == 1
     assert capsys.readouterr().err == (
         f"torchperf: no environment nosuch in {storage} (torchperf list names its environments)\n"
