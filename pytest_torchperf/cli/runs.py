@@ -157,10 +157,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     rows = measurement_rows(store, lambda nodeid, name: selected(nodeid, name, args.k), args.env)
     if not rows and (args.k or args.env):  # a misspelt filter: said, never a clean empty table
         stored = [(env_id, nodeid, name) for env_id, nodeid, name, _ in store.measurements()]
-        if args.env and args.env not in {env_id for env_id, _, _ in stored}:
+        environments = sorted({env_id for env_id, _, _ in stored})
+        if args.env and args.env not in environments:
+            envs = f"it holds {_some(environments)}" if environments else "it holds none"
             print(
-                f"torchperf: no environment {args.env} in {args.storage} (torchperf list "
-                f"names its environments)",
+                f"torchperf: no environment {args.env} in {args.storage} ({envs}); --env takes "
+                f"a whole environment id",
                 file=sys.stderr,
             )
         elif args.k:

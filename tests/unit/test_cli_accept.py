@@ -348,9 +348,11 @@ def test_a_k_that_matches_nothing_is_said_and_fails(tmp_path, capsys) -> None:
     # accept said only `0 measurements accepted (nothing timed matched -k nosuch)`, on stdout.
     assert accept(tmp_path, results, "-k", "nosuch") == 1
     assert capsys.readouterr() == ("", "torchperf: " + said.format(where=results))
+    # It said `(torchperf list names its environments)`, not which they are.
     assert cli.main(["show", storage, "--env", "nosuch"]) == 1
     assert capsys.readouterr().err == (
-        f"torchperf: no environment nosuch in {storage} (torchperf list names its environments)\n"
+        f"torchperf: no environment nosuch in {storage} (it holds {ENV}); --env takes a whole "
+        f"environment id\n"
     )
     # A -k that matches still works.
     assert cli.main(["show", storage, "-k", "fwd"]) == 0
