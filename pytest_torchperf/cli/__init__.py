@@ -46,7 +46,12 @@ from pytest_torchperf.cli.runs import (
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
 from pytest_torchperf.cli.words import check_outputs, hint, placed, resolve_paths
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
-from pytest_torchperf.options.values import argparse_type, parse_fraction, parse_share
+from pytest_torchperf.options.values import (
+    argparse_type,
+    parse_factor,
+    parse_fraction,
+    parse_share,
+)
 from pytest_torchperf.store.baselines import BaselineFileError
 
 _K = "only tests/measurements containing this text"
@@ -94,11 +99,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         ("--min-cpu-share", share, "override the contention guard"),
         ("--max-spread", fraction, "override the spread guard"),
         ("--max-neighbour-load", share, "override the neighbour guard (e.g. 50%%; 100%% disables)"),
+        ("--max-machine-slowdown", fraction, "override the machine guard (e.g. 25%%)"),
+        ("--min-gpu-clock", share, "override the GPU clock guard (e.g. 0.75; 0 disables)"),
+        (
+            "--max-widening",
+            argparse_type(parse_factor),
+            "override how far the stored sessions' noise may widen the limit (e.g. 3x; off "
+            "disables)",
+        ),
         (
             "--max-instruction-increase",
             fraction,
             "override the instruction-count limit of --torchperf-instructions runs (e.g. 1%%)",
         ),
+        ("--max-kernel-slowdown", fraction, "override the GPU kernel-time limit (e.g. 10%%)"),
     ):
         p.add_argument(name, type=kind, default=None, help=help)
     p.add_argument("-k", help=_K)

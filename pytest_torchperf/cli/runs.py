@@ -199,6 +199,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The options of each measurement's recorded gate that compare's flags of the same name override.
+OVERRIDES = (
+    "max_slowdown",
+    "min_cpu_share",
+    "max_spread",
+    "max_neighbour_load",
+    "max_machine_slowdown",
+    "min_gpu_clock",
+    "max_widening",
+    "max_instruction_increase",
+    "max_kernel_slowdown",
+)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_torchperf.judge.replay import replay
     from pytest_torchperf.report.terminal import count_line, repeats
@@ -270,11 +284,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             sessions,
             store=store,
             environment=environments.get(env_id),
-            max_slowdown=args.max_slowdown,
-            min_cpu_share=args.min_cpu_share,
-            max_spread=args.max_spread,
-            max_neighbour_load=args.max_neighbour_load,
-            max_instruction_increase=args.max_instruction_increase,
+            **{name: getattr(args, name) for name in OVERRIDES},
         )
         judged.append(  # what the coverage line reads, as a live run's record has it
             Record.from_json(

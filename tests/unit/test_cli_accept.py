@@ -136,6 +136,35 @@ def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> Non
     assert "fails such a run" not in out, out
 
 
+def test_compare_overrides_the_machine_guard_and_the_widening_bound(tmp_path, capsys) -> None:
+    """docs/reports.md said `--max-slowdown` and the guard flags override the recorded options,
+    but `torchperf compare` had no `--max-machine-slowdown`, `--min-gpu-clock` or
+    `--max-widening`, though the replay honours those options too."""
+    gate = {**GATE, "max_slowdown": 0.15, "max_machine_slowdown": 0.25, "max_widening": 3.0}
+    kernel = {"calibration": 1e-4, "calibration_kernel": "k"}
+    assert accept(tmp_path, results_file(tmp_path, gate=gate, **kernel)) == 0
+    storage = str(tmp_path / "tp")
+    # The calibration kernel ran twice as slow: the machine guard refuses the pass.
+    slower = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4})
+    capsys.readouterr()
+    assert cli.main(["compare", storage, slower]) == 0
+    assert "1 slower machine (fwd)" in capsys.readouterr().out
+    assert cli.main(["compare", storage, slower, "--max-machine-slowdown", "200%"]) == 0
+    assert "torchperf: 1 pass\n" in capsys.readouterr().out
+    # Stored sessions too noisy to gate (one accepted at +165% anyway): no timing judged.
+    for _ in range(3):
+        assert accept(tmp_path, results_file(tmp_path, gate=gate, **kernel)) == 0
+    slow = results_file(tmp_path, gate=gate, statistic=2.65e-3, **kernel)
+    assert accept(tmp_path, slow, "--force") == 0
+    results = results_file(tmp_path, gate=gate, **kernel)
+    capsys.readouterr()
+    assert cli.main(["compare", storage, results]) == 0
+    assert "1 noisy baseline (fwd)" in capsys.readouterr().out
+    assert cli.main(["compare", storage, results, "--max-widening", "off"]) == 0
+    assert "torchperf: 1 pass\n" in capsys.readouterr().out
+    assert cli.main(["compare", storage, results, "--min-gpu-clock", "0"]) == 0
+
+
 def test_report_with_no_output_named_prints_the_markdown_summary(tmp_path, capsys) -> None:
     """`torchperf report results.json`, a look in the terminal: it said only to give --html or
     --markdown (exit 2)."""
