@@ -83,7 +83,11 @@ def read_results_document(path: Path | str) -> dict[str, Any]:
             f"results file {path}: cannot be read ({exc.strerror}){remedy}"
         ) from None
     except ValueError as exc:
-        raise ResultsFileError(f"results file {path}: not valid JSON ({exc})") from None
+        raise ResultsFileError(
+            f"results file {path}: not valid JSON ({exc}); if pytest --torchperf-json wrote it, "
+            f"it is damaged (cut short, or edited): re-run the run that wrote it, or restore it "
+            f"from where it came from (a CI job's artifacts); nothing was read from it"
+        ) from None
     ours = doc.get("torchperf") if isinstance(doc, dict) else None
     if not isinstance(ours, dict) or ours.get("format") != RESULTS_FORMAT:
         raise ResultsFileError(

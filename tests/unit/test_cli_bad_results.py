@@ -135,6 +135,35 @@ def test_every_reader_refuses_a_bad_results_file_as_bad_input(
     assert not (tmp_path / "merged.json").exists()
 
 
+@pytest.mark.parametrize("command", ["compare", "report", "accept", "merge", "history", "graph"])
+def test_a_results_file_that_is_not_json_is_named_with_the_remedy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A results file cut short said only `not valid JSON (Expecting ...)`, where every other
+    kind of damage says what to do."""
+    assert accept(tmp_path, results_file(tmp_path, gate=GATE)) == 0
+    bad = tmp_path / "cut.json"
+    bad.write_text(Path(results_file(tmp_path, gate=GATE)).read_text()[:60])
+    storage = str(tmp_path / "tp")
+    argv = {
+        "compare": ["compare", storage, str(bad)],
+        "report": ["report", str(bad), "--storage", storage],
+        "accept": ["accept", str(bad), "--storage", storage],
+        "merge": ["merge", str(bad), "--storage", storage, "-o", str(tmp_path / "merged.json")],
+        "history": ["history", str(bad)],
+        "graph": ["graph", str(bad), "--no-browser", "--out", str(tmp_path / "graph")],
+    }[command]
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith(f"torchperf: results file {bad}: not valid JSON ("), err
+    assert err.endswith(
+        "; if pytest --torchperf-json wrote it, it is damaged (cut short, or edited): re-run the "
+        "run that wrote it, or restore it from where it came from (a CI job's artifacts); "
+        "nothing was read from it"
+    ), err
+
+
 def test_a_good_results_file_with_passes_still_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
