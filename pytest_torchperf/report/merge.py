@@ -77,11 +77,11 @@ class MergedResults:
     #: (file, measurements it held) per shard, in the order given.
     shards: tuple[tuple[str, int], ...]
     duplicates: tuple[Duplicate, ...]
-    #: Environment id -> the shards (file names) that measured in it.
+    #: Environment id -> the shards (their paths as given) that measured in it.
     environments: dict[str, list[str]]
     #: What the merged run gated (None: the shards neither compared nor saved).
     coverage: Coverage | None
-    #: Shards (file names) that measured but gated none of it: a shard job that lost its
+    #: Shards (paths as given) that measured but gated none of it: a shard job that lost its
     #: --torchperf-compare (or whose tests all failed before their verdicts).
     ungated: tuple[str, ...] = ()
 
@@ -99,7 +99,9 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     """
     if not paths:
         raise ResultsFileError("no results file to merge: give the shards' --torchperf-json files")
-    names = short_names([Path(p) for p in paths])
+    # Each shard by its path as given (`shard-1/results.json`), one file or several: its name
+    # alone said `results.json` of one shard, though the command line named its folder.
+    names = [str(p) for p in paths]
     seen_paths: dict[Path, str] = {}
     for path in paths:
         resolved = Path(path).resolve()
@@ -218,7 +220,7 @@ def _folder_read(storage: object) -> str | None:
 
 
 def short_names(paths: Sequence[Path]) -> list[str]:
-    """The names messages use for files read together (a merge's shards, a history run's files):
+    """The names messages use for files read together (a history run's files):
     the file name, or the path where two files share a name (``shard-1/results.json``)."""
     names = [p.name for p in paths]
     return [p.name if names.count(p.name) == 1 else str(p) for p in paths]

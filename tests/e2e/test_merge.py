@@ -85,7 +85,7 @@ def sharded(perf: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_merged_shards_give_one_unsplit_runs_verdicts_and_labels_and_keep_every_figure(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     code = cli.main(
         [
             "merge",
@@ -138,7 +138,7 @@ def test_a_lost_shard_is_named_and_fails_the_merge(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     storage = ["--storage", str(sharded / ".torchperf")]
-    passing = [str(sharded / "shard-2.json"), str(sharded / "shard-3.json")]
+    passing = ["shard-2.json", "shard-3.json"]
     assert cli.main(["merge", *passing, *storage]) == 1
     out = capsys.readouterr().out
     assert (
@@ -154,7 +154,7 @@ def test_a_lost_shard_is_named_and_fails_the_merge(
 def test_a_measurement_in_two_files_is_counted_once_and_named(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    files = [str(sharded / "all.json"), str(sharded / "shard-2.json")]
+    files = ["all.json", "shard-2.json"]
     assert cli.main(["merge", *files, "--storage", str(sharded / ".torchperf")]) == 1
     out = capsys.readouterr().out
     assert "into 4 measurements" in out
@@ -172,12 +172,12 @@ def test_shards_judged_against_different_baseline_folders_are_said_to_be(
     # Another runner's checkout path, the same folder in the project: one folder.
     doc["torchperf"]["storage"] = {"path": "/runner2/p/.torchperf", "relative": ".torchperf"}
     other.write_text(json.dumps(doc))
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     cli.main(["merge", *shards, "--storage", str(sharded / ".torchperf")])
     assert "different baseline folders" not in capsys.readouterr().out
     doc["torchperf"]["storage"] = {"path": "/elsewhere/.torchperf", "relative": None}
     other.write_text(json.dumps(doc))
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     cli.main(["merge", *shards, "--storage", str(sharded / ".torchperf"), "-o", "m.json"])
     out = capsys.readouterr().out
     assert (
@@ -190,7 +190,7 @@ def test_shards_judged_against_different_baseline_folders_are_said_to_be(
 def test_accept_and_report_take_a_runs_shards(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     storage = str(sharded / ".torchperf")
     assert (
         cli.main(
@@ -219,7 +219,7 @@ def test_accept_and_report_take_a_runs_shards(
 def test_without_the_baseline_folder_the_merge_cannot_tell_a_lost_shard(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     nowhere = str(sharded / "no-such-folder")
     assert cli.main(["merge", *shards, "--storage", nowhere]) == 2
     said = capsys.readouterr()
@@ -251,12 +251,23 @@ def test_bad_shard_files_are_clear_errors(
 def test_one_file_merged_is_said_in_the_singular(
     sharded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    one = str(sharded / "shard-1.json")
-    cli.main(["merge", one, "--storage", str(sharded / ".torchperf"), "--allow-missing"])
+    cli.main(["merge", "shard-1.json", "--storage", str(sharded / ".torchperf"), "--allow-missing"])
     out = capsys.readouterr().out
     assert (
         "torchperf: merged 1 results file (1 measurement from shard-1.json) into 1 measurement\n"
         in out
+    )
+    # Each file by its path as given, alone or not: one said `from results.json` of
+    # shard-1/results.json, where two said `shard-1/results.json, shard-2/results.json`.
+    for i in (1, 2):
+        (sharded / f"shard-{i}").mkdir()
+        shutil.copy(sharded / f"shard-{i}.json", sharded / f"shard-{i}" / "results.json")
+    cli.main(["merge", "shard-1/results.json", "--storage", ".torchperf", "--allow-missing"])
+    assert "(1 measurement from shard-1/results.json) into" in capsys.readouterr().out
+    one = str(sharded / "shard-1" / "results.json")
+    cli.main(["merge", one, "shard-2/results.json", "--storage", ".torchperf"])
+    assert f"(1 measurement from {one}, 2 from shard-2/results.json) into" in (
+        capsys.readouterr().out
     )
 
 
@@ -265,7 +276,7 @@ def test_a_shard_that_only_measured_is_named_beside_shards_that_compared(
 ) -> None:
     """Newcomer: a shard job run without --torchperf-compare merged silently beside shards that
     compared (only a merge of shards that all only measured said so)."""
-    shards = [str(sharded / f"shard-{i}.json") for i in (1, 2, 3)]
+    shards = [f"shard-{i}.json" for i in (1, 2, 3)]
     measured_only = json.loads(Path(shards[2]).read_text())
     measured_only["torchperf"]["coverage"] = (
         None  # what a run that neither compared nor saved writes

@@ -19,6 +19,12 @@ from pytest_torchperf.store.sessions import Session
 from tests.unit.test_report_writers import record
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards given by relative paths, as a merge job's glob gives them (`shard-1.json`)."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _read(records: Iterable[Mapping[str, object]]) -> list[Record]:
     """The records as the reports get them: read once from their JSON form."""
     return [Record.from_json(r) for r in records]
@@ -52,12 +58,11 @@ def _records() -> list[dict[str, Any]]:
 
 def test_three_shards_merge_into_the_file_one_unsplit_run_writes(tmp_path: Path) -> None:
     everything = _records()
-    unsplit, _ = read_results(_write(tmp_path / "all.json", everything))
+    unsplit, _ = read_results(_write(Path("all.json"), everything))
     parts = [everything[:1], everything[1:3], everything[3:]]
     # Each shard on its own runner of the class: the host names differ, the exact part not.
     files = [
-        _write(tmp_path / f"shard-{i}.json", part, node=f"runner-{i}")
-        for i, part in enumerate(parts, 1)
+        _write(Path(f"shard-{i}.json"), part, node=f"runner-{i}") for i, part in enumerate(parts, 1)
     ]
 
     merged = merge_results(files)
@@ -91,8 +96,8 @@ def test_a_measurement_in_two_shards_is_kept_once_with_its_most_severe_verdict(
 ) -> None:
     passed = record("slow", "pass", ratio=1.01)
     failed = record("slow", "fail", ratio=1.5)
-    first = _write(tmp_path / "a.json", [passed, record("fast", "pass")])
-    second = _write(tmp_path / "b.json", [failed])
+    first = _write(Path("a.json"), [passed, record("fast", "pass")])
+    second = _write(Path("b.json"), [failed])
 
     merged = merge_results([first, second])
 
@@ -106,13 +111,13 @@ def test_a_measurement_in_two_shards_is_kept_once_with_its_most_severe_verdict(
     assert "t.py::test_slow slow: measured in 2 shards (a.json: pass, b.json: fail)" in line
     assert "keeps b.json's" in line
     # Where the verdicts agree, the first file's record is kept.
-    agreed = merge_results([first, _write(tmp_path / "c.json", [record("slow", "pass")])])
+    agreed = merge_results([first, _write(Path("c.json"), [record("slow", "pass")])])
     assert agreed.duplicates[0].kept == "a.json"
     assert agreed.records[0]["verdict"]["ratio"] == 1.01
 
 
 def test_one_environment_with_two_exact_fingerprints_is_refused(tmp_path: Path) -> None:
-    first = _write(tmp_path / "a.json", [record("fast", "pass")])
+    first = _write(Path("a.json"), [record("fast", "pass")])
     doc = json.loads(first.read_text())
     doc["torchperf"]["environments"]["cpu-x-t1-0"]["exact"]["device"] = "cuda"
     (tmp_path / "b.json").write_text(json.dumps(doc))
@@ -124,8 +129,8 @@ def test_shards_of_two_environments_stay_apart(tmp_path: Path) -> None:
     other = {**record("fast", "pass"), "environment_id": "cpu-y-t1-1"}
     merged = merge_results(
         [
-            _write(tmp_path / "x.json", [record("fast", "pass")]),
-            _write(tmp_path / "y.json", [other]),
+            _write(Path("x.json"), [record("fast", "pass")]),
+            _write(Path("y.json"), [other]),
         ]
     )
     # The same test measured on two runner classes is two measurements, not a duplicate.
@@ -135,8 +140,8 @@ def test_shards_of_two_environments_stay_apart(tmp_path: Path) -> None:
 
 
 def test_files_of_different_commits_or_given_twice_are_refused(tmp_path: Path) -> None:
-    one = _write(tmp_path / "one.json", [record("fast", "pass")])
-    other = _write(tmp_path / "two.json", [record("slow", "pass")], commit={"id": "b" * 40})
+    one = _write(Path("one.json"), [record("fast", "pass")])
+    other = _write(Path("two.json"), [record("slow", "pass")], commit={"id": "b" * 40})
     with pytest.raises(ResultsFileError) as refused:
         merge_results([one, other])
     assert "different commits (one.json at aaaaaaaaaa, two.json at bbbbbbbbbb)" in str(
@@ -162,12 +167,26 @@ def test_files_of_one_name_in_several_folders_are_named_by_path(tmp_path: Path) 
     assert duplicate.kept == str(second)
 
 
+def test_a_shard_is_named_by_its_path_as_given_alone_or_with_others(tmp_path: Path) -> None:
+    """`merge shard-1/results.json` said `1 measurement from results.json`, while two shards
+    were named `shard-1/results.json` and `shard-2/results.json`."""
+    (tmp_path / "shard-1").mkdir()
+    (tmp_path / "shard-2").mkdir()
+    one = _write(Path("shard-1/results.json"), [record("fast", "pass")])
+    two = _write(Path("shard-2/results.json"), [record("slow", "pass")])
+    assert merge_results([one]).shards == (("shard-1/results.json", 1),)
+    both = merge_results([one, two])
+    assert both.shards == (("shard-1/results.json", 1), ("shard-2/results.json", 1))
+    assert [s["file"] for s in both.document["torchperf"]["shards"]] == [str(one), str(two)]
+    assert merge_results([tmp_path / one]).shards == ((str(tmp_path / one), 1),)
+
+
 def test_measurements_with_a_baseline_that_no_shard_ran_are_missing(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path / ".torchperf")
     session = Session.from_json({"statistic": 1e-3, "times": [1e-3] * 5})
     for env_id, name in [("cpu-x-t1-0", "fast"), ("cpu-x-t1-0", "lost"), ("cpu-z-t1-2", "other")]:
         store.record(env_id, {"exact": {"device": "cpu"}}, f"t.py::test_{name}", name, session)
-    merged = merge_results([_write(tmp_path / "a.json", [record("fast", "pass")])])
+    merged = merge_results([_write(Path("a.json"), [record("fast", "pass")])])
     # Only the shards' environments count: cpu-z's baselines were never this run's to measure.
     assert missing_measurements(merged.records, store) == [
         ("cpu-x-t1-0", "t.py::test_lost", "lost")
@@ -175,12 +194,12 @@ def test_measurements_with_a_baseline_that_no_shard_ran_are_missing(tmp_path: Pa
 
 
 def test_benchmarks_of_other_tools_are_kept_as_they_are(tmp_path: Path) -> None:
-    path = _write(tmp_path / "a.json", [record("fast", "pass")])
+    path = _write(Path("a.json"), [record("fast", "pass")])
     doc = json.loads(path.read_text())
     foreign = {"name": "test_other", "fullname": "x.py::test_other", "stats": {"data": [1.0]}}
     doc["benchmarks"].append(foreign)
     path.write_text(json.dumps(doc))
-    merged = merge_results([path, _write(tmp_path / "b.json", [record("slow", "pass")])])
+    merged = merge_results([path, _write(Path("b.json"), [record("slow", "pass")])])
     assert foreign in merged.document["benchmarks"] and len(merged.records) == 2
 
 
@@ -208,7 +227,7 @@ def test_a_damaged_results_file_is_named_not_a_traceback(tmp_path: Path, damage,
     with AttributeError's traceback: the file's damage is named where it is."""
     from pytest_torchperf.store.results import read_results
 
-    path = _write(tmp_path / "r.json", [record("fast", "pass")])
+    path = _write(Path("r.json"), [record("fast", "pass")])
     doc = json.loads(path.read_text())
     damage(doc)
     path.write_text(json.dumps(doc))
@@ -233,8 +252,8 @@ def test_a_measurement_removed_in_b_survives_a_merge_once(tmp_path: Path, capsys
         "ab": {"one_sided": "A"},
     }
     files = [
-        _write(tmp_path / "a.json", [_records()[0], gone]),
-        _write(tmp_path / "b.json", [_records()[1], gone]),
+        _write(Path("a.json"), [_records()[0], gone]),
+        _write(Path("b.json"), [_records()[1], gone]),
     ]
     merged = merge_results(files)
     assert [r.name for r in merged.records if r.outcome == "removed"] == ["gone"]
