@@ -225,7 +225,8 @@ def test_fail_confirmed_by_two_remeasures_reports_the_median_of_three_passes():
         "limit 10%)"
     )
     assert "how sure:" in msg
-    assert "spread within run IQR/median 0% and 0%" in msg
+    # The reported pass is the first: its spread once (it read "0% and 0%", the same pass twice).
+    assert "spread within run IQR/median 0%; baseline" in msg
     assert "baseline: median of 3 sessions, process noise 0%" in msg
     assert "CPU share 0.98" in msg
     assert j.sample is first  # the median pass: the Result shows its times and p25
@@ -238,6 +239,8 @@ def test_fail_is_confirmed_in_fresh_processes_when_they_can():
     assert v.outcome is Outcome.FAIL and v.confirmed_in == "fresh"
     assert v.ratio == pytest.approx(1.35)
     assert "then +30.0%, +35.0% in fresh processes" in v.message
+    # The figure is a fresh pass's, not the first's: both spreads, each named.
+    assert "spread within run IQR/median 0% (first pass), 0% (reported pass);" in v.message
 
 
 def test_fail_with_single_baseline_session_mentions_session_count():
