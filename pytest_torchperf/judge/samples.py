@@ -99,7 +99,7 @@ class Sample:
 
     @property
     def processes(self) -> int:
-        """How many fresh processes the statistic pools."""
+        """How many processes the statistic pools: this one and the fresh ones."""
         return 1 + len(self.process_statistics)
 
     @property

@@ -268,7 +268,12 @@ def _confidence_line(d: Decision) -> str:
     parts = [f"spread within run IQR/median {spread}"]
     if d.final.process_statistics:
         p25s = ", ".join(format_time(t) for t in (*d.final.process_statistics, d.final.summary.p25))
-        parts.append(f"candidate: median of {d.final.processes} fresh processes (p25s {p25s})")
+        # This process's pass is among them (last): it is no fresh one.
+        fresh = len(d.final.process_statistics)
+        parts.append(
+            f"candidate: median of {d.final.processes} processes ({fresh} fresh, then this one: "
+            f"p25s {p25s})"
+        )
     if d.noise is not None:
         parts.append(
             f"baseline: median of {d.sessions} sessions, process noise {format_percent(d.noise)}"

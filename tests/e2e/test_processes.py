@@ -67,7 +67,7 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
     compare.stdout.fnmatch_lines(
         [
             "*mlp: *% slower than baseline (median p25 of 2 processes *",
-            "*candidate: median of 2 fresh processes (p25s *",
+            "*candidate: median of 2 processes (1 fresh, then this one: p25s *",
         ]
     )
     record = json.loads((perf.path / "out.json").read_text())["benchmarks"][0]["torchperf"]
