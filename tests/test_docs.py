@@ -5,7 +5,11 @@ install lines name no dependency the package already brings."""
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from pathlib import Path
+
+from tests.subprocesses import git
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [
@@ -51,3 +55,31 @@ def test_every_link_into_a_doc_names_a_heading_there() -> None:
             if not linked.is_file() or anchor not in _anchors(linked):
                 broken.append(f"{doc.relative_to(ROOT)}: ({target}#{anchor})")
     assert not broken
+
+
+def _recipe_revisions() -> str:
+    """The `git rev-list ...` of docs/history.md's "past commits" loop."""
+    text = (ROOT / "docs" / "history.md").read_text(encoding="utf-8")
+    found = re.search(r"for c in \$\((git rev-list [^)]*)\)", text)
+    assert found, "docs/history.md's past-commits loop is gone"
+    return found.group(1)
+
+
+def test_the_past_commits_recipe_works_in_a_repository_of_few_commits(tmp_path: Path) -> None:
+    """Its `git rev-list --reverse --first-parent HEAD~9..HEAD` failed (`unknown revision`) in
+    a repository of fewer than ten commits: someone trying the plugin out on a new one."""
+    git(tmp_path, "init", "-q")
+    for i in range(3):
+        git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"c{i}")
+    listed = subprocess.run(
+        shlex.split(_recipe_revisions()), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    oldest_first = git(tmp_path, "rev-list", "--reverse", "HEAD").split()
+    assert listed.stdout.split() == oldest_first
+    for i in range(3, 12):
+        git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"c{i}")
+    recent = subprocess.run(
+        shlex.split(_recipe_revisions()), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert recent.stdout.split() == git(tmp_path, "rev-list", "--reverse", "HEAD").split()[-10:]
