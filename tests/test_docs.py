@@ -83,3 +83,13 @@ def test_the_past_commits_recipe_works_in_a_repository_of_few_commits(tmp_path: 
         shlex.split(_recipe_revisions()), cwd=tmp_path, capture_output=True, text=True
     )
     assert recent.stdout.split() == git(tmp_path, "rev-list", "--reverse", "HEAD").split()[-10:]
+
+
+def test_the_readmes_summary_sample_ends_as_a_run_ends() -> None:
+    """The README's summary sample ended at `torchperf: 1 pass`; every run also prints what it
+    gated (tests/e2e/test_instruments.py checks the line on a real run)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (sample,) = re.findall(r"```\n(=+ torchperf =+\n.*?)```", readme, re.S)
+    last = sample.splitlines()[-2:]
+    assert last[0] == "torchperf: 1 pass", sample
+    assert last[1].startswith("torchperf: gated 1 measurement: timing judged for 1 of 1, "), sample
