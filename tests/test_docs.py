@@ -9,6 +9,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.subprocesses import git
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,3 +95,26 @@ def test_the_readmes_summary_sample_ends_as_a_run_ends() -> None:
     last = sample.splitlines()[-2:]
     assert last[0] == "torchperf: 1 pass", sample
     assert last[1].startswith("torchperf: gated 1 measurement: timing judged for 1 of 1, "), sample
+
+
+def _core_dependencies() -> set[str]:
+    """The names in pyproject.toml's `dependencies` (tomllib is not in Python 3.10)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
+    assert block, "pyproject.toml has no dependencies list"
+    listed = re.findall(r'^\s*"([^"]+)"', block.group(1), re.M)
+    return {re.split(r"[<>=!~; \[]", d, maxsplit=1)[0].lower() for d in listed}
+
+
+@pytest.mark.parametrize("doc", [*DOCS, WORKFLOW], ids=lambda p: p.name)
+def test_no_install_line_names_a_core_dependency_again(doc: Path) -> None:
+    """docs/ci.md's merge job installed `pandas` beside the package, which depends on it."""
+    core = _core_dependencies()
+    assert "pandas" in core
+    again = [
+        line.strip()
+        for line in doc.read_text(encoding="utf-8").splitlines()
+        if "pip install" in line
+        and core & {w.lower() for w in shlex.split(line.split("pip install", 1)[1].split("#")[0])}
+    ]
+    assert not again
