@@ -4,6 +4,7 @@ install lines name no dependency the package already brings."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -118,3 +119,19 @@ def test_no_install_line_names_a_core_dependency_again(doc: Path) -> None:
         and core & {w.lower() for w in shlex.split(line.split("pip install", 1)[1].split("#")[0])}
     ]
     assert not again
+
+
+def test_the_module_files_keys_are_documented(tmp_path: Path) -> None:
+    """docs/file-formats.md's module file had no `environment_id` or `module`, which every
+    module file holds."""
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    store = BaselineStore(tmp_path)
+    session = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    path = store.record("cpu-x-t1-0", {}, "tests/test_m.py::test_a", "a", session)
+    text = (ROOT / "docs" / "file-formats.md").read_text(encoding="utf-8")
+    documented = re.search(r"- \*\*Module file\*\*: `(\{.*?\})`", text, re.S)
+    assert documented, "docs/file-formats.md describes no module file"
+    keys = json.loads(path.read_text(encoding="utf-8"))
+    assert [k for k in keys if f'"{k}":' not in documented.group(1)] == []
