@@ -75,7 +75,7 @@ class Decision:
     ``reason``: ``new``, ``guard`` (the first pass and its re-measure untrusted), ``untrusted``
     (a confirming pass untrusted), ``confirmed`` (a failure), ``contradicted`` (a confirming pass
     within the limit), ``machine-faster`` (faster only because the machine is), ``improved``,
-    ``within`` (with ``problem`` where a guard found the pass disturbed: within all the same).
+    ``within``.
     """
 
     outcome: Outcome
@@ -150,14 +150,11 @@ def decide(
     judging.common.update(noise=noise, max_widening=max_widening)
 
     current, problem = first, judging.untrusted(first)
-    # A disturbance only adds time: a disturbed pass within its limit bounds the code's own time
-    # from above, so it passes (said, with what disturbed it), as a disturbed confirming pass
-    # within the limit contradicts a slowdown. Only one outside the limit is measured again.
-    if problem and not judging.within(first):
+    if problem:
         current = remeasure()
         judging.samples.append(current)
         problem = judging.untrusted(current)
-        if problem and not judging.within(current):
+        if problem:
             ratio = judging.ratio(current)
             return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
@@ -178,7 +175,7 @@ def decide(
         return judging.decision(Outcome.IMPROVED, "improved", current, ratio)
     if widened_beyond(limit, tolerance, max_widening):
         return judging.decision(Outcome.INCONCLUSIVE, "noisy-baseline", current, ratio)
-    return judging.decision(Outcome.PASS, "within", current, ratio, problem=problem)
+    return judging.decision(Outcome.PASS, "within", current, ratio)
 
 
 class _Judging:
@@ -213,14 +210,6 @@ class _Judging:
     def limit_for(self, sample: Sample) -> float:
         """The limit for a pass pooling ``sample.processes`` processes (widened to the noise)."""
         return effective_tolerance(self.tolerance, self.baseline_stats, sample.processes)[0]
-
-    def within(self, sample: Sample) -> bool:
-        """Whether ``sample`` is neither slower nor faster than its limit allows, where that
-        limit gates (not widened beyond the bound)."""
-        limit = self.limit_for(sample)
-        if widened_beyond(limit, self.tolerance, self.common["max_widening"]):
-            return False
-        return 1.0 - limit <= self.ratio(sample) <= 1.0 + limit
 
     def untrusted(self, sample: Sample) -> str | None:
         """Why ``sample`` cannot be judged; a slow machine, or other processes taking the CPU,

@@ -227,11 +227,6 @@ def word(
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
-        if d.problem:  # a disturbed pass within the limit
-            notes.append(
-                f"judged although a guard refused the pass ({d.problem}): what the guards refuse "
-                f"only adds time, so the code's own is within the limit all the same"
-            )
     refused = d.problem if d.outcome is Outcome.INCONCLUSIVE else None
     guard = refused and refusing_guard(refused)
     return Verdict(

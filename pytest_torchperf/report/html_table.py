@@ -165,10 +165,13 @@ def _not_counted(record: Record) -> str:
     if record.variant in COMPILED_VARIANTS:
         why = (
             f"Not counted for the {record.variant} variant: its counters are its graphs, graph "
-            f"breaks and recompiles; {once}."
+            f"breaks and recompiles, and the eager ops of its model; {once}."
         )
     elif record.variant != "eager":
-        why = f"Not counted for the {record.variant} variant: {once}."
+        why = (
+            f"Not counted for the {record.variant} variant: its counters are the eager ops of "
+            f"its model; {once}."
+        )
     else:
         why = "Not recorded for this measurement (counters=False or ignore_counters)."
     return f'<span class="muted" title="{html.escape(why, quote=True)}">not counted</span>'

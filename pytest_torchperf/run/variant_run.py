@@ -21,7 +21,7 @@ from pytest_torchperf.core.units import format_time
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.samples import GuardLimits
 from pytest_torchperf.measure.accuracy import output_fingerprint, user_metric
-from pytest_torchperf.measure.counters import dynamo_graph_total
+from pytest_torchperf.measure.counters import compiled_original, dynamo_graph_total
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import check_measurable, measure_beside, role_of
 from pytest_torchperf.run.pipeline import conclude
@@ -135,7 +135,9 @@ def _reference(plan: VariantPlan, eager: Measurer, target: Target) -> UserValue:
     # dispatch modes' overhead. Eager's counters are judged where eager is listed; the other
     # variants keep its ops (``model_ops``), which a variant-only test (``test_x[amp]``) counts
     # alone (no FLOP formulas: the ops cost about a call; all counters cost about two).
-    counters, again = counters_of(eager, options, ops_only="eager" not in plan.variants)
+    # A target already torch.compile'd is counted on its eager original, as a plain one is.
+    original = compiled_original(target)
+    counters, again = counters_of(eager, options, original, ops_only="eager" not in plan.variants)
     plan.model_ops = model_ops(counters, options)
     plan.extras["eager"] = VariantExtra(
         "eager",

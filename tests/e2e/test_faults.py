@@ -99,20 +99,6 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     perf.makepyfile(SLEEPY)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
     guard_on = ["--torchperf-compare", "--torchperf-min-cpu-share=0.9"]
-    # Within the limit its pass is judged all the same (a disturbance only adds time), and the
-    # note says what the guard found; nothing is measured twice.
-    within = perf.runpytest(*guard_on, "--torchperf-max-slowdown=900%")
-    within.assert_outcomes(passed=1)
-    within.stdout.fnmatch_lines(
-        [
-            "*test_sleepy: sleepy: note: judged although a guard refused the pass (CPU share 0.* "
-            f"< 0.90: {SLEEPY_REASON}*): what the guards refuse only adds time, so the code's own "
-            "is within the limit all the same",
-            "torchperf: 1 pass",
-        ]
-    )
-    # Twice as slow as its baseline: beyond the limit, and untrusted twice.
-    scale_baselines(perf.path / ".torchperf", 0.5)
     result = perf.runpytest(*guard_on, "--torchperf-json=r.json")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(

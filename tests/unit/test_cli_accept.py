@@ -126,9 +126,7 @@ def test_compare_says_a_strict_inconclusive_reason_once(tmp_path, capsys) -> Non
     """`torchperf compare` printed a strict inconclusive's ~500-character reason twice: as the
     verdict's message and again as the strict failure that repeats it."""
     assert accept(tmp_path, results_file(tmp_path, gate=GATE)) == 0
-    # Beyond the limit (a disturbed pass within it passes).
-    slower = {"statistic": 1.3e-3, "times": [t * 1.3 for t in TIMES]}
-    busy = results_file(tmp_path, cpu_share=0.5, gate={**GATE, "strict": True}, **slower)
+    busy = results_file(tmp_path, cpu_share=0.5, gate={**GATE, "strict": True})
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "tp"), busy]) == 1
     out = capsys.readouterr().out
@@ -146,15 +144,13 @@ def test_compare_overrides_the_machine_guard_and_the_widening_bound(tmp_path, ca
     kernel = {"calibration": 1e-4, "calibration_kernel": "k"}
     assert accept(tmp_path, results_file(tmp_path, gate=gate, **kernel)) == 0
     storage = str(tmp_path / "tp")
-    # The calibration kernel ran twice as slow: the machine guard refuses the pass (+30 %: a
-    # disturbed pass within the limit passes).
-    times = {"statistic": 1.3e-3, "times": [t * 1.3 for t in TIMES]}
-    slower = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4, **times})
+    # The calibration kernel ran twice as slow: the machine guard refuses the pass.
+    slower = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4})
     capsys.readouterr()
     assert cli.main(["compare", storage, slower]) == 0
     assert "1 slower machine (fwd)" in capsys.readouterr().out
-    assert cli.main(["compare", storage, slower, "--max-machine-slowdown", "200%"]) == 1
-    assert "torchperf: 1 fail\n" in capsys.readouterr().out
+    assert cli.main(["compare", storage, slower, "--max-machine-slowdown", "200%"]) == 0
+    assert "torchperf: 1 pass\n" in capsys.readouterr().out
     # Stored sessions too noisy to gate (one accepted at +165% anyway): no timing judged.
     for _ in range(3):
         assert accept(tmp_path, results_file(tmp_path, gate=gate, **kernel)) == 0

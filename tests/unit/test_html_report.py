@@ -138,10 +138,13 @@ def test_a_compiled_variants_missing_counters_say_why_not_a_bare_dash() -> None:
     once = "FLOPs, parameters and peak memory are counted once per model, on its eager variant."
     why = (
         "Not counted for the compiled variant: its counters are its graphs, graph breaks and "
-        f"recompiles; {once}"
+        f"recompiles, and the eager ops of its model; {once}"
     )
     assert cells[3:6] == [("-1", f'<span class="muted" title="{why}">not counted</span>')] * 3
-    assert f"Not counted for the amp variant: {once}" in cells[6][1]
+    assert (
+        f"Not counted for the amp variant: its counters are the eager ops of its model; {once}"
+        in cells[6][1]
+    )
     assert not [text for _, text in cells if text == "-"]
 
 

@@ -307,8 +307,8 @@ def test_inconclusive_when_cpu_share_low_twice():
 
 
 def test_inconclusive_when_spread_gross_twice():
-    rm = Remeasure(sample(1.3 * MS, noisy=True))
-    j = judge("fwd", sample(1.3 * MS, noisy=True), BASE, 0.1, rm)
+    rm = Remeasure(sample(MS, noisy=True))
+    j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm)
     v = j.verdict
     assert v.outcome is Outcome.INCONCLUSIVE
     assert rm.calls == 1 and v.remeasures == 1
@@ -336,32 +336,9 @@ def test_guard_recovery_then_normal_pass():
     assert j.sample is second and j.samples == [first, second]
 
 
-def test_a_disturbed_pass_within_the_limit_passes_and_says_so():
-    """A disturbance only adds time: a disturbed pass within the limit bounds the code's own
-    time from above. It was "inconclusive" (and failed a --torchperf-strict run) at +1.0 % on a
-    busy machine; as a confirming pass it already contradicted a slowdown."""
-    for disturbed in (sample(1.05 * MS, cpu_share=0.4), sample(1.05 * MS, noisy=True)):
-        rm = Remeasure()
-        v = judge("fwd", disturbed, BASE, 0.1, rm).verdict
-        assert v.outcome is Outcome.PASS and rm.calls == 0, v.message
-        assert v.guard is None and v.message == "fwd: +5.0% vs baseline (limit 10%)"
-        assert any(
-            n.startswith("judged although a guard refused the pass (") and "only adds time" in n
-            for n in v.notes
-        ), v.notes
-    # Beyond the limit it is measured again, and stays inconclusive if that is disturbed too.
-    rm = Remeasure(sample(1.2 * MS, cpu_share=0.4))
-    v = judge("fwd", sample(1.2 * MS, cpu_share=0.4), BASE, 0.1, rm).verdict
-    assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 1
-    # A disturbed re-measure within the limit passes too.
-    rm = Remeasure(sample(1.02 * MS, cpu_share=0.4))
-    v = judge("fwd", sample(1.2 * MS, cpu_share=0.4), BASE, 0.1, rm).verdict
-    assert v.outcome is Outcome.PASS and rm.calls == 1 and v.ratio == pytest.approx(1.02)
-
-
 def test_guard_recovery_then_improved():
     rm = Remeasure(sample(0.5 * MS))
-    j = judge("fwd", sample(2 * MS, noisy=True), BASE, 0.1, rm)
+    j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm)
     assert j.verdict.outcome is Outcome.IMPROVED
     assert rm.calls == 1 and j.verdict.remeasures == 1
 
@@ -574,8 +551,8 @@ def test_four_sessions_that_disagree_widen_the_limit_with_a_note():
 
 def test_notes_carried_on_inconclusive_verdicts():
     sessions = [1.0 * MS, 1.2 * MS, 0.8 * MS, 1.1 * MS, 0.9 * MS]
-    rm = Remeasure(sample(3 * MS, cpu_share=0.1))
-    j = judge("fwd", sample(3 * MS, cpu_share=0.1), sessions, 0.1, rm)
+    rm = Remeasure(sample(MS, cpu_share=0.1))
+    j = judge("fwd", sample(MS, cpu_share=0.1), sessions, 0.1, rm)
     assert j.verdict.outcome is Outcome.INCONCLUSIVE
     assert len(j.verdict.notes) == 1
 
@@ -595,8 +572,8 @@ def test_judge_guard_thresholds_configurable():
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
     j = judge("fwd", sample(MS, noisy=True), BASE, 0.1, rm, guard=GuardLimits(max_relative_iqr=1.0))
     assert j.verdict.outcome is Outcome.PASS and rm.calls == 0
-    rm = Remeasure(sample(1.2 * MS, cpu_share=0.97))
-    j = judge("fwd", sample(1.2 * MS, cpu_share=0.97), BASE, 0.1, rm, guard=GuardLimits(0.99))
+    rm = Remeasure(sample(MS, cpu_share=0.97))
+    j = judge("fwd", sample(MS, cpu_share=0.97), BASE, 0.1, rm, guard=GuardLimits(0.99))
     assert j.verdict.outcome is Outcome.INCONCLUSIVE and rm.calls == 1
     assert "CPU share 0.97 < 0.99" in j.verdict.message
 
@@ -875,7 +852,7 @@ def test_a_verdict_on_one_stored_session_says_its_noise_is_unknown() -> None:
 
 
 def test_a_strict_runs_inconclusive_verdict_does_not_say_strict_would_fail_it() -> None:
-    busy = sample(1.3 * MS, cpu_share=0.3)
+    busy = sample(MS, cpu_share=0.3)
     loose = judge("m", busy, BASE, 0.1, Remeasure(busy)).verdict
     assert loose.message.endswith("; --torchperf-strict turns this into a failure.")
     strict = judge("m", busy, BASE, 0.1, Remeasure(busy), strict=True).verdict
