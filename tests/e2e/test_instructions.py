@@ -226,6 +226,10 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
             + ["--torchperf-instructions", "--torchperf-compare"]
             # The variant and c are counted by the save above; left out here: three counts.
             + ["-k", "not variants and not test_c", "--torchperf-max-slowdown=100000%"]
+            # b's +3 % is judged at 2 %: unchanged a once read +1.3 % (304 k vs 300 k per call,
+            # in unicode dict lookups and _PyType_Lookup: the interpreter's caches laid out by
+            # what the run did before), above the 1 % default (the stop-49 and stop-52 reds).
+            + ["--torchperf-max-instruction-increase=2%"]
             + ["--torchperf-json", "compare.json", "--torchperf-html", "report.html"],
             cwd=root,
             env={**os.environ, "COLUMNS": "200", "EXTRA_STEPS": str(steps), "TMPDIR": str(temp)},
@@ -268,7 +272,7 @@ def test_a_pure_python_slowdown_fails_exactly_that_test_even_beside_a_cpu_hog(
     failure = next(line for line in out.splitlines() if "b: instructions +" in line)
     change = float(failure.split("instructions +", 1)[1].split("%", 1)[0])
     assert 2.0 < change < 5.0, failure
-    assert "per call vs baseline (" in failure and "limit 1%" in failure
+    assert "per call vs baseline (" in failure and "limit 2%" in failure
     assert "why (self instructions per call vs baseline): _PyEval_EvalFrameDefault +" in out
     table = {
         line.split()[1]: line for line in out.splitlines() if line.startswith("test_models.py::")
