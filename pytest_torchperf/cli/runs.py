@@ -94,7 +94,8 @@ def _meant(test: str, name: str | None, store: BaselineStore) -> str:
     stored = [(nodeid, held) for _, nodeid, held, _ in store.measurements()]
     names = sorted({held for nodeid, held in stored if test in (nodeid, nodeid.split("::", 1)[-1])})
     if names:  # the test is stored: only its measurement's name is not
-        return f"; {test} holds the measurements {_some(names)}"
+        noun = "measurements" if len(names) > 1 else "measurement"
+        return f"; {test} holds the {noun} {_some(names)}"
     ids = {nodeid for nodeid, _ in stored} | {nodeid.split("::", 1)[-1] for nodeid, _ in stored}
     items = sorted(i for i in ids if i.startswith(f"{test}["))
     if items:  # forget takes one item of a parametrized test at a time

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.core.errors import OptionError
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.options.variant_options import parse_variants
 from pytest_torchperf.pytest_plugin.fixtures import VARIANT_PARAM
 from pytest_torchperf.pytest_plugin.stash import MARKER, SETTINGS_KEY
@@ -55,8 +56,8 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
             tally[name] = tally.get(name, 0) + 1
         given = config.stash[SETTINGS_KEY].variant_filter_from
         line = (
-            f"torchperf: {given} {','.join(wanted)}: {len(dropped)} variant "
-            f"item{'s' if len(dropped) != 1 else ''} deselected "
+            f"torchperf: {given} {','.join(wanted)}: {counted(len(dropped), 'variant item')} "
+            f"deselected "
             f"({', '.join(f'{n} {c}' for n, c in sorted(tally.items()))})"
         )
         config.stash[LEFT_OUT_KEY] = line

@@ -320,6 +320,8 @@ def test_forget_of_a_parametrized_test_or_a_wrong_name_suggests_what_is_stored(
         f"torchperf: no stored measurement of test_mlp_speed nosuch in {tmp_path}; "
         f"test_mlp_speed holds the measurements mlp-bs32, mlp-bs64{show}"
     )
+    assert cli.main(["forget", "test_mlp", "nosuch", *storage]) == 1
+    assert "; test_mlp holds the measurement mlp (" in capsys.readouterr().err
     assert len(list(store.measurements())) == 5
 
 
