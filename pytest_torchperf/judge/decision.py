@@ -276,9 +276,11 @@ class _Judging:
             taken_limit = self.limit_for(taken)
             if taken_limit != self.limit:
                 confirm_limit = taken_limit
-            if taken_ratio <= 1.0 + taken_limit:
+            if taken_ratio <= 1.0 + taken_limit and not self.guard.spread_unexplained(taken):
                 # Within the limit, disturbed or not (a disturbance only adds time): the first
-                # pass was not confirmed; unless that limit is too wide to tell anything.
+                # pass was not confirmed; unless that limit is too wide to tell anything. A
+                # spread nothing explains is no such disturbance: its p25 may be the fast
+                # calls alone, so that pass is retried like any other disturbed one.
                 wide = widened_beyond(taken_limit, self.tolerance, self.common["max_widening"])
                 return self.decision(
                     Outcome.INCONCLUSIVE if wide else Outcome.PASS,

@@ -334,6 +334,12 @@ class GuardLimits:
             and replace(self, min_cpu_share=0.0, max_relative_iqr=math.inf).problem(sample) is None
         )
 
+    def spread_unexplained(self, sample: Sample) -> bool:
+        """``sample``'s spread is beyond the limit and no crowding explains it: its blocks may
+        fall in two groups (a slow path some calls take), and the p25 can stand on the fast one
+        alone, so a within-limit p25 does not show the code is as fast as before."""
+        return sample.summary.relative_iqr > self.max_relative_iqr and not sample.crowded
+
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The only problem with ``sample`` is that the machine ran slower than at save time
         (without a reference calibration the machine guard checks nothing)."""

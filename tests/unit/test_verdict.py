@@ -280,6 +280,25 @@ def test_a_disturbed_confirming_pass_within_the_limit_still_contradicts():
     assert v.outcome is Outcome.PASS and v.suspicious and rm.calls == 1
 
 
+def test_a_confirming_pass_whose_spread_nothing_explains_does_not_contradict():
+    """Blocks in two groups (a slow path half the calls take): the p25 stands on the fast ones,
+    within the limit, yet the pass does not show the code is fast; retried, then inconclusive."""
+    rm = Remeasure(sample(1.0 * MS, noisy=True), sample(1.0 * MS, noisy=True))
+    v = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 2
+    assert "spread IQR/median 66.67% > 25%" in v.message
+    # A clean pass within the limit after it does contradict the first.
+    rm = Remeasure(sample(1.0 * MS, noisy=True), sample(1.02 * MS))
+    v = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm).verdict
+    assert v.outcome is Outcome.PASS and v.suspicious and rm.calls == 2
+    # A spread that crowding explains (preempted blocks) only added time: it contradicts.
+    crowded = replace(sample(1.0 * MS, noisy=True), cpu_share=0.5, queued_share=0.5)
+    assert crowded.crowded
+    rm = Remeasure(crowded)
+    v = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm).verdict
+    assert v.outcome is Outcome.PASS and rm.calls == 1
+
+
 def test_the_second_confirmation_can_contradict_too():
     rm = Remeasure(sample(1.3 * MS), sample(1.05 * MS))
     v = judge("fwd", sample(1.5 * MS), BASE, 0.1, rm).verdict
