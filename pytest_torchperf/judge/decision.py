@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_torchperf.judge.samples import GuardLimits, Sample
+from pytest_torchperf.core.units import format_change, format_percent
+from pytest_torchperf.judge.samples import MIN_CPU_SHARE, GuardLimits, Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, effective_tolerance, widened_beyond
 
 #: Passes that must agree, after the first, before a slowdown fails.
@@ -124,6 +125,7 @@ def decide(
     *,
     guard: GuardLimits = DEFAULT_GUARD,
     baseline_calibrations: Sequence[float] = (),
+    baseline_shares: Sequence[float] = (),
     confirm: Callable[[], Sample | None] | None = None,
     max_widening: float = MAX_WIDENING,
 ) -> Decision:
@@ -134,7 +136,9 @@ def decide(
     fresh process (None when it cannot). ``baseline_calibrations``: the stored sessions'
     calibration kernel times, when every session has one (the machine-speed guard needs them).
     ``max_widening``: a pass within a limit widened beyond this many times ``tolerance`` is
-    inconclusive, not a pass (0: no bound).
+    inconclusive, not a pass (0: no bound). ``baseline_shares``: the CPU shares the stored
+    sessions were timed at, where known (a guard lowered below its default still bounds what a
+    more crowded pass may fail on: :meth:`_Judging.crowded_beyond_guard`).
     """
     if not baseline_stats:
         return Decision(
@@ -147,6 +151,7 @@ def decide(
         else None
     )
     judging = _Judging(first, baseline_stats, tolerance, guard, reference)
+    judging.reference_share = statistics.median(baseline_shares) if baseline_shares else None
     judging.common.update(noise=noise, max_widening=max_widening)
 
     current, problem = first, judging.untrusted(first)
@@ -196,6 +201,8 @@ class _Judging:
         self.samples = [first]
         self.slow_machine: tuple[float, float] | None = None
         self.crowded: tuple[float, float, float] | None = None
+        #: The stored sessions' median CPU share (None: not known).
+        self.reference_share: float | None = None
         self.common: dict[str, Any] = dict(
             baseline=self.baseline,
             sessions=len(baseline_stats),
@@ -216,7 +223,7 @@ class _Judging:
         do not hide a slowdown far larger than they can explain."""
         problem = self.guard.problem(sample, self.reference)
         if not problem:
-            return None
+            return self.crowded_beyond_guard(sample)
         calibration = sample.machine_calibration
         machine = calibration / self.reference if calibration and self.reference else None
         margin = 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample)
@@ -236,6 +243,40 @@ class _Judging:
                     self.crowded = (explained, normalised, sample.cpu_share)
                 return None
         return problem
+
+    def crowded_beyond_guard(self, sample: Sample) -> str | None:
+        """Why a slower-than-limit pass that the CPU-share guard let through only because it is
+        lowered below its default (``--torchperf-min-cpu-share=0``, as a busy machine's save
+        is told) cannot count towards a failure: other processes took its CPU more than they
+        took the stored sessions', which explains up to the ratio of the two shares, and its
+        slowdown is not beyond that by the margin a crowded pass needs. None where it counts.
+
+        Without this bound, unchanged code compared beside a busier neighbour than at save time
+        failed (+55 % at CPU share 0.41); a pass within the limit is never questioned (crowding
+        only adds time), nor one at a share the default guard accepts."""
+        share, ratio = sample.cpu_share, self.ratio(sample)
+        limit = self.limit_for(sample)
+        if not share or not sample.crowded or share >= MIN_CPU_SHARE or ratio <= 1.0 + limit:
+            return None
+        reference = min(1.0, self.reference_share or 1.0)
+        calibration = sample.machine_calibration
+        machine = calibration / self.reference if calibration and self.reference else 1.0
+        explained = max(machine, 1.0) * reference / share
+        if explained <= 1.0 + limit:  # as crowded as the stored sessions were
+            return None
+        normalised = ratio / explained
+        if normalised > 1.0 + SLOW_MACHINE_MARGIN * limit:
+            if self.crowded is None or explained > self.crowded[0]:
+                self.crowded = (explained, normalised, share)
+            return None
+        return (
+            f"CPU share {share:.2f}, {reference:.2f} in the stored sessions: other processes "
+            f"took this pass's CPU (it waited for a CPU "
+            f"{format_percent(sample.queued_share or 0.0)} of the time), which explains up to "
+            f"{format_change(explained)}; the CPU-share guard is lowered to "
+            f"{self.guard.min_cpu_share:.2f}, yet a slowdown no larger than the crowding "
+            f"explains cannot fail"
+        )
 
     def decision(
         self, outcome: Outcome, reason: str, final: Sample, ratio: float, **figures: Any

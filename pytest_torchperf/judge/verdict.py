@@ -298,6 +298,7 @@ def judge(
     *,
     guard: GuardLimits = DEFAULT_GUARD,
     baseline_calibrated: Sequence[tuple[float, float]] = (),
+    baseline_shares: Sequence[float] = (),
     confirm: Callable[[], Sample | None] | None = None,
     max_widening: float = MAX_WIDENING,
     modes: Sequence[str] = BUSY_MACHINE_MODES,
@@ -306,7 +307,8 @@ def judge(
     """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
 
     ``baseline_calibrated`` holds ``(statistic, calibration)`` of the stored sessions that timed
-    the calibration kernel; the machine-speed guard applies when every session did. ``modes``:
+    the calibration kernel; the machine-speed guard applies when every session did.
+    ``baseline_shares``: the CPU shares they were timed at, where known. ``modes``:
     what an inconclusive verdict says could judge it instead (:func:`word`).
     """
     d = decide(
@@ -316,6 +318,7 @@ def judge(
         remeasure,
         guard=guard,
         baseline_calibrations=[c for _, c in baseline_calibrated],
+        baseline_shares=baseline_shares,
         confirm=confirm,
         max_widening=max_widening,
     )

@@ -9,12 +9,13 @@ Deterministic without a real neighbour: a target that sleeps uses no CPU, so the
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
 
 from pytest_torchperf.measure.machine_load import run_queue_seconds
-from tests.e2e.helpers import baseline_files
+from tests.e2e.helpers import baseline_files, cpu_hog
 
 STARVED = """
 import time
@@ -329,3 +330,47 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
     unbound = perf.runpytest("--torchperf-compare")
     assert unbound.ret == pytest.ExitCode.OK
     unbound.stdout.fnmatch_lines(["torchperf: gated 1 measurement: timing judged for 1 of 1*"])
+
+
+MLP = """
+import torch
+
+def test_mlp(torchperf):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    torchperf(model, torch.randn(32, 64), name="mlp")
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or run_queue_seconds() is None,
+    reason="needs Linux CPU affinity and run-queue times",
+)
+def test_with_the_cpu_guard_off_a_busier_compare_does_not_fail_unchanged_code(
+    perf: pytest.Pytester,
+) -> None:
+    """A newcomer saved with --torchperf-min-cpu-share=0 and compared the same way beside a
+    busier neighbour than at save time: unchanged code read +55 % at CPU share 0.41 and failed.
+    Here the compare shares one CPU with a busy loop (this suite's ini has the guard off)."""
+    perf.makepyfile(MLP)
+    before = os.sched_getaffinity(0)
+    # One CPU for the save too: the environment records the CPUs the run may use.
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        assert perf.runpytest("--torchperf-save").ret == pytest.ExitCode.OK
+        hog = cpu_hog()  # pinned to the same CPU: it inherits this process's affinity
+        try:
+            compare = perf.runpytest("--torchperf-compare", "--torchperf-json=results.json")
+        finally:
+            hog.kill()
+            hog.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    (record,) = json.loads((perf.path / "results.json").read_text())["benchmarks"]
+    verdict = record["torchperf"]["verdict"]
+    # The crowding happened (else this test shows nothing) ...
+    assert record["torchperf"]["cpu_share"] < 0.75, verdict["message"]
+    # ... and is not taken for a slowdown: within the limit, or inconclusive beyond it.
+    assert compare.ret == pytest.ExitCode.OK, verdict["message"]
+    assert verdict["outcome"] in ("pass", "inconclusive"), verdict["message"]
+    if verdict["outcome"] == "inconclusive":
+        assert "the CPU-share guard is lowered to 0.00" in verdict["message"]

@@ -229,6 +229,18 @@ def test_the_looser_guards_note_names_every_option_at_once() -> None:
     ) in result.verdict.notes, result.verdict.notes
 
 
+def test_the_looser_guards_note_says_a_lowered_cpu_guard_still_bounds_crowding() -> None:
+    busy = Sample(summarize(TIMES), 0.3, TIMES, queued_share=0.7)
+    saved = _session(gate={"min_cpu_share": 0.0})
+    result = compare(Candidate("mlp", busy), [saved], Gate(), remeasure=lambda: busy)
+    assert (
+        "its baseline was saved with --torchperf-min-cpu-share=0: passing the same to this "
+        "compare judges it the way its baseline was taken, and then a pass whose CPU other "
+        "processes took more than at save time is inconclusive unless it is slower than that "
+        "explains"
+    ) in result.verdict.notes, result.verdict.notes
+
+
 def test_an_untimed_baseline_names_every_option_the_save_named() -> None:
     """The save said to store it anyway with --torchperf-min-cpu-share=0 and
     --torchperf-max-neighbour-load=100%; the compare named only the first."""

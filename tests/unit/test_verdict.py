@@ -925,3 +925,48 @@ def test_a_slowdown_the_crowding_can_explain_stays_inconclusive():
     busy = crowded(5.6 * MS, 0.69, neighbour_load=1.0)
     v = judge("fwd", busy, BASE, 0.1, Remeasure(busy), baseline_calibrated=CAL_BASE).verdict
     assert v.outcome is Outcome.INCONCLUSIVE
+
+
+GUARD_OFF = GuardLimits(min_cpu_share=0.0)
+
+
+def test_with_the_cpu_guard_off_a_busier_pass_than_the_baselines_cannot_fail():
+    """Unchanged code compared with --torchperf-min-cpu-share=0 beside a busier neighbour than
+    at save time read +55 % at CPU share 0.41 and failed: 1/0.41 explains up to +144 %."""
+    busy = crowded(1.55 * MS, 0.41)
+    rm = Remeasure(crowded(1.55 * MS, 0.41))
+    v = judge("fwd", busy, BASE, 0.1, rm, guard=GUARD_OFF, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 1, v.message
+    assert (
+        "CPU share 0.41, 1.00 in the stored sessions: other processes took this pass's CPU (it "
+        "waited for a CPU 59% of the time), which explains up to +143.9%; the CPU-share guard "
+        "is lowered to 0.00" in v.message
+    ), v.message
+    # Stored sessions as crowded as this pass explain nothing: the slowdown is the code's.
+    rm = Remeasure(crowded(1.55 * MS, 0.41), crowded(1.56 * MS, 0.42))
+    v = judge(
+        "fwd", busy, BASE, 0.1, rm, guard=GUARD_OFF, baseline_calibrated=CAL_BASE,
+        baseline_shares=[0.43, 0.44, 0.45],
+    ).verdict  # fmt: skip
+    assert v.outcome is Outcome.FAIL and rm.calls == 2, v.message
+    # Far beyond what the crowding explains (4.0 / 2.44 = +64 %, over 3 limits): it fails.
+    rm = Remeasure(crowded(4.0 * MS, 0.41), crowded(4.1 * MS, 0.41))
+    v = judge(
+        "fwd", crowded(4.0 * MS, 0.41), BASE, 0.1, rm, guard=GUARD_OFF, baseline_calibrated=CAL_BASE
+    ).verdict
+    assert v.outcome is Outcome.FAIL and any("which explains at most +143.9%" in n for n in v.notes)
+
+
+def test_with_the_cpu_guard_off_only_crowding_is_bounded():
+    # Within the limit: crowding only adds time, so the pass stands.
+    v = judge("fwd", crowded(1.05 * MS, 0.41), BASE, 0.1, never, guard=GUARD_OFF).verdict
+    assert v.outcome is Outcome.PASS
+    # A target that left its CPU idle itself (not queued) is slower by its own doing.
+    slept = replace(crowded(1.55 * MS, 0.41), queued_share=0.0)
+    rm = Remeasure(slept, slept)
+    v = judge("fwd", slept, BASE, 0.1, rm, guard=GUARD_OFF).verdict
+    assert v.outcome is Outcome.FAIL
+    # At a share the default guard accepts, nothing changes (1/0.92 would widen the gate).
+    rm = Remeasure(crowded(1.15 * MS, 0.92), crowded(1.15 * MS, 0.92))
+    v = judge("fwd", crowded(1.15 * MS, 0.92), BASE, 0.1, rm, guard=GUARD_OFF).verdict
+    assert v.outcome is Outcome.FAIL

@@ -54,6 +54,7 @@ class TimeKind(Kind):
             confirm=confirm,
             modes=self.modes,
             strict=gate.strict,
+            baseline_shares=[s.cpu_share for s in timed if s.statistic and s.cpu_share],
             baseline_calibrated=[
                 (s.statistic, s.calibration)
                 for s in timed
@@ -72,14 +73,21 @@ class TimeKind(Kind):
             option.split("=")[0] in refused_by for option in looser
         ):
             verdict = judgement.verdict
+            # A lowered CPU-share guard still bounds a pass more crowded than the stored
+            # sessions by what that explains (decision.py); the other guards bound nothing.
+            then = (
+                "a pass whose CPU other processes took more than at save time is inconclusive "
+                "unless it is slower than that explains"
+                if all(option.startswith("--torchperf-min-cpu-share") for option in looser)
+                else "a pass slowed by a busier machine than at save time fails as a slower "
+                "model would"
+            )
             judgement.verdict = replace(
                 verdict,
                 notes=(
                     *verdict.notes,
                     f"its baseline was saved with {' and '.join(looser)}: passing the same to "
-                    f"this compare judges it the way its baseline was taken, and then a pass "
-                    f"slowed by a busier machine than at save time fails as a slower model "
-                    f"would",
+                    f"this compare judges it the way its baseline was taken, and then {then}",
                 ),
             )
         if judgement.verdict.outcome is Outcome.NEW and sessions:
