@@ -76,7 +76,8 @@ class Decision:
     ``reason``: ``new``, ``guard`` (the first pass and its re-measure untrusted), ``untrusted``
     (a confirming pass untrusted), ``confirmed`` (a failure), ``contradicted`` (a confirming pass
     within the limit), ``machine-faster`` (faster only because the machine is), ``improved``,
-    ``within``.
+    ``within`` (with ``problem`` where a guard refused the pass for something that only adds
+    time: within the limit all the same).
     """
 
     outcome: Outcome
@@ -128,6 +129,7 @@ def decide(
     baseline_shares: Sequence[float] = (),
     confirm: Callable[[], Sample | None] | None = None,
     max_widening: float = MAX_WIDENING,
+    saving: bool = False,
 ) -> Decision:
     """The outcome of ``first`` against stored per-session statistics ``baseline_stats``.
 
@@ -138,7 +140,9 @@ def decide(
     ``max_widening``: a pass within a limit widened beyond this many times ``tolerance`` is
     inconclusive, not a pass (0: no bound). ``baseline_shares``: the CPU shares the stored
     sessions were timed at, where known (a guard lowered below its default still bounds what a
-    more crowded pass may fail on: :meth:`_Judging.crowded_beyond_guard`).
+    more crowded pass may fail on: :meth:`_Judging.crowded_beyond_guard`). ``saving``: the run
+    stores the pass it judges, so a refused first pass is measured again even where it is
+    within the limit (a trusted pass is what a save stores).
     """
     if not baseline_stats:
         return Decision(
@@ -155,11 +159,14 @@ def decide(
     judging.common.update(noise=noise, max_widening=max_widening)
 
     current, problem = first, judging.untrusted(first)
-    if problem:
+    # What only adds time (a crowded CPU, a slower machine) cannot hide a slowdown: a pass it
+    # disturbed that is still within the limit bounds the code's own time from above, so it
+    # passes, said with what disturbed it, as such a confirming pass contradicts a slowdown.
+    if problem and (saving or not judging.within_although(first)):
         current = remeasure()
         judging.samples.append(current)
         problem = judging.untrusted(current)
-        if problem:
+        if problem and not judging.within_although(current):
             ratio = judging.ratio(current)
             return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
@@ -180,7 +187,7 @@ def decide(
         return judging.decision(Outcome.IMPROVED, "improved", current, ratio)
     if widened_beyond(limit, tolerance, max_widening):
         return judging.decision(Outcome.INCONCLUSIVE, "noisy-baseline", current, ratio)
-    return judging.decision(Outcome.PASS, "within", current, ratio)
+    return judging.decision(Outcome.PASS, "within", current, ratio, problem=problem)
 
 
 class _Judging:
@@ -217,6 +224,16 @@ class _Judging:
     def limit_for(self, sample: Sample) -> float:
         """The limit for a pass pooling ``sample.processes`` processes (widened to the noise)."""
         return effective_tolerance(self.tolerance, self.baseline_stats, sample.processes)[0]
+
+    def within_although(self, sample: Sample) -> bool:
+        """``sample``, refused by a guard for something that only adds time, is within its limit
+        all the same, and that limit gates (not widened beyond the bound)."""
+        limit = self.limit_for(sample)
+        return (
+            self.guard.only_added_time(sample)
+            and not widened_beyond(limit, self.tolerance, self.common["max_widening"])
+            and 1.0 - limit <= self.ratio(sample) <= 1.0 + limit
+        )
 
     def untrusted(self, sample: Sample) -> str | None:
         """Why ``sample`` cannot be judged; a slow machine, or other processes taking the CPU,

@@ -340,6 +340,16 @@ class GuardLimits:
         alone, so a within-limit p25 does not show the code is as fast as before."""
         return sample.summary.relative_iqr > self.max_relative_iqr and not sample.crowded
 
+    def only_added_time(self, sample: Sample) -> bool:
+        """What refuses ``sample`` can only have added time: other processes queued ahead of it
+        for its CPU, busy neighbours, a slower machine, a GPU below its clocks. Not a target that
+        left its CPU idle itself (its waits are its own), a low CPU share whose cause the run
+        queue did not tell, nor a spread no crowding explains (:meth:`spread_unexplained`)."""
+        share = sample.cpu_share
+        if share is not None and share < self.min_cpu_share and not sample.crowded:
+            return False
+        return not self.spread_unexplained(sample)
+
     def slow_machine_only(self, sample: Sample, reference_calibration: float | None) -> bool:
         """The only problem with ``sample`` is that the machine ran slower than at save time
         (without a reference calibration the machine guard checks nothing)."""

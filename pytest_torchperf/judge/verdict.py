@@ -227,6 +227,11 @@ def word(
         )
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
+        if d.problem:  # a pass refused for what only adds time, within the limit
+            notes.append(
+                f"judged although a guard refused the pass ({d.problem}): that only adds time, "
+                f"so the code's own is within the limit all the same"
+            )
     refused = d.problem if d.outcome is Outcome.INCONCLUSIVE else None
     guard = refused and refusing_guard(refused)
     return Verdict(
@@ -303,6 +308,7 @@ def judge(
     max_widening: float = MAX_WIDENING,
     modes: Sequence[str] = BUSY_MACHINE_MODES,
     strict: bool = False,
+    saving: bool = False,
 ) -> Judgement:
     """Decide and word the outcome of ``first`` against ``baseline_stats`` (see :func:`decide`).
 
@@ -321,5 +327,6 @@ def judge(
         baseline_shares=baseline_shares,
         confirm=confirm,
         max_widening=max_widening,
+        saving=saving,
     )
     return Judgement(word(label, d, modes, strict), d.final, d.samples)

@@ -334,6 +334,10 @@ def test_fallback_judges_a_measurement_whose_timing_cannot_decide_by_its_count(
         for name, entry in measurements.items():
             for session in entry["sessions"]:
                 session["instructions"], session["counted_with"] = counts[name], counted_with
+                # Twice as slow: beyond the limit, where a refused pass is not judged (within
+                # it, it would pass all the same).
+                session["statistic"] *= 0.5
+                session["times"] = [t * 0.5 for t in session["times"]]
     timing_file.write_text(json.dumps(data))
     steps = math.ceil(0.03 * counts["b"]["per_call"] / 221)  # +3 % of b (see the test above)
     run = _run(
@@ -343,7 +347,8 @@ def test_fallback_judges_a_measurement_whose_timing_cannot_decide_by_its_count(
         "--torchperf-compare",
         "--torchperf-save",
         "--torchperf-save-wait=0",
-        # No pass's spread is under 0.01 %: every timing verdict is inconclusive.
+        # No pass's spread is under 0.01 %: every timing verdict beyond the limit is
+        # inconclusive.
         "--torchperf-max-spread=0.01%",
         *selected,
         env={"EXTRA_STEPS": str(steps)},

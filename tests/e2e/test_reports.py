@@ -141,6 +141,9 @@ def test_one_figure_and_one_label_per_verdict_everywhere(
     perf.makepyfile(MODELS.replace('name="conv")', 'name="conv")\n    assert True'))
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
     scale_baselines(perf.path / ".torchperf", 0.001, name="mlp")  # mlp now looks ~1000x slower
+    # conv ~100x: far beyond the 500 % limit (a pass a slower machine disturbed within it passes;
+    # its re-measure once ran 2x faster than its save).
+    scale_baselines(perf.path / ".torchperf", 0.01, name="conv")
 
     def counters_changed(_nodeid: str, name: str, session: dict) -> None:
         if name == "conv":

@@ -144,12 +144,19 @@ def test_compare_overrides_the_machine_guard_and_the_widening_bound(tmp_path, ca
     kernel = {"calibration": 1e-4, "calibration_kernel": "k"}
     assert accept(tmp_path, results_file(tmp_path, gate=gate, **kernel)) == 0
     storage = str(tmp_path / "tp")
-    # The calibration kernel ran twice as slow: the machine guard refuses the pass.
-    slower = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4})
+    # The calibration kernel ran twice as slow: the machine guard refuses the pass (+30 %: a
+    # pass a slower machine disturbed that is within the limit passes).
+    times = {"statistic": 1.3e-3, "times": [t * 1.3 for t in TIMES]}
+    slower = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4, **times})
     capsys.readouterr()
     assert cli.main(["compare", storage, slower]) == 0
     assert "1 slower machine (fwd)" in capsys.readouterr().out
-    assert cli.main(["compare", storage, slower, "--max-machine-slowdown", "200%"]) == 0
+    assert cli.main(["compare", storage, slower, "--max-machine-slowdown", "200%"]) == 1
+    assert "torchperf: 1 fail\n" in capsys.readouterr().out
+    # Within the limit on that slower machine: the machine only added time, so it passes.
+    within = results_file(tmp_path, gate=gate, **{**kernel, "calibration": 2e-4})
+    capsys.readouterr()
+    assert cli.main(["compare", storage, within]) == 0
     assert "torchperf: 1 pass\n" in capsys.readouterr().out
     # Stored sessions too noisy to gate (one accepted at +165% anyway): no timing judged.
     for _ in range(3):

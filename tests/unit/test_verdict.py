@@ -970,3 +970,46 @@ def test_with_the_cpu_guard_off_only_crowding_is_bounded():
     rm = Remeasure(crowded(1.15 * MS, 0.92), crowded(1.15 * MS, 0.92))
     v = judge("fwd", crowded(1.15 * MS, 0.92), BASE, 0.1, rm, guard=GUARD_OFF).verdict
     assert v.outcome is Outcome.FAIL
+
+
+def test_a_pass_refused_for_what_only_adds_time_passes_within_the_limit():
+    """A newcomer's unchanged model read 'inconclusive, +1.0% vs baseline' beside a busy
+    neighbour (and --torchperf-strict failed the run): crowding can only have added time."""
+    busy = crowded(1.02 * MS, 0.5)
+    v = judge("fwd", busy, BASE, 0.1, never, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.PASS, v.message
+    assert v.message == "fwd: +2.0% vs baseline (limit 10%)"
+    assert any(
+        n.startswith("judged although a guard refused the pass (CPU share 0.50 < 0.90: another ")
+        and n.endswith("that only adds time, so the code's own is within the limit all the same")
+        for n in v.notes
+    ), v.notes
+    # So does a slower machine's pass.
+    slow = calibrated(1.05 * MS, 14.8e-6)
+    v = judge("fwd", slow, BASE, 0.1, never, baseline_calibrated=CAL_BASE).verdict
+    assert v.outcome is Outcome.PASS
+    # A save stores the pass it judges: a trusted one is measured for it all the same.
+    rm = Remeasure(calibrated(1.01 * MS, 10e-6))
+    j = judge("fwd", busy, BASE, 0.1, rm, baseline_calibrated=CAL_BASE, saving=True)
+    assert j.verdict.outcome is Outcome.PASS and rm.calls == 1 and not j.verdict.notes
+    assert j.sample.cpu_share is None  # the trusted re-measure is the one kept
+
+
+def test_a_refused_pass_within_the_limit_stays_inconclusive_where_its_refusal_may_not_add_time():
+    cases = {
+        # The target left its CPU idle itself: its waits are its own.
+        "idle": replace(crowded(1.02 * MS, 0.5), queued_share=0.0),
+        # A low share whose cause the run queue did not tell.
+        "unknown": sample(1.02 * MS, cpu_share=0.5),
+        # Blocks in two groups: the p25 may be the fast ones alone.
+        "spread": sample(1.02 * MS, noisy=True),
+    }
+    for what, refused in cases.items():
+        rm = Remeasure(refused)
+        v = judge("fwd", refused, BASE, 0.1, rm).verdict
+        assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 1, what
+    # A limit widened beyond the bound gates nothing, disturbed or not.
+    noisy_base = [1 * MS, 1.5 * MS, 0.6 * MS]
+    busy = crowded(1.02 * MS, 0.5)
+    v = judge("fwd", busy, noisy_base, 0.1, Remeasure(busy), max_widening=3.0).verdict
+    assert v.outcome is Outcome.INCONCLUSIVE

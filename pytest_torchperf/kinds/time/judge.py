@@ -54,6 +54,7 @@ class TimeKind(Kind):
             confirm=confirm,
             modes=self.modes,
             strict=gate.strict,
+            saving=gate.saving,
             baseline_shares=[s.cpu_share for s in timed if s.statistic and s.cpu_share],
             baseline_calibrated=[
                 (s.statistic, s.calibration)
