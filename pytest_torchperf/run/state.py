@@ -121,7 +121,7 @@ class VariantExtra:
     build_time: float | None = None
     method: str | None = None
     notes: list[str] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+    evidence: str = ""
     speedup: dict[str, float] | None = None
     #: Why the rounds that timed ``speedup`` cannot be trusted (a guard refused eager's blocks or
     #: the variant's): no session stores it then.
@@ -136,7 +136,6 @@ class VariantExtra:
 
     def facts(self) -> dict[str, Any]:
         """The variant's fields of the measurement's Result."""
-        evidence = ", ".join(f"{k}={v}" for k, v in self.info.items())
         return {
             "variant": self.variant,
             "speedup": self.speedup,
@@ -144,7 +143,7 @@ class VariantExtra:
             "accuracy_limits": self.limits,
             "build_time": self.build_time,
             "method": self.method,
-            "notes": [*self.notes, *([f"evidence: {evidence}"] if evidence else [])],
+            "notes": [*self.notes, *([f"evidence: {self.evidence}"] if self.evidence else [])],
             "metric": self.metric,
             "fingerprint": self.fingerprint,
             "confirm_speedups": list(self.confirm_speedups),

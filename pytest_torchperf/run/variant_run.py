@@ -220,7 +220,7 @@ def _build(
             build_time=built.build_time,
             method=built.method,
             notes=list(built.notes),
-            info=dict(built.info),
+            evidence=built.evidence,
         )
         extra.limits = options.accuracy_limits(variant, built.amp_dtype, str(eager.device))
         try:

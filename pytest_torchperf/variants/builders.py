@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_torchperf.core.types import JSON, Target, UserValue
+from pytest_torchperf.core.units import counted
 from pytest_torchperf.variants.compilers import _first_line, backend_problem, inductor_problem
 from pytest_torchperf.variants.registry import AMP_DTYPES, VARIANTS
 
@@ -56,8 +57,9 @@ class BuiltVariant:
     method: str
     #: Seconds to build the variant including its first call (compilation, quantization).
     build_time: float = 0.0
-    #: Evidence that the variant is what it claims (freezing counters, low-precision ops, ...).
-    info: dict[str, JSON] = field(default_factory=dict)
+    #: Evidence that the variant is what it claims, a sentence for reports ("10 of 10
+    #: floating-point ops ran in bfloat16"); "" where there is none.
+    evidence: str = ""
     notes: list[str] = field(default_factory=list)
     #: ``bfloat16``/``float16`` for amp (its accuracy defaults depend on it), else None.
     amp_dtype: str | None = None
@@ -202,7 +204,12 @@ def build_fused(build: Build) -> BuiltVariant:
         compiled,
         "torch.compile(backend='inductor') + inductor freezing"
         + (f", mode={mode!r}" if mode else ""),
-        info={"freezing_evidence": evidence},
+        evidence=(
+            "inductor's freezing counters moved: "
+            + ", ".join(f"{k} +{v}" for k, v in evidence.items())
+            if evidence
+            else ""
+        ),
         notes=notes,
     )
 
@@ -236,7 +243,7 @@ def _fx_fused(build: Build, why: str) -> BuiltVariant:
         "fused",
         fused,
         "torch.fx conv-bn fold (eager)",
-        info={"batch_norms_folded": batch_norms - left},
+        evidence=f"{counted(batch_norms - left, 'batch norm')} folded into their convolutions",
         notes=[f"inductor unavailable ({why}); used the eager conv-bn fold"],
     )
 
@@ -312,7 +319,7 @@ def build_amp(build: Build) -> BuiltVariant:
         "amp",
         amp_call,
         f"torch.autocast({device_type!r}, dtype={dtype_name})",
-        info={"low_precision_ops": counter.low, "floating_ops": counter.total},
+        evidence=f"{counter.low} of {counted(counter.total, 'floating-point op')} ran in {dtype_name}",
         notes=notes,
         amp_dtype=dtype_name,
     )
@@ -344,7 +351,11 @@ def build_int8(build: Build) -> BuiltVariant:
         "int8",
         quantized.model,
         f"{quantized.mode}: {quantized.method}",
-        info={"quantized": quantized.quantized, "mode": quantized.mode},
+        evidence=(
+            f"{counted(quantized.quantized, 'quantize node')} in the exported graph"
+            if quantized.mode == "static"
+            else f"{counted(quantized.quantized, 'layer')} quantized"
+        ),
         notes=list(quantized.notes),
         accuracy_caveat=quantized.accuracy_caveat,
     )

@@ -234,7 +234,7 @@ def test_summary_shows_variant_columns_only_when_variants_were_measured() -> Non
             accuracy={"rel_l2": 0.021, "top1": 0.95},
             method="dynamic: torchao",
             build_time=4.2,
-            notes=["evidence: quantized=2"],
+            notes=["evidence: 2 layers quantized"],
         ),
     ]
     lines = render_table(_read(records))
@@ -243,7 +243,7 @@ def test_summary_shows_variant_columns_only_when_variants_were_measured() -> Non
     assert "x3.20 (3.10-3.30)" in row and "2.1e-02 top1 95%" in row
     detail = variant_lines(_read(records))
     assert detail[0].startswith("m[int8]: dynamic: torchao, built in 4.2 s; rel-L2 2.1e-02")
-    assert detail[1] == "    note: evidence: quantized=2"
+    assert detail[1] == "    note: evidence: 2 layers quantized"
 
 
 def test_summary_names_the_kind_of_variant_failure() -> None:
