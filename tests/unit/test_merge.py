@@ -4,6 +4,7 @@ records written by the real results-file writer."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,32 @@ def test_a_measurement_removed_in_b_survives_a_merge_once(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert "removed in B" in out and "gone" in out, out
     assert "environment  (" not in out
+
+
+def test_the_merge_command_runs_with_neither_torch_pytest_nor_pandas(tmp_path: Path) -> None:
+    """The example workflow's merge job installs the package without its dependencies
+    (`pip install --no-deps`): merging, with its HTML and markdown, must import none of them."""
+    import subprocess
+    import sys
+
+    blocked = tmp_path / "blocked"
+    for name in ("torch", "pytest", "pandas"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('no {name} here')")
+    shards = [
+        _write(tmp_path / f"shard-{i}.json", [record], node=f"n{i}")
+        for i, record in enumerate(_records())
+    ]
+    code = "import sys; from pytest_torchperf.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["merge", *map(str, shards), "-o", "all.json", "--html", "r.html", "--markdown", "r.md"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv, "--allow-missing"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert (tmp_path / "all.json").exists() and (tmp_path / "r.html").exists()
+    assert (tmp_path / "r.md").exists()
