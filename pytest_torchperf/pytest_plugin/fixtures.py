@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 
 
 def _target_name(target: object) -> str:
-    """Default measurement name: the module's class name or the callable's ``__name__``."""
+    """Default measurement name: the module's class name or the callable's ``__name__``
+    (``lambda`` for a lambda: its type's name, ``function``, said nothing)."""
     inner = target.func if isinstance(target, functools.partial) else target
     name = getattr(inner, "__name__", None)
-    if not name or name == "<lambda>":
-        name = type(inner).__name__
-    return name
+    if name == "<lambda>":
+        return "lambda"
+    return name or type(inner).__name__
 
 
 class TorchperfFixture:
