@@ -20,16 +20,15 @@ from dataclasses import dataclass
 
 from pytest_torchperf.core.units import format_count
 from pytest_torchperf.judge.decision import Outcome
-from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.measure_callgrind import (
+    EXTRA_WINDOWS,
+    WINDOW_AGREEMENT,
+    WINDOW_AGREEMENT_FLOOR,
+    InstructionCount,
+    windows_agree,
+)
 from pytest_torchperf.kinds.instructions.options import DEFAULT_MAX_INCREASE
 
-#: How far the two counted windows may disagree before a count is not trusted (0.1 %) ...
-WINDOW_AGREEMENT = 0.001
-#: ... unless they differ by at most this many instructions per call, a tenth of the smallest
-#: change a verdict acts on (:data:`MIN_CHANGE`), which cannot move one. Windows of cheap calls
-#: differ by a few thousand instructions whatever their length: a 44 k-instruction Linear's two
-#: 100-call windows read 44.0 k and 43.9 k per call (0.18 %, 80 instructions per call).
-WINDOW_AGREEMENT_FLOOR = 400.0
 #: Smallest change of instructions per call that a verdict acts on, whatever the limit. The same
 #: code counted in different processes differs by up to about 2,000 instructions per call
 #: regardless of the model's size: Python's global type-attribute cache and allocator state depend
@@ -101,7 +100,8 @@ def word_instructions(
             f"{current.disagreement * 100:.2f}% ({format_count(first)} vs "
             f"{format_count(second)} instructions per call; they must agree within "
             f"{WINDOW_AGREEMENT * 100:g}% or {WINDOW_AGREEMENT_FLOOR:.0f} instructions per "
-            f"call). The calls do not repeat the same work: random "
+            f"call), and still after {EXTRA_WINDOWS} more. The calls do not repeat the same "
+            f"work: random "
             f"inputs created per call, lazy initialisation or data-dependent control flow. "
             f"Create inputs once outside the timed call"
         )
@@ -144,10 +144,7 @@ def judge_instructions(
 
 def repeats(count: InstructionCount) -> bool:
     """The count's two windows agree, so it can be judged and stored as a baseline."""
-    first, second = count.windows
-    return not (
-        count.disagreement > WINDOW_AGREEMENT and abs(second - first) > WINDOW_AGREEMENT_FLOOR
-    )
+    return windows_agree(*count.windows)
 
 
 def effective_limit(baseline_per_call: float, max_increase: float) -> float:

@@ -69,6 +69,20 @@ WARMUP_SECONDS = 5.0
 #: 100-call windows after one then disagreed by 0.31 %. For calls of 100 M instructions or more
 #: a window, and so the settling window, is one call.
 SETTLING_WINDOWS = 1
+#: Windows counted beyond the two compared where those disagree, each compared with the one
+#: before it. Calls that repeat the same work still disagree now and then: a deep stack of 60
+#: Linear+ReLU pairs (3.8 M instructions per call, 27 calls per window) read 3,804 k and 3,800 k
+#: per call (0.12 %) in one save in three, and was refused as a baseline; a one-off cost in one
+#: window (the allocator returning memory, a lookup cache refilled) does not come back in the
+#: next, while work that varies from call to call disagrees again.
+EXTRA_WINDOWS = 2
+#: How far two compared windows may disagree before a count is not trusted (0.1 %) ...
+WINDOW_AGREEMENT = 0.001
+#: ... unless they differ by at most this many instructions per call, a tenth of the smallest
+#: change a verdict acts on (``judge_counts.MIN_CHANGE``), which cannot move one. Windows of cheap
+#: calls differ by a few thousand instructions whatever their length: a 44 k-instruction Linear's
+#: two 100-call windows read 44.0 k and 43.9 k per call (0.18 %, 80 instructions per call).
+WINDOW_AGREEMENT_FLOOR = 400.0
 #: Instructions each counted window aims for, and its bounds in calls. Instrumented calls are
 #: what costs: about 150-200 M instructions per CPU second, some 100x slower than uninstrumented
 #: ones (the dynamic int8 MLP of the example project, 60 M instructions per call: 0.024 s per
@@ -183,12 +197,30 @@ def calls_per_window(instructions_per_call: float) -> int:
     return max(MIN_WINDOW_CALLS, min(MAX_WINDOW_CALLS, wanted))
 
 
+def windows_agree(first: float, second: float) -> bool:
+    """Two windows' instructions per call agree: within :data:`WINDOW_AGREEMENT`, or
+    :data:`WINDOW_AGREEMENT_FLOOR` per call."""
+    difference = abs(second - first)
+    return difference <= WINDOW_AGREEMENT_FLOOR or difference <= WINDOW_AGREEMENT * first
+
+
+def another_window(totals: Sequence[float]) -> bool:
+    """Whether to count one more window after those counted so far (instructions per call,
+    the settling ones first): until two are compared, then while the last two disagree, at most
+    :data:`EXTRA_WINDOWS` more."""
+    compared = len(totals) - SETTLING_WINDOWS
+    if compared < 2:
+        return True
+    return compared < 2 + EXTRA_WINDOWS and not windows_agree(totals[-2], totals[-1])
+
+
 def count_instructions(
     call: Callable[[], Any], dump_dir: Path, calls: int | None = None
 ) -> InstructionCount:
     """Instructions per call of ``call()`` in two counted windows of ``calls`` calls each,
     after :data:`SETTLING_WINDOWS` of as many, counted and dropped (``None``: sized by
-    :func:`calls_per_window` from one counted probe call).
+    :func:`calls_per_window` from one counted probe call); where those two disagree, up to
+    :data:`EXTRA_WINDOWS` more, the last two kept (:func:`another_window`).
 
     Must run in a process started by :func:`valgrind_command` (instrumentation off); leaves
     instrumentation off again when it returns. The warm-up budget is CPU time of this process,
@@ -221,8 +253,10 @@ def count_instructions(
             calls = calls_per_window(probed)
         for path in probe:
             path.unlink(missing_ok=True)
-        before = set(_dumps(dump_dir))
-        for _ in range(SETTLING_WINDOWS + 2):
+        windows: list[Path] = []
+        totals: list[float] = []
+        while another_window(totals):
+            before = set(_dumps(dump_dir))
             gc.collect()
             gc.disable()
             torch._C._valgrind_toggle()
@@ -231,27 +265,30 @@ def count_instructions(
             torch._C._valgrind_toggle_and_dump_stats()
             if collecting:
                 gc.enable()
+            new = [p for p in _dumps(dump_dir) if p not in before]
+            if len(new) != 1:
+                raise CallgrindError(
+                    f"expected one callgrind profile per counted window in {dump_dir}, found "
+                    f"{len(new)} new ones: is this process running under valgrind "
+                    f"--tool=callgrind?"
+                )
+            windows.append(new[0])
+            # Read while instrumented but not collecting: uncounted, and needed to tell whether
+            # the last two windows agree.
+            totals.append(file_total(new[0].read_text(errors="replace")) / calls)
     finally:
         if collecting:
             gc.enable()
         _instrumentation(False)
-    new = [p for p in _dumps(dump_dir) if p not in before]
-    if len(new) != SETTLING_WINDOWS + 2:
-        raise CallgrindError(
-            f"expected {SETTLING_WINDOWS + 2} callgrind profiles in {dump_dir} (settling "
-            f"windows and the two compared ones), found {len(new)}: is this process running "
-            f"under valgrind --tool=callgrind?"
-        )
-    for settling in new[:SETTLING_WINDOWS]:
-        settling.unlink(missing_ok=True)
-    first, second = new[SETTLING_WINDOWS:]
-    totals = [file_total(path.read_text(errors="replace")) / calls for path in (first, second)]
+    for dropped in windows[:-2]:
+        dropped.unlink(missing_ok=True)
+    first, second = windows[-2:]
     # The functions of the window every verdict compares.
     _, per_function = parse_annotate(_annotate(second))
     ranked = sorted(per_function.items(), key=lambda item: -item[1])[:KEEP_FUNCTIONS]
     first.unlink(missing_ok=True)
     second.unlink(missing_ok=True)
-    return InstructionCount((totals[0], totals[1]), {name: n / calls for name, n in ranked})
+    return InstructionCount((totals[-2], totals[-1]), {name: n / calls for name, n in ranked})
 
 
 def _annotate(path: Path) -> str:

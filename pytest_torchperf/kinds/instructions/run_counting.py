@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.kinds.instructions.judge_counts import repeats
-from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
+from pytest_torchperf.kinds.instructions.measure_callgrind import EXTRA_WINDOWS, InstructionCount
 from pytest_torchperf.kinds.instructions.options import CountOptions, CountSettings
 from pytest_torchperf.store.environment import INSTRUCTION_ENV_PREFIX, environment_id
 
@@ -225,8 +225,9 @@ def attach_count(
             "counted windows disagree",
             f"{name}: {what}: the two counted windows disagree by "
             f"{counted.disagreement * 100:.2f}% ({first:,.0f} vs {second:,.0f} instructions per "
-            f"call): the calls do not repeat the same work (inputs created per call, lazy "
-            f"initialisation); create inputs once outside the timed call",
+            f"call), and still after {EXTRA_WINDOWS} more: the calls do not repeat the same "
+            f"work (inputs created per call, lazy initialisation); create inputs once outside "
+            f"the timed call",
         )
     return None
 
