@@ -295,7 +295,12 @@ def test_call_keyword_error_lists_only_what_a_call_may_set(perf: pytest.Pytester
             ["--torchperf-compare", "--torchperf-device=cdua"],
             "*argument --torchperf-device: 'cdua' is not a device (did you mean 'cuda'?): use "
             "auto (an accelerator if present, else cpu), cpu, cuda, cuda:N (GPU number N), mps, "
-            "or another torch device type (xpu, *",
+            "xpu, mtia, or the type a backend's package registers when imported (hpu, npu, ...)",
+        ),
+        (
+            ["--torchperf-device=tpu"],
+            "*argument --torchperf-device: 'tpu' is not a torch device type: torch calls a TPU "
+            "'xla' (torch_xla), and pytest-torchperf cannot time an XLA device: * Use auto (*",
         ),
     ],
 )
