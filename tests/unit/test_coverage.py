@@ -101,6 +101,35 @@ def test_strictness_is_named_by_the_layer_that_set_it() -> None:
     assert RunSettings(Path("s")).strict_by == MARKER_STRICT
 
 
+def test_only_the_flag_or_the_ini_key_makes_the_run_strict_as_a_whole() -> None:
+    """The rule that fails a compare judging timing for under half of its measurements is the
+    run's: a marker's strict=True (no layer of the run says true) does not switch it on."""
+    from pytest_torchperf.options.settings import RunSettings
+
+    assert RunSettings(Path("s"), cli={"strict": True}).strict_run == "--torchperf-strict"
+    assert RunSettings(Path("s"), ini={"strict": True}).strict_run == "ini torchperf_strict"
+    flag_over_ini = RunSettings(Path("s"), cli={"strict": True}, ini={"strict": False})
+    assert flag_over_ini.strict_run == "--torchperf-strict"
+    assert RunSettings(Path("s"), ini={"strict": False}).strict_run is None
+    assert RunSettings(Path("s")).strict_run is None
+
+
+def test_a_results_file_says_what_made_its_run_strict_older_ones_do_not() -> None:
+    from pytest_torchperf.store.results import recorded_strict
+
+    def doc(**ours: object) -> dict[str, Any]:
+        return {"torchperf": {"format": 1, **ours}}
+
+    assert recorded_strict([doc(strict="--torchperf-strict")]) == (True, "--torchperf-strict")
+    assert recorded_strict([doc(strict=None)]) == (True, None)
+    assert recorded_strict([doc()]) == (False, None)  # written before it was recorded
+    # One run's shards: strict where one says so; unknown where one does not say.
+    shards = [doc(strict=None), doc(strict="ini torchperf_strict")]
+    assert recorded_strict(shards) == (True, "ini torchperf_strict")
+    assert recorded_strict([doc(strict=None), doc()]) == (False, None)
+    assert recorded_strict([]) == (False, None)
+
+
 def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
     timed = Session.from_json({"statistic": 1e-3, "times": list(TIMES), "counters": COUNTERS})
     sessions = [timed, untimed_session(counters=COUNTERS)]
