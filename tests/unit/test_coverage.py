@@ -756,6 +756,39 @@ def test_a_compare_names_the_variants_whose_speedup_it_did_not_judge() -> None:
     assert nothing is not None and ", speedup vs eager 0 of 1;" in coverage_line(nothing)
 
 
+def test_counters_are_gated_only_where_a_compared_counter_is_shared() -> None:
+    """Review: a compiled variant with ignore_counters=["graphs"] against a baseline saved
+    before model_ops existed was counted `counters 1 of 1` while the diff compared nothing (its
+    only counters in common were the ignored graph counters)."""
+    saved = Session.from_json(
+        {"statistic": 1e-3, "times": list(TIMES), "counters": {"graphs": 1, "graph_breaks": 0}}
+    )
+    now = {"graphs": 1, "graph_breaks": 0, "model_ops": {"aten::addmm": 2}}
+    candidate = Candidate("m", first(), now, variant="compiled")
+    assert "counters" not in candidate.gates_besides_time([saved], ("graphs",))
+    assert "counters" in candidate.gates_besides_time([saved])  # the graph counters gate
+    # The newest session with counters is the one compared, as the diff takes it.
+    newer = Session.from_json(
+        {"statistic": 1e-3, "times": list(TIMES), "counters": {"model_ops": {"aten::addmm": 2}}}
+    )
+    assert "counters" in candidate.gates_besides_time([saved, newer], ("graphs",))
+    assert "counters" not in candidate.gates_besides_time([newer, saved], ("graphs",))
+    # The coverage line says why, not that no counters were stored.
+    record = {**compared("time", "pass"), "name": "m[compiled]", "variant": "compiled"}
+    record.update(gated=["time", "numerics", "speedup"], counters=now)
+    cov = coverage(_read([record]), comparing=True)
+    assert cov is not None and coverage_line(cov).endswith(
+        "counters 0 of 1, numerics 1 of 1, speedup vs eager 1 of 1; counters not gated: "
+        "m[compiled] (the stored counters hold none it counts and does not ignore: save again "
+        "to store its own)"
+    ), coverage_line(cov)
+    # The engine says what it gated from the same answer.
+    gate = Gate(ignore_counters=("graphs",))
+    result = compare(candidate, [saved], gate, remeasure=never)
+    assert "counters" not in result.gated and result.counter_changes == []
+    assert "counters" in compare(candidate, [saved], Gate(), remeasure=never).gated
+
+
 def test_outputs_of_no_values_are_not_counted_as_numerics_gated() -> None:
     """Newcomer: a target returning None got `rel-L2 nan` and `numerics 5 of 5`."""
     from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, unjudged_numerics
