@@ -125,3 +125,22 @@ def candidates(
             f"candidate, or one or more results files (pytest --torchperf-json)"
         )
     return results(paths, any_commit)
+
+
+def run_strict(
+    paths: Sequence[str], records: Sequence[Record], runs: str = "the run"
+) -> str | None:
+    """What made the run of these results files (one, or its shards) strict as a whole, as they
+    recorded it for its run failure to name (``--torchperf-strict``); None: it was not. Files
+    written before runs recorded it, and a baseline folder, are read from their measurements'
+    gates."""
+    from pytest_torchperf.judge.coverage import strict_run
+    from pytest_torchperf.store.results import read_results_document, recorded_strict
+
+    files = bool(paths) and all(Path(p).is_file() for p in paths)
+    known, by = (
+        recorded_strict([read_results_document(p) for p in paths]) if files else (False, None)
+    )
+    if known:
+        return by
+    return f"strict, as {runs} recorded it" if strict_run(records) else None

@@ -13,13 +13,14 @@ from pytest_torchperf.cli.common import (
     candidates,
     no_match,
     results,
+    run_strict,
     selected,
     table,
     write_reports,
 )
 from pytest_torchperf.core.units import counted, format_change, format_time
 from pytest_torchperf.judge.counter_diff import changed_head
-from pytest_torchperf.judge.coverage import coverage, strict_run
+from pytest_torchperf.judge.coverage import coverage
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
 from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.run_failure import run_failure
@@ -353,8 +354,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"torchperf: {count_line([*judged, *said]) or 'nothing compared'}")
     # A strict run's weak gate is its failure, as the run said (not a warning to use strict).
     cov = coverage(judged, comparing=True)
-    strict = "strict, as the run recorded it" if strict_run(records) else None
-    failure = run_failure(cov, strict) if cov is not None else None
+    failure = run_failure(cov, run_strict(args.candidate, records)) if cov is not None else None
     for line in summary_lines(cov, failure):
         print(f"torchperf: {line}")
     if not judged:  # every measurement left out (above), or none to compare: not a pass
@@ -385,7 +385,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     # What the run gated, as its own reports said it (a baseline folder was gated by no run).
     modes = {recorded_mode(path) for path in args.results or []} - {None}
     cov = coverage(records, comparing="compare" in modes) if modes else None
-    strict = "strict, as the run recorded it" if strict_run(records) else None
+    strict = run_strict(args.results or [], records)
     lines = summary_lines(cov, run_failure(cov, strict) if cov else None, stored=False)
     if not args.html and not args.markdown:  # a look in the terminal: the markdown summary
         from pytest_torchperf.report.markdown import markdown_report

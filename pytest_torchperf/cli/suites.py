@@ -7,7 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_torchperf.cli.common import PathError, no_match, table, write, write_reports
+from pytest_torchperf.cli.common import (
+    PathError,
+    no_match,
+    run_strict,
+    table,
+    write,
+    write_reports,
+)
 from pytest_torchperf.core.units import counted
 from pytest_torchperf.judge.change_points import MIN_SEGMENT
 from pytest_torchperf.judge.coverage_lines import summary_lines
@@ -17,7 +24,6 @@ from pytest_torchperf.store.baselines import BaselineStore
 def cmd_merge(args: argparse.Namespace) -> int:
     import json
 
-    from pytest_torchperf.judge.coverage import strict_run
     from pytest_torchperf.judge.run_failure import run_failure
     from pytest_torchperf.report import terminal
     from pytest_torchperf.report.merge import merge_results, missing_measurements
@@ -110,7 +116,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             f"without --torchperf-compare, or its tests failed before their verdicts): run "
             f"every shard with pytest --torchperf-compare (docs/merge.md)"
         )
-    strict = "strict, as the shards' runs recorded it" if strict_run(records) else None
+    strict = run_strict(args.results, records, "the shards' runs")
     failure = run_failure(cov, strict) if cov is not None else None
     coverage_lines = summary_lines(cov, failure, stored=False)
     for line in coverage_lines:

@@ -192,7 +192,7 @@ def compare(
     gated = [
         *([verdict.basis] if verdict.outcome in JUDGED else []),
         *checks.gated,
-        *candidate.gates_besides_time(sessions),
+        *candidate.gates_besides_time(sessions, gate.ignore_counters),
         *(
             ["speedup"]
             if kind.judges_timed_speedups

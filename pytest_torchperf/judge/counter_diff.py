@@ -153,6 +153,39 @@ def diff_counters(
     return changes
 
 
+#: Each counter :func:`diff_counters` compares, with the ``ignore_counters`` name that leaves it
+#: out (``graph_breaks`` and ``recompiles`` go with ``graphs``, a variant's ``model_ops`` with
+#: ``ops``).
+_COMPARED = (
+    ("ops", "ops"),
+    ("model_ops", "ops"),
+    ("flops", "flops"),
+    ("params", "params"),
+    ("graphs", "graphs"),
+    ("graph_breaks", "graphs"),
+    ("recompiles", "graphs"),
+    ("peak_memory", "memory"),
+)
+
+
+def compared_counters(
+    baseline: Mapping[str, Any], current: Mapping[str, Any], ignore: Iterable[str] = ()
+) -> list[str]:
+    """The counters :func:`diff_counters` compares between ``baseline`` and ``current``: those
+    both hold and ``ignore`` does not name (FLOPs not where the two were counted differently).
+    Empty where none is: both have counters, yet none of them is gated (a compiled variant with
+    ``ignore_counters=["graphs"]`` against a session saved before ``model_ops`` was kept)."""
+    skip = set(ignore)
+    return [
+        key
+        for key, name in _COMPARED
+        if name not in skip
+        and key in baseline
+        and key in current
+        and not (key == "flops" and _recounted(baseline, current))
+    ]
+
+
 #: A change line's opening words (:func:`diff_counters`) -> the name ``ignore_counters`` takes.
 _IGNORE_NAMES = (
     ("ops changed", "ops"),

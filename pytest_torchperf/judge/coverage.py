@@ -218,8 +218,11 @@ def _why_no_speedup(record: Record, unstored: str | None) -> str:
 def _why_no_counters(record: Record) -> str:
     from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
-    if record.counters is not None:
-        return "no counters stored"
+    if record.counters is not None:  # none compared (Candidate.gates_besides_time)
+        return (
+            "the stored counters hold none it counts and does not ignore: save again to store "
+            "its own"
+        )
     if record.variant != "eager":  # its model's eager ops (run.steps.model_ops), its graphs
         graphs = ", graphs ignored" if record.variant in COMPILED_VARIANTS else ""
         return (

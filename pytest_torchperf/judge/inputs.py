@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON, JSONObject
+from pytest_torchperf.judge.counter_diff import compared_counters
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.numerics import degenerate_reference, empty_fingerprint
 from pytest_torchperf.judge.samples import (
@@ -232,11 +233,18 @@ class Candidate:
     #: what makes it so. Its numerics then prove nothing and are not counted as gated.
     degenerate_reference: str | None = None
 
-    def gates_besides_time(self, sessions: Sequence[Session]) -> list[str]:
+    def gates_besides_time(
+        self, sessions: Sequence[Session], ignore: Iterable[str] = ()
+    ) -> list[str]:
         """``counters`` and ``numerics`` where this measurement has them and ``sessions`` hold
         a counterpart to check against (a variant's numerics: eager fp32 within the run). What
-        the engine gates and what a message may say was gated, decided once."""
-        counters = self.counters is not None and any(s.counters for s in sessions)
+        the engine gates and what a message may say was gated, decided once. Counters: where
+        the newest stored session with counters shares one with it that ``ignore`` (the gate's
+        ``ignore_counters``) leaves gated, as the counter diff compares them."""
+        latest = next((s.counters for s in reversed(sessions) if s.counters), None)
+        counters = bool(
+            self.counters and latest and compared_counters(latest, self.counters, ignore)
+        )
         outputs = self.degenerate_reference is None and (
             (
                 self.fingerprint is not None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pytest_torchperf.core.types import UserValue
 from pytest_torchperf.core.units import counted
-from pytest_torchperf.options.values import parse_device
+from pytest_torchperf.options.values import DEVICE_CHOICES, parse_device
 
 if TYPE_CHECKING:  # torch is imported lazily, when a device is chosen
     import torch
@@ -44,8 +44,9 @@ def select_device(requested: str = "auto") -> torch.device:
         device = torch.device(text)
     except RuntimeError:  # a type of a backend's extension (npu) that is not installed
         raise DeviceUnavailable(
-            f"device {requested!r} requested but this torch build does not know the device "
-            f"type (its backend's extension is not installed)"
+            f"device {requested!r} requested but torch does not know the device type "
+            f"{text.split(':')[0]!r}: a backend's type exists once its package is imported "
+            f"(torch_npu for npu, in conftest.py for one), else the name is misspelt; {_USE}"
         ) from None
     if device.type == "cpu":
         return device
@@ -77,10 +78,15 @@ def select_device(requested: str = "auto") -> torch.device:
         return device
     module = getattr(torch, device.type, None)
     if module is None or not getattr(module, "is_available", lambda: False)():
+        why = "reports no device" if module is not None else "does not exist"
         raise DeviceUnavailable(
-            f"device {requested!r} requested but torch.{device.type} is not available"
+            f"device {requested!r} requested but torch.{device.type} {why} here; {_USE}"
         )
     return device
+
+
+#: The remedy of a device this machine cannot run a test on.
+_USE = f"use {DEVICE_CHOICES}"
 
 
 def infer_device(

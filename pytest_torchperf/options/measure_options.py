@@ -277,6 +277,15 @@ def short_min_time(min_time: float, source: str) -> str | None:
 VALID_KEYWORDS: tuple[str, ...] = tuple(sorted([*OPTIONS, "name"]))
 
 
+#: What an unknown keyword's error says instead of a close match, for a keyword a user may expect.
+_KEYWORD_HINTS = {
+    "device": (
+        " A measurement runs on the device its model and inputs are on: move them there "
+        "(model.to(torchperf_device), the device --torchperf-device names)."
+    ),
+}
+
+
 def check_keywords(
     keywords: Mapping[str, object], where: str, refused: Collection[str] = ()
 ) -> None:
@@ -290,7 +299,7 @@ def check_keywords(
             )
         if key not in VALID_KEYWORDS:
             close = difflib.get_close_matches(key, valid, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = f" Did you mean {close[0]!r}?" if close else _KEYWORD_HINTS.get(key, "")
             raise OptionError(
                 f"{where}: unknown torchperf option {key!r}.{hint} "
                 f"Valid options: {', '.join(valid)}."

@@ -81,6 +81,17 @@ class RunSettings:
         return MARKER_STRICT
 
     @property
+    def strict_run(self) -> str | None:
+        """What makes the run strict as a whole, as a message names it: ``--torchperf-strict``,
+        else the ini key, where the one that decides says true; None otherwise. Only such a run
+        fails a compare that judged timing for fewer than half of its measurements: a marker's
+        or call's ``strict=True`` is its own measurements' (their inconclusive verdicts fail)."""
+        for layer, name in ((self.cli, "--torchperf-strict"), (self.ini, "ini torchperf_strict")):
+            if layer.get("strict") is not None:
+                return name if layer["strict"] else None
+        return None
+
+    @property
     def compares(self) -> bool:
         """This run judges its measurements (``--torchperf-compare``, or a kind's run that
         always compares, such as an A/B run)."""

@@ -196,11 +196,19 @@ def parse_label(value: object) -> str:
 #: The device types tests can run on: torch 2.x's list that ``torch.device`` accepts (optionally
 #: with ``:N``) but ``meta`` and ``privateuseone``, and ``npu``, the name Ascend's ``torch_npu``
 #: gives the latter. Kept here so that a misspelt ``--torchperf-device`` is refused when pytest
-#: starts, without importing torch; the first three are the ones the error names first.
+#: starts, without importing torch.
 DEVICE_TYPES = (
     "cpu", "cuda", "mps", "xpu", "hip", "hpu", "mtia", "maia", "xla", "npu", "ipu", "mkldnn",
     "opengl", "opencl", "ideep", "ve", "fpga", "lazy", "vulkan",
 )  # fmt: skip
+
+#: The devices a test can run on, as the messages list them: ``select_device`` gives a device of
+#: the types torch has a module for (``torch.cuda``, ``torch.xpu``...) and of a type a backend's
+#: package registers one for when imported; any other type it skips.
+DEVICE_CHOICES = (
+    "auto (an accelerator if present, else cpu), cpu, cuda, cuda:N (GPU number N), mps, xpu, "
+    "mtia, or the type a backend's package registers when imported (hpu, npu, ...)"
+)
 
 _DEVICE_RE = re.compile(r"([a-z]+)(?::(0|[1-9][0-9]*))?")
 
@@ -208,9 +216,21 @@ _DEVICE_RE = re.compile(r"([a-z]+)(?::(0|[1-9][0-9]*))?")
 def parse_device(value: object) -> str:
     """Parse a device name: ``auto``, or a torch device type with an optional index (``cpu``,
     ``cuda``, ``cuda:1``, ``mps``...), lower-cased. Whether the device is present is decided
-    when a test asks for it (:func:`pytest_torchperf.measure.devices.select_device`)."""
+    when a test asks for it (:func:`pytest_torchperf.measure.devices.select_device`); a TPU,
+    which no machine can time, is refused here."""
     text = str(value).strip().lower()
     match = _DEVICE_RE.fullmatch(text)
+    if match and match.group(1) in ("tpu", "xla"):
+        named = (
+            f"{value!r} is not a torch device type: torch calls a TPU 'xla' (torch_xla), and"
+            if match.group(1) == "tpu"
+            else f"{value!r} (a TPU or another device of torch_xla):"
+        )
+        raise OptionError(
+            f"{named} pytest-torchperf cannot time an XLA device: its tensors compute lazily, "
+            f"when torch_xla syncs them, which the timer does not do, so a block would time the "
+            f"tracing. Use {DEVICE_CHOICES}"
+        )
     if text == "auto" or (match and match.group(1) in DEVICE_TYPES):
         return text
     kind = match.group(1) if match else text.split(":")[0]
@@ -224,8 +244,4 @@ def parse_device(value: object) -> str:
         return text
     suffix = text[len(kind) :] if match else ""
     hint = f" (did you mean {close[0] + suffix!r}?)" if close else ""
-    raise OptionError(
-        f"{value!r} is not a device{hint}: use auto (an accelerator if present, else cpu), cpu, "
-        f"cuda, cuda:N (GPU number N), mps, or another torch device type "
-        f"({', '.join(DEVICE_TYPES[3:])})"
-    )
+    raise OptionError(f"{value!r} is not a device{hint}: use {DEVICE_CHOICES}")

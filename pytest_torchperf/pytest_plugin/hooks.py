@@ -51,6 +51,7 @@ from pytest_torchperf.pytest_plugin.stash import (
     PERF_FIXTURES,
     PERF_KEY,
     SETTINGS_KEY,
+    UNTIMED_BODY_FIXTURES,
     context_of,
     item_options,
     marker_options,
@@ -167,11 +168,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marked = item.get_closest_marker(MARKER) is not None
         names = getattr(item, "fixturenames", ())
-        uses_fixture = any(f in names for f in PERF_FIXTURES)
-        perf = marked or uses_fixture
+        perf = marked or any(f in names for f in PERF_FIXTURES)
         item.stash[IS_PERF_KEY] = perf  # read by the per-test isolation hooks
         # Decided once here, so the per-test hooks below cost one stash lookup for ordinary tests.
-        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and not uses_fixture
+        whole = not any(f in names for f in UNTIMED_BODY_FIXTURES)
+        item.stash[PERF_KEY] = marked and isinstance(item, pytest.Function) and whole
         if marked and item.stash[PERF_KEY] and type(item).__name__ == "TestCaseFunction":
             raise pytest.UsageError(
                 f"{item.nodeid}: @pytest.mark.torchperf cannot time a unittest.TestCase method as a "

@@ -78,8 +78,9 @@ _CLI_HELP = {
     "variant speedups, trace links)",
     "json": "Write the measurements as pytest-benchmark-compatible JSON",
     "disable": "Run each perf test once without timing (fast correctness CI)",
-    "skip": "Skip perf tests (marked or using the torchperf fixture)",
-    "only": "Run only perf tests",
+    "skip": "Skip perf tests (marked, or using the torchperf, torchperf_timer or "
+    "torchperf_quantized_model fixture; not one that only profiles)",
+    "only": "Run only perf tests (as --torchperf-skip defines them)",
     "save_wait": "With --torchperf-save: seconds the save may spend in all waiting for a busy "
     "machine to quiet down and measuring a refused pass again (default 60; 0: re-measure "
     "once; ini torchperf_save_wait)",

@@ -86,11 +86,10 @@ class SummaryReporter:
         own closing line is green when every test passed."""
         if hasattr(self.config, "workerinput"):
             return (yield)
-        from pytest_torchperf.judge.coverage import strict_run
         from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 
         cov = self.coverage()
-        strict = self.config.stash[SETTINGS_KEY].strict_by if strict_run(self.records) else None
+        strict = self.config.stash[SETTINGS_KEY].strict_run  # a marker's strict=True: its own
         self.run_failure = run_failure(cov, strict, listed=True) if cov else None
         failed_here = bool(self.run_failure) and session.exitstatus == pytest.ExitCode.OK
         if failed_here:
@@ -249,6 +248,7 @@ class SummaryReporter:
                         commit_info(),
                         cov.to_dict() if cov is not None else None,
                         _storage_read(settings.storage, self.config.rootpath),
+                        strict=settings.strict_run,
                     ),
                     indent=2,
                 )

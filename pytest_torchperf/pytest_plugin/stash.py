@@ -36,8 +36,13 @@ GATE_KEY = pytest.StashKey["WorkerGate"]()
 COLLECTING_GATE_KEY = pytest.StashKey["WorkerGate"]()
 #: The xdist controller of a save in several processes: where its fresh processes write.
 XDIST_CHILDREN_KEY = pytest.StashKey[Path]()
-#: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only).
-PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_profiler", "torchperf_quantized_model")
+#: Fixtures whose use makes a test a perf test (for --torchperf-skip / --torchperf-only, the
+#: isolation, the child runs): the ones that time, and the int8 model built for timing. The
+#: instruments that time nothing (torchperf_profiler, torchperf_nvtx, torchperf_device) do not.
+PERF_FIXTURES = ("torchperf", "torchperf_timer", "torchperf_quantized_model")
+#: Fixtures whose use keeps a marked test's body from being timed whole: the perf fixtures (their
+#: calls are its measurements) and the profiler (a body timed while it profiles is inflated).
+UNTIMED_BODY_FIXTURES = (*PERF_FIXTURES, "torchperf_profiler")
 
 
 def marker_options(item: pytest.Item) -> dict[str, object]:

@@ -64,11 +64,13 @@ def benchmark_json(
     commit_info: Mapping[str, Any],
     coverage: Mapping[str, Any] | None = None,
     storage: Mapping[str, str | None] | None = None,
+    strict: str | None = None,
 ) -> dict[str, Any]:
     """Results in pytest-benchmark's JSON layout, each benchmark with a ``torchperf`` section;
     ``coverage``: what the run gated (:meth:`pytest_torchperf.judge.coverage.Coverage.to_dict`);
     ``storage``: the baseline folder the run read (``torchperf accept`` checks it is given the
-    same one)."""
+    same one); ``strict``: what made the run strict as a whole (None: it was not), for the
+    commands that read the file to fail it as the run did."""
     benchmarks = []
     removed = []
     for record in records:
@@ -124,6 +126,7 @@ def benchmark_json(
             "environments": environments,
             "coverage": dict(coverage) if coverage else None,
             "storage": dict(storage) if storage else None,
+            "strict": strict,
             # Records of measurements only the baseline has (side A's, removed in B).
             **({"removed": removed} if removed else {}),
         },

@@ -35,6 +35,7 @@ from pytest_torchperf.store.results import (
     ResultsFileError,
     read_results_document,
     record_of,
+    recorded_strict,
     removed_records,
     with_environments,
 )
@@ -190,6 +191,7 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
     cov = coverage(records, comparing="compare" in modes) if modes else None
     first = documents[0]
     folders = {note["storage"] for note in shard_notes}
+    known, strict = recorded_strict(documents)
     document = {
         **{k: v for k, v in first.items() if k not in ("benchmarks", "torchperf")},
         "benchmarks": benchmarks,
@@ -201,6 +203,9 @@ def merge_results(paths: Sequence[Path | str], any_commit: bool = False) -> Merg
             # The folder every shard read (the first's paths); None where they read different
             # ones (or older files do not say).
             "storage": first["torchperf"].get("storage") if len(folders) == 1 else None,
+            # What made the shards' run strict as a whole (their own files' key; absent where
+            # one of them, written before it was recorded, does not say).
+            **({"strict": strict} if known else {}),
             # Where each part came from (the machine_info and commit_info above are the
             # first shard's).
             "shards": shard_notes,

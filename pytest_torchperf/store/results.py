@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -69,6 +70,16 @@ def recorded_mode(path: Path | str) -> str | None:
     cov = read_results_document(path)["torchperf"].get("coverage")
     mode = cov.get("mode") if isinstance(cov, dict) else None
     return mode if isinstance(mode, str) else None
+
+
+def recorded_strict(documents: Sequence[Mapping[str, Any]]) -> tuple[bool, str | None]:
+    """What made the run of these results documents (one file, or one run's shards) strict as
+    a whole, as its run failure names it (``--torchperf-strict``, ``ini torchperf_strict``; None:
+    it was not), and whether they say so at all: files written before it was recorded do not."""
+    said = [doc["torchperf"]["strict"] for doc in documents if "strict" in doc["torchperf"]]
+    if not documents or len(said) < len(documents):
+        return False, None
+    return True, next((by for by in said if isinstance(by, str)), None)
 
 
 def read_results_document(path: Path | str) -> dict[str, Any]:

@@ -102,6 +102,14 @@ def session_problem(session: object, where: str) -> str | None:
 
 #: The counters that map op names to counts: a measurement's own, and a variant's model's.
 _OP_MAPS = ("ops", "model_ops")
+#: The counters that are one count each (a non-negative integer), and those that are lists of
+#: text. A key none of these names (a newer plugin's) is not checked: no comparison of this
+#: version reads it, and refusing it called a newer version's file corrupt.
+_COUNTS = (
+    "flops", "flop_formulas", "params", "param_bytes", "peak_memory", "graphs", "graph_breaks",
+    "recompiles",
+)  # fmt: skip
+_TEXT_LISTS = ("break_reasons", "dtypes", "flops_partial")
 
 
 def _first_bad(name: str, values: object, fits: Callable[[Any], bool]) -> str:
@@ -165,14 +173,14 @@ def _check_session(session: object, where: str) -> None:
                         f".counters.{key} must map op names to non-negative integers"
                         + _first_bad(key, value, _count)
                     )
-            elif key in ("break_reasons", "dtypes", "flops_partial"):
+            elif key in _TEXT_LISTS:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     bad(
                         f".counters.{key} must be a list of strings"
                         + _first_bad(key, value, lambda v: isinstance(v, str))
                     )
-            elif not _count(value):
-                bad(f".counters.{key} is {value!r}, expected a non-negative integer")
+            elif key in _COUNTS and not _count(value):
+                bad(f".counters.{key} is {short_repr(value)}, expected a non-negative integer")
     for key, fits, problem in _SHAPES:
         value = session.get(key)
         if value is not None and not fits(value):

@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
+from pytest_torchperf import cli
 from pytest_torchperf.measure.machine_load import run_queue_seconds
-from tests.e2e.helpers import baseline_files, cpu_hog
+from tests.e2e.helpers import baseline_files, cpu_hog, scale_baselines
 
 STARVED = """
 import time
@@ -374,3 +375,68 @@ def test_with_the_cpu_guard_off_a_busier_compare_does_not_fail_unchanged_code(
     assert verdict["outcome"] in ("pass", "inconclusive"), verdict["message"]
     if verdict["outcome"] == "inconclusive":
         assert "the CPU-share guard is lowered to 0.00" in verdict["message"]
+
+
+STRICT_ONE = """
+import pytest, torch
+
+@pytest.mark.torchperf(strict=True)
+def test_strict(torchperf):
+    torchperf(torch.nn.Linear(8, 8), torch.randn(4, 8), name="strict")
+"""
+
+NEW_ONES = """
+def test_new(torchperf):
+    x = torch.randn(4, 8)
+    torchperf(torch.nn.ReLU(), x, name="new-a")
+    torchperf(torch.nn.Tanh(), x, name="new-b")
+"""
+
+
+def test_a_strict_marker_is_its_tests_own_the_run_rule_is_the_flags(
+    perf: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One test's ``strict=True`` failed the whole run when fewer than half of the run's
+    measurements were judged on time (its gate made the run "strict"); that rule is the
+    ``--torchperf-strict`` and ini ``torchperf_strict`` run's. The live run and ``torchperf
+    compare`` of its results file agree."""
+    path = perf.makepyfile(STRICT_ONE)
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    scale_baselines(perf.path / ".torchperf", 100.0)  # its timing judged, whatever the machine
+    path.write_text(path.read_text() + NEW_ONES)
+    marked = perf.runpytest("--torchperf-compare", "--torchperf-json=marked.json")
+    assert marked.ret == pytest.ExitCode.OK, marked.stdout.str()
+    marked.assert_outcomes(passed=2)
+    marked.stdout.fnmatch_lines(
+        ["torchperf: warning: timing was judged for only 1 of 3 measurements (2 no baseline*"]
+    )
+    assert "run failed" not in marked.stdout.str()
+    storage, results = str(perf.path / ".torchperf"), str(perf.path / "marked.json")
+    capsys.readouterr()  # the runs' output: only the replay's is read below
+    code = cli.main(["compare", storage, results])
+    replayed = capsys.readouterr().out
+    assert code == 0 and "run failed" not in replayed, replayed
+
+    flag = perf.runpytest("--torchperf-compare", "--torchperf-strict", "--torchperf-json=f.json")
+    assert flag.ret == pytest.ExitCode.TESTS_FAILED
+    flag.stdout.fnmatch_lines(
+        [
+            "torchperf: run failed: timing was judged for only 1 of 3 measurements (2 no "
+            "baseline*), failing: --torchperf-strict. *"
+        ]
+    )
+    capsys.readouterr()
+    assert cli.main(["compare", storage, str(perf.path / "f.json")]) == 1
+    assert (
+        "torchperf: run failed: timing was judged for only 1 of 3 measurements (2 no baseline), "
+        "failing: --torchperf-strict. "
+    ) in capsys.readouterr().out
+    ini = perf.path / "pytest.ini"
+    ini.write_text(ini.read_text() + "\ntorchperf_strict = true\n")
+    by_ini = perf.runpytest("--torchperf-compare")
+    assert by_ini.ret == pytest.ExitCode.TESTS_FAILED
+    by_ini.stdout.fnmatch_lines(
+        [
+            "torchperf: run failed: timing was judged for only 1 of 3 *, failing: ini torchperf_strict. *"
+        ]
+    )

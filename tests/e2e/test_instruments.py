@@ -239,6 +239,19 @@ def test_device_fixture_auto_and_absent_device(perf: pytest.Pytester) -> None:
         result = perf.runpytest("-rs")
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["*device 'mps' requested but MPS is not available*"])
+    # A type torch does not know here (a backend's package not imported, or a misspelling no
+    # known type is close to) skips, saying why and which devices to use.
+    result = perf.runpytest("--torchperf-device=mlu:0", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*device 'mlu:0' requested but torch does not know the device type 'mlu': a "
+            "backend's type exists once its package is imported (torch_npu for npu, in "
+            "conftest.py for one), else the name is misspelt; use auto (an accelerator if "
+            "present, else cpu), cpu, cuda, *, or the type a backend's package registers when "
+            "imported (hpu, npu, ...)"
+        ]
+    )
 
 
 def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytester) -> None:

@@ -295,7 +295,12 @@ def test_call_keyword_error_lists_only_what_a_call_may_set(perf: pytest.Pytester
             ["--torchperf-compare", "--torchperf-device=cdua"],
             "*argument --torchperf-device: 'cdua' is not a device (did you mean 'cuda'?): use "
             "auto (an accelerator if present, else cpu), cpu, cuda, cuda:N (GPU number N), mps, "
-            "or another torch device type (xpu, *",
+            "xpu, mtia, or the type a backend's package registers when imported (hpu, npu, ...)",
+        ),
+        (
+            ["--torchperf-device=tpu"],
+            "*argument --torchperf-device: 'tpu' is not a torch device type: torch calls a TPU "
+            "'xla' (torch_xla), and pytest-torchperf cannot time an XLA device: * Use auto (*",
         ),
     ],
 )
@@ -561,6 +566,62 @@ def test_skip_and_only_select_perf_tests(perf: pytest.Pytester) -> None:
     result = perf.runpytest("--torchperf-only", "-rs")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*not a perf test (--torchperf-only)*"])
+
+
+INSTRUMENTS = """
+import pytest, torch
+
+def test_profiled(torchperf_profiler, torchperf_nvtx):
+    with torchperf_profiler(), torchperf_nvtx("forward"):
+        torch.ones(3) * 2
+
+def test_ranges(torchperf_nvtx):
+    with torchperf_nvtx("forward"):
+        torch.ones(3) * 2
+
+def test_timed(torchperf_timer):
+    x = torch.ones(3)
+    torchperf_timer(lambda: x * 2, name="double")
+
+@pytest.mark.torchperf
+def test_marked_profiled(torchperf_profiler):
+    with torchperf_profiler():
+        torch.ones(3) * 2
+"""
+
+
+def test_skip_and_only_leave_tests_that_only_profile_with_the_others(
+    perf: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that only profiles (torchperf_profiler, torchperf_nvtx) times nothing: it runs
+    beside the functional tests under --torchperf-skip and is skipped by --torchperf-only, as
+    --help says. --torchperf-skip skipped it, and --torchperf-only ran it, while the help said
+    only marked tests and the torchperf fixture's counted. A marked one is a perf test, and its
+    body is still not timed while it profiles."""
+    perf.makepyfile(INSTRUMENTS)
+    result = perf.runpytest("--torchperf-skip", "-rs", "-v")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines_random(
+        ["*::test_profiled PASSED*", "*::test_ranges PASSED*", "*::test_timed SKIPPED*"]
+    )
+    result = perf.runpytest("--torchperf-only", "-rs", "-v")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*::test_profiled SKIPPED (not a perf test (--torchperf-only))*",
+            "*::test_ranges SKIPPED*",
+            "*::test_marked_profiled PASSED*",
+            "torchperf: 1 measured",
+        ]
+    )
+    monkeypatch.setenv("COLUMNS", "400")  # each option's help on one line
+    perf.runpytest("--help").stdout.fnmatch_lines(
+        [
+            "*--torchperf-skip *Skip perf tests (marked, or using the torchperf, torchperf_timer "
+            "or torchperf_quantized_model fixture; not one that only profiles)",
+            "*--torchperf-only *Run only perf tests (as --torchperf-skip defines them)",
+        ]
+    )
 
 
 def test_several_named_measurements_in_one_test(perf: pytest.Pytester) -> None:

@@ -21,6 +21,7 @@ from pytest_torchperf.options.measure_options import (
     short_min_time,
 )
 from pytest_torchperf.options.values import (
+    DEVICE_CHOICES,
     parse_bool,
     parse_device,
     parse_duration,
@@ -71,9 +72,29 @@ def test_parse_device_refuses_other_names_with_the_accepted_ones(value: str, hin
     passing on CPU)."""
     with pytest.raises(OptionError) as info:
         parse_device(value)
-    assert str(info.value).startswith(f"{value!r} is not a device{hint}: use auto ("), info.value
-    assert "cpu, cuda, cuda:N (GPU number N), mps, or another torch device type (xpu," in str(
-        info.value
+    assert str(info.value) == f"{value!r} is not a device{hint}: use {DEVICE_CHOICES}"
+    assert DEVICE_CHOICES.startswith("auto (an accelerator if present, else cpu), cpu, cuda, ")
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("tpu", "'tpu' is not a torch device type: torch calls a TPU 'xla' (torch_xla), and "),
+        ("TPU:1", "'TPU:1' is not a torch device type: torch calls a TPU 'xla' (torch_xla), and "),
+        ("xla", "'xla' (a TPU or another device of torch_xla): "),
+        ("xla:0", "'xla:0' (a TPU or another device of torch_xla): "),
+    ],
+)
+def test_parse_device_refuses_a_tpu_saying_why_and_what_to_use(value: str, named: str) -> None:
+    """A TPU was accepted as another backend's name and its torchperf_device tests skipped,
+    saying only that torch did not know the type; torch calls it xla, which the timer cannot
+    time on any machine (lazy tensors), so it is refused when pytest starts."""
+    with pytest.raises(OptionError) as info:
+        parse_device(value)
+    assert str(info.value) == (
+        f"{named}pytest-torchperf cannot time an XLA device: its tensors compute lazily, when "
+        f"torch_xla syncs them, which the timer does not do, so a block would time the tracing. "
+        f"Use {DEVICE_CHOICES}"
     )
 
 
@@ -368,6 +389,17 @@ def test_check_keywords_unknown_without_close_match_has_no_hint():
     assert msg.startswith("torchperf() call: unknown torchperf option 'zzzzzz'.")
     assert "Did you mean" not in msg
     assert "Valid options:" in msg
+
+
+def test_check_keywords_says_where_a_device_comes_from() -> None:
+    """``device=`` is no option: the error says what decides a measurement's device."""
+    with pytest.raises(OptionError) as info:
+        check_keywords({"device": "tpu"}, "@pytest.mark.torchperf on t.py::t")
+    assert str(info.value).startswith(
+        "@pytest.mark.torchperf on t.py::t: unknown torchperf option 'device'. A measurement "
+        "runs on the device its model and inputs are on: move them there "
+        "(model.to(torchperf_device), the device --torchperf-device names). Valid options: "
+    )
 
 
 def test_check_keywords_leaves_out_what_the_layer_may_not_set():

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from pytest_torchperf.judge.counter_diff import changes_since_stored, diff_counters, ignore_hint
+import pytest
+
+from pytest_torchperf.judge.counter_diff import (
+    changes_since_stored,
+    compared_counters,
+    diff_counters,
+    ignore_hint,
+)
 
 BASE = {
     "ops": {"aten::addmm": 2, "aten::relu": 1},
@@ -53,6 +60,48 @@ def test_ignored_and_missing_counters_are_not_compared() -> None:
     older = {"flops": 10_240}  # a baseline from before ops were counted
     assert diff_counters(older, {**BASE, "flops": 10_240}) == []
     assert diff_counters({**BASE, "flops": 0}, BASE) == ["FLOPs new (0 -> 10,240)"]
+
+
+@pytest.mark.parametrize(
+    ("key", "changed", "ignored_by"),
+    [
+        ("ops", {"aten::addmm": 3}, "ops"),
+        ("model_ops", {"aten::addmm": 3}, "ops"),
+        ("flops", 1, "flops"),
+        ("params", 1, "params"),
+        ("graphs", 2, "graphs"),
+        ("graph_breaks", 1, "graphs"),
+        ("recompiles", 1, "graphs"),
+        ("peak_memory", 9999, "memory"),
+    ],
+)
+def test_compared_counters_are_the_ones_the_diff_compares(
+    key: str, changed: object, ignored_by: str
+) -> None:
+    """A counter both sides hold is compared (a change of it alone is a change) unless ignored:
+    what the coverage line counts as gated is what the diff gates."""
+    base = {**BASE, "model_ops": {"aten::addmm": 2, "aten::relu": 1}}
+    alone = {key: base[key]}
+    assert compared_counters(alone, {key: changed}) == [key]
+    assert diff_counters(alone, {key: changed}) != []
+    assert compared_counters(alone, {key: changed}, ignore=(ignored_by,)) == []
+    assert diff_counters(alone, {key: changed}, ignore=(ignored_by,)) == []
+    assert compared_counters(base, dict(base)) == [
+        "ops", "model_ops", "flops", "params", "graphs", "graph_breaks", "recompiles",
+        "peak_memory",
+    ]  # fmt: skip
+
+
+def test_counters_that_share_no_compared_key_compare_nothing() -> None:
+    """A compiled variant with ignore_counters=["graphs"] against a session saved before its
+    model's eager ops were kept: both have counters, none of them is compared."""
+    saved = {"graphs": 1, "graph_breaks": 0, "recompiles": 0}
+    now = {**saved, "model_ops": {"aten::addmm": 2}}
+    assert compared_counters(saved, now, ignore=("graphs",)) == []
+    assert compared_counters(saved, now) == ["graphs", "graph_breaks", "recompiles"]
+    # FLOPs counted before the fused ops' formulas, where the model runs one: not compared.
+    old = {"flops": 4096, "ops": {"aten::_transformer_encoder_layer_fwd": 1}}
+    assert compared_counters(old, {**old, "flop_formulas": 2}, ignore=("ops",)) == []
 
 
 def test_flops_counted_before_the_fused_op_formulas_are_not_compared_where_they_ran() -> None:

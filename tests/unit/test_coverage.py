@@ -101,6 +101,35 @@ def test_strictness_is_named_by_the_layer_that_set_it() -> None:
     assert RunSettings(Path("s")).strict_by == MARKER_STRICT
 
 
+def test_only_the_flag_or_the_ini_key_makes_the_run_strict_as_a_whole() -> None:
+    """The rule that fails a compare judging timing for under half of its measurements is the
+    run's: a marker's strict=True (no layer of the run says true) does not switch it on."""
+    from pytest_torchperf.options.settings import RunSettings
+
+    assert RunSettings(Path("s"), cli={"strict": True}).strict_run == "--torchperf-strict"
+    assert RunSettings(Path("s"), ini={"strict": True}).strict_run == "ini torchperf_strict"
+    flag_over_ini = RunSettings(Path("s"), cli={"strict": True}, ini={"strict": False})
+    assert flag_over_ini.strict_run == "--torchperf-strict"
+    assert RunSettings(Path("s"), ini={"strict": False}).strict_run is None
+    assert RunSettings(Path("s")).strict_run is None
+
+
+def test_a_results_file_says_what_made_its_run_strict_older_ones_do_not() -> None:
+    from pytest_torchperf.store.results import recorded_strict
+
+    def doc(**ours: object) -> dict[str, Any]:
+        return {"torchperf": {"format": 1, **ours}}
+
+    assert recorded_strict([doc(strict="--torchperf-strict")]) == (True, "--torchperf-strict")
+    assert recorded_strict([doc(strict=None)]) == (True, None)
+    assert recorded_strict([doc()]) == (False, None)  # written before it was recorded
+    # One run's shards: strict where one says so; unknown where one does not say.
+    shards = [doc(strict=None), doc(strict="ini torchperf_strict")]
+    assert recorded_strict(shards) == (True, "ini torchperf_strict")
+    assert recorded_strict([doc(strict=None), doc()]) == (False, None)
+    assert recorded_strict([]) == (False, None)
+
+
 def test_timed_and_untimed_sessions_judge_on_the_timed_ones() -> None:
     timed = Session.from_json({"statistic": 1e-3, "times": list(TIMES), "counters": COUNTERS})
     sessions = [timed, untimed_session(counters=COUNTERS)]
@@ -725,6 +754,39 @@ def test_a_compare_names_the_variants_whose_speedup_it_did_not_judge() -> None:
     ), line
     nothing = coverage(_read([unstored]), comparing=True)
     assert nothing is not None and ", speedup vs eager 0 of 1;" in coverage_line(nothing)
+
+
+def test_counters_are_gated_only_where_a_compared_counter_is_shared() -> None:
+    """Review: a compiled variant with ignore_counters=["graphs"] against a baseline saved
+    before model_ops existed was counted `counters 1 of 1` while the diff compared nothing (its
+    only counters in common were the ignored graph counters)."""
+    saved = Session.from_json(
+        {"statistic": 1e-3, "times": list(TIMES), "counters": {"graphs": 1, "graph_breaks": 0}}
+    )
+    now = {"graphs": 1, "graph_breaks": 0, "model_ops": {"aten::addmm": 2}}
+    candidate = Candidate("m", first(), now, variant="compiled")
+    assert "counters" not in candidate.gates_besides_time([saved], ("graphs",))
+    assert "counters" in candidate.gates_besides_time([saved])  # the graph counters gate
+    # The newest session with counters is the one compared, as the diff takes it.
+    newer = Session.from_json(
+        {"statistic": 1e-3, "times": list(TIMES), "counters": {"model_ops": {"aten::addmm": 2}}}
+    )
+    assert "counters" in candidate.gates_besides_time([saved, newer], ("graphs",))
+    assert "counters" not in candidate.gates_besides_time([newer, saved], ("graphs",))
+    # The coverage line says why, not that no counters were stored.
+    record = {**compared("time", "pass"), "name": "m[compiled]", "variant": "compiled"}
+    record.update(gated=["time", "numerics", "speedup"], counters=now)
+    cov = coverage(_read([record]), comparing=True)
+    assert cov is not None and coverage_line(cov).endswith(
+        "counters 0 of 1, numerics 1 of 1, speedup vs eager 1 of 1; counters not gated: "
+        "m[compiled] (the stored counters hold none it counts and does not ignore: save again "
+        "to store its own)"
+    ), coverage_line(cov)
+    # The engine says what it gated from the same answer.
+    gate = Gate(ignore_counters=("graphs",))
+    result = compare(candidate, [saved], gate, remeasure=never)
+    assert "counters" not in result.gated and result.counter_changes == []
+    assert "counters" in compare(candidate, [saved], Gate(), remeasure=never).gated
 
 
 def test_outputs_of_no_values_are_not_counted_as_numerics_gated() -> None:

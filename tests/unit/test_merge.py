@@ -92,6 +92,22 @@ def test_three_shards_merge_into_the_file_one_unsplit_run_writes(tmp_path: Path)
     ]
 
 
+def test_the_merged_file_says_what_made_the_shards_run_strict(tmp_path: Path) -> None:
+    """A run's strictness as a whole (the flag or the ini key) is the results file's, so that
+    a merge fails as the run did; a shard written before it was recorded leaves it unsaid."""
+    everything = _records()
+    strict = _write(Path("strict.json"), everything[:2])
+    doc = json.loads(strict.read_text())
+    doc["torchperf"]["strict"] = "--torchperf-strict"
+    strict.write_text(json.dumps(doc))
+    plain = _write(Path("plain.json"), everything[2:])
+    assert json.loads(plain.read_text())["torchperf"]["strict"] is None
+    assert merge_results([plain, strict]).document["torchperf"]["strict"] == "--torchperf-strict"
+    doc["torchperf"].pop("strict")
+    strict.write_text(json.dumps(doc))
+    assert "strict" not in merge_results([plain, strict]).document["torchperf"]
+
+
 def test_a_measurement_in_two_shards_is_kept_once_with_its_most_severe_verdict(
     tmp_path: Path,
 ) -> None:

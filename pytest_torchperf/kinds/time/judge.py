@@ -96,7 +96,8 @@ class TimeKind(Kind):
                 judgement.verdict,
                 candidate.label,
                 sessions,
-                " and ".join(candidate.gates_besides_time(sessions)) or "nothing else",
+                " and ".join(candidate.gates_besides_time(sessions, gate.ignore_counters))
+                or "nothing else",
             )
         judgement.verdict = self.fall_back(candidate, sessions, gate, judgement.verdict)
         return judgement
