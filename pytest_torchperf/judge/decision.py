@@ -7,9 +7,12 @@ Pure module (no torch, no pytest). Deciding (:func:`decide`, here) and wording
 1. **Guard.** A pass during which the process did not get the CPU (CPU share < 0.9), other
    processes kept the other CPUs busy, the spread was gross (IQR/median > 25 %) or the machine
    itself ran the calibration kernel clearly slower than when the baseline was saved is measured
-   again; if it is still bad the verdict is *inconclusive*, never *fail*. One exception: a
+   again; if it is still bad the verdict is *inconclusive*, never *fail*. Two exceptions: a
    slowdown that, divided by the slower machine's or by the 1/(CPU share) that other processes
-   taking the CPU can explain, is still over 3 limits counts.
+   taking the CPU can explain, is still over 3 limits counts; and a compare's pass within the
+   limit that was refused only for what adds time (crowding, busy neighbours, a slower machine,
+   GPU clocks) passes. With the CPU-share guard lowered, a crowded pass is still held to the
+   first exception's bound, against the stored sessions' share.
 2. **Compare** a low quantile (p25 of the per-call block times) with the baseline statistic: the
    median of the stored sessions' p25. Timing interference only adds time, so p25 is steadier.
 3. **Widen, never narrow** the limit to three standard deviations of the process-to-process noise
@@ -166,7 +169,9 @@ def decide(
         current = remeasure()
         judging.samples.append(current)
         problem = judging.untrusted(current)
-        if problem and not judging.within_although(current):
+        # A save stores only a trusted pass: a refused re-measure is inconclusive there, as
+        # before, not a pass that stores its session without timing and fails the run.
+        if problem and (saving or not judging.within_although(current)):
             ratio = judging.ratio(current)
             return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
@@ -249,7 +254,8 @@ class _Judging:
             if normalised > margin:  # not the machine's doing
                 if self.slow_machine is None or machine > self.slow_machine[0]:
                     self.slow_machine = (machine, normalised)
-                return None
+                # Nor, with the CPU-share guard lowered, other processes' on top of it.
+                return self.crowded_beyond_guard(sample)
         elif sample.cpu_share and self.guard.crowded_only(sample, self.reference):
             # A thread that got the CPU for a share s of the wall time took at most 1/s of it
             # for the same work (its p25 blocks, the least preempted, less), times the machine.
@@ -275,7 +281,8 @@ class _Judging:
         limit = self.limit_for(sample)
         if not share or not sample.crowded or share >= MIN_CPU_SHARE or ratio <= 1.0 + limit:
             return None
-        reference = min(1.0, self.reference_share or 1.0)
+        # Not capped at 1: with several threads a process's CPU share exceeds 1.
+        reference = self.reference_share or 1.0
         calibration = sample.machine_calibration
         machine = calibration / self.reference if calibration and self.reference else 1.0
         explained = max(machine, 1.0) * reference / share
@@ -286,13 +293,17 @@ class _Judging:
             if self.crowded is None or explained > self.crowded[0]:
                 self.crowded = (explained, normalised, share)
             return None
+        stored = (
+            f"{reference:.2f} in the stored sessions"
+            if self.reference_share
+            else "the stored sessions' unknown, taken as 1.00"
+        )
         return (
-            f"CPU share {share:.2f}, {reference:.2f} in the stored sessions: other processes "
-            f"took this pass's CPU (it waited for a CPU "
-            f"{format_percent(sample.queued_share or 0.0)} of the time), which explains up to "
-            f"{format_change(explained)}; the CPU-share guard is lowered to "
-            f"{self.guard.min_cpu_share:.2f}, yet a slowdown no larger than the crowding "
-            f"explains cannot fail"
+            f"CPU share {share:.2f}, {stored}: other processes took this pass's CPU (it waited "
+            f"for a CPU {format_percent(sample.queued_share or 0.0)} of the time), which "
+            f"explains up to {format_change(explained)}; the CPU-share guard is lowered to "
+            f"{self.guard.min_cpu_share:.2f}, yet a slowdown that is not over "
+            f"{SLOW_MACHINE_MARGIN:g} limits beyond what the crowding explains cannot fail"
         )
 
     def decision(

@@ -108,6 +108,9 @@ class Sample:
         return "p25" if not self.process_statistics else f"median p25 of {self.processes} processes"
 
 
+#: How far a crowded pass's mean may stand above its p25, beyond the share of the wall time it
+#: was off its CPU, for its spread to count as the crowding's (:meth:`GuardLimits.spread_unexplained`).
+SPREAD_SLACK = 0.02
 #: Of the time a pass was off the CPU, the share it must have spent queued for a CPU for the
 #: low share to count as crowding by other processes: a sleeping target queues ~0 % of it
 #: (measured 0.003 %), a thread sharing its core with a busy loop ~100 %.
@@ -335,10 +338,18 @@ class GuardLimits:
         )
 
     def spread_unexplained(self, sample: Sample) -> bool:
-        """``sample``'s spread is beyond the limit and no crowding explains it: its blocks may
-        fall in two groups (a slow path some calls take), and the p25 can stand on the fast one
-        alone, so a within-limit p25 does not show the code is as fast as before."""
-        return sample.summary.relative_iqr > self.max_relative_iqr and not sample.crowded
+        """``sample``'s spread is beyond the limit and the time other processes took from it
+        does not explain it: its blocks may fall in two groups (a slow path some calls take),
+        and the p25 can stand on the fast one alone, so a within-limit p25 does not show the
+        code is as fast as before. Preempted blocks add at most the share of the wall time the
+        thread was off its CPU: a mean above the p25 by more than that is the code's own."""
+        summary = sample.summary
+        if summary.relative_iqr <= self.max_relative_iqr:
+            return False
+        if not sample.crowded or sample.cpu_share is None or summary.mean <= 0:
+            return True
+        excess = (summary.mean - summary.p25) / summary.mean
+        return excess > max(0.0, 1.0 - sample.cpu_share) + SPREAD_SLACK
 
     def only_added_time(self, sample: Sample) -> bool:
         """What refuses ``sample`` can only have added time: other processes queued ahead of it

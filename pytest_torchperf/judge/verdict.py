@@ -228,8 +228,10 @@ def word(
     else:
         message = f"{label}: {format_change(d.ratio)} vs baseline (limit {limit})"
         if d.problem:  # a pass refused for what only adds time, within the limit
+            # The guard's finding, not its advice ("save the baseline again on it").
+            found = d.problem.split(": ", 1)[0]
             notes.append(
-                f"judged although a guard refused the pass ({d.problem}): that only adds time, "
+                f"judged although a guard refused the pass ({found}): that only adds time, "
                 f"so the code's own is within the limit all the same"
             )
     refused = d.problem if d.outcome is Outcome.INCONCLUSIVE else None

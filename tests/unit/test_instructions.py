@@ -285,3 +285,15 @@ def test_windows_that_disagree_are_counted_again_at_most_twice() -> None:
     assert another_window([*disagreeing, 3_804_000.0])
     # Work that varies from call to call disagrees every time: it stops there, refused.
     assert not another_window([*disagreeing, 3_804_000.0, 3_799_000.0])
+
+
+def test_a_profiles_total_is_read_from_its_two_ends(tmp_path) -> None:
+    from pytest_torchperf.kinds.instructions.measure_callgrind_output import profile_total
+
+    body = "".join(f"fn=(f{i}) torch_function_{i}\n{i} {i * 7}\n" for i in range(20_000))
+    path = tmp_path / "callgrind.out.1.2"
+    path.write_text(f"version: 1\nevents: Dr Ir\npart: 2\n{body}summary: 5 9\ntotals: 5 649449\n")
+    assert path.stat().st_size > 100_000  # the middle is never read
+    assert profile_total(path) == 649_449  # the Ir column, named at the head
+    path.write_text("events: Ir\ntotals: 12\n")
+    assert profile_total(path) == 12

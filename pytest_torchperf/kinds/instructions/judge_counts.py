@@ -100,8 +100,8 @@ def word_instructions(
             f"{current.disagreement * 100:.2f}% ({format_count(first)} vs "
             f"{format_count(second)} instructions per call; they must agree within "
             f"{WINDOW_AGREEMENT * 100:g}% or {WINDOW_AGREEMENT_FLOOR:.0f} instructions per "
-            f"call), and still after {EXTRA_WINDOWS} more. The calls do not repeat the same "
-            f"work: random "
+            f"call; up to {EXTRA_WINDOWS} more are counted where two disagree). The calls do "
+            f"not repeat the same work: random "
             f"inputs created per call, lazy initialisation or data-dependent control flow. "
             f"Create inputs once outside the timed call"
         )

@@ -41,8 +41,8 @@ from typing import Any
 
 from pytest_torchperf.kinds.instructions.measure_callgrind_output import (
     CallgrindError,
-    file_total,
     parse_annotate,
+    profile_total,
 )
 
 #: Environment variable naming the folder the counted process dumps its profiles into; set by
@@ -109,17 +109,17 @@ KEEP_FUNCTIONS = 40
 
 @dataclass(frozen=True)
 class InstructionCount:
-    """One measurement's instruction counts (per call), from two counted windows."""
+    """One measurement's instruction counts (per call), from the last two counted windows."""
 
-    #: Instructions per call in the first and second counted window.
+    #: Instructions per call in the last two counted windows, in order.
     windows: tuple[float, float]
     #: Self instructions per call by (short) function name, from the counted windows.
     functions: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def per_call(self) -> float:
-        """The figure every verdict compares: the second window (the first still warms caches
-        of lazily initialised state more often)."""
+        """The figure every verdict compares: the later of the two windows (the earlier still
+        warms caches of lazily initialised state more often)."""
         return self.windows[1]
 
     @property
@@ -249,7 +249,7 @@ def count_instructions(
         torch._C._valgrind_toggle_and_dump_stats()
         probe = [p for p in _dumps(dump_dir) if p not in before]
         if calls is None:
-            probed = file_total(probe[-1].read_text(errors="replace")) if probe else 0
+            probed = profile_total(probe[-1]) if probe else 0
             calls = calls_per_window(probed)
         for path in probe:
             path.unlink(missing_ok=True)
@@ -275,7 +275,7 @@ def count_instructions(
             windows.append(new[0])
             # Read while instrumented but not collecting: uncounted, and needed to tell whether
             # the last two windows agree.
-            totals.append(file_total(new[0].read_text(errors="replace")) / calls)
+            totals.append(profile_total(new[0]) / calls)
     finally:
         if collecting:
             gc.enable()

@@ -225,9 +225,9 @@ def attach_count(
             "counted windows disagree",
             f"{name}: {what}: the two counted windows disagree by "
             f"{counted.disagreement * 100:.2f}% ({first:,.0f} vs {second:,.0f} instructions per "
-            f"call), and still after {EXTRA_WINDOWS} more: the calls do not repeat the same "
-            f"work (inputs created per call, lazy initialisation); create inputs once outside "
-            f"the timed call",
+            f"call; up to {EXTRA_WINDOWS} more are counted where two disagree): the calls do "
+            f"not repeat the same work (inputs created per call, lazy initialisation); create "
+            f"inputs once outside the timed call",
         )
     return None
 
