@@ -93,20 +93,20 @@ def test_the_engine_gates_instructions_and_ignores_a_far_slower_time() -> None:
 
 def test_below_the_noise_floor_a_small_target_passes_what_a_large_one_fails() -> None:
     # +1.5 % of 110 k instructions is 1,650 per call: within what processes of the same code
-    # differ by; the same share of 2 M is not.
+    # differ by (up to ~4 k); the same share of 2 M is not.
     small = Candidate("v", _sample(), sections={"instructions": _count(111_650.0)})
     result = compare(small, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure)
     assert result.outcome == "pass"
-    assert "limit 1%, at least 4.00 k per call: smaller changes are process-to-process noise" in (
+    assert "limit 1%, at least 8.00 k per call: smaller changes are process-to-process noise" in (
         result.verdict.message
     )
-    assert result.verdict.effective_tolerance == pytest.approx(4000 / 110_000)
+    assert result.verdict.effective_tolerance == pytest.approx(8000 / 110_000)
     large = Candidate("m", _sample(), sections={"instructions": _count(2_030_000.0)})
     assert (
         compare(large, [_session(_count(2_000_000.0))], GATE, remeasure=_no_remeasure).outcome
         == "fail"
     )
-    tiny_jump = Candidate("v", _sample(), sections={"instructions": _count(115_000.0)})
+    tiny_jump = Candidate("v", _sample(), sections={"instructions": _count(120_000.0)})
     assert (
         compare(tiny_jump, [_session(_count(110_000.0))], GATE, remeasure=_no_remeasure).outcome
         == "fail"
@@ -207,14 +207,14 @@ def test_replay_judges_a_recorded_instruction_measurement_like_the_run() -> None
         "name": "mlp",
         "nodeid": "t.py::test",
         "samples": list(TIMES),
-        "instructions": _count(206_000.0),
+        "instructions": _count(212_000.0),
         "session": {"gate": Gate(kind="instructions").to_record(), "times": list(TIMES)},
         "passes": [{"times": list(TIMES), "cpu_share": 1.0}],
     }
     result = replay(Record.from_json(record), [_session(_count(200_000.0))])
     assert result.label == "FAIL (instructions)"
     looser = replay(
-        Record.from_json(record), [_session(_count(200_000.0))], max_instruction_increase=0.05
+        Record.from_json(record), [_session(_count(200_000.0))], max_instruction_increase=0.07
     )
     assert looser.outcome == "pass"
     record.pop("instructions")
