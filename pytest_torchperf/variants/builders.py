@@ -243,7 +243,7 @@ def _fx_fused(build: Build, why: str) -> BuiltVariant:
         "fused",
         fused,
         "torch.fx conv-bn fold (eager)",
-        evidence=f"{counted(batch_norms - left, 'batch norm')} folded into their convolutions",
+        evidence=f"{counted(batch_norms - left, 'conv-bn pair')} folded",
         notes=[f"inductor unavailable ({why}); used the eager conv-bn fold"],
     )
 

@@ -635,7 +635,7 @@ def test_conv(torchperf):
         ]
     )
     assert "conv[fused]: torch.fx conv-bn fold (eager)" in text
-    assert "batch_norms_folded=1" in text
+    assert "note: evidence: 1 conv-bn pair folded" in text
     assert "static PT2E quantization failed" in text or "not compiled (" in text
 
 
