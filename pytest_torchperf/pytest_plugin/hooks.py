@@ -145,7 +145,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.active:
         return None
-    return f"torchperf: {settings.mode}, storage={settings.storage}"
+    storage = f", storage={settings.storage}" if settings.save or settings.compare else ""
+    return f"torchperf: {settings.mode}{storage}"
 
 
 # ------------------------------------------------------------------------------------------------

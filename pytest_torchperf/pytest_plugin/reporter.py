@@ -292,6 +292,8 @@ def _environment_line(settings: "RunSettings", records: list[Record]) -> str:
             if settings.processes > 1
             else ""
         )
-        + f"storage={settings.storage}, "
-        f"env={','.join(envs) or '-'}"
+        # The baseline folder only where the run reads or writes one (not a measure-only or
+        # A/B run: an A/B header naming it suggested the pairs were judged against it).
+        + (f"storage={settings.storage}, " if settings.save or settings.compare else "")
+        + f"env={','.join(envs) or '-'}"
     )

@@ -439,3 +439,13 @@ def test_a_save_says_a_skipped_test_stored_nothing_as_a_skip(perf: pytest.Pytest
             "skipped (sk)",
         ]
     )
+
+
+def test_a_run_that_reads_no_baselines_names_no_storage(perf: pytest.Pytester) -> None:
+    """A measure-only (or A/B) run's headers named the baseline folder, which it neither reads
+    nor writes: an A/B header seemed to say the pairs were judged against it."""
+    perf.makepyfile(TWO_MODELS)
+    result = perf.runpytest("-k", "mlp")
+    result.assert_outcomes(passed=1, deselected=1)
+    lines = [line for line in result.stdout.lines if line.startswith("torchperf: measure only")]
+    assert lines and not any("storage=" in line for line in lines), lines
