@@ -230,6 +230,12 @@ def word(
         if d.problem:  # a pass refused for what only adds time, within the limit
             # The guard's finding, not its advice ("save the baseline again on it").
             found = d.problem.split(": ", 1)[0]
+            if found.startswith("spread") and d.final.crowded and d.final.cpu_share is not None:
+                # The spread passes only as the crowding's: say so (with the CPU-share guard
+                # lowered, the share is named nowhere else).
+                found += (
+                    f", from other processes taking its CPU (CPU share {d.final.cpu_share:.2f})"
+                )
             notes.append(
                 f"judged although a guard refused the pass ({found}): that only adds time, "
                 f"so the code's own is within the limit all the same"

@@ -351,5 +351,6 @@ def _tries(ctx: RunContext, passes: int) -> str:
     if ctx.quiet.last_spent:
         return f"{tries}, after waiting {ctx.quiet.last_spent:.0f} s"
     if ctx.quiet.budget and not ctx.quiet.left:
-        return f"{tries}, --torchperf-save-wait spent"
+        # The budget is the save's, shared out over its processes: say this one's share.
+        return f"{tries}, this process's {ctx.quiet.budget:.0f} s of --torchperf-save-wait spent"
     return tries

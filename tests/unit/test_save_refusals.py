@@ -75,7 +75,8 @@ def test_a_save_out_of_waiting_time_says_so() -> None:
     starved = Sample(SUMMARY, cpu_share=0.5, queued_share=0.5)
     result, _ = _save(starved, wait_left=0.0)
     assert result.left_out == [
-        "this process (CPU share 0.50 < 0.90; measured once, --torchperf-save-wait spent)"
+        "this process (CPU share 0.50 < 0.90; measured once, this process's 12 s of "
+        "--torchperf-save-wait spent)"
     ]
 
 

@@ -1041,3 +1041,16 @@ def test_a_refused_pass_within_the_limit_stays_inconclusive_where_its_refusal_ma
     busy = crowded(1.02 * MS, 0.5)
     v = judge("fwd", busy, noisy_base, 0.1, Remeasure(busy), max_widening=3.0).verdict
     assert v.outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_spread_passed_as_the_crowdings_says_the_crowding():
+    """With the CPU-share guard lowered a newcomer read 'judged although a guard refused the
+    pass (spread IQR/median 109.51% > 25%): that only adds time', the crowding named nowhere."""
+    spread = crowded(1.02 * MS, 0.5, noisy=True)  # mean 1.5x its p25, off its CPU half the time
+    v = judge("fwd", spread, BASE, 0.1, never, guard=GUARD_OFF).verdict
+    assert v.outcome is Outcome.PASS, v.message
+    assert (
+        "judged although a guard refused the pass (spread IQR/median 66.67% > 25%, from other "
+        "processes taking its CPU (CPU share 0.50)): that only adds time, so the code's own is "
+        "within the limit all the same"
+    ) in v.notes, v.notes
