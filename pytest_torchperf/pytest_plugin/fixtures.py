@@ -25,13 +25,12 @@ if TYPE_CHECKING:
 
 
 def _target_name(target: object) -> str:
-    """Default measurement name: the module's class name or the callable's ``__name__``
-    (``lambda`` for a lambda: its type's name, ``function``, said nothing)."""
+    """Default measurement name: the module's class name or the callable's ``__name__``."""
     inner = target.func if isinstance(target, functools.partial) else target
     name = getattr(inner, "__name__", None)
-    if name == "<lambda>":
-        return "lambda"
-    return name or type(inner).__name__
+    if not name or name == "<lambda>":
+        name = type(inner).__name__
+    return name
 
 
 class TorchperfFixture:

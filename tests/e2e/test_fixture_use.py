@@ -3,8 +3,6 @@ timed as a whole, unittest methods are refused, bad fixture arguments fail clear
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 
@@ -86,21 +84,3 @@ def test_bad_fixture_arguments_fail_clearly(perf: pytest.Pytester) -> None:
     )
     result.stdout.fnmatch_lines(["*'maybe' is not a boolean (use true or false)"])
     assert "pytest_torchperf/" not in result.stdout.str()
-
-
-def test_an_unnamed_lambda_is_named_lambda(perf: pytest.Pytester) -> None:
-    """A lambda's measurement was named `function` (its type's name), which said nothing."""
-    perf.makepyfile("""
-        import torch
-        def test_l(torchperf):
-            x = torch.randn(4, 4)
-            torchperf(lambda: x @ x)
-            torchperf(torch.relu, x)
-    """)
-    result = perf.runpytest("--torchperf-json=r.json")
-    result.assert_outcomes(passed=1)
-    names = {
-        b["torchperf"]["measurement"]
-        for b in json.loads((perf.path / "r.json").read_text())["benchmarks"]
-    }
-    assert names == {"lambda", "relu"}, names
