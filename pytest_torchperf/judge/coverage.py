@@ -219,9 +219,11 @@ def _why_no_counters(record: Record) -> str:
     from pytest_torchperf.variants.registry import COMPILED_VARIANTS
 
     if record.counters is not None:  # none compared (Candidate.gates_besides_time)
+        # Saving again helps where the stored session predates a counter, not where every
+        # counter is ignored on purpose (ignore_counters): say both.
         return (
             "the stored counters hold none it counts and does not ignore: save again to store "
-            "its own"
+            "its own, unless ignore_counters names every counter on purpose"
         )
     if record.variant != "eager":  # its model's eager ops (run.steps.model_ops), its graphs
         graphs = ", graphs ignored" if record.variant in COMPILED_VARIANTS else ""
@@ -294,5 +296,8 @@ def _count_untimed(cov: Coverage, record: Record) -> None:
 
 
 def strict_run(records: Sequence[Record]) -> bool:
-    """Whether the run's measurements were judged under ``--torchperf-strict``."""
-    return any((session_of(r).gate or {}).get("strict") for r in records)
+    """Whether the run's measurements were judged under ``--torchperf-strict``, where the run
+    did not record it (a baseline folder, files written before it was recorded): every
+    measurement's gate is strict. A marker's ``strict=True`` makes its own measurements' gates
+    strict, not the others', and is no strict run."""
+    return bool(records) and all((session_of(r).gate or {}).get("strict") for r in records)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.units import format_time
-from pytest_torchperf.judge.counter_diff import diff_counters
+from pytest_torchperf.judge.counter_diff import compared_counters, diff_counters
 from pytest_torchperf.judge.samples import GuardLimits, Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.options.values import COUNTER_NAMES
@@ -231,9 +231,13 @@ def cross_machine(
     if not same_torch_build(environment["exact"], stored_exact):
         across.not_compared = "another torch build"
         return across
-    across.counters_gated = True
     class_difference = cpu_class_difference(environment["exact"], stored_exact)
     informational = gated_across(counters, class_difference)
+    # Gated only where a counter both sides hold is compared (not every one ignored).
+    ignored = (*options.ignore_counters, *informational)
+    across.counters_gated = bool(compared_counters(stored_counters, counters, ignored))
+    if not across.counters_gated:
+        across.not_compared = "every counter both hold is ignored"
     if informational:
         shown = diff_counters(
             stored_counters, counters, [c for c in COUNTER_NAMES if c not in informational]

@@ -205,7 +205,7 @@ def build_fused(build: Build) -> BuiltVariant:
         "torch.compile(backend='inductor') + inductor freezing"
         + (f", mode={mode!r}" if mode else ""),
         evidence=(
-            "inductor's freezing counters moved: "
+            "inductor counted freezing's work: "
             + ", ".join(f"{k} +{v}" for k, v in evidence.items())
             if evidence
             else ""

@@ -487,6 +487,13 @@ def test_mlp(torchperf):
     )
     usage = perf.runpytest("--torchperf-cross-machine")
     assert usage.ret == pytest.ExitCode.USAGE_ERROR
+    # Every counter ignored: none is compared across machines either, and coverage says so (it
+    # read "counters gated (same torch build)" and "counters 1 of 1").
+    every = "--torchperf-ignore-counters=ops,flops,params,memory,graphs"
+    ignored = perf.runpytest("--torchperf-compare", "--torchperf-cross-machine", every)
+    ignored.assert_outcomes(passed=1)
+    assert "counters 0 of 1" in ignored.stdout.str(), ignored.stdout.str()
+    assert "counters not compared (every counter both hold is ignored)" in ignored.stdout.str()
 
 
 def test_a_storage_folder_that_cannot_be_created_is_reported_with_its_path(

@@ -78,7 +78,7 @@ def test_c(torchperf):
 
 
 def test_b(torchperf):
-    # Wider, on a larger batch: several times a's count, so +3 % stands far above the 2 k
+    # Wider, on a larger batch: several times a's count, so +3 % stands far above the ~4 k
     # instructions per call that processes of the same code differ by.
     torchperf(Net(STEPS, width=1024), torch.randn(64, 64), name="b")
 

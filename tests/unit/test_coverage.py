@@ -295,6 +295,9 @@ def test_a_run_that_gated_nothing_has_no_coverage_and_strict_is_read_from_the_ga
     assert coverage(_read([{"outcome": "measured"}]), comparing=True) is None
     assert strict_run(_read([{"session": {"gate": {"strict": True}}}]))
     assert not strict_run(_read([{"session": {"gate": {"strict": False}}}, {}]))
+    # One marker's strict=True (a baseline folder as candidate records no run-wide strictness).
+    strict, loose = {"session": {"gate": {"strict": True}}}, {"session": {"gate": {}}}
+    assert not strict_run(_read([strict, loose])) and not strict_run([])
 
 
 def test_a_compare_that_also_saved_fails_for_a_timing_it_stored_without() -> None:
@@ -780,7 +783,7 @@ def test_counters_are_gated_only_where_a_compared_counter_is_shared() -> None:
     assert cov is not None and coverage_line(cov).endswith(
         "counters 0 of 1, numerics 1 of 1, speedup vs eager 1 of 1; counters not gated: "
         "m[compiled] (the stored counters hold none it counts and does not ignore: save again "
-        "to store its own)"
+        "to store its own, unless ignore_counters names every counter on purpose)"
     ), coverage_line(cov)
     # The engine says what it gated from the same answer.
     gate = Gate(ignore_counters=("graphs",))

@@ -243,7 +243,7 @@ def test_the_looser_guards_note_says_a_lowered_cpu_guard_still_bounds_crowding()
         "its baseline was saved with --torchperf-min-cpu-share=0: passing the same to this "
         "compare judges it the way its baseline was taken, and then a pass whose CPU other "
         "processes took more than at save time is inconclusive unless it is slower than that "
-        "explains"
+        "explains (where the run queue is read: Linux)"
     ) in result.verdict.notes, result.verdict.notes
 
 

@@ -78,8 +78,8 @@ SETTLING_WINDOWS = 1
 EXTRA_WINDOWS = 2
 #: How far two compared windows may disagree before a count is not trusted (0.1 %) ...
 WINDOW_AGREEMENT = 0.001
-#: ... unless they differ by at most this many instructions per call, a tenth of the smallest
-#: change a verdict acts on (``judge_counts.MIN_CHANGE``), which cannot move one. Windows of cheap
+#: ... unless they differ by at most this many instructions per call, a twentieth of the
+#: smallest change a verdict acts on (``judge_counts.MIN_CHANGE``), which cannot move one. Windows of cheap
 #: calls differ by a few thousand instructions whatever their length: a 44 k-instruction Linear's
 #: two 100-call windows read 44.0 k and 43.9 k per call (0.18 %, 80 instructions per call).
 WINDOW_AGREEMENT_FLOOR = 400.0

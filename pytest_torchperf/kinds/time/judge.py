@@ -78,7 +78,7 @@ class TimeKind(Kind):
             # sessions by what that explains (decision.py); the other guards bound nothing.
             then = (
                 "a pass whose CPU other processes took more than at save time is inconclusive "
-                "unless it is slower than that explains"
+                "unless it is slower than that explains (where the run queue is read: Linux)"
                 if all(option.startswith("--torchperf-min-cpu-share") for option in looser)
                 else "a pass slowed by a busier machine than at save time fails as a slower "
                 "model would"
