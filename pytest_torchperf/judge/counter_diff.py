@@ -207,10 +207,28 @@ def changes_since_stored(
     (oldest first; sessions without counters are skipped): what a compare gates, and what tells
     a save or ``torchperf accept`` that the stored sessions measured other code. Empty where
     either side has no counters."""
-    latest = next((c for c in reversed(stored) if c), None)
+    latest = newest_counters(stored)
     if latest is None or not current:
         return []
     return diff_counters(latest, current, ignore)
+
+
+def compared_since_stored(
+    stored: Sequence[Mapping[str, Any] | None],
+    current: Mapping[str, Any] | None,
+    ignore: Iterable[str] = (),
+) -> list[str]:
+    """The counters :func:`changes_since_stored` compares (:func:`compared_counters` against the
+    newest stored counters); empty where either side has none."""
+    latest = newest_counters(stored)
+    if latest is None or not current:
+        return []
+    return compared_counters(latest, current, ignore)
+
+
+def newest_counters(stored: Sequence[Mapping[str, Any] | None]) -> Mapping[str, Any] | None:
+    """The newest of the stored sessions' counters (oldest first; those without are skipped)."""
+    return next((c for c in reversed(stored) if c), None)
 
 
 def changed_head(name: str, basis: object) -> str:

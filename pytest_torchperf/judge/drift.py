@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent
-from pytest_torchperf.judge.counter_diff import OP_KEYS, changes_since_stored, compared_counters
+from pytest_torchperf.judge.counter_diff import OP_KEYS, changes_since_stored, compared_since_stored
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
@@ -245,8 +245,7 @@ def other_code(
     changes = changes_since_stored([s.counters for s in stored], counters, ignore)
     if changes:
         return OtherCode(changes)
-    latest = next((s.counters for s in reversed(stored) if s.counters), None) or {}
-    if set(OP_KEYS) & set(compared_counters(latest, counters or {}, ignore)):
+    if set(OP_KEYS) & set(compared_since_stored([s.counters for s in stored], counters, ignore)):
         return None  # the same ops
     then = next((s.fingerprint for s in reversed(stored) if s.fingerprint), None)
     if not fingerprint or then is None or rel_l2 is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.types import JSON, JSONObject
-from pytest_torchperf.judge.counter_diff import compared_counters
+from pytest_torchperf.judge.counter_diff import compared_since_stored
 from pytest_torchperf.judge.failures import restore
 from pytest_torchperf.judge.numerics import degenerate_reference, empty_fingerprint
 from pytest_torchperf.judge.samples import (
@@ -241,9 +241,8 @@ class Candidate:
         the engine gates and what a message may say was gated, decided once. Counters: where
         the newest stored session with counters shares one with it that ``ignore`` (the gate's
         ``ignore_counters``) leaves gated, as the counter diff compares them."""
-        latest = next((s.counters for s in reversed(sessions) if s.counters), None)
         counters = bool(
-            self.counters and latest and compared_counters(latest, self.counters, ignore)
+            compared_since_stored([s.counters for s in sessions], self.counters, ignore)
         )
         outputs = self.degenerate_reference is None and (
             (

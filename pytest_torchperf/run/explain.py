@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.core.units import format_time
-from pytest_torchperf.judge.counter_diff import compared_counters, diff_counters
+from pytest_torchperf.judge.counter_diff import compared_counters, diff_counters, newest_counters
 from pytest_torchperf.judge.samples import GuardLimits, Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.options.values import COUNTER_NAMES
@@ -141,7 +141,7 @@ def explain_slowdown(
     if stored:
         before = [s.statistic for s in timed_sessions(sessions) if s.statistic]
         slowdown = sample.statistic - statistics.median(before) if before else None
-        stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
+        stored_counters = newest_counters([s.counters for s in sessions])
         diffs = diff_top_ops(stored, rows, slowdown, (stored_counters, counters))
         why = (
             "; ".join(diffs)
@@ -224,7 +224,7 @@ def cross_machine(
     stored_exact = stored_env.get("exact")
     if not isinstance(stored_exact, Mapping):
         stored_exact = {}
-    stored_counters = next((s.counters for s in reversed(sessions) if s.counters), None)
+    stored_counters = newest_counters([s.counters for s in sessions])
     if counters is None or stored_counters is None:
         across.not_compared = "no counters on one side"
         return across
