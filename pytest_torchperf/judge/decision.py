@@ -157,8 +157,8 @@ def decide(
         if len(baseline_calibrations) == len(baseline_stats)
         else None
     )
-    judging = _Judging(first, baseline_stats, tolerance, guard, reference)
-    judging.reference_share = statistics.median(baseline_shares) if baseline_shares else None
+    share = statistics.median(baseline_shares) if baseline_shares else None
+    judging = _Judging(first, baseline_stats, tolerance, guard, reference, share)
     judging.common.update(noise=noise, max_widening=max_widening)
 
     current, problem = first, judging.untrusted(first)
@@ -205,6 +205,7 @@ class _Judging:
         tolerance: float,
         guard: GuardLimits,
         reference: float | None,
+        reference_share: float | None = None,
     ) -> None:
         self.first, self.baseline_stats, self.tolerance = first, baseline_stats, tolerance
         self.baseline = statistics.median(baseline_stats)
@@ -214,7 +215,7 @@ class _Judging:
         self.slow_machine: tuple[float, float] | None = None
         self.crowded: tuple[float, float, float] | None = None
         #: The stored sessions' median CPU share (None: not known).
-        self.reference_share: float | None = None
+        self.reference_share = reference_share
         self.common: dict[str, Any] = dict(
             baseline=self.baseline,
             sessions=len(baseline_stats),
@@ -246,8 +247,7 @@ class _Judging:
         problem = self.guard.problem(sample, self.reference)
         if not problem:
             return self.crowded_beyond_guard(sample)
-        calibration = sample.machine_calibration
-        machine = calibration / self.reference if calibration and self.reference else None
+        machine = self.machine(sample)
         margin = 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample)
         if machine is not None and self.guard.slow_machine_only(sample, self.reference):
             normalised = self.ratio(sample) / machine
@@ -259,13 +259,26 @@ class _Judging:
         elif sample.cpu_share and self.guard.crowded_only(sample, self.reference):
             # A thread that got the CPU for a share s of the wall time took at most 1/s of it
             # for the same work (its p25 blocks, the least preempted, less), times the machine.
-            explained = max(machine or 1.0, 1.0) / sample.cpu_share
-            normalised = self.ratio(sample) / explained
-            if normalised > margin:
-                if self.crowded is None or explained > self.crowded[0]:
-                    self.crowded = (explained, normalised, sample.cpu_share)
+            if self.beyond_crowding(sample, max(machine or 1.0, 1.0) / sample.cpu_share):
                 return None
         return problem
+
+    def machine(self, sample: Sample) -> float | None:
+        """How much slower the machine ran the calibration kernel than in the stored sessions
+        (None: unknown)."""
+        calibration = sample.machine_calibration
+        return calibration / self.reference if calibration and self.reference else None
+
+    def beyond_crowding(self, sample: Sample, explained: float) -> bool:
+        """``sample``'s slowdown divided by the ``explained`` one that crowding can account
+        for is still over :data:`SLOW_MACHINE_MARGIN` limits: it counts (the largest such
+        crowding is kept for the failure's note)."""
+        normalised = self.ratio(sample) / explained
+        if normalised <= 1.0 + SLOW_MACHINE_MARGIN * self.limit_for(sample):
+            return False
+        if self.crowded is None or explained > self.crowded[0]:
+            self.crowded = (explained, normalised, sample.cpu_share or 0.0)
+        return True
 
     def crowded_beyond_guard(self, sample: Sample) -> str | None:
         """Why a slower-than-limit pass that the CPU-share guard let through only because it is
@@ -283,16 +296,9 @@ class _Judging:
             return None
         # Not capped at 1: with several threads a process's CPU share exceeds 1.
         reference = self.reference_share or 1.0
-        calibration = sample.machine_calibration
-        machine = calibration / self.reference if calibration and self.reference else 1.0
-        explained = max(machine, 1.0) * reference / share
-        if explained <= 1.0 + limit:  # as crowded as the stored sessions were
-            return None
-        normalised = ratio / explained
-        if normalised > 1.0 + SLOW_MACHINE_MARGIN * limit:
-            if self.crowded is None or explained > self.crowded[0]:
-                self.crowded = (explained, normalised, share)
-            return None
+        explained = max(self.machine(sample) or 1.0, 1.0) * reference / share
+        if explained <= 1.0 + limit or self.beyond_crowding(sample, explained):
+            return None  # as crowded as the stored sessions were, or slower than that explains
         stored = (
             f"{reference:.2f} in the stored sessions"
             if self.reference_share
