@@ -17,7 +17,7 @@ from pytest_torchperf.judge.inputs import recorded_kind
 from pytest_torchperf.judge.kind_protocol import Kind
 from pytest_torchperf.judge.kinds import judging
 from pytest_torchperf.judge.numerics import NO_VALUES, degenerate_reference, empty_fingerprint
-from pytest_torchperf.judge.samples import refusing_guard
+from pytest_torchperf.judge.refusals import refusing_guard
 from pytest_torchperf.judge.tolerance import StoredBaseline
 from pytest_torchperf.store.record import Record, RecordedVerdict
 from pytest_torchperf.store.sessions import session_of

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pytest_torchperf.core.units import counted, format_percent, format_time
 from pytest_torchperf.judge.coverage import NO_BASELINE, NO_TIMING_BASELINE, Coverage
-from pytest_torchperf.judge.samples import (
+from pytest_torchperf.judge.refusals import (
     BUSY,
     GPU_CLOCK,
     IDLE,

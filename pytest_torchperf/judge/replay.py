@@ -13,7 +13,8 @@ from pytest_torchperf.core.types import JSON
 from pytest_torchperf.judge.compare import Candidate, Comparison, Gate, Where, compare
 from pytest_torchperf.judge.inputs import recorded_kind, recorded_sample
 from pytest_torchperf.judge.kinds import judging
-from pytest_torchperf.judge.samples import Sample, untimed_reason
+from pytest_torchperf.judge.refusals import untimed_reason
+from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.measure.gpu_clocks import ClockSummary
 from pytest_torchperf.store.baselines import same_run, shown
 from pytest_torchperf.store.record import Record, RecordedPass

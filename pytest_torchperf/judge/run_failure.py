@@ -12,7 +12,7 @@ from collections import Counter
 from pytest_torchperf.core.units import format_percent
 from pytest_torchperf.judge.coverage import Coverage
 from pytest_torchperf.judge.coverage_lines import named, reasons, remedies, weak_gate_warning
-from pytest_torchperf.judge.samples import (
+from pytest_torchperf.judge.refusals import (
     IDLE,
     IDLE_REMEDY,
     SPREAD,

@@ -152,7 +152,7 @@ class StoredBaseline:
     left_out: tuple[str, ...] = ()
     #: Of this save's sessions stored, those holding a variant's speedup vs eager.
     speedups: int = 0
-    #: The guards that refused the left-out processes' timing (``samples.BUSY``, ``IDLE``...):
+    #: The guards that refused the left-out processes' timing (``refusals.BUSY``, ``IDLE``...):
     #: what the save's summary says about them depends on which.
     refused_by: tuple[str, ...] = ()
 

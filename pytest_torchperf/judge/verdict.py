@@ -17,14 +17,8 @@ from pytest_torchperf.judge.decision import (
     Outcome,
     decide,
 )
-from pytest_torchperf.judge.samples import (
-    IDLE,
-    IDLE_REMEDY,
-    GuardLimits,
-    Sample,
-    loosening_option,
-    refusing_guard,
-)
+from pytest_torchperf.judge.refusals import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
+from pytest_torchperf.judge.samples import GuardLimits, Sample
 from pytest_torchperf.judge.tolerance import (
     MAX_WIDENING,
     NOISY_BASELINE,
@@ -51,7 +45,7 @@ class Verdict(RecordedVerdict):
     remeasures: int = 0
     basis: str = "time"
     #: INCONCLUSIVE by a guard only: the option that loosens that guard
-    #: (:func:`~pytest_torchperf.judge.samples.loosening_option`), e.g. for a note that the
+    #: (:func:`~pytest_torchperf.judge.refusals.loosening_option`), e.g. for a note that the
     #: baseline was saved with it. Not recorded: a replay decides it again.
     loosened_by: str | None = field(default=None, metadata=NOT_JSON)
 

@@ -102,7 +102,7 @@ class Result:
     #: A save: the processes whose sessions were not stored, each with why (``process 2 (CPU
     #: share 0.64 < 0.90)``, ``this process (machine +61.0% slower)``).
     left_out: list[str] = field(default_factory=list)
-    #: The guards that refused them (``judge.samples.BUSY``, ``IDLE``, ...).
+    #: The guards that refused them (``judge.refusals.BUSY``, ``IDLE``, ...).
     refused_by: list[str] = field(default_factory=list)
     #: p25 per-call seconds of the calibration kernel timed alongside (CPU), None elsewhere.
     calibration: float | None = None

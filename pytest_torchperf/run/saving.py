@@ -17,16 +17,14 @@ from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.core.units import format_change
 from pytest_torchperf.judge.drift import OtherCode, other_code
 from pytest_torchperf.judge.inputs import Gate
-from pytest_torchperf.judge.samples import (
+from pytest_torchperf.judge.refusals import (
     IDLE,
     SLOWER,
-    GuardLimits,
-    Sample,
     loosening_option,
-    machine_disturbance,
     refusing_guard,
     untimed_reason,
 )
+from pytest_torchperf.judge.samples import GuardLimits, Sample, machine_disturbance
 from pytest_torchperf.judge.tolerance import StoredBaseline, stored_baseline
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run import explain

@@ -6,13 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.samples import (
-    GPU_CLOCK,
-    Sample,
-    guard_problem,
-    loosening_option,
-    refusing_guard,
-)
+from pytest_torchperf.judge.refusals import GPU_CLOCK, loosening_option, refusing_guard
+from pytest_torchperf.judge.samples import Sample, guard_problem
 from pytest_torchperf.measure.gpu_clocks import (
     ClockReader,
     ClockReading,

@@ -9,8 +9,9 @@ from typing import Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.coverage import Coverage
+from pytest_torchperf.judge.refusals import BUSY, IDLE, loosening_option, refusing_guard
 from pytest_torchperf.judge.run_failure import run_failure
-from pytest_torchperf.judge.samples import BUSY, IDLE, Sample, loosening_option, refusing_guard
+from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.options.measure_options import MeasureOptions
 from pytest_torchperf.run.saving import queue_save, save_guard
 from pytest_torchperf.run.state import TestState
