@@ -160,9 +160,8 @@ def compare(
         )
     elif gone:
         olds = [test.split("::", 1)[-1] for test in gone]
-        storage = "" if where.storage in ("", ".torchperf") else f" --storage {where.storage}"
         # The whole id: a name after the file may be the same in other files (test_forward).
-        forget = f"torchperf forget {shlex.quote(gone[0]) if len(gone) == 1 else 'TEST'}{storage}"
+        forget = forget_command(shlex.quote(gone[0]) if len(gone) == 1 else "TEST", where.storage)
         verdict = replace(
             verdict,
             message=f"{label}: no baseline for this test; the baseline file holds {label} under "
@@ -228,6 +227,28 @@ def compare(
         warnings,
         gated=gated,
         save=save,
+    )
+
+
+def forget_command(test: str, storage: str, name: str = "") -> str:
+    """The ``torchperf forget`` command line (``test`` and ``name`` quoted already) that drops
+    the stored sessions of a test, or of one measurement ``name`` of it."""
+    folder = "" if storage in ("", ".torchperf") else f" --storage {shlex.quote(storage)}"
+    return f"torchperf forget {test}{' ' + name if name else ''}{folder}"
+
+
+def renamed_message(label: str, nodeid: str, olds: Sequence[str], storage: str, save: str) -> str:
+    """Why measurement ``label`` of test ``nodeid`` has no baseline where the test's baseline
+    file holds measurements ``olds`` that the test no longer takes: most likely renamed (a new
+    ``name=``, or a target whose default name changed). Said once the test has ended: only then
+    is it known that the test took none of them."""
+    forget = forget_command(
+        shlex.quote(nodeid), storage, shlex.quote(olds[0]) if len(olds) == 1 else "NAME"
+    )
+    return (
+        f"{label}: no baseline for this measurement; this test's baseline holds "
+        f"{', '.join(olds)}, which the test no longer measures (renamed?): save again ({save}) to "
+        f"start {label}'s baseline, and {forget} drops the old one{'s' if len(olds) > 1 else ''}"
     )
 
 

@@ -81,6 +81,10 @@ def finish(item: pytest.Item, passed: bool, why: str = TEST_FAILED) -> str | Non
     if context is not None and context.run_warnings:  # the run's own, said once
         state.warnings[:0] = context.run_warnings
         context.run_warnings.clear()
+    if passed and context is not None:  # the body took every measurement it takes
+        from pytest_torchperf.run.renamed import hint_renamed
+
+        hint_renamed(context, state)
     # Warnings first: under -W error a warning fails the test, which then must not save.
     warning_errors = _emit_warnings(item, state.warnings)
     failures = [*warning_errors, *state.failure_messages()] if passed else []

@@ -130,6 +130,11 @@ class BaselineStore:
         """Stored sessions (oldest first) of one measurement; empty when none are stored."""
         return list(self._read(self.module_file(env_id, nodeid))[1].get((nodeid, name), ()))
 
+    def names_of(self, env_id: str, nodeid: str) -> list[str]:
+        """The measurement names stored for test ``nodeid`` in environment ``env_id``."""
+        sessions = self._read(self.module_file(env_id, nodeid))[1]
+        return [name for test, name in sessions if test == nodeid]
+
     def tests_with(self, env_id: str, nodeid: str, name: str) -> list[str]:
         """The other test ids of ``nodeid``'s module file that hold measurement ``name``."""
         sessions = self._read(self.module_file(env_id, nodeid))[1]

@@ -102,6 +102,52 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
     assert "(renamed?)" not in result.stdout.str() and "torchperf: 1 pass" in result.stdout.str()
 
 
+def test_a_renamed_measurement_names_the_one_its_test_no_longer_takes(
+    perf: pytest.Pytester,
+) -> None:
+    """A changed ``name=`` read `no baseline for this environment yet`, and under
+    --torchperf-strict failed without naming the baseline stored under the old name. Said once
+    the test has ended: a new measurement taken before the stored ones is no rename."""
+    body = """
+import torch
+
+def test_added(torchperf):
+    for name in {added}:
+        torch.manual_seed(0)
+        torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4), name=name)
+
+def test_renamed(torchperf):
+    torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4), name={renamed!r})
+"""
+    perf.makepyfile(body.format(added=["a", "b"], renamed="old"))
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
+    perf.makepyfile(body.format(added=["new", "a", "b"], renamed="fresh"))
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-strict", "--torchperf-max-slowdown=900%"
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "fresh: no baseline for this measurement; this test's baseline holds old, which the "
+            "test no longer measures (renamed?): save again (pytest --torchperf-save) to start "
+            "fresh's baseline, and torchperf forget test_*.py::test_renamed old drops the old one "
+            "(failing: --torchperf-strict)",
+        ]
+    )
+    out = result.stdout.str()
+    assert "new: no baseline in .torchperf/" in out and "holds a, b" not in out, out
+    old = next(line for line in result.outlines if line.startswith("fresh: no baseline"))
+    forget = perf.run(
+        sys.executable, "-m", "pytest_torchperf.cli", "forget",
+        *old.split("torchperf forget ", 1)[1].split(" drops", 1)[0].split(),
+    )  # fmt: skip
+    assert forget.ret == 0, forget.stdout.str() + forget.stderr.str()
+    (doc,) = [json.loads(p.read_text()) for p in baseline_files(perf.path / ".torchperf")]
+    assert {t.split("::")[1]: list(m) for t, m in doc["tests"].items()} == {
+        "test_added": ["a", "b"]
+    }
+
+
 def test_save_then_compare_passes(perf: pytest.Pytester) -> None:
     perf.makepyfile(TWO_MODELS)
     perf.runpytest("--torchperf-save").assert_outcomes(passed=2)
