@@ -4,6 +4,7 @@ time."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     from pytest_torchperf.judge.run_failure import run_failure
     from pytest_torchperf.report import terminal
-    from pytest_torchperf.report.merge import merge_results, missing_measurements
+    from pytest_torchperf.report.merge import left_behind, merge_results, missing_measurements
 
     if args.output and any(Path(args.output).resolve() == Path(r).resolve() for r in args.results):
         raise PathError(
@@ -84,6 +85,20 @@ def cmd_merge(args: argparse.Namespace) -> int:
             f"torchperf: warning: no baseline folder at {storage}: measurements that no shard "
             f"ran are not listed (--allow-missing)"
         )
+    untaken = left_behind(records, missing)
+    if untaken:
+        shown = [f"{nodeid} {name}" for _, nodeid, name in untaken]
+        listed = ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
+        _, nodeid, name = untaken[0]
+        folder = "" if str(storage) == ".torchperf" else f" --storage {shlex.quote(str(storage))}"
+        print(
+            f"torchperf: warning: {counted(len(untaken), 'measurement')} with a baseline in "
+            f"{storage} {'were' if len(untaken) != 1 else 'was'} not taken by the test, which ran: "
+            f"{listed} (renamed or removed from the test, or the test stopped before it: not a "
+            f"lost shard, not failing). Drop a stale one with torchperf forget "
+            f"{shlex.quote(nodeid)} {shlex.quote(name)}{folder}"
+        )
+        missing = [key for key in missing if key not in untaken]
     if missing:
         shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
         print(

@@ -14,8 +14,9 @@ figures, label), and says what it could not join cleanly:
 
 :func:`missing_measurements` lists the measurements that have a baseline in one of the shards'
 environments but a result in no shard of that environment: a lost shard (a runner that died, an artifact not
-downloaded) would otherwise pass unnoticed. Pure but for reading the files and the baseline
-folder.
+downloaded) would otherwise pass unnoticed; :func:`left_behind` tells from them those whose test
+ran in a shard without taking them (renamed or removed in the code, not lost). Pure but for
+reading the files and the baseline folder.
 """
 
 from __future__ import annotations
@@ -260,3 +261,11 @@ def missing_measurements(records: Iterable[Record], store: BaselineStore) -> lis
         if env_id in environments and sessions and (env_id, nodeid, name) not in measured
     }
     return sorted(missing)
+
+
+def left_behind(records: Iterable[Record], missing: Iterable[Key]) -> list[Key]:
+    """Of ``missing`` (:func:`missing_measurements`), those whose test ran in a shard of their
+    environment and took other measurements, but not them: renamed or removed from the test,
+    which its own run said (``renamed?``), not a shard's results file that went missing."""
+    ran = {(str(r.environment_id), r.nodeid) for r in records}
+    return [key for key in missing if key[:2] in ran]

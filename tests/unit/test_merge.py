@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_torchperf.report.benchmark_json import benchmark_json
-from pytest_torchperf.report.merge import merge_results, missing_measurements
+from pytest_torchperf.report.merge import left_behind, merge_results, missing_measurements
 from pytest_torchperf.store.baselines import BaselineStore
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.results import ResultsFileError, read_results
@@ -208,6 +208,34 @@ def test_measurements_with_a_baseline_that_no_shard_ran_are_missing(tmp_path: Pa
     assert missing_measurements(merged.records, store) == [
         ("cpu-x-t1-0", "t.py::test_lost", "lost")
     ]
+
+
+def test_a_measurement_its_test_no_longer_takes_is_told_from_a_lost_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A measurement renamed in its test (the test ran in a shard, taking the new name) was
+    called a lost shard and failed the merge, which the unsplit run does not fail."""
+    from pytest_torchperf import cli
+
+    store = BaselineStore(tmp_path / ".torchperf")
+    session = Session.from_json({"statistic": 1e-3, "times": [1e-3] * 5})
+    for nodeid, name in [("t.py::test_fast", "fast"), ("t.py::test_fast", "old"), ("t.py::x", "x")]:
+        store.record("cpu-x-t1-0", {"exact": {"device": "cpu"}}, nodeid, name, session)
+    shard = _write(Path("a.json"), [{**record("fast", "pass"), "environment_id": "cpu-x-t1-0"}])
+    merged = merge_results([shard])
+    missing = missing_measurements(merged.records, store)
+    assert left_behind(merged.records, missing) == [("cpu-x-t1-0", "t.py::test_fast", "old")]
+    assert cli.main(["merge", str(shard)]) == 1  # t.py::x ran in no shard: that one fails it
+    out = capsys.readouterr().out
+    assert (
+        "torchperf: warning: 1 measurement with a baseline in .torchperf was not taken by the "
+        "test, which ran: t.py::test_fast old (renamed or removed from the test, or the test "
+        "stopped before it: not a lost shard, not failing). Drop a stale one with torchperf "
+        "forget t.py::test_fast old" in out
+    ), out
+    assert "has a result in no shard: t.py::x x." in out and "1 pass, 1 missing" in out, out
+    store.forget(lambda nodeid, name: nodeid == "t.py::x")
+    assert cli.main(["merge", str(shard)]) == 0
 
 
 def test_benchmarks_of_other_tools_are_kept_as_they_are(tmp_path: Path) -> None:
