@@ -140,6 +140,7 @@ def compare(
     # under a test id that is gone (said, not "no baseline yet": the old gate was lost).
     unsaved = verdict.outcome is Outcome.NEW and not (others or verdict.untimed or gate.saving)
     gone = where.gone() if unsaved and kind.needs_baseline else ()
+    left = where.left_behind() if unsaved and kind.needs_baseline and not gone else ()
     if others:
         verdict = explain_new(verdict, label, where, others, save)
     elif (
@@ -169,6 +170,9 @@ def compare(
             f"(renamed?): save again ({save}) to start this one's baseline, and {forget} drops "
             f"the old one{'s' if len(gone) > 1 else ''}",
         )
+    elif left:
+        message = renamed_message(label, where.nodeid, left, where.storage, save)
+        verdict = replace(verdict, message=message)
     changes = changes_since_stored(
         [s.counters for s in sessions], candidate.counters, gate.ignore_counters
     )
@@ -206,7 +210,11 @@ def compare(
     # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with every
     # test "new". A run that saves is creating the baseline.
     unbased = verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline
-    if gate.strict and unbased and not (verdict.untimed or where.storage_missing or others or gone):
+    if (
+        gate.strict
+        and unbased
+        and not (verdict.untimed or where.storage_missing or others or gone or left)
+    ):
         # Where it looked, in the verdict its failure says once.
         verdict = replace(
             verdict,
