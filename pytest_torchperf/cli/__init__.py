@@ -5,7 +5,7 @@
     torchperf compare BASELINE CANDIDATE [options]         exit 1 when a measurement regressed
     torchperf report  [RESULTS...] [DIR] [--html PATH] [--markdown PATH]
     torchperf accept  RESULTS... [--storage DIR] [-k TEXT] [--reset]
-    torchperf forget  TEST [NAME] [--storage DIR] [--force] drop a renamed test's baselines
+    torchperf forget  TEST [NAME ...] [--storage DIR] [--force] drop a renamed test's baselines
     torchperf merge   RESULTS... [-o FILE] [--storage DIR] [--html PATH] [--markdown PATH]
     torchperf history RESULTS_OR_DIR... [-k TEXT] [--html PATH] [--fail-on-slowdown]
     torchperf bisect  GOOD BAD -k TEST [--mode instructions|ab|counters] [-- PYTEST_ARGS]
@@ -35,14 +35,9 @@ from collections.abc import Sequence
 
 from pytest_torchperf.cli.accept import cmd_accept
 from pytest_torchperf.cli.common import PathError
+from pytest_torchperf.cli.forget import cmd_forget
 from pytest_torchperf.cli.graph import cmd_graph
-from pytest_torchperf.cli.runs import (
-    cmd_compare,
-    cmd_forget,
-    cmd_list,
-    cmd_report,
-    cmd_show,
-)
+from pytest_torchperf.cli.runs import cmd_compare, cmd_list, cmd_report, cmd_show
 from pytest_torchperf.cli.suites import cmd_bisect, cmd_history, cmd_merge
 from pytest_torchperf.cli.words import check_outputs, hint, placed, resolve_paths
 from pytest_torchperf.judge.change_points import MIN_STEP, THRESHOLD
@@ -158,7 +153,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "test",
         help="the test's id (tests/test_m.py::test_mlp) or its name (test_mlp), matched whole",
     )
-    p.add_argument("name", nargs="?", help="only this measurement of it (default: all of them)")
+    p.add_argument(
+        "names", nargs="*", metavar="NAME", help="only these measurements of it (default: all)"
+    )
     p.add_argument("--storage", default=".torchperf", help=_STORAGE)
     _flag(p, "--force", "forget even from a file with changes git has not committed")
     p.set_defaults(run=cmd_forget)

@@ -144,3 +144,9 @@ def run_strict(
     if known:
         return by
     return f"strict, as {runs} recorded it" if strict_run(records) else None
+
+
+def some(words: list[str]) -> str:
+    """The first four ``words``, and how many more."""
+    more = f" and {len(words) - 4} more" if len(words) > 4 else ""
+    return ", ".join(words[:4]) + more

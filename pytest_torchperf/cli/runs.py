@@ -1,10 +1,9 @@
-"""``torchperf list``, ``show``, ``forget``, ``compare`` and ``report``: a baseline folder and the
-results files of one run (or its shards); ``accept`` is :mod:`.accept`."""
+"""``torchperf list``, ``show``, ``compare`` and ``report``: a baseline folder and the results
+files of one run (or its shards); ``accept`` is :mod:`.accept`, ``forget`` :mod:`.forget`."""
 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -15,10 +14,11 @@ from pytest_torchperf.cli.common import (
     results,
     run_strict,
     selected,
+    some,
     table,
     write_reports,
 )
-from pytest_torchperf.core.units import counted, format_change, format_time
+from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.counter_diff import changed_head
 from pytest_torchperf.judge.coverage import coverage
 from pytest_torchperf.judge.coverage_lines import named, summary_lines
@@ -26,7 +26,7 @@ from pytest_torchperf.judge.labels import outcome_label
 from pytest_torchperf.judge.run_failure import run_failure
 from pytest_torchperf.report.kinds import carried_sessions, columns
 from pytest_torchperf.report.stored import environment_rows, measurement_rows
-from pytest_torchperf.store.baselines import BaselineStore, same_run, shown
+from pytest_torchperf.store.baselines import BaselineStore, same_run
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session, session_of
 
@@ -42,113 +42,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
-    """Remove one test's stored measurements (or one of them) from every environment: what a
-    renamed or deleted test leaves behind. ``test`` matches a whole test id, or the part after
-    its file (``test_mlp``, ``TestX::test_y``, ``test_p[1]``): never a test whose id merely
-    contains it, as ``-k`` would (``test_mlp`` must not remove ``test_mlp_fast``)."""
-
-    def picked(nodeid: str, name: str) -> bool:
-        return args.test in (nodeid, nodeid.split("::", 1)[-1]) and args.name in (None, name)
-
-    store = baseline_store(args.storage)
-    # A name after the file can be the same in several files (test_forward): only a whole id
-    # picks one of them.
-    chosen = [
-        (env, nodeid) for env, nodeid, name, _ in store.measurements() if picked(nodeid, name)
-    ]
-    ids = sorted({nodeid for _, nodeid in chosen})
-    if len({nodeid.split("::", 1)[0] for nodeid in ids}) > 1:
-        quoted = " ".join(shlex.quote(nodeid) for nodeid in ids)
-        print(
-            f"torchperf: {args.test} names tests in {len(ids)} files ({quoted}): give the whole "
-            f"test id of the one to forget",
-            file=sys.stderr,
-        )
-        return 2
-    files = {store.module_file(env, nodeid) for env, nodeid in chosen}
-    undo = _undo(sorted(files), args.force) if files else None
-    if files and undo is None and not args.force:
-        return 2
-    removed = store.forget(picked)
-    what = f"{args.test} {args.name}" if args.name else args.test
-    if not removed:
-        print(
-            f"torchperf: no stored measurement of {what} in {args.storage}"
-            f"{_meant(args.test, args.name, store)} (torchperf show lists the stored test ids "
-            f"and names)",
-            file=sys.stderr,
-        )
-        return 1
-    for path, nodeid, name, sessions in removed:
-        print(f"removed {nodeid} {name} ({counted(sessions, 'session')}) from {shown(path)}")
-    print(f"torchperf: {counted(len(removed), 'measurement')} of {what} removed; {undo}")
-    return 0
-
-
-def _meant(test: str, name: str | None, store: BaselineStore) -> str:
-    """What ``forget TEST [NAME]`` that removed nothing may have meant: the names the test holds
-    where only ``NAME`` is not stored, its parametrized ids (``TEST[...]``), or the stored test
-    closest in spelling."""
-    import difflib
-
-    stored = [(nodeid, held) for _, nodeid, held, _ in store.measurements()]
-    names = sorted({held for nodeid, held in stored if test in (nodeid, nodeid.split("::", 1)[-1])})
-    if names:  # the test is stored: only its measurement's name is not
-        noun = "measurements" if len(names) > 1 else "measurement"
-        return f"; {test} holds the {noun} {_some(names)}"
-    ids = {nodeid for nodeid, _ in stored} | {nodeid.split("::", 1)[-1] for nodeid, _ in stored}
-    items = sorted(i for i in ids if i.startswith(f"{test}["))
-    if items:  # forget takes one item of a parametrized test at a time
-        return f"; its parametrized ids are {_some(items)}: forget each one"
-    close = difflib.get_close_matches(test, sorted(ids), n=1)
-    return f"; did you mean {close[0]}?" if close else ""
-
-
-def _some(words: list[str]) -> str:
-    """The first four ``words``, and how many more."""
-    more = f" and {len(words) - 4} more" if len(words) > 4 else ""
-    return ", ".join(words[:4]) + more
-
-
-def _undo(files: list[Path], force: bool) -> str | None:
-    """How to undo forgetting from ``files``: ``git checkout`` where git holds each one as it is
-    (then commit the folder). Where it does not, git cannot bring it back: a file with changes
-    not committed (an accepted session), untracked or ignored is refused with why (None), unless
-    ``force``; without git or a repository the user is told nothing can undo it."""
-    from pytest_torchperf.store.environment import GitError, run_git
-
-    # Absolute: git runs in the files' folder, and --storage may be relative to this one.
-    paths = [str(p.resolve()) for p in files]
-    try:
-        inside = run_git(["rev-parse", "--is-inside-work-tree"], files[0].parent).returncode == 0
-        # --ignored: a file git ignores is not one it could check out either.
-        status = run_git(["status", "--porcelain", "--ignored", "--", *paths], files[0].parent)
-    except GitError as exc:
-        return f"{exc}, so nothing here can undo it"
-    if not inside:
-        return "not in a git repository, so nothing can undo it"
-    # Only these files: the folder may hold a save not committed yet (the new name's).
-    listed = " ".join(shlex.quote(shown(p)) for p in files)
-    held = status.stdout.strip()
-    if status.returncode == 0 and not held:
-        return f"commit the baseline folder (git checkout -- {listed} undoes it)"
-    if force:
-        return "git could not bring it back (--force)"
-    what = (
-        "is ignored by git, which could not bring it back; commit it first (git add -f)"
-        if all(line.startswith("!!") for line in held.splitlines())
-        else "holds changes git has not committed, which git checkout could not bring back; "
-        "commit the folder first (then git checkout undoes the forget)"
-    )
-    print(
-        f"torchperf: not forgotten: {listed} {what}, or pass --force to forget anyway (git "
-        f"status: {held or status.stderr.strip()})",
-        file=sys.stderr,
-    )
-    return None
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     """The stored measurements under their environment as a heading, each test id above its
     measurements, the reason behind a cell as a numbered note under the tables: as wide as a
@@ -161,7 +54,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         stored = [(env_id, nodeid, name) for env_id, nodeid, name, _ in store.measurements()]
         environments = sorted({env_id for env_id, _, _ in stored})
         if args.env and args.env not in environments:
-            envs = f"it holds {_some(environments)}" if environments else "it holds none"
+            envs = f"it holds {some(environments)}" if environments else "it holds none"
             print(
                 f"torchperf: no environment {args.env} in {args.storage} ({envs}); --env takes "
                 f"a whole environment id",

@@ -13,9 +13,8 @@ from pathlib import Path
 from pytest_torchperf.store.baselines import ENVIRONMENT_FILE
 
 #: A command's positional that argparse may leave among the extras when it comes after an
-#: option (``bisect v1 -k t main``, ``forget t --storage d mlp``): it fills them with None from
-#: the first words.
-_LATE_POSITIONAL = {"bisect": "bad", "forget": "name"}
+#: option (``bisect v1 -k t main``): it fills them with None from the first words.
+_LATE_POSITIONAL = {"bisect": "bad"}
 
 
 def hint(command: argparse.ArgumentParser, word: str) -> str:
@@ -39,6 +38,9 @@ def placed(args: argparse.Namespace, extras: list[str]) -> list[str]:
         if word is not None:
             setattr(args, late, word)
             extras.remove(word)
+    if args.command == "forget":  # its names after the options (forget t --storage d mlp)
+        more = [w for w in extras if w[:1] != "-"]
+        args.names, extras = [*args.names, *more], [w for w in extras if w not in more]
     if args.command in ("accept", "merge"):  # results files after the options
         # merge has no -k, so every word is a file; accept's other words may be a measurement
         # meant for -k, unless they name a file (missing ones then fail as "cannot be read").

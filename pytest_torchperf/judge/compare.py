@@ -250,9 +250,7 @@ def renamed_message(label: str, nodeid: str, olds: Sequence[str], storage: str, 
     file holds measurements ``olds`` that the test no longer takes: most likely renamed (a new
     ``name=``, or a target whose default name changed). Said once the test has ended: only then
     is it known that the test took none of them."""
-    forget = forget_command(
-        shlex.quote(nodeid), storage, shlex.quote(olds[0]) if len(olds) == 1 else "NAME"
-    )
+    forget = forget_command(shlex.quote(nodeid), storage, " ".join(map(shlex.quote, olds)))
     return (
         f"{label}: no baseline for this measurement; this test's baseline holds "
         f"{', '.join(olds)}, which the test no longer measures (renamed?): save again ({save}) to "

@@ -322,7 +322,17 @@ def test_forget_of_a_parametrized_test_or_a_wrong_name_suggests_what_is_stored(
     )
     assert cli.main(["forget", "test_mlp", "nosuch", *storage]) == 1
     assert "; test_mlp holds the measurement mlp (" in capsys.readouterr().err
+    # Several names: all of them or none (a misspelt one must not leave the others half done).
+    assert cli.main(["forget", "test_mlp_speed", "mlp-bs32", "mlp-bs46", *storage]) == 1
+    assert capsys.readouterr().err == (
+        f"torchperf: no stored measurement of test_mlp_speed mlp-bs46 in {tmp_path}; "
+        f"test_mlp_speed holds the measurements mlp-bs32, mlp-bs64{show[:-1]}; nothing was "
+        f"removed\n"
+    )
     assert len(list(store.measurements())) == 5
+    assert cli.main(["forget", "test_mlp_speed", "mlp-bs32", "mlp-bs64", *storage]) == 0
+    assert "2 measurements of test_mlp_speed mlp-bs32 mlp-bs64 removed" in capsys.readouterr().out
+    assert len(list(store.measurements())) == 3
 
 
 def test_bisect_names_a_missing_revision_or_test_selection_and_exits_2(capsys) -> None:
@@ -355,7 +365,8 @@ def test_an_optional_word_after_the_options_is_still_read_as_itself() -> None:
     assert parse_args(["bisect", "v1", "-k", "t", "main"]).bad == "main"
     args = parse_args(["bisect", "v1", "--mode", "counters", "main", "-k", "t"])
     assert (args.good, args.bad, args.k, args.pytest_args) == ("v1", "main", "t", [])
-    assert parse_args(["forget", "test_a", "--storage", "d", "mlp"]).name == "mlp"
+    assert parse_args(["forget", "test_a", "--storage", "d", "mlp"]).names == ["mlp"]
+    assert parse_args(["forget", "test_a", "a", "--storage", "d", "b"]).names == ["a", "b"]
 
 
 def test_forget_refuses_a_name_that_tests_of_several_files_share(tmp_path, capsys) -> None:
@@ -409,7 +420,10 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     capsys.readouterr()
     assert cli.main(forget) == 2
     err = capsys.readouterr().err
-    assert f"torchperf: not forgotten: {path} holds changes git has not committed" in err, err
+    assert (
+        f"torchperf: not forgotten: {path} holds changes git has not committed to what it would "
+        "forget" in err
+    ), err
     assert "commit the folder first (then git checkout undoes the forget), or pass --force" in err
     assert path.read_bytes() == before
     # Committed: the checkout brings it back whole. Another file's changes do not count.
@@ -421,6 +435,24 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     )
     _git(tmp_path, "checkout", "--", str(path))
     assert path.read_bytes() == before
+    # Changes not committed elsewhere in the file (a forget, a save of another measurement):
+    # what it removes is as committed, so git still has it (two forgets in a row were refused).
+    _git(tmp_path, "commit", "-q", "-am", "forgotten")
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "old", stored)
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "older", stored)
+    _git(tmp_path, "commit", "-q", "-am", "two names")
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)  # saved, not committed
+    assert cli.main([*forget[:2], "old", *forget[2:]]) == 0
+    assert cli.main([*forget[:2], "older", *forget[2:]]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "removed; commit the baseline folder (what it removed is as git's last commit holds it: "
+        "git show HEAD:tp/cpu-x-t1-0/a.py.json shows it; the file's other changes are not "
+        "committed yet)" in out
+    ), out
+    assert cli.main(forget) == 2  # fwd itself holds a session git does not
+    assert "not forgotten" in capsys.readouterr().err
     # --force forgets anyway, and says nothing brings it back (no refusal printed).
     store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)
     assert cli.main([*forget, "--force"]) == 0
@@ -434,7 +466,7 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     store.record("cpu-x-t1-0", {}, "b.py::test_m2", "fwd", stored)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["forget", "b.py::test_m2", "--storage", "tp"]) == 2
-    assert "holds changes git has not committed" in capsys.readouterr().err
+    assert "holds changes git has not committed to what" in capsys.readouterr().err
     # An ignored file: git add -f commits it.
     (tmp_path / ".gitignore").write_text("tp/\n")
     _git(tmp_path, "rm", "-r", "-q", "--cached", "tp")

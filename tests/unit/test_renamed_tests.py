@@ -42,7 +42,8 @@ def test_the_offline_compare_names_a_measurement_its_test_no_longer_takes(
     assert (
         "fwd: no baseline for this measurement; this test's baseline holds forward, other, which "
         "the test no longer measures (renamed?): save again (pytest --torchperf-save) to start "
-        f"fwd's baseline, and torchperf forget {NODE} NAME --storage {storage} drops the old ones"
+        f"fwd's baseline, and torchperf forget {NODE} forward other --storage {storage} drops the "
+        "old ones"
         in capsys.readouterr().out
     )
     doc = json.loads(Path(results).read_text())
