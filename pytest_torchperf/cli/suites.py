@@ -89,14 +89,19 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if untaken:
         shown = [f"{nodeid} {name}" for _, nodeid, name in untaken]
         listed = ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
-        _, nodeid, name = untaken[0]
+        by_test: dict[str, list[str]] = {}
+        for _, nodeid, name in untaken:
+            by_test.setdefault(nodeid, []).append(name)
         folder = "" if str(storage) == ".torchperf" else f" --storage {shlex.quote(str(storage))}"
+        forget = "; ".join(
+            f"torchperf forget {shlex.quote(test)} {' '.join(map(shlex.quote, names))}{folder}"
+            for test, names in by_test.items()
+        )
         print(
             f"torchperf: warning: {counted(len(untaken), 'measurement')} with a baseline in "
             f"{storage} {'were' if len(untaken) != 1 else 'was'} not taken by the test, which ran: "
             f"{listed} (renamed or removed from the test, or the test stopped before it: not a "
-            f"lost shard, not failing). Drop a stale one with torchperf forget "
-            f"{shlex.quote(nodeid)} {shlex.quote(name)}{folder}"
+            f"lost shard, not failing). {forget} drops {'them' if len(untaken) > 1 else 'it'}"
         )
         missing = [key for key in missing if key not in untaken]
     if missing:
@@ -105,8 +110,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
             f"torchperf: {counted(len(missing), 'measurement')} with a "
             f"baseline in {storage} {'have' if len(missing) != 1 else 'has'} a result in no "
             f"shard: {', '.join(shown[:10])}{f' and {len(shown) - 10} more' if len(shown) > 10 else ''}. "
-            f"A shard's results file is missing (a runner failed, or its file was not collected) "
-            f"or these tests did not run"
+            f"A shard's results file is missing (a runner failed, or its file was not collected), "
+            f"these tests did not run, or they were renamed or deleted (torchperf forget TEST "
+            f"drops a test's baselines)"
             + (
                 " (--allow-missing: not failing)"
                 if args.allow_missing

@@ -32,7 +32,7 @@ from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.environment import describe_difference, environment_mode
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.sessions import Session
-from pytest_torchperf.variants.registry import tolerances
+from pytest_torchperf.variants.registry import VARIANTS, tolerances
 
 __all__ = ["JUDGED", "Candidate", "Comparison", "Gate", "Where", "compare"]
 
@@ -141,6 +141,8 @@ def compare(
     unsaved = verdict.outcome is Outcome.NEW and not (others or verdict.untimed or gate.saving)
     gone = where.gone() if unsaved and kind.needs_baseline else ()
     left = where.left_behind() if unsaved and kind.needs_baseline and not gone else ()
+    # A remedy that saves this test alone, where it is known: a suite's save takes minutes.
+    this_test = save_this_test(where.nodeid, save) if where.nodeid else save
     if others:
         verdict = explain_new(verdict, label, where, others, save)
     elif (
@@ -167,8 +169,8 @@ def compare(
             verdict,
             message=f"{label}: no baseline for this test; the baseline file holds {label} under "
             f"{', '.join(olds)}, which no longer exist{'s' if len(gone) == 1 else ''} here "
-            f"(renamed?): save again ({save}) to start this one's baseline, and {forget} drops "
-            f"the old one{'s' if len(gone) > 1 else ''}",
+            f"(renamed?): {this_test} starts this one's baseline, and {forget} drops the old "
+            f"one{'s' if len(gone) > 1 else ''}",
         )
     elif left:
         message = renamed_message(label, where.nodeid, left, where.storage, save)
@@ -186,7 +188,7 @@ def compare(
         limits=limits,
         max_slowdown=gate.max_slowdown,
         confirm_speedups=confirm_speedups,
-        save=save,
+        save=this_test,
         max_widening=gate.max_widening,
         variant=candidate.variant,
     )
@@ -238,6 +240,21 @@ def compare(
     )
 
 
+def save_this_test(nodeid: str, save: str = "pytest --torchperf-save", reset: bool = False) -> str:
+    """The save (``save``: the kind's command) of test ``nodeid`` alone, with ``reset``
+    replacing its stored sessions (a bare --torchperf-reset would replace every saved test's):
+    a whole suite's save takes minutes and appends to every other test. A variant item's whole
+    test: its other variants were saved beside it, and a variant's own counters (a compiled
+    one's graphs) may not have changed. ``save`` itself where there is none (an A/B run)."""
+    test, bracket, param = nodeid.partition("[")
+    if not (bracket and param.rstrip("]") in VARIANTS):
+        test = nodeid
+    flags = save.removeprefix("pytest ") + (" --torchperf-reset" if reset else "")
+    if not save or not test:
+        return f"pytest {flags}" if save else save
+    return f"pytest {shlex.quote(test)} {flags}"
+
+
 def forget_command(test: str, storage: str, name: str = "") -> str:
     """The ``torchperf forget`` command line (``test`` and ``name`` quoted already) that drops
     the stored sessions of a test, or of one measurement ``name`` of it."""
@@ -253,8 +270,9 @@ def renamed_message(label: str, nodeid: str, olds: Sequence[str], storage: str, 
     forget = forget_command(shlex.quote(nodeid), storage, " ".join(map(shlex.quote, olds)))
     return (
         f"{label}: no baseline for this measurement; this test's baseline holds "
-        f"{', '.join(olds)}, which the test no longer measures (renamed?): save again ({save}) to "
-        f"start {label}'s baseline, and {forget} drops the old one{'s' if len(olds) > 1 else ''}"
+        f"{', '.join(olds)}, which the test no longer measures (renamed?): "
+        f"{save_this_test(nodeid, save)} starts {label}'s baseline, and {forget} drops the old "
+        f"one{'s' if len(olds) > 1 else ''}"
     )
 
 

@@ -195,7 +195,8 @@ def drift_checks(
                     f"Random models/inputs must be created inside the test or its function-scoped "
                     f"fixtures (torchperf seeds them with 0 unless seed=, --torchperf-seed or "
                     f"ini torchperf_seed say otherwise; the save and the compare must use the "
-                    f"same seed) or seeded by you",
+                    f"same seed) or seeded by you; a random draw added before them (another "
+                    f"measurement's model or inputs) moves them too",
                 )
             )
     stored_metric = next((s.metric for s in reversed(sessions) if s.metric is not None), None)

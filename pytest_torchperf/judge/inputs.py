@@ -311,7 +311,7 @@ class Where:
     gone: Callable[[], Sequence[str]] = lambda: ()
     #: The measurements stored for its test that the test did not take in this run (renamed,
     #: most likely); only where the run's every measurement is known when it is judged (a
-    #: replay; a live run says it at the test's end: ``run/renamed.py``).
+    #: replay; a live run says it at the test's end: ``run/left_behind.py``).
     left_behind: Callable[[], Sequence[str]] = lambda: ()
     #: The test id it was measured by (the ``torchperf forget`` of ``left_behind`` names it).
     nodeid: str = ""

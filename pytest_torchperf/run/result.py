@@ -7,12 +7,12 @@ workers, through the test report) and what reports read.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
+from pytest_torchperf.judge.compare import save_this_test
 from pytest_torchperf.judge.counter_diff import changed_head, ignore_hint
 from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import categories_of
@@ -22,26 +22,12 @@ from pytest_torchperf.kinds import result_keys
 from pytest_torchperf.store.record import Record
 from pytest_torchperf.store.records import MeasurementRecord, in_record_order
 from pytest_torchperf.store.sessions import Session
-from pytest_torchperf.variants.registry import VARIANTS
 
 #: Why a plain save that found other code than its stored sessions' stored nothing.
 _OTHER_CODE = (
     "Nothing of this measurement was saved: the stored sessions measured other code, and this "
     "save's times appended to theirs would read as process noise and widen the limit. "
 )
-
-
-def reset_this_test(nodeid: str, save: str = "pytest --torchperf-save") -> str:
-    """The save (``save``: the kind's command) that replaces this test's stored sessions alone (a
-    bare --torchperf-reset would replace every saved test's). A variant item's whole test: its
-    other variants were saved beside it, and a variant's own counters (a compiled one's graphs)
-    may not have changed."""
-    test, bracket, param = nodeid.partition("[")
-    if not (bracket and param.rstrip("]") in VARIANTS):
-        test = nodeid
-    if not test:
-        return f"{save} --torchperf-reset"
-    return f"pytest {shlex.quote(test)} {save.removeprefix('pytest ')} --torchperf-reset"
 
 
 @dataclass
@@ -239,7 +225,7 @@ class Result:
                 f"keeps no baseline); {ignore_hint(self.counter_changes)}"
             )
         # This test's sessions alone: a bare --torchperf-reset replaces every saved test's.
-        save = reset_this_test(self.nodeid, self.save_command)
+        save = save_this_test(self.nodeid, self.save_command, reset=True)
         unsaved = _OTHER_CODE if self.other_code else ""  # a plain save appends
         return (
             f"{changed_head(self.name, self.verdict.basis if self.verdict else None)}: "
@@ -254,7 +240,7 @@ class Result:
         return (
             f"{self.name}: outputs changed since the stored sessions ({moved}), and {counted}. "
             f"{_OTHER_CODE}If intended (a model edit, other weights or inputs), record a new "
-            f"baseline ({reset_this_test(self.nodeid)}); a save must use the seed the stored "
+            f"baseline ({save_this_test(self.nodeid, reset=True)}); a save must use the seed the stored "
             f"sessions used (seed=, --torchperf-seed, ini torchperf_seed)"
         )
 

@@ -68,8 +68,9 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
     result.stdout.fnmatch_lines(
         [
             "*mlp: no baseline for this test; the baseline file holds mlp under test_mlp, which "
-            "no longer exists here (renamed?): save again (pytest --torchperf-save) to start "
-            "this one's baseline, and torchperf forget test_*.py::test_mlp drops the old one",
+            "no longer exists here (renamed?): pytest test_*.py::test_mlp_renamed "
+            "--torchperf-save starts this one's baseline, and torchperf forget "
+            "test_*.py::test_mlp drops the old one",
         ]
     )
     result.stdout.fnmatch_lines(["*conv: no baseline for this environment yet; record one*"])
@@ -129,9 +130,9 @@ def test_renamed(torchperf):
     result.stdout.fnmatch_lines(
         [
             "fresh: no baseline for this measurement; this test's baseline holds old, which the "
-            "test no longer measures (renamed?): save again (pytest --torchperf-save) to start "
-            "fresh's baseline, and torchperf forget test_*.py::test_renamed old drops the old one "
-            "(failing: --torchperf-strict)",
+            "test no longer measures (renamed?): pytest test_*.py::test_renamed --torchperf-save "
+            "starts fresh's baseline, and torchperf forget test_*.py::test_renamed old drops the "
+            "old one (failing: --torchperf-strict)",
         ]
     )
     out = result.stdout.str()
@@ -146,6 +147,42 @@ def test_renamed(torchperf):
     assert {t.split("::")[1]: list(m) for t, m in doc["tests"].items()} == {
         "test_added": ["a", "b"]
     }
+
+
+def test_a_measurement_removed_from_its_test_is_said_to_be_no_longer_gated(
+    perf: pytest.Pytester,
+) -> None:
+    """A measurement deleted from its test, or renamed and then saved, dropped out of the gate
+    without a word from the compare or the save; only `torchperf merge` named it. A variant
+    that --torchperf-variants left out of the run is not one the test stopped taking."""
+    body = """
+import torch
+
+def test_two(torchperf):
+    for name in {names}:
+        torch.manual_seed(0)
+        torchperf(torch.nn.Linear(4, 4), torch.randn(1, 4), name=name, variants={variants})
+"""
+    perf.makepyfile(body.format(names=["a", "b"], variants=["eager", "amp"]))
+    perf.runpytest("--torchperf-save").assert_outcomes(passed=1)
+    perf.makepyfile(body.format(names=["a"], variants=["eager", "amp"]))
+    result = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%", "-W", "always")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            # fnmatch reads [amp] as a character class: ?amp? stands for it.
+            "*TorchperfWarning: test_*.py::test_two: its baseline still holds b, b?amp?, which "
+            "the test no longer measures (removed or renamed): they are no longer gated; "
+            "torchperf forget test_*.py::test_two b 'b?amp?' drops them",
+        ]
+    )
+    # The same test run with one variant of each measurement: nothing more is said.
+    perf.makepyfile(body.format(names=["a", "b"], variants=["eager", "amp"]))
+    result = perf.runpytest(
+        "--torchperf-compare", "--torchperf-max-slowdown=900%", "--torchperf-variants=eager"
+    )
+    result.assert_outcomes(passed=1)
+    assert "no longer measures" not in result.stdout.str(), result.stdout.str()
 
 
 def test_save_then_compare_passes(perf: pytest.Pytester) -> None:

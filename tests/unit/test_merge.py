@@ -230,8 +230,8 @@ def test_a_measurement_its_test_no_longer_takes_is_told_from_a_lost_shard(
     assert (
         "torchperf: warning: 1 measurement with a baseline in .torchperf was not taken by the "
         "test, which ran: t.py::test_fast old (renamed or removed from the test, or the test "
-        "stopped before it: not a lost shard, not failing). Drop a stale one with torchperf "
-        "forget t.py::test_fast old" in out
+        "stopped before it: not a lost shard, not failing). torchperf forget t.py::test_fast old "
+        "drops it" in out
     ), out
     assert "has a result in no shard: t.py::x x." in out and "1 pass, 1 missing" in out, out
     store.forget(lambda nodeid, name: nodeid == "t.py::x")

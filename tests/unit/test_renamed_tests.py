@@ -41,10 +41,9 @@ def test_the_offline_compare_names_a_measurement_its_test_no_longer_takes(
     assert cli.main(["compare", str(storage), results]) == 0
     assert (
         "fwd: no baseline for this measurement; this test's baseline holds forward, other, which "
-        "the test no longer measures (renamed?): save again (pytest --torchperf-save) to start "
-        f"fwd's baseline, and torchperf forget {NODE} forward other --storage {storage} drops the "
-        "old ones"
-        in capsys.readouterr().out
+        f"the test no longer measures (renamed?): pytest {NODE} --torchperf-save starts fwd's "
+        f"baseline, and torchperf forget {NODE} forward other --storage {storage} drops the old "
+        "ones" in capsys.readouterr().out
     )
     doc = json.loads(Path(results).read_text())
     other = json.loads(json.dumps(doc["benchmarks"][0]))
