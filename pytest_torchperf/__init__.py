@@ -23,7 +23,7 @@ _PUBLIC = {
     "Result": "run.result",
     "BaselineFileError": "store.baselines",
     "BaselineStore": "store.baselines",
-    "Outcome": "judge.decision",
+    "Outcome": "judge.outcome",
     "Verdict": "judge.verdict",
     "BlockTimer": "run.block_timer",
     "Profiler": "measure.profiling",
@@ -38,7 +38,7 @@ __all__ = [*sorted(_PUBLIC), "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core.errors import OptionError as OptionError
-    from .judge.decision import Outcome as Outcome
+    from .judge.outcome import Outcome as Outcome
     from .judge.verdict import Verdict as Verdict
     from .measure.devices import select_device as select_device
     from .measure.profiling import Profiler as Profiler

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_torchperf.judge.counter_diff import changes_since_stored
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.drift import drift_checks, speedup_gated
 from pytest_torchperf.judge.failures import Failure, categories_of
 from pytest_torchperf.judge.inputs import Candidate, Gate, Where
 from pytest_torchperf.judge.kinds import kind_of
 from pytest_torchperf.judge.labels import inconclusive_head, outcome_label
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.store.environment import describe_difference, environment_mode

@@ -31,13 +31,13 @@ tests and by the passes a results file recorded (``torchperf compare``).
 
 from __future__ import annotations
 
-import enum
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import MIN_CPU_SHARE, GuardLimits, Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, effective_tolerance, widened_beyond
 
@@ -53,23 +53,6 @@ SLOW_MACHINE_MARGIN = 3.0
 
 #: The guards at their documented defaults.
 DEFAULT_GUARD = GuardLimits()
-
-
-class Outcome(str, enum.Enum):
-    """What a measurement's comparison concluded."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"
-    IMPROVED = "improved"
-    NEW = "new"  #: no baseline for this environment yet
-    #: only the baseline has it: this run no longer measures it (side A's measurement of an A/B
-    #: run, removed or renamed in B); nothing of it is judged
-    REMOVED = "removed"
-    MEASURED = "measured"  #: measured without comparing (no --torchperf-compare)
-
-    def __str__(self) -> str:  # "fail", not "Outcome.FAIL", in messages and JSON
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,8 @@ from typing import Any
 
 from pytest_torchperf.core.json_fields import NOT_JSON, json_fields
 from pytest_torchperf.core.units import counted, format_change, format_percent, format_time
-from pytest_torchperf.judge.decision import (
-    DEFAULT_GUARD,
-    SLOW_MACHINE_MARGIN,
-    Decision,
-    Outcome,
-    decide,
-)
+from pytest_torchperf.judge.decision import DEFAULT_GUARD, SLOW_MACHINE_MARGIN, Decision, decide
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.refusals import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
 from pytest_torchperf.judge.samples import GuardLimits, Sample
 from pytest_torchperf.judge.tolerance import (

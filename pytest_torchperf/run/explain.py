@@ -45,8 +45,8 @@ def add_live(
     (``--torchperf-cross-machine``) of a measurement new in this environment (``env_id``)."""
     from pytest_torchperf.judge.compare import no_comparable_baseline
     from pytest_torchperf.judge.cross_machine import compared_instead
-    from pytest_torchperf.judge.decision import Outcome
     from pytest_torchperf.judge.node_changes import growth_line
+    from pytest_torchperf.judge.outcome import Outcome
     from pytest_torchperf.run.steps import graph_beside_baseline
 
     verdict = comparison.verdict

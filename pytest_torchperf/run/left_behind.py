@@ -11,9 +11,9 @@ import shlex
 from dataclasses import replace
 
 from pytest_torchperf.judge.compare import forget_command, renamed_message
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.kinds import judging
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.run.context import RunContext
 from pytest_torchperf.run.kinds import kind_name
 from pytest_torchperf.run.result import Result

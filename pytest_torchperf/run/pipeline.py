@@ -17,8 +17,9 @@ from typing import Any
 
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
-from pytest_torchperf.judge.decision import CONFIRMATIONS, Outcome
+from pytest_torchperf.judge.decision import CONFIRMATIONS
 from pytest_torchperf.judge.failures import Failure, categories_of
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups

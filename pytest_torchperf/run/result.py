@@ -14,9 +14,9 @@ from pytest_torchperf.core.stats import Summary, summarize
 from pytest_torchperf.core.units import format_change, format_time
 from pytest_torchperf.judge.compare import save_this_test
 from pytest_torchperf.judge.counter_diff import changed_head, ignore_hint
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import categories_of
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds import result_keys
 from pytest_torchperf.store.record import Record

@@ -82,7 +82,7 @@ SPEC = KindSpec(
 import os
 from collections.abc import Sequence
 
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Confirm, KindDefaults, Remeasure
 from pytest_torchperf.judge.verdict import Judgement, Verdict

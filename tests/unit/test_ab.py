@@ -12,8 +12,8 @@ import pytest
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.judge.compare import Candidate, Gate, compare
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.kinds.ab.judge_pairs import (
     PairResult,

@@ -20,8 +20,8 @@ from pytest_torchperf.judge.coverage_lines import (
     stored_lines,
     weak_gate_warning,
 )
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.labels import outcome_label
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.run_failure import run_failure, thin_save_line
 from pytest_torchperf.judge.samples import Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, NOISY_BASELINE, stored_baseline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_torchperf.core.units import format_count
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.kinds.instructions.judge_counts import function_changes, judge_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import (
     KERNEL_CAPS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.tolerance import NOISY_BASELINE
 from pytest_torchperf.kinds.kernels.judge_times import (
     UNSTEADY,

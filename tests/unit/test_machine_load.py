@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample, guard_problem
 from pytest_torchperf.judge.verdict import judge
 from pytest_torchperf.measure.machine_load import busy_cpu_seconds, neighbour_load

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample, pooled
 from pytest_torchperf.judge.tolerance import effective_tolerance
 from pytest_torchperf.judge.verdict import judge

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_torchperf.core.stats import summarize
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import (
     MAX_RELATIVE_IQR,
     MIN_CPU_SHARE,

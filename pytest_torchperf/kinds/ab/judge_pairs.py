@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_torchperf.core.stats import summarize
 from pytest_torchperf.core.units import counted, format_time
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 
 #: Default limit of an A/B run: both sides ran side by side, so a tighter limit than a stored
 #: baseline's 10 % holds (overridable like any max_slowdown).

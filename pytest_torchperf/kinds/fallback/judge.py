@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.verdict import AB_MODE, Verdict
 from pytest_torchperf.kinds.instructions.judge import CountData, latest_count_verdict
 from pytest_torchperf.kinds.time.judge import TimeKind

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import Kind
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.verdict import Verdict
 from pytest_torchperf.kinds.instructions.judge_counts import (
     SAVE,

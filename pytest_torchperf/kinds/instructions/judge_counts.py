@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_torchperf.core.units import format_count
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.kinds.instructions.measure_callgrind import (
     EXTRA_WINDOWS,
     WINDOW_AGREEMENT,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.failures import Failure
 from pytest_torchperf.judge.inputs import Candidate, Gate
 from pytest_torchperf.judge.kind_protocol import KindChecks
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.kinds.kernels.judge_times import judge_kernels, launch_note
 from pytest_torchperf.kinds.kernels.measure import KernelTimes
 from pytest_torchperf.kinds.time.judge import TimeKind

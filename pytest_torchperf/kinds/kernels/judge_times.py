@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_torchperf.core.units import format_change, format_percent, format_time
-from pytest_torchperf.judge.decision import Outcome
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.tolerance import (
     NOISY_BASELINE,
     effective_tolerance,

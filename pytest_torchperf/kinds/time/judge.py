@@ -11,9 +11,9 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_torchperf.core.units import format_percent
-from pytest_torchperf.judge.decision import Outcome
 from pytest_torchperf.judge.inputs import Candidate, Gate, recorded_sample
 from pytest_torchperf.judge.kind_protocol import Confirm, Kind, Remeasure
+from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.refusals import IDLE, IDLE_REMEDY, loosening_option, refusing_guard
 from pytest_torchperf.judge.verdict import BUSY_MACHINE_MODES, Judgement, Verdict, judge
 from pytest_torchperf.store.sessions import Session, timed_sessions
