@@ -92,16 +92,16 @@ class Comparison:
         said = []
         if verdict.outcome is Outcome.INCONCLUSIVE and "strict" not in categories_of(self.failures):
             said.append(
-                f"{inconclusive_head(name, verdict.guard, verdict.ratio)}, which does not fail "
-                f"the test: the "
-                f"torchperf summary says why and what to do"
+                f"{inconclusive_head(name, verdict.guard, verdict.ratio)}, which on its own does "
+                f"not fail the test: the torchperf summary says why and what to do"
             )
         for warning in self.warnings:
             label, _, text = warning.partition(": ")
             if text in verdict.notes:  # an undecided GPU kernel time, say
                 head = re.split(r" \(|: ", text, maxsplit=1)[0]
                 warning = (
-                    f"{label}: {head}, which does not fail the test: the torchperf summary says why"
+                    f"{label}: {head}, which on its own does not fail the test: the torchperf "
+                    f"summary says why"
                 )
             said.append(warning)
         return said

@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_torchperf.core.units import format_change, format_percent
 from pytest_torchperf.judge.outcome import Outcome
+from pytest_torchperf.judge.refusals import unexplained_spread
 from pytest_torchperf.judge.samples import MIN_CPU_SHARE, GuardLimits, Sample
 from pytest_torchperf.judge.tolerance import MAX_WIDENING, effective_tolerance, widened_beyond
 
@@ -156,6 +157,8 @@ def decide(
         # before, not a pass that stores its session without timing and fails the run.
         if problem and (saving or not judging.within_although(current)):
             ratio = judging.ratio(current)
+            if not saving and abs(ratio - 1.0) <= judging.limit_for(current):
+                problem += unexplained_spread(current, guard)
             return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)
     if ratio > 1.0 + limit:

@@ -94,3 +94,19 @@ def refusing_guard(problem: str) -> str:
     if problem.startswith("CPU share") and "left the CPU idle" in problem:
         return IDLE
     return next(word for start, word, _ in _GUARDS if problem.startswith(start))
+
+
+def unexplained_spread(sample: Sample, limits: GuardLimits) -> str:
+    """Why a crowded pass within its limit was not passed as within it, where that is why: its
+    spread is more than the time other processes took explains
+    (:meth:`~pytest_torchperf.judge.samples.GuardLimits.spread_unexplained`), so its p25 may
+    rest on the fast blocks of a slow path. '' otherwise (its refusal then says all)."""
+    if not sample.crowded or sample.cpu_share is None or not limits.spread_unexplained(sample):
+        return ""
+    summary = sample.summary
+    return (
+        f"; within the limit, yet not passed as within it: its blocks' mean exceeds their p25 "
+        f"by {(summary.mean - summary.p25) / summary.mean:.0%} of it, more than its "
+        f"{1.0 - sample.cpu_share:.0%} of time off the CPU explains, so the p25 may rest on the "
+        f"fast blocks of a slow path some calls take"
+    )

@@ -119,7 +119,7 @@ class RunSettings:
         if self.disable:
             return "disabled (each target run once, no timing)"
         parts = [m for m, on in (("compare", self.compare), ("save", self.save)) if on]
-        mode = "+".join(parts) if parts else "measure only (no baseline)"
+        mode = "+".join(parts) if parts else "measure only (baselines not read)"
         # A kind's run says what it does instead (the first that does, in the registry's order).
         for section in self.sections:
             describe = getattr(section, "describe", None)

@@ -104,8 +104,8 @@ def test_starved_measurement_is_inconclusive_and_strict_fails(perf: pytest.Pytes
     result.stdout.fnmatch_lines(
         [
             # The warning points at the summary, which says why once, in full.
-            f"*TorchperfWarning: sleepy: timing inconclusive ({WHY}, *% vs baseline), which "
-            f"does not fail the test: the torchperf summary says why and what to do",
+            f"*TorchperfWarning: sleepy: timing inconclusive ({WHY}, *% vs baseline), which on "
+            f"its own does not fail the test: the torchperf summary says why and what to do",
             "*test_sleepy*sleepy*INCONCLUSIVE*",
             # Not blamed on another process: the timing thread never queued for its CPU.
             f"*test_sleepy: sleepy: inconclusive, *% vs baseline cannot be trusted (measured "

@@ -1036,6 +1036,13 @@ def test_a_refused_pass_within_the_limit_stays_inconclusive_where_its_refusal_ma
         rm = Remeasure(refused)
         v = judge("fwd", refused, BASE, 0.1, rm).verdict
         assert v.outcome is Outcome.INCONCLUSIVE and rm.calls == 1, what
+        # Where the spread is why, the verdict says so: a newcomer read only the CPU share's
+        # refusal ("CPU share 0.64 < 0.90") of a pass the docs say passes within the limit.
+        spread = "within the limit, yet not passed as within it: its blocks' mean exceeds"
+        assert (spread in v.message) == (what == "crowded spread"), (what, v.message)
+    assert "more than its 6% of time off the CPU explains, so the p25 may rest on the fast " in (
+        v.message
+    )
     # A limit widened beyond the bound gates nothing, disturbed or not.
     noisy_base = [1 * MS, 1.5 * MS, 0.6 * MS]
     busy = crowded(1.02 * MS, 0.5)
