@@ -30,14 +30,15 @@ from pytest_torchperf.kinds.instructions.measure_callgrind import (
 from pytest_torchperf.kinds.instructions.options import DEFAULT_MAX_INCREASE
 
 #: Smallest change of instructions per call that a verdict acts on, whatever the limit. The same
-#: code counted in different processes differs by up to about 4,000 instructions per call
-#: whatever the model's size: Python's global type-attribute cache and allocator state depend on
-#: everything the process did before. Seen: a 300 k-instruction MLP +1.3 % (4.0 k, its "why" all
+#: code counted in different processes differs: the memory allocators' own code (pymalloc, glibc
+#: malloc) and Python's type-attribute cache depend on everything the process did before (see
+#: benchmarks/instruction_floor.py). Seen: a 300 k-instruction MLP +1.3 % (4.0 k, its "why" all
 #: dict and type lookups) between a save and a compare of unchanged code in CI;
-#: ``benchmarks/instruction_floor.py --hog`` (models of 44 k to 4.6 M, 6 compares beside a CPU
-#: hog): up to 3.4 k (a 3.8 M stack of 60 Linear+ReLU) and 3.0 k (-0.56 %, a 537 k model running a
-#: Python loop), 0.9 k in 10 compares without the hog. Twice the largest is the floor, so a 1 %
-#: limit holds from about 800 k instructions per call up.
+#: ``benchmarks/instruction_floor.py`` (models of 44 k to 4.6 M): up to 3.7 k (-0.69 %, a 537 k
+#: model running a Python loop, the smallest margin: 2.2x under this floor) and 6.6 k (-0.17 %,
+#: a 3.8 M stack of 60 Linear+ReLU, whose 1 % limit is 38 k) in 5 compares on a busy machine,
+#: 3.4 k and 3.0 k beside a CPU hog. The floor binds below 800 k instructions per call, where a
+#: 1 % limit would be under it.
 MIN_CHANGE = 8_000.0
 #: Functions named in a verdict's "why" line.
 TOP_FUNCTIONS = 3
