@@ -70,6 +70,16 @@ class Comparison:
         return Outcome.FAIL.value if failed else self.verdict.outcome.value
 
     @property
+    def saveable(self) -> bool:
+        """A save may store this measurement's session: nothing failed or changed, and its
+        timing passed, improved or had no baseline yet."""
+        return (
+            not self.counter_changes
+            and not self.failures
+            and self.verdict.outcome in (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)
+        )
+
+    @property
     def label(self) -> str:
         """The label every report shows (``FAIL (counters)``, ``pass (re-measured)``, ...)."""
         return outcome_label(

@@ -19,7 +19,6 @@ from pytest_torchperf.core.child_protocol import SampleLine
 from pytest_torchperf.judge.compare import Candidate, Comparison, Where, compare
 from pytest_torchperf.judge.decision import CONFIRMATIONS
 from pytest_torchperf.judge.failures import Failure, categories_of
-from pytest_torchperf.judge.outcome import Outcome
 from pytest_torchperf.judge.samples import Sample, pooled, trusted
 from pytest_torchperf.run import explain
 from pytest_torchperf.run.children import fresh_confirmer, fresh_speedups
@@ -217,7 +216,7 @@ def conclude(ctx: RunContext, state: TestState, m: Measured) -> Result:
         if other.moved:
             moved = result.other_outputs_message(other.moved, other.counted)
             result.failures.append(Failure("numerics", moved))
-    elif saving and not result.failures and (comparison is None or _saveable(comparison)):
+    elif saving and not result.failures and (comparison is None or comparison.saveable):
         queue_save(ctx, state, m, result, final, others, unfit, len(passes), env_id, environment)
     if final.calibration and m.measurer.device.startswith("cpu"):
         ctx.calibrations.append(final.calibration)
@@ -308,14 +307,6 @@ def _compare(
     explainable = explains_slowdown(verdict.basis, extra.variant)
     explain.add_live(ctx, state, m, comparison, sessions, first, env_id, environment, explainable)
     return comparison
-
-
-def _saveable(comparison: Comparison) -> bool:
-    return (
-        not comparison.counter_changes
-        and not comparison.failures
-        and comparison.verdict.outcome in (Outcome.PASS, Outcome.IMPROVED, Outcome.NEW)
-    )
 
 
 def _result(
