@@ -106,7 +106,13 @@ def _undo(by_file: dict[Path, set[tuple[str, str]]], force: bool) -> str | None:
         changed = [p for p in files if status[p]]
         lost = [p for p in changed if not _as_committed(p, by_file[p])]
     except GitError as exc:
-        return f"{exc}, so nothing here can undo it"
+        if exc.missing:  # no git at all: nothing could have undone it either way
+            return f"{exc}, so nothing here can undo it"
+        # A git that hangs or fails here cannot be trusted to bring anything back.
+        if force:
+            return f"{exc}; git could not tell whether it can bring it back (--force)"
+        print(f"torchperf: not forgotten: {exc}; pass --force to forget anyway", file=sys.stderr)
+        return None
     listed = " ".join(shlex.quote(shown(p)) for p in files)
     if not changed:
         return f"commit the baseline folder (git checkout -- {listed} undoes it)"
@@ -135,13 +141,15 @@ def _undo(by_file: dict[Path, set[tuple[str, str]]], force: bool) -> str | None:
 
 def _status(path: Path) -> str:
     """``path``'s ``git status --porcelain`` line: '' where git holds it as it is; ``??``
-    untracked, ``!!`` ignored (git could check out neither), else changes not committed."""
-    from pytest_torchperf.store.environment import GitError, run_git
+    untracked, ``!!`` ignored (git could check out neither), else changes not committed (a
+    status that failed, a damaged index say, counts as such: only git's last commit can then
+    tell whether forgetting loses anything)."""
+    from pytest_torchperf.store.environment import run_git
 
     # Absolute: git runs in the file's folder, and --storage may be relative to this one.
     done = run_git(["status", "--porcelain", "--ignored", "--", str(path.resolve())], path.parent)
     if done.returncode != 0:
-        raise GitError(f"git status failed in {path.parent}: {done.stderr.strip()}")
+        return f"git status failed: {done.stderr.strip() or done.returncode}"
     return done.stdout.strip()
 
 

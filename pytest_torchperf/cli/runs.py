@@ -109,7 +109,7 @@ OVERRIDES = (
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_torchperf.judge.replay import names_taken, replay
+    from pytest_torchperf.judge.replay import replay
     from pytest_torchperf.report.terminal import count_line, repeats
 
     records, environments = candidates(args.candidate, args.any_commit)
@@ -135,7 +135,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     judged: list[Record] = []
     said: list[Record] = []  # as the run said them, judged by no one: removed in B
     kind_headers: list[str] = []  # the kinds' columns any row has, in order
-    taken = names_taken(records)  # a test's stored names it took in none of them: renamed?
     for record in records:
         env_id = record.environment_id
         if not selected(record.nodeid, record.name, args.k):
@@ -180,7 +179,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             sessions,
             store=store,
             environment=environments.get(env_id),
-            taken=taken[(env_id, record.nodeid)],
             **{name: getattr(args, name) for name in OVERRIDES},
         )
         judged.append(  # what the coverage line reads, as a live run's record has it

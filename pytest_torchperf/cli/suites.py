@@ -25,6 +25,7 @@ from pytest_torchperf.store.baselines import BaselineStore
 def cmd_merge(args: argparse.Namespace) -> int:
     import json
 
+    from pytest_torchperf.judge.compare import forget_command
     from pytest_torchperf.judge.run_failure import run_failure
     from pytest_torchperf.report import terminal
     from pytest_torchperf.report.merge import left_behind, merge_results, missing_measurements
@@ -89,13 +90,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if untaken:
         shown = [f"{nodeid} {name}" for _, nodeid, name in untaken]
         listed = ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
-        by_test: dict[str, list[str]] = {}
+        by_test: dict[str, set[str]] = {}  # forget drops a name from every environment
         for _, nodeid, name in untaken:
-            by_test.setdefault(nodeid, []).append(name)
-        folder = "" if str(storage) == ".torchperf" else f" --storage {shlex.quote(str(storage))}"
+            by_test.setdefault(nodeid, set()).add(name)
         forget = "; ".join(
-            f"torchperf forget {shlex.quote(test)} {' '.join(map(shlex.quote, names))}{folder}"
-            for test, names in by_test.items()
+            forget_command(shlex.quote(test), str(storage), " ".join(map(shlex.quote, sorted(n))))
+            for test, n in by_test.items()
         )
         print(
             f"torchperf: warning: {counted(len(untaken), 'measurement')} with a baseline in "

@@ -150,7 +150,6 @@ def compare(
     # under a test id that is gone (said, not "no baseline yet": the old gate was lost).
     unsaved = verdict.outcome is Outcome.NEW and not (others or verdict.untimed or gate.saving)
     gone = where.gone() if unsaved and kind.needs_baseline else ()
-    left = where.left_behind() if unsaved and kind.needs_baseline and not gone else ()
     # A remedy that saves this test alone, where it is known: a suite's save takes minutes.
     this_test = save_this_test(where.nodeid, save) if where.nodeid else save
     if others:
@@ -182,9 +181,6 @@ def compare(
             f"(renamed?): {this_test} starts this one's baseline, and {forget} drops the old "
             f"one{'s' if len(gone) > 1 else ''}",
         )
-    elif left:
-        message = renamed_message(label, where.nodeid, left, where.storage, save)
-        verdict = replace(verdict, message=message)
     changes = changes_since_stored(
         [s.counters for s in sessions], candidate.counters, gate.ignore_counters
     )
@@ -222,11 +218,7 @@ def compare(
     # In CI a typo in --torchperf-storage or a forgotten `git add` would otherwise pass with every
     # test "new". A run that saves is creating the baseline.
     unbased = verdict.outcome is Outcome.NEW and not gate.saving and kind.needs_baseline
-    if (
-        gate.strict
-        and unbased
-        and not (verdict.untimed or where.storage_missing or others or gone or left)
-    ):
+    if gate.strict and unbased and not (verdict.untimed or where.storage_missing or others or gone):
         # Where it looked, in the verdict its failure says once.
         verdict = replace(
             verdict,
@@ -272,17 +264,20 @@ def forget_command(test: str, storage: str, name: str = "") -> str:
     return f"torchperf forget {test}{' ' + name if name else ''}{folder}"
 
 
-def renamed_message(label: str, nodeid: str, olds: Sequence[str], storage: str, save: str) -> str:
+def renamed_message(
+    label: str, nodeid: str, olds: Sequence[str], storage: str, save: str, scoped: bool = True
+) -> str:
     """Why measurement ``label`` of test ``nodeid`` has no baseline where the test's baseline
     file holds measurements ``olds`` that the test no longer takes: most likely renamed (a new
     ``name=``, or a target whose default name changed). Said once the test has ended: only then
-    is it known that the test took none of them."""
+    is it known that the test took none of them. ``scoped``: the save named is the test's own
+    (not where pytest ran outside its rootdir: the id would not select it there)."""
     forget = forget_command(shlex.quote(nodeid), storage, " ".join(map(shlex.quote, olds)))
     return (
         f"{label}: no baseline for this measurement; this test's baseline holds "
         f"{', '.join(olds)}, which the test no longer measures (renamed?): "
-        f"{save_this_test(nodeid, save)} starts {label}'s baseline, and {forget} drops the old "
-        f"one{'s' if len(olds) > 1 else ''}"
+        f"{save_this_test(nodeid if scoped else '', save)} starts {label}'s baseline, and "
+        f"{forget} drops the old one{'s' if len(olds) > 1 else ''}"
     )
 
 

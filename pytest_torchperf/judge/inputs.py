@@ -309,9 +309,5 @@ class Where:
     #: The stored test ids of its module that hold this measurement but whose test no longer
     #: exists (renamed or deleted; called only when there is no baseline here).
     gone: Callable[[], Sequence[str]] = lambda: ()
-    #: The measurements stored for its test that the test did not take in this run (renamed,
-    #: most likely); only where the run's every measurement is known when it is judged (a
-    #: replay; a live run says it at the test's end: ``run/left_behind.py``).
-    left_behind: Callable[[], Sequence[str]] = lambda: ()
-    #: The test id it was measured by (the ``torchperf forget`` of ``left_behind`` names it).
+    #: The test id it was measured by (a remedy saves that test alone).
     nodeid: str = ""

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_torchperf.core.json_fields import json_object
@@ -30,7 +30,6 @@ def replay(
     *,
     store: BaselineStore | None = None,
     environment: Mapping[str, Any] | None = None,
-    taken: Collection[str] | None = None,
     **overrides: float | None,
 ) -> Comparison:
     """The plugin's comparison of one measured record against stored ``sessions``, replayed.
@@ -39,9 +38,7 @@ def replay(
     fed the record's own gate (``overrides`` such as ``max_slowdown`` replace its values) and the
     sampling passes the plugin took, in order: its re-measures and its fresh-process
     confirmations, whose speedups are kept too. On the same data and options the outcome, figure,
-    label and message are the plugin's. ``store`` words a missing baseline as the plugin does;
-    ``taken``, the names the record's test took in the run, says which stored ones it left
-    behind (renamed?), as the plugin says at the test's end.
+    label and message are the plugin's. ``store`` words a missing baseline as the plugin does.
     """
     session = session_of(record)
     gate = Gate.from_record(session.gate or {}, **overrides)
@@ -99,11 +96,6 @@ def replay(
             shown(store.root),
             storage_missing=not store.root.exists(),
             others=lambda: store.environments_with(record.nodeid, record.name),
-            left_behind=lambda: (
-                sorted(set(store.names_of(env_id, record.nodeid)) - set(taken))
-                if taken is not None
-                else ()
-            ),
             nodeid=record.nodeid,
         )
     return compare(
@@ -117,15 +109,6 @@ def replay(
         else None,
         where=where,
     )
-
-
-def names_taken(records: Iterable[Record]) -> dict[tuple[str, str], set[str]]:
-    """The measurement names each test took in a run, by ``(environment id, test id)``: what
-    :func:`replay`'s ``taken`` wants of each record's test."""
-    taken: dict[tuple[str, str], set[str]] = {}
-    for record in records:
-        taken.setdefault((record.environment_id or "", record.nodeid), set()).add(record.name)
-    return taken
 
 
 def accept_problem(session: Session) -> str | None:

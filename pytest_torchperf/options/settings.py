@@ -45,6 +45,10 @@ class RunSettings:
     variant_filter: tuple[str, ...] | None = None
     #: Where the filter was set, as its messages name it (the option, or the ini key).
     variant_filter_from: str = "--torchperf-variants"
+    #: pytest was started in its rootdir, so a test id as it reports them (relative to the
+    #: rootdir) selects the test on a command line typed there: a remedy may name the test's own
+    #: save (``pytest tests/test_m.py::test_mlp --torchperf-save``), else the plain one.
+    ids_from_here: bool = True
     #: ``--torchperf-processes``: fresh processes each target is measured in (1 = this one only).
     processes: int = 1
     #: A plain save, which appends to the stored sessions (no ``--torchperf-reset``, no compare):

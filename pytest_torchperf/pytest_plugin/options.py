@@ -312,6 +312,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
         variant_filter=variant_filter,
         variant_filter_from=given,
         cross_machine=opt("torchperf_cross_machine"),
+        ids_from_here=Path(config.invocation_params.dir).resolve() == config.rootpath.resolve(),
         graph=opt("torchperf_graph"),
         results_file=opt("torchperf_json"),
         processes=processes,

@@ -40,6 +40,7 @@ from pytest_torchperf.store.results import (
     removed_records,
     with_environments,
 )
+from pytest_torchperf.variants.registry import variant_of
 
 #: A measurement across shards: environment id, test id, measurement name.
 Key = tuple[str, str, str]
@@ -265,7 +266,11 @@ def missing_measurements(records: Iterable[Record], store: BaselineStore) -> lis
 
 def left_behind(records: Iterable[Record], missing: Iterable[Key]) -> list[Key]:
     """Of ``missing`` (:func:`missing_measurements`), those whose test ran in a shard of their
-    environment and took other measurements, but not them: renamed or removed from the test,
-    which its own run said (``renamed?``), not a shard's results file that went missing."""
-    ran = {(str(r.environment_id), r.nodeid) for r in records}
-    return [key for key in missing if key[:2] in ran]
+    environment and took other measurements of the same variant, but not them: renamed or
+    removed from the test, which its own run said, not a shard's results file that went
+    missing. Of the same variant: shards split by ``--torchperf-variants`` share test ids, and a
+    lost shard of compiled variants must still fail the merge."""
+    ran = {(str(r.environment_id), r.nodeid, r.variant or "eager") for r in records}
+    return [
+        (env, test, name) for env, test, name in missing if (env, test, variant_of(name)) in ran
+    ]

@@ -1,8 +1,9 @@
-"""The end of a test whose body ran to its end: the measurements its baseline holds that it no
-longer took (renamed or removed from it). A comparing run rewords a plain "no baseline" verdict
-of the test as one of them renamed; otherwise (nothing new, or a save) the test warns that they
-are no longer gated. Said then, not when a measurement is judged: a test may take its stored
-measurements after its new one. Pytest-free.
+"""The end of a compared test whose body ran to its end: the measurements its baseline holds
+that it no longer took (renamed or removed from it). A plain "no baseline" verdict of the test
+is reworded as one of them renamed; where none is, the test warns that they are no longer gated.
+Said then, not when a measurement is judged: a test may take its stored measurements after its
+new one. Only in a compare that does not save: a save (under ``-W error`` a warning would fail
+the test and store nothing) or a plain run reads no baseline to judge against. Pytest-free.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pytest_torchperf.run.kinds import kind_name
 from pytest_torchperf.run.result import Result
 from pytest_torchperf.run.state import TestState
 from pytest_torchperf.store.baselines import shown
-from pytest_torchperf.variants.registry import VARIANTS
+from pytest_torchperf.variants.registry import variant_of
 
 
 def say_left_behind(ctx: RunContext, state: TestState) -> None:
@@ -27,20 +28,23 @@ def say_left_behind(ctx: RunContext, state: TestState) -> None:
     where its stored measurements include some it did not take this run
     (:func:`~pytest_torchperf.judge.compare.renamed_message`); where none was reworded, warn
     of those left behind."""
+    settings = ctx.settings
+    if settings.save or not settings.compare or settings.child:
+        return
     taken = {r.name for r in state.results} | state.names | set(state.skipped)
     left: dict[str, list[str]] = {}  # by environment: one file read each
-    reworded = False
+    reworded: set[str] = set()
     for result in state.results:
         env_id = result.environment_id
         if not env_id or not judging(kind_name(ctx, result.options, result.device)).needs_baseline:
             continue  # an A/B run keeps no baseline; an untimed one has no environment
         if env_id not in left:
             left[env_id] = _untaken(ctx, env_id, result.nodeid, taken)
-        if left[env_id] and _renamed(ctx, result):
+        if left[env_id] and _renamed(ctx, state, result):
             _reword(ctx, result, left[env_id])
-            reworded = True
-    stale = sorted({name for names in left.values() for name in names})
-    if stale and not reworded:
+            reworded.add(env_id)
+    stale = sorted({n for env_id, names in left.items() if env_id not in reworded for n in names})
+    if stale:
         nodeid = state.results[0].nodeid
         many = len(stale) > 1
         forget = forget_command(
@@ -57,27 +61,21 @@ def _untaken(ctx: RunContext, env_id: str, nodeid: str, taken: set[str]) -> list
     """The measurements stored for test ``nodeid`` in ``env_id`` that it did not take, but for
     the variants ``--torchperf-variants`` left out of this run."""
     chosen = ctx.settings.variant_filter
-
-    def variant(name: str) -> str:
-        label = name.rpartition("[")[2].rstrip("]") if name.endswith("]") else ""
-        return label if label in VARIANTS else "eager"
-
     stored = ctx.store.names_of(env_id, nodeid)
-    return sorted(name for name in set(stored) - taken if chosen is None or variant(name) in chosen)
-
-
-def _renamed(ctx: RunContext, result: Result) -> bool:
-    """``result`` has no baseline for a reason a rename explains: a compare's plain "new" (not
-    another environment's baseline, which its message names, nor a test renamed as a whole)."""
-    verdict, env_id = result.verdict, result.environment_id
-    return (
-        not ctx.settings.save
-        and verdict is not None
-        and verdict.outcome is Outcome.NEW
-        and not verdict.new_reason
-        and bool(env_id)
-        and not ctx.store.tests_with(str(env_id), result.nodeid, result.name)
+    return sorted(
+        name for name in set(stored) - taken if chosen is None or variant_of(name) in chosen
     )
+
+
+def _renamed(ctx: RunContext, state: TestState, result: Result) -> bool:
+    """``result`` has no baseline for a reason a rename explains: a plain "new" (not another
+    environment's baseline, which its message names, nor a test renamed as a whole: its name
+    stored under a test its module no longer defines)."""
+    verdict, env_id = result.verdict, result.environment_id
+    if verdict is None or verdict.outcome is not Outcome.NEW or verdict.new_reason or not env_id:
+        return False
+    holders = ctx.store.tests_with(env_id, result.nodeid, result.name)
+    return not any(not state.exists(test) for test in holders)
 
 
 def _reword(ctx: RunContext, result: Result, olds: list[str]) -> None:
@@ -85,7 +83,12 @@ def _reword(ctx: RunContext, result: Result, olds: list[str]) -> None:
     assert result.verdict is not None
     before = result.verdict.message
     message = renamed_message(
-        result.name, result.nodeid, olds, shown(ctx.store.root), result.save_command
+        result.name,
+        result.nodeid,
+        olds,
+        shown(ctx.store.root),
+        result.save_command,
+        scoped=ctx.settings.ids_from_here,
     )
     result.verdict = replace(result.verdict, message=message)
     # Under --torchperf-strict the test fails with the verdict's words; keep its suffix.

@@ -285,7 +285,7 @@ def _compare(
         shown(ctx.store.module_file(env_id, m.nodeid)),
         shown(ctx.store.root),
         storage_missing=not ctx.store.root.exists(),
-        nodeid=m.nodeid,
+        nodeid=m.nodeid if ctx.settings.ids_from_here else "",
         others=lambda: ctx.store.environments_with(m.nodeid, m.name),
         gone=lambda: [
             t for t in ctx.store.tests_with(env_id, m.nodeid, m.name) if not state.exists(t)

@@ -150,6 +150,14 @@ VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)
 COMPILED_VARIANTS: tuple[str, ...] = tuple(n for n, v in VARIANTS.items() if v.compiled)
 
 
+def variant_of(label: str) -> str:
+    """The variant a measurement's label names (``mlp[compiled]``: ``compiled``; ``mlp`` or a
+    parametrized ``mlp[bs8]``: ``eager``)."""
+    head, bracket, tail = label.rpartition("[")
+    name = tail.removesuffix("]") if bracket and head and label.endswith("]") else ""
+    return name if name in VARIANTS else "eager"
+
+
 def tolerances(
     variant: str,
     overrides: Mapping[str, float] | None = None,

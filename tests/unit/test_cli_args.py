@@ -453,6 +453,15 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     ), out
     assert cli.main(forget) == 2  # fwd itself holds a session git does not
     assert "not forgotten" in capsys.readouterr().err
+    # A git status that fails (a damaged index) is no licence to forget (review: it was).
+    index = tmp_path / ".git" / "index"
+    kept = index.read_bytes()
+    index.write_bytes(b"garbage")
+    assert cli.main(forget) == 2
+    assert "git status failed" in capsys.readouterr().err
+    assert cli.main([*forget[:2], "fwd", *forget[2:]]) == 2
+    index.write_bytes(kept)
+    capsys.readouterr()
     # --force forgets anyway, and says nothing brings it back (no refusal printed).
     store.record("cpu-x-t1-0", {}, "a.py::test_m", "fwd", stored)
     assert cli.main([*forget, "--force"]) == 0

@@ -236,6 +236,15 @@ def test_a_measurement_its_test_no_longer_takes_is_told_from_a_lost_shard(
     assert "has a result in no shard: t.py::x x." in out and "1 pass, 1 missing" in out, out
     store.forget(lambda nodeid, name: nodeid == "t.py::x")
     assert cli.main(["merge", str(shard)]) == 0
+    # Shards split by --torchperf-variants share test ids: the compiled one's shard lost is
+    # still lost (review: it read as left behind, and the merge passed).
+    store.record(
+        "cpu-x-t1-0", {"exact": {"device": "cpu"}}, "t.py::test_fast", "fast[compiled]", session
+    )
+    missing = missing_measurements(merged.records, store)
+    assert left_behind(merged.records, missing) == [("cpu-x-t1-0", "t.py::test_fast", "old")]
+    assert cli.main(["merge", str(shard)]) == 1
+    assert "has a result in no shard: t.py::test_fast fast[compiled]." in capsys.readouterr().out
 
 
 def test_benchmarks_of_other_tools_are_kept_as_they_are(tmp_path: Path) -> None:
