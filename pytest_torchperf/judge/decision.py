@@ -157,7 +157,10 @@ def decide(
         # before, not a pass that stores its session without timing and fails the run.
         if problem and (saving or not judging.within_although(current)):
             ratio = judging.ratio(current)
-            if not saving and abs(ratio - 1.0) <= judging.limit_for(current):
+            # Within a limit that gates (not widened beyond its bound), only the spread kept it.
+            bound = judging.limit_for(current)
+            gates = not widened_beyond(bound, tolerance, max_widening)
+            if not saving and gates and abs(ratio - 1.0) <= bound:
                 problem += unexplained_spread(current, guard)
             return judging.decision(Outcome.INCONCLUSIVE, "guard", current, ratio, problem=problem)
     ratio = judging.ratio(current)

@@ -43,6 +43,15 @@ MIN_CHANGE = 8_000.0
 #: Functions named in a verdict's "why" line.
 TOP_FUNCTIONS = 3
 
+#: The interpreter's attribute and dict lookup functions. A count that moved in these alone may
+#: be the process's, not the code's: an unchanged 1.27 M-instruction model (20 Linear+ReLU) once
+#: read +2.5 % in one counting process, all in them (benchmarks/instruction_floor.py on a busy
+#: machine), as a type-cache collision its history made (the cache's version tags are handed
+#: out in order of first use).
+LOOKUPS = frozenset(
+    {"_PyType_Lookup", "_Py_dict_lookup", "unicodekeys_lookup_unicode", "find_name_in_mro"}
+)
+
 #: The command that records an instruction-count baseline (the kind's ``save``).
 SAVE = "pytest --torchperf-instructions --torchperf-save"
 
@@ -129,6 +138,12 @@ def word_instructions(
     )
     if decision.outcome is not Outcome.PASS and decision.why:
         message += "\n  why (self instructions per call vs baseline): " + "; ".join(decision.why)
+        if all(line.split(" ", 1)[0] in LOOKUPS for line in decision.why):
+            message += (
+                "\n  all of it in type-attribute and dict lookups, which can differ between "
+                "processes of unchanged code (which types collide in Python's type cache depends "
+                "on what the process ran before): run the compare again before trusting it"
+            )
     return message
 
 
