@@ -22,6 +22,12 @@ from pytest_torchperf.judge.coverage_lines import summary_lines
 from pytest_torchperf.store.baselines import BaselineStore
 
 
+def _listed(keys: list[tuple[str, str, str]]) -> str:
+    """Measurements ``(environment, test, name)`` as the merge names them: the first ten."""
+    shown = [f"{nodeid} {name}" for _, nodeid, name in keys]
+    return ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     import json
 
@@ -88,8 +94,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
         )
     untaken = left_behind(records, missing)
     if untaken:
-        shown = [f"{nodeid} {name}" for _, nodeid, name in untaken]
-        listed = ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
         by_test: dict[str, set[str]] = {}  # forget drops a name from every environment
         for _, nodeid, name in untaken:
             by_test.setdefault(nodeid, set()).add(name)
@@ -100,16 +104,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(
             f"torchperf: warning: {counted(len(untaken), 'measurement')} with a baseline in "
             f"{storage} {'were' if len(untaken) != 1 else 'was'} not taken by the test, which ran: "
-            f"{listed} (renamed or removed from the test, or the test stopped before it: not a "
-            f"lost shard, not failing). {forget} drops {'them' if len(untaken) > 1 else 'it'}"
+            f"{_listed(untaken)} (renamed or removed from the test, or the test stopped before "
+            f"it: not a lost shard, not failing). {forget} drops "
+            f"{'them' if len(untaken) > 1 else 'it'}"
         )
-        missing = [key for key in missing if key not in untaken]
+        missing = sorted(set(missing) - set(untaken))
     if missing:
-        shown = [f"{nodeid} {name}" for _, nodeid, name in missing]
         print(
             f"torchperf: {counted(len(missing), 'measurement')} with a "
             f"baseline in {storage} {'have' if len(missing) != 1 else 'has'} a result in no "
-            f"shard: {', '.join(shown[:10])}{f' and {len(shown) - 10} more' if len(shown) > 10 else ''}. "
+            f"shard: {_listed(missing)}. "
             f"A shard's results file is missing (a runner failed, or its file was not collected), "
             f"these tests did not run, or they were renamed or deleted (torchperf forget TEST "
             f"drops a test's baselines)"

@@ -251,10 +251,10 @@ def save_this_test(nodeid: str, save: str = "pytest --torchperf-save", reset: bo
     test, bracket, param = nodeid.partition("[")
     if not (bracket and param.rstrip("]") in VARIANTS):
         test = nodeid
+    if not save:
+        return save
     flags = save.removeprefix("pytest ") + (" --torchperf-reset" if reset else "")
-    if not save or not test:
-        return f"pytest {flags}" if save else save
-    return f"pytest {shlex.quote(test)} {flags}"
+    return f"pytest {shlex.quote(test)} {flags}" if test else f"pytest {flags}"
 
 
 def forget_command(test: str, storage: str, name: str = "") -> str:

@@ -140,9 +140,10 @@ def word_instructions(
         message += "\n  why (self instructions per call vs baseline): " + "; ".join(decision.why)
         if all(line.split(" ", 1)[0] in LOOKUPS for line in decision.why):
             message += (
-                "\n  all of it in type-attribute and dict lookups, which can differ between "
-                "processes of unchanged code (which types collide in Python's type cache depends "
-                "on what the process ran before): run the compare again before trusting it"
+                "\n  the functions that moved most are all type-attribute and dict lookups, "
+                "which can differ between processes of unchanged code (which types collide in "
+                "Python's type cache depends on what the process ran before): run the compare "
+                "again before trusting it"
             )
     return message
 
