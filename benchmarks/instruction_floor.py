@@ -19,7 +19,10 @@ measures it on models of 44 k to 4.6 M instructions per call, pure-Python-heavy 
      (``--hog``: a CPU hog beside each, its HTML report written too);
   3. prints, per model, the saved count and each compare's change in instructions per call, the
      largest absolute change overall against the floor, and each model's margin under its own
-     default limit (1 % of its count, or the floor where that is more), the smallest first.
+     default limit (1 % of its count, or the floor where that is more), the smallest first;
+  4. how many first counts exceeded their limits and were counted again in a fresh process (a
+     compare does that before judging: docs/instructions.md), and every verdict that still
+     failed unchanged code.
 
 Usage: ``python3 benchmarks/instruction_floor.py [--rounds 8] [--hog] [--keep DIR]`` (about 2 min per
 run on a 2-vCPU VM; one core each: counts do not depend on the machine's load). Exit 0, or 1 when
@@ -108,9 +111,10 @@ SELECTIONS = (
 
 def run(
     project: Path, log: str, *args: str, json_out: Path | None = None
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], float, dict[str, tuple[float | None, str]]]:
     """One fresh pytest process (its output in ``project/log``); the instructions per call it
-    counted, by model, and its wall time."""
+    counted first, by model, its wall time, and by model the recount (a count above its limit
+    counted again in a fresh process, else None) and the outcome."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     cmd += ["-p", "no:xdist", "--torchperf-instructions", *args]
     if json_out is not None:
@@ -122,15 +126,20 @@ def run(
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}{proc.stderr}")
     if json_out is None:
-        return {}, wall
+        return {}, wall, {}
     data = json.loads(json_out.read_text())
     # pytest-benchmark's layout: one entry per measurement, ours under "torchperf".
-    counts = {
-        b["name"].split("[")[-1].rstrip("]"): float(b["torchperf"]["instructions"]["per_call"])
+    counted = [
+        (b["name"].split("[")[-1].rstrip("]"), b["torchperf"])
         for b in data["benchmarks"]
         if (b["torchperf"].get("instructions") or {}).get("per_call")
+    ]
+    counts = {name: float(own["instructions"]["per_call"]) for name, own in counted}
+    judged = {
+        name: ((own.get("recount") or {}).get("per_call"), str(own.get("outcome")))
+        for name, own in counted
     }
-    return counts, wall
+    return counts, wall, judged
 
 
 def stored(storage: Path) -> dict[str, float]:
@@ -165,7 +174,7 @@ def main() -> int:
     (project / "pytest.ini").write_text(INI)
     (project / "test_floor.py").write_text(MODELS)
     os.environ.pop("PYTEST_ADDOPTS", None)
-    _, wall = run(project, "save.log", "--torchperf-save", "--torchperf-storage=.torchperf")
+    _, wall, _ = run(project, "save.log", "--torchperf-save", "--torchperf-storage=.torchperf")
     base = stored(project / ".torchperf")
     if len(base) < MODELS.count("def test_"):
         print(f"the save stored counts of {sorted(base)} only; its output: {project / 'save.log'}")
@@ -173,13 +182,14 @@ def main() -> int:
     print(f"saved in {wall:.0f} s; instructions per call:")
     print("  " + ", ".join(f"{m} {v / 1e3:.1f} k" for m, v in base.items()), flush=True)
     worst: dict[str, float] = {}
+    recounted, failed = 0, []
     for i in range(options.rounds):
         label, selection = SELECTIONS[i % len(SELECTIONS)]
         out = project / f"compare-{i}.json"
         extra = ("--torchperf-html", str(project / f"compare-{i}.html")) if options.hog else ()
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if options.hog else None
         try:
-            counts, wall = run(
+            counts, wall, judged = run(
                 project, f"compare-{i}.log", "--torchperf-compare", *selection, *extra, json_out=out
             )
         finally:
@@ -192,9 +202,16 @@ def main() -> int:
         changes = {m: counts[m] - base[m] for m in counts if m in base}
         for m, d in changes.items():
             worst[m] = max(worst.get(m, 0.0), abs(d))
+        again = {m: r for m, (r, _) in judged.items() if r is not None and m in base}
+        recounted += len(again)
+        failed += [f"{m} (compare {i + 1})" for m, (_, o) in judged.items() if o == "fail"]
         print(
             f"compare {i + 1:>2} ({label:<17}, {wall:4.0f} s): "
-            + ", ".join(f"{m} {d:+.0f} ({100 * d / base[m]:+.2f}%)" for m, d in changes.items()),
+            + ", ".join(f"{m} {d:+.0f} ({100 * d / base[m]:+.2f}%)" for m, d in changes.items())
+            + "".join(
+                f"; {m} above its limit, counted again: {r - base[m]:+.0f}"
+                for m, r in again.items()
+            ),
             flush=True,
         )
     print(
@@ -222,6 +239,10 @@ def main() -> int:
             f"instructions per call ({margins[m]:.1f}x); "
             + ", ".join(f"{name} {x:.1f}x" for name, x in margins.items())
         )
+    print(
+        f"{recounted} first counts above their limits were counted again in a fresh process; "
+        f"verdicts that failed unchanged code after that: {', '.join(failed) or 'none'}"
+    )
     if options.keep is None:
         shutil.rmtree(project, ignore_errors=True)
     return 0

@@ -110,6 +110,12 @@ class CountLine(_Fields):
     #: went (``CountedTime``, where the counting children are read).
     started: float | None = None
     seconds: float | None = None
+    #: What the controller needs to tell, before its test loop, whether the count exceeds its
+    #: baseline (and so is counted again in a fresh process): the measurement's device and
+    #: threads (its environment) and its ``max_instruction_increase``.
+    device: str | None = None
+    threads: int | None = None
+    limit: float | None = None
 
 
 @dataclass(frozen=True)

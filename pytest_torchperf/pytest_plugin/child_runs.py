@@ -48,8 +48,8 @@ CLI_HELP = {
     "--torchperf-save, stores N sessions; default 1, and 5 when saving "
     "(ini torchperf_processes)",
     "confirm": "Where a suspected slowdown is re-measured before it fails: fresh (a new "
-    "pytest process runs that test again; default) or same (this process) "
-    "(ini torchperf_confirm)",
+    "pytest process runs that test again, and an instruction count above its limit is "
+    "counted again in one; default) or same (this process) (ini torchperf_confirm)",
     "child": argparse.SUPPRESS,
     "child_only": argparse.SUPPRESS,
     # A JSON list of node ids: the child runs only those perf tests (its slice).

@@ -96,6 +96,8 @@ class MeasurementRecord(TypedDict, total=False):
     explanation: list[str]  #: profiled op diff and trace path of a confirmed slowdown
     instructions: InstructionRecord | None  #: --torchperf-instructions runs
     instructions_vs_eager: float | None  #: a variant's instructions per call / eager's
+    #: a count above its limit counted again in a fresh process (--torchperf-confirm fresh)
+    recount: InstructionRecord | None
     ab: dict[str, object] | None  #: A/B runs: side A, the pairs' block times, the interval
     gated: list[str]  #: what the comparison gated: time/instructions/ab, counters, numerics
     #: ``--torchperf-graph``: the call's per-node figures on its exported graph (docs/graph.md)

@@ -301,8 +301,11 @@ def _rows(records: list[Record]) -> list[dict[str, object]]:
                 "baseline_p25_s": None if counted else verdict.baseline_statistic,
                 "ratio": verdict.ratio,
                 # --torchperf-instructions: instructions per call under Valgrind (ratio is then
-                # instructions vs their baseline).
-                "instructions": json_object(r.extra("instructions")).get("per_call"),
+                # instructions vs their baseline): the count judged (a count above its limit
+                # counted again in a fresh process: the lower of the two).
+                "instructions": verdict.candidate_statistic
+                if counted and verdict.candidate_statistic
+                else json_object(r.extra("instructions")).get("per_call"),
                 "baseline_instructions": verdict.baseline_statistic if counted else None,
                 # A/B runs: the 95 % interval of the change (baseline_p25_s is side A's p25).
                 "ab_against": ab.get("against"),

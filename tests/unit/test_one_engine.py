@@ -22,7 +22,12 @@ ALLOWED = {
     # Deciding apart from wording: each decider is called by its kind's judge_* only.
     "decide_ab": {"kinds/ab/judge_pairs.py"},
     "decide_ab_speedup": {"kinds/ab/judge_pairs.py"},
-    "decide_instructions": {"kinds/instructions/judge_counts.py"},
+    # ... and, before the test loop, to pick the counts that are counted again in a fresh
+    # process (no verdict: the engine judges both counts later).
+    "decide_instructions": {
+        "kinds/instructions/judge_counts.py",
+        "kinds/instructions/run_recount.py",
+    },
     "Verdict": {"judge/verdict.py", "kinds/instructions/judge.py", "kinds/ab/judge.py"},
     "decide": {"judge/verdict.py"},
     "drift_checks": {"judge/compare.py"},

@@ -37,6 +37,9 @@ class CountData:
     instructions: Mapping[str, Any] | None = None
     uncounted: str | None = None
     counted_with: Mapping[str, Any] | None = None
+    #: The same measurement counted again in a fresh process because the first count was above
+    #: its limit (``--torchperf-confirm fresh``, the default), or None.
+    recount: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, candidate: Candidate) -> CountData:
@@ -45,6 +48,7 @@ class CountData:
             sections.get("instructions"),
             sections.get("uncounted", REPLAYED_UNCOUNTED),
             sections.get("counted_with"),
+            sections.get("recount"),
         )
 
 
@@ -66,6 +70,7 @@ class InstructionKind(Kind):
             data.uncounted,
             sessions,
             gate.limit("max_instruction_increase"),
+            data.recount,
         )
 
     def accept_problem(self, session: Session) -> str | None:
@@ -79,10 +84,12 @@ def instruction_verdict(
     uncounted: str | None,
     sessions: Sequence[Session],
     max_increase: float,
+    recount: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """The verdict of an instruction-count run: this count (``instructions``, or None with
     ``uncounted`` saying why) against the latest stored session that has one (counts repeat
-    within 0.1 %, so one session is a baseline)."""
+    within 0.1 %, so one session is a baseline); where it was above its limit and counted again
+    in a fresh process (``recount``), the lower of the two."""
     if instructions is None:
         return Verdict(
             Outcome.FAIL,
@@ -92,7 +99,8 @@ def instruction_verdict(
     current = InstructionCount.from_record(instructions)
     stored = [s.instructions for s in sessions if s.instructions]
     baseline = InstructionCount.from_record(stored[-1]) if stored else None
-    judged = judge_instructions(label, current, baseline, max_increase)
+    again = InstructionCount.from_record(recount) if recount else None
+    judged = judge_instructions(label, current, baseline, max_increase, again)
     ratio = None if judged.change is None else 1.0 + judged.change
     return Verdict(
         judged.outcome,
@@ -100,7 +108,7 @@ def instruction_verdict(
         ratio=ratio,
         first_ratio=ratio,
         baseline_statistic=baseline.per_call if baseline else None,
-        candidate_statistic=current.per_call,
+        candidate_statistic=judged.per_call,
         tolerance=max_increase,
         effective_tolerance=effective_limit(baseline.per_call, max_increase)
         if baseline

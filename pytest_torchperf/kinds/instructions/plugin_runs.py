@@ -69,6 +69,7 @@ def run_counting_children(session: pytest.Session) -> None:
     # oneDNN's and MKL's kernels without FMA, which Valgrind runs ~10x faster (KERNEL_CAPS).
     caps = kernel_caps(os.environ, platform.machine())
     children: list[_Child] = []
+    recounting: list[_Child] = []
     try:
         for index, part in enumerate(slices, 1):
             children.append(_start_child(config, folder / f"job-{index}", part, caps))
@@ -123,11 +124,77 @@ def run_counting_children(session: pytest.Session) -> None:
         _remember_start_up(config, children)
         for child in children:
             _report_child(ctx, terminal, child, alone=n_counted == 0)
+        if (
+            ctx.settings.compare
+            and ctx.settings.confirm == "fresh"
+            and settings.of(CountSettings).instructions
+        ):
+            _recount(session, [child.out for child in children], folder, caps, recounting)
     finally:
         # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
-        for child in children:
+        for child in children + recounting:
             child.process.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _recount(
+    session: pytest.Session,
+    outs: list[Path],
+    folder: Path,
+    caps: dict[str, str],
+    started: list[_Child],
+) -> None:
+    """Count the tests whose counts exceed their limits again, in fresh processes under
+    Valgrind (appended to ``started``), and hand those counts to the run: the lower of the two
+    is judged (:mod:`pytest_torchperf.kinds.instructions.run_recount`)."""
+    from pytest_torchperf.core.child_protocol import CountLine, read_messages
+    from pytest_torchperf.kinds.instructions.run_counting import CountState, read_counts
+    from pytest_torchperf.kinds.instructions.run_recount import above_limit, listed
+
+    config = session.config
+    ctx = context_of(config)
+    counting = ctx.state(CountState)
+    lines = [line for out in outs for line in read_messages(out, (CountLine,))]
+    suspects = above_limit(ctx, lines, counting.counted_with)
+    if not suspects:
+        return
+    tests = {nodeid for nodeid, _ in suspects}
+    nodeids = [item.nodeid for item in child_runs.perf_items(session) if item.nodeid in tests]
+    jobs = config.stash[SETTINGS_KEY].of(CountSettings).jobs or auto_jobs()
+    for index, part in enumerate(split_contiguous(nodeids, jobs), 1):
+        started.append(_start_child(config, folder / f"recount-{index}", part, caps))
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    limits = "its limit" if len(suspects) == 1 else "their limits"
+    where = "a fresh pytest process" if len(started) == 1 else f"{len(started)} fresh ones"
+    child_runs.say(
+        terminal,
+        f"torchperf: {counted(len(suspects), 'instruction count')} above {limits} "
+        f"({listed(suspects)}): counting {counted(len(nodeids), 'test')} again in {where} "
+        f"under Valgrind, whose history differs (what a process ran before moves Python's type "
+        f"cache and the memory allocators); the lower count is judged ...",
+    )
+    for child in started:
+        child.wait(CHILD_TIMEOUT_S)
+    again: dict[tuple[str, str], float] = {}
+    for child in started:
+        counts = read_counts(child.out)[0]
+        for key in suspects:
+            if key in counts:
+                counting.recounts[key] = counts[key]
+                first = float(counting.counts[key]["per_call"])
+                # Against the same baseline: first = baseline * (1 + its change).
+                again[key] = (1.0 + suspects[key]) * float(counts[key]["per_call"]) / first - 1.0
+    took = max(child.process.took for child in started)
+    said = f"torchperf: counted again in {took:.1f} s: {listed(again)}" if again else ""
+    missed = [key for key in suspects if key not in again]
+    if missed:
+        child = next(c for c in started if missed[0][0] in c.nodeids)
+        said += ("; " if said else "torchperf: ") + (
+            f"not counted again, so judged on the first count: "
+            f"{', '.join(name for _, name in missed)} (the fresh process exited with code "
+            f"{child.process.code} after {child.process.took:.0f} s). {child.process.told(12)}"
+        )
+    child_runs.say(terminal, said, yellow=bool(missed))
 
 
 #: pytest's cache key of the last start-up under Valgrind on this machine: {"jobs": s}.

@@ -22,11 +22,20 @@ def _counted(record: Record) -> bool:
     return bool(record.extra("instructions"))
 
 
+def judged_count(record: Record) -> float | None:
+    """The instructions per call a verdict judged (where a count above its limit was counted
+    again in a fresh process, the lower of the two), else the count taken; None without one."""
+    verdict = record.verdict
+    if verdict is not None and verdict.basis == "instructions" and verdict.candidate_statistic:
+        return verdict.candidate_statistic
+    return json_number(json_object(record.extra("instructions")).get("per_call"))
+
+
 def format_instructions(record: Record) -> str:
-    """``197 k`` instructions per call (``x0.45 eager`` appended for a variant)."""
-    count = json_object(record.extra("instructions"))
-    per_call = json_number(count.get("per_call"))
-    if not count or per_call is None:
+    """``197 k`` instructions per call (``x0.45 eager`` appended for a variant): the count the
+    verdict judged, so the change beside it is that count's."""
+    per_call = judged_count(record) if record.extra("instructions") else None
+    if per_call is None:
         return "-"
     text = format_count(per_call)
     vs_eager = json_number(record.extra("instructions_vs_eager"))
@@ -36,7 +45,8 @@ def format_instructions(record: Record) -> str:
 
 
 def _per_call(record: Record) -> object:
-    return json_object(record.extra("instructions")).get("per_call", -1)
+    judged = judged_count(record)
+    return -1 if judged is None else judged
 
 
 def _baseline(value: float | None) -> str:

@@ -109,7 +109,7 @@ class Counting(Role):
     def obtain(self, ctx: RunContext, state: TestState, asked: Request) -> Result | Measured | None:
         asked.measurer.check_outputs(asked.name)
         if counted(ctx, asked.options, asked.gate):
-            count_target(ctx, asked.nodeid, asked.name, asked.measurer)
+            count_target(ctx, asked.nodeid, asked.name, asked.measurer, asked.options)
         return asked.untimed(state)
 
     def obtain_variants(
@@ -123,7 +123,8 @@ class Counting(Role):
     ) -> dict[str, Result] | None:
         """Count eager (the ratios' reference, listed or not) and each built variant."""
         for variant, measurer in plan.measurers.items():
-            count_target(ctx, plan.nodeid, plan.labels.get(variant, plan.name), measurer)
+            label = plan.labels.get(variant, plan.name)
+            count_target(ctx, plan.nodeid, label, measurer, plan.options)
         return {
             v: plan.untimed(state, v, plan.measurers[v].device)
             for v in plan.variants
