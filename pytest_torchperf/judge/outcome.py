@@ -15,7 +15,7 @@ class Outcome(str, enum.Enum):
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
     IMPROVED = "improved"
-    NEW = "new"  #: no baseline for this environment yet
+    NEW = "new"  #: no baseline yet (for this environment)
     #: only the baseline has it: this run no longer measures it (side A's measurement of an A/B
     #: run, removed or renamed in B); nothing of it is judged
     REMOVED = "removed"

@@ -78,6 +78,14 @@ class Judgement:
     samples: list[Sample]
 
 
+def new_message(label: str) -> str:
+    """What a measurement without any stored baseline says: not "for this environment", which
+    read as an environment problem to a newcomer (where other environments hold one, the engine
+    says which field differs instead: ``judge/compare.py:explain_new``). The same words for
+    every measurement, so the run's summary says them once for all."""
+    return f"{label}: no baseline yet (a new measurement); record one with pytest --torchperf-save"
+
+
 def word(
     label: str, d: Decision, modes: Sequence[str] = BUSY_MACHINE_MODES, strict_run: bool = False
 ) -> Verdict:
@@ -139,12 +147,7 @@ def word(
     )
     where = "in a fresh process" if d.confirmed_in == "fresh" else "in this process"
     if d.reason == "new":
-        return Verdict(
-            Outcome.NEW,
-            f"{label}: no baseline for this environment yet; record one "
-            f"with pytest --torchperf-save",
-            tolerance=d.tolerance,
-        )
+        return Verdict(Outcome.NEW, new_message(label), tolerance=d.tolerance)
     if d.reason == "guard":
         message = (
             f"{label}: inconclusive, {format_change(d.ratio)} vs baseline cannot be "
