@@ -75,7 +75,7 @@ def coverage_line(cov: Coverage) -> str:
     figures = f" ({timed})" if len(cov.timed) > 1 or "time" not in cov.timed and timed else ""
     if cov.mode == "compare":
         line = (
-            f"gated {counted(n, 'measurement')}: timing judged for "
+            f"compared {counted(n, 'measurement')}: timing judged for "
             f"{cov.timed_total} of {n}{figures}"
             + f", counters {cov.counters} of {n}, numerics {cov.numerics} of {n}"
             + (f", speedup vs eager {cov.speedups} of {cov.variants}" if cov.variants else "")

@@ -55,7 +55,7 @@ def test_an_untimed_baseline_gates_counters_and_every_run_says_what_it_gated(
     # The session keeps the option of every guard the save named, for a compare to name.
     assert session["untimed_options"] == ["--torchperf-min-cpu-share=0"]
     line = (
-        "gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
+        "compared 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics 1 of 1; "
         "timing not judged: 1 no timing baseline (sleepy)"
     )
     compare.stdout.fnmatch_lines(
@@ -318,7 +318,7 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
             "unchanged code) put this machine's process-to-process noise at *, which widens the "
             "10% limit to *, beyond the 30% allowed (3x the limit)*Timing cannot gate on this "
             "machine*--torchperf-instructions*--torchperf-ab REV*",
-            "torchperf: gated 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics "
+            "torchperf: compared 1 measurement: timing judged for 0 of 1, counters 1 of 1, numerics "
             "1 of 1; timing not judged: 1 noisy baseline (mlp)",
             "torchperf: warning: timing was judged for only 0 of 1 measurements*save them again "
             "on a quieter machine*",
@@ -330,7 +330,7 @@ def test_sessions_that_disagree_too_much_fail_the_save_and_gate_no_timing(
     # The bound off (this suite's ini): judged at the widened limit, as before it existed.
     unbound = perf.runpytest("--torchperf-compare")
     assert unbound.ret == pytest.ExitCode.OK
-    unbound.stdout.fnmatch_lines(["torchperf: gated 1 measurement: timing judged for 1 of 1*"])
+    unbound.stdout.fnmatch_lines(["torchperf: compared 1 measurement: timing judged for 1 of 1*"])
 
 
 MLP = """

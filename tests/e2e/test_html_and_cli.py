@@ -96,7 +96,7 @@ def test_cli_compare_gives_the_plugins_verdicts(
     assert "  why (profiled" in out and "  trace: " in out
     assert out.rstrip().endswith(
         "torchperf: 1 fail, 1 pass\n"
-        "torchperf: gated 2 measurements: timing judged for 2 of 2, counters 2 of 2, "
+        "torchperf: compared 2 measurements: timing judged for 2 of 2, counters 2 of 2, "
         "numerics 2 of 2"
     )
     # Where the replay's timing passes (a wider limit), the run's profile is not its story.

@@ -280,7 +280,7 @@ def test_timer_fixture_is_recorded_but_not_gated_unless_asked(perf: pytest.Pytes
     compare = perf.runpytest("--torchperf-compare", "--torchperf-max-slowdown=900%")
     compare.stdout.fnmatch_lines(["*gated-matmul*pass*"])
     compare.stdout.fnmatch_lines(["*test_timer*matmul*measured*"])
-    compare.stdout.fnmatch_lines(["torchperf: gated 1 measurement: timing judged for 1 of 1, *"])
+    compare.stdout.fnmatch_lines(["torchperf: compared 1 measurement: timing judged for 1 of 1, *"])
 
 
 def test_block_timer_works_without_pytest() -> None:

@@ -80,7 +80,7 @@ def test_another_cpu_class_gates_fp32_counters_and_reports_low_precision_ones(
         [
             f"*--torchperf-cross-machine compared with {other} instead: counters gated (same "
             f"torch build), time only a hint; record * for this environment with *",
-            "torchperf: gated 2 measurements: timing judged for 0 of 2, counters 2 of 2, *",
+            "torchperf: compared 2 measurements: timing judged for 0 of 2, counters 2 of 2, *",
         ]
     )
     # Each measurement's note, or one note for both where their figures round alike (then it

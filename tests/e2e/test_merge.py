@@ -105,7 +105,7 @@ def test_merged_shards_give_one_unsplit_runs_verdicts_and_labels_and_keep_every_
     )
     assert "test_one.py::test_slow: slow: " in out and "slower than baseline" in out
     assert "torchperf: 1 fail, 3 pass" in out
-    assert "gated 4 measurements: timing judged for 4 of 4" in out
+    assert "compared 4 measurements: timing judged for 4 of 4" in out
     assert "no shard" not in out and "measured in 2 shards" not in out
     assert "different baseline folders" not in out
     # Each shard's run says which baseline folder it read, and so does the merge of them.
@@ -209,7 +209,7 @@ def test_accept_and_report_take_a_runs_shards(
     report = (sharded / "r.md").read_text()
     assert "1 fail, 3 pass" in report
     # What the runs gated, as the run's own reports say it (the command's left it out).
-    assert "gated 4 measurements: timing judged for 4 of 4, " in report, report
+    assert "compared 4 measurements: timing judged for 4 of 4, " in report, report
     # Accepting the shards makes the slowdown the baseline: a compare passes again.
     assert cli.main(["accept", *shards, "--storage", storage, "--reset"]) == 0
     assert "torchperf: 4 measurements accepted" in capsys.readouterr().out

@@ -186,7 +186,7 @@ def test_a_compare_counts_each_gate_and_why_timing_was_not_judged() -> None:
     cov = coverage(_read(records), comparing=True)
     assert cov is not None
     assert coverage_line(cov) == (
-        "gated 4 measurements: timing judged for 1 of 4, counters 4 of 4, numerics 4 of 4; "
+        "compared 4 measurements: timing judged for 1 of 4, counters 4 of 4, numerics 4 of 4; "
         "timing not judged: 2 busy machine, 1 no timing baseline"
     )
     warning = weak_gate_warning(cov)
@@ -207,7 +207,7 @@ def test_a_measurement_without_any_baseline_says_so_for_counters_and_numerics_to
     cov = coverage(_read([new]), comparing=True)
     assert cov is not None
     assert coverage_line(cov) == (
-        "gated 1 measurement: timing judged for 0 of 1, counters 0 of 1, numerics 0 of 1; "
+        "compared 1 measurement: timing judged for 0 of 1, counters 0 of 1, numerics 0 of 1; "
         "timing not judged: 1 no baseline (mlp); counters not gated: mlp (no baseline); "
         "numerics not gated: mlp (no baseline)"
     )
@@ -658,7 +658,7 @@ def test_a_variants_speedup_judged_is_counted_as_a_speed_gate() -> None:
     assert cov is not None
     # Said as a save says it: of how many variants (it said "speedup vs eager for 1").
     assert coverage_line(cov).startswith(
-        "gated 3 measurements: timing judged for 0 of 3, counters 3 of 3, numerics 3 of 3, "
+        "compared 3 measurements: timing judged for 0 of 3, counters 3 of 3, numerics 3 of 3, "
         "speedup vs eager 1 of 2;"
     ), coverage_line(cov)
     assert "this run did not gate their time (it did gate the speedup vs eager of 1 variant)." in (
