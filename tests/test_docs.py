@@ -95,7 +95,9 @@ def test_the_readmes_summary_sample_ends_as_a_run_ends() -> None:
     (sample,) = re.findall(r"```\n(=+ torchperf =+\n.*?)```", readme, re.S)
     last = sample.splitlines()[-2:]
     assert last[0] == "torchperf: 1 pass", sample
-    assert last[1].startswith("torchperf: compared 1 measurement: timing judged for 1 of 1, "), sample
+    assert last[1].startswith("torchperf: compared 1 measurement: timing judged for 1 of 1, "), (
+        sample
+    )
 
 
 def _core_dependencies() -> set[str]:

@@ -82,6 +82,11 @@ def _meant(test: str, names: Sequence[str], store: BaselineStore) -> str:
     items = sorted(i for i in ids if i.startswith(f"{test}["))
     if items:  # forget takes one item of a parametrized test at a time
         return f"; its parametrized ids are {some(items)}: forget each one"
+    # A stored id that holds the given text (test_mlp_small for test_mlp) before one spelt alike
+    # (test_loop, which difflib ranks higher for the shorter text).
+    holding = sorted(i for i in ids if test in i and ("::" in i) == ("::" in test))
+    if holding:
+        return f"; did you mean {' or '.join(holding[:3])}{' (or others)' if holding[3:] else ''}?"
     close = difflib.get_close_matches(test, sorted(ids), n=1)
     return f"; did you mean {close[0]}?" if close else ""
 

@@ -287,6 +287,25 @@ def test_forget_matches_a_whole_test_id_or_name_never_a_part(tmp_path, capsys) -
     assert "; did you mean t.py::test_mlp_fast? (torchperf show" in capsys.readouterr().err
 
 
+def test_forget_suggests_a_stored_test_that_holds_the_given_name(tmp_path, capsys) -> None:
+    """`forget test_mlp` where test_mlp_small and test_loop are stored suggested test_loop
+    (spelt alike by difflib's measure), not test_mlp_small (a newcomer)."""
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    store = BaselineStore(tmp_path)
+    stored = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for nodeid in ("t.py::test_mlp_small", "t.py::test_loop"):
+        store.record("cpu-x-t1-0", {}, nodeid, "m", stored)
+    assert cli.main(["forget", "test_mlp", "--storage", str(tmp_path)]) == 1
+    assert "; did you mean test_mlp_small? (torchperf show" in capsys.readouterr().err
+    assert cli.main(["forget", "t.py::test_mlp", "--storage", str(tmp_path)]) == 1
+    assert "; did you mean t.py::test_mlp_small? (torchperf show" in capsys.readouterr().err
+    assert cli.main(["forget", "test_lop", "--storage", str(tmp_path)]) == 1
+    assert "; did you mean test_loop? (torchperf show" in capsys.readouterr().err
+
+
 def test_forget_of_a_parametrized_test_or_a_wrong_name_suggests_what_is_stored(
     tmp_path, capsys
 ) -> None:
