@@ -225,3 +225,62 @@ def test_the_reports_show_the_judged_count_beside_its_change() -> None:
     row = render_table([Record.from_json(record)], width=200)[1]
     assert "1.18 M" in row and "1.25 M" not in row and "-0.1%" in row, row
     assert _rows([Record.from_json(record)])[0]["instructions"] == 1_179_000.0
+
+
+WITH = {"valgrind": "valgrind-3.19.0", "counted_capability": "AVX2", "kernel_caps": ""}
+
+
+def _beside(count: InstructionCount, run_id: str, counted_with: dict = WITH) -> Session:
+    """A timing session with its count stored beside it (--torchperf-fallback instructions)."""
+    return Session.from_json(
+        {
+            "statistic": 1e-3,
+            "times": [1e-3, 1e-3],
+            "run_id": run_id,
+            "instructions": _record(count),
+            "counted_with": counted_with,
+        }
+    )
+
+
+def test_a_fallback_count_is_recounted_against_the_latest_save_s_count_taken_the_same_way(
+    tmp_path: Path,
+) -> None:
+    """--torchperf-fallback instructions: the baseline is the count beside the timing, of the
+    latest save, taken with the same Valgrind and capability."""
+    old, latest = _beside(_count(1_000_000.0), "r1"), _beside(BASE, "r2")
+    other = _beside(_count(1_000_000.0), "r3", {**WITH, "valgrind": "valgrind-3.22.0"})
+    store = _Store(
+        {
+            ("cpu-2", "t.py::test", "a"): [old, latest],
+            ("cpu-2", "t.py::test", "b"): [latest, other],  # the latest save counted otherwise
+        }
+    )
+    path = tmp_path / "counts.jsonl"
+    for name in ("a", "b"):
+        append_message(path, _line("t.py::test", name, 1_209_500.0))
+    lines = list(read_messages(path, (CountLine,)))
+    found = above_limit(_Ctx(store), lines, WITH, beside_timing=True)  # type: ignore[arg-type]
+    assert list(found) == [("t.py::test", "a")] and round(found[("t.py::test", "a")], 3) == 0.025
+    assert set(store.asked) == {"cpu-2"}  # the timing environment, not the instruction one
+
+
+def test_a_fallback_verdict_judges_the_lower_count_where_timing_cannot_decide() -> None:
+    times = (1e-3, 1.01e-3, 0.99e-3, 1e-3)
+    busy = Sample(summarize(times), 0.3, times)  # a third of a CPU: the timing is refused
+    sessions = [_beside(BASE, "r1") for _ in range(3)]
+    candidate = Candidate(
+        "mlp",
+        busy,
+        sections={
+            "instructions": _record(_count(1_209_500.0)),
+            "counted_with": WITH,
+            "recount": _record(_count(1_180_900.0)),
+        },
+    )
+    result = compare(candidate, sessions, Gate(kind="time-or-instructions"), remeasure=lambda: busy)
+    assert result.outcome == "pass" and result.verdict.basis == "instructions"
+    assert "judged by its instruction count instead: instructions +0.1% per call" in (
+        result.verdict.message
+    )
+    assert "the run's counting process read +2.5%" in result.verdict.message

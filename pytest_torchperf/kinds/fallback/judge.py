@@ -45,6 +45,7 @@ class TimeOrInstructionsKind(TimeKind):
             sessions,
             gate.limit("max_instruction_increase"),
             self.save,
+            data.recount,
         )
         if (
             timing.confirmed_in is not None

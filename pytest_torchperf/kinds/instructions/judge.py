@@ -119,6 +119,20 @@ def instruction_verdict(
     )
 
 
+def latest_counts(
+    sessions: Sequence[Session], counted_with: Mapping[str, Any] | None
+) -> tuple[list[Session], list[Session]]:
+    """``time-or-instructions``: the latest save's sessions that hold a count, and of those the
+    ones whose count was taken the same way (``counted_with``): the baseline of a count beside
+    a timing. Only the latest save's: an older count may describe code saved over since (a
+    plain --torchperf-save stores no count, and the history keeps 10 sessions)."""
+    latest_run = sessions[-1].run_id if sessions else None
+    latest = [s for s in sessions if s.run_id == latest_run] if latest_run else sessions[-1:]
+    counted = [s for s in latest if s.instructions]
+    wanted = dict(counted_with or {})
+    return counted, [s for s in counted if dict(stored_counted_with(s)) == wanted]
+
+
 def latest_count_verdict(
     label: str,
     instructions: Mapping[str, Any] | None,
@@ -127,16 +141,12 @@ def latest_count_verdict(
     sessions: Sequence[Session],
     max_increase: float,
     save: str,
+    recount: Mapping[str, Any] | None = None,
 ) -> Verdict | str:
-    """``time-or-instructions``: this count against the latest save's count taken the same way
-    (``counted_with``), or why there is none to judge."""
-    # Only the latest save's count: an older one may describe code saved over since (a plain
-    # --torchperf-save stores no count, and the history keeps 10 sessions).
-    latest_run = sessions[-1].run_id if sessions else None
-    latest = [s for s in sessions if s.run_id == latest_run] if latest_run else sessions[-1:]
-    counted = [s for s in latest if s.instructions]
+    """``time-or-instructions``: this count (or the lower of it and its ``recount``) against the
+    latest save's count taken the same way (``counted_with``), or why there is none to judge."""
+    counted, same = latest_counts(sessions, counted_with)
     wanted = dict(counted_with or {})
-    same = [s for s in counted if dict(stored_counted_with(s)) == wanted]
     if instructions is None:
         return f"no instruction count to fall back on: {uncounted or 'not counted'}"
     if not counted:
@@ -153,7 +163,7 @@ def latest_count_verdict(
             f"the stored instruction count was taken differently ({', '.join(differs)} "
             f"differ), so it is no baseline for this one; record a new one with {save}"
         )
-    return instruction_verdict(label, instructions, uncounted, same, max_increase)
+    return instruction_verdict(label, instructions, uncounted, same, max_increase, recount)
 
 
 def stored_counted_with(session: Session) -> Mapping[str, object]:

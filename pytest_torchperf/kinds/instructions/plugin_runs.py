@@ -124,11 +124,7 @@ def run_counting_children(session: pytest.Session) -> None:
         _remember_start_up(config, children)
         for child in children:
             _report_child(ctx, terminal, child, alone=n_counted == 0)
-        if (
-            ctx.settings.compare
-            and ctx.settings.confirm == "fresh"
-            and settings.of(CountSettings).instructions
-        ):
+        if ctx.settings.compare and ctx.settings.confirm == "fresh":
             _recount(session, [child.out for child in children], folder, caps, recounting)
     finally:
         # Interrupted (Ctrl-C) or failed while others still count: none outlives the run.
@@ -155,7 +151,8 @@ def _recount(
     ctx = context_of(config)
     counting = ctx.state(CountState)
     lines = [line for out in outs for line in read_messages(out, (CountLine,))]
-    suspects = above_limit(ctx, lines, counting.counted_with)
+    fallback = not config.stash[SETTINGS_KEY].of(CountSettings).instructions
+    suspects = above_limit(ctx, lines, counting.counted_with, beside_timing=fallback)
     if not suspects:
         return
     tests = {nodeid for nodeid, _ in suspects}

@@ -1,6 +1,7 @@
 """Which instruction counts are counted again in a fresh process before they are judged: those
-above their limit against their stored baseline (``--torchperf-instructions`` compares, with
-``--torchperf-confirm fresh``, the default). Pytest-free.
+above their limit against their stored baseline (compares of ``--torchperf-instructions`` and
+``--torchperf-fallback instructions``, with ``--torchperf-confirm fresh``, the default).
+Pytest-free.
 
 Why: the same code counted in two processes differs by what each process ran before. Python's
 type-attribute cache hands out its version tags in order of first use, so which types collide in
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchperf.judge.outcome import Outcome
+from pytest_torchperf.kinds.instructions.judge import latest_counts
 from pytest_torchperf.kinds.instructions.judge_counts import decide_instructions
 from pytest_torchperf.kinds.instructions.measure_callgrind import InstructionCount
 from pytest_torchperf.kinds.instructions.run_counting import Key, instruction_environment
@@ -30,10 +32,15 @@ if TYPE_CHECKING:
 
 
 def above_limit(
-    ctx: RunContext, lines: Iterable[CountLine], counted_with: Mapping[str, Any]
+    ctx: RunContext,
+    lines: Iterable[CountLine],
+    counted_with: Mapping[str, Any],
+    beside_timing: bool = False,
 ) -> dict[Key, float]:
-    """The counts in ``lines`` that exceed their limit against the latest stored count of their
-    instruction environment, by (nodeid, name): their change (+0.031 for +3.1 %).
+    """The counts in ``lines`` that exceed their limit against their baseline, by (nodeid,
+    name): their change (+0.031 for +3.1 %). The baseline: the latest stored count of the
+    instruction environment, or with ``beside_timing`` (``--torchperf-fallback instructions``)
+    the latest save's count taken the same way, stored beside the timing.
 
     Judged as the comparison engine will judge them; a count that cannot be judged here (no
     baseline, a damaged baseline file, a line without its limit) is left to the engine."""
@@ -45,12 +52,15 @@ def above_limit(
             current = InstructionCount.from_record(line.instructions)
         except (KeyError, TypeError, ValueError):
             continue
-        _, environment = ctx.environment(line.device or "cpu", line.threads)
-        env_id, _ = instruction_environment(environment, counted_with)
+        env_id, environment = ctx.environment(line.device or "cpu", line.threads)
+        if not beside_timing:
+            env_id, _ = instruction_environment(environment, counted_with)
         try:
             sessions = ctx.store.load_sessions(env_id, line.nodeid, line.name)
         except BaselineFileError:
             continue  # the measurement's own verdict says what is wrong with the file
+        if beside_timing:
+            sessions = latest_counts(sessions, counted_with)[1]
         stored = [s.instructions for s in sessions if s.instructions]
         if not stored:
             continue
