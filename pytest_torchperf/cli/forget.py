@@ -123,9 +123,14 @@ def _undo(by_file: dict[Path, set[tuple[str, str]]], force: bool) -> str | None:
         return f"commit the baseline folder (git checkout -- {listed} undoes it)"
     if not lost:
         committed = " ".join(f"git show HEAD:{shlex.quote(_in_repository(p))}" for p in changed)
+        clean = " ".join(shlex.quote(shown(p)) for p in files if p not in changed)
+        # Files git holds as they were are checked out; the others have other changes too.
+        checkout = f"git checkout -- {clean} undoes it there; " if clean else ""
+        other = "files' other changes are" if len(changed) > 1 else "file's other changes are"
         return (
-            f"commit the baseline folder (what it removed is as git's last commit holds it: "
-            f"{committed} shows it; the file's other changes are not committed yet)"
+            f"commit the baseline folder ({checkout}what it removed from "
+            f"{' '.join(shlex.quote(shown(p)) for p in changed)} is as git's last commit holds "
+            f"it: {committed} shows it; the {other} not committed yet)"
         )
     if force:
         return "git could not bring it back (--force)"

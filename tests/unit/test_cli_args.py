@@ -416,6 +416,34 @@ def _git(folder: Path, *args: str) -> None:
     subprocess.run(["git", *ident, *args], cwd=folder, check=True, capture_output=True)
 
 
+def test_forget_across_a_clean_file_and_a_changed_one_says_how_to_undo_each(
+    tmp_path, capsys
+) -> None:
+    """A test stored in two environments, one file as committed and one with other changes:
+    the message offered `git show` for the changed file only, and nothing for the other."""
+    from pytest_torchperf import cli
+    from pytest_torchperf.store.baselines import BaselineStore
+    from pytest_torchperf.store.sessions import Session
+
+    _git(tmp_path, "init", "-q")
+    store = BaselineStore(tmp_path / "tp")
+    stored = Session.from_json({"statistic": 1e-3, "times": [1e-3]})
+    for env in ("cpu-x-t1-0", "instructions-cpu-x-t1-0"):
+        store.record(env, {}, "a.py::test_m", "fwd", stored)
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "baselines")
+    store.record("cpu-x-t1-0", {}, "a.py::test_m", "new", stored)  # saved, not committed
+    capsys.readouterr()
+    assert cli.main(["forget", "a.py::test_m", "fwd", "--storage", str(tmp_path / "tp")]) == 0
+    timing = tmp_path / "tp" / "cpu-x-t1-0" / "a.py.json"
+    counts = tmp_path / "tp" / "instructions-cpu-x-t1-0" / "a.py.json"
+    assert (
+        f"commit the baseline folder (git checkout -- {counts} undoes it there; what it removed "
+        f"from {timing} is as git's last commit holds it: git show "
+        "HEAD:tp/cpu-x-t1-0/a.py.json shows it; the file's other changes are not committed yet)"
+    ) in capsys.readouterr().out
+
+
 def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     tmp_path, capsys, monkeypatch
 ) -> None:
@@ -466,9 +494,9 @@ def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
     assert cli.main([*forget[:2], "older", *forget[2:]]) == 0
     out = capsys.readouterr().out
     assert (
-        "removed; commit the baseline folder (what it removed is as git's last commit holds it: "
-        "git show HEAD:tp/cpu-x-t1-0/a.py.json shows it; the file's other changes are not "
-        "committed yet)" in out
+        f"removed; commit the baseline folder (what it removed from {path} is as git's last "
+        "commit holds it: git show HEAD:tp/cpu-x-t1-0/a.py.json shows it; the file's other "
+        "changes are not committed yet)" in out
     ), out
     assert cli.main(forget) == 2  # fwd itself holds a session git does not
     assert "not forgotten" in capsys.readouterr().err
