@@ -285,7 +285,8 @@ def _environment_line(settings: "RunSettings", records: list[Record]) -> str:
         f"threads={','.join(threads)}, "
         + (
             (
-                f"processes={settings.processes} (one session stored per process), "
+                f"processes={settings.processes} (each stores a session where its timing is "
+                f"trusted), "
                 if settings.save and not settings.compare
                 else f"processes={settings.processes} (verdicts on the median p25), "
             )

@@ -46,7 +46,7 @@ def test_save_with_three_processes_stores_three_sessions_and_compare_pools(
             "torchperf: fresh process 1 of 3: 1 measurement in *",
             "torchperf: fresh process 2 of 3: 1 measurement in *",
             "torchperf: process 3 of 3: this run",
-            "*processes=3 (one session stored per process)*",
+            "*processes=3 (each stores a session where its timing is trusted)*",
         ]
     )
     stored = sessions(perf)
@@ -205,7 +205,7 @@ def test_processes_under_xdist_run_first_and_each_worker_pools_them(
         [
             "torchperf: fresh process 1 of 3: measuring the perf tests ...",
             "torchperf: fresh process 2 of 3: 1 measurement in *",
-            "*processes=3 (one session stored per process)*",
+            "*processes=3 (each stores a session where its timing is trusted)*",
         ]
     )
     assert len(sessions(perf)) == 3
@@ -235,7 +235,7 @@ def test_a_save_measures_in_five_fresh_processes_by_default(perf: pytest.Pyteste
     result.stdout.fnmatch_lines(
         [
             "torchperf: fresh process 4 of 5: 1 measurement in *",
-            "*processes=5 (one session stored per process)*",
+            "*processes=5 (each stores a session where its timing is trusted)*",
         ]
     )
     assert len(sessions(perf)) == 5
