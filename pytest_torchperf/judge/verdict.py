@@ -83,7 +83,7 @@ def new_message(label: str) -> str:
     read as an environment problem to a newcomer (where other environments hold one, the engine
     says which field differs instead: ``judge/compare.py:explain_new``). The same words for
     every measurement, so the run's summary says them once for all."""
-    return f"{label}: no baseline yet (a new measurement); record one with pytest --torchperf-save"
+    return f"{label}: no baseline yet; record one with pytest --torchperf-save"
 
 
 def word(

@@ -77,17 +77,24 @@ class RunContext:
         found: S = self._states[kind_state]
         return found
 
-    def environment(self, device: str, threads: int) -> tuple[str, dict[str, Any]]:
-        """Environment id and fingerprint for a device/thread count (cached)."""
+    def environment(
+        self, device: str, threads: int, keep: bool = True
+    ) -> tuple[str, dict[str, Any]]:
+        """Environment id and fingerprint for a device/thread count (cached; ``keep=False``
+        leaves a new one uncached: asked before the test loop, where a fingerprint hook may not
+        see what the session's fixtures set up yet)."""
         from pytest_torchperf.store.environment import environment_id, fingerprint
 
         key = (device, threads)
-        if key not in self._fingerprints:
-            fp = fingerprint(device, threads)
-            if self.extra_fingerprint is not None:
-                fp["exact"].update(self.extra_fingerprint(device, threads))
-            self._fingerprints[key] = (environment_id(fp["exact"]), fp)
-        return self._fingerprints[key]
+        if key in self._fingerprints:
+            return self._fingerprints[key]
+        fp = fingerprint(device, threads)
+        if self.extra_fingerprint is not None:
+            fp["exact"].update(self.extra_fingerprint(device, threads))
+        found = (environment_id(fp["exact"]), fp)
+        if keep:
+            self._fingerprints[key] = found
+        return found
 
     def git_sha(self) -> str | None:
         """Commit of the working tree, recorded with saved sessions (None outside git)."""

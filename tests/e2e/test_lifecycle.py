@@ -73,7 +73,7 @@ def test_a_renamed_test_says_its_baseline_is_stored_under_the_old_name(
             "test_*.py::test_mlp drops the old one",
         ]
     )
-    result.stdout.fnmatch_lines(["*conv: no baseline yet (a new measurement); record one*"])
+    result.stdout.fnmatch_lines(["*conv: no baseline yet; record one*"])
     result.stdout.no_fnmatch_line("*holds conv under*")
     # The remedy, as said: the new name saved, the old one forgotten; nothing else goes.
     perf.runpytest("--torchperf-save", "-k", "mlp").assert_outcomes(passed=1)

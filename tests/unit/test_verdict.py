@@ -139,7 +139,7 @@ def test_new_without_baseline_never_remeasures():
     j = judge("fwd", first, [], 0.1, never)
     v = j.verdict
     assert v.outcome is Outcome.NEW
-    assert "fwd: no baseline yet (a new measurement); record one with" in v.message
+    assert "fwd: no baseline yet; record one with" in v.message
     assert "--torchperf-save" in v.message
     assert v.tolerance == 0.1
     assert v.ratio is None and v.baseline_statistic is None

@@ -13,9 +13,9 @@ SPEC = KindSpec(
     name="time-or-instructions",
     package=__name__,
     summary="time; the instruction count stored beside it where time cannot decide",
-    record_keys=("instructions", "uncounted"),
+    record_keys=("instructions", "uncounted", "recount"),
     session_keys=("counted_with",),
-    result_keys=("instructions", "instructions_vs_eager"),
+    result_keys=("instructions", "instructions_vs_eager", "recount"),
     gate_keys=("max_instruction_increase",),
     parts=("judge", "report", "run"),
 )

@@ -106,7 +106,7 @@ def instruction_verdict(
         judged.outcome,
         judged.message,
         ratio=ratio,
-        first_ratio=ratio,
+        first_ratio=None if judged.first_change is None else 1.0 + judged.first_change,
         baseline_statistic=baseline.per_call if baseline else None,
         candidate_statistic=judged.per_call,
         tolerance=max_increase,

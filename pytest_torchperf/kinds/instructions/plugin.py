@@ -6,6 +6,7 @@ processes themselves: :mod:`.plugin_runs`)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import TYPE_CHECKING
 
@@ -220,8 +221,13 @@ def configure_counting_child(config: pytest.Config) -> None:
     def setup(ctx: RunContext) -> None:
         from pytest_torchperf.kinds.instructions.measure_callgrind import counted_process
         from pytest_torchperf.kinds.instructions.run_counting import CountState
+        from pytest_torchperf.kinds.instructions.run_recount import TAG_SHIFT_ENV, shift_type_tags
 
         ctx.state(CountState).folder = counted_process()
+        # A recount's process: another history than the first counts' (run_recount).
+        shift = os.environ.get(TAG_SHIFT_ENV, "")
+        if shift.isdigit():
+            shift_type_tags(int(shift))
 
     config.stash[CONTEXT_SETUP_KEY].append(setup)
 

@@ -73,7 +73,7 @@ def stored_figures(sessions: Sequence[Session]) -> dict[str, str]:
 def series_figure(record: Record) -> tuple[str, float] | None:
     """A record filed under the instruction environment is a point of a series of counts; a
     count beside a timing (``--torchperf-fallback``) leaves the record a time."""
-    counted = json_number(json_object(record.extra("instructions")).get("per_call"))
+    counted = judged_count(record) if record.extra("instructions") else None
     if counted and counted > 0 and str(record.environment_id).startswith(INSTRUCTION_ENV_PREFIX):
         return "instr", float(counted)
     return None

@@ -225,9 +225,9 @@ def attach_count(
     recount = counting.recounts.get((nodeid, name))
     if recount is not None:
         result.sections["recount"] = dict(recount)
-        again = InstructionCount.from_record(recount)
-        if repeats(again) and again.per_call < float(count["per_call"]):
-            count = recount  # the judged count is the one a save stores (decide_instructions)
+        judged = result.verdict.candidate_statistic if result.verdict is not None else None
+        if judged is not None and judged == float(recount["per_call"]) != float(count["per_call"]):
+            count = recount  # a save stores the count the verdict judged
     counted = InstructionCount.from_record(count)
     trusted = repeats(counted)  # a count whose windows disagree is no baseline
     if result.session is not None:
