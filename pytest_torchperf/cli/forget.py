@@ -122,7 +122,8 @@ def _undo(by_file: dict[Path, set[tuple[str, str]]], force: bool) -> str | None:
     if not changed:
         return f"commit the baseline folder (git checkout -- {listed} undoes it)"
     if not lost:
-        committed = " ".join(f"git show HEAD:{shlex.quote(_in_repository(p))}" for p in changed)
+        shows = [f"git show HEAD:{shlex.quote(_in_repository(p))}" for p in changed]
+        committed = " and ".join(shows) + (" show them" if len(shows) > 1 else " shows it")
         clean = " ".join(shlex.quote(shown(p)) for p in files if p not in changed)
         # Files git holds as they were are checked out; the others have other changes too.
         checkout = f"git checkout -- {clean} undoes it there; " if clean else ""
@@ -130,7 +131,7 @@ def _undo(by_file: dict[Path, set[tuple[str, str]]], force: bool) -> str | None:
         return (
             f"commit the baseline folder ({checkout}what it removed from "
             f"{' '.join(shlex.quote(shown(p)) for p in changed)} is as git's last commit holds "
-            f"it: {committed} shows it; the {other} not committed yet)"
+            f"it: {committed}; the {other} not committed yet)"
         )
     if force:
         return "git could not bring it back (--force)"

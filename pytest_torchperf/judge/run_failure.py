@@ -78,14 +78,11 @@ def _untimed_failure(cov: Coverage) -> str | None:
     for name, why, each in zip(names, cov.untimed_reasons, tripped, strict=True):
         for option in each or [loosening_option(why)]:
             by_option.setdefault(option, []).append(name)
-    # Named where an option is for some of them only.
+    # Where the options are for different measurements, each names those it is for (a
+    # parenthesis after the last one only read as if it held for both: a newcomer).
+    some = len(by_option) > 1 and any(len(n) < missing for n in by_option.values())
     options = " and ".join(
-        option
-        + (
-            f" ({named(names_for)})"
-            if len(by_option) > 1 and all(names_for) and len(names_for) < missing
-            else ""
-        )
+        option + (f" for {named(names_for)}" if some and all(names_for) else "")
         for option, names_for in sorted(by_option.items())
     )
     steps = []

@@ -442,6 +442,19 @@ def test_forget_across_a_clean_file_and_a_changed_one_says_how_to_undo_each(
         f"from {timing} is as git's last commit holds it: git show "
         "HEAD:tp/cpu-x-t1-0/a.py.json shows it; the file's other changes are not committed yet)"
     ) in capsys.readouterr().out
+    # Both files with other changes: two commands, not run together (a newcomer).
+    for env in ("cpu-x-t1-0", "instructions-cpu-x-t1-0"):
+        store.record(env, {}, "a.py::test_m", "old", stored)
+    _git(tmp_path, "add", "-A")  # the forget removed the emptied file of counts
+    _git(tmp_path, "commit", "-q", "-m", "old")
+    for env in ("cpu-x-t1-0", "instructions-cpu-x-t1-0"):
+        store.record(env, {}, "a.py::test_m", "newer", stored)  # saved, not committed
+    assert cli.main(["forget", "a.py::test_m", "old", "--storage", str(tmp_path / "tp")]) == 0
+    assert (
+        "git show HEAD:tp/cpu-x-t1-0/a.py.json and git show "
+        "HEAD:tp/instructions-cpu-x-t1-0/a.py.json show them; the files' other changes are not "
+        "committed yet)"
+    ) in capsys.readouterr().out
 
 
 def test_forget_offers_git_checkout_only_where_it_brings_the_file_back(
