@@ -79,6 +79,9 @@ class Coverage:
     no_counters: list[str] = field(default_factory=list)
     #: The commands that record the missing baselines (their kinds' :attr:`Kind.save`).
     saves: set[str] = field(default_factory=set)
+    #: Compare runs that also saved: the new measurements whose first baseline this run stored
+    #: (nothing left to record for them).
+    saved_new: int = 0
     #: Some measurement's kind keeps no baseline (an A/B run: both sides measured now), so
     #: neither recording a baseline nor running such a kind is a remedy to offer it.
     baseline_free: bool = False
@@ -174,7 +177,9 @@ def _not_timed(cov: Coverage, why: str, record: Record) -> None:
     cov.not_timed[why] += 1
     if record.name:
         cov.names.setdefault(why, []).append(record.name)
-    if why == NO_BASELINE:  # the command that records its kind's baseline (a count's differs)
+    if why == NO_BASELINE and record.saved:  # a compare that also saved stored it
+        cov.saved_new += 1
+    elif why == NO_BASELINE:  # the command that records its kind's baseline (a count's differs)
         save = _kind(record).save
         if save:
             cov.saves.add(save)

@@ -220,7 +220,8 @@ def remedies(cov: Coverage) -> str:
             "Store the missing timings with pytest --torchperf-save on a quiet machine (their "
             "counters and numerics are stored already)"
         )
-    if NO_BASELINE in reasons and (cov.saves or not cov.baseline_free):
+    unrecorded = cov.not_timed[NO_BASELINE] > cov.saved_new  # a compare that saved stored some
+    if unrecorded and (cov.saves or not cov.baseline_free):
         # A kind that keeps no baseline (a measurement new in B) has nothing to record.
         commands = " or ".join(sorted(cov.saves)) or "pytest --torchperf-save"
         said.append(f"Record baselines with {commands} and commit the storage folder")

@@ -230,6 +230,20 @@ def test_a_missing_count_baseline_is_told_the_command_that_records_counts() -> N
     )
 
 
+def test_a_compare_that_saved_its_new_measurements_is_not_told_to_record_them() -> None:
+    """A newcomer's `--torchperf-save --torchperf-compare` labelled its row `new, saved` and
+    closed with `Record baselines with pytest --torchperf-save`."""
+    saved = compared(None, "new")
+    saved.update(name="mlp", saved=True)
+    cov = coverage(_read([saved]), comparing=True)
+    assert cov is not None and "Record baselines" not in (weak_gate_warning(cov) or "")
+    unsaved = compared(None, "new")
+    unsaved.update(name="conv")
+    cov = coverage(_read([saved, unsaved]), comparing=True)
+    assert cov is not None
+    assert "Record baselines with pytest --torchperf-save" in (weak_gate_warning(cov) or "")
+
+
 def test_an_ab_run_is_not_told_to_record_baselines_or_run_ab_pairs() -> None:
     """A newcomer's A/B run (one test new in B, one inconclusive on a busy machine) closed with
     "compare against the base revision in alternating process pairs (--torchperf-ab REV)" and
