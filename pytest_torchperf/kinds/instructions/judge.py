@@ -39,7 +39,7 @@ class CountData:
     counted_with: Mapping[str, Any] | None = None
     #: The same measurement counted again in a fresh process because the first count was above
     #: its limit (``--torchperf-confirm fresh``, the default), or None.
-    recount: Mapping[str, Any] | None = None
+    recount: Mapping[str, object] | None = None
 
     @classmethod
     def of(cls, candidate: Candidate) -> CountData:
@@ -84,7 +84,7 @@ def instruction_verdict(
     uncounted: str | None,
     sessions: Sequence[Session],
     max_increase: float,
-    recount: Mapping[str, Any] | None = None,
+    recount: Mapping[str, object] | None = None,
 ) -> Verdict:
     """The verdict of an instruction-count run: this count (``instructions``, or None with
     ``uncounted`` saying why) against the latest stored session that has one (counts repeat
@@ -120,7 +120,7 @@ def instruction_verdict(
 
 
 def latest_counts(
-    sessions: Sequence[Session], counted_with: Mapping[str, Any] | None
+    sessions: Sequence[Session], counted_with: Mapping[str, object] | None
 ) -> tuple[list[Session], list[Session]]:
     """``time-or-instructions``: the latest save's sessions that hold a count, and of those the
     ones whose count was taken the same way (``counted_with``): the baseline of a count beside
@@ -141,7 +141,7 @@ def latest_count_verdict(
     sessions: Sequence[Session],
     max_increase: float,
     save: str,
-    recount: Mapping[str, Any] | None = None,
+    recount: Mapping[str, object] | None = None,
 ) -> Verdict | str:
     """``time-or-instructions``: this count (or the lower of it and its ``recount``) against the
     latest save's count taken the same way (``counted_with``), or why there is none to judge."""

@@ -19,7 +19,7 @@ processes themselves are started by :mod:`pytest_torchperf.kinds.instructions.pl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_torchperf.kinds.instructions.judge import latest_counts
 from pytest_torchperf.kinds.instructions.judge_counts import decide_instructions
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 
 def above_limit(
     ctx: RunContext,
-    counts: Mapping[Key, Mapping[str, Any]],
+    counts: Mapping[Key, Mapping[str, object]],
     lines: Iterable[CountLine],
-    counted_with: Mapping[str, Any],
+    counted_with: Mapping[str, object],
     beside_timing: bool = False,
 ) -> dict[Key, float]:
     """The ``counts`` (as the run keeps them: the last line of each measurement) that exceed
