@@ -121,11 +121,18 @@ def _untimed_failure(cov: Coverage) -> str | None:
         if kept
         else f"nothing else of {'them' if missing > 1 else 'it'} gates (no counters or numerics)"
     )
+    # In the ini file, or every compare must repeat them by hand to judge as the save stored
+    # (a newcomer's compares judged the baseline under the default guards).
+    ini = ", ".join(
+        option.removeprefix("--").replace("-", "_").replace("=", " = ", 1)
+        for option in sorted(by_option)
+    )
     return (
         f"the save stored no timing for {missing} of {cov.measurements} measurements "
         f"({reasons(kinds)}); {stored}, {timing}. "
         f"{'; '.join(steps)}, or, where {always} always like that, store the timing "
-        f"anyway with {options}"
+        f"anyway with {options} (in the ini file: {ini}, so that compares judge under the "
+        f"same guards)"
     )
 
 

@@ -226,7 +226,8 @@ def test_starved_save_stores_counters_not_timing_and_fails(perf: pytest.Pytester
                 "(--torchperf-save-wait=SECONDS)"
             )
             + ", or, where this machine is always like that, store the timing anyway with "
-            "--torchperf-min-cpu-share=0",
+            "--torchperf-min-cpu-share=0 (in the ini file: torchperf_min_cpu_share = 0, so that "
+            "compares judge under the same guards)",
         ]
     )
     # The last line a user reads says the run failed, and why: pytest's own closing line just
@@ -294,7 +295,9 @@ def test_a_save_while_the_machine_is_slower_than_in_the_stored_sessions_is_not_s
             "faster wherever it runs quieter; gates that need no quiet machine: A/B pairs "
             "(--torchperf-ab REV), CPU instruction counts (--torchperf-instructions)",
             # 1000%, or a round value above a slowdown this loaded machine made larger.
-            "*store the timing anyway with --torchperf-max-machine-slowdown=*000%",
+            "*store the timing anyway with --torchperf-max-machine-slowdown=*000% (in the ini "
+            "file: torchperf_max_machine_slowdown = *000%, so that compares judge under the same "
+            "guards)",
         ]
     )
     # The timed sessions are unchanged; the one appended holds no timing.

@@ -364,7 +364,8 @@ def test_html_report_wraps_ids_between_words_and_keeps_option_names_whole(
         "run failed: the save stored no timing for 1 of 3 measurements (1 busy machine). Save "
         "again when the machine is quiet, give the save longer to wait for it "
         "(--torchperf-save-wait=SECONDS), or, where this machine is always like that, store the "
-        "timing anyway with --torchperf-max-neighbour-load=100%"
+        "timing anyway with --torchperf-max-neighbour-load=100% (in the ini file: "
+        "torchperf_max_neighbour_load = 100%, so that compares judge under the same guards)"
     )
     page = tmp_path / "report.html"
     report = html_report(

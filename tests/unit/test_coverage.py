@@ -636,13 +636,16 @@ def test_an_untimed_save_refused_by_several_guards_needs_each_option() -> None:
     failure = run_failure(cov, strict=None) or ""
     assert failure.endswith(
         "store the timing anyway with --torchperf-max-neighbour-load=100% for mlp and "
-        "--torchperf-min-cpu-share=0 for gru, resnet"
+        "--torchperf-min-cpu-share=0 for gru, resnet (in the ini file: "
+        "torchperf_max_neighbour_load = 100%, torchperf_min_cpu_share = 0, so that compares "
+        "judge under the same guards)"
     ), failure
     # A single option needs no names.
     cov = coverage(_read(records[1:]), comparing=False)
     assert cov is not None
     assert (run_failure(cov, strict=None) or "").endswith(
-        "store the timing anyway with --torchperf-min-cpu-share=0"
+        "store the timing anyway with --torchperf-min-cpu-share=0 (in the ini file: "
+        "torchperf_min_cpu_share = 0, so that compares judge under the same guards)"
     )
 
 

@@ -98,7 +98,10 @@ def test_a_busy_neighbour_is_blamed_not_the_timed_code() -> None:
     assert failure is not None
     assert "1 busy machine" in failure and "Save again when the machine is quiet" in failure
     assert "left the CPU idle" not in failure and "will not change that" not in failure
-    assert failure.endswith("store the timing anyway with --torchperf-max-neighbour-load=100%")
+    assert failure.endswith(
+        "store the timing anyway with --torchperf-max-neighbour-load=100% (in the ini file: "
+        "torchperf_max_neighbour_load = 100%, so that compares judge under the same guards)"
+    ), failure
 
 
 def test_a_target_that_left_its_cpu_idle_is_blamed_on_the_timed_code() -> None:
@@ -192,7 +195,8 @@ def test_a_refused_save_names_every_guard_its_pass_trips() -> None:
     failure = run_failure(cov, strict=None) or ""
     assert failure.endswith(
         "store the timing anyway with --torchperf-max-neighbour-load=100% and "
-        "--torchperf-min-cpu-share=0"
+        "--torchperf-min-cpu-share=0 (in the ini file: torchperf_max_neighbour_load = 100%, "
+        "torchperf_min_cpu_share = 0, so that compares judge under the same guards)"
     ), failure
 
 
