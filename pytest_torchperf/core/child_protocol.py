@@ -88,6 +88,9 @@ class SampleLine(_Fields):
     #: Share of the timed wall time its timing thread waited on a run queue (None: not
     #: measured): tells a crowded-out confirmation from a target that slept.
     queued_share: float | None = None
+    #: Seconds the process had spent so far waiting for a busy machine to quiet down and
+    #: measuring again (a save's), so the controller can say where a slow process's time went.
+    waited: float | None = None
 
     @property
     def statistic(self) -> float:

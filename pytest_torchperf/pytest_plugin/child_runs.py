@@ -256,10 +256,18 @@ def run_fresh_processes(
         if stop_if_empty and process == 1 and not measured and code in (0, 5):
             say(terminal, "torchperf: no perf test to measure in fresh processes")
             return
+        # A busy save's process waits for quiet: said here, or a slow process reads as a hang.
+        waited = max((line.waited or 0.0 for line in measured.values()), default=0.0)
         say(
             terminal,
             f"torchperf: fresh process {process} of {count}: "
-            f"{counted(len(measured), 'measurement')} in {took:.1f} s",
+            f"{counted(len(measured), 'measurement')} in {took:.1f} s"
+            + (
+                f" ({waited:.0f} s of it waiting for a busy machine to quiet down and measuring "
+                f"again)"
+                if waited >= 1.0
+                else ""
+            ),
         )
         if code not in (0, 1) or not measured:
             problems.append(_child_problem(process, child, bool(measured)))

@@ -71,6 +71,7 @@ class ChildSink:
         problem: str | None,
         speedup: Mapping[str, float] | None = None,
         beside: Mapping[str, JSON] | None = None,
+        waited: float | None = None,
     ) -> None:
         self.send(
             SampleLine(
@@ -85,6 +86,7 @@ class ChildSink:
                 speedup,
                 beside,
                 sample.queued_share,
+                waited,
             )
         )
 

@@ -150,4 +150,5 @@ class FreshProcess(Role):
             GuardLimits.of(m.options).problem(final),
             extra.speedup if extra is not None and not untrusted else None,
             m.beside,
+            ctx.quiet.spent,
         )

@@ -250,10 +250,16 @@ def test_a_fresh_process_leaves_out_a_refused_speedup_only_where_it_is_saved() -
     m.beside = None
     written: list[object] = []
     for process, saving, kept in [(1, True, None), (0, True, speedup), (1, False, speedup)]:
-        sink = SimpleNamespace(process=process, write=lambda *line: written.append(line[4]))
-        ctx = SimpleNamespace(settings=SimpleNamespace(save=saving), child_sink=sink)
+        sink = SimpleNamespace(process=process, write=lambda *line: written.append(line))
+        ctx = SimpleNamespace(
+            settings=SimpleNamespace(save=saving),
+            child_sink=sink,
+            quiet=SimpleNamespace(spent=7.5),
+        )
         FreshProcess().report(ctx, None, m, Sample(SUMMARY), None)  # type: ignore[arg-type]
-        assert written[-1] == kept, (process, saving)
+        assert written[-1][4] == kept, (process, saving)
+        # What the process spent waiting for quiet so far, for the controller to say.
+        assert written[-1][6] == 7.5
 
 
 def test_accept_tells_a_target_that_slept_from_a_busy_machine_as_the_save_does() -> None:
