@@ -618,3 +618,27 @@ def test_the_decision_is_made_before_and_apart_from_its_wording() -> None:
     assert decide_ab(slower, 0.1, "A").case == "removed"
     assert decide_ab(slower, 0.1, "A-failed").outcome is Outcome.INCONCLUSIVE
     assert decide_ab(slower[:1], 0.1).case == "few-pairs"
+
+
+def test_a_change_beyond_the_limit_waits_for_a_confirming_pair_and_is_said_to() -> None:
+    """A newcomer read `pair 3: ...; 1 still undecided` beside three pairs of +31 to +34 % at a
+    20 % limit: the fourth pair confirms a change, which the line now says."""
+    from pytest_torchperf.kinds.ab.judge_pairs import beyond_limit
+    from pytest_torchperf.kinds.ab.plugin_runs import _undecided_note
+
+    slower = [_pair(c) for c in (0.31, 0.34, 0.32)]
+    straddling = [_pair(c) for c in (0.0, 0.09, -0.02)]
+    assert beyond_limit(slower, 0.2) and undecided(slower, 0.2, most=8)
+    assert not beyond_limit(straddling, 0.05) and not beyond_limit([], 0.05)
+    from pytest_torchperf.kinds.ab.run_data import Paired
+
+    data = ABData("main (abc)")
+    data.measured[("t::0", "m")] = Paired(pairs=slower, limit=0.2)
+    data.measured[("t::1", "m")] = Paired(pairs=straddling)  # the default 5 %
+    keys = list(data.measured)
+    assert data.confirming(keys) == [("t::0", "m")]
+    assert _undecided_note(data, keys) == (
+        "; 1 beyond its limit, which more pairs confirm (a change rests on at least 4); 1 still "
+        "undecided"
+    )
+    assert _undecided_note(data, []) == ""

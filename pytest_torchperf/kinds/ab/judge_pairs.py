@@ -164,6 +164,13 @@ def undecided(pairs: Sequence[PairResult], limit: float, most: int | None = None
     )
 
 
+def beyond_limit(pairs: Sequence[PairResult], limit: float) -> bool:
+    """The pairs' interval already lies beyond the limit (a slowdown or a speedup): what more
+    pairs would do for it is confirm it (:data:`MIN_PAIRS_FOR_CHANGE`), not decide it."""
+    iv = interval([p.ratio for p in pairs if p.rounds])
+    return iv is not None and classify(iv, limit) in (Outcome.FAIL, Outcome.IMPROVED)
+
+
 def _pct(value: float) -> str:
     return f"{value * 100:+.1f}%"
 

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, TypeVar
 from pytest_torchperf.core.child_protocol import SideResultLine, SkippedLine
 from pytest_torchperf.core.types import JSONObject
 from pytest_torchperf.judge.failures import restore
-from pytest_torchperf.kinds.ab.judge_pairs import DEFAULT_AB_LIMIT, PairResult, undecided
+from pytest_torchperf.kinds.ab.judge_pairs import (
+    DEFAULT_AB_LIMIT,
+    PairResult,
+    beyond_limit,
+    undecided,
+)
 from pytest_torchperf.run.state import MeasurementSkipped
 from pytest_torchperf.store.sessions import Session
 
@@ -231,6 +236,16 @@ class ABData:
                 entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit, most
             )
         ]
+
+    def confirming(self, keys: list[Key]) -> list[Key]:
+        """Of ``keys``, those whose interval already lies beyond their limit: more pairs only
+        confirm them."""
+        found = []
+        for key in keys:
+            entry = self.measured[key]
+            if beyond_limit(entry.pairs, DEFAULT_AB_LIMIT if entry.limit is None else entry.limit):
+                found.append(key)
+        return found
 
 
 # -- the controller: a measurement's Result from the sides' data ------------------------------
