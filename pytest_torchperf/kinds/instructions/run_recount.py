@@ -51,16 +51,22 @@ def above_limit(
     without its limit) is left to the engine, which says what is wrong."""
     said = {(line.nodeid, line.name): line for line in lines}
     found: dict[Key, float] = {}
+    # Each environment once (a fingerprint hook of another plugin runs for each), uncached in
+    # the context: asked before the test loop, its fixtures have set up nothing yet.
+    environments: dict[tuple[str, int], str] = {}
     for key, count in counts.items():
         line = said.get(key)
         if line is None or line.threads is None or line.limit is None:
             continue
+        where = (line.device or "cpu", line.threads)
         try:
             current = InstructionCount.from_record(count)
-            env_id, environment = ctx.environment(line.device or "cpu", line.threads, keep=False)
-            if not beside_timing:
-                env_id, _ = instruction_environment(environment, counted_with)
-            sessions = ctx.store.load_sessions(env_id, *key)
+            if where not in environments:
+                env_id, environment = ctx.environment(*where, keep=False)
+                if not beside_timing:
+                    env_id, _ = instruction_environment(environment, counted_with)
+                environments[where] = env_id
+            sessions = ctx.store.load_sessions(environments[where], *key)
         except Exception:  # noqa: BLE001 - a damaged count or baseline file, a fingerprint hook
             continue  # that raised: the measurement's own verdict or error says what is wrong
         if beside_timing:
